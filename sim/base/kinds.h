@@ -1,0 +1,133 @@
+/* kinds.h: the small vocabularies that the schedule, the cost models, the
+ * profiles and the timelines all speak. Each enum has a name table (the
+ * spelling used in JSON, CSV and tables) and a strict parser. Zero is never a
+ * valid kind, so a zeroed struct is recognisably invalid.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+/* Element types of tensors. */
+typedef enum {
+  ST_DTYPE_FP32 = 0,
+  ST_DTYPE_FP16,
+  ST_DTYPE_BF16,
+  ST_DTYPE_N,
+} StDtype;
+
+/* Op kinds, named as in MLCommons Chakra execution traces. */
+typedef enum {
+  ST_OP_INVALID = 0,
+  ST_OP_COMP,      /* compute: a layer pass, the loss, an optimizer step, ... (StPass) */
+  ST_OP_COMM_COLL, /* collective over a rank group (StCollKind) */
+  ST_OP_COMM_SEND, /* point-to-point send to one peer */
+  ST_OP_COMM_RECV, /* point-to-point receive from one peer */
+  ST_OP_COPY,      /* memory copy (StCopyKind) */
+  ST_OP_N,
+} StOpKind;
+
+/* What a COMP op computes. */
+typedef enum {
+  ST_PASS_INVALID = 0,
+  ST_PASS_FWD,       /* layer forward */
+  ST_PASS_BWD,       /* layer backward (input and weight gradients) */
+  ST_PASS_FWDBWD,    /* both, as one measured number (profiles only, e.g. DeepPool's) */
+  ST_PASS_OPTIM,     /* optimizer step over `elems` parameters */
+  ST_PASS_COMPRESS,  /* gather non-zeros of a dense tensor (sparse modifier) */
+  ST_PASS_EXPAND,    /* scatter non-zeros back into a dense tensor */
+  ST_PASS_RECOMPUTE, /* forward recomputed for activation checkpointing */
+  ST_PASS_N,
+} StPass;
+
+/* Collective operations. `bytes` of a collective is always the full buffer
+ * (nccl-tests' "size"): all-gather's output, reduce-scatter's input. */
+typedef enum {
+  ST_COLL_INVALID = 0,
+  ST_COLL_ALL_REDUCE,
+  ST_COLL_REDUCE_SCATTER,
+  ST_COLL_ALL_GATHER,
+  ST_COLL_BROADCAST,
+  ST_COLL_REDUCE,
+  ST_COLL_N,
+} StCollKind;
+
+typedef enum {
+  ST_COPY_INVALID = 0,
+  ST_COPY_D2D,
+  ST_COPY_H2D,
+  ST_COPY_D2H,
+  ST_COPY_N,
+} StCopyKind;
+
+/* Memory categories of buffers: every byte of a timeline is one of these. */
+typedef enum {
+  ST_MEM_PARAMS = 0,
+  ST_MEM_GRADS,
+  ST_MEM_OPTIMIZER,
+  ST_MEM_ACTIVATIONS,
+  ST_MEM_COMM,
+  ST_MEM_WORKSPACE,
+  ST_MEM_N,
+} StMemCategory;
+
+/* Where an op's duration came from. Every op of a timeline carries one. */
+typedef enum {
+  ST_SRC_NONE = 0,
+  ST_SRC_PROFILED,     /* a profile entry at exactly this size */
+  ST_SRC_INTERPOLATED, /* between (or beyond) profiled sizes, or split from a fwd+bwd entry */
+  ST_SRC_ROOFLINE,     /* estimated from the GPU's peak FLOP/s and memory bandwidth */
+  ST_SRC_ALPHA_BETA,   /* estimated from the link model: latency + bytes / bandwidth */
+  ST_SRC_LINK_PROFILE, /* a measured collective, at this or an interpolated size */
+  ST_SRC_MEASURED,     /* measured by the executor on a real run */
+  ST_SRC_N,
+} StCostSource;
+
+/* Link classes of a cluster, plus LOCAL: ranks on one device exchanging
+ * through its memory. */
+typedef enum {
+  ST_LINK_INTRA_NODE = 0,
+  ST_LINK_INTER_NODE,
+  ST_LINK_PCIE,
+  ST_LINK_LOCAL,
+  ST_LINK_N,
+} StLinkClass;
+
+typedef enum {
+  ST_OPTIMIZER_SGD = 0, /* with momentum: one fp32 state per parameter */
+  ST_OPTIMIZER_ADAM,    /* AdamW: two fp32 states per parameter */
+  ST_OPTIMIZER_N,
+} StOptimizer;
+
+typedef enum {
+  ST_PRECISION_FP32 = 0, /* fp32 weights, gradients and activations */
+  ST_PRECISION_MIXED,    /* 16-bit weights, gradients, activations; fp32 master weights */
+  ST_PRECISION_N,
+} StPrecision;
+
+const char *st_dtype_name(StDtype d);
+int st_dtype_bytes(StDtype d);
+const char *st_op_kind_name(StOpKind k);
+const char *st_pass_name(StPass p);
+const char *st_coll_name(StCollKind c);
+const char *st_copy_name(StCopyKind c);
+const char *st_mem_name(StMemCategory c);
+const char *st_cost_source_name(StCostSource s);
+const char *st_link_name(StLinkClass l);
+const char *st_optimizer_name(StOptimizer o);
+const char *st_precision_name(StPrecision p);
+
+/* Strict parsers: exact spellings of the name tables; errors list them. */
+gboolean st_dtype_parse(const char *text, StDtype *out, GError **error);
+gboolean st_op_kind_parse(const char *text, StOpKind *out, GError **error);
+gboolean st_pass_parse(const char *text, StPass *out, GError **error);
+gboolean st_coll_parse(const char *text, StCollKind *out, GError **error);
+gboolean st_copy_parse(const char *text, StCopyKind *out, GError **error);
+gboolean st_mem_parse(const char *text, StMemCategory *out, GError **error);
+gboolean st_cost_source_parse(const char *text, StCostSource *out, GError **error);
+gboolean st_link_parse(const char *text, StLinkClass *out, GError **error);
+gboolean st_optimizer_parse(const char *text, StOptimizer *out, GError **error);
+gboolean st_precision_parse(const char *text, StPrecision *out, GError **error);
+
+/* nccl-tests' bus bandwidth factor: busbw = algbw * factor(n ranks). */
+double st_coll_busbw_factor(StCollKind c, int ranks);

@@ -1,0 +1,33 @@
+/* units.h: strict parsing and human formatting of sizes, rates and times.
+ *
+ * Every quantity in a model, cluster or option string carries its unit; a bare
+ * number is refused where a unit is required, so "80" never silently means
+ * bytes when the user meant GiB. Decimal prefixes (k, M, G, T, P) are powers of
+ * 1000, binary ones (Ki, Mi, Gi, Ti) powers of 1024. Parsers accept an optional
+ * space between number and unit, nothing else around them.
+ *
+ * Internal units: bytes as int64, rates as double per second, time as int64
+ * nanoseconds (the simulator's clock).
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+/* "80GiB", "512 MB", "1.5TB", "4096B". Result in bytes, rounded to the nearest byte. */
+gboolean st_parse_bytes(const char *text, int64_t *bytes, GError **error);
+
+/* "450GB/s", "12.5 GB/s", "100Gbit/s" (bits are divided by 8). Bytes per second. */
+gboolean st_parse_bandwidth(const char *text, double *bytes_per_s, GError **error);
+
+/* "2us", "1.5 ms", "40ns", "1s". Nanoseconds, rounded to the nearest ns. */
+gboolean st_parse_duration(const char *text, int64_t *ns, GError **error);
+
+/* "989TFLOP/s", "67 TFLOPS". FLOP per second. */
+gboolean st_parse_flop_rate(const char *text, double *flop_per_s, GError **error);
+
+/* Formatting for tables: "1.50 GiB", "3.2 ms", "450 GB/s", "1.23 TFLOP". Transfer full. */
+char *st_format_bytes(int64_t bytes);
+char *st_format_duration(int64_t ns);
+char *st_format_bandwidth(double bytes_per_s);
+char *st_format_count(double value); /* 25.6M, 1.32G: SI prefix, 3 significant digits */

@@ -1,0 +1,57 @@
+/* cli.h: the `stagger` command table and what the subcommands share.
+ *
+ * Each subcommand is one file (cmd_<name>.c) with its own GOptionContext and
+ * --help, exporting one StCommand; cli_commands.c lists them. main() prints
+ * an error once ("stagger sim: ...") and picks the exit code: 0 success,
+ * 1 failure, 2 bad usage (an error in ST_CLI_ERROR / G_OPTION_ERROR).
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "strategy/options.h"
+
+#define ST_CLI_ERROR (st_cli_error_quark())
+GQuark st_cli_error_quark(void);
+
+typedef enum {
+  ST_CLI_ERROR_USAGE = 1, /* exit 2 */
+} StCliError;
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  /* argv[0] is the subcommand's name. Returns TRUE on success. */
+  gboolean (*run)(int argc, char **argv, GError **error);
+} StCommand;
+
+/* NULL-terminated. */
+const StCommand *const *st_commands(void);
+
+/* ---- shared options (cli_options.c) ---------------------------------- */
+
+/* The model, cluster and profile paths and the strategy list, beside the
+ * StOptions every strategy reads. */
+typedef struct {
+  char *model;
+  char *cluster;
+  char *profile;
+  char *strategy;     /* comma list as given */
+  char *out;
+  StOptions options;
+  /* string forms parsed by st_cli_shared_finish() */
+  char *optimizer_text, *precision_text, *bucket_text;
+} StCliShared;
+
+void st_cli_shared_init(StCliShared *shared);
+void st_cli_shared_clear(StCliShared *shared);
+/* The option group with --model, --cluster, --profile, --strategy, --nodes,
+ * --gpus, --ranks, --micro-batch, --global-batch, --steps, --optimizer,
+ * --precision, --bucket-bytes, --zero-stage, --prefetch, --comm-algo, --out.
+ * The group writes into `shared`. */
+GOptionGroup *st_cli_shared_group(StCliShared *shared);
+/* Parses the string-valued options; usage errors are ST_CLI_ERROR_USAGE. */
+gboolean st_cli_shared_finish(StCliShared *shared, GError **error);
+
+/* Sets a usage error. */
+gboolean st_cli_usage_error(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);

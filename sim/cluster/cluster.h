@@ -1,0 +1,104 @@
+/* cluster.h: GPUs, nodes and the links between them.
+ *
+ *   {"name": "dgx-h100", "nodes": 1, "gpus_per_node": 8,
+ *    "gpu": {"name": "H100-SXM", "memory": "80GiB",
+ *            "flops": {"bf16": "989TFLOP/s", "fp32": "67TFLOP/s"},
+ *            "memory_bandwidth": "3.35TB/s"},
+ *    "links": {"intra_node": {"bandwidth": "450GB/s", "latency": "2us", "topology": "switch"},
+ *              "inter_node": {"bandwidth": "50GB/s", "latency": "5us", "topology": "switch"},
+ *              "pcie":       {"bandwidth": "64GB/s", "latency": "1us"}}}
+ *
+ * Every quantity carries its unit. `bandwidth` is per GPU and one direction;
+ * `topology` is "switch" (any pair at full per-GPU bandwidth) or "ring" (GPUs
+ * talk to their ring neighbours; collectives use rings). `intra_node` is
+ * required when a node has several GPUs, `inter_node` when there are several
+ * nodes; `pcie` is optional (host copies). GPU `flops` keys: fp32, tf32,
+ * fp16, bf16, fp8.
+ *
+ * `--nodes N` makes N copies of the file's node; `--gpus G` uses the first G
+ * GPUs. GPU g sits on node g / gpus_per_node.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "base/kinds.h"
+
+#define ST_CLUSTER_ERROR (st_cluster_error_quark())
+GQuark st_cluster_error_quark(void);
+
+typedef enum {
+  ST_TOPO_SWITCH = 0,
+  ST_TOPO_RING,
+} StTopology;
+
+typedef struct {
+  gboolean present;
+  double bandwidth;   /* bytes/s per GPU, one direction */
+  int64_t latency_ns; /* per message: the alpha of alpha-beta models */
+  StTopology topology;
+} StLink;
+
+typedef struct {
+  char *name;                    /* matched against a profile's "device" */
+  int64_t memory_bytes;
+  double flops[ST_DTYPE_N];      /* peak FLOP/s per dtype; 0 when not given */
+  double tf32_flops;             /* 0 when not given */
+  double memory_bandwidth;       /* bytes/s */
+} StGpuSpec;
+
+typedef struct {
+  char *name;
+  char *path;         /* the file it came from, or NULL */
+  int nodes;
+  int gpus_per_node;
+  int gpus;           /* GPUs in use: nodes * gpus_per_node unless --gpus said fewer */
+  StGpuSpec gpu;
+  StLink links[ST_LINK_N]; /* ST_LINK_LOCAL is derived from the GPU's memory bandwidth */
+} StCluster;
+
+StCluster *st_cluster_load(const char *path, GError **error);
+struct cJSON;
+StCluster *st_cluster_from_json(const struct cJSON *root, const char *origin, GError **error);
+/* The description as JSON that st_cluster_from_json reads back to an equal
+ * cluster (with the node count and GPUs in use). Transfer full. */
+struct cJSON *st_cluster_to_json(const StCluster *cluster);
+StCluster *st_cluster_copy(const StCluster *cluster);
+void st_cluster_free(StCluster *cluster);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StCluster, st_cluster_free)
+
+/* Applies --nodes and --gpus (0 leaves each as it is). Fails when `gpus`
+ * exceeds what the nodes hold, or a needed link class is missing. */
+gboolean st_cluster_resize(StCluster *cluster, int nodes, int gpus, GError **error);
+
+static inline int
+st_cluster_node_of(const StCluster *cluster, int gpu)
+{
+  return gpu / cluster->gpus_per_node;
+}
+
+/* Peak FLOP/s for compute in `dtype`: bf16 falls back to fp16 and back. */
+double st_cluster_peak_flops(const StCluster *cluster, StDtype dtype);
+
+/* The link joining two GPUs: LOCAL for the same GPU, INTRA_NODE for the same
+ * node, INTER_NODE otherwise. */
+StLinkClass st_cluster_link_between(const StCluster *cluster, int gpu_a, int gpu_b);
+
+/* Where a group of ranks sits on the cluster. */
+typedef struct {
+  int ranks;      /* members */
+  int devices;    /* distinct devices among them */
+  int nodes;      /* distinct nodes among them */
+  int per_node;   /* most devices of the group on one node */
+  int per_device; /* most members on one device */
+} StGroupShape;
+
+/* The shape of a group whose i-th member sits on GPU member_gpus[i]. */
+void st_cluster_group_shape(const StCluster *cluster, const int32_t *member_gpus, int n,
+                            StGroupShape *shape);
+
+/* Bandwidth and latency of a link class; LOCAL uses half the memory
+ * bandwidth (a copy reads and writes) and no latency. */
+double st_cluster_link_bandwidth(const StCluster *cluster, StLinkClass link);
+int64_t st_cluster_link_latency(const StCluster *cluster, StLinkClass link);

@@ -1,0 +1,129 @@
+/* cost.h: the cost models. Each is one file filling one table of functions,
+ * registered with a name, a summary and its citation (cost_registry.c).
+ *
+ * Three families:
+ * - compute: the time of a COMP op on an idle GPU. Models are tried in
+ *   registry order and the first that answers wins: "profile" (measured,
+ *   interpolated) before "roofline" (peak FLOP/s and memory bandwidth).
+ * - comm: how a collective or a transfer moves bytes over links, as a short
+ *   list of phases (ring, tree, hierarchical; a measured link profile when
+ *   one covers the case). The engine runs the phases and lets concurrent
+ *   phases share link bandwidth; st_comm_plan_ns() is the time alone.
+ * - share: how kernels of several streams on one GPU split it.
+ *
+ * All are pure functions of their inputs: no state, safe from many threads.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "base/kinds.h"
+#include "cluster/cluster.h"
+#include "model/model.h"
+#include "profile/profile.h"
+
+#define ST_COST_ERROR (st_cost_error_quark())
+GQuark st_cost_error_quark(void);
+
+/* ---- compute ---------------------------------------------------------- */
+
+/* What a COMP op does, as the cost models see it. */
+typedef struct {
+  StPass pass;
+  const StLayer *layer; /* fwd / bwd / recompute: the layer; else may be NULL */
+  int64_t batch;        /* samples, for layer passes */
+  int64_t elems;        /* optim / compress / expand: elements touched */
+  int64_t bytes;        /* optim / compress / expand: memory traffic in bytes */
+  const char *kernel;   /* optim / compress / expand: profile name ("adam", "compress") */
+} StWork;
+
+typedef struct {
+  const StCluster *cluster; /* borrowed */
+  const StProfile *profile; /* borrowed, may be NULL */
+  const StModel *model;     /* borrowed */
+  StDtype dtype;            /* compute dtype: fp32, or bf16/fp16 under mixed precision */
+} StComputeCtx;
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  const char *citation;
+  /* TRUE with the time when this model can cost `work`, FALSE to pass. */
+  gboolean (*cost)(const StComputeCtx *ctx, const StWork *work, double *time_ns,
+                   StCostSource *source);
+} StComputeModel;
+
+/* NULL-terminated, in the order they are tried. */
+const StComputeModel *const *st_compute_models(void);
+/* The first model that answers; the roofline always does. */
+double st_compute_time(const StComputeCtx *ctx, const StWork *work, StCostSource *source);
+
+/* ---- communication ---------------------------------------------------- */
+
+/* One phase of a collective: every member device sends `bytes` over `link`,
+ * after a fixed `latency_ns`. Phases run one after another. */
+typedef struct {
+  StLinkClass link;
+  int64_t latency_ns;
+  double bytes;      /* per device, one direction */
+  double bandwidth;  /* bytes/s per device when alone on the link */
+} StCommPhase;
+
+#define ST_COMM_MAX_PHASES 4
+
+typedef struct {
+  const char *algo;         /* name of the algorithm that made it */
+  StCostSource source;      /* ALPHA_BETA, or LINK_PROFILE */
+  int n_phases;
+  StCommPhase phases[ST_COMM_MAX_PHASES];
+} StCommPlan;
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  const char *citation;
+  /* Fills `plan` for `kind` over `bytes` (the full buffer); FALSE when the
+   * algorithm does not apply (hierarchical inside one node, tree for
+   * all-gather). A group of one rank gets zero phases. */
+  gboolean (*plan)(const StCluster *cluster, StCollKind kind, int64_t bytes,
+                   const StGroupShape *group, StCommPlan *plan);
+} StCommAlgo;
+
+const StCommAlgo *const *st_comm_algos(void);
+const StCommAlgo *st_comm_algo_find(const char *name);
+
+/* Plans a collective: `algo` "auto" takes the fastest applicable algorithm
+ * alone on idle links (as NCCL's tuner would), a name forces one. A measured
+ * link profile for this case wins over the models (source LINK_PROFILE). */
+gboolean st_comm_plan_collective(const StCluster *cluster, const StProfile *profile,
+                                 const char *algo, StCollKind kind, int64_t bytes,
+                                 const StGroupShape *group, StCommPlan *plan, GError **error);
+
+/* A point-to-point transfer of `bytes` between two devices (one phase). */
+void st_comm_plan_p2p(const StCluster *cluster, int device_a, int device_b, int64_t bytes,
+                      StCommPlan *plan);
+
+/* Time of a plan alone on idle links: sum of latency + bytes / bandwidth. */
+double st_comm_plan_ns(const StCommPlan *plan);
+
+/* ---- GPU sharing ------------------------------------------------------- */
+
+/* A kernel running on a device, as the sharing model sees it. */
+typedef struct {
+  int priority;   /* higher first */
+  double fill;    /* fraction of the device the kernel uses alone, (0, 1] */
+  double weight;  /* identical kernels folded into this one (>= 1) */
+  double rate;    /* out: speed relative to running alone, (0, 1] ... or 0 */
+} StShareClient;
+
+typedef struct {
+  const char *name;
+  const char *summary;
+  const char *citation;
+  /* Sets each client's rate. A client alone gets rate 1. */
+  void (*rates)(StShareClient *clients, int n);
+} StShareModel;
+
+const StShareModel *const *st_share_models(void);
+const StShareModel *st_share_model_find(const char *name);

@@ -1,0 +1,45 @@
+/* engine.h: the discrete-event simulator.
+ *
+ * Runs a Schedule over the cost models and returns the predicted Timeline.
+ * Time is int64 nanoseconds; events are ordered by (time, insertion
+ * sequence), so the same input always gives the same output. An StEngine is
+ * a plain object with no global state: a planner may run many at once on a
+ * thread pool, one per thread.
+ *
+ * Resources are shared: the kernels running on one device split it by
+ * priority (the share model), and the transfers running over one device's
+ * link split its bandwidth equally; whenever a user arrives or leaves, the
+ * rates change and the finish times of the others are recomputed.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "output/timeline.h"
+#include "profile/profile.h"
+#include "sched/sched.h"
+
+#define ST_ENGINE_ERROR (st_engine_error_quark())
+GQuark st_engine_error_quark(void);
+
+typedef struct {
+  const StProfile *profile; /* borrowed, may be NULL: roofline and alpha-beta only */
+  const char *comm_algo;    /* "auto" (default when NULL), "ring", "tree", "hierarchical" */
+  const char *share_model;  /* GPU sharing model; NULL: "priority" */
+  gboolean no_fold;         /* simulate every rank even when identical ranks could fold */
+} StEngineOptions;
+
+typedef struct {
+  int64_t events;           /* events processed */
+  int64_t ops;              /* op executions simulated */
+  int32_t sim_ranks;        /* ranks simulated (after folding) */
+  gboolean folded;
+  char *fold_note;          /* why folding was not applied, or NULL */
+} StEngineStats;
+
+/* Simulates `schedule` (borrowed; must outlive the timeline). Fails on a
+ * deadlock (ops that can never start), naming one of them. Transfer full. */
+StTimeline *st_simulate(const StSchedule *schedule, const StEngineOptions *options,
+                        StEngineStats *stats, GError **error);
+
+void st_engine_stats_clear(StEngineStats *stats);

@@ -1,0 +1,115 @@
+/* model.h: a neural network as a sequence of layers with derived costs.
+ *
+ * A model file (models/*.json) lists layers in execution order:
+ *
+ *   {"name": "resnet50", "input": [3, 224, 224], "dtype": "fp32",
+ *    "layers": [ {"name": "conv1", "type": "conv2d", "out_channels": 64, ...},
+ *                {"repeat": 3, "from": 1, "layers": [ {"name": "layer1.{i}", ...} ]},
+ *                ... ]}
+ *
+ * `input` is the per-sample input shape ([C,H,W] for images, [tokens] for
+ * token ids). Each layer's input shape is the previous layer's output shape,
+ * so only the hyperparameters that are not implied by it are written (a
+ * conv2d's in_channels comes from its input). A `repeat` entry expands its
+ * `layers` N times, substituting the index (from `from`, default 0) for
+ * "{i}" in names. Layer types are registered in layer_type.c; `"type":
+ * "custom"` takes its numbers directly, all per sample: params, fwd_flops,
+ * bwd_flops, activation_bytes, output_bytes.
+ *
+ * The loader derives per layer: trainable parameters, forward and backward
+ * FLOPs, bytes kept for backward and output bytes, per sample, at the model's
+ * dtype. Nothing here knows about GPUs or strategies.
+ *
+ * Ownership: an StModel owns its layers and their strings; layer types are
+ * static and borrowed.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/kinds.h"
+
+#define ST_MODEL_ERROR (st_model_error_quark())
+GQuark st_model_error_quark(void);
+
+#define ST_SHAPE_MAX_DIMS 4
+
+/* A per-sample tensor shape: [C,H,W] for images, [tokens, features] for
+ * sequences, [features] for vectors, [tokens] for token ids. */
+typedef struct {
+  int n_dims;
+  int64_t dims[ST_SHAPE_MAX_DIMS];
+} StShape;
+
+/* One integer hyperparameter (booleans are 0/1). Keys are interned strings. */
+typedef struct {
+  const char *key;
+  int64_t value;
+} StAttr;
+
+typedef struct StLayerType StLayerType;
+
+typedef struct {
+  char *name;               /* unique within the model */
+  const StLayerType *type;  /* borrowed from the registry */
+  StAttr *attrs;            /* [n_attrs], sorted by key: given values and defaults */
+  int n_attrs;
+  StShape in_shape;         /* per sample */
+  StShape out_shape;        /* per sample */
+  char *signature;          /* "type{k=v,...}[in shape]": the key that carries a profile
+                               entry across models with the same layer */
+  int64_t params;           /* trainable parameters (elements); 0 for a tied head */
+  double fwd_flops;         /* per sample */
+  double bwd_flops;         /* per sample: input and weight gradients */
+  int64_t act_bytes;        /* kept from forward for backward, per sample, at model dtype */
+  int64_t out_bytes;        /* output tensor, per sample, at model dtype */
+  int64_t in_bytes;         /* input tensor, per sample, at model dtype */
+  double fwd_io_bytes;      /* activation memory traffic of forward, per sample (roofline) */
+  double bwd_io_bytes;      /* same for backward */
+} StLayer;
+
+typedef struct {
+  char *name;
+  char *path;        /* the file it came from, or NULL */
+  StDtype dtype;     /* of activations and weights as written ("fp32" by default) */
+  StShape input;     /* per sample */
+  StLayer *layers;   /* [n_layers] in execution order */
+  int n_layers;
+  /* Totals over the layers. */
+  int64_t params;
+  double fwd_flops, bwd_flops;
+  int64_t act_bytes;
+} StModel;
+
+/* Loads and derives a model. Errors name the file, the layer and the key:
+ * "models/x.json: layer 4 'conv1': key 'kernel': expected an integer". */
+StModel *st_model_load(const char *path, GError **error);
+
+/* Same from a parsed tree; `origin` names it in messages. */
+struct cJSON;
+StModel *st_model_from_json(const struct cJSON *root, const char *origin, GError **error);
+
+/* The model as a JSON object that st_model_from_json reads back to an equal
+ * model (layers expanded, attrs explicit). Transfer full. */
+struct cJSON *st_model_to_json(const StModel *model);
+
+StModel *st_model_copy(const StModel *model);
+void st_model_free(StModel *model);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StModel, st_model_free)
+
+/* The attribute `key` of a layer, or `fallback` when the layer has none. */
+int64_t st_layer_attr(const StLayer *layer, const char *key, int64_t fallback);
+
+/* Bytes of a per-sample quantity given at the model's dtype, converted to
+ * `dtype` (mixed precision keeps activations in 16 bits). */
+int64_t st_model_bytes_as(const StModel *model, int64_t bytes, StDtype dtype);
+
+int64_t st_shape_elems(const StShape *shape);
+/* "[3,224,224]". Transfer full. */
+char *st_shape_format(const StShape *shape);
+gboolean st_shape_equal(const StShape *a, const StShape *b);
+
+/* Writes the per-layer table and the totals, as `stagger model show` prints it. */
+void st_model_print(const StModel *model, FILE *out);

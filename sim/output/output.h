@@ -1,0 +1,87 @@
+/* output.h: what a run leaves in --out DIR, computed from a Timeline.
+ *
+ * - report.json: the contract keys (step_time_s, samples_per_s, gpus_used,
+ *   devices, total_peak_by_category, comm, out_of_memory, loss for executor
+ *   runs) plus the schedule's settings and notes, the cost sources used and
+ *   the folding applied. See docs/FORMATS.md.
+ * - trace.json: Chrome trace events (Perfetto opens it): a pid per device, a
+ *   tid per stream, memory counters per category, flows for dependencies and
+ *   for matched communication; times in microseconds from 0.
+ * - memory.csv, comm.csv, ops.csv: the tables plots/*.gp read.
+ *
+ * A summary holds the numbers once; the report, the CLI table and the
+ * comparison table all print from it.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "output/timeline.h"
+
+#define ST_OUTPUT_ERROR (st_output_error_quark())
+GQuark st_output_error_quark(void);
+
+typedef struct {
+  int32_t id;
+  int32_t represented_by;              /* the recorded device whose numbers these are */
+  int64_t peak_bytes;                  /* peak of the total over time */
+  int64_t peak_by_category[ST_MEM_N];  /* peak over time of each category alone */
+  int64_t at_peak_by_category[ST_MEM_N]; /* the breakdown at the moment of peak_bytes */
+  int64_t peak_ns;                     /* when the peak was first reached */
+  double busy_fraction;                /* time with a COMP op running / step window */
+} StDeviceSummary;
+
+typedef struct {
+  int32_t device;
+  int32_t rank;
+  uint32_t op;          /* the op whose allocation reached the peak */
+  int32_t buffer;
+  int64_t peak_bytes;
+  int64_t capacity_bytes;
+  int64_t over_bytes;
+} StOutOfMemory;
+
+typedef struct {
+  const StTimeline *timeline; /* borrowed */
+  int64_t makespan_ns;
+  int32_t steps;
+  int32_t warmup_steps;       /* steps excluded from step_time (the first, when steps > 1) */
+  int64_t *step_end_ns;       /* [steps]: when the last op of each step ended */
+  int64_t step_time_ns;       /* mean over the steady steps */
+  double samples_per_s;
+  int32_t gpus_used;          /* devices hosting at least one rank */
+  StDeviceSummary *devices;   /* [n_devices] */
+  int64_t total_peak_by_category[ST_MEM_N]; /* peak over time of the sum over devices */
+  int64_t total_peak_bytes;   /* peak over time of the sum of everything */
+  double comm_bytes_total;    /* sent over all links by all devices in the steady steps */
+  double comm_bytes_by_link[ST_LINK_N];
+  double comm_peak_to_mean;   /* bytes in flight per second: peak over mean, steady steps */
+  int64_t comm_exposed_ns;    /* time of the steady step with no COMP op running on device 0's
+                                 representative (communication not hidden) */
+  int64_t ops_by_source[ST_SRC_N]; /* recorded op counts by cost source */
+  StOutOfMemory *oom;         /* NULL when every device fits */
+  GArray *loss;               /* double per step (executor runs), or NULL */
+} StSummary;
+
+StSummary *st_summary_new(const StTimeline *timeline);
+void st_summary_free(StSummary *summary);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StSummary, st_summary_free)
+
+/* Writes report.json, trace.json, memory.csv, comm.csv and ops.csv into `dir`
+ * (created if needed). */
+gboolean st_output_write_all(const StSummary *summary, const char *dir, GError **error);
+
+struct cJSON *st_report_to_json(const StSummary *summary);
+gboolean st_report_write(const StSummary *summary, const char *path, GError **error);
+gboolean st_trace_write(const StTimeline *timeline, const char *path, GError **error);
+gboolean st_csv_write_memory(const StTimeline *timeline, const char *path, GError **error);
+gboolean st_csv_write_comm(const StTimeline *timeline, const char *path, GError **error);
+gboolean st_csv_write_ops(const StTimeline *timeline, const char *path, GError **error);
+
+/* The human table of one run, and of several side by side (`names[i]`
+ * labels summaries[i]). */
+void st_summary_print(const StSummary *summary, FILE *out);
+void st_summary_print_compare(const StSummary *const *summaries, const char *const *names,
+                              int n, FILE *out);

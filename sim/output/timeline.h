@@ -1,0 +1,82 @@
+/* timeline.h: what happened (or is predicted to happen) when a schedule ran.
+ *
+ * The simulator and the executor both produce a Timeline; every report, CSV,
+ * trace and plot is computed from one, so predicted and measured runs are
+ * compared on equal terms.
+ *
+ * Folding. The simulator may run only some ranks and let each stand for
+ * identical ones (see sched/fold.h). rank_rep[r] is the recorded rank whose
+ * records stand for rank r, and device_rep[d] the recorded device that stands
+ * for device d; both are the identity when nothing was folded. Memory records
+ * of a device already include every rank on it.
+ *
+ * Records are appended in time order of their events; readers sort when they
+ * need another order. All times are ns from the start of the run.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "base/kinds.h"
+#include "sched/sched.h"
+
+typedef struct {
+  int32_t rank;     /* a recorded rank */
+  uint32_t op;      /* index in the rank's program */
+  int32_t step;     /* 0-based step */
+  uint8_t source;   /* StCostSource of the duration */
+  int64_t ready_ns; /* dependencies met; a comm op waits for its peers from here */
+  int64_t start_ns; /* work began (comm: every peer had arrived) */
+  int64_t end_ns;
+} StOpRecord;
+
+/* A change of one device's memory in one category. */
+typedef struct {
+  int64_t t_ns;
+  int64_t delta;     /* bytes, + allocation, - free */
+  int32_t device;    /* a recorded device */
+  int32_t rank;      /* whose buffer; -1 for none */
+  int32_t buffer;    /* index in that rank's program, -1 for none */
+  uint32_t op;       /* the op whose start (alloc) or end (free) caused it; UINT32_MAX for
+                        persistent buffers allocated before the first step */
+  uint8_t category;  /* StMemCategory */
+} StMemEvent;
+
+/* One device sending over one link class for an interval: a phase of a
+ * collective, or a transfer. */
+typedef struct {
+  int64_t start_ns, end_ns;
+  double bytes;      /* sent by this device in the interval */
+  int32_t device;    /* a recorded device */
+  int32_t rank;      /* the rank whose op it belongs to */
+  uint32_t op;
+  uint8_t link;      /* StLinkClass */
+} StCommRecord;
+
+typedef struct {
+  const StSchedule *schedule; /* borrowed */
+  gboolean measured;          /* FALSE: predicted by the simulator */
+  char *origin;               /* "simulated" or a device description */
+  int32_t *rank_rep;          /* [n_ranks] */
+  int32_t *device_rep;        /* [n_devices] */
+  GArray *ops;                /* StOpRecord */
+  GArray *mem;                /* StMemEvent, in time order per device */
+  GArray *comm;               /* StCommRecord */
+  int64_t end_ns;             /* when the last op ended */
+} StTimeline;
+
+/* An empty timeline over `schedule` with identity folding. */
+StTimeline *st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origin);
+void st_timeline_free(StTimeline *timeline);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTimeline, st_timeline_free)
+
+/* TRUE when device d has its own records (it is its own representative). */
+static inline gboolean
+st_timeline_device_recorded(const StTimeline *t, int device)
+{
+  return t->device_rep[device] == device;
+}
+
+/* Number of devices that device `rep` stands for (1 when nothing is folded). */
+int st_timeline_device_weight(const StTimeline *t, int rep);

@@ -1,0 +1,266 @@
+/* sched.h: the Schedule, the one artifact that the simulator and the executor
+ * both consume.
+ *
+ * Shape. R ranks (workers) are placed on D devices; several ranks may share a
+ * device. Each rank runs a program: streams (with priorities) of ops with
+ * CUDA semantics: an op starts after the previous op of its stream and all of
+ * its dependencies have finished. Ranks that do the same thing share one
+ * program, so a schedule of 1024 identical data-parallel ranks holds one
+ * program, not 1024 copies; a program is written relative to "this rank"
+ * (peers and groups are resolved through communicators).
+ *
+ * Steps. A program describes one training step; the schedule runs it `steps`
+ * times. A dependency may point into the previous step (step_offset -1), which
+ * is how one step waits for the last one (ZeRO's parameter all-gather, CDP's
+ * delayed gradients); in the first step such a dependency is already met.
+ *
+ * Communicators. A communicator partitions (some of) the ranks into groups,
+ * like MPI_Comm_split. A collective op names a communicator; it runs over the
+ * group that holds the executing rank, and matches the other members' ops on
+ * that group in issue order (the n-th collective of a rank on a group meets
+ * the n-th of every other member, and they must agree on kind and bytes).
+ * Send/recv name a communicator and the peer's index in the group; they pair
+ * in order per (sender, receiver, tag).
+ *
+ * Memory. Buffers are declared per program with a category and a size; an op
+ * lists the buffers it allocates when it starts and frees when it ends.
+ * Persistent buffers (weights, optimizer states) live for the whole run. Every
+ * non-persistent buffer is allocated and freed once per step.
+ *
+ * Order. A program's ops are stored in a topological order: every same-step
+ * dependency, and the previous op of the same stream, come earlier in the
+ * array. So any schedule built through this API is acyclic within a step, and
+ * an executor may enqueue ops in array order.
+ *
+ * Ownership: the schedule owns its model, cluster, communicators and programs.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "base/kinds.h"
+#include "cluster/cluster.h"
+#include "model/model.h"
+
+#define ST_SCHED_ERROR (st_sched_error_quark())
+GQuark st_sched_error_quark(void);
+
+typedef struct {
+  char *name;
+  int32_t priority; /* higher runs first when streams share a device; 0 is normal */
+} StStream;
+
+typedef struct {
+  char *name;
+  uint8_t category;   /* StMemCategory */
+  uint8_t persistent; /* allocated before the first step, never freed */
+  int64_t bytes;
+} StBuffer;
+
+typedef struct {
+  uint32_t op;         /* index in the same program */
+  int32_t step_offset; /* 0: this step; -1: the previous step */
+} StDep;
+
+typedef struct {
+  uint8_t kind;     /* StOpKind */
+  uint8_t sub;      /* StPass (COMP), StCollKind (COMM_COLL), StCopyKind (COPY); 0 otherwise */
+  uint16_t stream;  /* index in the program's streams */
+  int32_t layer;    /* model layer, -1 when none */
+  int32_t micro;    /* micro-batch, -1 when none */
+  int32_t batch;    /* samples of a layer pass */
+  int32_t comm;     /* communicator of COMM ops, -1 otherwise */
+  int32_t peer;     /* SEND/RECV: the peer's index in this rank's group */
+  int32_t tag;      /* SEND/RECV: pairs in order per (sender, receiver, tag) */
+  int32_t label;    /* index in the program's labels (a bucket's name), -1 when none */
+  int64_t bytes;    /* COLL: full buffer; SEND/RECV/COPY: payload; elementwise COMP: traffic */
+  int64_t elems;    /* optim / compress / expand: elements */
+  uint32_t dep_first; /* deps[dep_first .. dep_first + n_deps) */
+  uint32_t n_deps;
+  uint32_t mem_first; /* mem[mem_first ..]: n_alloc buffers allocated at start, then n_free freed at end */
+  uint16_t n_alloc;
+  uint16_t n_free;
+} StOp;
+
+typedef struct {
+  char *name;
+  GArray *streams;   /* StStream */
+  GArray *buffers;   /* StBuffer */
+  GArray *ops;       /* StOp, topologically ordered (see above) */
+  GArray *deps;      /* StDep */
+  GArray *mem;       /* uint32_t buffer indices */
+  GPtrArray *labels; /* char *, owned */
+  /* private: the op being built (st_program_begin .. st_program_commit) */
+  StOp pending;
+  gboolean building;
+  GArray *pending_deps, *pending_alloc, *pending_free;
+  GHashTable *label_index;
+} StProgram;
+
+typedef struct {
+  char *name;
+  int32_t n_groups;
+  int32_t *group_of; /* [n_ranks]: group of each rank, -1 when not a member */
+  int32_t *index_of; /* [n_ranks]: position of each rank in its group, -1 when not a member */
+  int32_t *offsets;  /* [n_groups + 1]: group g is members[offsets[g] .. offsets[g + 1]) */
+  int32_t *members;  /* ranks, ascending within a group */
+} StComm;
+
+typedef struct {
+  int32_t node;  /* node index */
+  int32_t local; /* GPU index within its node */
+} StDevice;
+
+typedef struct {
+  int32_t device;
+  int32_t program;
+} StRank;
+
+/* Settings every strategy shares, recorded with the schedule for reports. */
+typedef struct {
+  char *strategy;        /* registry name ("dp", "zero") */
+  char *description;     /* one line: "zero stage 2, 8 ranks, micro-batch 32" */
+  StPrecision precision;
+  StOptimizer optimizer;
+  int32_t micro_batch;   /* samples per micro-batch per rank */
+  int32_t accumulation;  /* micro-batches per rank per step */
+  int64_t global_batch;  /* samples per step over all ranks */
+} StSettings;
+
+/* A fact a strategy reports about itself ("zero_stage": 2). */
+typedef struct {
+  char *key;
+  char *text;   /* NULL for a number */
+  double number;
+} StNote;
+
+typedef struct {
+  StModel *model;         /* owned */
+  StCluster *cluster;     /* owned; `gpus` is the device count */
+  StSettings settings;
+  int32_t steps;          /* times the programs run */
+  int32_t n_devices;
+  StDevice *devices;      /* [n_devices] */
+  int32_t n_ranks;
+  StRank *ranks;          /* [n_ranks] */
+  GPtrArray *comms;       /* StComm *, owned */
+  GPtrArray *programs;    /* StProgram *, owned */
+  GArray *notes;          /* StNote */
+} StSchedule;
+
+/* ---- building --------------------------------------------------------- */
+
+/* A schedule on the first cluster->gpus GPUs of `cluster`, with `n_ranks`
+ * ranks placed by `placement` (NULL: round-robin, rank r on device r % D).
+ * Takes ownership of model and cluster. */
+StSchedule *st_schedule_new(StModel *model, StCluster *cluster, int n_ranks,
+                            const int32_t *placement);
+void st_schedule_free(StSchedule *schedule);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StSchedule, st_schedule_free)
+
+/* Adds a communicator from a color per rank (-1: not a member): ranks of one
+ * color form a group, groups ordered by color, members ascending. */
+int st_schedule_add_comm(StSchedule *schedule, const char *name, const int32_t *color);
+/* A communicator with every rank in one group. */
+int st_schedule_add_world(StSchedule *schedule, const char *name);
+int st_schedule_find_comm(const StSchedule *schedule, const char *name);
+/* Takes ownership; returns the program index. */
+int st_schedule_add_program(StSchedule *schedule, StProgram *program);
+void st_schedule_note_number(StSchedule *schedule, const char *key, double value);
+void st_schedule_note_text(StSchedule *schedule, const char *key, const char *text);
+
+StProgram *st_program_new(const char *name);
+void st_program_free(StProgram *program);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StProgram, st_program_free)
+int st_program_add_stream(StProgram *program, const char *name, int priority);
+uint32_t st_program_add_buffer(StProgram *program, const char *name, StMemCategory category,
+                               int64_t bytes, gboolean persistent);
+/* Interned per program: the same text gives the same index. */
+int32_t st_program_label(StProgram *program, const char *text);
+
+/* Op templates: every field not named is "none" (-1 or 0). */
+StOp st_op_comp(int stream, StPass pass, int layer, int micro, int batch);
+StOp st_op_elementwise(int stream, StPass pass, int layer, int64_t elems, int64_t bytes);
+StOp st_op_coll(int stream, StCollKind kind, int comm, int64_t bytes);
+StOp st_op_send(int stream, int comm, int peer, int tag, int64_t bytes);
+StOp st_op_recv(int stream, int comm, int peer, int tag, int64_t bytes);
+StOp st_op_copy(int stream, StCopyKind kind, int64_t bytes);
+
+/* Building one op: begin with a template, add dependencies and memory
+ * effects, commit to get its index. Dependencies must be earlier ops (or
+ * previous-step ones); duplicates are dropped. */
+void st_program_begin(StProgram *program, const StOp *op);
+void st_program_after(StProgram *program, uint32_t op);
+void st_program_after_prev_step(StProgram *program, uint32_t op);
+void st_program_alloc(StProgram *program, uint32_t buffer);
+void st_program_free_buffer(StProgram *program, uint32_t buffer);
+uint32_t st_program_commit(StProgram *program);
+
+/* ---- reading ---------------------------------------------------------- */
+
+static inline const StProgram *
+st_schedule_program_of(const StSchedule *s, int rank)
+{
+  return (const StProgram *)g_ptr_array_index(s->programs, s->ranks[rank].program);
+}
+
+static inline const StComm *
+st_schedule_comm(const StSchedule *s, int comm)
+{
+  return (const StComm *)g_ptr_array_index(s->comms, comm);
+}
+
+static inline const StOp *
+st_program_op(const StProgram *p, uint32_t op)
+{
+  return &g_array_index(p->ops, StOp, op);
+}
+
+static inline const StDep *
+st_program_deps(const StProgram *p, const StOp *op)
+{
+  return &g_array_index(p->deps, StDep, op->dep_first);
+}
+
+static inline const uint32_t *
+st_program_allocs(const StProgram *p, const StOp *op)
+{
+  return &g_array_index(p->mem, uint32_t, op->mem_first);
+}
+
+static inline const uint32_t *
+st_program_frees(const StProgram *p, const StOp *op)
+{
+  return &g_array_index(p->mem, uint32_t, op->mem_first + op->n_alloc);
+}
+
+/* The rank `rank` reaches through communicator `comm` at group index `peer`. */
+int st_schedule_peer_rank(const StSchedule *s, int rank, int comm, int peer);
+
+/* Where the group of `rank` in `comm` sits (ranks, devices, nodes). */
+void st_schedule_group_shape(const StSchedule *s, int comm, int group, StGroupShape *shape);
+
+/* A short human name: "fwd conv1 m0", "all_reduce bucket 3", "send -> 2".
+ * Transfer full. */
+char *st_op_describe(const StSchedule *s, const StProgram *p, uint32_t op);
+
+/* Total bytes of persistent buffers of a program, per category. */
+void st_program_persistent_bytes(const StProgram *p, int64_t out[ST_MEM_N]);
+
+/* ---- serialization and checks (sched_json.c, sched_check.c) ------------ */
+
+/* Self-contained JSON: model, cluster, settings, devices, ranks,
+ * communicators, programs. st_schedule_from_json gives back an equal schedule. */
+struct cJSON *st_schedule_to_json(const StSchedule *schedule);
+StSchedule *st_schedule_from_json(const struct cJSON *root, const char *origin, GError **error);
+gboolean st_schedule_save(const StSchedule *schedule, const char *path, GError **error);
+StSchedule *st_schedule_load(const char *path, GError **error);
+
+/* Checks the invariants: indices in range; topological order; each send has
+ * its receive with equal bytes; the members of each collective agree on kind
+ * and bytes, in order; every buffer allocated and freed once per step, freed
+ * by an op that runs after its allocation, or persistent; every rank of a
+ * collective's group is a member. The first violation is reported with the
+ * rank, the program and the op. */
+gboolean st_schedule_check(const StSchedule *schedule, GError **error);

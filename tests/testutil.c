@@ -1,0 +1,64 @@
+/* testutil.c: see testutil.h. */
+#include "testutil.h"
+
+#include <glib/gstdio.h>
+#include <stdlib.h>
+
+char *
+st_test_src(const char *relative)
+{
+  return g_build_filename(STAGGER_SOURCE_DIR, relative, NULL);
+}
+
+static GPtrArray *tmpdirs;
+
+static void
+remove_tree(const char *path)
+{
+  GDir *dir = g_dir_open(path, 0, NULL);
+  if (dir != NULL) {
+    const char *name;
+    while ((name = g_dir_read_name(dir)) != NULL) {
+      g_autofree char *child = g_build_filename(path, name, NULL);
+      if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
+        remove_tree(child);
+      else
+        g_unlink(child);
+    }
+    g_dir_close(dir);
+  }
+  g_rmdir(path);
+}
+
+static void
+remove_tmpdirs(void)
+{
+  for (guint i = 0; tmpdirs != NULL && i < tmpdirs->len; i++)
+    remove_tree(g_ptr_array_index(tmpdirs, i));
+  if (tmpdirs != NULL)
+    g_ptr_array_free(tmpdirs, TRUE);
+}
+
+char *
+st_test_tmpdir(void)
+{
+  g_autoptr(GError) error = NULL;
+  char *dir = g_dir_make_tmp("stagger-test-XXXXXX", &error);
+  g_assert_no_error(error);
+  if (tmpdirs == NULL) {
+    tmpdirs = g_ptr_array_new_with_free_func(g_free);
+    atexit(remove_tmpdirs);
+  }
+  g_ptr_array_add(tmpdirs, g_strdup(dir));
+  return dir;
+}
+
+char *
+st_test_read(const char *path, gsize *length)
+{
+  char *text = NULL;
+  g_autoptr(GError) error = NULL;
+  g_file_get_contents(path, &text, length, &error);
+  g_assert_no_error(error);
+  return text;
+}
