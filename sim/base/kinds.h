@@ -8,6 +8,8 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "base/error.h"
+
 /* Element types of tensors. */
 typedef enum {
   ST_DTYPE_FP32 = 0,

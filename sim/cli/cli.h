@@ -9,7 +9,11 @@
 
 #include <glib.h>
 
+#include "cluster/cluster.h"
+#include "model/model.h"
+#include "profile/profile.h"
 #include "strategy/options.h"
+#include "strategy/strategy.h"
 
 #define ST_CLI_ERROR (st_cli_error_quark())
 GQuark st_cli_error_quark(void);
@@ -39,8 +43,9 @@ typedef struct {
   char *strategy;     /* comma list as given */
   char *out;
   StOptions options;
+  gboolean no_fold;   /* --no-fold (sim, plan) */
   /* string forms parsed by st_cli_shared_finish() */
-  char *optimizer_text, *precision_text, *bucket_text;
+  char *optimizer_text, *precision_text, *bucket_text, *comm_algo_text;
 } StCliShared;
 
 void st_cli_shared_init(StCliShared *shared);
@@ -52,6 +57,20 @@ void st_cli_shared_clear(StCliShared *shared);
 GOptionGroup *st_cli_shared_group(StCliShared *shared);
 /* Parses the string-valued options; usage errors are ST_CLI_ERROR_USAGE. */
 gboolean st_cli_shared_finish(StCliShared *shared, GError **error);
+
+/* What the shared options point at, loaded: the model, the cluster resized by
+ * --nodes / --gpus, and the profile (NULL without --profile). */
+typedef struct {
+  StModel *model;
+  StCluster *cluster;
+  StProfile *profile;
+} StCliInputs;
+
+gboolean st_cli_load_inputs(const StCliShared *shared, StCliInputs *inputs, GError **error);
+void st_cli_inputs_clear(StCliInputs *inputs);
+
+/* The --strategy list (default "dp"), every name checked. Transfer full. */
+char **st_cli_strategy_names(const StCliShared *shared, GError **error);
 
 /* Sets a usage error. */
 gboolean st_cli_usage_error(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);

@@ -1,5 +1,17 @@
-/* engine.c: the event loop, op readiness and dispatch. */
-#include "engine/engine.h"
+/* engine.c: the event loop, stream readiness and dispatch (see engine.h and
+ * engine_internal.h).
+ *
+ * Readiness without per-step state: ops of a stream complete in order and
+ * once per step, so done[op] (instances completed) says everything. The head
+ * of a stream at step k may start when each same-step dependency d has
+ * done[d] > k and each previous-step one has done[d] > k - 1. A stream that
+ * finds a dependency unmet registers itself as a waiter of that op and is
+ * retried when the op completes; each dependency is thus seen met once.
+ */
+#include "engine/engine_internal.h"
+
+#include <stdarg.h>
+#include <string.h>
 
 G_DEFINE_QUARK(st-engine-error-quark, st_engine_error)
 
@@ -8,4 +20,348 @@ st_engine_stats_clear(StEngineStats *stats)
 {
   g_clear_pointer(&stats->fold_note, g_free);
   *stats = (StEngineStats){0};
+}
+
+void
+engine_fail(Engine *e, const char *format, ...)
+{
+  if (e->error != NULL)
+    return;
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  g_set_error_literal(&e->error, ST_ENGINE_ERROR, ST_ERROR_FAILED, message);
+}
+
+gboolean
+engine_failed(Engine *e)
+{
+  return e->error != NULL;
+}
+
+/* Streams to retry travel through a GQueue as pointers: (sim, stream) packed,
+ * plus one so that no key is NULL. */
+static inline gpointer
+stream_key(int sim, int stream)
+{
+  return GSIZE_TO_POINTER((((gsize)sim << 16) | (gsize)stream) + 1);
+}
+
+static void
+retry_stream(Engine *e, int sim, int stream)
+{
+  g_queue_push_tail(&e->ready, stream_key(sim, stream));
+}
+
+/* ---- per-program facts --------------------------------------------------- */
+
+static StDtype
+compute_dtype(const StSchedule *s)
+{
+  if (s->settings.precision != ST_PRECISION_MIXED)
+    return ST_DTYPE_FP32;
+  return s->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
+}
+
+static const char *
+elementwise_kernel(const StSchedule *s, StPass pass)
+{
+  if (pass == ST_PASS_OPTIM)
+    return st_optimizer_name(s->settings.optimizer);
+  return st_pass_name(pass);
+}
+
+static void
+prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
+{
+  const StSchedule *s = e->s;
+  info->stream_ops = g_new(GArray *, p->streams->len);
+  for (guint i = 0; i < p->streams->len; i++)
+    info->stream_ops[i] = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  info->cost_ns = g_new0(double, p->ops->len);
+  info->source = g_new0(uint8_t, p->ops->len);
+  for (guint i = 0; i < p->ops->len; i++) {
+    const StOp *op = st_program_op(p, i);
+    g_array_append_val(info->stream_ops[op->stream], i);
+    if (op->kind != ST_OP_COMP)
+      continue;
+    StWork work = {
+      .pass = op->sub,
+      .layer = op->layer >= 0 ? &s->model->layers[op->layer] : NULL,
+      .batch = op->batch,
+      .elems = op->elems,
+      .bytes = op->bytes,
+      .kernel = elementwise_kernel(s, op->sub),
+    };
+    StCostSource source = ST_SRC_NONE;
+    info->cost_ns[i] = st_compute_time(&e->compute, &work, &source);
+    info->source[i] = (uint8_t)source;
+  }
+}
+
+static void
+prog_info_clear(ProgInfo *info, const StProgram *p)
+{
+  for (guint i = 0; i < p->streams->len; i++)
+    g_array_unref(info->stream_ops[i]);
+  g_free(info->stream_ops);
+  g_free(info->cost_ns);
+  g_free(info->source);
+}
+
+/* ---- streams ------------------------------------------------------------- */
+
+static void
+start_op(Engine *e, const OpRef *ref)
+{
+  memory_alloc(e, ref);
+  switch ((StOpKind)engine_op(e, ref)->kind) {
+  case ST_OP_COMP:
+    compute_start(e, ref);
+    break;
+  case ST_OP_COMM_COLL:
+    net_collective(e, ref);
+    break;
+  case ST_OP_COMM_SEND:
+  case ST_OP_COMM_RECV:
+    net_p2p(e, ref);
+    break;
+  case ST_OP_COPY:
+    net_copy(e, ref);
+    break;
+  default:
+    g_assert_not_reached();
+  }
+}
+
+/* Starts the head op of a stream if its dependencies are met, or registers
+ * the stream as a waiter of the first unmet one. */
+static void
+try_stream(Engine *e, int sim, int stream)
+{
+  SimRank *sr = &e->sims[sim];
+  StreamState *st = &sr->streams[stream];
+  if (st->busy || st->done)
+    return;
+  const GArray *ops = sr->info->stream_ops[stream];
+  uint32_t o = g_array_index(ops, uint32_t, st->pos);
+  const StOp *op = st_program_op(sr->program, o);
+  const StDep *deps = st_program_deps(sr->program, op);
+  for (; st->dep_cursor < op->n_deps; st->dep_cursor++) {
+    const StDep *d = &deps[st->dep_cursor];
+    int32_t needed = st->step + d->step_offset; /* the instance that must be done */
+    if (needed < 0 || sr->done[d->op] > needed)
+      continue;
+    sr->waiters[d->op] |= UINT64_C(1) << stream;
+    return;
+  }
+  st->busy = TRUE;
+  OpRef ref = {sim, o, st->step, e->now};
+  start_op(e, &ref);
+}
+
+void
+engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource source)
+{
+  SimRank *sr = &e->sims[ref->sim];
+  const StOp *op = st_program_op(sr->program, ref->op);
+  StOpRecord rec = {
+    .rank = sr->rank,
+    .op = ref->op,
+    .step = ref->step,
+    .source = (uint8_t)source,
+    .ready_ns = ref->ready_ns,
+    .start_ns = start_ns,
+    .end_ns = e->now,
+  };
+  g_array_append_val(e->tl->ops, rec);
+  e->ops_done++;
+  memory_free(e, ref);
+  sr->done[ref->op]++;
+
+  StreamState *st = &sr->streams[op->stream];
+  st->busy = FALSE;
+  st->dep_cursor = 0;
+  if (++st->pos == (int32_t)sr->info->stream_ops[op->stream]->len) {
+    st->pos = 0;
+    if (++st->step == e->s->steps)
+      st->done = TRUE;
+  }
+  retry_stream(e, ref->sim, op->stream);
+  uint64_t waiting = sr->waiters[ref->op];
+  sr->waiters[ref->op] = 0;
+  for (int i = 0; waiting != 0; i++, waiting >>= 1)
+    if (waiting & 1)
+      retry_stream(e, ref->sim, i);
+}
+
+static void
+drain_ready(Engine *e)
+{
+  gpointer key;
+  while ((key = g_queue_pop_head(&e->ready)) != NULL) {
+    gsize packed = GPOINTER_TO_SIZE(key) - 1;
+    try_stream(e, (int)(packed >> 16), (int)(packed & 0xffff));
+  }
+}
+
+/* ---- setup, loop, deadlock ------------------------------------------------ */
+
+static gboolean
+engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GError **error)
+{
+  e->s = s;
+  e->options = options;
+  e->comm_algo = options->comm_algo != NULL ? options->comm_algo : "auto";
+  e->share = st_share_model_find(options->share_model ? options->share_model : "priority");
+  if (e->share == NULL) {
+    g_set_error(error, ST_ENGINE_ERROR, ST_ERROR_INVALID, "unknown GPU sharing model '%s'",
+                options->share_model);
+    return FALSE;
+  }
+  e->compute = (StComputeCtx){s->cluster, options->profile, s->model, compute_dtype(s)};
+  e->fold = st_fold_new(s, !options->no_fold);
+  e->tl = st_timeline_new(s, FALSE, "simulated");
+  memcpy(e->tl->rank_rep, e->fold->rank_rep, sizeof(int32_t) * s->n_ranks);
+  memcpy(e->tl->device_rep, e->fold->device_rep, sizeof(int32_t) * s->n_devices);
+  st_queue_init(&e->queue);
+  g_queue_init(&e->ready);
+
+  e->progs = g_new0(ProgInfo, s->programs->len);
+  for (guint p = 0; p < s->programs->len; p++) {
+    const StProgram *prog = g_ptr_array_index(s->programs, p);
+    if (prog->streams->len > 64 || prog->streams->len > 0xffff) {
+      g_set_error(error, ST_ENGINE_ERROR, ST_ERROR_UNSUPPORTED,
+                  "program '%s' has %u streams; the engine handles at most 64", prog->name,
+                  prog->streams->len);
+      return FALSE;
+    }
+    prog_info_init(e, &e->progs[p], prog);
+  }
+  e->n_sims = e->fold->n_sim_ranks;
+  e->sims = g_new0(SimRank, e->n_sims);
+  e->sim_of_rank = g_new(int32_t, s->n_ranks);
+  for (int r = 0; r < s->n_ranks; r++)
+    e->sim_of_rank[r] = -1;
+  for (int i = 0; i < e->n_sims; i++) {
+    SimRank *sr = &e->sims[i];
+    sr->rank = e->fold->sim_ranks[i];
+    sr->device = s->ranks[sr->rank].device;
+    sr->program = st_schedule_program_of(s, sr->rank);
+    sr->info = &e->progs[s->ranks[sr->rank].program];
+    sr->streams = g_new0(StreamState, sr->program->streams->len);
+    for (guint st = 0; st < sr->program->streams->len; st++)
+      sr->streams[st].done = sr->info->stream_ops[st]->len == 0 || s->steps == 0;
+    sr->done = g_new0(int32_t, sr->program->ops->len);
+    sr->waiters = g_new0(uint64_t, sr->program->ops->len);
+    sr->coll_seq = g_new0(int64_t, s->comms->len);
+    e->sim_of_rank[sr->rank] = i;
+  }
+  e->devices = g_new0(DeviceState, s->n_devices);
+  for (int d = 0; d < s->n_devices; d++)
+    e->devices[d].kernels = g_ptr_array_new();
+  net_init(e);
+  return TRUE;
+}
+
+static void
+engine_clear(Engine *e)
+{
+  compute_clear(e);
+  net_clear(e);
+  st_queue_clear(&e->queue);
+  g_queue_clear(&e->ready);
+  for (int i = 0; i < e->n_sims; i++) {
+    g_free(e->sims[i].streams);
+    g_free(e->sims[i].done);
+    g_free(e->sims[i].waiters);
+    g_free(e->sims[i].coll_seq);
+  }
+  g_free(e->sims);
+  g_free(e->sim_of_rank);
+  for (guint p = 0; e->progs != NULL && p < e->s->programs->len; p++)
+    if (e->progs[p].stream_ops != NULL)
+      prog_info_clear(&e->progs[p], g_ptr_array_index(e->s->programs, p));
+  g_free(e->progs);
+  for (int d = 0; e->devices != NULL && d < e->s->n_devices; d++)
+    g_ptr_array_unref(e->devices[d].kernels);
+  g_free(e->devices);
+  st_fold_free(e->fold);
+  st_timeline_free(e->tl);
+  g_clear_error(&e->error);
+}
+
+/* After the queue ran dry: every stream must be done, else name one stuck op. */
+static gboolean
+check_finished(Engine *e, GError **error)
+{
+  for (int i = 0; i < e->n_sims; i++) {
+    SimRank *sr = &e->sims[i];
+    for (guint st = 0; st < sr->program->streams->len; st++) {
+      StreamState *ss = &sr->streams[st];
+      if (ss->done)
+        continue;
+      uint32_t o = g_array_index(sr->info->stream_ops[st], uint32_t, ss->pos);
+      g_autofree char *what = st_op_describe(e->s, sr->program, o);
+      g_autofree char *why = ss->busy ? net_describe_wait(e, sr, o, ss->step)
+                                      : g_strdup("a dependency that never completes");
+      g_set_error(error, ST_ENGINE_ERROR, ST_ERROR_FAILED,
+                  "deadlock at %.3f us: rank %d, stream '%s', op %u '%s' (step %d) waits for "
+                  "%s",
+                  e->now / 1e3, sr->rank,
+                  g_array_index(sr->program->streams, StStream, st).name, o, what, ss->step,
+                  why);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+StTimeline *
+st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *stats,
+            GError **error)
+{
+  g_return_val_if_fail(s != NULL && options != NULL, NULL);
+  Engine e = {0};
+  if (!engine_init(&e, s, options, error)) {
+    engine_clear(&e);
+    return NULL;
+  }
+  memory_persistent(&e);
+  for (int i = 0; i < e.n_sims; i++)
+    for (guint st = 0; st < e.sims[i].program->streams->len; st++)
+      retry_stream(&e, i, st);
+  drain_ready(&e);
+  StEventNode *node;
+  while (!engine_failed(&e) && (node = st_queue_pop(&e.queue)) != NULL) {
+    e.now = node->time_ns;
+    e.events++;
+    Event *ev = (Event *)node;
+    if (ev->kind == EV_KERNEL)
+      compute_on_event(&e, (Kernel *)ev);
+    else
+      net_on_event(&e, (Flow *)ev);
+    drain_ready(&e);
+  }
+  if (engine_failed(&e)) {
+    g_propagate_error(error, g_steal_pointer(&e.error));
+    engine_clear(&e);
+    return NULL;
+  }
+  if (!check_finished(&e, error)) {
+    engine_clear(&e);
+    return NULL;
+  }
+  e.tl->end_ns = e.now;
+  if (stats != NULL) {
+    stats->events = e.events;
+    stats->ops = e.ops_done;
+    stats->sim_ranks = e.n_sims;
+    stats->folded = e.fold->folded;
+    stats->fold_note = g_strdup(e.fold->why_not);
+  }
+  StTimeline *tl = g_steal_pointer(&e.tl);
+  engine_clear(&e);
+  return tl;
 }

@@ -1,6 +1,6 @@
 /* model.h: a neural network as a sequence of layers with derived costs.
  *
- * A model file (models/*.json) lists layers in execution order:
+ * A model file (models/NAME.json) lists layers in execution order:
  *
  *   {"name": "resnet50", "input": [3, 224, 224], "dtype": "fp32",
  *    "layers": [ {"name": "conv1", "type": "conv2d", "out_channels": 64, ...},

@@ -7,7 +7,7 @@
  * - trace.json: Chrome trace events (Perfetto opens it): a pid per device, a
  *   tid per stream, memory counters per category, flows for dependencies and
  *   for matched communication; times in microseconds from 0.
- * - memory.csv, comm.csv, ops.csv: the tables plots/*.gp read.
+ * - memory.csv, comm.csv, ops.csv: the tables that the gnuplot scripts in plots/ read.
  *
  * A summary holds the numbers once; the report, the CLI table and the
  * comparison table all print from it.

@@ -58,6 +58,7 @@ typedef struct {
   const StSchedule *schedule; /* borrowed */
   gboolean measured;          /* FALSE: predicted by the simulator */
   char *origin;               /* "simulated" or a device description */
+  char *note;                 /* a remark for the report (why folding was off), or NULL */
   int32_t *rank_rep;          /* [n_ranks] */
   int32_t *device_rep;        /* [n_devices] */
   GArray *ops;                /* StOpRecord */

@@ -1,6 +1,6 @@
 /* profile.h: measured costs, and their lookup with interpolation.
  *
- * A profile file (traces/profiles/**.json) holds what one device measured:
+ * A profile file (traces/profiles/DEVICE/NAME.json) holds what one device measured:
  *
  *   {"format": "stagger-profile", "version": 1,
  *    "device": "H100-SXM", "driver": "...", "cuda": "...", "date": "2026-11-21",

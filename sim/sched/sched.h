@@ -96,6 +96,7 @@ typedef struct {
   gboolean building;
   GArray *pending_deps, *pending_alloc, *pending_free;
   GHashTable *label_index;
+  uint32_t n_refs, n_unresolved;
 } StProgram;
 
 typedef struct {
@@ -196,6 +197,15 @@ void st_program_after_prev_step(StProgram *program, uint32_t op);
 void st_program_alloc(StProgram *program, uint32_t buffer);
 void st_program_free_buffer(StProgram *program, uint32_t buffer);
 uint32_t st_program_commit(StProgram *program);
+
+/* Forward references, for previous-step dependencies on an op that is built
+ * later (the next step's first all-gather waits for this step's optimizer,
+ * which comes at the end). Use the returned handle with
+ * st_program_after_prev_step, then st_program_resolve it to the real op once
+ * built. A program must have no unresolved reference when it is added to a
+ * schedule. */
+uint32_t st_program_forward_ref(StProgram *program);
+void st_program_resolve(StProgram *program, uint32_t ref, uint32_t op);
 
 /* ---- reading ---------------------------------------------------------- */
 

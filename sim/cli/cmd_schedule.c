@@ -1,0 +1,87 @@
+/* cmd_schedule.c: `stagger schedule`: build a strategy's schedule and write
+ * it as JSON (for inspection, storage, or the executor on another machine),
+ * or check a stored one. */
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void
+describe(const StSchedule *s, const char *path)
+{
+  printf("%s\n", s->settings.description ? s->settings.description : "(no description)");
+  printf("  %d ranks on %d devices (%d nodes), %u programs, %u communicators, %d steps\n",
+         s->n_ranks, s->n_devices, s->cluster->nodes, s->programs->len, s->comms->len,
+         s->steps);
+  for (guint i = 0; i < s->programs->len; i++) {
+    const StProgram *p = g_ptr_array_index(s->programs, i);
+    int users = 0;
+    for (int r = 0; r < s->n_ranks; r++)
+      users += s->ranks[r].program == (int)i;
+    printf("  program '%s': %u streams, %u ops, %u buffers, run by %d ranks\n", p->name,
+           p->streams->len, p->ops->len, p->buffers->len, users);
+  }
+  if (path != NULL)
+    printf("  written to %s\n", path);
+}
+
+static gboolean
+run(int argc, char **argv, GError **error)
+{
+  StCliShared sh;
+  st_cli_shared_init(&sh);
+  g_autofree char *check = NULL;
+  const GOptionEntry entries[] = {
+    {"check", 0, 0, G_OPTION_ARG_FILENAME, &check,
+     "Load a stored schedule, check its invariants and describe it", "FILE"},
+    {NULL},
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- build a schedule and write it as JSON");
+  g_option_context_set_summary(
+    ctx, "Builds the schedule of one --strategy, checks it (acyclic, sends matched by\n"
+         "receives, collectives agreeing, buffers freed) and writes it to --out FILE: a\n"
+         "self-contained JSON with the model and cluster, that 'stagger sim --schedule' and\n"
+         "'stagger run --schedule' accept. --check FILE verifies a stored one.");
+  g_option_context_set_description(
+    ctx, "Example:\n"
+         "  stagger schedule --model models/resnet50.json --cluster models/clusters/dgx-h100.json \\\n"
+         "      --strategy zero --zero-stage 3 --out r50.schedule.json\n");
+  GOptionGroup *shared = st_cli_shared_group(&sh);
+  g_option_group_add_entries(shared, entries);
+  g_option_context_set_main_group(ctx, shared);
+
+  StCliInputs in = {0};
+  g_autoptr(StSchedule) schedule = NULL;
+  gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
+                (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1])) &&
+                st_cli_shared_finish(&sh, error);
+  if (ok && check != NULL) {
+    schedule = st_schedule_load(check, error);
+    ok = schedule != NULL && st_schedule_check(schedule, error);
+    if (ok)
+      describe(schedule, NULL);
+  } else if (ok) {
+    g_auto(GStrv) names = st_cli_strategy_names(&sh, error);
+    ok = names != NULL;
+    if (ok && g_strv_length(names) != 1)
+      ok = st_cli_usage_error(error, "--strategy: give one strategy to write a schedule");
+    if (ok && sh.out == NULL)
+      ok = st_cli_usage_error(error, "--out FILE is required");
+    ok = ok && st_cli_load_inputs(&sh, &in, error);
+    if (ok) {
+      schedule = st_strategy_build(st_strategy_find(names[0]), in.model, in.cluster, in.profile,
+                                   &sh.options, error);
+      ok = schedule != NULL && st_schedule_save(schedule, sh.out, error);
+    }
+    if (ok)
+      describe(schedule, sh.out);
+  }
+  st_cli_inputs_clear(&in);
+  st_cli_shared_clear(&sh);
+  return ok;
+}
+
+const StCommand st_cmd_schedule = {
+  "schedule",
+  "Build a strategy's schedule and write it as JSON, or check a stored one",
+  run,
+};

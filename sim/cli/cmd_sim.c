@@ -1,0 +1,212 @@
+/* cmd_sim.c: `stagger sim`: build each strategy's schedule, simulate it,
+ * print the results (side by side when several) and write the outputs. */
+#include <string.h>
+
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "output/output.h"
+
+typedef struct {
+  char *name;            /* unique: the subdirectory when several run */
+  StSchedule *schedule;
+  StTimeline *timeline;
+  StSummary *summary;
+} Run;
+
+static void
+run_free(gpointer p)
+{
+  Run *r = p;
+  st_summary_free(r->summary);
+  st_timeline_free(r->timeline);
+  st_schedule_free(r->schedule);
+  g_free(r->name);
+  g_free(r);
+}
+
+static void
+list_strategies(void)
+{
+  printf("%-10s %s\n", "STRATEGY", "WHAT IT BUILDS (after: citation)");
+  for (const StStrategy *const *s = st_strategies(); *s != NULL; s++)
+    printf("%-10s %s\n%-10s   after: %s\n", (*s)->name, (*s)->summary, "", (*s)->citation);
+}
+
+/* Simulates `run->schedule`, summarizes, reports progress on stderr. */
+static gboolean
+simulate(Run *run, const StProfile *profile, const StOptions *options, gboolean no_fold,
+         GError **error)
+{
+  StEngineOptions eo = {profile, options->comm_algo, NULL, no_fold};
+  StEngineStats stats = {0};
+  gint64 t0 = g_get_monotonic_time();
+  run->timeline = st_simulate(run->schedule, &eo, &stats, error);
+  if (run->timeline == NULL) {
+    g_prefix_error(error, "%s: ", run->name);
+    return FALSE;
+  }
+  run->timeline->note = g_strdup(stats.fold_note);
+  run->summary = st_summary_new(run->timeline);
+  fprintf(stderr, "  %s: %" G_GINT64_FORMAT " ops, %" G_GINT64_FORMAT
+                  " events, %d of %d ranks simulated%s, %.2f s\n",
+          run->name, stats.ops, stats.events, stats.sim_ranks, run->schedule->n_ranks,
+          stats.folded ? " (identical ranks folded)" : "",
+          (g_get_monotonic_time() - t0) / 1e6);
+  if (stats.fold_note != NULL)
+    fprintf(stderr, "  %s: not folded: %s\n", run->name, stats.fold_note);
+  if (run->summary->oom != NULL)
+    fprintf(stderr, "  %s: WARNING: out of memory on GPU %d (see the table)\n", run->name,
+            run->summary->oom->device);
+  st_engine_stats_clear(&stats);
+  return TRUE;
+}
+
+static char *
+unique_name(GPtrArray *runs, const char *base)
+{
+  char *name = g_strdup(base);
+  for (int k = 2;; k++) {
+    gboolean taken = FALSE;
+    for (guint i = 0; i < runs->len && !taken; i++)
+      taken = strcmp(((Run *)g_ptr_array_index(runs, i))->name, name) == 0;
+    if (!taken)
+      return name;
+    g_free(name);
+    name = g_strdup_printf("%s-%d", base, k);
+  }
+}
+
+static gboolean
+build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
+{
+  g_auto(GStrv) names = st_cli_strategy_names(sh, error);
+  if (names == NULL)
+    return FALSE;
+  if (!st_cli_load_inputs(sh, in, error))
+    return FALSE;
+  guint n = g_strv_length(names);
+  for (guint i = 0; i < n; i++) {
+    const StStrategy *strategy = st_strategy_find(names[i]);
+    fprintf(stderr, "[%u/%u] %s: building the schedule for %s on %d x %s\n", i + 1, n,
+            names[i], in->model->name, in->cluster->gpus, in->cluster->gpu.name);
+    Run *run = g_new0(Run, 1);
+    run->name = unique_name(runs, names[i]);
+    g_ptr_array_add(runs, run);
+    run->schedule =
+      st_strategy_build(strategy, in->model, in->cluster, in->profile, &sh->options, error);
+    if (run->schedule == NULL)
+      return FALSE;
+    if (!simulate(run, in->profile, &sh->options, sh->no_fold, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+write_outputs(GPtrArray *runs, const char *out, GError **error)
+{
+  for (guint i = 0; i < runs->len; i++) {
+    Run *run = g_ptr_array_index(runs, i);
+    g_autofree char *dir = runs->len > 1 ? g_build_filename(out, run->name, NULL)
+                                         : g_strdup(out);
+    if (!st_output_write_all(run->summary, dir, error))
+      return FALSE;
+  }
+  fprintf(stderr, "wrote %s (report.json, trace.json, memory.csv, comm.csv, ops.csv%s); "
+                  "plots: stagger plot %s\n",
+          out, runs->len > 1 ? " per strategy" : "", out);
+  return TRUE;
+}
+
+static gboolean
+run(int argc, char **argv, GError **error)
+{
+  StCliShared sh;
+  st_cli_shared_init(&sh);
+  gboolean list = FALSE;
+  g_autofree char *schedule_path = NULL;
+  const GOptionEntry entries[] = {
+    {"list-strategies", 0, 0, G_OPTION_ARG_NONE, &list, "List the strategies and exit", NULL},
+    {"schedule", 0, 0, G_OPTION_ARG_FILENAME, &schedule_path,
+     "Simulate a stored schedule (from 'stagger schedule') instead of building one", "FILE"},
+    {"no-fold", 0, 0, G_OPTION_ARG_NONE, &sh.no_fold,
+     "Simulate every rank, even where identical ranks could be folded into one", NULL},
+    {NULL},
+  };
+  g_autoptr(GOptionContext) ctx =
+    g_option_context_new("- predict training steps: time, memory, communication");
+  g_option_context_set_summary(
+    ctx, "Builds the schedule of each --strategy for --model on --cluster, simulates it over\n"
+         "the cost models (a --profile of measured costs where given, else roofline and\n"
+         "alpha-beta estimates) and prints step time, throughput, memory peaks by category\n"
+         "and communication. Several strategies run side by side.");
+  g_option_context_set_description(
+    ctx, "Example:\n"
+         "  stagger sim --model models/resnet50.json --cluster models/clusters/dgx-h100.json \\\n"
+         "      --strategy dp,zero --zero-stage 2 --micro-batch 32 --out runs/r50\n"
+         "  stagger plot runs/r50\n\n"
+         "--out DIR receives report.json, trace.json (open it in https://ui.perfetto.dev),\n"
+         "memory.csv, comm.csv and ops.csv; one subfolder per strategy when several run.\n"
+         "docs/FORMATS.md describes every file.\n");
+  GOptionGroup *shared = st_cli_shared_group(&sh);
+  g_option_group_add_entries(shared, entries);
+  g_option_context_set_main_group(ctx, shared);
+
+  g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
+  StCliInputs in = {0};
+  gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
+                (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1])) &&
+                st_cli_shared_finish(&sh, error);
+  if (ok && list) {
+    list_strategies();
+  } else if (ok && schedule_path != NULL) {
+    if (sh.model || sh.cluster || sh.strategy) {
+      ok = st_cli_usage_error(error, "--schedule FILE already holds the model, cluster and "
+                                     "strategy; drop --model, --cluster and --strategy");
+    } else {
+      Run *r = g_new0(Run, 1);
+      r->name = g_path_get_basename(schedule_path);
+      g_ptr_array_add(runs, r);
+      r->schedule = st_schedule_load(schedule_path, error);
+      ok = r->schedule != NULL && st_schedule_check(r->schedule, error);
+      if (ok && sh.profile != NULL) {
+        in.profile = st_profile_load(sh.profile, error);
+        ok = in.profile != NULL;
+      }
+      ok = ok && simulate(r, in.profile, &sh.options, sh.no_fold, error);
+    }
+  } else if (ok) {
+    ok = build_runs(&sh, runs, &in, error);
+  }
+  if (ok && runs->len > 0) {
+    printf("\n");
+    for (guint i = 0; i < runs->len; i++) {
+      Run *r = g_ptr_array_index(runs, i);
+      st_summary_print(r->summary, stdout);
+      printf("\n");
+    }
+    if (runs->len > 1) {
+      g_autofree const StSummary **sums = g_new(const StSummary *, runs->len);
+      g_autofree const char **names = g_new(const char *, runs->len);
+      for (guint i = 0; i < runs->len; i++) {
+        sums[i] = ((Run *)g_ptr_array_index(runs, i))->summary;
+        names[i] = ((Run *)g_ptr_array_index(runs, i))->name;
+      }
+      st_summary_print_compare(sums, names, (int)runs->len, stdout);
+    }
+    fflush(stdout);
+    if (sh.out != NULL)
+      ok = write_outputs(runs, sh.out, error);
+    else
+      fprintf(stderr, "no --out DIR given: nothing written\n");
+  }
+  st_cli_inputs_clear(&in);
+  st_cli_shared_clear(&sh);
+  return ok;
+}
+
+const StCommand st_cmd_sim = {
+  "sim",
+  "Simulate strategies for a model on a cluster: step time, memory, communication",
+  run,
+};

@@ -1,0 +1,85 @@
+/* engine_compute.c: kernels sharing a device.
+ *
+ * A COMP op becomes a kernel holding its work in ns at full speed. The
+ * kernels running on one device get rates from the share model (a kernel alone
+ * runs at rate 1); whenever one arrives or leaves, every kernel of the device
+ * is brought up to date (work done at the old rate since its last update) and
+ * its finish time is recomputed at the new rate. A kernel at rate 0 (starved
+ * by higher priorities) is taken off the queue until its rate rises.
+ */
+#include "engine/engine_internal.h"
+
+#include <math.h>
+
+static void
+reshare(Engine *e, DeviceState *dev)
+{
+  int n = (int)dev->kernels->len;
+  if (n == 0)
+    return;
+  StShareClient stack[16];
+  StShareClient *clients = n <= 16 ? stack : g_new(StShareClient, n);
+  for (int i = 0; i < n; i++) {
+    Kernel *k = g_ptr_array_index(dev->kernels, i);
+    k->remaining_ns -= (double)(e->now - k->last_ns) * k->rate;
+    if (k->remaining_ns < 0)
+      k->remaining_ns = 0;
+    k->last_ns = e->now;
+    clients[i] = (StShareClient){k->priority, k->fill, 1.0, 0.0};
+  }
+  e->share->rates(clients, n);
+  for (int i = 0; i < n; i++) {
+    Kernel *k = g_ptr_array_index(dev->kernels, i);
+    k->rate = clients[i].rate;
+    if (k->rate > 0)
+      st_queue_reschedule(&e->queue, &k->ev.node,
+                          e->now + (int64_t)ceil(k->remaining_ns / k->rate - 1e-6));
+    else if (st_event_queued(&k->ev.node))
+      st_queue_remove(&e->queue, &k->ev.node);
+  }
+  if (clients != stack)
+    g_free(clients);
+}
+
+void
+compute_start(Engine *e, const OpRef *ref)
+{
+  SimRank *sr = &e->sims[ref->sim];
+  Kernel *k = g_new0(Kernel, 1);
+  st_event_node_init(&k->ev.node);
+  k->ev.kind = EV_KERNEL;
+  k->ref = *ref;
+  k->device = sr->device;
+  k->priority = g_array_index(sr->program->streams, StStream,
+                              st_program_op(sr->program, ref->op)->stream)
+                  .priority;
+  k->fill = 1.0;
+  k->remaining_ns = sr->info->cost_ns[ref->op];
+  k->last_ns = e->now;
+  k->start_ns = e->now;
+  DeviceState *dev = &e->devices[k->device];
+  g_ptr_array_add(dev->kernels, k);
+  reshare(e, dev);
+}
+
+void
+compute_on_event(Engine *e, Kernel *k)
+{
+  DeviceState *dev = &e->devices[k->device];
+  g_ptr_array_remove_fast(dev->kernels, k);
+  reshare(e, dev);
+  const SimRank *sr = &e->sims[k->ref.sim];
+  engine_complete(e, &k->ref, k->start_ns, sr->info->source[k->ref.op]);
+  g_free(k);
+}
+
+void
+compute_clear(Engine *e)
+{
+  for (int d = 0; e->devices != NULL && d < e->s->n_devices; d++) {
+    GPtrArray *ks = e->devices[d].kernels;
+    for (guint i = 0; i < ks->len; i++)
+      g_free(g_ptr_array_index(ks, i));
+    g_ptr_array_set_size(ks, 0);
+  }
+}

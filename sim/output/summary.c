@@ -1,0 +1,338 @@
+/* summary.c: the numbers of a run, computed once from its timeline.
+ *
+ * Steps: step k ends when its last op ends. With several steps, the first is
+ * warm-up and the step time is the mean of the others; busy fractions and
+ * communication figures cover the same steady window. Memory peaks cover the
+ * whole run. A device folded into a representative gets its numbers.
+ * Events that share a time stamp are applied together before a peak is
+ * taken, so a free and an allocation at the same instant (one op ends, the
+ * next starts) do not make a false peak.
+ */
+#include "output/output.h"
+
+#include <string.h>
+
+#include "base/util.h"
+
+typedef struct {
+  int64_t start, end;
+} Window;
+
+static void
+step_ends(StSummary *sum, const StTimeline *t)
+{
+  sum->steps = t->schedule->steps;
+  sum->step_end_ns = g_new0(int64_t, sum->steps > 0 ? sum->steps : 1);
+  for (guint i = 0; i < t->ops->len; i++) {
+    const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);
+    if (r->step >= 0 && r->step < sum->steps && r->end_ns > sum->step_end_ns[r->step])
+      sum->step_end_ns[r->step] = r->end_ns;
+  }
+  /* A step cannot end before the one before it. */
+  for (int k = 1; k < sum->steps; k++)
+    if (sum->step_end_ns[k] < sum->step_end_ns[k - 1])
+      sum->step_end_ns[k] = sum->step_end_ns[k - 1];
+  sum->warmup_steps = sum->steps > 1 ? 1 : 0;
+  if (sum->steps > 1)
+    sum->step_time_ns = (sum->step_end_ns[sum->steps - 1] - sum->step_end_ns[0]) /
+                        (sum->steps - 1);
+  else
+    sum->step_time_ns = sum->step_end_ns[0];
+}
+
+static Window
+steady_window(const StSummary *sum)
+{
+  if (sum->steps > 1)
+    return (Window){sum->step_end_ns[0], sum->step_end_ns[sum->steps - 1]};
+  return (Window){0, sum->makespan_ns};
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+static int
+compare_mem(gconstpointer a, gconstpointer b)
+{
+  const StMemEvent *x = *(StMemEvent *const *)a, *y = *(StMemEvent *const *)b;
+  if (x->device != y->device)
+    return (x->device > y->device) - (x->device < y->device);
+  if (x->t_ns != y->t_ns)
+    return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
+  return (x > y) - (x < y); /* stable: keep the recorded order */
+}
+
+/* Peaks of one recorded device from its events [first, last). */
+static void
+device_peaks(StSummary *sum, StMemEvent *const *ev, guint first, guint last, int device)
+{
+  StDeviceSummary *d = &sum->devices[device];
+  int64_t now[ST_MEM_N] = {0};
+  const StMemEvent *peak_event = NULL;
+  for (guint i = first; i < last;) {
+    int64_t t = ev[i]->t_ns;
+    const StMemEvent *last_alloc = NULL;
+    for (; i < last && ev[i]->t_ns == t; i++) {
+      now[ev[i]->category] += ev[i]->delta;
+      if (ev[i]->delta > 0)
+        last_alloc = ev[i];
+    }
+    int64_t total = 0;
+    for (int c = 0; c < ST_MEM_N; c++) {
+      total += now[c];
+      if (now[c] > d->peak_by_category[c])
+        d->peak_by_category[c] = now[c];
+    }
+    if (total > d->peak_bytes) {
+      d->peak_bytes = total;
+      d->peak_ns = t;
+      memcpy(d->at_peak_by_category, now, sizeof now);
+      if (last_alloc != NULL)
+        peak_event = last_alloc;
+    }
+  }
+  int64_t capacity = sum->timeline->schedule->cluster->gpu.memory_bytes;
+  int64_t over = d->peak_bytes - capacity;
+  if (capacity > 0 && over > 0 && (sum->oom == NULL || over > sum->oom->over_bytes)) {
+    if (sum->oom == NULL)
+      sum->oom = g_new0(StOutOfMemory, 1);
+    *sum->oom = (StOutOfMemory){
+      .device = device,
+      .rank = peak_event ? peak_event->rank : -1,
+      .op = peak_event ? peak_event->op : UINT32_MAX,
+      .buffer = peak_event ? peak_event->buffer : -1,
+      .peak_bytes = d->peak_bytes,
+      .capacity_bytes = capacity,
+      .over_bytes = over,
+    };
+  }
+}
+
+static int
+compare_time(gconstpointer a, gconstpointer b)
+{
+  const StMemEvent *x = *(StMemEvent *const *)a, *y = *(StMemEvent *const *)b;
+  if (x->t_ns != y->t_ns)
+    return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
+  return (x > y) - (x < y);
+}
+
+/* Peak over time of the sum over all devices, folded devices weighted. */
+static void
+total_peaks(StSummary *sum, StMemEvent **ev, guint n, const int *weight)
+{
+  qsort(ev, n, sizeof(StMemEvent *), compare_time);
+  int64_t now[ST_MEM_N] = {0};
+  for (guint i = 0; i < n;) {
+    int64_t t = ev[i]->t_ns;
+    for (; i < n && ev[i]->t_ns == t; i++)
+      now[ev[i]->category] += ev[i]->delta * weight[ev[i]->device];
+    int64_t total = 0;
+    for (int c = 0; c < ST_MEM_N; c++) {
+      total += now[c];
+      if (now[c] > sum->total_peak_by_category[c])
+        sum->total_peak_by_category[c] = now[c];
+    }
+    if (total > sum->total_peak_bytes)
+      sum->total_peak_bytes = total;
+  }
+}
+
+static void
+memory(StSummary *sum)
+{
+  const StTimeline *t = sum->timeline;
+  const StSchedule *s = t->schedule;
+  guint n = t->mem->len;
+  g_autofree StMemEvent **ev = g_new(StMemEvent *, n > 0 ? n : 1);
+  for (guint i = 0; i < n; i++)
+    ev[i] = &g_array_index(t->mem, StMemEvent, i);
+  qsort(ev, n, sizeof(StMemEvent *), compare_mem);
+  for (guint i = 0; i < n;) {
+    guint j = i;
+    while (j < n && ev[j]->device == ev[i]->device)
+      j++;
+    device_peaks(sum, ev, i, j, ev[i]->device);
+    i = j;
+  }
+  g_autofree int *weight = g_new0(int, s->n_devices);
+  for (int d = 0; d < s->n_devices; d++)
+    weight[t->device_rep[d]]++;
+  total_peaks(sum, ev, n, weight);
+}
+
+/* ---- time on devices ------------------------------------------------------ */
+
+static int
+compare_interval(gconstpointer a, gconstpointer b)
+{
+  const Window *x = a, *y = b;
+  if (x->start != y->start)
+    return (x->start > y->start) - (x->start < y->start);
+  return (x->end > y->end) - (x->end < y->end);
+}
+
+/* Length of the union of intervals, clipped to w. Sorts `iv`. */
+static int64_t
+union_length(GArray *iv, Window w)
+{
+  g_array_sort(iv, compare_interval);
+  int64_t total = 0, cur_start = 0, cur_end = -1;
+  for (guint i = 0; i < iv->len; i++) {
+    Window x = g_array_index(iv, Window, i);
+    x.start = MAX(x.start, w.start);
+    x.end = MIN(x.end, w.end);
+    if (x.end <= x.start)
+      continue;
+    if (x.start > cur_end) {
+      if (cur_end > cur_start)
+        total += cur_end - cur_start;
+      cur_start = x.start;
+      cur_end = x.end;
+    } else if (x.end > cur_end) {
+      cur_end = x.end;
+    }
+  }
+  if (cur_end > cur_start)
+    total += cur_end - cur_start;
+  return total;
+}
+
+static void
+busy_and_exposed(StSummary *sum)
+{
+  const StTimeline *t = sum->timeline;
+  const StSchedule *s = t->schedule;
+  Window w = steady_window(sum);
+  GArray **comp = g_new0(GArray *, s->n_devices);
+  g_autoptr(GArray) comm0 = g_array_new(FALSE, FALSE, sizeof(Window));
+  int rep0 = s->n_devices > 0 ? t->device_rep[0] : -1;
+  for (guint i = 0; i < t->ops->len; i++) {
+    const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);
+    int d = s->ranks[r->rank].device;
+    const StOp *op = st_program_op(st_schedule_program_of(s, r->rank), r->op);
+    Window x = {r->start_ns, r->end_ns};
+    if (op->kind == ST_OP_COMP) {
+      if (comp[d] == NULL)
+        comp[d] = g_array_new(FALSE, FALSE, sizeof(Window));
+      g_array_append_val(comp[d], x);
+    } else if (d == rep0 && op->kind != ST_OP_COPY) {
+      g_array_append_val(comm0, x);
+    }
+  }
+  int64_t length = w.end - w.start;
+  for (int d = 0; d < s->n_devices; d++) {
+    if (comp[d] != NULL && length > 0)
+      sum->devices[d].busy_fraction = (double)union_length(comp[d], w) / (double)length;
+  }
+  /* Exposed communication on device 0: time some comm op is in flight and no
+   * kernel runs = |comm| - |comm and compute| = |comm or compute| - |compute|. */
+  if (rep0 >= 0 && comm0->len > 0) {
+    int64_t only_comp = comp[rep0] ? union_length(comp[rep0], w) : 0;
+    if (comp[rep0] != NULL)
+      g_array_append_vals(comm0, comp[rep0]->data, comp[rep0]->len);
+    sum->comm_exposed_ns = union_length(comm0, w) - only_comp;
+  }
+  for (int d = 0; d < s->n_devices; d++)
+    if (comp[d] != NULL)
+      g_array_unref(comp[d]);
+  g_free(comp);
+}
+
+/* ---- communication --------------------------------------------------------- */
+
+typedef struct {
+  int64_t t;
+  double rate; /* bytes/s, + at start, - at end */
+} RateStep;
+
+static int
+compare_step(gconstpointer a, gconstpointer b)
+{
+  const RateStep *x = a, *y = b;
+  return (x->t > y->t) - (x->t < y->t);
+}
+
+static void
+communication(StSummary *sum)
+{
+  const StTimeline *t = sum->timeline;
+  Window w = steady_window(sum);
+  g_autoptr(GArray) steps = g_array_new(FALSE, FALSE, sizeof(RateStep));
+  for (guint i = 0; i < t->comm->len; i++) {
+    const StCommRecord *c = &g_array_index(t->comm, StCommRecord, i);
+    int64_t a = MAX(c->start_ns, w.start), b = MIN(c->end_ns, w.end);
+    if (c->end_ns <= c->start_ns || b <= a)
+      continue;
+    double weight = st_timeline_device_weight(t, c->device);
+    double rate = c->bytes / ((double)(c->end_ns - c->start_ns) * 1e-9) * weight;
+    double bytes = rate * (double)(b - a) * 1e-9;
+    sum->comm_bytes_total += bytes;
+    sum->comm_bytes_by_link[c->link] += bytes;
+    RateStep up = {a, rate}, down = {b, -rate};
+    g_array_append_val(steps, up);
+    g_array_append_val(steps, down);
+  }
+  if (steps->len == 0 || w.end <= w.start)
+    return;
+  g_array_sort(steps, compare_step);
+  double rate = 0, peak = 0;
+  for (guint i = 0; i < steps->len;) {
+    int64_t at = g_array_index(steps, RateStep, i).t;
+    for (; i < steps->len && g_array_index(steps, RateStep, i).t == at; i++)
+      rate += g_array_index(steps, RateStep, i).rate;
+    peak = MAX(peak, rate);
+  }
+  double mean = sum->comm_bytes_total / ((double)(w.end - w.start) * 1e-9);
+  sum->comm_peak_to_mean = mean > 0 ? peak / mean : 0;
+}
+
+/* ---- the summary ------------------------------------------------------------ */
+
+StSummary *
+st_summary_new(const StTimeline *t)
+{
+  const StSchedule *s = t->schedule;
+  StSummary *sum = g_new0(StSummary, 1);
+  sum->timeline = t;
+  sum->makespan_ns = t->end_ns;
+  step_ends(sum, t);
+  if (sum->step_time_ns > 0)
+    sum->samples_per_s = (double)s->settings.global_batch / (sum->step_time_ns * 1e-9);
+  g_autofree gboolean *used = g_new0(gboolean, s->n_devices);
+  for (int r = 0; r < s->n_ranks; r++)
+    used[s->ranks[r].device] = TRUE;
+  sum->devices = g_new0(StDeviceSummary, s->n_devices);
+  for (int d = 0; d < s->n_devices; d++) {
+    sum->gpus_used += used[d];
+    sum->devices[d].id = d;
+    sum->devices[d].represented_by = t->device_rep[d];
+  }
+  memory(sum);
+  busy_and_exposed(sum);
+  /* Folded devices take their representative's numbers. */
+  for (int d = 0; d < s->n_devices; d++) {
+    int rep = t->device_rep[d];
+    if (rep != d) {
+      sum->devices[d] = sum->devices[rep];
+      sum->devices[d].id = d;
+      sum->devices[d].represented_by = rep;
+    }
+  }
+  communication(sum);
+  for (guint i = 0; i < t->ops->len; i++)
+    sum->ops_by_source[g_array_index(t->ops, StOpRecord, i).source]++;
+  return sum;
+}
+
+void
+st_summary_free(StSummary *sum)
+{
+  if (sum == NULL)
+    return;
+  g_free(sum->step_end_ns);
+  g_free(sum->devices);
+  g_free(sum->oom);
+  if (sum->loss != NULL)
+    g_array_unref(sum->loss);
+  g_free(sum);
+}

@@ -1,0 +1,216 @@
+/* summary_print.c: the human tables on stdout: one run, or several side by
+ * side. Numbers come from the summary only. */
+#include "output/output.h"
+
+#include <string.h>
+
+#include "base/units.h"
+
+/* The device with the highest peak (the lowest id on ties). */
+static const StDeviceSummary *
+worst_device(const StSummary *sum)
+{
+  const StSchedule *s = sum->timeline->schedule;
+  const StDeviceSummary *worst = &sum->devices[0];
+  for (int d = 1; d < s->n_devices; d++)
+    if (sum->devices[d].peak_bytes > worst->peak_bytes)
+      worst = &sum->devices[d];
+  return worst;
+}
+
+static char *
+steps_note(const StSummary *sum)
+{
+  if (sum->steps > 1)
+    return g_strdup_printf("mean of steps 2-%d; step 1 is warm-up", sum->steps);
+  return g_strdup("one step, including its start");
+}
+
+static char *
+oom_text(const StSummary *sum)
+{
+  const StOutOfMemory *o = sum->oom;
+  if (o == NULL)
+    return g_strdup("no: every GPU fits");
+  const StSchedule *s = sum->timeline->schedule;
+  g_autofree char *peak = st_format_bytes(o->peak_bytes);
+  g_autofree char *cap = st_format_bytes(o->capacity_bytes);
+  g_autofree char *over = st_format_bytes(o->over_bytes);
+  g_autofree char *what = NULL;
+  if (o->rank >= 0 && o->op != UINT32_MAX) {
+    const StProgram *p = st_schedule_program_of(s, o->rank);
+    g_autofree char *op = st_op_describe(s, p, o->op);
+    const char *buffer =
+      o->buffer >= 0 ? g_array_index(p->buffers, StBuffer, o->buffer).name : "?";
+    what = g_strdup_printf("at '%s' of rank %d allocating '%s'", op, o->rank, buffer);
+  } else {
+    what = g_strdup("with the persistent model states alone");
+  }
+  return g_strdup_printf("YES: GPU %d peaks at %s > %s (over by %s) %s", o->device, peak, cap,
+                         over, what);
+}
+
+void
+st_summary_print(const StSummary *sum, FILE *out)
+{
+  const StTimeline *t = sum->timeline;
+  const StSchedule *s = t->schedule;
+  const StDeviceSummary *worst = worst_device(sum);
+  g_autofree char *step = st_format_duration(sum->step_time_ns);
+  g_autofree char *note = steps_note(sum);
+  g_autofree char *peak = st_format_bytes(worst->peak_bytes);
+  g_autofree char *cap = st_format_bytes(s->cluster->gpu.memory_bytes);
+  g_autofree char *comm = st_format_bytes((int64_t)(sum->comm_bytes_total /
+                                                    MAX(1, sum->steps - sum->warmup_steps)));
+  g_autofree char *exposed = st_format_duration(sum->comm_exposed_ns /
+                                                MAX(1, sum->steps - sum->warmup_steps));
+  g_autofree char *oom = oom_text(sum);
+
+  fprintf(out, "%s  [%s on %s]\n", s->settings.description ? s->settings.description : "",
+          t->measured ? "measured" : "predicted", s->cluster->gpu.name);
+  fprintf(out, "  %-18s %s  (%s)\n", "step time", step, note);
+  fprintf(out, "  %-18s %.1f samples/s on %d GPUs (%.1f per GPU)\n", "throughput",
+          sum->samples_per_s, sum->gpus_used,
+          sum->gpus_used ? sum->samples_per_s / sum->gpus_used : 0.0);
+  fprintf(out, "  %-18s %s on GPU %d (capacity %s)\n", "peak memory/GPU", peak, worst->id, cap);
+  fprintf(out, "  %-18s", "  at the peak");
+  for (int c = 0; c < ST_MEM_N; c++) {
+    g_autofree char *b = st_format_bytes(worst->at_peak_by_category[c]);
+    fprintf(out, "%s %s %s", c ? " |" : "", st_mem_name(c), b);
+  }
+  fprintf(out, "\n  %-18s %.1f %%\n", "busy (GPU 0)", 100.0 * sum->devices[0].busy_fraction);
+  fprintf(out, "  %-18s %s per step over all GPUs; peak/mean %.2f; exposed %s per step on GPU 0\n",
+          "communication", comm, sum->comm_peak_to_mean, exposed);
+  fprintf(out, "  %-18s", "cost sources");
+  gboolean first = TRUE;
+  for (int src = ST_SRC_PROFILED; src < ST_SRC_N; src++) {
+    if (sum->ops_by_source[src] == 0)
+      continue;
+    fprintf(out, "%s %" G_GINT64_FORMAT " %s", first ? "" : ",", sum->ops_by_source[src],
+            st_cost_source_name(src));
+    first = FALSE;
+  }
+  fprintf(out, "%s\n", first ? " none" : "");
+  fprintf(out, "  %-18s %s\n", "out of memory", oom);
+}
+
+typedef char *(*CellFn)(const StSummary *sum);
+
+static char *
+cell_step(const StSummary *sum)
+{
+  return st_format_duration(sum->step_time_ns);
+}
+
+static char *
+cell_throughput(const StSummary *sum)
+{
+  return g_strdup_printf("%.1f", sum->samples_per_s);
+}
+
+static char *
+cell_gpus(const StSummary *sum)
+{
+  return g_strdup_printf("%d", sum->gpus_used);
+}
+
+static char *
+cell_peak(const StSummary *sum)
+{
+  return st_format_bytes(worst_device(sum)->peak_bytes);
+}
+
+#define CATEGORY_CELL(c)                                                                      \
+  static char *cell_mem_##c(const StSummary *sum)                                            \
+  {                                                                                           \
+    return st_format_bytes(worst_device(sum)->at_peak_by_category[c]);                        \
+  }
+CATEGORY_CELL(0)
+CATEGORY_CELL(1)
+CATEGORY_CELL(2)
+CATEGORY_CELL(3)
+CATEGORY_CELL(4)
+CATEGORY_CELL(5)
+
+static char *
+cell_total_act(const StSummary *sum)
+{
+  return st_format_bytes(sum->total_peak_by_category[ST_MEM_ACTIVATIONS]);
+}
+
+static char *
+cell_comm(const StSummary *sum)
+{
+  return st_format_bytes(
+    (int64_t)(sum->comm_bytes_total / MAX(1, sum->steps - sum->warmup_steps)));
+}
+
+static char *
+cell_ptm(const StSummary *sum)
+{
+  return g_strdup_printf("%.2f", sum->comm_peak_to_mean);
+}
+
+static char *
+cell_exposed(const StSummary *sum)
+{
+  return st_format_duration(sum->comm_exposed_ns / MAX(1, sum->steps - sum->warmup_steps));
+}
+
+static char *
+cell_busy(const StSummary *sum)
+{
+  return g_strdup_printf("%.1f %%", 100.0 * sum->devices[0].busy_fraction);
+}
+
+static char *
+cell_fits(const StSummary *sum)
+{
+  if (sum->oom == NULL)
+    return g_strdup("yes");
+  g_autofree char *over = st_format_bytes(sum->oom->over_bytes);
+  return g_strdup_printf("NO (+%s)", over);
+}
+
+static const struct {
+  const char *name;
+  CellFn cell;
+} ROWS[] = {
+  {"step time", cell_step},
+  {"samples/s", cell_throughput},
+  {"GPUs used", cell_gpus},
+  {"peak memory / GPU", cell_peak},
+  {"  params", cell_mem_0},
+  {"  grads", cell_mem_1},
+  {"  optimizer", cell_mem_2},
+  {"  activations", cell_mem_3},
+  {"  comm", cell_mem_4},
+  {"  workspace", cell_mem_5},
+  {"activations, all GPUs", cell_total_act},
+  {"comm per step", cell_comm},
+  {"comm peak/mean", cell_ptm},
+  {"exposed comm / step", cell_exposed},
+  {"busy GPU 0", cell_busy},
+  {"fits in memory", cell_fits},
+};
+
+void
+st_summary_print_compare(const StSummary *const *sums, const char *const *names, int n,
+                         FILE *out)
+{
+  int width = 14;
+  for (int i = 0; i < n; i++)
+    width = MAX(width, (int)strlen(names[i]) + 2);
+  fprintf(out, "%-24s", "");
+  for (int i = 0; i < n; i++)
+    fprintf(out, "%*s", width, names[i]);
+  fputc('\n', out);
+  for (gsize r = 0; r < G_N_ELEMENTS(ROWS); r++) {
+    fprintf(out, "%-24s", ROWS[r].name);
+    for (int i = 0; i < n; i++) {
+      g_autofree char *cell = ROWS[r].cell(sums[i]);
+      fprintf(out, "%*s", width, cell);
+    }
+    fputc('\n', out);
+  }
+}

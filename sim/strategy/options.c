@@ -1,0 +1,79 @@
+/* options.c: see options.h. */
+#include "strategy/options.h"
+
+#include <stdarg.h>
+
+G_DEFINE_QUARK(st-options-error-quark, st_options_error)
+
+void
+st_options_init(StOptions *o)
+{
+  *o = (StOptions){
+    .micro_batch = 32,
+    .steps = 1,
+    .optimizer = ST_OPTIMIZER_ADAM,
+    .precision = ST_PRECISION_FP32,
+    .bucket_bytes = 25 * 1024 * 1024,
+    .zero_stage = 1,
+    .prefetch = 1,
+    .comm_algo = g_strdup("auto"),
+  };
+}
+
+void
+st_options_clear(StOptions *o)
+{
+  g_clear_pointer(&o->comm_algo, g_free);
+}
+
+void
+st_options_copy(StOptions *dst, const StOptions *src)
+{
+  *dst = *src;
+  dst->comm_algo = g_strdup(src->comm_algo);
+}
+
+static gboolean
+bad(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+static gboolean
+bad(GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  g_set_error_literal(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID, message);
+  return FALSE;
+}
+
+gboolean
+st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
+{
+  if (o->ranks < 0 || o->micro_batch <= 0 || o->global_batch < 0 || o->steps <= 0)
+    return bad(error, "--ranks, --micro-batch, --global-batch and --steps must be positive");
+  if (o->bucket_bytes < 0)
+    return bad(error, "--bucket-bytes cannot be negative");
+  if (o->zero_stage < 1 || o->zero_stage > 3)
+    return bad(error, "--zero-stage %d: must be 1, 2 or 3", o->zero_stage);
+  if (o->prefetch < 0)
+    return bad(error, "--prefetch %d: must be 0 or more", o->prefetch);
+  if (o->ranks == 0)
+    o->ranks = cluster->gpus;
+  int64_t per_micro = (int64_t)o->ranks * o->micro_batch;
+  if (o->global_batch == 0)
+    o->global_batch = per_micro;
+  if (o->global_batch % per_micro != 0)
+    return bad(error,
+               "--global-batch %" G_GINT64_FORMAT " is not a multiple of ranks x micro-batch "
+               "= %d x %d = %" G_GINT64_FORMAT " (gradient accumulation needs whole "
+               "micro-batches)",
+               o->global_batch, o->ranks, o->micro_batch, per_micro);
+  int64_t accumulation = o->global_batch / per_micro;
+  if (accumulation > 100000)
+    return bad(error, "--global-batch %" G_GINT64_FORMAT " needs %" G_GINT64_FORMAT
+               " micro-batches per rank; raise --micro-batch or --ranks",
+               o->global_batch, accumulation);
+  o->accumulation = (int)accumulation;
+  return TRUE;
+}

@@ -1,0 +1,154 @@
+/* strategy_common.c: see strategy_common.h. */
+#include "strategy/strategy_common.h"
+
+#include "base/util.h"
+
+void
+st_state_bytes(const StOptions *o, StStateBytes *out)
+{
+  gboolean mixed = o->precision == ST_PRECISION_MIXED;
+  int states = o->optimizer == ST_OPTIMIZER_ADAM ? 8 : 4; /* fp32 m and v, or momentum */
+  *out = (StStateBytes){
+    .weight = mixed ? 2 : 4,
+    .grad = mixed ? 2 : 4,
+    .optimizer = states + (mixed ? 4 : 0),
+    /* Adam reads p, g, m, v and writes p, m, v; momentum SGD reads p, g, buf and
+     * writes p, buf: 4 bytes each in fp32. Mixed precision trades the fp32
+     * gradient read for a 16-bit one and adds the 16-bit weight write. */
+    .optim_traffic = o->optimizer == ST_OPTIMIZER_ADAM ? 28 : 20,
+    .activation = mixed ? ST_DTYPE_BF16 : ST_DTYPE_FP32,
+  };
+}
+
+GArray *
+st_grad_buckets(const StModel *m, int64_t bucket_bytes, int grad_bytes)
+{
+  GArray *buckets = g_array_new(FALSE, FALSE, sizeof(StBucket));
+  StBucket open = {-1, -1, 0};
+  for (int i = m->n_layers - 1; i >= 0; i--) {
+    if (m->layers[i].params == 0)
+      continue;
+    if (open.first < 0)
+      open.first = i;
+    open.last = i;
+    open.params += m->layers[i].params;
+    if (open.params * grad_bytes >= bucket_bytes) {
+      g_array_append_val(buckets, open);
+      open = (StBucket){-1, -1, 0};
+    }
+  }
+  if (open.first >= 0)
+    g_array_append_val(buckets, open);
+  return buckets;
+}
+
+int64_t
+st_shard(int64_t n, int parts)
+{
+  return st_div_ceil(n, parts);
+}
+
+void
+st_dp_frame_init(StDpFrame *f, const StStrategyInput *in, const char *name)
+{
+  const StOptions *o = in->options;
+  StSchedule *s = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster),
+                                  o->ranks, NULL);
+  *f = (StDpFrame){
+    .schedule = s,
+    .model = s->model,
+    .options = o,
+    .program = st_program_new(name),
+  };
+  st_state_bytes(o, &f->bytes);
+  f->compute = st_program_add_stream(f->program, "compute", 0);
+  f->world = st_schedule_add_world(s, "world");
+  s->steps = o->steps;
+  s->settings.precision = o->precision;
+  s->settings.optimizer = o->optimizer;
+  s->settings.micro_batch = o->micro_batch;
+  s->settings.accumulation = o->accumulation;
+  s->settings.global_batch = o->global_batch;
+}
+
+StSchedule *
+st_dp_frame_finish(StDpFrame *f)
+{
+  StSchedule *s = g_steal_pointer(&f->schedule);
+  int p = st_schedule_add_program(s, g_steal_pointer(&f->program));
+  for (int r = 0; r < s->n_ranks; r++)
+    s->ranks[r].program = p;
+  return s;
+}
+
+int64_t
+st_dp_activation_bytes(const StDpFrame *f, int layer)
+{
+  return st_model_bytes_as(f->model, f->model->layers[layer].act_bytes, f->bytes.activation) *
+         f->options->micro_batch;
+}
+
+static int64_t
+input_grad_bytes(const StDpFrame *f, int layer)
+{
+  return st_model_bytes_as(f->model, f->model->layers[layer].in_bytes, f->bytes.activation) *
+         f->options->micro_batch;
+}
+
+static uint32_t
+emit_pass(StDpFrame *f, StPass pass, int layer, int micro, const StPassHooks *hooks,
+          const uint32_t *alloc, int n_alloc, const uint32_t *free, int n_free)
+{
+  StPassExtra extra = {0};
+  if (hooks != NULL && hooks->before != NULL)
+    hooks->before(hooks->data, pass, layer, micro, &extra);
+  StOp op = st_op_comp(f->compute, pass, layer, micro, f->options->micro_batch);
+  st_program_begin(f->program, &op);
+  for (int i = 0; i < extra.n_after; i++)
+    st_program_after(f->program, extra.after[i]);
+  for (int i = 0; i < extra.n_after_prev_step; i++)
+    st_program_after_prev_step(f->program, extra.after_prev_step[i]);
+  for (int i = 0; i < n_alloc; i++)
+    st_program_alloc(f->program, alloc[i]);
+  for (int i = 0; i < extra.n_alloc; i++)
+    st_program_alloc(f->program, extra.alloc[i]);
+  for (int i = 0; i < n_free; i++)
+    st_program_free_buffer(f->program, free[i]);
+  for (int i = 0; i < extra.n_free; i++)
+    st_program_free_buffer(f->program, extra.free[i]);
+  uint32_t id = st_program_commit(f->program);
+  if (hooks != NULL && hooks->after != NULL)
+    hooks->after(hooks->data, pass, layer, micro, id);
+  return id;
+}
+
+void
+st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
+{
+  const StModel *m = f->model;
+  g_autofree uint32_t *act = g_new(uint32_t, m->n_layers);
+  g_autofree uint32_t *dx = g_new(uint32_t, m->n_layers);
+  for (int i = 0; i < m->n_layers; i++) {
+    g_autofree char *name = g_strdup_printf("act %s m%d", m->layers[i].name, micro);
+    act[i] = st_program_add_buffer(f->program, name, ST_MEM_ACTIVATIONS,
+                                   st_dp_activation_bytes(f, i), FALSE);
+    emit_pass(f, ST_PASS_FWD, i, micro, hooks, &act[i], 1, NULL, 0);
+  }
+  /* Backward: layer i frees what it kept and the gradient of its output (made
+   * by layer i + 1), and makes the gradient of its input (the first layer's
+   * input is data: no gradient). */
+  for (int i = m->n_layers - 1; i >= 0; i--) {
+    uint32_t alloc[1], free[2];
+    int n_alloc = 0, n_free = 0;
+    if (i > 0) {
+      g_autofree char *name = g_strdup_printf("dx %s m%d", m->layers[i].name, micro);
+      dx[i] = st_program_add_buffer(f->program, name, ST_MEM_WORKSPACE, input_grad_bytes(f, i),
+                                    FALSE);
+      alloc[n_alloc++] = dx[i];
+    }
+    free[n_free++] = act[i];
+    if (i + 1 < m->n_layers)
+      free[n_free++] = dx[i + 1];
+    emit_pass(f, ST_PASS_BWD, i, micro, hooks, alloc, n_alloc, free, n_free);
+  }
+}

@@ -1,0 +1,92 @@
+/* strategy_common.h: mechanics that several strategies share, as
+ * parameters rather than copies.
+ *
+ * - Model-state bytes per parameter for the optimizer and precision.
+ * - Gradient buckets: layers grouped in backward order until a bucket holds
+ *   at least --bucket-bytes of gradients (0: one bucket per layer).
+ * - The data-parallel frame: a schedule whose ranks share one program with a
+ *   compute stream, and the forward and backward passes of micro-batches on
+ *   it, with hooks where ZeRO gathers parameters and where gradients leave
+ *   for reduction.
+ *
+ * Memory conventions of a micro-batch (every strategy uses them, so their
+ * timelines compare): a forward pass allocates what its layer keeps for
+ * backward ("activations", freed when that layer's backward ends); a backward
+ * pass allocates the gradient of its input ("workspace", freed when the
+ * backward of the layer before ends, which consumes it).
+ */
+#pragma once
+
+#include "sched/sched.h"
+#include "strategy/options.h"
+#include "strategy/strategy.h"
+
+typedef struct {
+  int weight;          /* bytes per parameter of the weights used in compute */
+  int grad;            /* bytes per parameter of gradients */
+  int optimizer;       /* bytes per parameter of optimizer states, with fp32 master
+                          weights under mixed precision (ZeRO's K) */
+  int optim_traffic;   /* bytes read and written per parameter by one optimizer step */
+  StDtype activation;  /* dtype of activations */
+} StStateBytes;
+
+void st_state_bytes(const StOptions *options, StStateBytes *out);
+
+typedef struct {
+  int first;      /* highest layer index: its backward runs first */
+  int last;       /* lowest layer index: when its backward ends the bucket is full */
+  int64_t params; /* parameters in the bucket */
+} StBucket;
+
+/* Buckets in backward order, covering every layer with parameters. */
+GArray *st_grad_buckets(const StModel *model, int64_t bucket_bytes, int grad_bytes);
+
+/* Extra dependencies and frees for one pass, supplied by a hook. */
+#define ST_PASS_EXTRA_MAX 4
+typedef struct {
+  uint32_t after[ST_PASS_EXTRA_MAX];
+  int n_after;
+  uint32_t after_prev_step[ST_PASS_EXTRA_MAX];
+  int n_after_prev_step;
+  uint32_t alloc[ST_PASS_EXTRA_MAX];
+  int n_alloc;
+  uint32_t free[ST_PASS_EXTRA_MAX];
+  int n_free;
+} StPassExtra;
+
+typedef struct {
+  gpointer data;
+  /* Before a pass op is built: may emit ops (a parameter gather) and ask the
+   * pass to wait for them or free buffers when it ends. May be NULL. */
+  void (*before)(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra);
+  /* After a pass op is built. May be NULL. */
+  void (*after)(gpointer data, StPass pass, int layer, int micro, uint32_t op);
+} StPassHooks;
+
+typedef struct {
+  StSchedule *schedule;     /* owned until st_dp_frame_finish */
+  StProgram *program;       /* owned until st_dp_frame_finish */
+  const StModel *model;     /* the schedule's copy */
+  const StOptions *options; /* borrowed */
+  StStateBytes bytes;
+  int compute;              /* stream */
+  int world;                /* communicator of all ranks */
+} StDpFrame;
+
+/* A schedule of options->ranks ranks, round-robin on the cluster's GPUs, that
+ * will all run one program named `name` with a "compute" stream; settings
+ * filled. */
+void st_dp_frame_init(StDpFrame *frame, const StStrategyInput *input, const char *name);
+
+/* Adds the program to the schedule for every rank; returns the schedule
+ * (transfer full). */
+StSchedule *st_dp_frame_finish(StDpFrame *frame);
+
+/* Forward then backward of micro-batch `micro` on the compute stream. */
+void st_dp_emit_micro_batch(StDpFrame *frame, int micro, const StPassHooks *hooks);
+
+/* Activation bytes layer i keeps for backward in one micro-batch. */
+int64_t st_dp_activation_bytes(const StDpFrame *frame, int layer);
+
+/* ceil(n / parts). */
+int64_t st_shard(int64_t n, int parts);
