@@ -41,7 +41,7 @@ static const UnitSuffix FLOP_RATE_UNITS[] = {
   {NULL, 0},
 };
 
-/* Splits "  12.5 GB/s" into a finite non-negative number and a suffix found in
+/* Splits "12.5 GB/s" into a finite non-negative number and a suffix found in
  * `units`; anything else is an error that quotes the text and the units. */
 static gboolean
 parse_with_units(const char *text, const UnitSuffix *units, const char *what,
@@ -50,6 +50,23 @@ parse_with_units(const char *text, const UnitSuffix *units, const char *what,
   g_return_val_if_fail(out != NULL, FALSE);
   if (text == NULL || *text == '\0') {
     g_set_error(error, ST_BASE_ERROR, ST_ERROR_PARSE, "empty %s", what);
+    return FALSE;
+  }
+  /* Only a plain decimal number may lead: strtod would also take leading
+   * spaces, a sign, "0x" hex, "inf" and "nan". */
+  if (text[0] == '-') {
+    g_set_error(error, ST_BASE_ERROR, ST_ERROR_PARSE, "'%s': a %s cannot be negative", text,
+                what);
+    return FALSE;
+  }
+  if (!g_ascii_isdigit(text[0]) && !(text[0] == '.' && g_ascii_isdigit(text[1]))) {
+    g_set_error(error, ST_BASE_ERROR, ST_ERROR_PARSE,
+                "'%s' is not a %s: it must start with a number", text, what);
+    return FALSE;
+  }
+  if (text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    g_set_error(error, ST_BASE_ERROR, ST_ERROR_PARSE,
+                "'%s' is not a %s: write the number in decimal", text, what);
     return FALSE;
   }
   char *end = NULL;

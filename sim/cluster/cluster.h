@@ -9,11 +9,14 @@
  *              "pcie":       {"bandwidth": "64GB/s", "latency": "1us"}}}
  *
  * Every quantity carries its unit. `bandwidth` is per GPU and one direction;
- * `topology` is "switch" (any pair at full per-GPU bandwidth) or "ring" (GPUs
- * talk to their ring neighbours; collectives use rings). `intra_node` is
- * required when a node has several GPUs, `inter_node` when there are several
- * nodes; `pcie` is optional (host copies). GPU `flops` keys: fp32, tf32,
- * fp16, bf16, fp8.
+ * `topology` (optional, default "switch") is "switch" (any pair at full
+ * per-GPU bandwidth) or "ring" (GPUs talk to their ring neighbours;
+ * collectives use rings). `intra_node` is required when a node has several
+ * GPUs, `inter_node` when there are several nodes; `pcie` is optional (host
+ * copies). GPU `flops` keys: fp32 (required, the last fallback), tf32, fp16,
+ * bf16, fp8. Optional top-level keys: `note` (free text: where the numbers
+ * come from) and `gpus` (GPUs in use; written by st_cluster_to_json so a
+ * resized cluster reads back equal).
  *
  * `--nodes N` makes N copies of the file's node; `--gpus G` uses the first G
  * GPUs. GPU g sits on node g / gpus_per_node.

@@ -1,0 +1,68 @@
+/* comm_hierarchical.c: the "hierarchical" algorithm: an intra-node stage on
+ * the fast links and an inter-node ring over one shard per GPU (the
+ * hierarchical all-reduce of Jia et al. 2018, as Horovod and NCCL's
+ * CollNet split it).
+ * It applies only to a group that spans several nodes with the same number
+ * g > 1 of devices on each of its N nodes. S the full buffer, alpha_i and
+ * alpha_e the intra- and inter-node latencies:
+ *
+ *   all_reduce:     intra reduce-scatter  (g-1)/g * S,        (g-1) alpha_i
+ *                   inter ring all-reduce 2(N-1)/N * S/g,     2(N-1) alpha_e
+ *                   intra all-gather      (g-1)/g * S,        (g-1) alpha_i
+ *   reduce_scatter: intra reduce-scatter, then inter reduce-scatter
+ *                   (N-1)/N * S/g, (N-1) alpha_e
+ *   all_gather:     inter all-gather (N-1)/N * S/g, then intra all-gather
+ *   broadcast:      inter pipelined chain S, (N-1) alpha_e, then intra S, (g-1) alpha_i
+ *   reduce:         the same two phases, intra first
+ *
+ * Bytes scale by group->per_device (several members on one device send
+ * for each of them); latencies count devices, not members.
+ */
+#include "cost/cost_impl.h"
+
+static gboolean
+hierarchical_plan(const StCluster *cluster, StCollKind kind, int64_t bytes,
+                  const StGroupShape *group, StCommPlan *plan)
+{
+  st_comm_plan_init(plan, "hierarchical", ST_SRC_ALPHA_BETA);
+  int g = group->per_node, nn = group->nodes;
+  if (nn <= 1 || g <= 1 || group->devices != nn * g)
+    return FALSE;
+  double s = st_comm_device_bytes(group, bytes);
+  double gi = g, ne = nn;
+  const StLinkClass intra = ST_LINK_INTRA_NODE, inter = ST_LINK_INTER_NODE;
+  switch (kind) {
+  case ST_COLL_ALL_REDUCE:
+    st_comm_plan_add(plan, cluster, intra, (gi - 1) / gi * s, gi - 1);
+    st_comm_plan_add(plan, cluster, inter, 2 * (ne - 1) / ne * s / gi, 2 * (ne - 1));
+    st_comm_plan_add(plan, cluster, intra, (gi - 1) / gi * s, gi - 1);
+    return TRUE;
+  case ST_COLL_REDUCE_SCATTER:
+    st_comm_plan_add(plan, cluster, intra, (gi - 1) / gi * s, gi - 1);
+    st_comm_plan_add(plan, cluster, inter, (ne - 1) / ne * s / gi, ne - 1);
+    return TRUE;
+  case ST_COLL_ALL_GATHER:
+    st_comm_plan_add(plan, cluster, inter, (ne - 1) / ne * s / gi, ne - 1);
+    st_comm_plan_add(plan, cluster, intra, (gi - 1) / gi * s, gi - 1);
+    return TRUE;
+  case ST_COLL_BROADCAST:
+    st_comm_plan_add(plan, cluster, inter, s, ne - 1);
+    st_comm_plan_add(plan, cluster, intra, s, gi - 1);
+    return TRUE;
+  case ST_COLL_REDUCE:
+    st_comm_plan_add(plan, cluster, intra, s, gi - 1);
+    st_comm_plan_add(plan, cluster, inter, s, ne - 1);
+    return TRUE;
+  default:
+    g_return_val_if_reached(FALSE);
+  }
+}
+
+const StCommAlgo st_comm_hierarchical = {
+  .name = "hierarchical",
+  .summary = "intra-node stage, inter-node ring on S/g, intra-node stage; only for groups on "
+             "several nodes with the same number (>1) of devices on each",
+  .citation = "X. Jia et al., Highly scalable deep learning training system with "
+              "mixed-precision: training ImageNet in four minutes, arXiv:1807.11205, 2018",
+  .plan = hierarchical_plan,
+};

@@ -1,0 +1,62 @@
+/* compute_profile.c: the "profile" compute model. Asks the profile for the
+ * device named by the cluster's GPU (see profile.h for the lookup and its
+ * interpolation); passes when the profile has nothing for this work, so the
+ * roofline answers instead.
+ *
+ * Layer passes look up the layer's name, then its signature, at x = batch.
+ * A recompute is the same kernels as the forward, so without its own entry
+ * it takes the forward's. Optimizer / compress / expand steps look up
+ * work->kernel ("adam", "compress") at x = elements.
+ */
+#include "cost/cost_impl.h"
+
+/* fwd FLOPs / (fwd + bwd) FLOPs, which splits a fwd+bwd measurement. A
+ * layer without FLOPs gets the usual 1:2 ratio of forward to backward. */
+static double
+fwd_fraction(const StLayer *layer)
+{
+  double total = layer->fwd_flops + layer->bwd_flops;
+  return total > 0 ? layer->fwd_flops / total : 1.0 / 3.0;
+}
+
+static gboolean
+profile_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCostSource *source)
+{
+  if (ctx->profile == NULL || ctx->cluster->gpu.name == NULL)
+    return FALSE;
+  const char *device = ctx->cluster->gpu.name;
+  switch (work->pass) {
+  case ST_PASS_FWD:
+  case ST_PASS_BWD:
+  case ST_PASS_FWDBWD:
+  case ST_PASS_RECOMPUTE: {
+    const StLayer *layer = work->layer;
+    if (layer == NULL || work->batch <= 0)
+      return FALSE;
+    double fraction = fwd_fraction(layer);
+    if (st_profile_layer_time(ctx->profile, device, layer->name, layer->signature, work->pass,
+                              work->batch, fraction, time_ns, source))
+      return TRUE;
+    return work->pass == ST_PASS_RECOMPUTE &&
+           st_profile_layer_time(ctx->profile, device, layer->name, layer->signature,
+                                 ST_PASS_FWD, work->batch, fraction, time_ns, source);
+  }
+  case ST_PASS_OPTIM:
+  case ST_PASS_COMPRESS:
+  case ST_PASS_EXPAND:
+    if (work->kernel == NULL || work->elems <= 0)
+      return FALSE;
+    return st_profile_layer_time(ctx->profile, device, work->kernel, NULL, work->pass,
+                                 work->elems, 0.5, time_ns, source);
+  default:
+    return FALSE;
+  }
+}
+
+const StComputeModel st_compute_profile = {
+  .name = "profile",
+  .summary = "measured kernel times, interpolated between profiled batch sizes",
+  .citation = "per-layer profiling as in DeepPool (Park et al., MLSys 2022) and Daydream "
+              "(Zhu et al., USENIX ATC 2020)",
+  .cost = profile_cost,
+};

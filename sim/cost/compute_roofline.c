@@ -1,0 +1,85 @@
+/* compute_roofline.c: the "roofline" compute model, the fallback that always
+ * answers. It is a LOWER BOUND, labelled ST_SRC_ROOFLINE in every output:
+ * a kernel at peak FLOP/s or at peak memory bandwidth, whichever is slower,
+ * with no launch overhead, no tail effects and no cache reuse beyond what the
+ * byte counts assume (Williams, Waterman and Patterson, "Roofline", CACM 2009).
+ *
+ *   t = max(FLOPs / peak_flops(dtype), bytes / memory_bandwidth)   [s]
+ *
+ * Layer passes (per op of `batch` samples):
+ *   fwd, recompute: FLOPs = batch * fwd_flops,
+ *                   bytes = batch * fwd_io_bytes (at the compute dtype)
+ *                           + params * dtype bytes (weights read once);
+ *   bwd:            FLOPs = batch * bwd_flops,
+ *                   bytes = batch * bwd_io_bytes (at the compute dtype)
+ *                           + 2 * params * dtype bytes (weights read, weight
+ *                             gradients written).
+ * Elementwise passes (optim, compress, expand) move work->bytes and are
+ * bandwidth bound: t = bytes / memory_bandwidth.
+ */
+#include "cost/cost_impl.h"
+
+#include <math.h>
+
+/* Activation traffic of `samples` samples, given per sample at the model's
+ * dtype, as the compute dtype moves it. */
+static double
+io_bytes(const StComputeCtx *ctx, double per_sample, int64_t samples)
+{
+  int64_t at_model_dtype = (int64_t)llround(per_sample * (double)samples);
+  if (ctx->model == NULL)
+    return (double)at_model_dtype;
+  return (double)st_model_bytes_as(ctx->model, at_model_dtype, ctx->dtype);
+}
+
+static double
+layer_time_ns(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_t batch)
+{
+  double weight_bytes = (double)layer->params * st_dtype_bytes(ctx->dtype);
+  double flops, bytes;
+  if (pass == ST_PASS_BWD) {
+    flops = (double)batch * layer->bwd_flops;
+    bytes = io_bytes(ctx, layer->bwd_io_bytes, batch) + 2 * weight_bytes;
+  } else {
+    flops = (double)batch * layer->fwd_flops;
+    bytes = io_bytes(ctx, layer->fwd_io_bytes, batch) + weight_bytes;
+  }
+  double compute_s = flops / st_cluster_peak_flops(ctx->cluster, ctx->dtype);
+  double memory_s = bytes / ctx->cluster->gpu.memory_bandwidth;
+  return MAX(compute_s, memory_s) * 1e9;
+}
+
+static gboolean
+roofline_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCostSource *source)
+{
+  switch (work->pass) {
+  case ST_PASS_FWD:
+  case ST_PASS_BWD:
+  case ST_PASS_RECOMPUTE:
+    g_return_val_if_fail(work->layer != NULL, FALSE);
+    *time_ns = layer_time_ns(ctx, work->layer, work->pass, work->batch);
+    break;
+  case ST_PASS_FWDBWD:
+    g_return_val_if_fail(work->layer != NULL, FALSE);
+    *time_ns = layer_time_ns(ctx, work->layer, ST_PASS_FWD, work->batch) +
+               layer_time_ns(ctx, work->layer, ST_PASS_BWD, work->batch);
+    break;
+  case ST_PASS_OPTIM:
+  case ST_PASS_COMPRESS:
+  case ST_PASS_EXPAND:
+    *time_ns = (double)work->bytes / ctx->cluster->gpu.memory_bandwidth * 1e9;
+    break;
+  default:
+    g_return_val_if_reached(FALSE);
+  }
+  *source = ST_SRC_ROOFLINE;
+  return TRUE;
+}
+
+const StComputeModel st_compute_roofline = {
+  .name = "roofline",
+  .summary = "lower bound from peak FLOP/s and memory bandwidth (no profile entry needed)",
+  .citation = "S. Williams, A. Waterman, D. Patterson, Roofline: an insightful visual "
+              "performance model for multicore architectures, CACM 52(4), 2009",
+  .cost = roofline_cost,
+};

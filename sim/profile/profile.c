@@ -1,0 +1,284 @@
+/* profile.c: see profile.h. The measurements in memory, their lookup and
+ * interpolation; files are read and written in profile_file.c, and the
+ * layout of both views is in profile_private.h. */
+#include "profile/profile_private.h"
+
+#include <string.h>
+
+G_DEFINE_QUARK(st-profile-error-quark, st_profile_error)
+
+#define SEP "\x1f" /* joins key parts; no name or signature contains it */
+
+typedef struct {
+  int64_t x;        /* batch size, elements, or bytes for links */
+  double time_ns;
+} Point;
+
+void
+st_profile_layer_entry_free(gpointer data)
+{
+  ProfileLayerEntry *e = data;
+  g_free(e->device);
+  g_free(e->name);
+  g_free(e->signature);
+  g_free(e);
+}
+
+void
+st_profile_link_entry_free(gpointer data)
+{
+  ProfileLinkEntry *e = data;
+  g_free(e->device);
+  g_free(e);
+}
+
+static void
+points_free(gpointer data)
+{
+  g_array_unref(data);
+}
+
+StProfile *
+st_profile_new(void)
+{
+  StProfile *p = g_new0(StProfile, 1);
+  p->layer_entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, st_profile_layer_entry_free);
+  p->link_entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, st_profile_link_entry_free);
+  p->layer_index = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, points_free);
+  p->link_index = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, points_free);
+  return p;
+}
+
+void
+st_profile_free(StProfile *p)
+{
+  if (p == NULL)
+    return;
+  g_free(p->device);
+  g_free(p->driver);
+  g_free(p->cuda);
+  g_free(p->date);
+  g_free(p->source);
+  g_hash_table_destroy(p->layer_entries);
+  g_hash_table_destroy(p->link_entries);
+  g_hash_table_destroy(p->layer_index);
+  g_hash_table_destroy(p->link_index);
+  g_free(p);
+}
+
+void
+st_profile_set_device(StProfile *p, const char *device, const char *driver, const char *cuda,
+                      const char *date, const char *source)
+{
+  g_return_if_fail(p != NULL);
+  g_free(p->device);
+  g_free(p->driver);
+  g_free(p->cuda);
+  g_free(p->date);
+  g_free(p->source);
+  p->device = g_strdup(device);
+  p->driver = g_strdup(driver);
+  p->cuda = g_strdup(cuda);
+  p->date = g_strdup(date);
+  p->source = g_strdup(source);
+}
+
+/* ---- points: insertion and interpolation ------------------------------- */
+
+/* Index of the first point with x >= `x` (n when none). */
+static guint
+lower_bound(const GArray *points, int64_t x)
+{
+  guint lo = 0, hi = points->len;
+  while (lo < hi) {
+    guint mid = lo + (hi - lo) / 2;
+    if (g_array_index(points, Point, mid).x < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Adds or replaces the point at x (a later measurement wins). */
+static void
+index_add(GHashTable *index, char *key /* transfer full */, int64_t x, double time_ns)
+{
+  GArray *points = g_hash_table_lookup(index, key);
+  if (points == NULL) {
+    points = g_array_new(FALSE, FALSE, sizeof(Point));
+    g_hash_table_insert(index, key, points);
+  } else {
+    g_free(key);
+  }
+  guint i = lower_bound(points, x);
+  Point p = {x, time_ns};
+  if (i < points->len && g_array_index(points, Point, i).x == x)
+    g_array_index(points, Point, i) = p;
+  else
+    g_array_insert_val(points, i, p);
+}
+
+/* The time at `x` from sorted points (see profile.h). Between two points:
+ * linear. Beyond them: linear from the two nearest, but when
+ * `floor_proportional` never below t_near * x / x_near (a kernel that has
+ * filled the GPU cannot get faster per sample), and never negative (then
+ * proportional). One point: proportional. *exact says x was measured. */
+static double
+interpolate(const GArray *points, int64_t x, gboolean floor_proportional, gboolean *exact)
+{
+  g_assert(points->len > 0);
+  guint n = points->len;
+  guint i = lower_bound(points, x);
+  const Point *p = (const Point *)(gpointer)points->data;
+  *exact = i < n && p[i].x == x;
+  if (*exact)
+    return p[i].time_ns;
+  if (n == 1)
+    return p[0].time_ns * (double)x / (double)p[0].x;
+  const Point *a, *b, *nearest;
+  if (i == 0) {
+    a = &p[0];
+    b = &p[1];
+    nearest = a;
+  } else if (i == n) {
+    a = &p[n - 2];
+    b = &p[n - 1];
+    nearest = b;
+  } else {
+    a = &p[i - 1];
+    b = &p[i];
+    nearest = NULL;
+  }
+  double linear =
+    a->time_ns + (b->time_ns - a->time_ns) * (double)(x - a->x) / (double)(b->x - a->x);
+  if (nearest == NULL)
+    return MAX(linear, 0.0);
+  double proportional = nearest->time_ns * (double)x / (double)nearest->x;
+  if (floor_proportional || linear < 0)
+    return MAX(linear, proportional);
+  return linear;
+}
+
+/* ---- adding entries ----------------------------------------------------- */
+
+static char *
+layer_index_key(const char *device, char by, const char *key, StPass pass)
+{
+  return g_strdup_printf("%s" SEP "%c" SEP "%s" SEP "%d", device, by, key, (int)pass);
+}
+
+static char *
+link_index_key(const char *device, StCollKind coll, StLinkClass link, int ranks)
+{
+  return g_strdup_printf("%s" SEP "%d" SEP "%d" SEP "%d", device, (int)coll, (int)link, ranks);
+}
+
+void
+st_profile_add_layer(StProfile *p, const char *device, const char *name, const char *signature,
+                     StPass pass, int64_t x, double time_ns, double spread_ns)
+{
+  g_return_if_fail(p != NULL && device != NULL && (name != NULL || signature != NULL));
+  g_return_if_fail(pass > ST_PASS_INVALID && pass < ST_PASS_N && x > 0 && time_ns >= 0);
+  ProfileLayerEntry *e = g_new0(ProfileLayerEntry, 1);
+  *e = (ProfileLayerEntry){g_strdup(device), g_strdup(name), g_strdup(signature), pass, x, time_ns,
+                    MAX(spread_ns, 0.0)};
+  char *key = g_strdup_printf("%s" SEP "%s" SEP "%s" SEP "%d" SEP "%" G_GINT64_FORMAT, device,
+                              name ? name : "", signature ? signature : "", (int)pass, x);
+  g_hash_table_replace(p->layer_entries, key, e);
+  if (name != NULL)
+    index_add(p->layer_index, layer_index_key(device, 'n', name, pass), x, time_ns);
+  if (signature != NULL)
+    index_add(p->layer_index, layer_index_key(device, 's', signature, pass), x, time_ns);
+}
+
+void
+st_profile_add_link(StProfile *p, const char *device, StCollKind coll, StLinkClass link,
+                    int ranks, int64_t bytes, double time_ns)
+{
+  g_return_if_fail(p != NULL && device != NULL && ranks > 0 && bytes > 0 && time_ns >= 0);
+  g_return_if_fail(coll > ST_COLL_INVALID && coll < ST_COLL_N && link >= 0 && link < ST_LINK_N);
+  ProfileLinkEntry *e = g_new0(ProfileLinkEntry, 1);
+  *e = (ProfileLinkEntry){g_strdup(device), coll, link, ranks, bytes, time_ns};
+  char *key = g_strdup_printf("%s" SEP "%d" SEP "%d" SEP "%d" SEP "%" G_GINT64_FORMAT, device,
+                              (int)coll, (int)link, ranks, bytes);
+  g_hash_table_replace(p->link_entries, key, e);
+  index_add(p->link_index, link_index_key(device, coll, link, ranks), bytes, time_ns);
+}
+
+/* ---- lookups ------------------------------------------------------------ */
+
+static const GArray *
+find_layer_points(const StProfile *p, const char *device, const char *name,
+                  const char *signature, StPass pass)
+{
+  const GArray *points = NULL;
+  if (name != NULL) {
+    g_autofree char *key = layer_index_key(device, 'n', name, pass);
+    points = g_hash_table_lookup(p->layer_index, key);
+  }
+  if (points == NULL && signature != NULL) {
+    g_autofree char *key = layer_index_key(device, 's', signature, pass);
+    points = g_hash_table_lookup(p->layer_index, key);
+  }
+  return points;
+}
+
+gboolean
+st_profile_layer_time(const StProfile *p, const char *device, const char *name,
+                      const char *signature, StPass pass, int64_t x, double fwd_fraction,
+                      double *time_ns, StCostSource *source)
+{
+  g_return_val_if_fail(p != NULL && device != NULL && time_ns != NULL && x > 0, FALSE);
+  gboolean exact = FALSE;
+  /* A measurement of this very pass, under the name first, then the signature. */
+  const GArray *points = find_layer_points(p, device, name, signature, pass);
+  if (points != NULL) {
+    *time_ns = interpolate(points, x, TRUE, &exact);
+    if (source != NULL)
+      *source = exact ? ST_SRC_PROFILED : ST_SRC_INTERPOLATED;
+    return TRUE;
+  }
+  /* Only fwd+bwd was measured (DeepPool's profiles): split it by FLOPs. */
+  if (pass != ST_PASS_FWD && pass != ST_PASS_BWD)
+    return FALSE;
+  points = find_layer_points(p, device, name, signature, ST_PASS_FWDBWD);
+  if (points == NULL)
+    return FALSE;
+  double fraction = CLAMP(fwd_fraction, 0.0, 1.0);
+  double both = interpolate(points, x, TRUE, &exact);
+  *time_ns = both * (pass == ST_PASS_FWD ? fraction : 1.0 - fraction);
+  if (source != NULL)
+    *source = ST_SRC_INTERPOLATED;
+  return TRUE;
+}
+
+gboolean
+st_profile_link_time(const StProfile *p, const char *device, StCollKind coll, StLinkClass link,
+                     int ranks, int64_t bytes, double *time_ns, StCostSource *source)
+{
+  g_return_val_if_fail(p != NULL && device != NULL && time_ns != NULL, FALSE);
+  if (bytes <= 0)
+    return FALSE;
+  g_autofree char *key = link_index_key(device, coll, link, ranks);
+  const GArray *points = g_hash_table_lookup(p->link_index, key);
+  if (points == NULL)
+    return FALSE;
+  gboolean exact;
+  *time_ns = interpolate(points, bytes, FALSE, &exact);
+  if (source != NULL)
+    *source = ST_SRC_LINK_PROFILE;
+  return TRUE;
+}
+
+int
+st_profile_n_layer_entries(const StProfile *p)
+{
+  return (int)g_hash_table_size(p->layer_entries);
+}
+
+int
+st_profile_n_link_entries(const StProfile *p)
+{
+  return (int)g_hash_table_size(p->link_entries);
+}

@@ -1,0 +1,514 @@
+/* test_cost.c: worked examples of the cost models. Each comment states the
+ * closed form first; the assertion checks the model against it.
+ *
+ * The cluster is the shipped dgx-h100 (models/clusters/dgx-h100.json):
+ *   intra-node B_i = 450 GB/s, alpha_i = 2 us; inter-node B_e = 50 GB/s,
+ *   alpha_e = 5 us; HBM 3.35 TB/s; 67 TFLOP/s fp32, 989 TFLOP/s bf16.
+ * Times in ns.
+ */
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "cluster/cluster.h"
+#include "cost/cost.h"
+#include "profile/profile.h"
+#include "testutil.h"
+
+#define B_I 450e9
+#define ALPHA_I 2000.0
+#define B_E 50e9
+#define ALPHA_E 5000.0
+#define HBM 3.35e12
+#define MIB 1048576.0
+
+static StCluster *
+h100(int nodes)
+{
+  g_autofree char *path = st_test_src("models/clusters/dgx-h100.json");
+  g_autoptr(GError) error = NULL;
+  StCluster *c = st_cluster_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_true(st_cluster_resize(c, nodes, 0, &error));
+  return c;
+}
+
+/* The shape of ranks 0..n-1 placed on GPUs gpus[i]. */
+static StGroupShape
+shape_of(const StCluster *c, const int32_t *gpus, int n)
+{
+  StGroupShape s;
+  st_cluster_group_shape(c, gpus, n, &s);
+  return s;
+}
+
+static StGroupShape
+first_gpus(const StCluster *c, int n)
+{
+  int32_t gpus[64];
+  g_assert_cmpint(n, <=, 64);
+  for (int i = 0; i < n; i++)
+    gpus[i] = i;
+  return shape_of(c, gpus, n);
+}
+
+static StCommPlan
+plan_ok(const StCluster *c, const StProfile *p, const char *algo, StCollKind kind, int64_t bytes,
+        const StGroupShape *g)
+{
+  StCommPlan plan;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_comm_plan_collective(c, p, algo, kind, bytes, g, &plan, &error));
+  g_assert_no_error(error);
+  return plan;
+}
+
+/* ---- ring ---------------------------------------------------------------- */
+
+static void
+test_ring(void)
+{
+  g_autoptr(StCluster) c = h100(1);
+  StGroupShape g = first_gpus(c, 8);
+  const double s = 256 * MIB;
+
+  /* 8 ranks, ring all-reduce of S bytes at B bytes/s: t = 2*7/8*S/B + 14*alpha. */
+  StCommPlan plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpstr(plan.algo, ==, "ring");
+  g_assert_cmpint(plan.source, ==, ST_SRC_ALPHA_BETA);
+  g_assert_cmpint(plan.n_phases, ==, 1);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTRA_NODE);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].bytes, 2.0 * 7 / 8 * s, 1e-6);
+  g_assert_cmpint(plan.phases[0].latency_ns, ==, 14 * 2000);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 2.0 * 7 / 8 * s / B_I * 1e9 + 14 * ALPHA_I,
+                                 1e-3);
+
+  /* Reduce-scatter and all-gather: t = 7/8*S/B + 7*alpha. */
+  plan = plan_ok(c, NULL, "ring", ST_COLL_REDUCE_SCATTER, (int64_t)s, &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I,
+                                 1e-3);
+  plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_GATHER, (int64_t)s, &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I,
+                                 1e-3);
+  /* Pipelined broadcast and reduce: t = S/B + 7*alpha. */
+  plan = plan_ok(c, NULL, "ring", ST_COLL_BROADCAST, (int64_t)s, &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_I * 1e9 + 7 * ALPHA_I, 1e-3);
+  plan = plan_ok(c, NULL, "ring", ST_COLL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_I * 1e9 + 7 * ALPHA_I, 1e-3);
+
+  /* One rank: nothing to move, t = 0 with no phases. */
+  StGroupShape one = first_gpus(c, 1);
+  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)s, &one);
+  g_assert_cmpint(plan.n_phases, ==, 0);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 0, 1e-12);
+}
+
+/* A flat ring is as slow as the slowest link it crosses. 16 ranks on 2
+ * nodes: t = 2*15/16*S/B_e + 30*alpha_e. */
+static void
+test_ring_across_nodes(void)
+{
+  g_autoptr(StCluster) c = h100(2);
+  StGroupShape g = first_gpus(c, 16);
+  const double s = 64 * MIB;
+  StCommPlan plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTER_NODE);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
+                                 2.0 * 15 / 16 * s / B_E * 1e9 + 30 * ALPHA_E, 1e-3);
+}
+
+/* Several ranks on one device: the device sends for each of them, over its
+ * own memory. 4 ranks on GPU 0, ring all-reduce:
+ * t = 4 * 2*3/4*S / (HBM/2) + 0 (LOCAL has no latency). */
+static void
+test_shared_device(void)
+{
+  g_autoptr(StCluster) c = h100(1);
+  const int32_t gpus[] = {0, 0, 0, 0};
+  StGroupShape g = shape_of(c, gpus, 4);
+  const double s = 16 * MIB;
+  StCommPlan plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_LOCAL);
+  g_assert_cmpint(plan.phases[0].latency_ns, ==, 0);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 4 * 2.0 * 3 / 4 * s / (HBM / 2) * 1e9,
+                                 1e-3);
+}
+
+/* ---- tree ---------------------------------------------------------------- */
+
+static void
+test_tree(void)
+{
+  g_autoptr(StCluster) c = h100(1);
+  StGroupShape g = first_gpus(c, 8);
+  const double s = 4 * MIB;
+  /* 8 ranks, double binary tree all-reduce (depth ceil(log2 8) = 3):
+   * t = 2*S/B + 2*3*alpha. */
+  StCommPlan plan = plan_ok(c, NULL, "tree", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpstr(plan.algo, ==, "tree");
+  g_assert_cmpint(plan.n_phases, ==, 1);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 2 * s / B_I * 1e9 + 6 * ALPHA_I, 1e-3);
+  /* Broadcast: t = S/B + 3*alpha. 5 ranks: depth ceil(log2 5) = 3 too. */
+  plan = plan_ok(c, NULL, "tree", ST_COLL_BROADCAST, (int64_t)s, &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_I * 1e9 + 3 * ALPHA_I, 1e-3);
+  StGroupShape five = first_gpus(c, 5);
+  plan = plan_ok(c, NULL, "tree", ST_COLL_REDUCE, (int64_t)s, &five);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_I * 1e9 + 3 * ALPHA_I, 1e-3);
+
+  /* No tree all-gather: the algorithm declines, a forced name is an error. */
+  g_assert_false(st_comm_algo_find("tree")->plan(c, ST_COLL_ALL_GATHER, (int64_t)s, &g, &plan));
+  g_autoptr(GError) error = NULL;
+  g_assert_false(st_comm_plan_collective(c, NULL, "tree", ST_COLL_ALL_GATHER, (int64_t)s, &g,
+                                         &plan, &error));
+  g_assert_error(error, ST_COST_ERROR, ST_ERROR_UNSUPPORTED);
+  g_assert_nonnull(strstr(error->message, "'tree'"));
+  g_assert_nonnull(strstr(error->message, "all_gather"));
+}
+
+/* ---- hierarchical -------------------------------------------------------- */
+
+static void
+test_hierarchical(void)
+{
+  g_autoptr(StCluster) c = h100(2);
+  StGroupShape g = first_gpus(c, 16);
+  const double s = 1024 * MIB;
+  /* 2 nodes x 8 GPUs (g = 8, N = 2), all-reduce in three phases:
+   *   intra reduce-scatter  7/8*S/B_i + 7 alpha_i
+   *   inter all-reduce      2*1/2*(S/8)/B_e + 2 alpha_e
+   *   intra all-gather      7/8*S/B_i + 7 alpha_i
+   * t = 2*(7/8*S/B_i + 7 alpha_i) + S/8/B_e + 2 alpha_e. */
+  StCommPlan plan = plan_ok(c, NULL, "hierarchical", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpstr(plan.algo, ==, "hierarchical");
+  g_assert_cmpint(plan.n_phases, ==, 3);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTRA_NODE);
+  g_assert_cmpint(plan.phases[1].link, ==, ST_LINK_INTER_NODE);
+  g_assert_cmpint(plan.phases[2].link, ==, ST_LINK_INTRA_NODE);
+  g_assert_cmpfloat_with_epsilon(plan.phases[1].bytes, s / 8, 1e-6);
+  double expected = 2 * (7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I) + s / 8 / B_E * 1e9 + 2 * ALPHA_E;
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), expected, 1e-3);
+  /* It beats the flat ring, which moves 2*15/16*S over the slow link, so
+   * auto picks it for a large buffer. */
+  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpstr(plan.algo, ==, "hierarchical");
+
+  /* Reduce-scatter: t = 7/8*S/B_i + 7 alpha_i + 1/2*(S/8)/B_e + alpha_e. */
+  plan = plan_ok(c, NULL, "hierarchical", ST_COLL_REDUCE_SCATTER, (int64_t)s, &g);
+  g_assert_cmpint(plan.n_phases, ==, 2);
+  g_assert_cmpfloat_with_epsilon(
+    st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I + s / 16 / B_E * 1e9 + ALPHA_E,
+    1e-3);
+  /* All-gather: the same two terms, inter-node first. */
+  plan = plan_ok(c, NULL, "hierarchical", ST_COLL_ALL_GATHER, (int64_t)s, &g);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTER_NODE);
+  g_assert_cmpfloat_with_epsilon(
+    st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I + s / 16 / B_E * 1e9 + ALPHA_E,
+    1e-3);
+
+  /* Inside one node, or with unequal GPUs per node, it does not apply. */
+  StGroupShape one_node = first_gpus(c, 8);
+  g_autoptr(GError) error = NULL;
+  g_assert_false(st_comm_plan_collective(c, NULL, "hierarchical", ST_COLL_ALL_REDUCE,
+                                         (int64_t)s, &one_node, &plan, &error));
+  g_assert_error(error, ST_COST_ERROR, ST_ERROR_UNSUPPORTED);
+  g_assert_nonnull(strstr(error->message, "'hierarchical'"));
+  const int32_t uneven[] = {0, 1, 2, 8};
+  StGroupShape u = shape_of(c, uneven, 4);
+  g_assert_false(
+    st_comm_algo_find("hierarchical")->plan(c, ST_COLL_ALL_REDUCE, (int64_t)s, &u, &plan));
+}
+
+/* ---- auto ---------------------------------------------------------------- */
+
+/* 8 ranks on one switch. ring - tree = (14 - 6) alpha - (2 - 7/4) S/B, so
+ * the tree wins below S* = 32 alpha B = 28.8 MB and the ring above it. */
+static void
+test_auto(void)
+{
+  g_autoptr(StCluster) c = h100(1);
+  StGroupShape g = first_gpus(c, 8);
+  StCommPlan plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, 1024, &g);
+  g_assert_cmpstr(plan.algo, ==, "tree");
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 2 * 1024 / B_I * 1e9 + 6 * ALPHA_I, 1e-6);
+  plan = plan_ok(c, NULL, NULL, ST_COLL_ALL_REDUCE, 1 << 30, &g);
+  g_assert_cmpstr(plan.algo, ==, "ring");
+  const double crossover = 32 * ALPHA_I / 1e9 * B_I;
+  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)(crossover * 0.99), &g);
+  g_assert_cmpstr(plan.algo, ==, "tree");
+  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)(crossover * 1.01), &g);
+  g_assert_cmpstr(plan.algo, ==, "ring");
+  /* All-gather has only the ring here. */
+  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_GATHER, 1024, &g);
+  g_assert_cmpstr(plan.algo, ==, "ring");
+
+  /* An unknown name lists the known ones. */
+  g_autoptr(GError) error = NULL;
+  g_assert_false(st_comm_plan_collective(c, NULL, "butterfly", ST_COLL_ALL_REDUCE, 1024, &g,
+                                         &plan, &error));
+  g_assert_error(error, ST_COST_ERROR, ST_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "'butterfly'"));
+  g_assert_nonnull(strstr(error->message, "auto, ring, tree, hierarchical"));
+}
+
+/* ---- link profile -------------------------------------------------------- */
+
+static void
+test_link_profile(void)
+{
+  g_autoptr(StCluster) c = h100(1);
+  StGroupShape g = first_gpus(c, 8);
+  g_autoptr(StProfile) p = st_profile_new();
+  /* Measured: 8-rank intra-node all-reduce of 1 MiB in 40 us. */
+  st_profile_add_link(p, "H100-SXM", ST_COLL_ALL_REDUCE, ST_LINK_INTRA_NODE, 8, 1 << 20, 40e3);
+  /* The measurement replaces the model: t = 40 us, as one phase carrying
+   * the ring's wire bytes 2*7/8*S at their effective rate 1.75 MiB / 40 us. */
+  StCommPlan plan = plan_ok(c, p, "ring", ST_COLL_ALL_REDUCE, 1 << 20, &g);
+  g_assert_cmpstr(plan.algo, ==, "link-profile");
+  g_assert_cmpint(plan.source, ==, ST_SRC_LINK_PROFILE);
+  g_assert_cmpint(plan.n_phases, ==, 1);
+  g_assert_cmpint(plan.phases[0].latency_ns, ==, 0);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].bytes, 1.75 * MIB, 1e-6);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].bandwidth, 1.75 * MIB / 40e-6, 1e-3);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 40e3, 1e-6);
+  /* Auto too; at 2 MiB the single point scales proportionally: 80 us. */
+  plan = plan_ok(c, p, "auto", ST_COLL_ALL_REDUCE, 2 << 20, &g);
+  g_assert_cmpint(plan.source, ==, ST_SRC_LINK_PROFILE);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 80e3, 1e-6);
+  /* Not for another rank count or collective: the models answer. */
+  StGroupShape four = first_gpus(c, 4);
+  plan = plan_ok(c, p, "auto", ST_COLL_ALL_REDUCE, 1 << 20, &four);
+  g_assert_cmpint(plan.source, ==, ST_SRC_ALPHA_BETA);
+  plan = plan_ok(c, p, "auto", ST_COLL_ALL_GATHER, 1 << 20, &g);
+  g_assert_cmpint(plan.source, ==, ST_SRC_ALPHA_BETA);
+}
+
+/* ---- p2p ----------------------------------------------------------------- */
+
+static void
+test_p2p(void)
+{
+  g_autoptr(StCluster) c = h100(2);
+  const double s = 8 * MIB;
+  StCommPlan plan;
+  /* Same node: t = alpha_i + S/B_i. */
+  st_comm_plan_p2p(c, 0, 7, (int64_t)s, &plan);
+  g_assert_cmpint(plan.n_phases, ==, 1);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTRA_NODE);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), ALPHA_I + s / B_I * 1e9, 1e-3);
+  /* Across nodes: t = alpha_e + S/B_e. */
+  st_comm_plan_p2p(c, 7, 8, (int64_t)s, &plan);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTER_NODE);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), ALPHA_E + s / B_E * 1e9, 1e-3);
+  /* Same device: a copy in memory, t = S / (HBM/2). */
+  st_comm_plan_p2p(c, 3, 3, (int64_t)s, &plan);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_LOCAL);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / (HBM / 2) * 1e9, 1e-3);
+}
+
+/* ---- compute ------------------------------------------------------------- */
+
+/* Linear 1024 -> 4096 (bias), per sample: params = 1024*4096 + 4096,
+ * fwd = 2*1024*4096 FLOPs, bwd = 2 fwd, activation traffic (in + out)
+ * elements in fp32. */
+static StLayer
+linear_layer(void)
+{
+  const double in = 1024, out = 4096;
+  return (StLayer){
+    .name = "fc1",
+    .signature = "linear{bias=1,out_features=4096}[1024]",
+    .params = (int64_t)(in * out + out),
+    .fwd_flops = 2 * in * out,
+    .bwd_flops = 4 * in * out,
+    .fwd_io_bytes = (in + out) * 4,
+    .bwd_io_bytes = 2 * (in + out) * 4,
+  };
+}
+
+static void
+test_roofline_linear(void)
+{
+  g_autoptr(StCluster) c = h100(1);
+  StLayer layer = linear_layer();
+  StModel model = {.name = "one-linear", .dtype = ST_DTYPE_FP32, .layers = &layer, .n_layers = 1};
+  StComputeCtx ctx = {.cluster = c, .profile = NULL, .model = &model, .dtype = ST_DTYPE_FP32};
+  StWork work = {.pass = ST_PASS_FWD, .layer = &layer, .batch = 64};
+  const double p = (double)layer.params;
+
+  /* fp32 forward, batch 64: FLOPs = 64*2*1024*4096 = 537 MFLOP, bytes =
+   * 64*5120*4 + 4 p = 18.1 MB. t = max(FLOPs/67 TFLOP/s, bytes/3.35 TB/s)
+   * = max(8.01 us, 5.41 us): compute bound. */
+  StCostSource source = ST_SRC_NONE;
+  double t = st_compute_time(&ctx, &work, &source);
+  g_assert_cmpint(source, ==, ST_SRC_ROOFLINE);
+  double flops = 64 * 2 * 1024.0 * 4096, bytes = 64 * 5120 * 4.0 + 4 * p;
+  g_assert_cmpfloat_with_epsilon(t, MAX(flops / 67e12, bytes / HBM) * 1e9, 1e-6);
+  g_assert_cmpfloat_with_epsilon(t, flops / 67e12 * 1e9, 1e-6);
+
+  /* bf16 forward: activations and weights at 2 bytes. FLOPs/989 TFLOP/s =
+   * 0.54 us < bytes/HBM = (64*5120*2 + 2 p)/3.35 TB/s = 2.70 us: memory bound. */
+  ctx.dtype = ST_DTYPE_BF16;
+  t = st_compute_time(&ctx, &work, &source);
+  bytes = 64 * 5120 * 2.0 + 2 * p;
+  g_assert_cmpfloat_with_epsilon(t, bytes / HBM * 1e9, 1e-6);
+  g_assert_cmpfloat_with_epsilon(t, MAX(flops / 989e12, bytes / HBM) * 1e9, 1e-6);
+
+  /* fp32 backward: FLOPs = 2x forward; bytes = 64*2*5120*4 + 2*4 p (weights
+   * read, weight gradients written). t = max(16.0 us, 10.8 us). */
+  ctx.dtype = ST_DTYPE_FP32;
+  work.pass = ST_PASS_BWD;
+  t = st_compute_time(&ctx, &work, &source);
+  bytes = 64 * 2 * 5120 * 4.0 + 8 * p;
+  g_assert_cmpfloat_with_epsilon(t, MAX(2 * flops / 67e12, bytes / HBM) * 1e9, 1e-6);
+
+  /* An optimizer step is bandwidth bound: Adam over 1M fp32 parameters
+   * touches 16 B each (param, grad, 2 states) read and written = 32 MB,
+   * t = 32e6 / 3.35e12 s = 9.55 us. */
+  StWork optim = {.pass = ST_PASS_OPTIM, .elems = 1000000, .bytes = 32000000, .kernel = "adam"};
+  t = st_compute_time(&ctx, &optim, &source);
+  g_assert_cmpint(source, ==, ST_SRC_ROOFLINE);
+  g_assert_cmpfloat_with_epsilon(t, 32e6 / HBM * 1e9, 1e-6);
+}
+
+/* A profile entry wins over the roofline; misses fall back to it. */
+static void
+test_compute_profile(void)
+{
+  g_autoptr(StCluster) c = h100(1);
+  StLayer layer = linear_layer();
+  StModel model = {.name = "one-linear", .dtype = ST_DTYPE_FP32, .layers = &layer, .n_layers = 1};
+  g_autoptr(StProfile) p = st_profile_new();
+  st_profile_add_layer(p, "H100-SXM", "fc1", NULL, ST_PASS_FWD, 64, 12e3, 0);
+  st_profile_add_layer(p, "H100-SXM", NULL, layer.signature, ST_PASS_FWDBWD, 64, 36e3, 0);
+  st_profile_add_layer(p, "H100-SXM", "adam", NULL, ST_PASS_OPTIM, 1000000, 20e3, 0);
+  StComputeCtx ctx = {.cluster = c, .profile = p, .model = &model, .dtype = ST_DTYPE_FP32};
+  StCostSource source;
+
+  StWork work = {.pass = ST_PASS_FWD, .layer = &layer, .batch = 64};
+  g_assert_cmpfloat_with_epsilon(st_compute_time(&ctx, &work, &source), 12e3, 1e-9);
+  g_assert_cmpint(source, ==, ST_SRC_PROFILED);
+  /* Batch 128 from one point: proportional, 24 us. */
+  work.batch = 128;
+  g_assert_cmpfloat_with_epsilon(st_compute_time(&ctx, &work, &source), 24e3, 1e-9);
+  g_assert_cmpint(source, ==, ST_SRC_INTERPOLATED);
+  /* Backward from the signature's fwd+bwd by the FLOP ratio: bwd = 2/3 of 36 us. */
+  work.batch = 64;
+  work.pass = ST_PASS_BWD;
+  g_assert_cmpfloat_with_epsilon(st_compute_time(&ctx, &work, &source), 24e3, 1e-6);
+  g_assert_cmpint(source, ==, ST_SRC_INTERPOLATED);
+  /* Recompute is the forward's kernels. */
+  work.pass = ST_PASS_RECOMPUTE;
+  g_assert_cmpfloat_with_epsilon(st_compute_time(&ctx, &work, &source), 12e3, 1e-9);
+  g_assert_cmpint(source, ==, ST_SRC_PROFILED);
+  /* Optimizer entries: kernel name, x = elements. */
+  StWork optim = {.pass = ST_PASS_OPTIM, .elems = 500000, .bytes = 16000000, .kernel = "adam"};
+  g_assert_cmpfloat_with_epsilon(st_compute_time(&ctx, &optim, &source), 10e3, 1e-9);
+  g_assert_cmpint(source, ==, ST_SRC_INTERPOLATED);
+  /* sgd was never profiled: the roofline answers. */
+  optim.kernel = "sgd";
+  st_compute_time(&ctx, &optim, &source);
+  g_assert_cmpint(source, ==, ST_SRC_ROOFLINE);
+  /* Another GPU: the profile has nothing for it. */
+  g_autofree char *a100_path = st_test_src("models/clusters/dgx-a100.json");
+  g_autoptr(StCluster) a100 = st_cluster_load(a100_path, NULL);
+  ctx.cluster = a100;
+  work.pass = ST_PASS_FWD;
+  st_compute_time(&ctx, &work, &source);
+  g_assert_cmpint(source, ==, ST_SRC_ROOFLINE);
+}
+
+/* ---- sharing ------------------------------------------------------------- */
+
+static void
+share(StShareClient *clients, int n)
+{
+  const StShareModel *m = st_share_model_find("priority");
+  g_assert_nonnull(m);
+  m->rates(clients, n);
+}
+
+static void
+test_share_priority(void)
+{
+  /* Alone: rate 1 whatever its fill. */
+  StShareClient one[] = {{.priority = 0, .fill = 0.3, .weight = 1}};
+  share(one, 1);
+  g_assert_cmpfloat_with_epsilon(one[0].rate, 1, 1e-12);
+
+  /* Two full kernels of one priority: demand 2 > 1, each gets 1/2. */
+  StShareClient two[] = {{0, 1.0, 1, 0}, {0, 1.0, 1, 0}};
+  share(two, 2);
+  g_assert_cmpfloat_with_epsilon(two[0].rate, 0.5, 1e-12);
+  g_assert_cmpfloat_with_epsilon(two[1].rate, 0.5, 1e-12);
+
+  /* Two half-filling kernels fit side by side: rate 1 each. */
+  StShareClient halves[] = {{0, 0.5, 1, 0}, {0, 0.5, 1, 0}};
+  share(halves, 2);
+  g_assert_cmpfloat_with_epsilon(halves[0].rate, 1, 1e-12);
+
+  /* Background beside a full foreground kernel: 0 (it waits). */
+  StShareClient fg_full[] = {{-1, 0.5, 1, 0}, {1, 1.0, 1, 0}};
+  share(fg_full, 2);
+  g_assert_cmpfloat_with_epsilon(fg_full[1].rate, 1, 1e-12);
+  g_assert_cmpfloat_with_epsilon(fg_full[0].rate, 0, 1e-12);
+
+  /* Foreground fill 0.6 leaves 0.4; background asks 0.8: rate 0.4/0.8 = 0.5. */
+  StShareClient fg_part[] = {{1, 0.6, 1, 0}, {0, 0.8, 1, 0}};
+  share(fg_part, 2);
+  g_assert_cmpfloat_with_epsilon(fg_part[0].rate, 1, 1e-12);
+  g_assert_cmpfloat_with_epsilon(fg_part[1].rate, 0.5, 1e-12);
+
+  /* Folded kernels count `weight` times: 3 x fill 0.5 beside 1 x fill 0.5
+   * at one priority asks 2, so every kernel runs at 1/2. Three levels:
+   * the third gets nothing. */
+  StShareClient folded[] = {{2, 0.5, 3, 0}, {2, 0.5, 1, 0}, {0, 0.1, 1, 0}};
+  share(folded, 3);
+  g_assert_cmpfloat_with_epsilon(folded[0].rate, 0.5, 1e-12);
+  g_assert_cmpfloat_with_epsilon(folded[1].rate, 0.5, 1e-12);
+  g_assert_cmpfloat_with_epsilon(folded[2].rate, 0, 1e-12);
+}
+
+/* ---- registries ---------------------------------------------------------- */
+
+static void
+test_registries(void)
+{
+  const StComputeModel *const *compute = st_compute_models();
+  g_assert_cmpstr(compute[0]->name, ==, "profile");
+  g_assert_cmpstr(compute[1]->name, ==, "roofline");
+  g_assert_null(compute[2]);
+  const StCommAlgo *const *algos = st_comm_algos();
+  g_assert_cmpstr(algos[0]->name, ==, "ring");
+  g_assert_cmpstr(algos[1]->name, ==, "tree");
+  g_assert_cmpstr(algos[2]->name, ==, "hierarchical");
+  g_assert_null(algos[3]);
+  g_assert_true(st_comm_algo_find("tree") == algos[1]);
+  g_assert_null(st_comm_algo_find("auto"));
+  g_assert_cmpstr(st_share_models()[0]->name, ==, "priority");
+  g_assert_null(st_share_model_find("fair"));
+  /* Every entry says what it is and where it comes from. */
+  for (int i = 0; algos[i] != NULL; i++)
+    g_assert_true(*algos[i]->summary != '\0' && *algos[i]->citation != '\0');
+  for (int i = 0; compute[i] != NULL; i++)
+    g_assert_true(*compute[i]->summary != '\0' && *compute[i]->citation != '\0');
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/cost/comm/ring", test_ring);
+  g_test_add_func("/cost/comm/ring-across-nodes", test_ring_across_nodes);
+  g_test_add_func("/cost/comm/shared-device", test_shared_device);
+  g_test_add_func("/cost/comm/tree", test_tree);
+  g_test_add_func("/cost/comm/hierarchical", test_hierarchical);
+  g_test_add_func("/cost/comm/auto", test_auto);
+  g_test_add_func("/cost/comm/link-profile", test_link_profile);
+  g_test_add_func("/cost/comm/p2p", test_p2p);
+  g_test_add_func("/cost/compute/roofline-linear", test_roofline_linear);
+  g_test_add_func("/cost/compute/profile", test_compute_profile);
+  g_test_add_func("/cost/share/priority", test_share_priority);
+  g_test_add_func("/cost/registries", test_registries);
+  return g_test_run();
+}

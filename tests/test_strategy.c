@@ -1,0 +1,272 @@
+/* test_strategy.c: every registered strategy against the schedule's
+ * invariants, and the worked examples of model-state and activation memory.
+ */
+#include <string.h>
+
+#include "engine/engine.h"
+#include "output/output.h"
+#include "strategy/strategy.h"
+#include "strategy/strategy_common.h"
+#include "testutil.h"
+
+static StModel *
+load_model(const char *name)
+{
+  g_autofree char *file = g_strdup_printf("models/%s.json", name);
+  g_autofree char *path = st_test_src(file);
+  g_autoptr(GError) error = NULL;
+  StModel *m = st_model_load(path, &error);
+  g_assert_no_error(error);
+  return m;
+}
+
+static StCluster *
+load_cluster(const char *name, int nodes, int gpus)
+{
+  g_autofree char *file = g_strdup_printf("models/clusters/%s.json", name);
+  g_autofree char *path = st_test_src(file);
+  g_autoptr(GError) error = NULL;
+  StCluster *c = st_cluster_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_true(st_cluster_resize(c, nodes, gpus, &error));
+  g_assert_no_error(error);
+  return c;
+}
+
+static StSchedule *
+build(const char *strategy, const StModel *m, const StCluster *c, const StOptions *o)
+{
+  g_autoptr(GError) error = NULL;
+  StSchedule *s = st_strategy_build(st_strategy_find(strategy), m, c, NULL, o, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(s);
+  return s;
+}
+
+static StSummary *
+run_algo(const StSchedule *s, const char *algo, gboolean no_fold, StTimeline **timeline)
+{
+  g_autoptr(GError) error = NULL;
+  StEngineOptions eo = {NULL, algo, NULL, no_fold};
+  *timeline = st_simulate(s, &eo, NULL, &error);
+  g_assert_no_error(error);
+  return st_summary_new(*timeline);
+}
+
+static StSummary *
+run(const StSchedule *s, gboolean no_fold, StTimeline **timeline)
+{
+  return run_algo(s, "auto", no_fold, timeline);
+}
+
+/* ---- conformance ------------------------------------------------------------- */
+
+typedef struct {
+  const char *model;
+  int nodes, gpus, ranks;
+  int micro_batch, accumulation;
+  StPrecision precision;
+  int zero_stage;
+  int64_t bucket_bytes;
+} Case;
+
+static const Case CASES[] = {
+  {"mlp", 1, 1, 0, 16, 1, ST_PRECISION_FP32, 1, 0},
+  {"mlp", 1, 4, 0, 16, 3, ST_PRECISION_MIXED, 2, 1 << 20},
+  {"mlp", 1, 4, 6, 8, 1, ST_PRECISION_FP32, 3, 0},          /* 6 ranks on 4 GPUs */
+  {"mlp", 2, 0, 0, 4, 2, ST_PRECISION_FP32, 3, 1 << 16},    /* 16 GPUs on 2 nodes */
+  {"resnet18", 1, 8, 0, 8, 1, ST_PRECISION_MIXED, 2, 25 << 20},
+  {"gpt2-124m", 1, 2, 4, 1, 2, ST_PRECISION_MIXED, 3, 0},   /* 2 ranks per GPU */
+};
+
+static void
+test_conformance(void)
+{
+  /* Every strategy, on several models and cluster sizes, builds a schedule
+   * that passes st_schedule_check (st_strategy_build runs it) and simulates
+   * to the end without deadlock; folding identical ranks changes nothing
+   * but the work done. */
+  for (gsize k = 0; k < G_N_ELEMENTS(CASES); k++) {
+    const Case *cs = &CASES[k];
+    g_autoptr(StModel) m = load_model(cs->model);
+    g_autoptr(StCluster) c = load_cluster("dgx-h100", cs->nodes, cs->gpus);
+    StOptions o;
+    st_options_init(&o);
+    o.ranks = cs->ranks;
+    o.micro_batch = cs->micro_batch;
+    o.global_batch = (int64_t)(cs->ranks ? cs->ranks : c->gpus) * cs->micro_batch *
+                     cs->accumulation;
+    o.precision = cs->precision;
+    o.zero_stage = cs->zero_stage;
+    o.bucket_bytes = cs->bucket_bytes;
+    o.steps = 2;
+    for (const StStrategy *const *st = st_strategies(); *st != NULL; st++) {
+      g_test_message("case %zu: %s on %s", k, (*st)->name, cs->model);
+      g_autoptr(StSchedule) s = build((*st)->name, m, c, &o);
+      g_assert_cmpint(s->n_ranks, ==, cs->ranks ? cs->ranks : c->gpus);
+      g_assert_cmpint(s->settings.accumulation, ==, cs->accumulation);
+      StTimeline *tf, *tu;
+      g_autoptr(StSummary) folded = run(s, FALSE, &tf);
+      g_autoptr(StSummary) unfolded = run(s, TRUE, &tu);
+      g_assert_cmpint(folded->step_time_ns, >, 0);
+      g_assert_cmpint(folded->step_time_ns, ==, unfolded->step_time_ns);
+      g_assert_cmpint(folded->makespan_ns, ==, unfolded->makespan_ns);
+      for (int d = 0; d < s->n_devices; d++)
+        g_assert_cmpint(folded->devices[d].peak_bytes, ==, unfolded->devices[d].peak_bytes);
+      g_assert_cmpfloat_with_epsilon(folded->comm_bytes_total, unfolded->comm_bytes_total,
+                                     1e-6 * (1 + unfolded->comm_bytes_total));
+      for (int cat = 0; cat < ST_MEM_N; cat++)
+        g_assert_cmpint(folded->total_peak_by_category[cat], ==,
+                        unfolded->total_peak_by_category[cat]);
+      st_timeline_free(tf);
+      st_timeline_free(tu);
+    }
+    st_options_clear(&o);
+  }
+}
+
+/* ---- model-state memory ----------------------------------------------------------- */
+
+static void
+test_zero_model_states(void)
+{
+  /* ZeRO paper (Rajbhandari et al. 2020, section 5.1), mixed precision Adam
+   * (K = 12), P parameters, N ranks, bytes per rank of persistent model states:
+   *   DP: (2 + 2 + K) P = 16 P
+   *   stage 1 (Pos): 2P + 2P + K P/N
+   *   stage 2 (Pos+g): 2P + (2 + K) P/N
+   *   stage 3 (Pos+g+p): (2 + 2 + K) P/N
+   * with P/N rounded up (uneven shards). ResNet-50 on 8 GPUs. */
+  g_autoptr(StModel) m = load_model("resnet50");
+  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 8);
+  const int64_t P = m->params, N = 8, shard = (P + N - 1) / N, K = 12;
+  g_assert_cmpint(P, ==, 25557032);
+  StOptions o;
+  st_options_init(&o);
+  o.precision = ST_PRECISION_MIXED;
+  o.optimizer = ST_OPTIMIZER_ADAM;
+  struct {
+    const char *strategy;
+    int stage;
+    int64_t params, grads, optimizer;
+  } expect[] = {
+    {"dp", 0, 2 * P, 2 * P, K * P},
+    {"zero", 1, 2 * P, 2 * P, K * shard},
+    {"zero", 2, 2 * P, 2 * shard, K * shard},
+    {"zero", 3, 2 * shard, 2 * shard, K * shard},
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(expect); i++) {
+    o.zero_stage = MAX(expect[i].stage, 1);
+    g_autoptr(StSchedule) s = build(expect[i].strategy, m, c, &o);
+    int64_t bytes[ST_MEM_N];
+    st_program_persistent_bytes(g_ptr_array_index(s->programs, 0), bytes);
+    g_assert_cmpint(bytes[ST_MEM_PARAMS], ==, expect[i].params);
+    g_assert_cmpint(bytes[ST_MEM_GRADS], ==, expect[i].grads);
+    g_assert_cmpint(bytes[ST_MEM_OPTIMIZER], ==, expect[i].optimizer);
+  }
+  /* fp32 Adam: DP keeps 4 + 4 + 8 = 16 bytes per parameter too. */
+  o.precision = ST_PRECISION_FP32;
+  g_autoptr(StSchedule) dp = build("dp", m, c, &o);
+  int64_t bytes[ST_MEM_N];
+  st_program_persistent_bytes(g_ptr_array_index(dp->programs, 0), bytes);
+  g_assert_cmpint(bytes[ST_MEM_PARAMS] + bytes[ST_MEM_GRADS] + bytes[ST_MEM_OPTIMIZER], ==,
+                  16 * P);
+  st_options_clear(&o);
+}
+
+static void
+test_dp_activation_peak(void)
+{
+  /* Plain DP keeps, at the end of a micro-batch's forward, everything each
+   * layer saved for backward: the activation peak per GPU is
+   *   sum over layers of act_bytes(layer) * micro_batch,
+   * reached once per micro-batch (accumulation does not add to it), and the
+   * peak over all GPUs together is N times that. */
+  g_autoptr(StModel) m = load_model("resnet50");
+  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 4);
+  StOptions o;
+  st_options_init(&o);
+  o.micro_batch = 16;
+  o.global_batch = 4 * 16 * 2;
+  int64_t expected = 0;
+  for (int i = 0; i < m->n_layers; i++)
+    expected += m->layers[i].act_bytes * 16;
+  g_autoptr(StSchedule) s = build("dp", m, c, &o);
+  StTimeline *t;
+  g_autoptr(StSummary) sum = run(s, FALSE, &t);
+  for (int d = 0; d < 4; d++)
+    g_assert_cmpint(sum->devices[d].peak_by_category[ST_MEM_ACTIVATIONS], ==, expected);
+  g_assert_cmpint(sum->total_peak_by_category[ST_MEM_ACTIVATIONS], ==, 4 * expected);
+  st_timeline_free(t);
+  st_options_clear(&o);
+}
+
+static void
+test_zero3_gathers_per_layer(void)
+{
+  /* ZeRO-3 moves, per step and rank, each layer's parameters gathered twice
+   * (forward and backward) and their gradients reduce-scattered once: with
+   * one micro-batch and 2-byte weights and gradients, every rank sends
+   * (N-1)/N * (2 + 2 + 2) P bytes, against 2 (N-1)/N * 2P for DP's all-reduce:
+   * 1.5 times as much, as the ZeRO paper states. */
+  g_autoptr(StModel) m = load_model("gpt2-124m");
+  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 8);
+  StOptions o;
+  st_options_init(&o);
+  o.precision = ST_PRECISION_MIXED;
+  o.micro_batch = 1;
+  o.zero_stage = 3;
+  o.comm_algo = (g_free(o.comm_algo), g_strdup("ring"));
+  g_autoptr(StSchedule) z = build("zero", m, c, &o);
+  g_autoptr(StSchedule) d = build("dp", m, c, &o);
+  StTimeline *tz, *td;
+  g_autoptr(StSummary) sz = run_algo(z, "ring", FALSE, &tz);
+  g_autoptr(StSummary) sd = run_algo(d, "ring", FALSE, &td);
+  double P = (double)m->params, N = 8;
+  g_assert_cmpfloat_with_epsilon(sd->comm_bytes_total, N * 2 * (N - 1) / N * 2 * P, 1.0);
+  g_assert_cmpfloat_with_epsilon(sz->comm_bytes_total / sd->comm_bytes_total, 1.5, 1e-9);
+  st_timeline_free(tz);
+  st_timeline_free(td);
+  st_options_clear(&o);
+}
+
+static void
+test_unknown_strategy(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_null(st_strategy_lookup("cyclic", &error));
+  g_assert_error(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "'cyclic'"));
+  g_assert_nonnull(strstr(error->message, "dp"));
+}
+
+static void
+test_bad_batch(void)
+{
+  /* 100 samples cannot be split into whole micro-batches of 8 on 4 ranks. */
+  g_autoptr(StModel) m = load_model("mlp");
+  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 4);
+  StOptions o;
+  st_options_init(&o);
+  o.micro_batch = 8;
+  o.global_batch = 100;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StSchedule) s = st_strategy_build(st_strategy_find("dp"), m, c, NULL, &o, &error);
+  g_assert_null(s);
+  g_assert_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "--global-batch 100"));
+  st_options_clear(&o);
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/strategy/conformance", test_conformance);
+  g_test_add_func("/strategy/zero/model-states", test_zero_model_states);
+  g_test_add_func("/strategy/zero/stage3-traffic", test_zero3_gathers_per_layer);
+  g_test_add_func("/strategy/dp/activation-peak", test_dp_activation_peak);
+  g_test_add_func("/strategy/unknown", test_unknown_strategy);
+  g_test_add_func("/strategy/bad-batch", test_bad_batch);
+  return g_test_run();
+}
