@@ -20,6 +20,17 @@
  * FLOPs, bytes kept for backward and output bytes, per sample, at the model's
  * dtype. Nothing here knows about GPUs or strategies.
  *
+ * Reading is strict: a key that is neither `name`, `type` nor an attr of the
+ * type is an error, as are missing required attrs, values out of range,
+ * duplicate names and shapes a type cannot take. Flag attrs accept true/false
+ * and are stored as 1/0. A free-form top-level `note` is allowed. Layers are
+ * numbered from 0 in messages and tables, after repeats are expanded.
+ *
+ * act_bytes counts each kept tensor once: when a layer keeps its output (a
+ * ReLU) and the next keeps that same tensor as its input (a conv), it is
+ * charged to the first, whose backward runs last (see StLayerKeeps in
+ * layer_type.h); the second layer's act_bytes then excludes in_bytes.
+ *
  * Ownership: an StModel owns its layers and their strings; layer types are
  * static and borrowed.
  */
@@ -92,7 +103,10 @@ struct cJSON;
 StModel *st_model_from_json(const struct cJSON *root, const char *origin, GError **error);
 
 /* The model as a JSON object that st_model_from_json reads back to an equal
- * model (layers expanded, attrs explicit). Transfer full. */
+ * model (layers expanded, attrs explicit). Each layer also carries its
+ * derived numbers under "derived" and the model its sums under "totals", for
+ * readers of `stagger model show --json`; the reader ignores both and derives
+ * them again. Transfer full. */
 struct cJSON *st_model_to_json(const StModel *model);
 
 StModel *st_model_copy(const StModel *model);

@@ -1,0 +1,220 @@
+/* layer_block.c: composite blocks that models repeat: the residual blocks of
+ * torchvision's ResNets (basic_block, bottleneck) and the pre-LN transformer
+ * block (attention + MLP).
+ *
+ * A block costs the sum of its parts. Its act_bytes counts each tensor that
+ * autograd keeps once, even when two of its parts keep it (an in-place ReLU's
+ * output is also the next convolution's input).
+ */
+#include "model/layer_types_private.h"
+
+/* ---- residual blocks (He et al. 2016, as torchvision builds them) ------- */
+
+/* Accumulates the parts of a residual block on [C,H,W] maps. */
+typedef struct {
+  int64_t params;
+  double fwd_flops;
+  int64_t kept_elems; /* saved for backward, besides the block's input */
+} Residual;
+
+/* conv (no bias) then batchnorm: the conv output is kept as the norm's input. */
+static gboolean
+conv_bn(Residual *r, StChw in, int64_t out_channels, int64_t kernel, int64_t stride,
+        int64_t groups, StChw *out, GError **error)
+{
+  int64_t weights;
+  double flops;
+  if (!st_conv_apply(in, out_channels, kernel, stride, kernel / 2, groups, out, &weights,
+                     &flops, error))
+    return FALSE;
+  r->params += weights + 2 * out_channels;
+  r->fwd_flops += flops + ST_NORM_FWD_FLOPS_PER_ELEM * (double)st_chw_elems(*out);
+  r->kept_elems += st_chw_elems(*out);
+  return TRUE;
+}
+
+/* In-place ReLU: one FLOP per element, keeps its output. */
+static void
+relu(Residual *r, StChw x)
+{
+  r->fwd_flops += (double)st_chw_elems(x);
+  r->kept_elems += st_chw_elems(x);
+}
+
+/* The shortcut (a 1x1 conv + batchnorm when the shape changes), the residual
+ * add and the final ReLU, then the layer's numbers. */
+static gboolean
+residual_finish(StLayer *layer, Residual *r, StChw in, StChw out, int64_t stride,
+                int dtype_bytes, GError **error)
+{
+  if (stride != 1 || in.c != out.c) {
+    StChw shortcut;
+    if (!conv_bn(r, in, out.c, 1, stride, 1, &shortcut, error))
+      return FALSE;
+  }
+  r->fwd_flops += (double)st_chw_elems(out); /* the add */
+  relu(r, out);
+  layer->out_shape = (StShape){.n_dims = 3, .dims = {out.c, out.h, out.w}};
+  layer->out_bytes = st_chw_elems(out) * dtype_bytes;
+  layer->params = r->params;
+  layer->fwd_flops = r->fwd_flops;
+  layer->bwd_flops = 2.0 * r->fwd_flops;
+  layer->act_bytes = layer->in_bytes + r->kept_elems * dtype_bytes;
+  return TRUE;
+}
+
+static StChw
+input_chw(const StLayer *layer)
+{
+  const int64_t *d = layer->in_shape.dims;
+  return (StChw){d[0], d[1], d[2]};
+}
+
+static const StAttrSpec BASIC_ATTRS[] = {
+  {.key = "planes", .min = 1, .required = TRUE, .help = "output channels"},
+  {.key = "stride", .fallback = 1, .min = 1, .help = "stride of the first 3x3 conv and shortcut"},
+  {NULL},
+};
+
+/* conv3x3(stride)-bn-relu, conv3x3-bn, + shortcut, relu (ResNet-18/34). */
+static gboolean
+basic_block_derive(StLayer *layer, int dtype_bytes, GError **error)
+{
+  if (!st_layer_check_dims(layer, 3, "[C,H,W]", error))
+    return FALSE;
+  int64_t planes = st_layer_attr(layer, "planes", 0);
+  int64_t stride = st_layer_attr(layer, "stride", 1);
+  Residual r = {0};
+  StChw in = input_chw(layer), mid, out;
+  if (!conv_bn(&r, in, planes, 3, stride, 1, &mid, error))
+    return FALSE;
+  relu(&r, mid);
+  if (!conv_bn(&r, mid, planes, 3, 1, 1, &out, error))
+    return FALSE;
+  return residual_finish(layer, &r, in, out, stride, dtype_bytes, error);
+}
+
+const StLayerType st_layer_basic_block = {
+  .name = "basic_block",
+  .summary = "ResNet basic block: two 3x3 convs with batchnorm and a shortcut",
+  .attrs = BASIC_ATTRS,
+  .derive = basic_block_derive,
+  .keeps = ST_KEEPS_INPUT | ST_KEEPS_OUTPUT,
+};
+
+static const StAttrSpec BOTTLENECK_ATTRS[] = {
+  {.key = "planes", .min = 1, .required = TRUE, .help = "base channels; output = 4 x planes"},
+  {.key = "stride", .fallback = 1, .min = 1, .help = "stride of the 3x3 conv and shortcut"},
+  {.key = "groups", .fallback = 1, .min = 1, .help = "groups of the 3x3 conv (ResNeXt)"},
+  {.key = "width_per_group", .fallback = 64, .min = 1,
+   .help = "3x3 width = planes * width_per_group / 64 * groups (128: Wide ResNet-2)"},
+  {NULL},
+};
+
+/* conv1x1-bn-relu, conv3x3(stride, groups)-bn-relu, conv1x1-bn, + shortcut,
+ * relu (ResNet-50/101/152, Wide ResNet, ResNeXt; stride on the 3x3 as in
+ * torchvision's "ResNet v1.5"). */
+static gboolean
+bottleneck_derive(StLayer *layer, int dtype_bytes, GError **error)
+{
+  if (!st_layer_check_dims(layer, 3, "[C,H,W]", error))
+    return FALSE;
+  int64_t planes = st_layer_attr(layer, "planes", 0);
+  int64_t stride = st_layer_attr(layer, "stride", 1);
+  int64_t groups = st_layer_attr(layer, "groups", 1);
+  int64_t width = planes * st_layer_attr(layer, "width_per_group", 64) / 64 * groups;
+  if (width < 1)
+    return st_layer_attr_error(error, "width_per_group", "gives a 3x3 width of 0 channels");
+  Residual r = {0};
+  StChw in = input_chw(layer), a, b, out;
+  if (!conv_bn(&r, in, width, 1, 1, 1, &a, error))
+    return FALSE;
+  relu(&r, a);
+  if (!conv_bn(&r, a, width, 3, stride, groups, &b, error))
+    return FALSE;
+  relu(&r, b);
+  if (!conv_bn(&r, b, 4 * planes, 1, 1, 1, &out, error))
+    return FALSE;
+  return residual_finish(layer, &r, in, out, stride, dtype_bytes, error);
+}
+
+const StLayerType st_layer_bottleneck = {
+  .name = "bottleneck",
+  .summary = "ResNet bottleneck block: 1x1, 3x3, 1x1 convs with batchnorm and a shortcut",
+  .attrs = BOTTLENECK_ATTRS,
+  .derive = bottleneck_derive,
+  .keeps = ST_KEEPS_INPUT | ST_KEEPS_OUTPUT,
+};
+
+/* ---- transformer block (pre-LN, as GPT-2 and ViT) ---------------------- */
+
+static const StAttrSpec TRANSFORMER_ATTRS[] = {
+  {.key = "heads", .min = 1, .required = TRUE, .help = "attention heads (must divide dim)"},
+  {.key = "ffn", .fallback = 0, .min = 0, .help = "hidden width of the MLP; 0 = 4 x dim"},
+  {.key = "causal", .fallback = 0, .flag = TRUE,
+   .help = "mask future tokens (decoder); costs the same, see layer_block.c"},
+  {.key = "dropout", .fallback = 0, .flag = TRUE,
+   .help = "dropout on attention probabilities and both residual branches"},
+  {NULL},
+};
+
+/* x + attn(LN1(x)), then + MLP(LN2(.)), on [s, d] with a heads, f = ffn:
+ *
+ * params = 4d^2 + 4d (QKV and output projections with biases)
+ *        + 2df + f + d (MLP with biases) + 4d (two LayerNorms);
+ *        with f = 4d: 12 d^2 + 13 d.
+ * fwd    = matrix products only, as Narayanan et al. 2021 count them:
+ *          QKV 6sd^2 + QK^T 2s^2d + AV 2s^2d + projection 2sd^2 + MLP 4sdf;
+ *          with f = 4d: 24 s d^2 + 4 s^2 d. The element-wise work (norms,
+ *          softmax, GELU) is memory-bound and left to the io estimate.
+ *          A causal mask halves nothing: dense kernels compute all s^2
+ *          scores and mask them, as the formula and non-fused attention do.
+ * bwd    = 2 x fwd.
+ * kept   = (Korthikanti et al. 2022, section 4.1), in elements at the dtype:
+ *          LN1 input sd, QKV input sd, Q and K 2sd, softmax output a s^2,
+ *          V sd, projection input sd, LN2 input sd, fc1 input sd, GELU input
+ *          sf, fc2 input sf: 8sd + 2sf + a s^2. With dropout also its output
+ *          on the probabilities a s^2, plus one-byte masks a s^2 + 2sd. At
+ *          16 bits, f = 4d, with dropout: 34 sd + 5 a s^2 bytes, the paper's
+ *          figure. */
+static gboolean
+transformer_derive(StLayer *layer, int dtype_bytes, GError **error)
+{
+  if (!st_layer_check_dims(layer, 2, "[tokens, dim]", error))
+    return FALSE;
+  int64_t s = layer->in_shape.dims[0], d = layer->in_shape.dims[1];
+  int64_t a = st_layer_attr(layer, "heads", 1);
+  int64_t f = st_layer_attr(layer, "ffn", 0);
+  if (d % a != 0)
+    return st_layer_attr_error(error, "heads",
+                               "%" G_GINT64_FORMAT " does not divide the dim %" G_GINT64_FORMAT,
+                               a, d);
+  if (f == 0)
+    st_layer_set_attr(layer, "ffn", f = 4 * d);
+  double sd = (double)s * (double)d, ss = (double)s * (double)s;
+  if (!st_layer_check_size(4.0 * (double)d * (double)d + 2.0 * (double)d * (double)f,
+                           ST_MAX_COUNT, "the weights", error) ||
+      !st_layer_check_size(8.0 * sd + 2.0 * (double)s * (double)f + 2.0 * (double)a * ss,
+                           ST_MAX_COUNT, "the kept elements", error))
+    return FALSE;
+  st_layer_same_shape(layer, dtype_bytes);
+  layer->params = 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d;
+  layer->fwd_flops = 8.0 * sd * (double)d + 4.0 * ss * (double)d + 4.0 * sd * (double)f;
+  layer->bwd_flops = 2.0 * layer->fwd_flops;
+  int64_t kept = 8 * s * d + 2 * s * f + a * s * s;
+  int64_t masks = 0;
+  if (st_layer_attr(layer, "dropout", 0)) {
+    kept += a * s * s;
+    masks = a * s * s + 2 * s * d;
+  }
+  layer->act_bytes = kept * dtype_bytes + masks;
+  return TRUE;
+}
+
+const StLayerType st_layer_transformer_block = {
+  .name = "transformer_block",
+  .summary = "pre-LN transformer block: LN, multi-head attention, LN, GELU MLP, residuals",
+  .attrs = TRANSFORMER_ATTRS,
+  .derive = transformer_derive,
+  .keeps = ST_KEEPS_INPUT,
+};

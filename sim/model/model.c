@@ -1,0 +1,180 @@
+/* model.c: shapes, attribute lookup, ownership (copy, free) and the JSON
+ * writer of StModel. Loading and derivation are in model_load.c, the table
+ * in model_print.c. */
+#include "model/model.h"
+
+#include <string.h>
+
+#include "base/json.h"
+#include "model/layer_type.h"
+
+G_DEFINE_QUARK(st-model-error-quark, st_model_error)
+
+/* ---- shapes ------------------------------------------------------------ */
+
+int64_t
+st_shape_elems(const StShape *shape)
+{
+  g_return_val_if_fail(shape != NULL, 0);
+  int64_t n = 1;
+  for (int i = 0; i < shape->n_dims; i++)
+    n *= shape->dims[i];
+  return n;
+}
+
+char *
+st_shape_format(const StShape *shape)
+{
+  g_return_val_if_fail(shape != NULL, NULL);
+  GString *s = g_string_new("[");
+  for (int i = 0; i < shape->n_dims; i++)
+    g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i > 0 ? "," : "", shape->dims[i]);
+  g_string_append_c(s, ']');
+  return g_string_free(s, FALSE);
+}
+
+gboolean
+st_shape_equal(const StShape *a, const StShape *b)
+{
+  g_return_val_if_fail(a != NULL && b != NULL, FALSE);
+  if (a->n_dims != b->n_dims)
+    return FALSE;
+  for (int i = 0; i < a->n_dims; i++)
+    if (a->dims[i] != b->dims[i])
+      return FALSE;
+  return TRUE;
+}
+
+/* ---- layers and ownership ---------------------------------------------- */
+
+int64_t
+st_layer_attr(const StLayer *layer, const char *key, int64_t fallback)
+{
+  g_return_val_if_fail(layer != NULL && key != NULL, fallback);
+  for (int i = 0; i < layer->n_attrs; i++)
+    if (strcmp(layer->attrs[i].key, key) == 0)
+      return layer->attrs[i].value;
+  return fallback;
+}
+
+int64_t
+st_model_bytes_as(const StModel *model, int64_t bytes, StDtype dtype)
+{
+  g_return_val_if_fail(model != NULL, bytes);
+  return bytes * st_dtype_bytes(dtype) / st_dtype_bytes(model->dtype);
+}
+
+static void
+layer_clear(StLayer *layer)
+{
+  g_free(layer->name);
+  g_free(layer->attrs);
+  g_free(layer->signature);
+}
+
+void
+st_model_free(StModel *model)
+{
+  if (model == NULL)
+    return;
+  for (int i = 0; i < model->n_layers; i++)
+    layer_clear(&model->layers[i]);
+  g_free(model->layers);
+  g_free(model->name);
+  g_free(model->path);
+  g_free(model);
+}
+
+StModel *
+st_model_copy(const StModel *model)
+{
+  g_return_val_if_fail(model != NULL, NULL);
+  StModel *copy = g_new(StModel, 1);
+  *copy = *model;
+  copy->name = g_strdup(model->name);
+  copy->path = g_strdup(model->path);
+  copy->layers = g_new(StLayer, model->n_layers);
+  for (int i = 0; i < model->n_layers; i++) {
+    const StLayer *src = &model->layers[i];
+    StLayer *dst = &copy->layers[i];
+    *dst = *src;
+    dst->name = g_strdup(src->name);
+    dst->signature = g_strdup(src->signature);
+    dst->attrs = g_new(StAttr, MAX(src->n_attrs, 1));
+    if (src->n_attrs > 0)
+      memcpy(dst->attrs, src->attrs, sizeof(StAttr) * (size_t)src->n_attrs);
+  }
+  return copy;
+}
+
+/* ---- JSON writer ------------------------------------------------------- */
+
+static cJSON *
+shape_to_json(const StShape *shape)
+{
+  cJSON *array = cJSON_CreateArray();
+  for (int i = 0; i < shape->n_dims; i++)
+    cJSON_AddItemToArray(array, cJSON_CreateNumber((double)shape->dims[i]));
+  return array;
+}
+
+static gboolean
+attr_is_flag(const StLayerType *type, const char *key)
+{
+  for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++)
+    if (strcmp(spec->key, key) == 0)
+      return spec->flag;
+  return FALSE;
+}
+
+/* What the loader derived, for readers of `stagger model show --json`; the
+ * loader ignores it and derives again. */
+static cJSON *
+derived_to_json(const StLayer *layer)
+{
+  cJSON *d = cJSON_CreateObject();
+  cJSON_AddItemToObject(d, "in_shape", shape_to_json(&layer->in_shape));
+  cJSON_AddItemToObject(d, "out_shape", shape_to_json(&layer->out_shape));
+  cJSON_AddStringToObject(d, "signature", layer->signature);
+  st_json_add_int(d, "params", layer->params);
+  cJSON_AddNumberToObject(d, "fwd_flops", layer->fwd_flops);
+  cJSON_AddNumberToObject(d, "bwd_flops", layer->bwd_flops);
+  st_json_add_int(d, "act_bytes", layer->act_bytes);
+  st_json_add_int(d, "in_bytes", layer->in_bytes);
+  st_json_add_int(d, "out_bytes", layer->out_bytes);
+  cJSON_AddNumberToObject(d, "fwd_io_bytes", layer->fwd_io_bytes);
+  cJSON_AddNumberToObject(d, "bwd_io_bytes", layer->bwd_io_bytes);
+  return d;
+}
+
+cJSON *
+st_model_to_json(const StModel *model)
+{
+  g_return_val_if_fail(model != NULL, NULL);
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "name", model->name);
+  cJSON_AddStringToObject(root, "dtype", st_dtype_name(model->dtype));
+  cJSON_AddItemToObject(root, "input", shape_to_json(&model->input));
+  cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+  for (int i = 0; i < model->n_layers; i++) {
+    const StLayer *layer = &model->layers[i];
+    cJSON *obj = cJSON_CreateObject();
+    cJSON_AddStringToObject(obj, "name", layer->name);
+    cJSON_AddStringToObject(obj, "type", layer->type->name);
+    for (int a = 0; a < layer->n_attrs; a++) {
+      const StAttr *attr = &layer->attrs[a];
+      if (attr_is_flag(layer->type, attr->key))
+        cJSON_AddBoolToObject(obj, attr->key, attr->value != 0);
+      else
+        st_json_add_int(obj, attr->key, attr->value);
+    }
+    cJSON_AddItemToObject(obj, "derived", derived_to_json(layer));
+    cJSON_AddItemToArray(layers, obj);
+  }
+  cJSON *totals = cJSON_AddObjectToObject(root, "totals");
+  st_json_add_int(totals, "params", model->params);
+  cJSON_AddNumberToObject(totals, "fwd_flops", model->fwd_flops);
+  cJSON_AddNumberToObject(totals, "bwd_flops", model->bwd_flops);
+  st_json_add_int(totals, "act_bytes", model->act_bytes);
+  return root;
+}

@@ -1,0 +1,401 @@
+/* model_load.c: reading a model file into an StModel.
+ *
+ * Three steps: expand the `repeat` entries into a flat list of layer
+ * objects with their names; read each layer's attrs strictly against its
+ * type and derive it from the previous layer's output shape; then count
+ * tensors shared by neighbours once and sum the totals. Every error is
+ * prefixed with the origin and, inside a layer, "layer N 'name': ".
+ */
+#include <stdarg.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "model/layer_type.h"
+#include "model/layer_types_private.h"
+#include "model/model.h"
+
+/* Repeat counts and dims beyond these are typos, not models (layer_type.h). */
+#define MAX_REPEAT 100000
+/* Layers after expansion: with the per-layer bounds, totals stay in int64. */
+#define MAX_LAYERS 1000000
+#define MAX_DIM ST_ATTR_MAX
+
+/* One layer object after expansion. */
+typedef struct {
+  const cJSON *obj; /* borrowed from the tree */
+  char *name;       /* "{i}" substituted; NULL when the object has no string name */
+} Entry;
+
+static void
+entry_clear(gpointer data)
+{
+  g_free(((Entry *)data)->name);
+}
+
+static gboolean
+fail(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+static gboolean
+fail(GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  g_set_error_literal(error, ST_MODEL_ERROR, ST_ERROR_INVALID, message);
+  return FALSE;
+}
+
+static char *
+entry_name(const cJSON *obj, const char *index_text)
+{
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(obj, "name");
+  if (!cJSON_IsString(name))
+    return NULL;
+  if (index_text == NULL)
+    return g_strdup(name->valuestring);
+  g_auto(GStrv) parts = g_strsplit(name->valuestring, "{i}", -1);
+  return g_strjoinv(index_text, parts);
+}
+
+/* {"repeat": N, "from": k, "layers": [...]}: the body N times, "{i}" in its
+ * names replaced by k, k+1, ... */
+static gboolean
+expand_repeat(const cJSON *item, GArray *entries, GError **error)
+{
+  static const char *const KEYS[] = {"repeat", "from", "layers", NULL};
+  int64_t count = 0, from = 0;
+  const cJSON *body = NULL;
+  if (!st_json_check_keys(item, KEYS, error) ||
+      !st_json_get_int(item, "repeat", TRUE, 1, MAX_REPEAT, &count, error) ||
+      !st_json_get_int(item, "from", FALSE, 0, MAX_REPEAT, &from, error) ||
+      !st_json_get_array(item, "layers", TRUE, &body, error))
+    return FALSE;
+  if (cJSON_GetArraySize(body) == 0)
+    return fail(error, "key 'layers': is empty");
+  const cJSON *layer;
+  cJSON_ArrayForEach(layer, body)
+  {
+    if (!cJSON_IsObject(layer))
+      return fail(error, "key 'layers': expected objects");
+    if (cJSON_HasObjectItem(layer, "repeat"))
+      return fail(error, "key 'repeat': repeat entries cannot be nested");
+  }
+  for (int64_t r = 0; r < count; r++) {
+    g_autofree char *index = g_strdup_printf("%" G_GINT64_FORMAT, from + r);
+    cJSON_ArrayForEach(layer, body)
+    {
+      Entry e = {layer, entry_name(layer, index)};
+      g_array_append_val(entries, e);
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
+expand(const cJSON *layers, GArray *entries, GError **error)
+{
+  int index = 0;
+  const cJSON *item;
+  cJSON_ArrayForEach(item, layers)
+  {
+    if (!cJSON_IsObject(item))
+      return fail(error, "layers[%d]: expected an object", index);
+    if (cJSON_HasObjectItem(item, "repeat")) {
+      if (!expand_repeat(item, entries, error)) {
+        g_prefix_error(error, "layers[%d] (repeat): ", index);
+        return FALSE;
+      }
+    } else {
+      Entry e = {item, entry_name(item, NULL)};
+      g_array_append_val(entries, e);
+    }
+    index++;
+  }
+  return TRUE;
+}
+
+static int
+compare_attrs(const void *a, const void *b)
+{
+  return strcmp(((const StAttr *)a)->key, ((const StAttr *)b)->key);
+}
+
+/* Reads the type's attrs from `obj` (given or default), sorted by key. */
+static gboolean
+read_attrs(StLayer *layer, const cJSON *obj, GError **error)
+{
+  const StLayerType *type = layer->type;
+  g_autoptr(GPtrArray) allowed = g_ptr_array_new();
+  g_ptr_array_add(allowed, (gpointer) "name");
+  g_ptr_array_add(allowed, (gpointer) "type");
+  g_ptr_array_add(allowed, (gpointer) "derived");
+  int n = 0;
+  for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++, n++)
+    g_ptr_array_add(allowed, (gpointer)spec->key);
+  g_ptr_array_add(allowed, NULL);
+  if (!st_json_check_keys(obj, (const char *const *)allowed->pdata, error))
+    return FALSE;
+
+  layer->attrs = g_new0(StAttr, MAX(n, 1));
+  layer->n_attrs = n;
+  for (int i = 0; i < n; i++) {
+    const StAttrSpec *spec = &type->attrs[i];
+    StAttr *attr = &layer->attrs[i];
+    attr->key = g_intern_static_string(spec->key);
+    attr->value = spec->fallback;
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, spec->key);
+    if (item == NULL && spec->required)
+      return fail(error, "key '%s': missing (required by %s)", spec->key, type->name);
+    if (item == NULL)
+      continue;
+    if (spec->flag && cJSON_IsBool(item))
+      attr->value = cJSON_IsTrue(item) ? 1 : 0;
+    else if (!st_json_item_int(item, spec->key, spec->flag ? 0 : spec->min,
+                               spec->flag ? 1 : spec->max > 0 ? spec->max : ST_ATTR_MAX,
+                               &attr->value, error))
+      return FALSE;
+  }
+  qsort(layer->attrs, (size_t)n, sizeof(StAttr), compare_attrs);
+  return TRUE;
+}
+
+static char *
+signature(const StLayer *layer)
+{
+  GString *s = g_string_new(layer->type->name);
+  g_string_append_c(s, '{');
+  for (int i = 0; i < layer->n_attrs; i++)
+    g_string_append_printf(s, "%s%s=%" G_GINT64_FORMAT, i > 0 ? "," : "", layer->attrs[i].key,
+                           layer->attrs[i].value);
+  g_string_append_c(s, '}');
+  g_autofree char *shape = st_shape_format(&layer->in_shape);
+  g_string_append(s, shape);
+  return g_string_free(s, FALSE);
+}
+
+/* The elements of a shape, in double so that no product overflows. */
+static double
+elems_double(const StShape *shape)
+{
+  double n = 1;
+  for (int i = 0; i < shape->n_dims; i++)
+    n *= (double)shape->dims[i];
+  return n;
+}
+
+/* What derive() produced is a tensor and non-negative counts within the
+ * bounds of layer_types_private.h, so that sums stay inside int64. */
+static gboolean
+check_derived(const StLayer *layer, GError **error)
+{
+  const StShape *out = &layer->out_shape;
+  gboolean ok = out->n_dims >= 1 && out->n_dims <= ST_SHAPE_MAX_DIMS;
+  for (int i = 0; ok && i < out->n_dims; i++)
+    ok = out->dims[i] >= 1;
+  ok = ok && layer->params >= 0 && layer->act_bytes >= 0 && layer->out_bytes > 0 &&
+       layer->fwd_flops >= 0 && layer->bwd_flops >= 0;
+  g_return_val_if_fail(ok, fail(error, "derives an impossible output or negative counts"));
+  return st_layer_check_size(elems_double(out), ST_MAX_ELEMS, "the output elements", error) &&
+         st_layer_check_size((double)layer->params, ST_MAX_COUNT, "the parameters", error) &&
+         st_layer_check_size((double)layer->act_bytes, 8 * ST_MAX_COUNT, "the kept bytes",
+                             error);
+}
+
+static gboolean
+read_layer(StLayer *layer, const Entry *entry, const StShape *in, int dtype_bytes,
+           GError **error)
+{
+  const char *type_name = NULL;
+  if (entry->name == NULL) {
+    /* Missing or not a string: the getter fails and says which. */
+    if (st_json_get_string(entry->obj, "name", TRUE, &type_name, error))
+      g_assert_not_reached();
+    return FALSE;
+  }
+  layer->name = g_strdup(entry->name);
+  if (!st_json_get_string(entry->obj, "type", TRUE, &type_name, error))
+    return FALSE;
+  layer->type = st_layer_type_find(type_name);
+  if (layer->type == NULL) {
+    g_autoptr(GString) known = g_string_new(NULL);
+    for (const StLayerType *const *t = st_layer_types(); *t != NULL; t++)
+      g_string_append_printf(known, "%s%s", known->len > 0 ? ", " : "", (*t)->name);
+    return fail(error, "key 'type': unknown layer type '%s' (known: %s)", type_name, known->str);
+  }
+  if (!read_attrs(layer, entry->obj, error))
+    return FALSE;
+  layer->in_shape = *in;
+  layer->in_bytes = st_shape_elems(in) * dtype_bytes;
+  if (!layer->type->derive(layer, dtype_bytes, error) || !check_derived(layer, error))
+    return FALSE;
+  /* Generic roofline traffic: forward reads the input and writes the output
+   * and what it keeps; backward reads what was kept and the output gradient,
+   * writes the input gradient, and touches the kept tensors once more. */
+  if (layer->fwd_io_bytes == 0)
+    layer->fwd_io_bytes = (double)(layer->in_bytes + layer->out_bytes + layer->act_bytes);
+  if (layer->bwd_io_bytes == 0)
+    layer->bwd_io_bytes =
+      (double)(2 * layer->act_bytes + layer->in_bytes + layer->out_bytes);
+  layer->signature = signature(layer);
+  return TRUE;
+}
+
+/* A tensor kept both by its producer (as output, possibly through views) and
+ * by its consumer (as input) is one tensor: charge it to the producer. */
+static void
+count_shared_once(StModel *model)
+{
+  gboolean producer_keeps = FALSE;
+  for (int i = 0; i < model->n_layers; i++) {
+    StLayer *layer = &model->layers[i];
+    unsigned keeps = layer->type->keeps;
+    if (producer_keeps && (keeps & ST_KEEPS_INPUT)) {
+      g_assert(layer->act_bytes >= layer->in_bytes);
+      layer->act_bytes -= layer->in_bytes;
+    }
+    if (!(keeps & ST_OUTPUT_IS_VIEW))
+      producer_keeps = (keeps & ST_KEEPS_OUTPUT) != 0;
+  }
+}
+
+static gboolean
+sum_totals(StModel *model, GError **error)
+{
+  double params = 0, act = 0; /* checked before the exact int64 sums */
+  model->fwd_flops = model->bwd_flops = 0;
+  for (int i = 0; i < model->n_layers; i++) {
+    const StLayer *layer = &model->layers[i];
+    params += (double)layer->params;
+    act += (double)layer->act_bytes;
+    model->fwd_flops += layer->fwd_flops;
+    model->bwd_flops += layer->bwd_flops;
+  }
+  if (params > 0x1p62 || act > 0x1p62)
+    return fail(error, "the model's parameters or kept bytes pass 2^62");
+  model->params = model->act_bytes = 0;
+  for (int i = 0; i < model->n_layers; i++) {
+    model->params += model->layers[i].params;
+    model->act_bytes += model->layers[i].act_bytes;
+  }
+  return TRUE;
+}
+
+static gboolean
+read_input(const cJSON *root, StShape *input, GError **error)
+{
+  const cJSON *array = NULL;
+  if (!st_json_get_array(root, "input", TRUE, &array, error))
+    return FALSE;
+  int n = cJSON_GetArraySize(array);
+  if (n < 1 || n > ST_SHAPE_MAX_DIMS)
+    return fail(error, "key 'input': expected 1 to %d dims, got %d", ST_SHAPE_MAX_DIMS, n);
+  input->n_dims = n;
+  for (int i = 0; i < n; i++)
+    if (!st_json_item_int(cJSON_GetArrayItem(array, i), "input", 1, MAX_DIM, &input->dims[i],
+                          error))
+      return FALSE;
+  if (elems_double(input) > ST_MAX_ELEMS)
+    return fail(error, "key 'input': more than 2^40 elements per sample");
+  return TRUE;
+}
+
+static gboolean
+read_header(const cJSON *root, StModel *model, const cJSON **layers, GError **error)
+{
+  static const char *const KEYS[] = {"name", "note", "input", "dtype", "layers", "totals", NULL};
+  const char *name = NULL, *note = NULL, *dtype = "fp32";
+  if (!cJSON_IsObject(root))
+    return fail(error, "expected a JSON object");
+  if (!st_json_check_keys(root, KEYS, error) ||
+      !st_json_get_string(root, "name", TRUE, &name, error) ||
+      !st_json_get_string(root, "note", FALSE, &note, error) ||
+      !st_json_get_string(root, "dtype", FALSE, &dtype, error))
+    return FALSE;
+  model->name = g_strdup(name);
+  if (!st_dtype_parse(dtype, &model->dtype, error)) {
+    g_prefix_error(error, "key 'dtype': ");
+    return FALSE;
+  }
+  if (!read_input(root, &model->input, error) ||
+      !st_json_get_array(root, "layers", TRUE, layers, error))
+    return FALSE;
+  if (cJSON_GetArraySize(*layers) == 0)
+    return fail(error, "key 'layers': is empty, a model needs at least one layer");
+  return TRUE;
+}
+
+static gboolean
+read_model(const cJSON *root, StModel *model, GError **error)
+{
+  const cJSON *layers = NULL;
+  if (!read_header(root, model, &layers, error))
+    return FALSE;
+  g_autoptr(GArray) entries = g_array_new(FALSE, TRUE, sizeof(Entry));
+  g_array_set_clear_func(entries, entry_clear);
+  if (!expand(layers, entries, error))
+    return FALSE;
+  if (entries->len > MAX_LAYERS)
+    return fail(error, "key 'layers': %u layers after expanding repeats, more than %d",
+                entries->len, MAX_LAYERS);
+
+  int dtype_bytes = st_dtype_bytes(model->dtype);
+  model->layers = g_new0(StLayer, entries->len);
+  g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+  StShape shape = model->input;
+  for (guint i = 0; i < entries->len; i++) {
+    const Entry *entry = &g_array_index(entries, Entry, i);
+    StLayer *layer = &model->layers[i];
+    model->n_layers = (int)i + 1; /* so st_model_free releases what was read */
+    gboolean ok = read_layer(layer, entry, &shape, dtype_bytes, error);
+    gpointer other;
+    if (ok && g_hash_table_lookup_extended(seen, layer->name, NULL, &other))
+      ok = fail(error, "duplicate name (also layer %d)", GPOINTER_TO_INT(other));
+    if (!ok) {
+      if (entry->name != NULL)
+        g_prefix_error(error, "layer %u '%s': ", i, entry->name);
+      else
+        g_prefix_error(error, "layer %u: ", i);
+      return FALSE;
+    }
+    g_hash_table_insert(seen, layer->name, GINT_TO_POINTER(i));
+    shape = layer->out_shape;
+  }
+  count_shared_once(model);
+  return sum_totals(model, error);
+}
+
+StModel *
+st_model_from_json(const cJSON *root, const char *origin, GError **error)
+{
+  g_return_val_if_fail(root != NULL, NULL);
+  g_autoptr(StModel) model = g_new0(StModel, 1);
+  GError *local = NULL;
+  if (!read_model(root, model, &local)) {
+    /* One domain for callers, whatever helper failed. */
+    g_set_error(error, ST_MODEL_ERROR, local->code, "%s: %s",
+                origin != NULL ? origin : "<model>", local->message);
+    g_error_free(local);
+    return NULL;
+  }
+  return g_steal_pointer(&model);
+}
+
+StModel *
+st_model_load(const char *path, GError **error)
+{
+  g_return_val_if_fail(path != NULL, NULL);
+  GError *local = NULL;
+  g_autoptr(cJSON) root = st_json_load_file(path, &local);
+  if (root == NULL) {
+    /* Messages already name the file. */
+    g_set_error_literal(error, ST_MODEL_ERROR, local->code, local->message);
+    g_error_free(local);
+    return NULL;
+  }
+  StModel *model = st_model_from_json(root, path, error);
+  if (model != NULL)
+    model->path = g_strdup(path);
+  return model;
+}

@@ -1,0 +1,210 @@
+/* bench_sim.c: how fast the simulator is, and how its memory grows.
+ *
+ *   build/tests/bench_sim            the table of docs/PERFORMANCE.md
+ *   build/tests/bench_sim --quick    smaller sizes, for a smoke run
+ *
+ * Each configuration runs in a child process (this program started again
+ * with --one ...) so that its peak RSS is its own. Every configuration is
+ * simulated twice in that child: with identical ranks folded (the default)
+ * and with every rank simulated (--no-fold), and the table reports the ratio,
+ * measured in the same process, beside the absolute times (which drift with
+ * the machine's load).
+ *
+ * Workloads: ResNet-50 data parallelism with one all-reduce per layer
+ * (--bucket-bytes 0), micro-batch 32, on 8 to 1024 H100s (nodes of 8); GPT-3
+ * 2.7B ZeRO-3, micro-batch 1, mixed precision, on 64 to 1024 H100s.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "engine/engine.h"
+#include "strategy/strategy.h"
+#include "testutil.h"
+
+typedef struct {
+  double build_s, sim_s;
+  int64_t ops, events;
+  int sim_ranks;
+} Measure;
+
+static double
+now_s(void)
+{
+  return g_get_monotonic_time() / 1e6;
+}
+
+static gboolean
+measure(const char *strategy, const StModel *m, const StCluster *c, const StOptions *o,
+        gboolean no_fold, Measure *out, GError **error)
+{
+  double t0 = now_s();
+  g_autoptr(StSchedule) s = st_strategy_build(st_strategy_find(strategy), m, c, NULL, o, error);
+  if (s == NULL)
+    return FALSE;
+  double t1 = now_s();
+  StEngineOptions eo = {NULL, "auto", NULL, no_fold};
+  StEngineStats stats = {0};
+  g_autoptr(StTimeline) t = st_simulate(s, &eo, &stats, error);
+  if (t == NULL)
+    return FALSE;
+  double t2 = now_s();
+  *out = (Measure){t1 - t0, t2 - t1, stats.ops, stats.events, stats.sim_ranks};
+  st_engine_stats_clear(&stats);
+  return TRUE;
+}
+
+/* Child: one configuration, one line of numbers on stdout. */
+static int
+run_one(const char *strategy, const char *model, int gpus)
+{
+  g_autofree char *mfile = g_strdup_printf("models/%s.json", model);
+  g_autofree char *mpath = st_test_src(mfile);
+  g_autofree char *cpath = st_test_src("models/clusters/dgx-h100.json");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StModel) m = st_model_load(mpath, &error);
+  g_autoptr(StCluster) c = m ? st_cluster_load(cpath, &error) : NULL;
+  if (c == NULL || !st_cluster_resize(c, (gpus + 7) / 8, gpus, &error)) {
+    fprintf(stderr, "bench_sim: %s\n", error->message);
+    return 1;
+  }
+  StOptions o;
+  st_options_init(&o);
+  if (strcmp(strategy, "dp") == 0) {
+    o.micro_batch = 32;
+    o.bucket_bytes = 0;
+  } else {
+    o.micro_batch = 1;
+    o.zero_stage = 3;
+    o.precision = ST_PRECISION_MIXED;
+  }
+  Measure folded, unfolded;
+  gboolean ok = measure(strategy, m, c, &o, FALSE, &folded, &error) &&
+                measure(strategy, m, c, &o, TRUE, &unfolded, &error);
+  st_options_clear(&o);
+  if (!ok) {
+    fprintf(stderr, "bench_sim: %s\n", error->message);
+    return 1;
+  }
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("%.6f %.6f %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %d %.6f %.6f %" G_GINT64_FORMAT
+         " %" G_GINT64_FORMAT " %ld\n",
+         folded.build_s, folded.sim_s, folded.ops, folded.events, folded.sim_ranks,
+         unfolded.build_s, unfolded.sim_s, unfolded.ops, unfolded.events, ru.ru_maxrss);
+  return 0;
+}
+
+/* Child for memory growth: the folded run alone, so RSS is its own. */
+static int
+run_rss(const char *strategy, const char *model, int gpus, gboolean no_fold)
+{
+  g_autofree char *mfile = g_strdup_printf("models/%s.json", model);
+  g_autofree char *mpath = st_test_src(mfile);
+  g_autofree char *cpath = st_test_src("models/clusters/dgx-h100.json");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StModel) m = st_model_load(mpath, &error);
+  g_autoptr(StCluster) c = m ? st_cluster_load(cpath, &error) : NULL;
+  if (c == NULL || !st_cluster_resize(c, (gpus + 7) / 8, gpus, &error))
+    return 1;
+  StOptions o;
+  st_options_init(&o);
+  o.micro_batch = strcmp(strategy, "dp") == 0 ? 32 : 1;
+  o.bucket_bytes = 0;
+  o.zero_stage = 3;
+  o.precision = strcmp(strategy, "dp") == 0 ? ST_PRECISION_FP32 : ST_PRECISION_MIXED;
+  Measure me;
+  gboolean ok = measure(strategy, m, c, &o, no_fold, &me, &error);
+  st_options_clear(&o);
+  if (!ok)
+    return 1;
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("%ld\n", ru.ru_maxrss);
+  return 0;
+}
+
+static char *
+child(const char *self, const char *const *args)
+{
+  g_autoptr(GPtrArray) argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)self);
+  for (const char *const *a = args; *a != NULL; a++)
+    g_ptr_array_add(argv, (gpointer)*a);
+  g_ptr_array_add(argv, NULL);
+  char *out = NULL;
+  int status = 0;
+  g_autoptr(GError) error = NULL;
+  if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, NULL,
+                    &status, &error) ||
+      !g_spawn_check_wait_status(status, &error)) {
+    fprintf(stderr, "bench_sim: child failed: %s\n", error->message);
+    g_free(out);
+    return NULL;
+  }
+  return out;
+}
+
+int
+main(int argc, char **argv)
+{
+  if (argc == 5 && strcmp(argv[1], "--one") == 0)
+    return run_one(argv[2], argv[3], atoi(argv[4]));
+  if (argc == 6 && strcmp(argv[1], "--rss") == 0)
+    return run_rss(argv[2], argv[3], atoi(argv[4]), strcmp(argv[5], "nofold") == 0);
+  gboolean quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  struct {
+    const char *strategy, *model;
+    int gpus;
+  } configs[] = {
+    {"dp", "resnet50", 8},      {"dp", "resnet50", 64},     {"dp", "resnet50", 256},
+    {"dp", "resnet50", 1024},   {"zero", "gpt3-2.7b", 64},  {"zero", "gpt3-2.7b", 256},
+    {"zero", "gpt3-2.7b", 1024},
+  };
+  printf("%-24s %5s | %9s %9s %8s %11s %8s | %9s %11s %11s | %7s\n", "workload", "GPUs",
+         "build s", "sim s", "ops", "events/s", "RSS MiB", "nofold s", "ops/s", "events/s",
+         "ratio");
+  for (gsize i = 0; i < G_N_ELEMENTS(configs); i++) {
+    if (quick && configs[i].gpus > 64)
+      continue;
+    g_autofree char *gpus = g_strdup_printf("%d", configs[i].gpus);
+    const char *args[] = {"--one", configs[i].strategy, configs[i].model, gpus, NULL};
+    g_autofree char *out = child(self, args);
+    if (out == NULL)
+      return 1;
+    double fb, fs, ub, us;
+    long long fo, fe, uo, ue, rss;
+    int fr;
+    if (sscanf(out, "%lf %lf %lld %lld %d %lf %lf %lld %lld %lld", &fb, &fs, &fo, &fe, &fr, &ub,
+               &us, &uo, &ue, &rss) != 10) {
+      fprintf(stderr, "bench_sim: unexpected child output '%s'\n", out);
+      return 1;
+    }
+    g_autofree char *label = g_strdup_printf("%s %s", configs[i].model,
+                                             strcmp(configs[i].strategy, "dp") == 0
+                                               ? "dp"
+                                               : "zero-3");
+    printf("%-24s %5d | %9.4f %9.4f %8lld %11.3g %8.1f | %9.4f %11.3g %11.3g | %6.1fx\n", label,
+           configs[i].gpus, fb, fs, fo, fe / MAX(fs, 1e-9), rss / 1024.0, us,
+           uo / MAX(us, 1e-9), ue / MAX(us, 1e-9), us / MAX(fs, 1e-9));
+    fflush(stdout);
+  }
+  /* Memory against the number of identical ranks: the folded simulation
+   * alone in a child, ResNet-50 DP from 8 to 1024 GPUs. */
+  printf("\npeak RSS of the folded simulation alone (MiB), resnet50 dp:");
+  int sizes[] = {8, 64, 256, 1024};
+  for (gsize i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    if (quick && sizes[i] > 64)
+      continue;
+    g_autofree char *gpus = g_strdup_printf("%d", sizes[i]);
+    const char *args[] = {"--rss", "dp", "resnet50", gpus, "fold", NULL};
+    g_autofree char *out = child(self, args);
+    if (out == NULL)
+      return 1;
+    printf(" %d GPUs %.1f%s", sizes[i], atol(out) / 1024.0, i + 1 < G_N_ELEMENTS(sizes) ? "," : "");
+  }
+  printf("\n");
+  return 0;
+}
