@@ -25,8 +25,16 @@ st_json_parse(const char *text, gsize length, const char *origin, GError **error
       column++;
     }
   }
+  gboolean at_end = TRUE;
+  for (const char *p = stop; p < text + length && at_end; p++)
+    at_end = g_ascii_isspace(*p) || *p == '\0';
   if (length == 0)
     g_set_error(error, ST_BASE_ERROR, ST_ERROR_PARSE, "%s: empty file, expected JSON", origin);
+  else if (at_end)
+    g_set_error(error, ST_BASE_ERROR, ST_ERROR_PARSE,
+                "%s:%d:%d: malformed JSON: the text ends before it is complete (an unclosed "
+                "bracket or brace?)",
+                origin, line, column);
   else
     g_set_error(error, ST_BASE_ERROR, ST_ERROR_PARSE, "%s:%d:%d: malformed JSON", origin, line,
                 column);

@@ -97,22 +97,29 @@ positive(GError **error, const char *name, int64_t value, int64_t min)
   return TRUE;
 }
 
-/* The string-valued options, parsed; errors are not yet usage errors. */
+/* The string-valued options, parsed; errors name the option but are not
+ * yet usage errors. */
 static gboolean
 parse_texts(StCliShared *sh, GError **error)
 {
   StOptions *o = &sh->options;
-  if (sh->optimizer_text != NULL && !st_optimizer_parse(sh->optimizer_text, &o->optimizer, error))
+  if (sh->optimizer_text != NULL && !st_optimizer_parse(sh->optimizer_text, &o->optimizer, error)) {
+    g_prefix_error(error, "--optimizer: ");
     return FALSE;
-  if (sh->precision_text != NULL && !st_precision_parse(sh->precision_text, &o->precision, error))
+  }
+  if (sh->precision_text != NULL && !st_precision_parse(sh->precision_text, &o->precision, error)) {
+    g_prefix_error(error, "--precision: ");
     return FALSE;
+  }
   if (sh->bucket_text != NULL) {
     char *end = NULL;
     gint64 plain = g_ascii_strtoll(sh->bucket_text, &end, 10);
-    if (end != sh->bucket_text && *end == '\0' && plain >= 0)
+    if (end != sh->bucket_text && *end == '\0' && plain >= 0) {
       o->bucket_bytes = plain;
-    else if (!st_parse_bytes(sh->bucket_text, &o->bucket_bytes, error))
+    } else if (!st_parse_bytes(sh->bucket_text, &o->bucket_bytes, error)) {
+      g_prefix_error(error, "--bucket-bytes: ");
       return FALSE;
+    }
   }
   if (sh->comm_algo_text != NULL) {
     g_free(o->comm_algo);
@@ -179,8 +186,11 @@ st_cli_strategy_names(const StCliShared *sh, GError **error)
       st_cli_usage_error(error, "--strategy '%s': empty name in the list", sh->strategy);
       return NULL;
     }
-    if (st_strategy_lookup(*n, error) == NULL)
+    g_autoptr(GError) unknown = NULL;
+    if (st_strategy_lookup(*n, &unknown) == NULL) {
+      st_cli_usage_error(error, "--strategy: %s", unknown->message);
       return NULL;
+    }
   }
   return g_steal_pointer(&names);
 }

@@ -452,7 +452,9 @@ char *
 st_op_describe(const StSchedule *s, const StProgram *p, uint32_t index)
 {
   const StOp *op = st_program_op(p, index);
-  const char *label = op->label >= 0 ? g_ptr_array_index(p->labels, op->label) : NULL;
+  const char *label = op->label >= 0 && (guint)op->label < p->labels->len
+                        ? g_ptr_array_index(p->labels, op->label)
+                        : NULL;
   const char *layer = op->layer >= 0 && op->layer < s->model->n_layers
                         ? s->model->layers[op->layer].name
                         : NULL;
