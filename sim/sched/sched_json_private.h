@@ -1,0 +1,39 @@
+/* sched_json_private.h: what the schedule's JSON writer (sched_json.c) and
+ * reader (sched_json_read.c) share: the format's name and version and the
+ * table of an op's optional integer fields. */
+#pragma once
+
+#include <stddef.h>
+
+#include "sched/sched.h"
+
+#define ST_SCHEDULE_FORMAT "stagger-schedule"
+#define ST_SCHEDULE_VERSION 1
+
+/* What an op field indexes, so the reader can range-check it. */
+typedef enum { INDEX_NONE, INDEX_LAYER, INDEX_COMM, INDEX_LABEL } IndexOf;
+
+#define KIND_BIT(k) (1u << (k))
+#define COMM_KINDS (KIND_BIT(ST_OP_COMM_COLL) | KIND_BIT(ST_OP_COMM_SEND) | KIND_BIT(ST_OP_COMM_RECV))
+#define P2P_KINDS (KIND_BIT(ST_OP_COMM_SEND) | KIND_BIT(ST_OP_COMM_RECV))
+
+/* The optional integer fields of an op, shared by writer and reader: written
+ * when not `none`, read as an integer >= `min` (or an index, see IndexOf),
+ * required for the kinds in `required`. */
+typedef struct {
+  const char *key;
+  size_t offset;
+  gboolean wide; /* int64_t, else int32_t */
+  int64_t none;
+  int64_t min;
+  IndexOf index;
+  unsigned required; /* KIND_BIT()s */
+} StOpField;
+
+#define ST_N_OP_FIELDS 9
+extern const StOpField ST_OP_FIELDS[ST_N_OP_FIELDS];
+
+int64_t st_op_field_get(const StOp *op, guint f);
+void st_op_field_set(StOp *op, guint f, int64_t v);
+/* The key naming an op's `sub` field, or NULL for kinds that have none. */
+const char *st_op_sub_key(StOpKind kind);
