@@ -1,0 +1,411 @@
+/* csv.c: memory.csv, comm.csv and ops.csv (see output.h; docs/FORMATS.md
+ * describes every column). These are the tables the gnuplot scripts in
+ * plots/ read, so their shape follows what gnuplot draws easily: rows of one
+ * device are contiguous and in time order, and every table starts at time 0
+ * and reaches the end of the run so that step plots span the whole axis.
+ *
+ * Each file is built in memory and written atomically with
+ * g_file_set_contents: a reader never sees half a table. Numbers are printed
+ * without the locale (integers, or fixed decimals through integer
+ * arithmetic), so the same timeline always gives the same bytes. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "output/output.h"
+
+G_DEFINE_QUARK(st-output-error-quark, st_output_error)
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* ns as microseconds with exactly 3 decimals ("1234.567"). */
+static void
+append_us(GString *out, int64_t ns)
+{
+  uint64_t mag = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+  g_string_append_printf(out, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", mag / 1000,
+                         (unsigned)(mag % 1000));
+}
+
+/* A CSV field, quoted only when it holds a comma, so that ordinary names
+ * stay readable. A double quote becomes a single quote and a line break a
+ * space: gnuplot reads quoted fields but neither the doubled quotes RFC 4180
+ * escapes them with nor a row that spans lines, and would shift every later
+ * column of the row. */
+static void
+append_field(GString *out, const char *text)
+{
+  if (text == NULL)
+    return;
+  gboolean quote = strchr(text, ',') != NULL;
+  if (quote)
+    g_string_append_c(out, '"');
+  for (const char *p = text; *p != '\0'; p++)
+    g_string_append_c(out, *p == '"' ? '\'' : *p == '\n' || *p == '\r' ? ' ' : *p);
+  if (quote)
+    g_string_append_c(out, '"');
+}
+
+static gboolean
+write_text(const char *path, const GString *text, GError **error)
+{
+  GError *local = NULL;
+  if (!g_file_set_contents(path, text->str, (gssize)text->len, &local)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s: %s", path, local->message);
+    g_error_free(local);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* weight[d]: how many devices the recorded device d stands for (0 for a
+ * device that is not recorded). One pass instead of
+ * st_timeline_device_weight per lookup, which is O(devices). */
+static int *
+device_weights(const StTimeline *t)
+{
+  int *weight = g_new0(int, t->schedule->n_devices);
+  for (int d = 0; d < t->schedule->n_devices; d++)
+    weight[t->device_rep[d]]++;
+  return weight;
+}
+
+static gboolean
+timeline_folded(const StTimeline *t)
+{
+  for (int d = 0; d < t->schedule->n_devices; d++)
+    if (t->device_rep[d] != d)
+      return TRUE;
+  return FALSE;
+}
+
+/* ---- memory.csv ------------------------------------------------------------ */
+
+static int
+compare_mem_event(const void *a, const void *b)
+{
+  const StMemEvent *x = a, *y = b;
+  if (x->device != y->device)
+    return x->device < y->device ? -1 : 1;
+  return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
+}
+
+/* "0-3,6": the devices that `rep` stands for, runs compressed. */
+static void
+append_represented(GString *out, const StTimeline *t, int rep)
+{
+  int n = t->schedule->n_devices;
+  gboolean first = TRUE;
+  for (int d = 0; d < n; d++) {
+    if (t->device_rep[d] != rep)
+      continue;
+    int last = d;
+    while (last + 1 < n && t->device_rep[last + 1] == rep)
+      last++;
+    g_string_append_printf(out, "%s%d", first ? "" : ",", d);
+    if (last > d)
+      g_string_append_printf(out, "-%d", last);
+    first = FALSE;
+    d = last;
+  }
+}
+
+static void
+append_memory_row(GString *out, int64_t t_ns, int device, const int64_t state[ST_MEM_N])
+{
+  int64_t total = 0;
+  append_us(out, t_ns);
+  g_string_append_printf(out, ",%d", device);
+  for (int c = 0; c < ST_MEM_N; c++) {
+    g_string_append_printf(out, ",%" PRId64, state[c]);
+    total += state[c];
+  }
+  g_string_append_printf(out, ",%" PRId64 "\n", total);
+}
+
+gboolean
+st_csv_write_memory(const StTimeline *t, const char *path, GError **error)
+{
+  const StSchedule *s = t->schedule;
+  g_autoptr(GString) out = g_string_new(NULL);
+  g_string_append_printf(out, "# stagger memory timeline (%s)\n",
+                         t->measured ? "measured" : "predicted");
+  if (timeline_folded(t)) {
+    for (int d = 0; d < s->n_devices; d++) {
+      if (!st_timeline_device_recorded(t, d))
+        continue;
+      g_string_append_printf(out, "# device %d stands for devices ", d);
+      append_represented(out, t, d);
+      g_string_append_c(out, '\n');
+    }
+  }
+  g_string_append(out, "time_us,device");
+  for (int c = 0; c < ST_MEM_N; c++)
+    g_string_append_printf(out, ",%s", st_mem_name(c));
+  g_string_append(out, ",total\n");
+
+  /* Events are in time order per device only; order them by device so each
+   * device's rows come out as one contiguous block. The order of events at
+   * the same instant does not matter: only the state after all of them is
+   * printed. */
+  g_autofree StMemEvent *ev = g_memdup2(t->mem->data, sizeof(StMemEvent) * t->mem->len);
+  guint n = t->mem->len;
+  if (n > 0)
+    qsort(ev, n, sizeof(StMemEvent), compare_mem_event);
+
+  guint i = 0;
+  for (int d = 0; d < s->n_devices; d++) {
+    while (i < n && ev[i].device < d)
+      i++; /* events of a device that is not recorded: nothing to print them under */
+    if (!st_timeline_device_recorded(t, d))
+      continue;
+    int64_t state[ST_MEM_N] = {0};
+    int64_t last = INT64_MIN;
+    if (i == n || ev[i].device != d || ev[i].t_ns > 0) {
+      append_memory_row(out, 0, d, state);
+      last = 0;
+    }
+    while (i < n && ev[i].device == d) {
+      int64_t now = ev[i].t_ns;
+      for (; i < n && ev[i].device == d && ev[i].t_ns == now; i++)
+        if (ev[i].category < ST_MEM_N)
+          state[ev[i].category] += ev[i].delta;
+      append_memory_row(out, now, d, state);
+      last = now;
+    }
+    if (last < t->end_ns)
+      append_memory_row(out, t->end_ns, d, state);
+  }
+  return write_text(path, out, error);
+}
+
+/* ---- comm.csv -------------------------------------------------------------- */
+
+/* A rate change on one link class: a record starting (+rate) or ending (-rate). */
+typedef struct {
+  int64_t t_ns;
+  double rate;   /* GB/s, i.e. bytes per ns, already weighted */
+  uint32_t seq;  /* tie-break, so float sums always run in the same order */
+  int8_t link;
+  int8_t begins; /* +1 start, -1 end */
+} RateChange;
+
+static int
+compare_change(const void *a, const void *b)
+{
+  const RateChange *x = a, *y = b;
+  if (x->t_ns != y->t_ns)
+    return x->t_ns < y->t_ns ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* GB/s with 6 decimals (1 kB/s resolution); never "-0.000000". */
+static void
+append_rate(GString *out, double gbps)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  if (fabs(gbps) < 5e-7)
+    gbps = 0.0;
+  g_string_append_printf(out, ",%s", g_ascii_formatd(buf, sizeof buf, "%.6f", gbps));
+}
+
+static void
+append_comm_row(GString *out, int64_t t_ns, const double rate[ST_LINK_N])
+{
+  double total = 0;
+  append_us(out, t_ns);
+  for (int l = 0; l < ST_LINK_N; l++) {
+    append_rate(out, rate[l]);
+    total += rate[l];
+  }
+  append_rate(out, total);
+  g_string_append_c(out, '\n');
+}
+
+gboolean
+st_csv_write_comm(const StTimeline *t, const char *path, GError **error)
+{
+  g_autofree int *weight = device_weights(t);
+  g_autoptr(GArray) changes = g_array_new(FALSE, FALSE, sizeof(RateChange));
+  for (guint i = 0; i < t->comm->len; i++) {
+    const StCommRecord *r = &g_array_index(t->comm, StCommRecord, i);
+    if (r->end_ns <= r->start_ns || r->bytes == 0 || r->link >= ST_LINK_N)
+      continue;
+    /* bytes per ns is GB/s (1e9 B/s); a folded device sends for all it stands for. */
+    double rate = r->bytes / (double)(r->end_ns - r->start_ns) * weight[r->device];
+    RateChange begin = {r->start_ns, rate, 2 * i, (int8_t)r->link, 1};
+    RateChange end = {r->end_ns, -rate, 2 * i + 1, (int8_t)r->link, -1};
+    g_array_append_val(changes, begin);
+    g_array_append_val(changes, end);
+  }
+  RateChange *ch = (RateChange *)changes->data;
+  guint n = changes->len;
+  if (n > 0)
+    qsort(ch, n, sizeof(RateChange), compare_change);
+
+  g_autoptr(GString) out = g_string_new(NULL);
+  g_string_append(out, "time_us");
+  for (int l = 0; l < ST_LINK_N; l++)
+    g_string_append_printf(out, ",%s", st_link_name(l));
+  g_string_append(out, ",total\n");
+
+  double rate[ST_LINK_N] = {0};
+  int active[ST_LINK_N] = {0};
+  int64_t last = INT64_MIN;
+  if (n == 0 || ch[0].t_ns > 0) {
+    append_comm_row(out, 0, rate);
+    last = 0;
+  }
+  for (guint i = 0; i < n;) {
+    int64_t now = ch[i].t_ns;
+    for (; i < n && ch[i].t_ns == now; i++) {
+      rate[ch[i].link] += ch[i].rate;
+      active[ch[i].link] += ch[i].begins;
+      /* Adding and removing the same rates leaves rounding residue; an idle
+       * link is exactly zero. */
+      if (active[ch[i].link] == 0)
+        rate[ch[i].link] = 0.0;
+    }
+    append_comm_row(out, now, rate);
+    last = now;
+  }
+  if (last < t->end_ns)
+    append_comm_row(out, t->end_ns, rate);
+  return write_text(path, out, error);
+}
+
+/* ---- ops.csv --------------------------------------------------------------- */
+
+/* Lanes: one per (device, rank, stream) of the recorded ranks, numbered in
+ * order of device, then rank, then stream. trace.c numbers its threads the
+ * same way, so a lane means the same row in ops.csv, the Gantt and the trace.
+ * Returns lane_first[rank] (-1 for ranks that are not recorded). */
+static int32_t *
+lane_first_of_ranks(const StTimeline *t)
+{
+  const StSchedule *s = t->schedule;
+  int32_t *first = g_new(int32_t, s->n_ranks);
+  g_autofree int32_t *order = g_new(int32_t, s->n_devices + 1);
+  /* Counting sort of ranks by device keeps ranks ascending within a device. */
+  memset(order, 0, sizeof(int32_t) * (s->n_devices + 1));
+  for (int r = 0; r < s->n_ranks; r++)
+    order[s->ranks[r].device + 1]++;
+  for (int d = 0; d < s->n_devices; d++)
+    order[d + 1] += order[d];
+  g_autofree int32_t *by_device = g_new(int32_t, s->n_ranks);
+  for (int r = 0; r < s->n_ranks; r++)
+    by_device[order[s->ranks[r].device]++] = r;
+  int32_t lane = 0;
+  for (int i = 0; i < s->n_ranks; i++) {
+    int r = by_device[i];
+    first[r] = -1;
+    if (t->rank_rep[r] != r)
+      continue;
+    first[r] = lane;
+    lane += (int32_t)st_schedule_program_of(s, r)->streams->len;
+  }
+  return first;
+}
+
+typedef struct {
+  int64_t start_ns;
+  int32_t lane;
+  int32_t step;
+  uint32_t op;
+  uint32_t index; /* in timeline->ops */
+} OpKey;
+
+static int
+compare_op_key(const void *a, const void *b)
+{
+  const OpKey *x = a, *y = b;
+  if (x->lane != y->lane)
+    return x->lane < y->lane ? -1 : 1;
+  if (x->start_ns != y->start_ns)
+    return x->start_ns < y->start_ns ? -1 : 1;
+  if (x->op != y->op)
+    return x->op < y->op ? -1 : 1;
+  if (x->step != y->step)
+    return x->step < y->step ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static const char *
+op_what(const StOp *op)
+{
+  switch ((StOpKind)op->kind) {
+  case ST_OP_COMP:
+    return st_pass_name(op->sub);
+  case ST_OP_COMM_COLL:
+    return st_coll_name(op->sub);
+  case ST_OP_COMM_SEND:
+    return "send";
+  case ST_OP_COMM_RECV:
+    return "recv";
+  case ST_OP_COPY:
+    return st_copy_name(op->sub);
+  default:
+    return "invalid";
+  }
+}
+
+static void
+append_op_row(GString *out, const StTimeline *t, const StOpRecord *rec, int32_t lane)
+{
+  const StSchedule *s = t->schedule;
+  const StProgram *p = st_schedule_program_of(s, rec->rank);
+  const StOp *op = st_program_op(p, rec->op);
+  const StStream *stream = &g_array_index(p->streams, StStream, op->stream);
+  g_autofree char *name = st_op_describe(s, p, rec->op);
+  const char *layer =
+    op->layer >= 0 && op->layer < s->model->n_layers ? s->model->layers[op->layer].name : NULL;
+
+  g_string_append_printf(out, "%d,%d,%u,", rec->rank, s->ranks[rec->rank].device,
+                         (unsigned)op->stream);
+  append_field(out, stream->name);
+  g_string_append_printf(out, ",%d,%d,%u,%s,%s,", lane, rec->step, rec->op,
+                         st_op_kind_name(op->kind), op_what(op));
+  append_field(out, name);
+  g_string_append_c(out, ',');
+  append_field(out, layer);
+  g_string_append_c(out, ',');
+  if (op->micro >= 0)
+    g_string_append_printf(out, "%d", op->micro);
+  g_string_append_printf(out, ",%d,%" PRId64 ",", op->batch, op->bytes);
+  append_us(out, rec->ready_ns);
+  g_string_append_c(out, ',');
+  append_us(out, rec->start_ns);
+  g_string_append_c(out, ',');
+  append_us(out, rec->end_ns);
+  g_string_append_c(out, ',');
+  append_us(out, rec->end_ns - rec->start_ns);
+  g_string_append_printf(out, ",%s\n",
+                         st_cost_source_name(rec->source < ST_SRC_N ? rec->source : 0));
+}
+
+gboolean
+st_csv_write_ops(const StTimeline *t, const char *path, GError **error)
+{
+  const StSchedule *s = t->schedule;
+  g_autofree int32_t *lane_first = lane_first_of_ranks(t);
+  guint n = t->ops->len;
+  g_autofree OpKey *keys = g_new(OpKey, n > 0 ? n : 1);
+  for (guint i = 0; i < n; i++) {
+    const StOpRecord *rec = &g_array_index(t->ops, StOpRecord, i);
+    g_return_val_if_fail(rec->rank >= 0 && rec->rank < s->n_ranks, FALSE);
+    g_return_val_if_fail(lane_first[rec->rank] >= 0, FALSE);
+    const StOp *op = st_program_op(st_schedule_program_of(s, rec->rank), rec->op);
+    keys[i] = (OpKey){rec->start_ns, lane_first[rec->rank] + op->stream, rec->step, rec->op, i};
+  }
+  if (n > 0)
+    qsort(keys, n, sizeof(OpKey), compare_op_key);
+
+  g_autoptr(GString) out = g_string_new(
+    "rank,device,stream,stream_name,lane,step,op,kind,what,name,layer,micro,batch,bytes,"
+    "ready_us,start_us,end_us,duration_us,source\n");
+  for (guint i = 0; i < n; i++)
+    append_op_row(out, t, &g_array_index(t->ops, StOpRecord, keys[i].index), keys[i].lane);
+  return write_text(path, out, error);
+}

@@ -1,0 +1,462 @@
+/* plot.c: runs gnuplot on the scripts in plots/ (see plot.h).
+ *
+ * The C side only finds what the scripts need that gnuplot cannot work out
+ * from the tables itself: the run's name (report.json), which devices
+ * memory.csv holds and what each stands for, the terminal, and the files of
+ * a comparison. Everything about drawing lives in the scripts. */
+#include "output/plot.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "output/output.h"
+
+/* More panels than this are unreadable on one page. */
+#define MAX_PANELS 8
+
+typedef struct {
+  char *gnuplot;         /* absolute path of the program */
+  const char *plots_dir; /* borrowed */
+  const char *ext;       /* "png", "svg"; NULL for dumb (text on stdout) */
+  const char *term;      /* terminal name and options, without size */
+  GPtrArray *written;    /* borrowed */
+} Plotter;
+
+/* ---- gnuplot variables ------------------------------------------------------ */
+
+/* name='value'; a single-quoted gnuplot string only escapes ' as ''. */
+static void
+var_string(GString *vars, const char *name, const char *value)
+{
+  g_string_append_printf(vars, "%s='", name);
+  for (const char *p = value; *p != '\0'; p++) {
+    if (*p == '\'')
+      g_string_append_c(vars, '\'');
+    g_string_append_c(vars, *p);
+  }
+  g_string_append(vars, "'; ");
+}
+
+static void
+var_int(GString *vars, const char *name, long value)
+{
+  g_string_append_printf(vars, "%s=%ld; ", name, value);
+}
+
+/* Runs `script` with `vars`; the image goes to DIR/STEM.EXT through a
+ * temporary name, or to stdout for dumb. */
+static gboolean
+run_script(Plotter *pl, const char *script, GString *vars, const char *dir, const char *stem,
+           GError **error)
+{
+  g_autofree char *script_path = g_build_filename(pl->plots_dir, script, NULL);
+  if (!g_file_test(script_path, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s: plot script not found", script_path);
+    return FALSE;
+  }
+  g_autofree char *base = pl->ext ? g_strdup_printf("%s.%s", stem, pl->ext) : NULL;
+  g_autofree char *out = base ? g_build_filename(dir, base, NULL) : NULL;
+  g_autofree char *tmp = out ? g_strconcat(out, ".tmp", NULL) : NULL;
+  var_string(vars, "outfile", tmp ? tmp : "");
+  var_string(vars, "term", pl->term);
+
+  char *argv[] = {pl->gnuplot, "-e", vars->str, script_path, NULL};
+  g_autofree char *err_text = NULL;
+  int status = 0;
+  GError *local = NULL;
+  /* gnuplot's stdout is ours (dumb plots print there): keep order with what
+   * was printed before. */
+  fflush(stdout);
+  if (!g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, &err_text, &status,
+                    &local)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_FAILED, "%s: cannot run: %s", pl->gnuplot,
+                local->message);
+    g_error_free(local);
+    return FALSE;
+  }
+  g_strstrip(err_text);
+  if (!g_spawn_check_exit_status(status, NULL)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_FAILED, "gnuplot failed on %s for %s:\n%s",
+                script_path, dir, err_text[0] ? err_text : "(no message)");
+    if (tmp)
+      g_unlink(tmp);
+    return FALSE;
+  }
+  /* Warnings do not fail a plot, but say something is off: pass them on. */
+  if (err_text[0] != '\0')
+    g_printerr("gnuplot (%s): %s\n", script, err_text);
+  if (out == NULL)
+    return TRUE;
+  if (g_rename(tmp, out) != 0) {
+    int saved = errno;
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s: cannot rename from %s: %s", out, tmp,
+                g_strerror(saved));
+    g_unlink(tmp);
+    return FALSE;
+  }
+  g_ptr_array_add(pl->written, g_steal_pointer(&out));
+  return TRUE;
+}
+
+/* ---- what a run directory holds ---------------------------------------------- */
+
+static gboolean
+has_file(const char *dir, const char *name)
+{
+  g_autofree char *path = g_build_filename(dir, name, NULL);
+  return g_file_test(path, G_FILE_TEST_IS_REGULAR);
+}
+
+/* The run's name for titles: report.json's "description" (which says the
+ * strategy and its settings), else its "strategy", else the directory's
+ * name. */
+static char *
+run_name(const char *dir)
+{
+  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
+  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
+                              ? st_json_load_file(path, NULL)
+                              : NULL;
+  const char *strategy = cJSON_GetStringValue(cJSON_GetObjectItem(report, "strategy"));
+  const char *description = cJSON_GetStringValue(cJSON_GetObjectItem(report, "description"));
+  if (description != NULL && description[0] != '\0')
+    return g_strdup(description);
+  if (strategy != NULL)
+    return g_strdup(strategy);
+  return g_path_get_basename(dir);
+}
+
+/* What the gnuplot scripts need from memory.csv: its kind, the devices in
+ * the order of their rows, and the devices each one stands for. */
+typedef struct {
+  char *kind;          /* "predicted" or "measured" */
+  GArray *devices;     /* int */
+  GArray *first, *last; /* int: index of each device's first and last data row */
+  GHashTable *stands;  /* device -> "0-2,5" (char *), folded timelines only */
+} MemoryInfo;
+
+static void
+memory_info_clear(MemoryInfo *m)
+{
+  g_free(m->kind);
+  if (m->devices)
+    g_array_unref(m->devices);
+  if (m->first)
+    g_array_unref(m->first);
+  if (m->last)
+    g_array_unref(m->last);
+  if (m->stands)
+    g_hash_table_unref(m->stands);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(MemoryInfo, memory_info_clear)
+
+static gboolean
+memory_info_read(const char *path, MemoryInfo *m, GError **error)
+{
+  m->kind = g_strdup("predicted");
+  m->devices = g_array_new(FALSE, FALSE, sizeof(int));
+  m->first = g_array_new(FALSE, FALSE, sizeof(int));
+  m->last = g_array_new(FALSE, FALSE, sizeof(int));
+  m->stands = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+  g_autofree char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents(path, &text, NULL, &local)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return FALSE;
+  }
+  int last = -1, row = -1;
+  gboolean header = FALSE;
+  for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
+    next = strchr(line, '\n');
+    if (next != NULL)
+      *next++ = '\0';
+    int device;
+    char what[64];
+    const char *stands = strstr(line, " stands for devices ");
+    if (line[0] == '#') {
+      if (sscanf(line, "# stagger memory timeline (%63[a-z])", what) == 1) {
+        g_free(m->kind);
+        m->kind = g_strdup(what);
+      } else if (stands != NULL && sscanf(line, "# device %d ", &device) == 1) {
+        g_hash_table_replace(m->stands, GINT_TO_POINTER(device),
+                             g_strdup(stands + strlen(" stands for devices ")));
+      }
+    } else if (!header) {
+      header = TRUE; /* the column names */
+    } else {
+      const char *comma = strchr(line, ',');
+      row++;
+      if (comma == NULL || sscanf(comma + 1, "%d", &device) != 1) {
+        g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_PARSE, "%s: data row %d: no device", path,
+                    row + 1);
+        return FALSE;
+      }
+      /* Rows of a device are contiguous: a new value is a new device. */
+      if (device != last) {
+        g_array_append_val(m->devices, device);
+        g_array_append_val(m->first, row);
+        g_array_append_val(m->last, row);
+      }
+      g_array_index(m->last, int, m->last->len - 1) = row;
+      last = device;
+    }
+  }
+  if (m->devices->len == 0) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_INVALID, "%s: no rows", path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- one run --------------------------------------------------------------------- */
+
+static void
+var_size(GString *vars, const Plotter *pl, int width, int height, int text_width,
+         int text_height)
+{
+  var_int(vars, "width", pl->ext ? width : text_width);
+  var_int(vars, "height", pl->ext ? height : text_height);
+}
+
+/* "GPU 0 (stands for 4 GPUs: 0-3)"; long lists are left out of the title. */
+static char *
+panel_label(int device, const char *stands)
+{
+  int count = 0;
+  g_auto(GStrv) ranges = g_strsplit(stands ? stands : "", ",", -1);
+  for (char **r = ranges; *r != NULL; r++) {
+    int first = 0, last = 0;
+    int n = sscanf(*r, "%d-%d", &first, &last);
+    count += n == 2 ? last - first + 1 : n == 1 ? 1 : 0;
+  }
+  if (count <= 1)
+    return g_strdup_printf("GPU %d", device);
+  if (strlen(stands) <= 40)
+    return g_strdup_printf("GPU %d (stands for %d GPUs: %s)", device, count, stands);
+  return g_strdup_printf("GPU %d (stands for %d GPUs)", device, count);
+}
+
+static gboolean
+plot_memory(Plotter *pl, const char *dir, const char *name, GError **error)
+{
+  g_autofree char *path = g_build_filename(dir, "memory.csv", NULL);
+  g_auto(MemoryInfo) info = {0};
+  if (!memory_info_read(path, &info, error))
+    return FALSE;
+  int n = MIN((int)info.devices->len, MAX_PANELS);
+  /* Two columns of panels on a page, one on a terminal. */
+  int cols = pl->ext && n > 1 ? 2 : 1;
+  int rows = (n + cols - 1) / cols;
+  g_autoptr(GString) vars = g_string_new(NULL);
+  var_string(vars, "datafile", path);
+  var_string(vars, "name", name);
+  var_string(vars, "kind", info.kind);
+  var_int(vars, "ndev", n);
+  var_int(vars, "columns", cols);
+  var_size(vars, pl, 1400, MAX(900, 420 * rows), 120, 28 * rows + 4);
+  for (int i = 0; i < n; i++) {
+    int d = g_array_index(info.devices, int, i);
+    const char *stands = g_hash_table_lookup(info.stands, GINT_TO_POINTER(d));
+    g_autofree char *key = g_strdup_printf("dev%d", i + 1);
+    var_int(vars, key, d);
+    g_autofree char *first_key = g_strdup_printf("first%d", i + 1);
+    var_int(vars, first_key, g_array_index(info.first, int, i));
+    g_autofree char *last_key = g_strdup_printf("last%d", i + 1);
+    var_int(vars, last_key, g_array_index(info.last, int, i));
+    g_autofree char *label_key = g_strdup_printf("label%d", i + 1);
+    g_autofree char *label = panel_label(d, stands);
+    var_string(vars, label_key, label);
+  }
+  g_autofree char *note =
+    (int)info.devices->len > n
+      ? g_strdup_printf("first %d of %u recorded GPUs", n, info.devices->len)
+      : g_strdup("");
+  var_string(vars, "note", note);
+  return run_script(pl, "memory.gp", vars, dir, "memory", error);
+}
+
+static gboolean
+plot_table(Plotter *pl, const char *dir, const char *name, const char *table,
+           const char *script, const char *stem, GError **error)
+{
+  g_autofree char *path = g_build_filename(dir, table, NULL);
+  g_autoptr(GString) vars = g_string_new(NULL);
+  var_string(vars, "datafile", path);
+  var_string(vars, "name", name);
+  /* The Gantt grows with its lanes, up to a cap (gantt.gp). */
+  var_int(vars, "lane_size", pl->ext ? 28 : 2);
+  var_int(vars, "max_height", pl->ext ? 6000 : 200);
+  var_size(vars, pl, 1400, 700, 120, 32);
+  return run_script(pl, script, vars, dir, stem, error);
+}
+
+static gboolean
+plot_run(Plotter *pl, const char *dir, GError **error)
+{
+  g_autofree char *name = run_name(dir);
+  if (!plot_memory(pl, dir, name, error))
+    return FALSE;
+  if (has_file(dir, "comm.csv") &&
+      !plot_table(pl, dir, name, "comm.csv", "comm.gp", "comm", error))
+    return FALSE;
+  if (has_file(dir, "ops.csv") &&
+      !plot_table(pl, dir, name, "ops.csv", "gantt.gp", "gantt", error))
+    return FALSE;
+  return TRUE;
+}
+
+/* ---- a comparison ------------------------------------------------------------------- */
+
+static int
+compare_names(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Subdirectories of `dir` that are runs, sorted by name. */
+static GPtrArray *
+list_runs(const char *dir, GError **error)
+{
+  GError *local = NULL;
+  g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
+  if (d == NULL) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return NULL;
+  }
+  GPtrArray *runs = g_ptr_array_new_with_free_func(g_free);
+  const char *entry;
+  while ((entry = g_dir_read_name(d)) != NULL) {
+    g_autofree char *sub = g_build_filename(dir, entry, NULL);
+    if (g_file_test(sub, G_FILE_TEST_IS_DIR) && has_file(sub, "memory.csv"))
+      g_ptr_array_add(runs, g_strdup(entry));
+  }
+  g_ptr_array_sort(runs, compare_names);
+  return runs;
+}
+
+static gboolean
+plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
+{
+  g_autofree char *base = g_path_get_basename(dir);
+  g_autoptr(GString) mem = g_string_new(NULL);
+  g_autoptr(GString) comm = g_string_new(NULL);
+  int n_comm = 0;
+  for (guint i = 0; i < runs->len; i++) {
+    const char *run = g_ptr_array_index(runs, i);
+    g_autofree char *sub = g_build_filename(dir, run, NULL);
+    g_autofree char *memory = g_build_filename(sub, "memory.csv", NULL);
+    g_auto(MemoryInfo) info = {0};
+    if (!memory_info_read(memory, &info, error))
+      return FALSE;
+    g_autofree char *file_key = g_strdup_printf("file%u", i + 1);
+    g_autofree char *name_key = g_strdup_printf("name%u", i + 1);
+    g_autofree char *first_key = g_strdup_printf("first%u", i + 1);
+    g_autofree char *last_key = g_strdup_printf("last%u", i + 1);
+    var_string(mem, file_key, memory);
+    var_string(mem, name_key, run);
+    var_int(mem, first_key, g_array_index(info.first, int, 0));
+    var_int(mem, last_key, g_array_index(info.last, int, 0));
+    if (has_file(sub, "comm.csv")) {
+      g_autofree char *table = g_build_filename(sub, "comm.csv", NULL);
+      n_comm++;
+      g_autofree char *comm_file = g_strdup_printf("file%d", n_comm);
+      g_autofree char *comm_name = g_strdup_printf("name%d", n_comm);
+      var_string(comm, comm_file, table);
+      var_string(comm, comm_name, run);
+    }
+  }
+  g_autofree char *mem_title =
+    g_strdup_printf("%s: total memory of each run's first GPU", base);
+  var_string(mem, "title", mem_title);
+  var_int(mem, "n", runs->len);
+  var_size(mem, pl, 1400, 700, 120, 32);
+  if (!run_script(pl, "compare_memory.gp", mem, dir, "compare_memory", error))
+    return FALSE;
+  if (n_comm == 0)
+    return TRUE;
+  g_autofree char *comm_title = g_strdup_printf("%s: send rate over all GPUs of each run", base);
+  var_string(comm, "title", comm_title);
+  var_int(comm, "n", n_comm);
+  var_size(comm, pl, 1400, 700, 120, 32);
+  return run_script(pl, "compare_comm.gp", comm, dir, "compare_comm", error);
+}
+
+/* ---- entry ----------------------------------------------------------------------------- */
+
+/* pngcairo draws antialiased text and lines; gd's png is the fallback that
+ * every gnuplot build has. */
+static const char *
+png_terminal(const char *gnuplot)
+{
+  char *argv[] = {(char *)gnuplot, "-e", "set terminal pngcairo", NULL};
+  int status = 0;
+  gboolean ran = g_spawn_sync(NULL, argv, NULL,
+                              G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, NULL,
+                              NULL, NULL, NULL, &status, NULL);
+  return ran && g_spawn_check_exit_status(status, NULL) ? "pngcairo noenhanced"
+                                                        : "png noenhanced";
+}
+
+gboolean
+st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArray *written,
+            GError **error)
+{
+  g_return_val_if_fail(dir != NULL && plots_dir != NULL && written != NULL, FALSE);
+  if (format == NULL)
+    format = "png";
+  if (strcmp(format, "png") != 0 && strcmp(format, "svg") != 0 && strcmp(format, "dumb") != 0) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_INVALID,
+                "unknown plot format '%s' (expected one of: png, svg, dumb)", format);
+    return FALSE;
+  }
+  if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s: no such directory", dir);
+    return FALSE;
+  }
+  gboolean single = has_file(dir, "memory.csv");
+  g_autoptr(GPtrArray) runs = NULL;
+  if (!single) {
+    runs = list_runs(dir, error);
+    if (runs == NULL)
+      return FALSE;
+    if (runs->len == 0) {
+      g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_INVALID,
+                  "%s: no memory.csv here or in a subdirectory (expected the --out "
+                  "directory of stagger sim, run or validate)",
+                  dir);
+      return FALSE;
+    }
+  }
+
+  g_autofree char *gnuplot = g_find_program_in_path("gnuplot");
+  if (gnuplot == NULL) {
+    g_set_error_literal(error, ST_OUTPUT_ERROR, ST_ERROR_UNSUPPORTED,
+                        "gnuplot not found: install gnuplot (Debian: gnuplot-nox)");
+    return FALSE;
+  }
+  Plotter pl = {
+    .gnuplot = gnuplot,
+    .plots_dir = plots_dir,
+    .ext = strcmp(format, "dumb") == 0 ? NULL : format,
+    .term = strcmp(format, "png") == 0   ? png_terminal(gnuplot)
+            : strcmp(format, "svg") == 0 ? "svg noenhanced background '#ffffff'"
+                                         : "dumb noenhanced",
+    .written = written,
+  };
+  if (single)
+    return plot_run(&pl, dir, error);
+  for (guint i = 0; i < runs->len; i++) {
+    g_autofree char *sub = g_build_filename(dir, g_ptr_array_index(runs, i), NULL);
+    if (!plot_run(&pl, sub, error))
+      return FALSE;
+  }
+  return plot_compare(&pl, dir, runs, error);
+}
