@@ -1,6 +1,7 @@
 /* units.c: see units.h. One table per quantity; one parser walks them. */
 #include "units.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,4 +195,13 @@ st_format_count(double value)
     return g_strdup_printf("%.0f", v);
   return g_strdup_printf(fabs(v) >= 100 ? "%.0f%s" : fabs(v) >= 10 ? "%.1f%s" : "%.2f%s", v,
                          prefixes[i]);
+}
+
+char *
+st_us_text(int64_t ns, char buf[ST_US_TEXT_LEN])
+{
+  uint64_t mag = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+  g_snprintf(buf, ST_US_TEXT_LEN, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", mag / 1000,
+             (unsigned)(mag % 1000));
+  return buf;
 }

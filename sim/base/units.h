@@ -31,3 +31,8 @@ char *st_format_bytes(int64_t bytes);
 char *st_format_duration(int64_t ns);
 char *st_format_bandwidth(double bytes_per_s);
 char *st_format_count(double value); /* 25.6M, 1.32G: SI prefix, 3 significant digits */
+
+/* ns as microseconds with exactly three decimals ("1234.567"), through
+ * integer arithmetic: no locale, the same bytes everywhere. Returns `buf`. */
+#define ST_US_TEXT_LEN 32
+char *st_us_text(int64_t ns, char buf[ST_US_TEXT_LEN]);

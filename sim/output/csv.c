@@ -14,19 +14,18 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/units.h"
 #include "output/output.h"
 
 G_DEFINE_QUARK(st-output-error-quark, st_output_error)
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* ns as microseconds with exactly 3 decimals ("1234.567"). */
 static void
 append_us(GString *out, int64_t ns)
 {
-  uint64_t mag = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-  g_string_append_printf(out, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", mag / 1000,
-                         (unsigned)(mag % 1000));
+  char buf[ST_US_TEXT_LEN];
+  g_string_append(out, st_us_text(ns, buf));
 }
 
 /* A CSV field, quoted only when it holds a comma, so that ordinary names
@@ -60,18 +59,6 @@ write_text(const char *path, const GString *text, GError **error)
   return TRUE;
 }
 
-/* weight[d]: how many devices the recorded device d stands for (0 for a
- * device that is not recorded). One pass instead of
- * st_timeline_device_weight per lookup, which is O(devices). */
-static int *
-device_weights(const StTimeline *t)
-{
-  int *weight = g_new0(int, t->schedule->n_devices);
-  for (int d = 0; d < t->schedule->n_devices; d++)
-    weight[t->device_rep[d]]++;
-  return weight;
-}
-
 static gboolean
 timeline_folded(const StTimeline *t)
 {
@@ -82,15 +69,6 @@ timeline_folded(const StTimeline *t)
 }
 
 /* ---- memory.csv ------------------------------------------------------------ */
-
-static int
-compare_mem_event(const void *a, const void *b)
-{
-  const StMemEvent *x = a, *y = b;
-  if (x->device != y->device)
-    return x->device < y->device ? -1 : 1;
-  return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
-}
 
 /* "0-3,6": the devices that `rep` stands for, runs compressed. */
 static void
@@ -113,8 +91,10 @@ append_represented(GString *out, const StTimeline *t, int rep)
 }
 
 static void
-append_memory_row(GString *out, int64_t t_ns, int device, const int64_t state[ST_MEM_N])
+memory_row(gpointer data, int device, int64_t t_ns, const int64_t state[ST_MEM_N],
+           const StMemEvent *last_alloc)
 {
+  GString *out = data;
   int64_t total = 0;
   append_us(out, t_ns);
   g_string_append_printf(out, ",%d", device);
@@ -146,38 +126,7 @@ st_csv_write_memory(const StTimeline *t, const char *path, GError **error)
     g_string_append_printf(out, ",%s", st_mem_name(c));
   g_string_append(out, ",total\n");
 
-  /* Events are in time order per device only; order them by device so each
-   * device's rows come out as one contiguous block. The order of events at
-   * the same instant does not matter: only the state after all of them is
-   * printed. */
-  g_autofree StMemEvent *ev = g_memdup2(t->mem->data, sizeof(StMemEvent) * t->mem->len);
-  guint n = t->mem->len;
-  if (n > 0)
-    qsort(ev, n, sizeof(StMemEvent), compare_mem_event);
-
-  guint i = 0;
-  for (int d = 0; d < s->n_devices; d++) {
-    while (i < n && ev[i].device < d)
-      i++; /* events of a device that is not recorded: nothing to print them under */
-    if (!st_timeline_device_recorded(t, d))
-      continue;
-    int64_t state[ST_MEM_N] = {0};
-    int64_t last = INT64_MIN;
-    if (i == n || ev[i].device != d || ev[i].t_ns > 0) {
-      append_memory_row(out, 0, d, state);
-      last = 0;
-    }
-    while (i < n && ev[i].device == d) {
-      int64_t now = ev[i].t_ns;
-      for (; i < n && ev[i].device == d && ev[i].t_ns == now; i++)
-        if (ev[i].category < ST_MEM_N)
-          state[ev[i].category] += ev[i].delta;
-      append_memory_row(out, now, d, state);
-      last = now;
-    }
-    if (last < t->end_ns)
-      append_memory_row(out, t->end_ns, d, state);
-  }
+  st_timeline_walk_memory(t, TRUE, memory_row, out);
   return write_text(path, out, error);
 }
 
@@ -227,7 +176,7 @@ append_comm_row(GString *out, int64_t t_ns, const double rate[ST_LINK_N])
 gboolean
 st_csv_write_comm(const StTimeline *t, const char *path, GError **error)
 {
-  g_autofree int *weight = device_weights(t);
+  g_autofree int32_t *weight = st_timeline_device_weights(t);
   g_autoptr(GArray) changes = g_array_new(FALSE, FALSE, sizeof(RateChange));
   for (guint i = 0; i < t->comm->len; i++) {
     const StCommRecord *r = &g_array_index(t->comm, StCommRecord, i);
@@ -277,37 +226,6 @@ st_csv_write_comm(const StTimeline *t, const char *path, GError **error)
 }
 
 /* ---- ops.csv --------------------------------------------------------------- */
-
-/* Lanes: one per (device, rank, stream) of the recorded ranks, numbered in
- * order of device, then rank, then stream. trace.c numbers its threads the
- * same way, so a lane means the same row in ops.csv, the Gantt and the trace.
- * Returns lane_first[rank] (-1 for ranks that are not recorded). */
-static int32_t *
-lane_first_of_ranks(const StTimeline *t)
-{
-  const StSchedule *s = t->schedule;
-  int32_t *first = g_new(int32_t, s->n_ranks);
-  g_autofree int32_t *order = g_new(int32_t, s->n_devices + 1);
-  /* Counting sort of ranks by device keeps ranks ascending within a device. */
-  memset(order, 0, sizeof(int32_t) * (s->n_devices + 1));
-  for (int r = 0; r < s->n_ranks; r++)
-    order[s->ranks[r].device + 1]++;
-  for (int d = 0; d < s->n_devices; d++)
-    order[d + 1] += order[d];
-  g_autofree int32_t *by_device = g_new(int32_t, s->n_ranks);
-  for (int r = 0; r < s->n_ranks; r++)
-    by_device[order[s->ranks[r].device]++] = r;
-  int32_t lane = 0;
-  for (int i = 0; i < s->n_ranks; i++) {
-    int r = by_device[i];
-    first[r] = -1;
-    if (t->rank_rep[r] != r)
-      continue;
-    first[r] = lane;
-    lane += (int32_t)st_schedule_program_of(s, r)->streams->len;
-  }
-  return first;
-}
 
 typedef struct {
   int64_t start_ns;
@@ -389,7 +307,7 @@ gboolean
 st_csv_write_ops(const StTimeline *t, const char *path, GError **error)
 {
   const StSchedule *s = t->schedule;
-  g_autofree int32_t *lane_first = lane_first_of_ranks(t);
+  g_autofree int32_t *lane_first = st_timeline_lanes(t);
   guint n = t->ops->len;
   g_autofree OpKey *keys = g_new(OpKey, n > 0 ? n : 1);
   for (guint i = 0; i < n; i++) {

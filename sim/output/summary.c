@@ -48,63 +48,42 @@ steady_window(const StSummary *sum)
   return (Window){0, sum->makespan_ns};
 }
 
-/* ---- memory -------------------------------------------------------------- */
+/* ---- memory ---------------------------------------------------------------- */
 
-static int
-compare_mem(gconstpointer a, gconstpointer b)
-{
-  const StMemEvent *x = *(StMemEvent *const *)a, *y = *(StMemEvent *const *)b;
-  if (x->device != y->device)
-    return (x->device > y->device) - (x->device < y->device);
-  if (x->t_ns != y->t_ns)
-    return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
-  return (x > y) - (x < y); /* stable: keep the recorded order */
-}
-
-/* Peaks of one recorded device from its events [first, last). */
+/* Peaks of each recorded device (st_timeline_walk_memory's visitor). */
 static void
-device_peaks(StSummary *sum, StMemEvent *const *ev, guint first, guint last, int device)
+device_peaks(gpointer data, int device, int64_t t_ns, const int64_t now[ST_MEM_N],
+             const StMemEvent *last_alloc)
 {
+  StSummary *sum = data;
   StDeviceSummary *d = &sum->devices[device];
-  int64_t now[ST_MEM_N] = {0};
-  const StMemEvent *peak_event = NULL;
-  for (guint i = first; i < last;) {
-    int64_t t = ev[i]->t_ns;
-    const StMemEvent *last_alloc = NULL;
-    for (; i < last && ev[i]->t_ns == t; i++) {
-      now[ev[i]->category] += ev[i]->delta;
-      if (ev[i]->delta > 0)
-        last_alloc = ev[i];
-    }
-    int64_t total = 0;
-    for (int c = 0; c < ST_MEM_N; c++) {
-      total += now[c];
-      if (now[c] > d->peak_by_category[c])
-        d->peak_by_category[c] = now[c];
-    }
-    if (total > d->peak_bytes) {
-      d->peak_bytes = total;
-      d->peak_ns = t;
-      memcpy(d->at_peak_by_category, now, sizeof now);
-      if (last_alloc != NULL)
-        peak_event = last_alloc;
-    }
+  int64_t total = 0;
+  for (int c = 0; c < ST_MEM_N; c++) {
+    total += now[c];
+    d->peak_by_category[c] = MAX(d->peak_by_category[c], now[c]);
   }
+  if (total <= d->peak_bytes)
+    return;
+  d->peak_bytes = total;
+  d->peak_ns = t_ns;
+  memcpy(d->at_peak_by_category, now, sizeof(int64_t) * ST_MEM_N);
   int64_t capacity = sum->timeline->schedule->cluster->gpu.memory_bytes;
-  int64_t over = d->peak_bytes - capacity;
-  if (capacity > 0 && over > 0 && (sum->oom == NULL || over > sum->oom->over_bytes)) {
-    if (sum->oom == NULL)
-      sum->oom = g_new0(StOutOfMemory, 1);
-    *sum->oom = (StOutOfMemory){
-      .device = device,
-      .rank = peak_event ? peak_event->rank : -1,
-      .op = peak_event ? peak_event->op : UINT32_MAX,
-      .buffer = peak_event ? peak_event->buffer : -1,
-      .peak_bytes = d->peak_bytes,
-      .capacity_bytes = capacity,
-      .over_bytes = over,
-    };
-  }
+  int64_t over = total - capacity;
+  if (capacity <= 0 || over <= 0 || (sum->oom != NULL && sum->oom->device != device &&
+                                     over <= sum->oom->over_bytes))
+    return;
+  /* The worst device, at its peak: the allocation that reached it. */
+  if (sum->oom == NULL)
+    sum->oom = g_new0(StOutOfMemory, 1);
+  *sum->oom = (StOutOfMemory){
+    .device = device,
+    .rank = last_alloc ? last_alloc->rank : -1,
+    .op = last_alloc ? last_alloc->op : UINT32_MAX,
+    .buffer = last_alloc ? last_alloc->buffer : -1,
+    .peak_bytes = total,
+    .capacity_bytes = capacity,
+    .over_bytes = over,
+  };
 }
 
 static int
@@ -116,48 +95,30 @@ compare_time(gconstpointer a, gconstpointer b)
   return (x > y) - (x < y);
 }
 
-/* Peak over time of the sum over all devices, folded devices weighted. */
+/* Peak over time of the sum over all devices, folded devices weighted; the
+ * events of one instant are applied together. */
 static void
-total_peaks(StSummary *sum, StMemEvent **ev, guint n, const int *weight)
+total_peaks(StSummary *sum)
 {
-  qsort(ev, n, sizeof(StMemEvent *), compare_time);
+  const StTimeline *t = sum->timeline;
+  guint n = t->mem->len;
+  g_autofree int32_t *weight = st_timeline_device_weights(t);
+  g_autofree const StMemEvent **ev = g_new(const StMemEvent *, n > 0 ? n : 1);
+  for (guint i = 0; i < n; i++)
+    ev[i] = &g_array_index(t->mem, StMemEvent, i);
+  qsort(ev, n, sizeof *ev, compare_time);
   int64_t now[ST_MEM_N] = {0};
   for (guint i = 0; i < n;) {
-    int64_t t = ev[i]->t_ns;
-    for (; i < n && ev[i]->t_ns == t; i++)
+    int64_t at = ev[i]->t_ns;
+    for (; i < n && ev[i]->t_ns == at; i++)
       now[ev[i]->category] += ev[i]->delta * weight[ev[i]->device];
     int64_t total = 0;
     for (int c = 0; c < ST_MEM_N; c++) {
       total += now[c];
-      if (now[c] > sum->total_peak_by_category[c])
-        sum->total_peak_by_category[c] = now[c];
+      sum->total_peak_by_category[c] = MAX(sum->total_peak_by_category[c], now[c]);
     }
-    if (total > sum->total_peak_bytes)
-      sum->total_peak_bytes = total;
+    sum->total_peak_bytes = MAX(sum->total_peak_bytes, total);
   }
-}
-
-static void
-memory(StSummary *sum)
-{
-  const StTimeline *t = sum->timeline;
-  const StSchedule *s = t->schedule;
-  guint n = t->mem->len;
-  g_autofree StMemEvent **ev = g_new(StMemEvent *, n > 0 ? n : 1);
-  for (guint i = 0; i < n; i++)
-    ev[i] = &g_array_index(t->mem, StMemEvent, i);
-  qsort(ev, n, sizeof(StMemEvent *), compare_mem);
-  for (guint i = 0; i < n;) {
-    guint j = i;
-    while (j < n && ev[j]->device == ev[i]->device)
-      j++;
-    device_peaks(sum, ev, i, j, ev[i]->device);
-    i = j;
-  }
-  g_autofree int *weight = g_new0(int, s->n_devices);
-  for (int d = 0; d < s->n_devices; d++)
-    weight[t->device_rep[d]]++;
-  total_peaks(sum, ev, n, weight);
 }
 
 /* ---- time on devices ------------------------------------------------------ */
@@ -258,12 +219,13 @@ communication(StSummary *sum)
   const StTimeline *t = sum->timeline;
   Window w = steady_window(sum);
   g_autoptr(GArray) steps = g_array_new(FALSE, FALSE, sizeof(RateStep));
+  g_autofree int32_t *weight_of = st_timeline_device_weights(t);
   for (guint i = 0; i < t->comm->len; i++) {
     const StCommRecord *c = &g_array_index(t->comm, StCommRecord, i);
     int64_t a = MAX(c->start_ns, w.start), b = MIN(c->end_ns, w.end);
     if (c->end_ns <= c->start_ns || b <= a)
       continue;
-    double weight = st_timeline_device_weight(t, c->device);
+    double weight = weight_of[c->device];
     double rate = c->bytes / ((double)(c->end_ns - c->start_ns) * 1e-9) * weight;
     double bytes = rate * (double)(b - a) * 1e-9;
     sum->comm_bytes_total += bytes;
@@ -307,7 +269,8 @@ st_summary_new(const StTimeline *t)
     sum->devices[d].id = d;
     sum->devices[d].represented_by = t->device_rep[d];
   }
-  memory(sum);
+  st_timeline_walk_memory(t, FALSE, device_peaks, sum);
+  total_peaks(sum);
   busy_and_exposed(sum);
   /* Folded devices take their representative's numbers. */
   for (int d = 0; d < s->n_devices; d++) {

@@ -81,3 +81,25 @@ st_timeline_device_recorded(const StTimeline *t, int device)
 
 /* Number of devices that device `rep` stands for (1 when nothing is folded). */
 int st_timeline_device_weight(const StTimeline *t, int rep);
+
+/* The same for every device at once: weight[d] devices stand behind the
+ * recorded device d, 0 for a device that is not recorded. [n_devices],
+ * transfer full. O(devices). */
+int32_t *st_timeline_device_weights(const StTimeline *t);
+
+/* Lanes: one per (device, rank, stream) of the recorded ranks, numbered by
+ * device, then rank, then stream; ops.csv, the Gantt and the trace all use
+ * them. Returns the first lane of each rank, -1 for ranks not recorded.
+ * [n_ranks], transfer full. */
+int32_t *st_timeline_lanes(const StTimeline *t);
+
+/* The memory of each recorded device over time: `visit` sees, device by
+ * device in order, the bytes per category at time 0 and after all the events
+ * of each instant (events of one instant are applied together, so a free and
+ * an allocation at the same time make no false peak), with the last
+ * allocation of that instant (NULL if none). With `to_end`, a last call at
+ * end_ns repeats the final state. O(E log E) for E events. */
+typedef void (*StMemVisit)(gpointer data, int device, int64_t t_ns,
+                           const int64_t state[ST_MEM_N], const StMemEvent *last_alloc);
+void st_timeline_walk_memory(const StTimeline *t, gboolean to_end, StMemVisit visit,
+                             gpointer data);

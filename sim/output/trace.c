@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/units.h"
 #include "output/output.h"
 
 typedef struct {
@@ -33,8 +34,8 @@ typedef struct {
 static void
 put_us(FILE *f, int64_t ns)
 {
-  uint64_t mag = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-  fprintf(f, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", mag / 1000, (unsigned)(mag % 1000));
+  char buf[ST_US_TEXT_LEN];
+  fputs(st_us_text(ns, buf), f);
 }
 
 /* A JSON string literal; bytes >= 0x80 pass through (UTF-8 stays UTF-8). */
@@ -77,38 +78,11 @@ begin_event(Writer *w, const char *ph, int pid)
 
 /* ---- metadata ---------------------------------------------------------------- */
 
-/* lane_first[rank]: the first lane of a recorded rank, -1 for the others.
- * Same numbering as ops.csv (csv.c). */
-static int32_t *
-lane_first_of_ranks(const StTimeline *t)
-{
-  const StSchedule *s = t->schedule;
-  int32_t *first = g_new(int32_t, s->n_ranks);
-  int32_t lane = 0;
-  g_autofree int32_t *start = g_new0(int32_t, s->n_devices + 1);
-  for (int r = 0; r < s->n_ranks; r++)
-    start[s->ranks[r].device + 1]++;
-  for (int d = 0; d < s->n_devices; d++)
-    start[d + 1] += start[d];
-  g_autofree int32_t *by_device = g_new(int32_t, s->n_ranks);
-  for (int r = 0; r < s->n_ranks; r++)
-    by_device[start[s->ranks[r].device]++] = r;
-  for (int i = 0; i < s->n_ranks; i++) {
-    int r = by_device[i];
-    first[r] = t->rank_rep[r] == r ? lane : -1;
-    if (first[r] >= 0)
-      lane += (int32_t)st_schedule_program_of(s, r)->streams->len;
-  }
-  return first;
-}
-
 static void
 put_metadata(Writer *w, const StTimeline *t, const int32_t *lane_first)
 {
   const StSchedule *s = t->schedule;
-  g_autofree int *weight = g_new0(int, s->n_devices);
-  for (int d = 0; d < s->n_devices; d++)
-    weight[t->device_rep[d]]++;
+  g_autofree int32_t *weight = st_timeline_device_weights(t);
   for (int d = 0; d < s->n_devices; d++) {
     if (!st_timeline_device_recorded(t, d))
       continue;
@@ -268,18 +242,13 @@ put_ops(Writer *w, const StTimeline *t, const int32_t *lane_first)
 
 /* ---- memory counters ---------------------------------------------------------- */
 
-static int
-compare_mem_event(const void *a, const void *b)
-{
-  const StMemEvent *x = a, *y = b;
-  if (x->device != y->device)
-    return x->device < y->device ? -1 : 1;
-  return x->t_ns < y->t_ns ? -1 : x->t_ns > y->t_ns;
-}
-
+/* The same states as the rows of memory.csv: per recorded device, the
+ * bytes of each category at time 0 and after all events of each instant. */
 static void
-put_counter(Writer *w, int device, int64_t t_ns, const int64_t state[ST_MEM_N])
+put_counter(gpointer data, int device, int64_t t_ns, const int64_t state[ST_MEM_N],
+            const StMemEvent *last_alloc)
 {
+  Writer *w = data;
   begin_event(w, "C", device + 1);
   fputs(",\"name\":\"memory\",\"ts\":", w->f);
   put_us(w->f, t_ns);
@@ -287,34 +256,6 @@ put_counter(Writer *w, int device, int64_t t_ns, const int64_t state[ST_MEM_N])
   for (int c = 0; c < ST_MEM_N; c++)
     fprintf(w->f, "%s\"%s\":%" PRId64, c > 0 ? "," : "", st_mem_name(c), state[c]);
   fputs("}}", w->f);
-}
-
-/* The same states as the rows of memory.csv: per recorded device, the
- * bytes of each category after all events at each instant, from time 0. */
-static void
-put_memory(Writer *w, const StTimeline *t)
-{
-  guint n = t->mem->len;
-  g_autofree StMemEvent *ev = g_memdup2(t->mem->data, sizeof(StMemEvent) * n);
-  if (n > 0)
-    qsort(ev, n, sizeof(StMemEvent), compare_mem_event);
-  guint i = 0;
-  for (int d = 0; d < t->schedule->n_devices; d++) {
-    while (i < n && ev[i].device < d)
-      i++;
-    if (!st_timeline_device_recorded(t, d))
-      continue;
-    int64_t state[ST_MEM_N] = {0};
-    if (i == n || ev[i].device != d || ev[i].t_ns > 0)
-      put_counter(w, d, 0, state);
-    while (i < n && ev[i].device == d) {
-      int64_t now = ev[i].t_ns;
-      for (; i < n && ev[i].device == d && ev[i].t_ns == now; i++)
-        if (ev[i].category < ST_MEM_N)
-          state[ev[i].category] += ev[i].delta;
-      put_counter(w, d, now, state);
-    }
-  }
 }
 
 /* ---- the file ------------------------------------------------------------------ */
@@ -353,12 +294,12 @@ st_trace_write(const StTimeline *t, const char *path, GError **error)
   /* Large writes: a bigger buffer saves system calls. */
   setvbuf(f, NULL, _IOFBF, 1 << 20);
 
-  g_autofree int32_t *lane_first = lane_first_of_ranks(t);
+  g_autofree int32_t *lane_first = st_timeline_lanes(t);
   Writer w = {f, TRUE};
   fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
   put_metadata(&w, t, lane_first);
   put_ops(&w, t, lane_first);
-  put_memory(&w, t);
+  st_timeline_walk_memory(t, FALSE, put_counter, &w);
   fputs("\n],\n", f);
   put_other_data(f, t);
   fputs("}\n", f);
