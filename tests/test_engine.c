@@ -356,8 +356,15 @@ test_deterministic(void)
   g_autoptr(StTimeline) a = one_collective(8, ST_COLL_ALL_GATHER, 12345678, "auto");
   g_autoptr(StTimeline) b = one_collective(8, ST_COLL_ALL_GATHER, 12345678, "auto");
   g_assert_cmpuint(a->ops->len, ==, b->ops->len);
-  g_assert_cmpmem(a->ops->data, a->ops->len * sizeof(StOpRecord), b->ops->data,
-                  b->ops->len * sizeof(StOpRecord));
+  for (guint i = 0; i < a->ops->len; i++) {
+    const StOpRecord *x = &g_array_index(a->ops, StOpRecord, i);
+    const StOpRecord *y = &g_array_index(b->ops, StOpRecord, i);
+    g_assert_cmpint(x->rank, ==, y->rank);
+    g_assert_cmpuint(x->op, ==, y->op);
+    g_assert_cmpint(x->start_ns, ==, y->start_ns);
+    g_assert_cmpint(x->end_ns, ==, y->end_ns);
+    g_assert_cmpint(x->ready_ns, ==, y->ready_ns);
+  }
   g_assert_cmpuint(a->comm->len, ==, b->comm->len);
 }
 

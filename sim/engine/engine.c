@@ -268,9 +268,10 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
 static void
 engine_clear(Engine *e)
 {
+  /* The queue only points into kernels and flows: forget it before they go. */
+  st_queue_clear(&e->queue);
   compute_clear(e);
   net_clear(e);
-  st_queue_clear(&e->queue);
   g_queue_clear(&e->ready);
   for (int i = 0; i < e->n_sims; i++) {
     g_free(e->sims[i].streams);

@@ -128,6 +128,7 @@ typedef struct {
   GHashTable *p2p;        /* pending sends/receives, by (src, dst, tag) */
   GHashTable *plans;      /* StCommPlan by (comm, group, kind, bytes) */
   GHashTable *group_devices; /* (comm, group) -> distinct representative devices */
+  GHashTable *flows;      /* Flow *: every flow alive, for cleanup after a failure */
 
   int64_t events;
   int64_t ops_done;

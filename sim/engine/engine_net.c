@@ -163,15 +163,24 @@ net_init(Engine *e)
   e->p2p = g_hash_table_new_full(peer_hash, peer_equal, NULL, peer_queue_free);
   e->plans = g_hash_table_new_full(plan_hash, plan_equal, g_free, g_free);
   e->group_devices = g_hash_table_new_full(group_hash, group_equal, NULL, group_info_free);
+  e->flows = g_hash_table_new(g_direct_hash, g_direct_equal);
 }
 
 static void
-flow_free(Flow *f)
+flow_destroy(gpointer data)
 {
+  Flow *f = data;
   g_free(f->devices);
   g_free(f->ports);
   g_array_unref(f->members);
   g_free(f);
+}
+
+static void
+flow_free(Engine *e, Flow *f)
+{
+  g_hash_table_remove(e->flows, f);
+  flow_destroy(f);
 }
 
 void
@@ -179,20 +188,15 @@ net_clear(Engine *e)
 {
   if (e->ports == NULL)
     return;
-  /* Flows still attached to ports (after a failure) are freed once. */
-  g_autoptr(GHashTable) flows = g_hash_table_new(g_direct_hash, g_direct_equal);
-  int n_ports = e->s->n_devices * ST_LINK_N * 2;
-  for (int i = 0; i < n_ports; i++) {
-    GPtrArray *fs = e->ports[i].flows;
-    for (guint j = 0; j < fs->len; j++)
-      g_hash_table_add(flows, g_ptr_array_index(fs, j));
-    g_ptr_array_unref(fs);
-  }
+  /* Flows still alive after a failure. */
   GHashTableIter it;
   gpointer f;
-  g_hash_table_iter_init(&it, flows);
+  g_hash_table_iter_init(&it, e->flows);
   while (g_hash_table_iter_next(&it, &f, NULL))
-    flow_free(f);
+    flow_destroy(f);
+  g_clear_pointer(&e->flows, g_hash_table_unref);
+  for (int i = 0; i < e->s->n_devices * ST_LINK_N * 2; i++)
+    g_ptr_array_unref(e->ports[i].flows);
   g_clear_pointer(&e->ports, g_free);
   g_clear_pointer(&e->instances, g_hash_table_unref);
   g_clear_pointer(&e->p2p, g_hash_table_unref);
@@ -319,7 +323,7 @@ flow_finish(Engine *e, Flow *f)
 {
   for (guint i = 0; i < f->members->len; i++)
     engine_complete(e, &g_array_index(f->members, OpRef, i), f->start_ns, f->plan.source);
-  flow_free(f);
+  flow_free(e, f);
 }
 
 /* Enters the bandwidth part of the current phase; FALSE when it has no bytes. */
@@ -384,6 +388,7 @@ flow_new(Engine *e, PortMode mode, const StCommPlan *plan, const int32_t *device
   f->ports = g_new(int32_t, 2 * n_devices + 2);
   f->members = g_array_new(FALSE, FALSE, sizeof(OpRef));
   f->start_ns = e->now;
+  g_hash_table_add(e->flows, f);
   return f;
 }
 

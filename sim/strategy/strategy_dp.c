@@ -75,8 +75,8 @@ build(const StStrategyInput *in, GError **error)
   StSchedule *s = st_dp_frame_finish(&frame);
   s->settings.strategy = g_strdup("dp");
   s->settings.description =
-    g_strdup_printf("dp: %d ranks, micro-batch %d x %d, %d gradient buckets", s->n_ranks,
-                    o->micro_batch, o->accumulation, dp.n_buckets);
+    g_strdup_printf("dp: %d ranks, micro-batch %d x %d, %d gradient bucket%s", s->n_ranks,
+                    o->micro_batch, o->accumulation, dp.n_buckets, dp.n_buckets == 1 ? "" : "s");
   st_schedule_note_number(s, "gradient_buckets", dp.n_buckets);
   st_schedule_note_number(s, "bucket_bytes", (double)o->bucket_bytes);
   return s;

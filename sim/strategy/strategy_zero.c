@@ -184,8 +184,9 @@ build(const StStrategyInput *in, GError **error)
   StSchedule *s = st_dp_frame_finish(&frame);
   s->settings.strategy = g_strdup("zero");
   s->settings.description =
-    g_strdup_printf("zero stage %d: %d ranks, micro-batch %d x %d, %d gradient buckets%s",
+    g_strdup_printf("zero stage %d: %d ranks, micro-batch %d x %d, %d gradient bucket%s%s",
                     z.stage, s->n_ranks, o->micro_batch, o->accumulation, z.n_buckets,
+                    z.n_buckets == 1 ? "" : "s",
                     z.stage == 3 ? ", parameters gathered per layer" : "");
   st_schedule_note_number(s, "zero_stage", z.stage);
   st_schedule_note_number(s, "gradient_buckets", z.n_buckets);
