@@ -231,6 +231,57 @@ test_zero3_gathers_per_layer(void)
 }
 
 static void
+test_knobs(void)
+{
+  /* Every knob a strategy offers the planner names a real option, and each of
+   * its values is one that option accepts. */
+  for (const StStrategy *const *st = st_strategies(); *st != NULL; st++) {
+    g_assert_nonnull((*st)->summary);
+    g_assert_nonnull((*st)->citation);
+    for (const StStrategyKnob *k = (*st)->knobs; k != NULL && k->option != NULL; k++) {
+      g_assert_nonnull(st_option_find(k->option));
+      g_auto(GStrv) values = g_strsplit(k->values, ",", -1);
+      g_assert_nonnull(values[0]);
+      for (char **v = values; *v != NULL; v++) {
+        StOptions o;
+        st_options_init(&o);
+        g_autoptr(GError) error = NULL;
+        g_assert_true(st_options_set(&o, k->option, *v, &error));
+        g_assert_no_error(error);
+        g_autofree char *back = st_options_get(&o, k->option);
+        g_assert_nonnull(back);
+        st_options_clear(&o);
+      }
+    }
+  }
+}
+
+static void
+test_options_by_name(void)
+{
+  /* Setting by name and reading back; errors name the option. */
+  StOptions o;
+  st_options_init(&o);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_options_set(&o, "bucket-bytes", "25MiB", &error));
+  g_assert_cmpint(o.bucket_bytes, ==, 25 << 20);
+  g_assert_true(st_options_set(&o, "precision", "mixed", &error));
+  g_assert_cmpint(o.precision, ==, ST_PRECISION_MIXED);
+  g_assert_true(st_options_set(&o, "zero-stage", "3", &error));
+  g_autofree char *stage = st_options_get(&o, "zero-stage");
+  g_assert_cmpstr(stage, ==, "3");
+  g_assert_false(st_options_set(&o, "zero-stage", "4", &error));
+  g_assert_nonnull(strstr(error->message, "--zero-stage 4"));
+  g_clear_error(&error);
+  g_assert_false(st_options_set(&o, "micro-batch", "2.5", &error));
+  g_assert_nonnull(strstr(error->message, "integer"));
+  g_clear_error(&error);
+  g_assert_false(st_options_set(&o, "warp-speed", "9", &error));
+  g_assert_nonnull(strstr(error->message, "--warp-speed"));
+  st_options_clear(&o);
+}
+
+static void
 test_unknown_strategy(void)
 {
   g_autoptr(GError) error = NULL;
@@ -267,6 +318,8 @@ main(int argc, char **argv)
   g_test_add_func("/strategy/zero/stage3-traffic", test_zero3_gathers_per_layer);
   g_test_add_func("/strategy/dp/activation-peak", test_dp_activation_peak);
   g_test_add_func("/strategy/unknown", test_unknown_strategy);
+  g_test_add_func("/strategy/knobs", test_knobs);
+  g_test_add_func("/strategy/options-by-name", test_options_by_name);
   g_test_add_func("/strategy/bad-batch", test_bad_batch);
   return g_test_run();
 }

@@ -42,21 +42,17 @@ typedef struct {
   char *profile;
   char *strategy;     /* comma list as given */
   char *out;
-  StOptions options;
+  StOptions options;  /* set through the option table (strategy/options.h) */
   gboolean no_fold;   /* --no-fold (sim, plan) */
-  /* string forms parsed by st_cli_shared_finish() */
-  char *optimizer_text, *precision_text, *bucket_text, *comm_algo_text;
+  GOptionEntry *entries; /* built from the option table, owned */
 } StCliShared;
 
 void st_cli_shared_init(StCliShared *shared);
 void st_cli_shared_clear(StCliShared *shared);
-/* The option group with --model, --cluster, --profile, --strategy, --nodes,
- * --gpus, --ranks, --micro-batch, --global-batch, --steps, --optimizer,
- * --precision, --bucket-bytes, --zero-stage, --prefetch, --comm-algo, --out.
- * The group writes into `shared`. */
+/* The option group with --model, --cluster, --profile, --strategy, --out and
+ * every option of the option table (strategy/options.h). The group writes into
+ * `shared`; a bad value is a usage error. */
 GOptionGroup *st_cli_shared_group(StCliShared *shared);
-/* Parses the string-valued options; usage errors are ST_CLI_ERROR_USAGE. */
-gboolean st_cli_shared_finish(StCliShared *shared, GError **error);
 
 /* What the shared options point at, loaded: the model, the cluster resized by
  * --nodes / --gpus, and the profile (NULL without --profile). */

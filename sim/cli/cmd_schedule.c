@@ -52,8 +52,7 @@ run(int argc, char **argv, GError **error)
   StCliInputs in = {0};
   g_autoptr(StSchedule) schedule = NULL;
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
-                (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1])) &&
-                st_cli_shared_finish(&sh, error);
+                (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
   if (ok && check != NULL) {
     schedule = st_schedule_load(check, error);
     ok = schedule != NULL && st_schedule_check(schedule, error);

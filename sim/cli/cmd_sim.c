@@ -155,8 +155,7 @@ run(int argc, char **argv, GError **error)
   g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
   StCliInputs in = {0};
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
-                (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1])) &&
-                st_cli_shared_finish(&sh, error);
+                (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
   if (ok && list) {
     list_strategies();
   } else if (ok && schedule_path != NULL) {

@@ -38,7 +38,8 @@ main(int argc, char **argv)
     if (strcmp(argv[1], (*c)->name) != 0)
       continue;
     g_autoptr(GError) error = NULL;
-    g_set_prgname((*c)->name);
+    g_autofree char *prgname = g_strdup_printf("stagger %s", (*c)->name);
+    g_set_prgname(prgname);
     if ((*c)->run(argc - 1, argv + 1, &error))
       return 0;
     g_assert(error != NULL);

@@ -1,13 +1,18 @@
 /* options.h: the options that `sim`, `schedule`, `run`, `validate` and `plan`
  * share, meaning the same thing everywhere (see docs/ARCHITECTURE.md).
  *
- * The CLI fills one StOptions; st_options_resolve() checks it against the
- * model and cluster and derives what was left implicit (ranks, global batch,
- * accumulation). Strategies read it and never change it.
+ * One table (option_table.c) describes every option: its name on the command
+ * line, its type and range, where it lives in StOptions and its help. The CLI
+ * builds its option parser from the table and the planner sets options by
+ * name through it, so adding an option is a field here and a row there.
+ * st_options_resolve() checks the whole against the cluster and derives what
+ * was left implicit (ranks, global batch, accumulation). Strategies read the
+ * options and never change them.
  */
 #pragma once
 
 #include <glib.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/kinds.h"
@@ -44,3 +49,37 @@ void st_options_copy(StOptions *dst, const StOptions *src);
  * numbers do not fit together (global batch not a multiple of ranks *
  * micro-batch, ZeRO stage out of range, ...). */
 gboolean st_options_resolve(StOptions *options, const StCluster *cluster, GError **error);
+
+/* ---- the table of options (option_table.c) ----------------------------- */
+
+typedef enum {
+  ST_OPT_INT = 1, /* int */
+  ST_OPT_INT64,   /* int64_t */
+  ST_OPT_BYTES,   /* int64_t: a plain number of bytes or a size with a unit ("25MiB") */
+  ST_OPT_DOUBLE,  /* double */
+  ST_OPT_CHOICE,  /* int: the index of the value in `choices` (an enum in that order) */
+  ST_OPT_STRING,  /* char *, owned; `check` may restrict the values */
+} StOptionType;
+
+typedef struct {
+  const char *name;            /* the spelling after "--" */
+  StOptionType type;
+  size_t offset;               /* of the field in StOptions */
+  double min, max;             /* accepted range of numbers */
+  const char *const *choices;  /* ST_OPT_CHOICE: names in enum order, NULL-terminated */
+  gboolean (*check)(const char *value, GError **error); /* ST_OPT_STRING, may be NULL */
+  const char *arg;             /* placeholder in --help: "N", "1|2|3" */
+  const char *help;            /* one line, saying the default */
+} StOptionSpec;
+
+/* Every option, terminated by an entry with name NULL. */
+const StOptionSpec *st_option_specs(void);
+const StOptionSpec *st_option_find(const char *name);
+
+/* Sets option `name` ("zero-stage") from text ("2"); errors name the option
+ * and say what it accepts: "--zero-stage 4: must be between 1 and 3". */
+gboolean st_options_set(StOptions *options, const char *name, const char *value,
+                        GError **error);
+
+/* The value of option `name` as text (the form st_options_set reads). Transfer full. */
+char *st_options_get(const StOptions *options, const char *name);

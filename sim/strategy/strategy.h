@@ -28,11 +28,19 @@ typedef struct {
   const StOptions *options;
 } StStrategyInput;
 
+/* An option the planner varies for a strategy, with the values it tries
+ * unless the user narrows them: {"zero-stage", "1,2,3"}. */
+typedef struct {
+  const char *option; /* a name from the option table (options.h) */
+  const char *values; /* comma list, each accepted by st_options_set */
+} StStrategyKnob;
+
 typedef struct {
   const char *name;     /* as given to --strategy */
   const char *summary;  /* one line */
   const char *citation; /* the paper or system it follows */
   StSchedule *(*build)(const StStrategyInput *input, GError **error);
+  const StStrategyKnob *knobs; /* terminated by option NULL; NULL when none */
 } StStrategy;
 
 /* NULL-terminated, in registry order. */

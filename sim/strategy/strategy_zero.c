@@ -195,6 +195,11 @@ build(const StStrategyInput *in, GError **error)
   return s;
 }
 
+static const StStrategyKnob KNOBS[] = {
+  {"zero-stage", "1,2,3"},
+  {NULL},
+};
+
 const StStrategy st_strategy_zero = {
   .name = "zero",
   .summary = "ZeRO-DP: optimizer states (1), gradients (2) and parameters (3) sharded over "
@@ -202,4 +207,5 @@ const StStrategy st_strategy_zero = {
   .citation = "Rajbhandari et al., ZeRO: Memory Optimizations Toward Training Trillion "
               "Parameter Models, SC 2020",
   .build = build,
+  .knobs = KNOBS,
 };

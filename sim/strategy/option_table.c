@@ -1,0 +1,185 @@
+/* option_table.c: the table of shared options and setting them by name (see
+ * options.h). Parsing lives here once, for the command line and the planner. */
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "base/units.h"
+#include "cost/cost.h"
+#include "strategy/options.h"
+
+static const char *const OPTIMIZERS[] = {"sgd", "adam", NULL};     /* StOptimizer */
+static const char *const PRECISIONS[] = {"fp32", "mixed", NULL};   /* StPrecision */
+
+static gboolean
+check_comm_algo(const char *value, GError **error)
+{
+  if (strcmp(value, "auto") == 0 || st_comm_algo_find(value) != NULL)
+    return TRUE;
+  g_autoptr(GString) known = g_string_new("auto");
+  for (const StCommAlgo *const *a = st_comm_algos(); *a != NULL; a++)
+    g_string_append_printf(known, ", %s", (*a)->name);
+  g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID, "unknown algorithm (known: %s)",
+              known->str);
+  return FALSE;
+}
+
+#define F(field) offsetof(StOptions, field)
+#define BIG 1e15
+
+static const StOptionSpec SPECS[] = {
+  {"nodes", ST_OPT_INT, F(nodes), 0, 1e6, NULL, NULL, "N",
+   "Copies of the cluster file's node (default: as in the file)"},
+  {"gpus", ST_OPT_INT, F(gpus), 0, 1e7, NULL, NULL, "G", "Use the first G GPUs (default: all)"},
+  {"ranks", ST_OPT_INT, F(ranks), 0, 1e7, NULL, NULL, "R",
+   "Data-parallel workers, round-robin on the GPUs; more ranks than GPUs share them "
+   "(default: one per GPU)"},
+  {"micro-batch", ST_OPT_INT, F(micro_batch), 1, 1e7, NULL, NULL, "B",
+   "Samples per micro-batch per rank (default: 32)"},
+  {"global-batch", ST_OPT_INT64, F(global_batch), 0, BIG, NULL, NULL, "N",
+   "Samples per step over all ranks; a multiple of ranks x micro-batch, the quotient is "
+   "gradient accumulation (default: ranks x micro-batch)"},
+  {"steps", ST_OPT_INT, F(steps), 1, 1e6, NULL, NULL, "N",
+   "Training steps; with more than one, the first is warm-up (default: 1)"},
+  {"optimizer", ST_OPT_CHOICE, F(optimizer), 0, 0, OPTIMIZERS, NULL, "sgd|adam",
+   "sgd (with momentum) or adam (AdamW) (default: adam)"},
+  {"precision", ST_OPT_CHOICE, F(precision), 0, 0, PRECISIONS, NULL, "fp32|mixed",
+   "fp32, or mixed: 16-bit weights, gradients and activations with fp32 master weights "
+   "(default: fp32)"},
+  {"bucket-bytes", ST_OPT_BYTES, F(bucket_bytes), 0, BIG, NULL, NULL, "SIZE",
+   "Gradient bucket size, bytes or with a unit such as 25MiB; 0 = one bucket per layer "
+   "(default: 25MiB)"},
+  {"zero-stage", ST_OPT_INT, F(zero_stage), 1, 3, NULL, NULL, "1|2|3",
+   "ZeRO stage: 1 optimizer states, 2 + gradients, 3 + parameters sharded (default: 1)"},
+  {"prefetch", ST_OPT_INT, F(prefetch), 0, 1e4, NULL, NULL, "N",
+   "ZeRO-3: parameter gathers issued ahead of the layer that needs them (default: 1)"},
+  {"comm-algo", ST_OPT_STRING, F(comm_algo), 0, 0, NULL, check_comm_algo, "NAME",
+   "Collective algorithm: auto (the fastest alone), ring, tree, hierarchical (default: auto)"},
+  {NULL},
+};
+
+const StOptionSpec *
+st_option_specs(void)
+{
+  return SPECS;
+}
+
+const StOptionSpec *
+st_option_find(const char *name)
+{
+  for (const StOptionSpec *s = SPECS; s->name != NULL; s++)
+    if (strcmp(s->name, name) == 0)
+      return s;
+  return NULL;
+}
+
+static gboolean
+invalid(GError **error, const StOptionSpec *spec, const char *value, const char *format, ...)
+  G_GNUC_PRINTF(4, 5);
+
+static gboolean
+invalid(GError **error, const StOptionSpec *spec, const char *value, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *why = g_strdup_vprintf(format, args);
+  va_end(args);
+  g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID, "--%s %s: %s", spec->name, value, why);
+  return FALSE;
+}
+
+/* A number in range; integral unless `fractional`. */
+static gboolean
+parse_number(const StOptionSpec *spec, const char *value, gboolean fractional, double *out,
+             GError **error)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(value, &end);
+  if (end == value || *end != '\0' || !isfinite(v) || (!fractional && v != floor(v)))
+    return invalid(error, spec, value, "not %s", fractional ? "a number" : "an integer");
+  if (v < spec->min || v > spec->max)
+    return invalid(error, spec, value, "must be between %g and %g", spec->min, spec->max);
+  *out = v;
+  return TRUE;
+}
+
+gboolean
+st_options_set(StOptions *o, const char *name, const char *value, GError **error)
+{
+  const StOptionSpec *spec = st_option_find(name);
+  if (spec == NULL) {
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID, "unknown option --%s", name);
+    return FALSE;
+  }
+  char *field = (char *)o + spec->offset;
+  double v = 0;
+  switch (spec->type) {
+  case ST_OPT_INT:
+    if (!parse_number(spec, value, FALSE, &v, error))
+      return FALSE;
+    *(int *)(void *)field = (int)v;
+    return TRUE;
+  case ST_OPT_INT64:
+    if (!parse_number(spec, value, FALSE, &v, error))
+      return FALSE;
+    *(int64_t *)(void *)field = (int64_t)v;
+    return TRUE;
+  case ST_OPT_DOUBLE:
+    if (!parse_number(spec, value, TRUE, &v, error))
+      return FALSE;
+    *(double *)(void *)field = v;
+    return TRUE;
+  case ST_OPT_BYTES: {
+    int64_t bytes;
+    g_autoptr(GError) local = NULL;
+    if (g_ascii_isdigit(value[0]) && strspn(value, "0123456789") == strlen(value))
+      bytes = g_ascii_strtoll(value, NULL, 10);
+    else if (!st_parse_bytes(value, &bytes, &local))
+      return invalid(error, spec, value, "%s", local->message);
+    if (bytes < spec->min || bytes > spec->max)
+      return invalid(error, spec, value, "out of range");
+    *(int64_t *)(void *)field = bytes;
+    return TRUE;
+  }
+  case ST_OPT_CHOICE:
+    for (int i = 0; spec->choices[i] != NULL; i++) {
+      if (strcmp(spec->choices[i], value) == 0) {
+        *(int *)(void *)field = i;
+        return TRUE;
+      }
+    }
+    return invalid(error, spec, value, "must be one of %s", spec->arg);
+  case ST_OPT_STRING: {
+    g_autoptr(GError) local = NULL;
+    if (spec->check != NULL && !spec->check(value, &local))
+      return invalid(error, spec, value, "%s", local->message);
+    char **slot = (char **)(void *)field;
+    g_free(*slot);
+    *slot = g_strdup(value);
+    return TRUE;
+  }
+  }
+  g_return_val_if_reached(FALSE);
+}
+
+char *
+st_options_get(const StOptions *o, const char *name)
+{
+  const StOptionSpec *spec = st_option_find(name);
+  g_return_val_if_fail(spec != NULL, NULL);
+  const char *field = (const char *)o + spec->offset;
+  switch (spec->type) {
+  case ST_OPT_INT:
+    return g_strdup_printf("%d", *(const int *)(const void *)field);
+  case ST_OPT_INT64:
+  case ST_OPT_BYTES:
+    return g_strdup_printf("%" G_GINT64_FORMAT, *(const int64_t *)(const void *)field);
+  case ST_OPT_DOUBLE:
+    return g_strdup_printf("%g", *(const double *)(const void *)field);
+  case ST_OPT_CHOICE:
+    return g_strdup(spec->choices[*(const int *)(const void *)field]);
+  case ST_OPT_STRING:
+    return g_strdup(*(char *const *)(const void *)field);
+  }
+  g_return_val_if_reached(NULL);
+}
