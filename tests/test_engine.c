@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "base/json.h"
 #include "engine/engine.h"
 #include "engine/queue.h"
 #include "output/output.h"
@@ -347,6 +348,55 @@ test_out_of_memory(void)
   g_assert_cmpint(sum->oom->over_bytes, ==, INT64_C(4) << 30);
 }
 
+static void
+test_start_offset(void)
+{
+  /* Rank 1 starts 50 us late on its own GPU: its forward (100 us) ends at
+   * 150 us while rank 0's ends at 100 us. The two ranks run the same program
+   * but cannot fold together. */
+  g_autoptr(StSchedule) s = unit_schedule(2, NULL);
+  StProgram *p = st_program_new("same");
+  st_program_add_stream(p, "s0", 0);
+  add(p, st_op_comp(0, ST_PASS_FWD, 0, 0, 10));
+  int prog = st_schedule_add_program(s, p);
+  s->ranks[0].program = s->ranks[1].program = prog;
+  s->ranks[1].start_ns = 50000;
+  g_autoptr(StTimeline) t = simulate(s, NULL, FALSE);
+  g_assert_cmpint(end_of(t, 0, 0), ==, 100000);
+  g_assert_cmpint(end_of(t, 1, 0), ==, 150000);
+  g_assert_cmpint(t->rank_rep[1], ==, 1);
+}
+
+static void
+test_second_job(void)
+{
+  /* A program of job 1 indexes job 1's model: its layer of 4e9 FLOP per
+   * sample at batch 10 takes 4e10 / 100 TFLOP/s = 400 us, while the main
+   * job's layer 0 takes 100 us. Both share GPU 0 at equal priority: the main
+   * job's kernel runs at half speed until it ends at 200 us, then job 1's
+   * alone: it ends at 200 + (400 - 100) = 500 us. */
+  int32_t placement[] = {0, 0};
+  g_autoptr(StSchedule) s = unit_schedule(2, placement);
+  g_autoptr(GError) error = NULL;
+  const char *text = "{\"name\": \"bg\", \"input\": [250], \"layers\": [{\"name\": \"b\", "
+                     "\"type\": \"custom\", \"fwd_flops\": 4000000000, \"bwd_flops\": 0, "
+                     "\"output_bytes\": 1000}]}";
+  g_autoptr(cJSON) root = cJSON_Parse(text);
+  StModel *bg = st_model_from_json(root, "bg", &error);
+  g_assert_no_error(error);
+  StSettings settings = {.strategy = "dp", .micro_batch = 10, .accumulation = 1,
+                         .global_batch = 10};
+  int job = st_schedule_add_job(s, "background", bg, &settings);
+  g_assert_cmpint(job, ==, 1);
+  add(program_for(s, 0, 1), st_op_comp(0, ST_PASS_FWD, 0, 0, 10));
+  StProgram *p = program_for(s, 1, 1);
+  p->job = job;
+  add(p, st_op_comp(0, ST_PASS_FWD, 0, 0, 10));
+  g_autoptr(StTimeline) t = simulate(s, NULL, FALSE);
+  g_assert_cmpint(end_of(t, 0, 0), ==, 200000);
+  g_assert_cmpint(end_of(t, 1, 0), ==, 500000);
+}
+
 /* ---- determinism ----------------------------------------------------------------- */
 
 static void
@@ -385,5 +435,7 @@ main(int argc, char **argv)
   g_test_add_func("/engine/steps-and-memory", test_steps_and_memory);
   g_test_add_func("/engine/out-of-memory", test_out_of_memory);
   g_test_add_func("/engine/deterministic", test_deterministic);
+  g_test_add_func("/engine/start-offset", test_start_offset);
+  g_test_add_func("/engine/second-job", test_second_job);
   return g_test_run();
 }

@@ -334,6 +334,40 @@ test_json_round_trip(void)
 }
 
 static void
+test_json_jobs_and_starts(void)
+{
+  /* A second job (with its own model) and staggered starts survive the round
+   * trip; a program of job 1 may index only job 1's layers. */
+  g_autoptr(StSchedule) s = build(FAULT_NONE);
+  StSettings settings = {.strategy = "dp", .description = "background", .micro_batch = 4,
+                         .accumulation = 1, .global_batch = 16};
+  int job = st_schedule_add_job(s, "bg", make_model(), &settings);
+  StProgram *p = g_ptr_array_index(s->programs, 1);
+  p->job = job;
+  s->ranks[3].start_ns = 12345;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_schedule_check(s, &error));
+  g_autoptr(cJSON) root = st_schedule_to_json(s);
+  g_autoptr(StSchedule) back = st_schedule_from_json(root, "<test>", &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(st_schedule_n_jobs(back), ==, 2);
+  g_assert_cmpint(((StProgram *)g_ptr_array_index(back->programs, 1))->job, ==, 1);
+  g_assert_cmpint(back->ranks[3].start_ns, ==, 12345);
+  g_assert_cmpint(st_schedule_job_settings(back, 1)->global_batch, ==, 16);
+  g_autofree char *text = print(s);
+  g_autofree char *again = print(back);
+  g_assert_cmpstr(text, ==, again);
+
+  /* A job that does not exist is refused with its path. */
+  cJSON *prog = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "programs"), 1);
+  cJSON_ReplaceItemInObject(prog, "job", cJSON_CreateNumber(5));
+  g_autoptr(StSchedule) bad = st_schedule_from_json(root, "x.json", &error);
+  g_assert_null(bad);
+  g_assert_nonnull(strstr(error->message, "x.json"));
+  g_assert_nonnull(strstr(error->message, "job"));
+}
+
+static void
 test_save_load(void)
 {
   g_autoptr(StSchedule) s = build(FAULT_NONE);
@@ -456,6 +490,7 @@ main(int argc, char **argv)
   g_test_add_func("/sched/check/scale", test_check_scale);
   g_test_add_func("/sched/json/round-trip", test_json_round_trip);
   g_test_add_func("/sched/json/save-load", test_save_load);
+  g_test_add_func("/sched/json/jobs-and-starts", test_json_jobs_and_starts);
   g_test_add_func("/sched/json/bad-files", test_bad_files);
   return g_test_run();
 }

@@ -81,6 +81,9 @@ prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
     info->stream_ops[i] = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   info->cost_ns = g_new0(double, p->ops->len);
   info->source = g_new0(uint8_t, p->ops->len);
+  const StModel *model = st_program_model(s, p);
+  StComputeCtx ctx = e->compute;
+  ctx.model = model;
   for (guint i = 0; i < p->ops->len; i++) {
     const StOp *op = st_program_op(p, i);
     g_array_append_val(info->stream_ops[op->stream], i);
@@ -88,14 +91,14 @@ prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
       continue;
     StWork work = {
       .pass = op->sub,
-      .layer = op->layer >= 0 ? &s->model->layers[op->layer] : NULL,
+      .layer = op->layer >= 0 ? &model->layers[op->layer] : NULL,
       .batch = op->batch,
       .elems = op->elems,
       .bytes = op->bytes,
       .kernel = elementwise_kernel(s, op->sub),
     };
     StCostSource source = ST_SRC_NONE;
-    info->cost_ns[i] = st_compute_time(&e->compute, &work, &source);
+    info->cost_ns[i] = st_compute_time(&ctx, &work, &source);
     info->source[i] = (uint8_t)source;
   }
 }
@@ -206,6 +209,14 @@ drain_ready(Engine *e)
   }
 }
 
+/* A rank begins: every stream tries its first op. */
+static void
+start_rank(Engine *e, int sim)
+{
+  for (guint st = 0; st < e->sims[sim].program->streams->len; st++)
+    retry_stream(e, sim, st);
+}
+
 /* ---- setup, loop, deadlock ------------------------------------------------ */
 
 static gboolean
@@ -246,6 +257,8 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
     e->sim_of_rank[r] = -1;
   for (int i = 0; i < e->n_sims; i++) {
     SimRank *sr = &e->sims[i];
+    st_event_node_init(&sr->start.node);
+    sr->start.kind = EV_START;
     sr->rank = e->fold->sim_ranks[i];
     sr->device = s->ranks[sr->rank].device;
     sr->program = st_schedule_program_of(s, sr->rank);
@@ -330,9 +343,13 @@ st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *
     return NULL;
   }
   memory_persistent(&e);
-  for (int i = 0; i < e.n_sims; i++)
-    for (guint st = 0; st < e.sims[i].program->streams->len; st++)
-      retry_stream(&e, i, st);
+  for (int i = 0; i < e.n_sims; i++) {
+    SimRank *sr = &e.sims[i];
+    if (s->ranks[sr->rank].start_ns > 0)
+      st_queue_push(&e.queue, &sr->start.node, s->ranks[sr->rank].start_ns);
+    else
+      start_rank(&e, i);
+  }
   drain_ready(&e);
   StEventNode *node;
   while (!engine_failed(&e) && (node = st_queue_pop(&e.queue)) != NULL) {
@@ -341,8 +358,10 @@ st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *
     Event *ev = (Event *)node;
     if (ev->kind == EV_KERNEL)
       compute_on_event(&e, (Kernel *)ev);
-    else
+    else if (ev->kind == EV_FLOW)
       net_on_event(&e, (Flow *)ev);
+    else
+      start_rank(&e, (int)((SimRank *)ev - e.sims));
     drain_ready(&e);
   }
   if (engine_failed(&e)) {

@@ -21,6 +21,7 @@
 typedef enum {
   EV_KERNEL = 1,
   EV_FLOW,
+  EV_START, /* a rank with a start offset begins */
 } EventKind;
 
 /* Every queued object starts with this, so a popped node tells its kind. */
@@ -52,6 +53,7 @@ typedef struct {
 } StreamState;
 
 typedef struct {
+  Event start;             /* EV_START, queued when the rank has a start offset */
   int32_t rank;
   int32_t device;          /* its device (a representative device) */
   const StProgram *program;

@@ -277,8 +277,9 @@ append_op_row(GString *out, const StTimeline *t, const StOpRecord *rec, int32_t 
   const StOp *op = st_program_op(p, rec->op);
   const StStream *stream = &g_array_index(p->streams, StStream, op->stream);
   g_autofree char *name = st_op_describe(s, p, rec->op);
+  const StModel *model = st_program_model(s, p);
   const char *layer =
-    op->layer >= 0 && op->layer < s->model->n_layers ? s->model->layers[op->layer].name : NULL;
+    op->layer >= 0 && op->layer < model->n_layers ? model->layers[op->layer].name : NULL;
 
   g_string_append_printf(out, "%d,%d,%u,", rec->rank, s->ranks[rec->rank].device,
                          (unsigned)op->stream);

@@ -177,9 +177,10 @@ put_op(Writer *w, const StTimeline *t, const StOpRecord *rec, int tid)
   put_string(w->f, name);
   fprintf(w->f, ",\"cat\":\"%s\",\"args\":{\"step\":%d,\"op\":%u", st_op_kind_name(op->kind),
           rec->step, rec->op);
-  if (op->layer >= 0 && op->layer < s->model->n_layers) {
+  const StModel *model = st_program_model(s, st_schedule_program_of(s, rec->rank));
+  if (op->layer >= 0 && op->layer < model->n_layers) {
     fputs(",\"layer\":", w->f);
-    put_string(w->f, s->model->layers[op->layer].name);
+    put_string(w->f, model->layers[op->layer].name);
   }
   if (op->micro >= 0)
     fprintf(w->f, ",\"micro\":%d", op->micro);

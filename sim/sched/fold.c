@@ -1,6 +1,6 @@
 /* fold.c: classes of identical ranks by partition refinement (see fold.h).
  *
- * Round 0 gives each rank its program as class. Each round then gives a rank
+ * Round 0 gives each rank its program and start offset as class. Each round then gives a rank
  * a signature made of its class, the sorted classes of the ranks sharing its
  * device, the shape of its group in every communicator, and the classes of
  * its point-to-point peers in op order; equal signatures form the next
@@ -203,8 +203,18 @@ st_fold_new(const StSchedule *s, gboolean enable)
   g_autofree StGroupShape *shapes = group_shapes(s, &shape_first);
   g_autofree int32_t *klass = g_new(int32_t, s->n_ranks);
   g_autofree int32_t *next = g_new(int32_t, s->n_ranks);
-  for (int r = 0; r < s->n_ranks; r++)
-    klass[r] = s->ranks[r].program;
+  /* Round 0: ranks with the same program and start offset. */
+  g_autoptr(GHashTable) first = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (int r = 0; r < s->n_ranks; r++) {
+    g_autofree char *key =
+      g_strdup_printf("%d@%" G_GINT64_FORMAT, s->ranks[r].program, s->ranks[r].start_ns);
+    gpointer id;
+    if (!g_hash_table_lookup_extended(first, key, NULL, &id)) {
+      id = GINT_TO_POINTER(g_hash_table_size(first));
+      g_hash_table_insert(first, g_steal_pointer(&key), id);
+    }
+    klass[r] = GPOINTER_TO_INT(id);
+  }
   int n_classes = -1;
   for (;;) {
     int n = refine(s, &dr, shapes, shape_first, klass, next);

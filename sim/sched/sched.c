@@ -292,6 +292,17 @@ comm_free(gpointer data)
 }
 
 static void
+job_free(gpointer data)
+{
+  StJob *j = data;
+  g_free(j->name);
+  st_model_free(j->model);
+  g_free(j->settings.strategy);
+  g_free(j->settings.description);
+  g_free(j);
+}
+
+static void
 note_clear(gpointer data)
 {
   StNote *n = data;
@@ -321,6 +332,7 @@ st_schedule_new(StModel *model, StCluster *cluster, int n_ranks, const int32_t *
     g_return_val_if_fail(s->ranks[r].device >= 0 && s->ranks[r].device < s->n_devices, NULL);
   }
   s->comms = g_ptr_array_new_with_free_func(comm_free);
+  s->jobs = g_ptr_array_new_with_free_func(job_free);
   s->programs = g_ptr_array_new_with_free_func((GDestroyNotify)st_program_free);
   s->notes = g_array_new(FALSE, TRUE, sizeof(StNote));
   g_array_set_clear_func(s->notes, note_clear);
@@ -339,6 +351,7 @@ st_schedule_free(StSchedule *s)
   g_free(s->devices);
   g_free(s->ranks);
   g_ptr_array_unref(s->comms);
+  g_ptr_array_unref(s->jobs);
   g_ptr_array_unref(s->programs);
   g_array_unref(s->notes);
   g_free(s);
@@ -413,6 +426,19 @@ st_schedule_add_program(StSchedule *s, StProgram *program)
   return (int)s->programs->len - 1;
 }
 
+int
+st_schedule_add_job(StSchedule *s, const char *name, StModel *model, const StSettings *settings)
+{
+  StJob *j = g_new0(StJob, 1);
+  j->name = g_strdup(name);
+  j->model = model;
+  j->settings = *settings;
+  j->settings.strategy = g_strdup(settings->strategy);
+  j->settings.description = g_strdup(settings->description);
+  g_ptr_array_add(s->jobs, j);
+  return (int)s->jobs->len;
+}
+
 void
 st_schedule_note_number(StSchedule *s, const char *key, double value)
 {
@@ -455,9 +481,11 @@ st_op_describe(const StSchedule *s, const StProgram *p, uint32_t index)
   const char *label = op->label >= 0 && (guint)op->label < p->labels->len
                         ? g_ptr_array_index(p->labels, op->label)
                         : NULL;
-  const char *layer = op->layer >= 0 && op->layer < s->model->n_layers
-                        ? s->model->layers[op->layer].name
-                        : NULL;
+  const StModel *model = p->job >= 0 && p->job < st_schedule_n_jobs(s)
+                           ? st_program_model(s, p)
+                           : s->model;
+  const char *layer =
+    op->layer >= 0 && op->layer < model->n_layers ? model->layers[op->layer].name : NULL;
   g_autoptr(GString) out = g_string_new(NULL);
   switch ((StOpKind)op->kind) {
   case ST_OP_COMP:

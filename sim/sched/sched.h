@@ -91,6 +91,7 @@ typedef struct {
   GArray *deps;      /* StDep */
   GArray *mem;       /* uint32_t buffer indices */
   GPtrArray *labels; /* char *, owned */
+  int32_t job;       /* whose layers op->layer indexes: 0 the main job, k schedule->jobs[k-1] */
   /* private: the op being built (st_program_begin .. st_program_commit) */
   StOp pending;
   gboolean building;
@@ -116,6 +117,7 @@ typedef struct {
 typedef struct {
   int32_t device;
   int32_t program;
+  int64_t start_ns; /* its first step begins this long after time 0 (a staggered start) */
 } StRank;
 
 /* Settings every strategy shares, recorded with the schedule for reports. */
@@ -129,6 +131,14 @@ typedef struct {
   int64_t global_batch;  /* samples per step over all ranks */
 } StSettings;
 
+/* A training job beside the main one: a background job multiplexed onto the
+ * same GPUs, with its own model and batch. */
+typedef struct {
+  char *name;
+  StModel *model;  /* owned */
+  StSettings settings;
+} StJob;
+
 /* A fact a strategy reports about itself ("zero_stage": 2). */
 typedef struct {
   char *key;
@@ -137,9 +147,10 @@ typedef struct {
 } StNote;
 
 typedef struct {
-  StModel *model;         /* owned */
+  StModel *model;         /* owned: the main job's model (job 0) */
   StCluster *cluster;     /* owned; `gpus` is the device count */
-  StSettings settings;
+  StSettings settings;    /* the main job's settings */
+  GPtrArray *jobs;        /* StJob *, owned: jobs 1, 2, ... beside the main one; often empty */
   int32_t steps;          /* times the programs run */
   int32_t n_devices;
   StDevice *devices;      /* [n_devices] */
@@ -168,6 +179,10 @@ int st_schedule_add_world(StSchedule *schedule, const char *name);
 int st_schedule_find_comm(const StSchedule *schedule, const char *name);
 /* Takes ownership; returns the program index. */
 int st_schedule_add_program(StSchedule *schedule, StProgram *program);
+/* Adds a job beside the main one; takes ownership of `model`, copies the
+ * settings' strings. Returns its index (1, 2, ...) for StProgram.job. */
+int st_schedule_add_job(StSchedule *schedule, const char *name, StModel *model,
+                        const StSettings *settings);
 void st_schedule_note_number(StSchedule *schedule, const char *key, double value);
 void st_schedule_note_text(StSchedule *schedule, const char *key, const char *text);
 
@@ -243,6 +258,32 @@ static inline const uint32_t *
 st_program_frees(const StProgram *p, const StOp *op)
 {
   return &g_array_index(p->mem, uint32_t, op->mem_first + op->n_alloc);
+}
+
+/* Jobs: 0 is the main one (schedule->model, ->settings). */
+static inline int
+st_schedule_n_jobs(const StSchedule *s)
+{
+  return 1 + (int)s->jobs->len;
+}
+
+static inline const StModel *
+st_schedule_job_model(const StSchedule *s, int job)
+{
+  return job == 0 ? s->model : ((const StJob *)g_ptr_array_index(s->jobs, job - 1))->model;
+}
+
+static inline const StSettings *
+st_schedule_job_settings(const StSchedule *s, int job)
+{
+  return job == 0 ? &s->settings : &((const StJob *)g_ptr_array_index(s->jobs, job - 1))->settings;
+}
+
+/* The model whose layers the ops of `p` index. */
+static inline const StModel *
+st_program_model(const StSchedule *s, const StProgram *p)
+{
+  return st_schedule_job_model(s, p->job);
 }
 
 /* The rank `rank` reaches through communicator `comm` at group index `peer`. */

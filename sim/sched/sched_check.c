@@ -134,9 +134,10 @@ op_problem(const StSchedule *s, const StProgram *p, uint32_t i)
   if (op->stream >= p->streams->len)
     return g_strdup_printf("stream %u is out of range (the program has %u streams)",
                            op->stream, p->streams->len);
-  if (op->layer < -1 || op->layer >= s->model->n_layers)
+  const StModel *model = st_program_model(s, p);
+  if (op->layer < -1 || op->layer >= model->n_layers)
     return g_strdup_printf("layer %d is out of range (the model has %d layers)", op->layer,
-                           s->model->n_layers);
+                           model->n_layers);
   if (op->label < -1 || op->label >= (int32_t)p->labels->len)
     return g_strdup_printf("label %d is out of range (the program has %u labels)", op->label,
                            p->labels->len);
@@ -324,6 +325,9 @@ check_program(Check *k, int pi, GError **error)
   if (p->building)
     return fail(error, "program '%s': an op is still being built (no st_program_commit)",
                 p->name);
+  if (p->job < 0 || p->job >= st_schedule_n_jobs(s))
+    return fail(error, "program '%s': job %d is out of range (the schedule has %d jobs)",
+                p->name, p->job, st_schedule_n_jobs(s));
   for (uint32_t i = 0; i < p->ops->len; i++) {
     g_autofree char *problem = op_problem(s, p, i);
     if (problem != NULL) {
@@ -593,6 +597,9 @@ st_schedule_check(const StSchedule *s, GError **error)
     else if (d < 0 || d >= s->n_devices)
       ok = fail(error, "rank %d: device %d does not exist (the schedule has %d devices)", r, d,
                 s->n_devices);
+    else if (s->ranks[r].start_ns < 0)
+      ok = fail(error, "rank %d: start %" G_GINT64_FORMAT " ns is negative", r,
+                s->ranks[r].start_ns);
     else if (k.prog[pi].first_rank < 0)
       k.prog[pi].first_rank = r;
   }

@@ -111,6 +111,8 @@ program_to_json(const StProgram *p)
 {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "name", p->name);
+  if (p->job != 0)
+    st_json_add_int(o, "job", p->job);
   cJSON *streams = cJSON_AddArrayToObject(o, "streams");
   for (guint i = 0; i < p->streams->len; i++) {
     const StStream *st = &g_array_index(p->streams, StStream, i);
@@ -139,11 +141,10 @@ program_to_json(const StProgram *p)
   return o;
 }
 
-static void
-add_rest_to_json(cJSON *root, const StSchedule *s)
+static cJSON *
+settings_to_json(const StSettings *st)
 {
-  const StSettings *st = &s->settings;
-  cJSON *o = cJSON_AddObjectToObject(root, "settings");
+  cJSON *o = cJSON_CreateObject();
   if (st->strategy != NULL)
     cJSON_AddStringToObject(o, "strategy", st->strategy);
   if (st->description != NULL)
@@ -153,6 +154,24 @@ add_rest_to_json(cJSON *root, const StSchedule *s)
   st_json_add_int(o, "micro_batch", st->micro_batch);
   st_json_add_int(o, "accumulation", st->accumulation);
   st_json_add_int(o, "global_batch", st->global_batch);
+  return o;
+}
+
+static void
+add_rest_to_json(cJSON *root, const StSchedule *s)
+{
+  cJSON_AddItemToObject(root, "settings", settings_to_json(&s->settings));
+  if (s->jobs->len > 0) {
+    cJSON *jobs = cJSON_AddArrayToObject(root, "jobs");
+    for (guint i = 0; i < s->jobs->len; i++) {
+      const StJob *j = g_ptr_array_index(s->jobs, i);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "name", j->name);
+      cJSON_AddItemToObject(o, "model", st_model_to_json(j->model));
+      cJSON_AddItemToObject(o, "settings", settings_to_json(&j->settings));
+      cJSON_AddItemToArray(jobs, o);
+    }
+  }
   st_json_add_int(root, "steps", s->steps);
   cJSON *notes = cJSON_AddObjectToObject(root, "notes");
   for (guint i = 0; i < s->notes->len; i++) {
@@ -186,6 +205,8 @@ st_schedule_to_json(const StSchedule *s)
     cJSON *o = cJSON_CreateObject();
     st_json_add_int(o, "device", s->ranks[r].device);
     st_json_add_int(o, "program", s->ranks[r].program);
+    if (s->ranks[r].start_ns != 0)
+      st_json_add_int(o, "start_ns", s->ranks[r].start_ns);
     cJSON_AddItemToArray(ranks, o);
   }
   cJSON *comms = cJSON_AddArrayToObject(root, "comms");

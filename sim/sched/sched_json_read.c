@@ -145,23 +145,52 @@ read_notes(const cJSON *obj, StSchedule *s, GError **error)
   return TRUE;
 }
 
+/* A job beside the main one: its name, model and settings. */
+static gboolean
+read_job(const cJSON *obj, int index, gpointer ctx, GError **error)
+{
+  static const char *const keys[] = {"name", "model", "settings", NULL};
+  StSchedule *s = ctx;
+  const char *name = NULL;
+  const cJSON *model_obj = NULL, *settings = NULL;
+  if (!expect_object(obj, keys, error) || !st_json_get_string(obj, "name", TRUE, &name, error) ||
+      !st_json_get_object(obj, "model", TRUE, &model_obj, error) ||
+      !st_json_get_object(obj, "settings", TRUE, &settings, error))
+    return FALSE;
+  StModel *model = st_model_from_json(model_obj, "model", error);
+  if (model == NULL)
+    return FALSE;
+  StSettings st = {0};
+  if (!read_settings(settings, &st, error)) {
+    st_model_free(model);
+    prefix_path(error, "settings");
+    return FALSE;
+  }
+  st_schedule_add_job(s, name, model, &st);
+  g_free(st.strategy);
+  g_free(st.description);
+  return TRUE;
+}
+
 /* Placement and program of each rank, read before st_schedule_new (which
  * only g_return_if_fail()s on a bad device). */
 typedef struct {
   int n_devices, n_programs;
   int32_t *device, *program;
+  int64_t *start_ns;
 } Ranks;
 
 static gboolean
 read_rank(const cJSON *item, int r, gpointer ctx, GError **error)
 {
-  static const char *const keys[] = {"device", "program", NULL};
+  static const char *const keys[] = {"device", "program", "start_ns", NULL};
   Ranks *rk = ctx;
   return expect_object(item, keys, error) &&
          get_index(item, "device", TRUE, rk->n_devices, "the cluster", "GPUs in use",
                    &rk->device[r], error) &&
          get_index(item, "program", TRUE, rk->n_programs, "the schedule", "programs",
-                   &rk->program[r], error);
+                   &rk->program[r], error) &&
+         st_json_get_int(item, "start_ns", FALSE, 0, INT64_MAX, &rk->start_ns[r], error);
 }
 
 static gboolean
@@ -327,8 +356,8 @@ read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
     gboolean required = (ST_OP_FIELDS[f].required & KIND_BIT(kind)) != 0;
     int32_t index = -1;
     if (ST_OP_FIELDS[f].index == INDEX_LAYER)
-      ok = get_index(obj, key, FALSE, ctx->s->model->n_layers, "the model", "layers", &index,
-                     error);
+      ok = get_index(obj, key, FALSE, st_program_model(ctx->s, ctx->p)->n_layers,
+                     "the job's model", "layers", &index, error);
     else if (ST_OP_FIELDS[f].index == INDEX_COMM)
       ok = get_index(obj, key, required, ctx->s->comms->len, "the schedule", "communicators",
                      &index, error);
@@ -440,17 +469,20 @@ read_op(const cJSON *obj, int index, gpointer data, GError **error)
 static gboolean
 read_program(const cJSON *obj, int index, gpointer ctx, GError **error)
 {
-  static const char *const keys[] = {"name", "streams", "buffers", "labels", "ops", NULL};
+  static const char *const keys[] = {"name", "job", "streams", "buffers", "labels", "ops", NULL};
   StSchedule *s = ctx;
   const char *name = NULL;
+  int32_t job = 0;
   const cJSON *streams = NULL, *buffers = NULL, *labels = NULL, *ops = NULL;
   if (!expect_object(obj, keys, error) || !st_json_get_string(obj, "name", TRUE, &name, error) ||
+      !get_index(obj, "job", FALSE, st_schedule_n_jobs(s), "the schedule", "jobs", &job, error) ||
       !st_json_get_array(obj, "streams", TRUE, &streams, error) ||
       !st_json_get_array(obj, "buffers", TRUE, &buffers, error) ||
       !st_json_get_array(obj, "labels", TRUE, &labels, error) ||
       !st_json_get_array(obj, "ops", TRUE, &ops, error))
     return FALSE;
   g_autoptr(StProgram) p = st_program_new(name);
+  p->job = job < 0 ? 0 : job;
   g_autoptr(GArray) refs = g_array_new(FALSE, FALSE, sizeof(Ref));
   Ops op_ctx = {s, p, (uint32_t)cJSON_GetArraySize(ops), refs};
   if (!read_each(streams, ".streams", read_stream, p, error) ||
@@ -474,7 +506,7 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   g_autoptr(StModel) model = model_in;
   g_autoptr(StCluster) cluster = cluster_in;
   const cJSON *settings = NULL, *notes = NULL, *devices = NULL, *ranks = NULL, *comms = NULL,
-              *programs = NULL;
+              *programs = NULL, *jobs = NULL;
   int64_t steps = 1;
   if (!st_json_get_object(root, "settings", TRUE, &settings, error) ||
       !st_json_get_int(root, "steps", TRUE, 1, G_MAXINT32, &steps, error) ||
@@ -482,7 +514,8 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
       !st_json_get_array(root, "devices", TRUE, &devices, error) ||
       !st_json_get_array(root, "ranks", TRUE, &ranks, error) ||
       !st_json_get_array(root, "comms", TRUE, &comms, error) ||
-      !st_json_get_array(root, "programs", TRUE, &programs, error))
+      !st_json_get_array(root, "programs", TRUE, &programs, error) ||
+      !st_json_get_array(root, "jobs", FALSE, &jobs, error))
     return NULL;
   int n_ranks = cJSON_GetArraySize(ranks);
   if (cluster->gpus <= 0 || cluster->gpus_per_node <= 0) {
@@ -500,14 +533,17 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   }
   g_autofree int32_t *device = g_new0(int32_t, n_ranks);
   g_autofree int32_t *program = g_new0(int32_t, n_ranks);
-  Ranks rk = {cluster->gpus, cJSON_GetArraySize(programs), device, program};
+  g_autofree int64_t *start_ns = g_new0(int64_t, n_ranks);
+  Ranks rk = {cluster->gpus, cJSON_GetArraySize(programs), device, program, start_ns};
   if (!read_each(ranks, "ranks", read_rank, &rk, error))
     return NULL;
 
   g_autoptr(StSchedule) s = st_schedule_new(g_steal_pointer(&model),
                                             g_steal_pointer(&cluster), n_ranks, device);
-  for (int r = 0; r < n_ranks; r++)
+  for (int r = 0; r < n_ranks; r++) {
     s->ranks[r].program = program[r];
+    s->ranks[r].start_ns = start_ns[r];
+  }
   s->steps = (int32_t)steps;
   if (!read_settings(settings, &s->settings, error)) {
     prefix_path(error, "settings");
@@ -517,7 +553,8 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
     prefix_path(error, "notes");
     return NULL;
   }
-  if (!read_each(devices, "devices", read_device, s, error) ||
+  if ((jobs != NULL && !read_each(jobs, "jobs", read_job, s, error)) ||
+      !read_each(devices, "devices", read_device, s, error) ||
       !read_each(comms, "comms", read_comm, s, error) ||
       !read_each(programs, "programs", read_program, s, error))
     return NULL;
@@ -529,7 +566,7 @@ st_schedule_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "model",  "cluster", "settings",
                                      "steps",  "notes",   "devices", "ranks",  "comms",
-                                     "programs", NULL};
+                                     "programs", "jobs", NULL};
   g_return_val_if_fail(root != NULL, NULL);
   if (origin == NULL)
     origin = "<schedule>";
