@@ -31,7 +31,7 @@ on_table_option(const char *option_name, const char *value, gpointer data, GErro
   StCliShared *sh = data;
   g_autoptr(GError) local = NULL;
   const char *name = g_str_has_prefix(option_name, "--") ? option_name + 2 : option_name;
-  if (!st_options_set(&sh->options, name, value, &local))
+  if (!st_options_set(&sh->options, name, value != NULL ? value : "true", &local))
     return st_cli_usage_error(error, "%s", local->message);
   return TRUE;
 }
@@ -61,8 +61,9 @@ st_cli_shared_group(StCliShared *sh)
   memcpy(sh->entries, paths, sizeof paths);
   GOptionEntry *e = sh->entries + G_N_ELEMENTS(paths);
   for (const StOptionSpec *spec = st_option_specs(); spec->name != NULL; spec++, e++)
-    *e = (GOptionEntry){spec->name, 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_table_option,
-                        spec->help, spec->arg};
+    *e = (GOptionEntry){spec->name, 0, spec->type == ST_OPT_FLAG ? G_OPTION_FLAG_NO_ARG : 0,
+                        G_OPTION_ARG_CALLBACK, (gpointer)on_table_option, spec->help,
+                        spec->type == ST_OPT_FLAG ? NULL : spec->arg};
   GOptionGroup *group =
     g_option_group_new("shared", "Options shared by sim, schedule, run, validate and plan:",
                        "Show the shared options", sh, NULL);

@@ -32,19 +32,24 @@ step_ends(StSummary *sum, const StTimeline *t)
   for (int k = 1; k < sum->steps; k++)
     if (sum->step_end_ns[k] < sum->step_end_ns[k - 1])
       sum->step_end_ns[k] = sum->step_end_ns[k - 1];
-  sum->warmup_steps = sum->steps > 1 ? 1 : 0;
-  if (sum->steps > 1)
-    sum->step_time_ns = (sum->step_end_ns[sum->steps - 1] - sum->step_end_ns[0]) /
-                        (sum->steps - 1);
+  /* The schedule may say how many steps its warm-up takes (cyclic DP fills
+   * its pipeline of staggered workers); at least one step stays steady. */
+  int declared = t->schedule->warmup_steps;
+  sum->warmup_steps = declared >= 0 ? declared : sum->steps > 1 ? 1 : 0;
+  sum->warmup_steps = MIN(sum->warmup_steps, MAX(sum->steps - 1, 0));
+  int w = sum->warmup_steps;
+  if (w > 0)
+    sum->step_time_ns = (sum->step_end_ns[sum->steps - 1] - sum->step_end_ns[w - 1]) /
+                        (sum->steps - w);
   else
-    sum->step_time_ns = sum->step_end_ns[0];
+    sum->step_time_ns = sum->step_end_ns[sum->steps - 1] / MAX(sum->steps, 1);
 }
 
 static Window
 steady_window(const StSummary *sum)
 {
-  if (sum->steps > 1)
-    return (Window){sum->step_end_ns[0], sum->step_end_ns[sum->steps - 1]};
+  if (sum->warmup_steps > 0)
+    return (Window){sum->step_end_ns[sum->warmup_steps - 1], sum->step_end_ns[sum->steps - 1]};
   return (Window){0, sum->makespan_ns};
 }
 

@@ -21,8 +21,13 @@ worst_device(const StSummary *sum)
 static char *
 steps_note(const StSummary *sum)
 {
-  if (sum->steps > 1)
+  int w = sum->warmup_steps;
+  if (w == 1)
     return g_strdup_printf("mean of steps 2-%d; step 1 is warm-up", sum->steps);
+  if (w > 1)
+    return g_strdup_printf("mean of steps %d-%d; steps 1-%d are warm-up", w + 1, sum->steps, w);
+  if (sum->steps > 1)
+    return g_strdup_printf("mean of all %d steps, including the start", sum->steps);
   return g_strdup("one step, including its start");
 }
 

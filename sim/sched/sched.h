@@ -152,6 +152,8 @@ typedef struct {
   StSettings settings;    /* the main job's settings */
   GPtrArray *jobs;        /* StJob *, owned: jobs 1, 2, ... beside the main one; often empty */
   int32_t steps;          /* times the programs run */
+  int32_t warmup_steps;   /* steps before the steady state, left out of the step time;
+                             -1 (default): the first, when there are several */
   int32_t n_devices;
   StDevice *devices;      /* [n_devices] */
   int32_t n_ranks;

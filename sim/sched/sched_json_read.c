@@ -507,9 +507,10 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   g_autoptr(StCluster) cluster = cluster_in;
   const cJSON *settings = NULL, *notes = NULL, *devices = NULL, *ranks = NULL, *comms = NULL,
               *programs = NULL, *jobs = NULL;
-  int64_t steps = 1;
+  int64_t steps = 1, warmup = -1;
   if (!st_json_get_object(root, "settings", TRUE, &settings, error) ||
       !st_json_get_int(root, "steps", TRUE, 1, G_MAXINT32, &steps, error) ||
+      !st_json_get_int(root, "warmup_steps", FALSE, 0, G_MAXINT32, &warmup, error) ||
       !st_json_get_object(root, "notes", FALSE, &notes, error) ||
       !st_json_get_array(root, "devices", TRUE, &devices, error) ||
       !st_json_get_array(root, "ranks", TRUE, &ranks, error) ||
@@ -545,6 +546,7 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
     s->ranks[r].start_ns = start_ns[r];
   }
   s->steps = (int32_t)steps;
+  s->warmup_steps = (int32_t)warmup;
   if (!read_settings(settings, &s->settings, error)) {
     prefix_path(error, "settings");
     return NULL;
@@ -566,7 +568,7 @@ st_schedule_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "model",  "cluster", "settings",
                                      "steps",  "notes",   "devices", "ranks",  "comms",
-                                     "programs", "jobs", NULL};
+                                     "programs", "jobs", "warmup_steps", NULL};
   g_return_val_if_fail(root != NULL, NULL);
   if (origin == NULL)
     origin = "<schedule>";

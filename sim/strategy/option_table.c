@@ -50,7 +50,8 @@ static const StOptionSpec SPECS[] = {
    "Gradient bucket size, bytes or with a unit such as 25MiB; 0 = one bucket per layer "
    "(default: 25MiB)"},
   {"zero-stage", ST_OPT_INT, F(zero_stage), 1, 3, NULL, NULL, "1|2|3",
-   "ZeRO stage: 1 optimizer states, 2 + gradients, 3 + parameters sharded (default: 1)"},
+   "ZeRO stage: 1 optimizer states, 2 + gradients, 3 + parameters sharded (zero's default: "
+   "1; other strategies shard only when it is given)"},
   {"prefetch", ST_OPT_INT, F(prefetch), 0, 1e4, NULL, NULL, "N",
    "ZeRO-3: parameter gathers issued ahead of the layer that needs them (default: 1)"},
   {"comm-algo", ST_OPT_STRING, F(comm_algo), 0, 0, NULL, check_comm_algo, "NAME",
@@ -149,6 +150,17 @@ st_options_set(StOptions *o, const char *name, const char *value, GError **error
       }
     }
     return invalid(error, spec, value, "must be one of %s", spec->arg);
+  case ST_OPT_FLAG: {
+    static const char *const yes[] = {"true", "on", "1", NULL}, *const no[] = {"false", "off", "0", NULL};
+    gboolean *flag = (gboolean *)(void *)field;
+    if (g_strv_contains(yes, value))
+      *flag = TRUE;
+    else if (g_strv_contains(no, value))
+      *flag = FALSE;
+    else
+      return invalid(error, spec, value, "must be true or false");
+    return TRUE;
+  }
   case ST_OPT_STRING: {
     g_autoptr(GError) local = NULL;
     if (spec->check != NULL && !spec->check(value, &local))
@@ -180,6 +192,8 @@ st_options_get(const StOptions *o, const char *name)
     return g_strdup(spec->choices[*(const int *)(const void *)field]);
   case ST_OPT_STRING:
     return g_strdup(*(char *const *)(const void *)field);
+  case ST_OPT_FLAG:
+    return g_strdup(*(const gboolean *)(const void *)field ? "true" : "false");
   }
   g_return_val_if_reached(NULL);
 }

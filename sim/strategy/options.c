@@ -14,7 +14,7 @@ st_options_init(StOptions *o)
     .optimizer = ST_OPTIMIZER_ADAM,
     .precision = ST_PRECISION_FP32,
     .bucket_bytes = 25 * 1024 * 1024,
-    .zero_stage = 1,
+    .zero_stage = 0,
     .prefetch = 1,
     .comm_algo = g_strdup("auto"),
   };
@@ -54,7 +54,7 @@ st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
     return bad(error, "--ranks, --micro-batch, --global-batch and --steps must be positive");
   if (o->bucket_bytes < 0)
     return bad(error, "--bucket-bytes cannot be negative");
-  if (o->zero_stage < 1 || o->zero_stage > 3)
+  if (o->zero_stage < 0 || o->zero_stage > 3)
     return bad(error, "--zero-stage %d: must be 1, 2 or 3", o->zero_stage);
   if (o->prefetch < 0)
     return bad(error, "--prefetch %d: must be 0 or more", o->prefetch);

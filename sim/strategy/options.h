@@ -31,7 +31,7 @@ typedef struct {
   StOptimizer optimizer;
   StPrecision precision;
   int64_t bucket_bytes; /* --bucket-bytes: gradient bucket size; 0 = one bucket per layer */
-  int zero_stage;       /* --zero-stage: 1, 2 or 3 (strategy zero) */
+  int zero_stage;       /* --zero-stage: 1, 2 or 3; 0 = not given (zero then uses 1) */
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
   char *comm_algo;      /* --comm-algo: auto, ring, tree, hierarchical */
   /* Derived by st_options_resolve(): */
@@ -39,7 +39,7 @@ typedef struct {
 } StOptions;
 
 /* Defaults: micro-batch 32, one step, adam, fp32, 25 MiB buckets (PyTorch
- * DDP's default), ZeRO stage 1 with prefetch 1, comm algorithm auto. */
+ * DDP's default), no ZeRO stage given, prefetch 1, comm algorithm auto. */
 void st_options_init(StOptions *options);
 void st_options_clear(StOptions *options);
 void st_options_copy(StOptions *dst, const StOptions *src);
@@ -59,6 +59,8 @@ typedef enum {
   ST_OPT_DOUBLE,  /* double */
   ST_OPT_CHOICE,  /* int: the index of the value in `choices` (an enum in that order) */
   ST_OPT_STRING,  /* char *, owned; `check` may restrict the values */
+  ST_OPT_FLAG,    /* gboolean: given alone on the command line ("--model-parallel"); by
+                     name: true, false, on, off, 1, 0 */
 } StOptionType;
 
 typedef struct {

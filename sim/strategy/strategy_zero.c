@@ -131,7 +131,7 @@ build(const StStrategyInput *in, GError **error)
   g_autoptr(GArray) gathered = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   Zero z = {
     .frame = &frame,
-    .stage = o->zero_stage,
+    .stage = o->zero_stage > 0 ? o->zero_stage : 1,
     .buckets = (const StBucket *)buckets->data,
     .n_buckets = (int)buckets->len,
     .last_micro = o->accumulation - 1,
