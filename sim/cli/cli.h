@@ -45,6 +45,7 @@ typedef struct {
   StOptions options;  /* set through the option table (strategy/options.h) */
   gboolean no_fold;   /* --no-fold (sim, plan) */
   GOptionEntry *entries; /* built from the option table, owned */
+  GPtrArray *given;   /* "name", "value" pairs in command-line order, owned */
 } StCliShared;
 
 void st_cli_shared_init(StCliShared *shared);
@@ -54,8 +55,19 @@ void st_cli_shared_clear(StCliShared *shared);
  * `shared`; a bad value is a usage error. */
 GOptionGroup *st_cli_shared_group(StCliShared *shared);
 
-/* What the shared options point at, loaded: the model, the cluster resized by
- * --nodes / --gpus, and the profile (NULL without --profile). */
+/* The options of run `index` of `n` side-by-side runs: a numeric or choice
+ * option given as a comma list of n values ("--sparsity 0,0.9" with two
+ * strategies) gives run i its i-th value; any other value applies to all.
+ * `out` is initialized here; clear it with st_options_clear. */
+gboolean st_cli_options_for(const StCliShared *shared, int index, int n, StOptions *out,
+                            GError **error);
+
+/* The per-run values of run `index` ("zero-stage2-sparsity0.9"), or NULL when
+ * no option was given per run. Transfer full. */
+char *st_cli_run_label(const StCliShared *shared, int index, int n);
+
+/* What the shared options point at, loaded: the model, the cluster as in its
+ * file, and the profile (NULL without --profile). */
 typedef struct {
   StModel *model;
   StCluster *cluster;
@@ -64,6 +76,10 @@ typedef struct {
 
 gboolean st_cli_load_inputs(const StCliShared *shared, StCliInputs *inputs, GError **error);
 void st_cli_inputs_clear(StCliInputs *inputs);
+
+/* The cluster resized by a run's --nodes / --gpus. Transfer full. */
+StCluster *st_cli_cluster_for(const StCliShared *shared, const StCliInputs *inputs,
+                              const StOptions *options, GError **error);
 
 /* The --strategy list (default "dp"), every name checked. Transfer full. */
 char **st_cli_strategy_names(const StCliShared *shared, GError **error);

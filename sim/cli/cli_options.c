@@ -21,18 +21,95 @@ st_cli_shared_clear(StCliShared *sh)
   g_free(sh->strategy);
   g_free(sh->out);
   g_free(sh->entries);
+  if (sh->given != NULL)
+    g_ptr_array_unref(sh->given);
   st_options_clear(&sh->options);
 }
 
-/* Every table option arrives here ("--zero-stage", "2"). */
+/* Whether a comma in this option's value separates per-run values. */
+static gboolean
+splits_per_run(const StOptionSpec *spec)
+{
+  return spec->type != ST_OPT_STRING;
+}
+
+/* The value run `index` of `n` takes from `value`. Transfer full. */
+static char *
+value_for_run(const StOptionSpec *spec, const char *value, int index, int n)
+{
+  if (!splits_per_run(spec) || strchr(value, ',') == NULL)
+    return g_strdup(value);
+  g_auto(GStrv) items = g_strsplit(value, ",", -1);
+  if ((int)g_strv_length(items) != n)
+    return NULL;
+  return g_strdup(g_strstrip(items[index]));
+}
+
+char *
+st_cli_run_label(const StCliShared *sh, int index, int n)
+{
+  g_autoptr(GString) label = g_string_new(NULL);
+  for (guint i = 0; sh->given != NULL && i + 1 < sh->given->len; i += 2) {
+    const char *name = g_ptr_array_index(sh->given, i);
+    const char *value = g_ptr_array_index(sh->given, i + 1);
+    if (!splits_per_run(st_option_find(name)) || strchr(value, ',') == NULL)
+      continue;
+    g_autofree char *mine = value_for_run(st_option_find(name), value, index, n);
+    if (mine != NULL)
+      g_string_append_printf(label, "%s%s%s", label->len ? "-" : "", name, mine);
+  }
+  return label->len ? g_string_free(g_steal_pointer(&label), FALSE) : NULL;
+}
+
+gboolean
+st_cli_options_for(const StCliShared *sh, int index, int n, StOptions *out, GError **error)
+{
+  st_options_init(out);
+  for (guint i = 0; sh->given != NULL && i + 1 < sh->given->len; i += 2) {
+    const char *name = g_ptr_array_index(sh->given, i);
+    const char *value = g_ptr_array_index(sh->given, i + 1);
+    const StOptionSpec *spec = st_option_find(name);
+    g_autofree char *mine = value_for_run(spec, value, index, n);
+    if (mine == NULL) {
+      st_options_clear(out);
+      return st_cli_usage_error(error,
+                                "--%s %s: a comma list gives one value per strategy, and "
+                                "%d strategies run",
+                                name, value, n);
+    }
+    g_autoptr(GError) local = NULL;
+    if (!st_options_set(out, name, mine, &local)) {
+      st_options_clear(out);
+      return st_cli_usage_error(error, "%s", local->message);
+    }
+  }
+  return TRUE;
+}
+
+/* Every table option arrives here ("--zero-stage", "2"): each value (each
+ * item of a per-run comma list) is checked now, and the text kept for
+ * st_cli_options_for. sh->options takes the value too (the first item). */
 static gboolean
 on_table_option(const char *option_name, const char *value, gpointer data, GError **error)
 {
   StCliShared *sh = data;
-  g_autoptr(GError) local = NULL;
   const char *name = g_str_has_prefix(option_name, "--") ? option_name + 2 : option_name;
-  if (!st_options_set(&sh->options, name, value != NULL ? value : "true", &local))
-    return st_cli_usage_error(error, "%s", local->message);
+  const StOptionSpec *spec = st_option_find(name);
+  const char *text = value != NULL ? value : "true";
+  char *whole[] = {(char *)text, NULL};
+  g_auto(GStrv) items = splits_per_run(spec) ? g_strsplit(text, ",", -1) : g_strdupv(whole);
+  for (int i = 0; items[i] != NULL; i++) {
+    g_autoptr(GError) local = NULL;
+    g_strstrip(items[i]);
+    if (!st_options_set(&sh->options, name, items[i], &local))
+      return st_cli_usage_error(error, "%s", local->message);
+  }
+  if (items[0] != NULL && !st_options_set(&sh->options, name, items[0], NULL))
+    return FALSE;
+  if (sh->given == NULL)
+    sh->given = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(sh->given, g_strdup(name));
+  g_ptr_array_add(sh->given, g_strdup(text));
   return TRUE;
 }
 
@@ -85,10 +162,6 @@ st_cli_load_inputs(const StCliShared *sh, StCliInputs *in, GError **error)
   in->cluster = st_cluster_load(sh->cluster, error);
   if (in->cluster == NULL)
     return FALSE;
-  if (!st_cluster_resize(in->cluster, sh->options.nodes, sh->options.gpus, error)) {
-    g_prefix_error(error, "%s: ", sh->cluster);
-    return FALSE;
-  }
   if (sh->profile != NULL) {
     in->profile = st_profile_load(sh->profile, error);
     if (in->profile == NULL)
@@ -122,4 +195,16 @@ st_cli_strategy_names(const StCliShared *sh, GError **error)
     }
   }
   return g_steal_pointer(&names);
+}
+
+StCluster *
+st_cli_cluster_for(const StCliShared *sh, const StCliInputs *in, const StOptions *options,
+                   GError **error)
+{
+  g_autoptr(StCluster) c = st_cluster_copy(in->cluster);
+  if (!st_cluster_resize(c, options->nodes, options->gpus, error)) {
+    g_prefix_error(error, "%s: ", sh->cluster);
+    return NULL;
+  }
+  return g_steal_pointer(&c);
 }

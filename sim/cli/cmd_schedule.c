@@ -66,10 +66,16 @@ run(int argc, char **argv, GError **error)
     if (ok && sh.out == NULL)
       ok = st_cli_usage_error(error, "--out FILE is required");
     ok = ok && st_cli_load_inputs(&sh, &in, error);
-    if (ok) {
-      schedule = st_strategy_build(st_strategy_find(names[0]), in.model, in.cluster, in.profile,
-                                   &sh.options, error);
+    StOptions options;
+    if (ok && st_cli_options_for(&sh, 0, 1, &options, error)) {
+      g_autoptr(StCluster) cluster = st_cli_cluster_for(&sh, &in, &options, error);
+      if (cluster != NULL)
+        schedule = st_strategy_build(st_strategy_find(names[0]), in.model, cluster,
+                                     in.profile, &options, error);
       ok = schedule != NULL && st_schedule_save(schedule, sh.out, error);
+      st_options_clear(&options);
+    } else {
+      ok = FALSE;
     }
     if (ok)
       describe(schedule, sh.out);

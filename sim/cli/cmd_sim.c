@@ -76,6 +76,16 @@ unique_name(GPtrArray *runs, const char *base)
   }
 }
 
+/* Whether names[i] appears elsewhere in the list. */
+static gboolean
+repeated(char **names, guint i)
+{
+  for (guint j = 0; names[j] != NULL; j++)
+    if (j != i && strcmp(names[j], names[i]) == 0)
+      return TRUE;
+  return FALSE;
+}
+
 static gboolean
 build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
 {
@@ -87,16 +97,27 @@ build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
   guint n = g_strv_length(names);
   for (guint i = 0; i < n; i++) {
     const StStrategy *strategy = st_strategy_find(names[i]);
-    fprintf(stderr, "[%u/%u] %s: building the schedule for %s on %d x %s\n", i + 1, n,
-            names[i], in->model->name, in->cluster->gpus, in->cluster->gpu.name);
-    Run *run = g_new0(Run, 1);
-    run->name = unique_name(runs, names[i]);
-    g_ptr_array_add(runs, run);
-    run->schedule =
-      st_strategy_build(strategy, in->model, in->cluster, in->profile, &sh->options, error);
-    if (run->schedule == NULL)
+    StOptions options;
+    if (!st_cli_options_for(sh, (int)i, (int)n, &options, error))
       return FALSE;
-    if (!simulate(run, in->profile, &sh->options, sh->no_fold, error))
+    g_autoptr(StCluster) cluster = st_cli_cluster_for(sh, in, &options, error);
+    gboolean ok = cluster != NULL;
+    if (ok) {
+      fprintf(stderr, "[%u/%u] %s: building the schedule for %s on %d x %s\n", i + 1, n,
+              names[i], in->model->name, cluster->gpus, cluster->gpu.name);
+      Run *run = g_new0(Run, 1);
+      /* A strategy that runs more than once is named by its per-run values. */
+      g_autofree char *label = repeated(names, i) ? st_cli_run_label(sh, (int)i, (int)n) : NULL;
+      g_autofree char *base =
+        label != NULL ? g_strdup_printf("%s-%s", names[i], label) : g_strdup(names[i]);
+      run->name = unique_name(runs, base);
+      g_ptr_array_add(runs, run);
+      run->schedule =
+        st_strategy_build(strategy, in->model, cluster, in->profile, &options, error);
+      ok = run->schedule != NULL && simulate(run, in->profile, &options, sh->no_fold, error);
+    }
+    st_options_clear(&options);
+    if (!ok)
       return FALSE;
   }
   return TRUE;
