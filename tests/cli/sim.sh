@@ -31,6 +31,14 @@ expect 2 "bucket" $STAGGER sim --model $M --cluster $C --bucket-bytes 25XB
 expect 2 "Unknown option" $STAGGER sim --model $M --cluster $C --bogus
 expect 2 "precision" $STAGGER sim --model $M --cluster $C --precision fp8
 
+expect 2 "one value per strategy" $STAGGER sim --model $M --cluster $C --strategy zero,zero --zero-stage 1,2,3
+
+# Per-strategy values: a comma list on a numeric option gives each run its own.
+$STAGGER sim --model $M --cluster $C --gpus 4 --strategy zero,zero --zero-stage 1,3 \
+  --out "$tmp/per" >"$tmp/table" 2>/dev/null
+grep -q "zero-zero-stage1 *zero-zero-stage3" "$tmp/table" || fail "per-run names missing"
+grep -q '"zero_stage":[[:space:]]*3' "$tmp/per/zero-zero-stage3/report.json" || fail "run 2 is not stage 3"
+
 # Bad files: the message names the file and the key.
 expect 1 "malformed.json:2:.*ends before" $STAGGER sim --model $SRC/tests/data/cli/malformed.json --cluster $C
 expect 1 "negative.json.*out_features" $STAGGER sim --model $SRC/tests/data/cli/negative.json --cluster $C
