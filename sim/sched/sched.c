@@ -513,5 +513,7 @@ st_op_describe(const StSchedule *s, const StProgram *p, uint32_t index)
     g_string_append_printf(out, " %s", layer);
   if (op->micro >= 0)
     g_string_append_printf(out, " m%d", op->micro);
+  if (op->version > 0)
+    g_string_append_printf(out, " (params v-%d)", op->version);
   return g_string_free(g_steal_pointer(&out), FALSE);
 }

@@ -74,6 +74,8 @@ typedef struct {
   int32_t peer;     /* SEND/RECV: the peer's index in this rank's group */
   int32_t tag;      /* SEND/RECV: pairs in order per (sender, receiver, tag) */
   int32_t label;    /* index in the program's labels (a bucket's name), -1 when none */
+  int32_t version;  /* parameters a pass reads: 0 the current ones, k those of k steps ago
+                       (delayed update rules, as cyclic DP's) */
   int64_t bytes;    /* COLL: full buffer; SEND/RECV/COPY: payload; elementwise COMP: traffic */
   int64_t elems;    /* optim / compress / expand: elements */
   uint32_t dep_first; /* deps[dep_first .. dep_first + n_deps) */

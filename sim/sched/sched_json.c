@@ -26,6 +26,7 @@ const StOpField ST_OP_FIELDS[ST_N_OP_FIELDS] = {
   {"peer", offsetof(StOp, peer), FALSE, -1, 0, INDEX_NONE, P2P_KINDS},
   {"tag", offsetof(StOp, tag), FALSE, -1, G_MININT32, INDEX_NONE, 0},
   {"label", offsetof(StOp, label), FALSE, -1, 0, INDEX_LABEL, 0},
+  {"version", offsetof(StOp, version), FALSE, 0, 0, INDEX_NONE, 0},
   {"elems", offsetof(StOp, elems), TRUE, 0, 0, INDEX_NONE, 0},
   {"bytes", offsetof(StOp, bytes), TRUE, 0, 0, INDEX_NONE, 0},
 };
