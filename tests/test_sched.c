@@ -345,6 +345,11 @@ test_json_jobs_and_starts(void)
   StProgram *p = g_ptr_array_index(s->programs, 1);
   p->job = job;
   s->ranks[3].start_ns = 12345;
+  /* What buffers hold and ops move round-trips too. */
+  StProgram *p0 = g_ptr_array_index(s->programs, 0);
+  st_program_buffer_holds(p0, 0, ST_DATA_PARAMS_SHARD, 0, 1, -1, 4);
+  g_array_index(p0->ops, StOp, 0).data = ST_DATA_OUTPUT;
+  g_array_index(p0->ops, StOp, 0).layer_last = 0;
   g_autoptr(GError) error = NULL;
   g_assert_true(st_schedule_check(s, &error));
   g_autoptr(cJSON) root = st_schedule_to_json(s);
@@ -354,6 +359,12 @@ test_json_jobs_and_starts(void)
   g_assert_cmpint(((StProgram *)g_ptr_array_index(back->programs, 1))->job, ==, 1);
   g_assert_cmpint(back->ranks[3].start_ns, ==, 12345);
   g_assert_cmpint(st_schedule_job_settings(back, 1)->global_batch, ==, 16);
+  const StProgram *b0 = g_ptr_array_index(back->programs, 0);
+  const StBuffer *buf = &g_array_index(b0->buffers, StBuffer, 0);
+  g_assert_cmpint(buf->data, ==, ST_DATA_PARAMS_SHARD);
+  g_assert_cmpint(buf->layer_last, ==, 1);
+  g_assert_cmpint(buf->parts, ==, 4);
+  g_assert_cmpint(st_program_op(b0, 0)->data, ==, ST_DATA_OUTPUT);
   g_autofree char *text = print(s);
   g_autofree char *again = print(back);
   g_assert_cmpstr(text, ==, again);

@@ -21,6 +21,9 @@ static const char *const SOURCE[] = {"none",       "profiled",     "interpolated
                                      "alpha_beta", "link_profile", "measured",     NULL};
 static const char *const LINK[] = {"intra_node", "inter_node", "pcie", "local", NULL};
 static const char *const OPTIMIZER[] = {"sgd", "adam", NULL};
+static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  "grads_shard",
+                                   "optim", "optim_shard", "acts", "output", "input_grad",
+                                   NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", NULL};
 
 static const char *
@@ -68,6 +71,7 @@ NAME_AND_PARSE(cost_source, StCostSource, SOURCE, 1, ST_SRC_N, "cost source")
 NAME_AND_PARSE(link, StLinkClass, LINK, 0, ST_LINK_N, "link class")
 NAME_AND_PARSE(optimizer, StOptimizer, OPTIMIZER, 0, ST_OPTIMIZER_N, "optimizer")
 NAME_AND_PARSE(precision, StPrecision, PRECISION, 0, ST_PRECISION_N, "precision")
+NAME_AND_PARSE(data, StData, DATA, 0, ST_DATA_N, "data kind")
 
 int
 st_dtype_bytes(StDtype d)

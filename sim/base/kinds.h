@@ -95,6 +95,23 @@ typedef enum {
   ST_LINK_N,
 } StLinkClass;
 
+/* What data a buffer holds, or a communication op moves, over a range of
+ * layers: what the executor needs to run a schedule's math. The simulator
+ * only moves bytes and ignores it. */
+typedef enum {
+  ST_DATA_NONE = 0,     /* opaque: allocated and freed, never read */
+  ST_DATA_PARAMS,       /* weights of the layers, whole */
+  ST_DATA_PARAMS_SHARD, /* this rank's slices of the weights */
+  ST_DATA_GRADS,        /* weight gradients, whole */
+  ST_DATA_GRADS_SHARD,  /* this rank's slices of the gradients */
+  ST_DATA_OPTIM,        /* optimizer states (and fp32 master weights), whole */
+  ST_DATA_OPTIM_SHARD,  /* this rank's slices of them */
+  ST_DATA_ACTS,         /* what a layer keeps from forward for backward */
+  ST_DATA_OUTPUT,       /* a layer's output (the next layer's input) */
+  ST_DATA_INPUT_GRAD,   /* the gradient of a layer's input */
+  ST_DATA_N,
+} StData;
+
 typedef enum {
   ST_OPTIMIZER_SGD = 0, /* with momentum: one fp32 state per parameter */
   ST_OPTIMIZER_ADAM,    /* AdamW: two fp32 states per parameter */
@@ -117,6 +134,7 @@ const char *st_mem_name(StMemCategory c);
 const char *st_cost_source_name(StCostSource s);
 const char *st_link_name(StLinkClass l);
 const char *st_optimizer_name(StOptimizer o);
+const char *st_data_name(StData d);
 const char *st_precision_name(StPrecision p);
 
 /* Strict parsers: exact spellings of the name tables; errors list them. */
@@ -129,6 +147,7 @@ gboolean st_mem_parse(const char *text, StMemCategory *out, GError **error);
 gboolean st_cost_source_parse(const char *text, StCostSource *out, GError **error);
 gboolean st_link_parse(const char *text, StLinkClass *out, GError **error);
 gboolean st_optimizer_parse(const char *text, StOptimizer *out, GError **error);
+gboolean st_data_parse(const char *text, StData *out, GError **error);
 gboolean st_precision_parse(const char *text, StPrecision *out, GError **error);
 
 /* nccl-tests' bus bandwidth factor: busbw = algbw * factor(n ranks). */

@@ -76,9 +76,24 @@ st_program_add_buffer(StProgram *p, const char *name, StMemCategory category, in
 {
   g_return_val_if_fail(category >= 0 && category < ST_MEM_N, 0);
   g_return_val_if_fail(bytes >= 0, 0);
-  StBuffer b = {g_strdup(name), (uint8_t)category, persistent ? 1 : 0, bytes};
+  StBuffer b = {g_strdup(name), (uint8_t)category, persistent ? 1 : 0, bytes,
+                ST_DATA_NONE,         -1,          -1, -1, 1};
   g_array_append_val(p->buffers, b);
   return p->buffers->len - 1;
+}
+
+void
+st_program_buffer_holds(StProgram *p, uint32_t buffer, StData data, int layer, int layer_last,
+                        int micro, int parts)
+{
+  g_return_if_fail(buffer < p->buffers->len && data < ST_DATA_N && parts >= 1);
+  g_return_if_fail(layer <= layer_last);
+  StBuffer *b = &g_array_index(p->buffers, StBuffer, buffer);
+  b->data = (uint8_t)data;
+  b->layer = layer;
+  b->layer_last = layer_last;
+  b->micro = micro;
+  b->parts = parts;
 }
 
 int32_t
@@ -109,6 +124,7 @@ op_none(StOpKind kind, int sub, int stream)
     .peer = -1,
     .tag = -1,
     .label = -1,
+    .layer_last = -1,
   };
 }
 
@@ -166,6 +182,15 @@ st_op_copy(int stream, StCopyKind kind, int64_t bytes)
   StOp op = op_none(ST_OP_COPY, kind, stream);
   op.bytes = bytes;
   return op;
+}
+
+void
+st_op_moves(StOp *op, StData data, int layer, int layer_last)
+{
+  g_return_if_fail(data < ST_DATA_N && layer <= layer_last);
+  op->data = (uint8_t)data;
+  op->layer = layer;
+  op->layer_last = layer_last;
 }
 
 /* ---- building one op ----------------------------------------------------- */

@@ -56,6 +56,11 @@ typedef struct {
   uint8_t category;   /* StMemCategory */
   uint8_t persistent; /* allocated before the first step, never freed */
   int64_t bytes;
+  /* What it holds, for the executor (st_program_buffer_holds): `data` of
+   * layers [layer, layer_last] (micro-batch `micro` for activations), cut
+   * into `parts` equal slices per layer when sharded (1: whole). */
+  uint8_t data;       /* StData; ST_DATA_NONE: opaque */
+  int32_t layer, layer_last, micro, parts;
 } StBuffer;
 
 typedef struct {
@@ -76,6 +81,8 @@ typedef struct {
   int32_t label;    /* index in the program's labels (a bucket's name), -1 when none */
   int32_t version;  /* parameters a pass reads: 0 the current ones, k those of k steps ago
                        (delayed update rules, as cyclic DP's) */
+  uint8_t data;     /* COMM/COPY: what moves (StData), of layers [layer, layer_last] */
+  int32_t layer_last; /* with `layer`, -1 when none */
   int64_t bytes;    /* COLL: full buffer; SEND/RECV/COPY: payload; elementwise COMP: traffic */
   int64_t elems;    /* optim / compress / expand: elements */
   uint32_t dep_first; /* deps[dep_first .. dep_first + n_deps) */
@@ -196,6 +203,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(StProgram, st_program_free)
 int st_program_add_stream(StProgram *program, const char *name, int priority);
 uint32_t st_program_add_buffer(StProgram *program, const char *name, StMemCategory category,
                                int64_t bytes, gboolean persistent);
+/* Says what a buffer holds (for the executor): `data` of layers [layer,
+ * layer_last], micro-batch `micro` (-1 when not per micro-batch), in `parts`
+ * slices per layer (1: whole). */
+void st_program_buffer_holds(StProgram *program, uint32_t buffer, StData data, int layer,
+                             int layer_last, int micro, int parts);
+
 /* Interned per program: the same text gives the same index. */
 int32_t st_program_label(StProgram *program, const char *text);
 
@@ -206,6 +219,8 @@ StOp st_op_coll(int stream, StCollKind kind, int comm, int64_t bytes);
 StOp st_op_send(int stream, int comm, int peer, int tag, int64_t bytes);
 StOp st_op_recv(int stream, int comm, int peer, int tag, int64_t bytes);
 StOp st_op_copy(int stream, StCopyKind kind, int64_t bytes);
+/* Says what a COMM or COPY op moves: `data` of layers [layer, layer_last]. */
+void st_op_moves(StOp *op, StData data, int layer, int layer_last);
 
 /* Building one op: begin with a template, add dependencies and memory
  * effects, commit to get its index. Dependencies must be earlier ops (or

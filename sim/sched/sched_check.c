@@ -138,6 +138,12 @@ op_problem(const StSchedule *s, const StProgram *p, uint32_t i)
   if (op->layer < -1 || op->layer >= model->n_layers)
     return g_strdup_printf("layer %d is out of range (the model has %d layers)", op->layer,
                            model->n_layers);
+  if (op->data >= ST_DATA_N)
+    return g_strdup_printf("invalid data kind %d", op->data);
+  if (op->data != ST_DATA_NONE &&
+      (op->layer < 0 || op->layer_last < op->layer || op->layer_last >= model->n_layers))
+    return g_strdup_printf("moves %s of layers %d-%d, not a range of the model's %d layers",
+                           st_data_name(op->data), op->layer, op->layer_last, model->n_layers);
   if (op->label < -1 || op->label >= (int32_t)p->labels->len)
     return g_strdup_printf("label %d is out of range (the program has %u labels)", op->label,
                            p->labels->len);
@@ -249,8 +255,18 @@ check_buffers(const StSchedule *s, int rank, int pi, GError **error)
   guint nb = p->buffers->len;
   g_autofree int64_t *alloc = g_new(int64_t, nb);
   g_autofree int64_t *freed = g_new(int64_t, nb);
-  for (guint b = 0; b < nb; b++)
+  const StModel *model = st_program_model(s, p);
+  for (guint b = 0; b < nb; b++) {
     alloc[b] = freed[b] = -1;
+    const StBuffer *buf = &g_array_index(p->buffers, StBuffer, b);
+    if (buf->data >= ST_DATA_N || buf->parts < 1 ||
+        (buf->data != ST_DATA_NONE &&
+         (buf->layer < 0 || buf->layer_last < buf->layer || buf->layer_last >= model->n_layers)))
+      return fail(error, "program '%s': buffer %u '%s' holds %s of layers %d-%d in %d parts, "
+                  "not a range of the model's %d layers",
+                  p->name, b, buf->name, buf->data < ST_DATA_N ? st_data_name(buf->data) : "?",
+                  buf->layer, buf->layer_last, buf->parts, model->n_layers);
+  }
   for (uint32_t i = 0; i < p->ops->len; i++) {
     const StOp *op = st_program_op(p, i);
     const uint32_t *mem = st_program_allocs(p, op);

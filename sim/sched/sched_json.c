@@ -27,6 +27,7 @@ const StOpField ST_OP_FIELDS[ST_N_OP_FIELDS] = {
   {"tag", offsetof(StOp, tag), FALSE, -1, G_MININT32, INDEX_NONE, 0},
   {"label", offsetof(StOp, label), FALSE, -1, 0, INDEX_LABEL, 0},
   {"version", offsetof(StOp, version), FALSE, 0, 0, INDEX_NONE, 0},
+  {"layer_last", offsetof(StOp, layer_last), FALSE, -1, 0, INDEX_LAYER, 0},
   {"elems", offsetof(StOp, elems), TRUE, 0, 0, INDEX_NONE, 0},
   {"bytes", offsetof(StOp, bytes), TRUE, 0, 0, INDEX_NONE, 0},
 };
@@ -83,6 +84,8 @@ op_to_json(const StProgram *p, uint32_t index)
   else if (op->kind == ST_OP_COPY)
     cJSON_AddStringToObject(o, "copy", st_copy_name((StCopyKind)op->sub));
   st_json_add_int(o, "stream", op->stream);
+  if (op->data != ST_DATA_NONE)
+    cJSON_AddStringToObject(o, "data", st_data_name((StData)op->data));
   for (guint f = 0; f < ST_N_OP_FIELDS; f++)
     if (st_op_field_get(op, f) != ST_OP_FIELDS[f].none)
       st_json_add_int(o, ST_OP_FIELDS[f].key, st_op_field_get(op, f));
@@ -131,6 +134,16 @@ program_to_json(const StProgram *p)
     st_json_add_int(bo, "bytes", b->bytes);
     if (b->persistent)
       cJSON_AddTrueToObject(bo, "persistent");
+    if (b->data != ST_DATA_NONE) {
+      cJSON_AddStringToObject(bo, "data", st_data_name((StData)b->data));
+      cJSON *layers = cJSON_AddArrayToObject(bo, "layers");
+      cJSON_AddItemToArray(layers, cJSON_CreateNumber(b->layer));
+      cJSON_AddItemToArray(layers, cJSON_CreateNumber(b->layer_last));
+      if (b->micro >= 0)
+        st_json_add_int(bo, "micro", b->micro);
+      if (b->parts != 1)
+        st_json_add_int(bo, "parts", b->parts);
+    }
     cJSON_AddItemToArray(buffers, bo);
   }
   cJSON *labels = cJSON_AddArrayToObject(o, "labels");

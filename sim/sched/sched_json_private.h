@@ -30,7 +30,7 @@ typedef struct {
   unsigned required; /* KIND_BIT()s */
 } StOpField;
 
-#define ST_N_OP_FIELDS 10
+#define ST_N_OP_FIELDS 11
 extern const StOpField ST_OP_FIELDS[ST_N_OP_FIELDS];
 
 int64_t st_op_field_get(const StOp *op, guint f);

@@ -272,18 +272,39 @@ read_stream(const cJSON *item, int i, gpointer ctx, GError **error)
 static gboolean
 read_buffer(const cJSON *item, int i, gpointer ctx, GError **error)
 {
-  static const char *const keys[] = {"name", "category", "bytes", "persistent", NULL};
-  const char *name = NULL, *category = NULL;
+  static const char *const keys[] = {"name", "category", "bytes", "persistent", "data",
+                                     "layers", "micro", "parts", NULL};
+  const char *name = NULL, *category = NULL, *data_text = NULL;
   StMemCategory cat;
-  int64_t bytes = 0;
+  StData data = ST_DATA_NONE;
+  int64_t bytes = 0, micro = -1, parts = 1, range[2] = {-1, -1};
   gboolean persistent = FALSE;
+  const cJSON *layers = NULL;
   if (!expect_object(item, keys, error) || !st_json_get_string(item, "name", TRUE, &name, error) ||
       !st_json_get_string(item, "category", TRUE, &category, error) ||
       !st_mem_parse(category, &cat, error) ||
       !st_json_get_int(item, "bytes", TRUE, 0, INT64_MAX, &bytes, error) ||
-      !st_json_get_bool(item, "persistent", FALSE, &persistent, error))
+      !st_json_get_bool(item, "persistent", FALSE, &persistent, error) ||
+      !st_json_get_string(item, "data", FALSE, &data_text, error) ||
+      (data_text != NULL && !st_data_parse(data_text, &data, error)) ||
+      !st_json_get_array(item, "layers", data != ST_DATA_NONE, &layers, error) ||
+      !st_json_get_int(item, "micro", FALSE, -1, G_MAXINT32, &micro, error) ||
+      !st_json_get_int(item, "parts", FALSE, 1, G_MAXINT32, &parts, error))
     return FALSE;
-  st_program_add_buffer(ctx, name, cat, bytes, persistent);
+  if (layers != NULL) {
+    if (cJSON_GetArraySize(layers) != 2)
+      return fail(error, "key 'layers': expected [first, last]");
+    for (int k = 0; k < 2; k++)
+      if (!st_json_item_int(cJSON_GetArrayItem(layers, k), "layers", 0, G_MAXINT32, &range[k],
+                            error))
+        return FALSE;
+    if (range[0] > range[1])
+      return fail(error, "key 'layers': first %" G_GINT64_FORMAT " after last %" G_GINT64_FORMAT,
+                  range[0], range[1]);
+  }
+  uint32_t b = st_program_add_buffer(ctx, name, cat, bytes, persistent);
+  if (data != ST_DATA_NONE)
+    st_program_buffer_holds(ctx, b, data, (int)range[0], (int)range[1], (int)micro, (int)parts);
   return TRUE;
 }
 
@@ -324,9 +345,9 @@ read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
     return FALSE;
   }
   const char *sub = st_op_sub_key(kind);
-  const char *keys[ST_N_OP_FIELDS + 7] = {"kind", "stream", "deps", "alloc", "free", sub};
+  const char *keys[ST_N_OP_FIELDS + 8] = {"kind", "stream", "deps", "alloc", "free", "data", sub};
   for (guint f = 0; f < ST_N_OP_FIELDS; f++)
-    keys[(sub != NULL ? 6 : 5) + f] = ST_OP_FIELDS[f].key;
+    keys[(sub != NULL ? 7 : 6) + f] = ST_OP_FIELDS[f].key;
   if (!st_json_check_keys(obj, keys, error))
     return FALSE;
   if (sub != NULL && !st_json_get_string(obj, sub, TRUE, &sub_text, error))
@@ -342,8 +363,16 @@ read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
     g_prefix_error(error, "key '%s': ", sub);
     return FALSE;
   }
+  const char *data_text = NULL;
+  StData data = ST_DATA_NONE;
+  if (!st_json_get_string(obj, "data", FALSE, &data_text, error) ||
+      (data_text != NULL && !st_data_parse(data_text, &data, error))) {
+    g_prefix_error(error, "key 'data': ");
+    return FALSE;
+  }
   /* At most one of them is set. */
-  *op = (StOp){.kind = (uint8_t)kind, .sub = (uint8_t)(pass + coll + copy)};
+  *op = (StOp){.kind = (uint8_t)kind, .sub = (uint8_t)(pass + coll + copy),
+               .data = (uint8_t)data};
   int32_t stream = 0;
   if (!get_index(obj, "stream", TRUE, ctx->p->streams->len, "the program", "streams", &stream,
                  error))
