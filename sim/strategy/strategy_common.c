@@ -132,6 +132,7 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
     g_autofree char *name = g_strdup_printf("act %s m%d", m->layers[i].name, micro);
     act[i] = st_program_add_buffer(f->program, name, ST_MEM_ACTIVATIONS,
                                    st_dp_activation_bytes(f, i), FALSE);
+    st_program_buffer_holds(f->program, act[i], ST_DATA_ACTS, i, i, micro, 1);
     emit_pass(f, ST_PASS_FWD, i, micro, hooks, &act[i], 1, NULL, 0);
   }
   /* Backward: layer i frees what it kept and the gradient of its output (made
@@ -144,6 +145,7 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
       g_autofree char *name = g_strdup_printf("dx %s m%d", m->layers[i].name, micro);
       dx[i] = st_program_add_buffer(f->program, name, ST_MEM_WORKSPACE, input_grad_bytes(f, i),
                                     FALSE);
+      st_program_buffer_holds(f->program, dx[i], ST_DATA_INPUT_GRAD, i, i, micro, 1);
       alloc[n_alloc++] = dx[i];
     }
     free[n_free++] = act[i];

@@ -33,6 +33,7 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
                            b->params * dp->frame->bytes.grad);
   g_autofree char *label = g_strdup_printf("bucket %d", dp->next_bucket);
   reduce.label = st_program_label(p, label);
+  st_op_moves(&reduce, ST_DATA_GRADS, b->last, b->first);
   st_program_begin(p, &reduce);
   st_program_after(p, op);
   dp->last_reduce = st_program_commit(p);
@@ -56,10 +57,16 @@ build(const StStrategyInput *in, GError **error)
     .last_micro = o->accumulation - 1,
     .last_reduce = UINT32_MAX,
   };
-  st_program_add_buffer(p, "params", ST_MEM_PARAMS, m->params * frame.bytes.weight, TRUE);
-  st_program_add_buffer(p, "grads", ST_MEM_GRADS, m->params * frame.bytes.grad, TRUE);
-  st_program_add_buffer(p, "optimizer states", ST_MEM_OPTIMIZER,
-                        m->params * frame.bytes.optimizer, TRUE);
+  int last = m->n_layers - 1;
+  uint32_t params =
+    st_program_add_buffer(p, "params", ST_MEM_PARAMS, m->params * frame.bytes.weight, TRUE);
+  uint32_t grads =
+    st_program_add_buffer(p, "grads", ST_MEM_GRADS, m->params * frame.bytes.grad, TRUE);
+  uint32_t states = st_program_add_buffer(p, "optimizer states", ST_MEM_OPTIMIZER,
+                                          m->params * frame.bytes.optimizer, TRUE);
+  st_program_buffer_holds(p, params, ST_DATA_PARAMS, 0, last, -1, 1);
+  st_program_buffer_holds(p, grads, ST_DATA_GRADS, 0, last, -1, 1);
+  st_program_buffer_holds(p, states, ST_DATA_OPTIM, 0, last, -1, 1);
 
   StPassHooks hooks = {&dp, NULL, after_pass};
   for (int micro = 0; micro < o->accumulation; micro++)

@@ -43,11 +43,12 @@ emit_gather(Zero *z, int layer, int micro, StPass pass)
                                           micro);
   uint32_t buffer = st_program_add_buffer(p, name, ST_MEM_PARAMS, l->params * f->bytes.weight,
                                           FALSE);
+  st_program_buffer_holds(p, buffer, ST_DATA_PARAMS, layer, layer, micro, 1);
   StOp op = st_op_coll(z->gather_stream, ST_COLL_ALL_GATHER, z->gather_comm,
                        l->params * f->bytes.weight);
   g_autofree char *label = g_strdup_printf("%s %s", l->name, st_pass_name(pass));
   op.label = st_program_label(p, label);
-  op.layer = layer;
+  st_op_moves(&op, ST_DATA_PARAMS, layer, layer);
   op.micro = micro;
   st_program_begin(p, &op);
   st_program_alloc(p, buffer);
@@ -80,9 +81,11 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
   if (pass == ST_PASS_BWD && z->stage >= 2 && z->next_bucket < z->n_buckets &&
       layer == z->buckets[z->next_bucket].first) {
     g_autofree char *name = g_strdup_printf("grad bucket %d m%d", z->next_bucket, micro);
+    const StBucket *b = &z->buckets[z->next_bucket];
     z->bucket_buffer =
-      st_program_add_buffer(f->program, name, ST_MEM_GRADS,
-                            z->buckets[z->next_bucket].params * f->bytes.grad, FALSE);
+      st_program_add_buffer(f->program, name, ST_MEM_GRADS, b->params * f->bytes.grad, FALSE);
+    st_program_buffer_holds(f->program, z->bucket_buffer, ST_DATA_GRADS, b->last, b->first,
+                            micro, 1);
     extra->alloc[extra->n_alloc++] = z->bucket_buffer;
   }
 }
@@ -107,6 +110,7 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
                          b->params * f->bytes.grad);
     g_autofree char *label = g_strdup_printf("bucket %d", z->next_bucket);
     rs.label = st_program_label(p, label);
+    st_op_moves(&rs, ST_DATA_GRADS, b->last, b->first);
     rs.micro = micro;
     st_program_begin(p, &rs);
     st_program_after(p, op);
@@ -126,7 +130,11 @@ build(const StStrategyInput *in, GError **error)
   StProgram *p = frame.program;
   const StModel *m = frame.model;
   int n = o->ranks;
-  int64_t shard = st_shard(m->params, n);
+  /* Each layer's parameters are cut into n slices (the last may be short), so
+   * a single layer can be gathered; a rank keeps one slice of each. */
+  int64_t shard = 0;
+  for (int i = 0; i < m->n_layers; i++)
+    shard += st_shard(m->layers[i].params, n);
   g_autoptr(GArray) buckets = st_grad_buckets(m, o->bucket_bytes, frame.bytes.grad);
   g_autoptr(GArray) gathered = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   Zero z = {
@@ -148,12 +156,20 @@ build(const StStrategyInput *in, GError **error)
     z.reduce_stream = z.gather_stream = st_program_add_stream(p, "comm", 0);
     z.reduce_comm = z.gather_comm = frame.world;
   }
-  st_program_add_buffer(p, z.stage == 3 ? "params shard" : "params", ST_MEM_PARAMS,
-                        (z.stage == 3 ? shard : m->params) * frame.bytes.weight, TRUE);
-  st_program_add_buffer(p, z.stage >= 2 ? "grads shard" : "grads", ST_MEM_GRADS,
-                        (z.stage >= 2 ? shard : m->params) * frame.bytes.grad, TRUE);
-  st_program_add_buffer(p, "optimizer states shard", ST_MEM_OPTIMIZER,
-                        shard * frame.bytes.optimizer, TRUE);
+  int last = m->n_layers - 1;
+  uint32_t params =
+    st_program_add_buffer(p, z.stage == 3 ? "params shard" : "params", ST_MEM_PARAMS,
+                          (z.stage == 3 ? shard : m->params) * frame.bytes.weight, TRUE);
+  uint32_t grads =
+    st_program_add_buffer(p, z.stage >= 2 ? "grads shard" : "grads", ST_MEM_GRADS,
+                          (z.stage >= 2 ? shard : m->params) * frame.bytes.grad, TRUE);
+  uint32_t states = st_program_add_buffer(p, "optimizer states shard", ST_MEM_OPTIMIZER,
+                                          shard * frame.bytes.optimizer, TRUE);
+  st_program_buffer_holds(p, params, z.stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS, 0,
+                          last, -1, z.stage == 3 ? n : 1);
+  st_program_buffer_holds(p, grads, z.stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS, 0, last,
+                          -1, z.stage >= 2 ? n : 1);
+  st_program_buffer_holds(p, states, ST_DATA_OPTIM_SHARD, 0, last, -1, n);
 
   StPassHooks hooks = {&z, before_pass, after_pass};
   for (int micro = 0; micro < o->accumulation; micro++) {
@@ -175,6 +191,7 @@ build(const StStrategyInput *in, GError **error)
                          z.buckets[b].params * frame.bytes.weight);
     g_autofree char *label = g_strdup_printf("bucket %d params", b);
     ag.label = st_program_label(p, label);
+    st_op_moves(&ag, ST_DATA_PARAMS, z.buckets[b].last, z.buckets[b].first);
     st_program_begin(p, &ag);
     st_program_after(p, optimizer);
     next_step_waits_for = st_program_commit(p);
