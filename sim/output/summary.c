@@ -21,7 +21,7 @@ typedef struct {
 static void
 step_ends(StSummary *sum, const StTimeline *t)
 {
-  sum->steps = t->schedule->steps;
+  sum->steps = t->steps;
   sum->step_end_ns = g_new0(int64_t, sum->steps > 0 ? sum->steps : 1);
   for (guint i = 0; i < t->ops->len; i++) {
     const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);

@@ -19,6 +19,7 @@ st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origi
   t->ops = g_array_new(FALSE, FALSE, sizeof(StOpRecord));
   t->mem = g_array_new(FALSE, FALSE, sizeof(StMemEvent));
   t->comm = g_array_new(FALSE, FALSE, sizeof(StCommRecord));
+  t->steps = schedule->steps;
   return t;
 }
 

@@ -65,6 +65,8 @@ typedef struct {
   GArray *mem;                /* StMemEvent, in time order per device */
   GArray *comm;               /* StCommRecord */
   int64_t end_ns;             /* when the last op ended */
+  int32_t steps;              /* steps it holds: the schedule's, or fewer when a run was
+                                 stopped early */
 } StTimeline;
 
 /* An empty timeline over `schedule` with identity folding. */

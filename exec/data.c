@@ -1,0 +1,142 @@
+/* data.c: synthetic samples from a seeded generator, for a task a model can
+ * learn, so that the loss of a real run goes down.
+ *
+ * Sample g of step t is the same whatever the strategy: g counts over the
+ * global batch, rank by rank (its data index), micro-batch by micro-batch, so
+ * DP, ZeRO and any rank count see the same samples in each step.
+ * - Models that read token ids (a first embedding layer): sequences where each
+ *   token determines the next, t[k+1] = (5 t[k] + 3) mod V from a random
+ *   first token; the targets are the next tokens: a bigram table to learn.
+ * - Other models: inputs uniform in [-1, 1]; the target is the index of the
+ *   largest of the first C inputs (C classes): learnable from the input.
+ */
+#include "exec/check.h"
+#include "exec/runtime.h"
+
+/* splitmix64: a counter-based generator, no state to share between threads. */
+static uint64_t
+mix(uint64_t x)
+{
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static float
+uniform(uint64_t seed, uint64_t sample, uint64_t k)
+{
+  uint64_t h = mix(seed ^ mix(sample * 0x100000001b3ull + k));
+  return (float)((double)(h >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+int
+st_exec_data_index(const StSchedule *s, int rank)
+{
+  return rank;
+}
+
+/* The global index of the first sample of `micro` on this rank at `step`. */
+static uint64_t
+first_sample(const Rank *r, int micro, int32_t step)
+{
+  const StSettings *st = r->settings;
+  int d = st_exec_data_index(r->x->s, r->rank);
+  return (uint64_t)step * (uint64_t)st->global_batch +
+         ((uint64_t)d * (uint64_t)st->accumulation + (uint64_t)micro) *
+           (uint64_t)st->micro_batch;
+}
+
+static gboolean
+takes_ids(const Rank *r)
+{
+  return st_layer_takes_ids(&r->model->layers[0]);
+}
+
+/* Token k of sample g's sequence over a vocabulary of v. */
+static int32_t
+token(uint64_t seed, uint64_t g, int k, int64_t v)
+{
+  int64_t t = (int64_t)(mix(seed ^ mix(g)) % (uint64_t)v);
+  for (int i = 0; i < k; i++)
+    t = (5 * t + 3) % v;
+  return (int32_t)t;
+}
+
+gboolean
+data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GError **error)
+{
+  int b = r->settings->micro_batch;
+  const StShape *in = &r->model->input;
+  size_t per = (size_t)st_shape_elems(in);
+  uint64_t g0 = first_sample(r, micro, step), seed = r->x->o->seed;
+  Act *a = acts_output(r, micro, -1);
+  g_autofree void *host = NULL;
+  size_t bytes;
+  if (takes_ids(r)) {
+    int64_t vocab = st_layer_attr(&r->model->layers[0], "vocab", 2);
+    int32_t *ids = g_new(int32_t, (size_t)b * per);
+    for (int j = 0; j < b; j++)
+      for (size_t k = 0; k < per; k++)
+        ids[(size_t)j * per + k] = token(seed, g0 + (uint64_t)j, (int)k, vocab);
+    host = ids;
+    bytes = (size_t)b * per * sizeof(int32_t);
+  } else {
+    size_t n = (size_t)b * per;
+    bytes = n * st_kdt_size(r->x->dt);
+    if (r->x->dt == ST_KDT_BF16) {
+      uint16_t *h = g_new(uint16_t, n);
+      for (size_t i = 0; i < n; i++)
+        h[i] = st_f32_to_bf16(uniform(seed, g0 + i / per, i % per));
+      host = h;
+    } else {
+      float *h = g_new(float, n);
+      for (size_t i = 0; i < n; i++)
+        h[i] = uniform(seed, g0 + i / per, i % per);
+      host = h;
+    }
+  }
+  if (!acts_make(r, a, bytes, ST_MEM_ACTIVATIONS, step, op, stream, error))
+    return FALSE;
+  ST_KCHECK(r->k->copy(stream, a->ptr, host, bytes, 1), r->k->name, error);
+  return r->dev->backend->stream_sync(r->dev, stream, error);
+}
+
+gboolean
+data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GError **error)
+{
+  const StLayer *loss = &r->model->layers[r->model->n_layers - 1];
+  int b = r->settings->micro_batch;
+  /* [classes] per sample, or [tokens, vocab]. */
+  int per = loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
+  int64_t classes = loss->in_shape.dims[loss->in_shape.n_dims - 1];
+  uint64_t g0 = first_sample(r, micro, step), seed = r->x->o->seed;
+  g_autofree int32_t *t = g_new(int32_t, (size_t)b * per);
+  size_t in_per = (size_t)st_shape_elems(&r->model->input);
+  for (int j = 0; j < b; j++) {
+    uint64_t g = g0 + (uint64_t)j;
+    for (int k = 0; k < per; k++) {
+      if (takes_ids(r)) {
+        t[j * per + k] = token(seed, g, k + 1, classes);
+      } else {
+        /* argmax over the first C inputs, as the input generator made them */
+        int64_t c_max = MIN(classes, (int64_t)in_per), best = 0;
+        for (int64_t c = 1; c < c_max; c++)
+          if (uniform(seed, g, (uint64_t)c) > uniform(seed, g, (uint64_t)best))
+            best = c;
+        t[j * per + k] = (int32_t)best;
+      }
+    }
+  }
+  size_t bytes = (size_t)b * per * sizeof(int32_t);
+  void *ptr = NULL;
+  g_mutex_lock(&r->lock);
+  gboolean ok = st_pool_alloc(r->pool, bytes, ST_MEM_WORKSPACE, step, op, -1, "targets", stream,
+                              &ptr, error);
+  g_mutex_unlock(&r->lock);
+  if (!ok)
+    return FALSE;
+  r->targets[micro] = ptr;
+  ST_KCHECK(r->k->copy(stream, ptr, t, bytes, 1), r->k->name, error);
+  return r->dev->backend->stream_sync(r->dev, stream, error);
+}

@@ -1,0 +1,541 @@
+/* exec.c: st_execute: choose the backends, set every rank up (streams,
+ * persistent buffers, weights), walk the schedule (walker.c), and turn what
+ * was measured into a Timeline. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/check.h"
+#include "exec/runtime.h"
+
+G_DEFINE_QUARK(st-exec-error-quark, st_exec_error)
+
+void
+st_exec_options_init(StExecOptions *o)
+{
+  *o = (StExecOptions){
+    .device = "auto",
+    .comm = "auto",
+    .seed = 1234,
+    .lr = 0,
+    .timeout_s = 600,
+  };
+}
+
+void
+st_exec_result_clear(StExecResult *result)
+{
+  g_clear_pointer(&result->device, g_free);
+  g_clear_pointer(&result->loss, g_array_unref);
+}
+
+const char *
+st_exec_status_text(const char *device, int status)
+{
+  const StDeviceBackend *b = st_device_backend_find(device);
+  if (b != NULL && b->status_text != NULL)
+    return b->status_text(status);
+  return status == ST_K_EINVAL ? "invalid argument" : "error";
+}
+
+gboolean
+st_exec_fail_status(GError **error, const char *file, int line, const char *call, int status,
+                    const char *device)
+{
+  g_autofree char *base = g_path_get_basename(file);
+  g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_FAILED, "%s:%d: %s: %s (status %d on %s)",
+              base, line, call, st_exec_status_text(device, status), status, device);
+  return FALSE;
+}
+
+void
+exec_fail(Exec *x, GError *error)
+{
+  g_mutex_lock(&x->fail_lock);
+  if (x->error == NULL)
+    x->error = error;
+  else
+    g_error_free(error);
+  g_atomic_int_set(&x->failed, 1);
+  g_mutex_unlock(&x->fail_lock);
+  for (int i = 0; i < x->s->n_ranks; i++) {
+    Rank *r = &x->ranks[i];
+    if (r->dev == NULL)
+      continue;
+    g_mutex_lock(&r->lock);
+    g_cond_broadcast(&r->cond);
+    g_mutex_unlock(&r->lock);
+  }
+  if (x->comm != NULL)
+    x->comm_backend->abort(x->comm);
+}
+
+/* ---- what the executor can run ------------------------------------------------ */
+
+static gboolean
+comm_supported(const StOp *op)
+{
+  if (op->kind == ST_OP_COMM_COLL)
+    return (op->sub == ST_COLL_ALL_REDUCE && op->data == ST_DATA_GRADS) ||
+           (op->sub == ST_COLL_REDUCE_SCATTER && op->data == ST_DATA_GRADS) ||
+           (op->sub == ST_COLL_ALL_GATHER && op->data == ST_DATA_PARAMS) ||
+           ((op->sub == ST_COLL_BROADCAST || op->sub == ST_COLL_REDUCE) &&
+            (op->data == ST_DATA_PARAMS || op->data == ST_DATA_GRADS));
+  return op->data == ST_DATA_OUTPUT || op->data == ST_DATA_INPUT_GRAD;
+}
+
+/* Adds a problem once. */
+static void G_GNUC_PRINTF(3, 4)
+problem(GPtrArray *problems, GHashTable *seen, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  char *text = g_strdup_vprintf(format, args);
+  va_end(args);
+  if (g_hash_table_add(seen, g_strdup(text)))
+    g_ptr_array_add(problems, text);
+  else
+    g_free(text);
+}
+
+gboolean
+st_exec_check(const StSchedule *s, GError **error)
+{
+  g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (int j = 0; j < st_schedule_n_jobs(s); j++) {
+    const StModel *m = st_schedule_job_model(s, j);
+    for (int i = 0; i < m->n_layers; i++)
+      if (st_layer_impl_find(m->layers[i].type->name) == NULL)
+        problem(problems, seen, "layer type '%s' (layer '%s' of %s) has no real implementation",
+                m->layers[i].type->name, m->layers[i].name, m->name);
+  }
+  for (guint pi = 0; pi < s->programs->len; pi++) {
+    const StProgram *p = g_ptr_array_index(s->programs, pi);
+    for (guint o = 0; o < p->ops->len; o++) {
+      const StOp *op = st_program_op(p, o);
+      if (op->kind == ST_OP_COPY)
+        problem(problems, seen, "%s copies", st_copy_name(op->sub));
+      else if (op->kind == ST_OP_COMP && op->sub != ST_PASS_FWD && op->sub != ST_PASS_BWD &&
+               op->sub != ST_PASS_OPTIM && op->sub != ST_PASS_RECOMPUTE)
+        problem(problems, seen, "%s passes", st_pass_name(op->sub));
+      else if (op->kind != ST_OP_COMP && !comm_supported(op))
+        problem(problems, seen, "%s of %s",
+                op->kind == ST_OP_COMM_COLL ? st_coll_name(op->sub) : st_op_kind_name(op->kind),
+                st_data_name(op->data));
+      if (op->version > 0)
+        problem(problems, seen, "passes on older parameter versions (delayed update rules)");
+    }
+  }
+  for (int r = 0; r < s->n_ranks; r++)
+    if (s->ranks[r].start_ns > 0)
+      problem(problems, seen, "staggered rank starts");
+  if (problems->len == 0)
+    return TRUE;
+  g_ptr_array_add(problems, NULL);
+  g_autofree char *list = g_strjoinv("; ", (char **)problems->pdata);
+  g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+              "the executor cannot run this schedule: %s", list);
+  return FALSE;
+}
+
+/* ---- backends ------------------------------------------------------------------ */
+
+/* The comm backend: local unless this process was started as one of several
+ * (torchrun's WORLD_SIZE or mpirun's OMPI_COMM_WORLD_SIZE / PMI_SIZE). */
+static const StCommBackend *
+pick_comm(const char *name, GError **error)
+{
+  if (g_strcmp0(name, "auto") == 0) {
+    const char *world = g_getenv("WORLD_SIZE");
+    if (world == NULL)
+      world = g_getenv("OMPI_COMM_WORLD_SIZE");
+    if (world == NULL)
+      world = g_getenv("PMI_SIZE");
+    name = world != NULL && atoi(world) > 1 ? "nccl" : "local";
+  }
+  const StCommBackend *b = st_comm_backend_find(name);
+  if (b == NULL)
+    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "unknown comm backend '%s' (known: local, nccl, auto)", name);
+  return b;
+}
+
+/* The device of the ranks this process runs: with local comm every rank is
+ * here, on one device (the host, or one GPU that all ranks share). */
+static gboolean
+open_devices(Exec *x, GError **error)
+{
+  const char *name = x->o->device;
+  const StDeviceBackend *b = NULL;
+  StExecDevice *dev = NULL;
+  if (g_strcmp0(name, "auto") == 0) {
+    g_autoptr(GError) no_gpu = NULL;
+    dev = st_device_cuda.open(0, &no_gpu);
+    b = dev != NULL ? &st_device_cuda : &st_device_host;
+    if (dev == NULL && (dev = st_device_host.open(0, error)) == NULL)
+      return FALSE;
+  } else {
+    b = st_device_backend_find(name);
+    if (b == NULL) {
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                  "unknown device backend '%s' (known: host, cuda, auto)", name);
+      return FALSE;
+    }
+    if ((dev = b->open(0, error)) == NULL)
+      return FALSE;
+  }
+  x->device_backend = b;
+  g_ptr_array_add(x->open_devices, dev);
+  if (b != &st_device_host && x->s->n_devices > 1) {
+    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "this schedule spreads its ranks over %d GPUs, and one process runs ranks of "
+                "one GPU: give --gpus 1 (the ranks then share it), or run one process per GPU "
+                "with the nccl backend",
+                x->s->n_devices);
+    return FALSE;
+  }
+  for (int r = 0; r < x->s->n_ranks; r++)
+    x->devices[r] = dev;
+  return TRUE;
+}
+
+/* ---- ranks ---------------------------------------------------------------------- */
+
+/* Each layer's slice: this rank's index in the group of the first collective
+ * that moves the layer's weights or gradients. */
+static void
+find_slices(Rank *r)
+{
+  g_autofree gboolean *set = g_new0(gboolean, r->model->n_layers);
+  for (guint o = 0; o < r->p->ops->len; o++) {
+    const StOp *op = st_program_op(r->p, o);
+    if (op->kind != ST_OP_COMM_COLL ||
+        (op->data != ST_DATA_PARAMS && op->data != ST_DATA_GRADS))
+      continue;
+    const StComm *c = st_schedule_comm(r->x->s, op->comm);
+    int g = c->group_of[r->rank];
+    for (int i = op->layer; i <= op->layer_last; i++) {
+      if (set[i])
+        continue;
+      set[i] = TRUE;
+      r->layers[i].slice = c->index_of[r->rank];
+      r->layers[i].parts = c->offsets[g + 1] - c->offsets[g];
+    }
+  }
+}
+
+static gboolean
+rank_setup(Exec *x, int rank, GError **error)
+{
+  const StSchedule *s = x->s;
+  Rank *r = &x->ranks[rank];
+  r->x = x;
+  r->rank = rank;
+  r->device = s->ranks[rank].device;
+  r->p = st_schedule_program_of(s, rank);
+  r->model = st_program_model(s, r->p);
+  r->settings = st_schedule_job_settings(s, r->p->job);
+  r->dev = x->devices[rank];
+  r->k = r->dev->backend->kernels(r->dev);
+  g_mutex_init(&r->lock);
+  g_cond_init(&r->cond);
+  r->pool = st_pool_new(r->dev, rank, x->o->memory_limit);
+  guint n_ops = r->p->ops->len;
+  int L = r->model->n_layers;
+  r->streams = g_new0(void *, r->p->streams->len);
+  for (guint i = 0; i < r->p->streams->len; i++) {
+    const StStream *st = &g_array_index(r->p->streams, StStream, i);
+    if ((r->streams[i] = r->dev->backend->stream_new(r->dev, st->priority, error)) == NULL)
+      return FALSE;
+  }
+  r->buffers = g_new0(void *, r->p->buffers->len);
+  r->layers = g_new0(LayerState, L);
+  for (guint o = 0; o < n_ops; o++)
+    r->n_micro = MAX(r->n_micro, st_program_op(r->p, o)->micro + 1);
+  r->n_micro = MAX(r->n_micro, 1);
+  r->outputs = g_new0(Act, (size_t)r->n_micro * (L + 1));
+  r->input_grads = g_new0(Act, (size_t)r->n_micro * L);
+  r->saved = g_new0(void *, (size_t)r->n_micro * L);
+  r->targets = g_new0(int32_t *, r->n_micro);
+  r->act_users = g_new0(int, (size_t)r->n_micro * (2 * L + 1));
+  r->done = g_new0(int32_t, n_ops);
+  r->events = g_new0(void *, (size_t)s->steps * n_ops * 2);
+  ST_KCHECK(r->k->alloc((void **)&r->loss, sizeof(float) * (size_t)s->steps), r->k->name, error);
+  ST_KCHECK(r->k->memset0(r->streams[0], r->loss, sizeof(float) * (size_t)s->steps), r->k->name,
+            error);
+  acts_count_users(r);
+  find_slices(r);
+  for (guint b = 0; b < r->p->buffers->len; b++)
+    if (g_array_index(r->p->buffers, StBuffer, b).persistent &&
+        !state_alloc_buffer(r, b, -1, UINT32_MAX, r->streams[0], error))
+      return FALSE;
+  return state_init_weights(r, error);
+}
+
+static void
+rank_clear(Rank *r)
+{
+  if (r->x == NULL)
+    return;
+  const StDeviceBackend *b = r->dev->backend;
+  size_t n_events = (size_t)r->x->s->steps * r->p->ops->len * 2;
+  for (size_t i = 0; r->events != NULL && i < n_events; i++)
+    if (r->events[i] != NULL)
+      b->event_free(r->dev, r->events[i]);
+  for (guint i = 0; r->streams != NULL && i < r->p->streams->len; i++)
+    if (r->streams[i] != NULL)
+      b->stream_free(r->dev, r->streams[i]);
+  if (r->loss != NULL)
+    r->k->free(r->loss);
+  st_pool_free(r->pool);
+  g_free(r->events);
+  g_free(r->streams);
+  g_free(r->buffers);
+  g_free(r->layers);
+  g_free(r->outputs);
+  g_free(r->input_grads);
+  g_free(r->saved);
+  g_free(r->targets);
+  g_free(r->act_users);
+  g_free(r->done);
+  g_mutex_clear(&r->lock);
+  g_cond_clear(&r->cond);
+}
+
+/* ---- the measured timeline ------------------------------------------------------ */
+
+/* Steps every rank completed. */
+static int32_t
+completed_steps(Exec *x)
+{
+  int32_t steps = x->s->steps;
+  for (int rank = 0; rank < x->s->n_ranks; rank++) {
+    Rank *r = &x->ranks[rank];
+    for (guint o = 0; r->dev != NULL && o < r->p->ops->len; o++)
+      steps = MIN(steps, r->done[o]);
+  }
+  return steps;
+}
+
+static StLinkClass
+link_of(const StSchedule *s, const Rank *r, const StOp *op)
+{
+  StGroupShape shape;
+  const StComm *c = st_schedule_comm(s, op->comm);
+  st_schedule_group_shape(s, op->comm, c->group_of[r->rank], &shape);
+  if (op->kind != ST_OP_COMM_COLL) {
+    int peer = st_schedule_peer_rank(s, r->rank, op->comm, op->peer);
+    return st_cluster_link_between(s->cluster, r->device, s->ranks[peer].device);
+  }
+  return shape.devices <= 1 ? ST_LINK_LOCAL
+         : shape.nodes > 1  ? ST_LINK_INTER_NODE
+                            : ST_LINK_INTRA_NODE;
+}
+
+/* Bytes one member moves in a collective, by nccl-tests' bus bandwidth. */
+static double
+moved_bytes(const StSchedule *s, const Rank *r, const StOp *op)
+{
+  if (op->kind == ST_OP_COMM_RECV)
+    return 0;
+  if (op->kind != ST_OP_COMM_COLL)
+    return (double)op->bytes;
+  const StComm *c = st_schedule_comm(s, op->comm);
+  int g = c->group_of[r->rank];
+  return (double)op->bytes * st_coll_busbw_factor(op->sub, c->offsets[g + 1] - c->offsets[g]);
+}
+
+static gboolean
+harvest(Exec *x, StTimeline *t, int32_t steps, GError **error)
+{
+  const StSchedule *s = x->s;
+  t->steps = steps;
+  for (int rank = 0; rank < s->n_ranks; rank++) {
+    Rank *r = &x->ranks[rank];
+    if (r->dev == NULL)
+      continue;
+    const StDeviceBackend *b = r->dev->backend;
+    void *origin = x->origins[0];
+    guint n_ops = r->p->ops->len;
+    g_autofree int64_t *start = g_new0(int64_t, (size_t)MAX(steps, 1) * n_ops);
+    g_autofree int64_t *end = g_new0(int64_t, (size_t)MAX(steps, 1) * n_ops);
+    for (int32_t k = 0; k < steps; k++) {
+      for (guint o = 0; o < n_ops; o++) {
+        size_t i = (size_t)k * n_ops + o;
+        if (!b->event_time(r->dev, origin, r->events[i * 2], &start[i], error) ||
+            !b->event_time(r->dev, origin, r->events[i * 2 + 1], &end[i], error))
+          return FALSE;
+        StOpRecord rec = {rank, o, k, ST_SRC_MEASURED, start[i], start[i], end[i]};
+        g_array_append_val(t->ops, rec);
+        t->end_ns = MAX(t->end_ns, end[i]);
+        const StOp *op = st_program_op(r->p, o);
+        double bytes = op->kind == ST_OP_COMP || op->kind == ST_OP_COPY
+                         ? 0
+                         : moved_bytes(s, r, op);
+        if (bytes > 0) {
+          StCommRecord cr = {start[i], end[i], bytes, r->device, rank, o,
+                             (uint8_t)link_of(s, r, op)};
+          g_array_append_val(t->comm, cr);
+        }
+      }
+    }
+    /* Memory: allocations at their op's start, frees at its end. */
+    const GArray *records = st_pool_records(r->pool);
+    for (guint i = 0; i < records->len; i++) {
+      const StPoolRecord *pr = &g_array_index(records, StPoolRecord, i);
+      if (pr->step >= steps)
+        continue;
+      int64_t at = 0;
+      if (pr->step >= 0 && pr->op != UINT32_MAX) {
+        size_t slot = (size_t)pr->step * n_ops + pr->op;
+        at = pr->delta > 0 ? start[slot] : end[slot];
+      }
+      StMemEvent ev = {at, pr->delta, r->device, rank, pr->buffer, pr->op, pr->category};
+      g_array_append_val(t->mem, ev);
+    }
+  }
+  return TRUE;
+}
+
+/* The mean loss of each completed step over the main job's global batch. */
+static gboolean
+losses(Exec *x, int32_t steps, GArray *out, GError **error)
+{
+  g_autofree double *sum = g_new0(double, MAX(steps, 1));
+  gboolean any = FALSE;
+  int positions = 1;
+  for (int rank = 0; rank < x->s->n_ranks; rank++) {
+    Rank *r = &x->ranks[rank];
+    if (r->dev == NULL || r->p->job != 0)
+      continue;
+    const StLayer *loss = &r->model->layers[r->model->n_layers - 1];
+    positions = loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
+    g_autofree float *host = g_new0(float, MAX(steps, 1));
+    ST_KCHECK(r->k->copy(r->streams[0], host, r->loss, sizeof(float) * (size_t)steps, 2),
+              r->k->name, error);
+    if (!r->dev->backend->stream_sync(r->dev, r->streams[0], error))
+      return FALSE;
+    for (int32_t k = 0; k < steps; k++)
+      sum[k] += host[k];
+    any = TRUE;
+  }
+  double samples = (double)x->s->settings.global_batch * positions;
+  for (int32_t k = 0; any && k < steps; k++) {
+    double mean = sum[k] / samples;
+    g_array_append_val(out, mean);
+  }
+  return TRUE;
+}
+
+/* ---- the run -------------------------------------------------------------------- */
+
+static void
+exec_clear(Exec *x)
+{
+  if (x->comm != NULL)
+    x->comm_backend->close(x->comm);
+  for (int r = 0; x->ranks != NULL && r < x->s->n_ranks; r++)
+    rank_clear(&x->ranks[r]);
+  for (guint i = 0; x->origins != NULL && i < x->open_devices->len; i++) {
+    StExecDevice *dev = g_ptr_array_index(x->open_devices, i);
+    if (x->origins[i] != NULL)
+      dev->backend->event_free(dev, x->origins[i]);
+  }
+  for (guint i = 0; x->open_devices != NULL && i < x->open_devices->len; i++) {
+    StExecDevice *dev = g_ptr_array_index(x->open_devices, i);
+    dev->backend->close(dev);
+  }
+  g_clear_pointer(&x->open_devices, g_ptr_array_unref);
+  g_free(x->origins);
+  g_free(x->ranks);
+  g_free(x->devices);
+  g_clear_error(&x->error);
+  g_mutex_clear(&x->fail_lock);
+}
+
+static gboolean
+setup(Exec *x, GError **error)
+{
+  const StSchedule *s = x->s;
+  if (!st_exec_check(s, error))
+    return FALSE;
+  if ((x->comm_backend = pick_comm(x->o->comm, error)) == NULL || !open_devices(x, error))
+    return FALSE;
+  x->dt = s->settings.precision == ST_PRECISION_MIXED ? ST_KDT_BF16 : ST_KDT_F32;
+  for (int r = 0; r < s->n_ranks; r++)
+    if (x->devices[r] != NULL && !rank_setup(x, r, error)) {
+      g_prefix_error(error, "setting up rank %d: ", r);
+      return FALSE;
+    }
+  if ((x->comm = x->comm_backend->open(s, x->devices, x->o->timeout_s, error)) == NULL)
+    return FALSE;
+  /* Time zero: after every setup copy, on each device. */
+  x->origins = g_new0(void *, x->open_devices->len);
+  for (int r = 0; r < s->n_ranks; r++) {
+    Rank *rk = &x->ranks[r];
+    for (guint i = 0; rk->dev != NULL && i < rk->p->streams->len; i++)
+      if (!rk->dev->backend->stream_sync(rk->dev, rk->streams[i], error))
+        return FALSE;
+  }
+  for (guint i = 0; i < x->open_devices->len; i++) {
+    StExecDevice *dev = g_ptr_array_index(x->open_devices, i);
+    for (int r = 0; r < s->n_ranks && x->origins[i] == NULL; r++)
+      if (x->devices[r] == dev &&
+          (x->origins[i] = dev->backend->event_record(dev, x->ranks[r].streams[0], error)) ==
+            NULL)
+        return FALSE;
+  }
+  return TRUE;
+}
+
+StTimeline *
+st_execute(const StSchedule *s, const StExecOptions *o, StExecResult *result, GError **error)
+{
+  g_return_val_if_fail(s != NULL && o != NULL && result != NULL, NULL);
+  *result = (StExecResult){0};
+  Exec x = {.s = s, .o = o};
+  g_mutex_init(&x.fail_lock);
+  x.devices = g_new0(StExecDevice *, s->n_ranks);
+  x.ranks = g_new0(Rank, s->n_ranks);
+  x.open_devices = g_ptr_array_new();
+  if (!setup(&x, error)) {
+    exec_clear(&x);
+    return NULL;
+  }
+  StExecDevice *dev0 = g_ptr_array_index(x.open_devices, 0);
+  result->device = dev0->backend->describe(dev0);
+  walker_run(&x);
+  /* Wait for the device to finish what was issued, then measure. */
+  for (int r = 0; r < s->n_ranks; r++) {
+    Rank *rk = &x.ranks[r];
+    for (guint i = 0; rk->dev != NULL && i < rk->p->streams->len; i++)
+      rk->dev->backend->stream_sync(rk->dev, rk->streams[i], NULL);
+  }
+  gboolean interrupted = x.error != NULL && g_error_matches(x.error, ST_EXEC_ERROR,
+                                                            ST_EXEC_ERROR_INTERRUPTED);
+  if (x.error != NULL && !interrupted) {
+    g_propagate_error(error, g_steal_pointer(&x.error));
+    exec_clear(&x);
+    return NULL;
+  }
+  int32_t steps = completed_steps(&x);
+  g_autofree char *origin = g_strdup_printf("measured: %s", result->device);
+  StTimeline *t = st_timeline_new(s, TRUE, origin);
+  result->loss = g_array_new(FALSE, FALSE, sizeof(double));
+  result->interrupted = interrupted;
+  for (int r = 0; r < s->n_ranks; r++)
+    if (x.ranks[r].pool != NULL)
+      result->device_peak_bytes += st_pool_footprint(x.ranks[r].pool);
+  if (dev0->backend->used_bytes(dev0) >= 0)
+    result->device_peak_bytes = dev0->backend->used_bytes(dev0);
+  if (!harvest(&x, t, steps, error) || !losses(&x, steps, result->loss, error)) {
+    st_timeline_free(t);
+    exec_clear(&x);
+    return NULL;
+  }
+  if (interrupted)
+    t->note = g_strdup_printf("interrupted after %d of %d steps", steps, s->steps);
+  exec_clear(&x);
+  return t;
+}

@@ -1,0 +1,68 @@
+/* exec.h: the executor. It runs a Schedule for real and returns the measured
+ * Timeline, in the same format as the simulator's prediction.
+ *
+ * Every rank's program runs with CUDA semantics: one host thread per (rank,
+ * stream) issues the stream's ops in order, each after its dependencies were
+ * issued (on a GPU, the stream then waits for their completion events). COMP
+ * ops run the layers' real forward and backward (exec/layers/) and the
+ * optimizer on real weights; collectives and transfers move the real tensors
+ * that the schedule says they move (StOp.data over a layer range) through
+ * the comm backend; buffers are allocated from an instrumented per-rank pool
+ * when their op starts and freed when it ends.
+ *
+ * Device backends: "host" (CPU threads and the reference kernels; for CI and
+ * machines with no GPU) and "cuda" (streams with the schedule's priorities,
+ * events, cuBLAS, kernels/cuda). Comm backends: "local" (ranks in this
+ * process: copies and reduction kernels) and "nccl" (one process per GPU,
+ * bootstrapped as torchrun or mpirun set the environment).
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "output/timeline.h"
+#include "sched/sched.h"
+
+#define ST_EXEC_ERROR (st_exec_error_quark())
+GQuark st_exec_error_quark(void);
+
+typedef enum {
+  ST_EXEC_ERROR_FAILED = 1,   /* a kernel, a copy, a collective failed */
+  ST_EXEC_ERROR_UNSUPPORTED,  /* the schedule asks for what this executor cannot do */
+  ST_EXEC_ERROR_NO_DEVICE,    /* the backend is not built in, or no device answers */
+  ST_EXEC_ERROR_OOM,          /* out of device memory: the op and the buffer are named */
+  ST_EXEC_ERROR_TIMEOUT,      /* a collective did not complete within --timeout */
+  ST_EXEC_ERROR_INTERRUPTED,  /* stopped by SIGINT; what was measured is kept */
+} StExecErrorCode;
+
+typedef struct {
+  const char *device;     /* "auto" (cuda when a device answers, else host), "host", "cuda" */
+  const char *comm;       /* "auto" (local in one process, nccl under torchrun/mpirun), ... */
+  uint64_t seed;          /* weights and synthetic data */
+  double lr;              /* learning rate (default 1e-3 for adam, 1e-2 for sgd) */
+  double timeout_s;       /* a collective that does not complete in time fails the run */
+  int64_t memory_limit;   /* bytes a rank may allocate (0: what the device has) */
+  volatile int *stop;     /* set non-zero (from a SIGINT handler) to stop at the next op */
+} StExecOptions;
+
+void st_exec_options_init(StExecOptions *options);
+
+typedef struct {
+  char *device;           /* what ran: "host", "cuda: NVIDIA H100 80GB HBM3, driver ..." */
+  GArray *loss;           /* double per step: mean loss of the main job's global batch */
+  int64_t device_peak_bytes;  /* device-level usage (cudaMemGetInfo / the pool's high water) */
+  gboolean interrupted;   /* stopped early: the timeline holds the steps that completed */
+} StExecResult;
+
+void st_exec_result_clear(StExecResult *result);
+
+/* FALSE (ST_EXEC_ERROR_UNSUPPORTED) when the schedule asks for something the
+ * executor cannot run, listing every missing piece (layer types without a
+ * real implementation, ops of unknown data). */
+gboolean st_exec_check(const StSchedule *schedule, GError **error);
+
+/* Runs `schedule` (borrowed; it must outlive the timeline). On an error after
+ * some steps completed (SIGINT), the timeline of those steps is returned and
+ * `result->interrupted` set. Transfer full. */
+StTimeline *st_execute(const StSchedule *schedule, const StExecOptions *options,
+                       StExecResult *result, GError **error);

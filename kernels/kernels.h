@@ -1,0 +1,245 @@
+/* kernels.h: the math the executor's layers are made of, behind one table per
+ * device: "host" (plain C references, kernels/ref/) and "cuda" (kernels/cuda/,
+ * cuBLAS for matrix products). Layers (exec/layers/) are written once against
+ * this table and run on either device.
+ *
+ * Plain C, no GLib (the .cu files include it). Every function enqueues its work
+ * on `stream` (a cudaStream_t on CUDA; NULL on the host, where it runs at once)
+ * and returns 0, or an error code (a cudaError_t / cublasStatus_t on CUDA,
+ * ST_K_EINVAL for bad arguments): never aborts. Pointers are device pointers.
+ *
+ * Storage types: activations, weights and their gradients are stored in `dt`
+ * (fp32, or bf16 under mixed precision); arithmetic is fp32, and optimizer
+ * states and master weights are fp32. Shapes are row-major; a batch of samples
+ * is the leading dimension. Backward kernels ACCUMULATE into weight gradients
+ * (+=) and WRITE input gradients (=), unless stated.
+ *
+ * Every kernel has a CPU reference; CUDA versions are tested against it
+ * (tests/test_kernels.c, label gpu) with a stated tolerance.
+ */
+#ifndef STAGGER_KERNELS_H
+#define STAGGER_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  ST_KDT_F32 = 0,
+  ST_KDT_BF16 = 1,
+} StKDtype;
+
+#define ST_K_EINVAL (-22)
+/* The host table could not allocate (alloc, or a kernel's own temporary). */
+#define ST_K_ENOMEM (-12)
+
+static inline size_t
+st_kdt_size(StKDtype dt)
+{
+  return dt == ST_KDT_BF16 ? 2 : 4;
+}
+
+typedef struct StKernels {
+  const char *name; /* "host", "cuda" */
+
+  /* ---- memory (the executor's pool calls these; layers do not) ---- */
+  int (*alloc)(void **ptr, size_t bytes);
+  int (*free)(void *ptr);
+  /* kind: 0 device to device, 1 host to device, 2 device to host; a copy to
+   * the host has landed when the call returns (the table has no sync). */
+  int (*copy)(void *stream, void *dst, const void *src, size_t bytes, int kind);
+  int (*memset0)(void *stream, void *ptr, size_t bytes);
+
+  /* ---- elementwise ------------------------------------------------------ */
+  /* dst[i] = (dst_dt) src[i] */
+  int (*convert)(void *stream, void *dst, StKDtype dst_dt, const void *src, StKDtype src_dt,
+                 size_t n);
+  /* y[i] += alpha * x[i]: gradient accumulation, the local comm backend's reductions */
+  int (*axpy)(void *stream, void *y, StKDtype ydt, float alpha, const void *x, StKDtype xdt,
+              size_t n);
+  /* out[i] = a[i] + b[i]; out may alias a or b (residual connections) */
+  int (*add)(void *stream, void *out, const void *a, const void *b, StKDtype dt, size_t n);
+  /* x[i] *= alpha */
+  int (*scale)(void *stream, void *x, StKDtype dt, float alpha, size_t n);
+
+  /* ---- matrix products --------------------------------------------------- */
+  /* For each of `batch` problems (strides in elements, 0 for a shared operand):
+   * C[m,n] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T by ta / tb; A is
+   * m x k after op, B k x n after op; row-major, all in `dt`, fp32 accumulate.
+   * With beta == 0, C is not read (it may hold garbage). */
+  int (*gemm)(void *stream, int ta, int tb, int m, int n, int k, float alpha, const void *a,
+              const void *b, float beta, void *c, StKDtype dt, int batch, int64_t stride_a,
+              int64_t stride_b, int64_t stride_c);
+  /* out[r, c] += bias[c] over rows x cols */
+  int (*bias_add)(void *stream, void *out, const void *bias, int rows, int cols, StKDtype dt);
+  /* dbias[c] += sum over rows of dout[r, c] */
+  int (*bias_grad)(void *stream, void *dbias, const void *dout, int rows, int cols, StKDtype dt);
+
+  /* ---- activations ------------------------------------------------------- */
+  int (*relu_fwd)(void *stream, void *out, const void *in, StKDtype dt, size_t n);
+  /* din = dout * (out > 0); `out` is the forward's output */
+  int (*relu_bwd)(void *stream, void *din, const void *dout, const void *out, StKDtype dt,
+                  size_t n);
+  /* GELU, tanh approximation */
+  int (*gelu_fwd)(void *stream, void *out, const void *in, StKDtype dt, size_t n);
+  int (*gelu_bwd)(void *stream, void *din, const void *dout, const void *in, StKDtype dt,
+                  size_t n);
+  /* Dropout with probability p, mask from (seed, index): out = in * mask / (1 - p);
+   * mask[i] 0 or 1 (uint8), saved for backward. */
+  int (*dropout_fwd)(void *stream, void *out, uint8_t *mask, const void *in, float p,
+                     uint64_t seed, StKDtype dt, size_t n);
+  int (*dropout_bwd)(void *stream, void *din, const void *dout, const uint8_t *mask, float p,
+                     StKDtype dt, size_t n);
+
+  /* ---- normalization ----------------------------------------------------- */
+  /* Over the last dimension of rows x cols; mean, rstd fp32 [rows] saved.
+   * Both norms: eps 1e-5 under the square root, biased variance; gamma /
+   * beta NULL mean 1 / 0 (affine off), and dgamma / dbeta NULL skip them. */
+  int (*layernorm_fwd)(void *stream, void *out, float *mean, float *rstd, const void *in,
+                       const void *gamma, const void *beta, int rows, int cols, StKDtype dt);
+  int (*layernorm_bwd)(void *stream, void *din, void *dgamma, void *dbeta, const void *dout,
+                       const void *in, const float *mean, const float *rstd, const void *gamma,
+                       int rows, int cols, StKDtype dt);
+  /* Training-mode batch norm over N x C x HW: statistics per channel, fp32
+   * mean, rstd [C] saved. */
+  int (*batchnorm_fwd)(void *stream, void *out, float *mean, float *rstd, const void *in,
+                       const void *gamma, const void *beta, int n, int c, int hw, StKDtype dt);
+  int (*batchnorm_bwd)(void *stream, void *din, void *dgamma, void *dbeta, const void *dout,
+                       const void *in, const float *mean, const float *rstd, const void *gamma,
+                       int n, int c, int hw, StKDtype dt);
+
+  /* ---- softmax and loss -------------------------------------------------- */
+  /* Row softmax of rows x cols times `scale`; with `causal`, row r of each
+   * block of `cols` rows sees columns 0..(r mod cols) only (attention). */
+  int (*softmax_fwd)(void *stream, void *out, const void *in, float scale, int causal, int rows,
+                     int cols, StKDtype dt);
+  /* din = scale * out * (dout - sum(dout * out)) per row */
+  int (*softmax_bwd)(void *stream, void *din, const void *dout, const void *out, float scale,
+                     int rows, int cols, StKDtype dt);
+  /* Cross-entropy of logits [rows, classes] with targets [rows]; probs saved
+   * (fp32 [rows, classes]); loss_sum (device fp32 scalar) += sum of the rows' losses.
+   * A target outside [0, classes) ignores its row (no loss, zero gradient),
+   * as PyTorch's ignore_index. */
+  int (*softmax_ce_fwd)(void *stream, float *loss_sum, float *probs, const void *logits,
+                        const int32_t *targets, int rows, int classes, StKDtype dt);
+  /* dlogits = (probs - onehot(target)) * scale */
+  int (*softmax_ce_bwd)(void *stream, void *dlogits, const float *probs, const int32_t *targets,
+                        float scale, int rows, int classes, StKDtype dt);
+
+  /* ---- embeddings -------------------------------------------------------- */
+  /* out[i, :] = table[ids[i], :] for n ids of `dim`; an id outside the table
+   * (the kernel does not know its rows: ids < 0 only) gives a row of zeros */
+  int (*embedding_fwd)(void *stream, void *out, const void *table, const int32_t *ids, int n,
+                       int dim, StKDtype dt);
+  /* dtable[ids[i], :] += dout[i, :] */
+  int (*embedding_bwd)(void *stream, void *dtable, const void *dout, const int32_t *ids, int n,
+                       int dim, StKDtype dt);
+  /* out[b, t, d] += pos[t, d] for b < batch */
+  int (*add_rows)(void *stream, void *out, const void *pos, int batch, int rows, int cols,
+                  StKDtype dt);
+  /* dpos[t, d] += sum over b of dout[b, t, d] */
+  int (*add_rows_bwd)(void *stream, void *dpos, const void *dout, int batch, int rows, int cols,
+                      StKDtype dt);
+
+  /* ---- reshaping --------------------------------------------------------- */
+  /* A 4-D permutation: in has dims d[0..3] (row-major); out[.. perm ..] where
+   * out's dimension i is in's dimension perm[i]. */
+  int (*permute4)(void *stream, void *out, const void *in, const int d[4], const int perm[4],
+                  StKDtype dt);
+
+  /* ---- convolution and pooling (NCHW) -------------------------------------- */
+  /* cols [C*k*k, Ho*Wo] from one image in [C, H, W], stride s, padding p */
+  int (*im2col)(void *stream, void *cols, const void *in, int c, int h, int w, int k, int s,
+                int p, StKDtype dt);
+  /* din [C, H, W] += the columns scattered back */
+  int (*col2im)(void *stream, void *din, const void *cols, int c, int h, int w, int k, int s,
+                int p, StKDtype dt);
+  /* Max pooling over n*c planes of h x w; argmax (int32, saved) */
+  int (*maxpool_fwd)(void *stream, void *out, int32_t *argmax, const void *in, int nc, int h,
+                     int w, int k, int s, int p, StKDtype dt);
+  int (*maxpool_bwd)(void *stream, void *din, const void *dout, const int32_t *argmax, int nc,
+                     int h, int w, int k, int s, int p, StKDtype dt);
+  /* Average pooling (count_include_pad = true) */
+  int (*avgpool_fwd)(void *stream, void *out, const void *in, int nc, int h, int w, int k, int s,
+                     int p, StKDtype dt);
+  int (*avgpool_bwd)(void *stream, void *din, const void *dout, int nc, int h, int w, int k,
+                     int s, int p, StKDtype dt);
+
+  /* ---- optimizers (fp32 master weights and states) ------------------------- */
+  /* AdamW with bias correction at step `t` (1-based); grad in `gdt`, scaled by
+   * grad_scale first; writes the updated master to `param` (in `pdt`) too. */
+  int (*adamw)(void *stream, float *master, float *m, float *v, const void *grad, StKDtype gdt,
+               void *param, StKDtype pdt, size_t n, float lr, float beta1, float beta2,
+               float eps, float weight_decay, int t, float grad_scale);
+  /* SGD with momentum: buf = mu * buf + g + wd * w; w -= lr * buf */
+  int (*sgd)(void *stream, float *master, float *momentum, const void *grad, StKDtype gdt,
+             void *param, StKDtype pdt, size_t n, float lr, float mu, float weight_decay,
+             float grad_scale);
+
+  /* ---- sparse model states (SAMO) ------------------------------------------ */
+  /* values[i] = dense[index[i]] (gather of the non-zeros) */
+  int (*compress)(void *stream, void *values, StKDtype vdt, const void *dense, StKDtype ddt,
+                  const int32_t *index, size_t n);
+  /* dense[index[i]] = values[i] (scatter back; other entries untouched) */
+  int (*expand)(void *stream, void *dense, StKDtype ddt, const void *values, StKDtype vdt,
+                const int32_t *index, size_t n);
+
+  /* ---- added with the layers (exec/layers/) -------------------------------- */
+  /* A convolution's bias, per channel of N x C x HW: out[n, c, :] += bias[c]
+   * (bias_add is per column of a row-major matrix, the wrong axis for NCHW). */
+  int (*bias_add_chw)(void *stream, void *out, const void *bias, int n, int c, int hw,
+                      StKDtype dt);
+  /* dbias[c] += sum over n and hw of dout[n, c, hw] */
+  int (*bias_grad_chw)(void *stream, void *dbias, const void *dout, int n, int c, int hw,
+                       StKDtype dt);
+  /* PyTorch's adaptive average pooling of nc planes of h x w to oh x ow:
+   * output (i, j) averages rows floor(i h / oh) .. ceil((i+1) h / oh) - 1 and
+   * the same for columns (windows of varying size, also when oh > h). */
+  int (*adaptive_avgpool_fwd)(void *stream, void *out, const void *in, int nc, int h, int w,
+                              int oh, int ow, StKDtype dt);
+  /* din = the adjoint of the forward (written, not accumulated) */
+  int (*adaptive_avgpool_bwd)(void *stream, void *din, const void *dout, int nc, int h, int w,
+                              int oh, int ow, StKDtype dt);
+} StKernels;
+
+/* The host table (always built) and the CUDA table (NULL when built without
+ * CUDA, see exec/). */
+const StKernels *st_kernels_host(void);
+const StKernels *st_kernels_cuda(void);
+/* CUDA devices that answer (cudaGetDeviceCount), 0 when there is none, no
+ * driver, or CUDA is not built in: lets plain C code (tests) ask without
+ * linking the CUDA runtime. */
+int st_kernels_cuda_devices(void);
+
+/* bf16 helpers for host code: round to nearest even. */
+static inline uint16_t
+st_f32_to_bf16(float f)
+{
+  union {
+    float f;
+    uint32_t u;
+  } x = {f};
+  if ((x.u & 0x7f800000u) == 0x7f800000u && (x.u & 0x007fffffu)) /* NaN stays NaN */
+    return (uint16_t)((x.u >> 16) | 0x40u);
+  x.u += 0x7fffu + ((x.u >> 16) & 1u);
+  return (uint16_t)(x.u >> 16);
+}
+
+static inline float
+st_bf16_to_f32(uint16_t h)
+{
+  union {
+    uint32_t u;
+    float f;
+  } x = {(uint32_t)h << 16};
+  return x.f;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STAGGER_KERNELS_H */
