@@ -9,10 +9,10 @@
  * it. On the host the work is done before anyone returns.
  *
  * Sums run in member order (the first member's data, plus the second's, ...),
- * so an all-reduce and a reduce-scatter of the same data give the same bits.
- * An in-place reduce-scatter (a member's slice inside its own input) starts
- * from that member's own slice, then adds the others in order: its last bits
- * may differ from the out-of-place sum.
+ * so an all-reduce and an out-of-place reduce-scatter of the same data give
+ * the same bits. An in-place reduce-scatter (a member's slice inside its own
+ * input) starts from that member's own slice, then adds the others in order:
+ * its last bits may differ (the executor never asks for one).
  */
 #include <string.h>
 

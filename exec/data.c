@@ -7,8 +7,9 @@
  * - Models that read token ids (a first embedding layer): sequences where each
  *   token determines the next, t[k+1] = (5 t[k] + 3) mod V from a random
  *   first token; the targets are the next tokens: a bigram table to learn.
- * - Other models: inputs uniform in [-1, 1]; the target is the index of the
- *   largest of the first C inputs (C classes): learnable from the input.
+ * - Other models: inputs uniform in [-1, 1]; the target is the class a fixed
+ *   random linear teacher gives the first (up to) 64 inputs, argmax over c of
+ *   sum_k T[c, k] x[k]: learnable, and cheap to make even for images.
  */
 #include "exec/check.h"
 #include "exec/runtime.h"
@@ -102,6 +103,28 @@ data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GEr
   return r->dev->backend->stream_sync(r->dev, stream, error);
 }
 
+/* Inputs the teacher reads, and its class for sample g: the inputs are
+ * uniform(seed, g, k) as data_make_input makes them. */
+#define TEACHER_INPUTS 64
+
+static int32_t
+teacher(uint64_t seed, uint64_t g, int64_t classes, size_t inputs)
+{
+  uint64_t tseed = mix(seed ^ 0x7eac4e5ull);
+  int64_t best = 0;
+  double best_score = -1e300;
+  for (int64_t c = 0; c < classes; c++) {
+    double score = 0;
+    for (size_t k = 0; k < inputs; k++)
+      score += (double)uniform(tseed, (uint64_t)c, k) * uniform(seed, g, k);
+    if (score > best_score) {
+      best_score = score;
+      best = c;
+    }
+  }
+  return (int32_t)best;
+}
+
 gboolean
 data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GError **error)
 {
@@ -119,12 +142,7 @@ data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream, G
       if (takes_ids(r)) {
         t[j * per + k] = token(seed, g, k + 1, classes);
       } else {
-        /* argmax over the first C inputs, as the input generator made them */
-        int64_t c_max = MIN(classes, (int64_t)in_per), best = 0;
-        for (int64_t c = 1; c < c_max; c++)
-          if (uniform(seed, g, (uint64_t)c) > uniform(seed, g, (uint64_t)best))
-            best = c;
-        t[j * per + k] = (int32_t)best;
+        t[j * per + k] = teacher(seed, g, classes, MIN(in_per, TEACHER_INPUTS));
       }
     }
   }

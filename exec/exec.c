@@ -27,11 +27,14 @@ st_exec_result_clear(StExecResult *result)
 {
   g_clear_pointer(&result->device, g_free);
   g_clear_pointer(&result->loss, g_array_unref);
+  g_clear_pointer(&result->weights, g_ptr_array_unref);
 }
 
 const char *
 st_exec_status_text(const char *device, int status)
 {
+  if (status == ST_K_ENOMEM)
+    return "out of memory";
   const StDeviceBackend *b = st_device_backend_find(device);
   if (b != NULL && b->status_text != NULL)
     return b->status_text(status);
@@ -258,6 +261,7 @@ rank_setup(Exec *x, int rank, GError **error)
   r->input_grads = g_new0(Act, (size_t)r->n_micro * L);
   r->saved = g_new0(void *, (size_t)r->n_micro * L);
   r->targets = g_new0(int32_t *, r->n_micro);
+  r->tied_grads = g_new0(void *, r->n_micro);
   r->act_users = g_new0(int, (size_t)r->n_micro * (2 * L + 1));
   r->done = g_new0(int32_t, n_ops);
   r->events = g_new0(void *, (size_t)s->steps * n_ops * 2);
@@ -297,6 +301,7 @@ rank_clear(Rank *r)
   g_free(r->input_grads);
   g_free(r->saved);
   g_free(r->targets);
+  g_free(r->tied_grads);
   g_free(r->act_users);
   g_free(r->done);
   g_mutex_clear(&r->lock);
@@ -428,6 +433,54 @@ losses(Exec *x, int32_t steps, GArray *out, GError **error)
   return TRUE;
 }
 
+/* Downloads n elements of dt at `src` as floats into `dst`. */
+static gboolean
+download(Rank *r, float *dst, const void *src, size_t n, GError **error)
+{
+  size_t ds = st_kdt_size(r->x->dt);
+  g_autofree void *host = g_malloc(n * ds);
+  ST_KCHECK(r->k->copy(r->streams[0], host, src, n * ds, 2), r->k->name, error);
+  if (!r->dev->backend->stream_sync(r->dev, r->streams[0], error))
+    return FALSE;
+  for (size_t i = 0; i < n; i++)
+    dst[i] = r->x->dt == ST_KDT_BF16 ? st_bf16_to_f32(((uint16_t *)host)[i]) : ((float *)host)[i];
+  return TRUE;
+}
+
+/* The main job's final weights: a rank's whole copy when one has it, else
+ * every rank's slice put together. */
+static gboolean
+gather_weights(Exec *x, GPtrArray *out, GError **error)
+{
+  const StModel *m = x->s->model;
+  for (int i = 0; i < m->n_layers; i++) {
+    size_t n = (size_t)m->layers[i].params;
+    GArray *w = g_array_sized_new(FALSE, TRUE, sizeof(float), (guint)n);
+    g_array_set_size(w, (guint)n);
+    g_ptr_array_add(out, w);
+    gboolean whole = FALSE;
+    for (int rk = 0; n > 0 && rk < x->s->n_ranks && !whole; rk++) {
+      Rank *r = &x->ranks[rk];
+      if (r->dev == NULL || r->p->job != 0 || r->layers[i].params == NULL)
+        continue;
+      if (!download(r, (float *)w->data, r->layers[i].params, n, error))
+        return FALSE;
+      whole = TRUE;
+    }
+    for (int rk = 0; n > 0 && rk < x->s->n_ranks && !whole; rk++) {
+      Rank *r = &x->ranks[rk];
+      LayerState *ls = &r->layers[i];
+      if (r->dev == NULL || r->p->job != 0 || ls->params_part == NULL)
+        continue;
+      size_t first, count;
+      st_comm_slice(n, ls->parts, ls->slice, &first, &count);
+      if (!download(r, (float *)w->data + first, ls->params_part, count, error))
+        return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 /* ---- the run -------------------------------------------------------------------- */
 
 static void
@@ -529,7 +582,10 @@ st_execute(const StSchedule *s, const StExecOptions *o, StExecResult *result, GE
       result->device_peak_bytes += st_pool_footprint(x.ranks[r].pool);
   if (dev0->backend->used_bytes(dev0) >= 0)
     result->device_peak_bytes = dev0->backend->used_bytes(dev0);
-  if (!harvest(&x, t, steps, error) || !losses(&x, steps, result->loss, error)) {
+  if (o->keep_weights)
+    result->weights = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  if (!harvest(&x, t, steps, error) || !losses(&x, steps, result->loss, error) ||
+      (o->keep_weights && !gather_weights(&x, result->weights, error))) {
     st_timeline_free(t);
     exec_clear(&x);
     return NULL;

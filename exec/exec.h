@@ -43,6 +43,7 @@ typedef struct {
   double timeout_s;       /* a collective that does not complete in time fails the run */
   int64_t memory_limit;   /* bytes a rank may allocate (0: what the device has) */
   volatile int *stop;     /* set non-zero (from a SIGINT handler) to stop at the next op */
+  gboolean keep_weights;  /* return the main job's final weights (tests, agreement checks) */
 } StExecOptions;
 
 void st_exec_options_init(StExecOptions *options);
@@ -52,6 +53,9 @@ typedef struct {
   GArray *loss;           /* double per step: mean loss of the main job's global batch */
   int64_t device_peak_bytes;  /* device-level usage (cudaMemGetInfo / the pool's high water) */
   gboolean interrupted;   /* stopped early: the timeline holds the steps that completed */
+  GPtrArray *weights;     /* with keep_weights: per layer of the main job's model, a GArray
+                             of float (its params, whole; empty when it has none), put
+                             together from the ranks' whole weights or slices */
 } StExecResult;
 
 void st_exec_result_clear(StExecResult *result);

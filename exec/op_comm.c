@@ -4,8 +4,8 @@
  * - all-reduce of gradients: in place, over the run of layers when their
  *   gradients are contiguous (one bucket), else layer by layer;
  * - reduce-scatter of gradients: per layer, into this rank's slice: added to
- *   the slice buffer when there is one (it accumulates micro-batches), else in
- *   place inside the whole gradients;
+ *   the slice buffer when there is one (it accumulates micro-batches), else
+ *   copied into its place inside the whole gradients;
  * - all-gather of weights: per layer, from this rank's slice (its slice
  *   buffer, or in place inside the whole weights) into the whole weights;
  * - broadcast / reduce of weights or gradients: whole layers, rooted at the
@@ -78,16 +78,16 @@ all_reduce_grads(Call *c, GError **error)
       i++;
       continue;
     }
-    if (r->layers[i].grads == NULL)
+    char *start = state_data_of(r, c->o, ST_DATA_GRADS, i);
+    if (start == NULL)
       return fail_missing(c, "the gradients", i, error);
     /* The longest run of layers whose gradients follow each other. */
-    char *start = r->layers[i].grads;
     size_t total = params_of(r, i);
     int j = i + 1;
     for (; j <= c->op->layer_last; j++) {
       if (params_of(r, j) == 0)
         continue;
-      if ((char *)r->layers[j].grads != start + total * ds)
+      if ((char *)state_data_of(r, c->o, ST_DATA_GRADS, j) != start + total * ds)
         break;
       total += params_of(r, j);
     }
@@ -123,26 +123,28 @@ reduce_scatter_grads(Call *c, GError **error)
     size_t total = params_of(r, i), first, count;
     if (total == 0)
       continue;
-    if (ls->grads == NULL)
+    char *grads = state_data_of(r, c->o, ST_DATA_GRADS, i);
+    if (grads == NULL)
       return fail_missing(c, "the gradients", i, error);
     ls->parts = n;
     ls->slice = me;
     st_comm_slice(total, n, me, &first, &count);
-    if (ls->grads_part == NULL) { /* in place: the slice inside the whole */
-      if (!collective(c, ls->grads, (char *)ls->grads + first * ds, total, error))
-        return FALSE;
-      continue;
-    }
-    /* Into a scratch slice, then added: the slice accumulates micro-batches. */
+    /* Always into a scratch slice, never in place: every member's slice is
+     * then summed in member order, the bits an all-reduce gives. It is added
+     * to the slice buffer (which accumulates micro-batches) or copied into
+     * the whole gradients' slice. */
     void *slice = NULL;
     g_mutex_lock(&r->lock);
     gboolean ok = st_pool_alloc(r->pool, count * ds, ST_MEM_COMM, c->step, c->o, -1,
                                 "a reduce-scatter's slice", c->stream, &slice, error);
     g_mutex_unlock(&r->lock);
-    if (!ok || !collective(c, ls->grads, slice, total, error))
+    if (!ok || !collective(c, grads, slice, total, error))
       return FALSE;
-    if (count > 0)
+    if (count > 0 && ls->grads_part != NULL)
       ST_KCHECK(r->k->axpy(c->stream, ls->grads_part, r->x->dt, 1.0f, slice, r->x->dt, count),
+                r->k->name, error);
+    else if (count > 0)
+      ST_KCHECK(r->k->copy(c->stream, grads + first * ds, slice, count * ds, 0),
                 r->k->name, error);
     void *ev = r->dev->backend->event_record(r->dev, c->stream, NULL);
     g_mutex_lock(&r->lock);
@@ -163,14 +165,14 @@ all_gather_params(Call *c, GError **error)
     size_t total = params_of(r, i), first, count;
     if (total == 0)
       continue;
-    if (ls->params == NULL)
+    char *params = state_data_of(r, c->o, ST_DATA_PARAMS, i);
+    if (params == NULL)
       return fail_missing(c, "the weights (to gather into)", i, error);
     ls->parts = n;
     ls->slice = me;
     st_comm_slice(total, n, me, &first, &count);
-    const void *mine = ls->params_part != NULL ? ls->params_part
-                                               : (char *)ls->params + first * ds;
-    if (!collective(c, mine, ls->params, total, error))
+    const void *mine = ls->params_part != NULL ? ls->params_part : params + first * ds;
+    if (!collective(c, mine, params, total, error))
       return FALSE;
   }
   return TRUE;
@@ -182,8 +184,7 @@ rooted(Call *c, GError **error)
 {
   Rank *r = c->r;
   for (int i = c->op->layer; i <= c->op->layer_last; i++) {
-    LayerState *ls = &r->layers[i];
-    void *data = c->op->data == ST_DATA_PARAMS ? ls->params : ls->grads;
+    void *data = state_data_of(r, c->o, c->op->data, i);
     if (params_of(r, i) == 0)
       continue;
     if (data == NULL)

@@ -63,14 +63,46 @@ missing(GError **error, const Rank *r, uint32_t op, const char *what)
   return FALSE;
 }
 
-/* The first embedding layer, whose weights a tied head shares; -1 if none. */
-static int
-tied_layer(const StModel *m)
+/* A tied head's weight gradient goes to the layer it is tied to, whose
+ * gradient buffer may only come with that layer's own backward (a ZeRO
+ * bucket): it is parked in a zeroed buffer of the rank (category grads) and
+ * added there when that backward ends. */
+static gboolean
+park_tied_grads(Rank *r, uint32_t o, int mb, int tied, int32_t step, void *stream,
+                GError **error)
 {
-  for (int i = 0; i < m->n_layers; i++)
-    if (g_strcmp0(m->layers[i].type->name, "embedding") == 0)
-      return i;
-  return -1;
+  if (r->tied_grads[mb] != NULL)
+    return TRUE;
+  size_t bytes = (size_t)r->model->layers[tied].params * st_kdt_size(r->x->dt);
+  g_mutex_lock(&r->lock);
+  gboolean ok = st_pool_alloc(r->pool, bytes, ST_MEM_GRADS, step, o, -1, "a tied head's gradient",
+                              stream, &r->tied_grads[mb], error);
+  g_mutex_unlock(&r->lock);
+  if (ok)
+    ST_KCHECK(r->k->memset0(stream, r->tied_grads[mb], bytes), r->k->name, error);
+  return ok;
+}
+
+static gboolean
+add_tied_grads(Rank *r, uint32_t o, int mb, int layer, void *grads, int32_t step, void *stream,
+               GError **error)
+{
+  if (r->tied_grads[mb] == NULL || st_model_tied_layer(r->model, layer) >= 0)
+    return TRUE;
+  gboolean target = FALSE;
+  for (int i = 0; i < r->model->n_layers && !target; i++)
+    target = st_model_tied_layer(r->model, i) == layer;
+  if (!target)
+    return TRUE;
+  size_t n = (size_t)r->model->layers[layer].params;
+  ST_KCHECK(r->k->axpy(stream, grads, r->x->dt, 1.0f, r->tied_grads[mb], r->x->dt, n),
+            r->k->name, error);
+  void *ev = r->dev->backend->event_record(r->dev, stream, NULL);
+  g_mutex_lock(&r->lock);
+  st_pool_release(r->pool, r->tied_grads[mb], step, o, ev);
+  g_mutex_unlock(&r->lock);
+  r->tied_grads[mb] = NULL;
+  return TRUE;
 }
 
 static gboolean
@@ -87,8 +119,9 @@ loss_positions(const StLayer *loss)
 }
 
 static void
-ctx_init(StLayerCtx *c, Rank *r, const StOp *op, int32_t step, Scratch *sc)
+ctx_init(StLayerCtx *c, Rank *r, uint32_t o, int32_t step, Scratch *sc)
 {
+  const StOp *op = st_program_op(r->p, o);
   const StModel *m = r->model;
   const StLayer *l = &m->layers[op->layer];
   *c = (StLayerCtx){
@@ -100,10 +133,10 @@ ctx_init(StLayerCtx *c, Rank *r, const StOp *op, int32_t step, Scratch *sc)
     .scratch = scratch_alloc,
     .pool = sc,
   };
-  if (st_layer_attr(l, "tied", 0)) {
-    int t = tied_layer(m);
-    c->tied_params = t >= 0 ? r->layers[t].params : NULL;
-    c->tied_grads = t >= 0 ? r->layers[t].grads : NULL;
+  int t = st_model_tied_layer(m, op->layer);
+  if (t >= 0) {
+    c->tied_params = state_data_of(r, o, ST_DATA_PARAMS, t);
+    c->tied_grads = r->tied_grads[op->micro];
   }
   if (is_loss(l)) {
     c->targets = r->targets[op->micro];
@@ -120,8 +153,8 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const StLayer *l = &r->model->layers[op->layer];
   const StLayerImpl *impl = st_layer_impl_find(l->type->name);
   int mb = op->micro, i = op->layer;
-  LayerState *ls = &r->layers[i];
-  if (l->params > 0 && ls->params == NULL)
+  void *params = state_data_of(r, o, ST_DATA_PARAMS, i);
+  if (l->params > 0 && params == NULL)
     return missing(error, r, o, "the layer's weights");
   if (i == 0 && !data_make_input(r, mb, step, o, stream, error))
     return FALSE;
@@ -145,8 +178,10 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return FALSE;
   Scratch sc = {r, step, o, stream, g_ptr_array_new(), FALSE};
   StLayerCtx c;
-  ctx_init(&c, r, op, step, &sc);
-  int status = impl->forward(&c, l, op->batch, ls->params, in->ptr, out->ptr, *saved);
+  ctx_init(&c, r, o, step, &sc);
+  if (st_model_tied_layer(r->model, i) >= 0 && c.tied_params == NULL)
+    return missing(error, r, o, "the weights it is tied to");
+  int status = impl->forward(&c, l, op->batch, params, in->ptr, out->ptr, *saved);
   scratch_release(&sc);
   if (sc.failed)
     return FALSE;
@@ -166,9 +201,10 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const StLayer *l = &m->layers[op->layer];
   const StLayerImpl *impl = st_layer_impl_find(l->type->name);
   int mb = op->micro, i = op->layer;
-  LayerState *ls = &r->layers[i];
-  if (l->params > 0 && (ls->params == NULL || ls->grads == NULL))
-    return missing(error, r, o, ls->params == NULL ? "the layer's weights" : "its gradients");
+  void *params = state_data_of(r, o, ST_DATA_PARAMS, i);
+  void *grads = state_data_of(r, o, ST_DATA_GRADS, i);
+  if (l->params > 0 && (params == NULL || grads == NULL))
+    return missing(error, r, o, params == NULL ? "the layer's weights" : "its gradients");
   gboolean keeps_in = (l->type->keeps & ST_KEEPS_INPUT) != 0;
   gboolean keeps_out = (l->type->keeps & ST_KEEPS_OUTPUT) != 0;
   Act *in = acts_output(r, mb, i - 1), *out = acts_output(r, mb, i);
@@ -185,18 +221,25 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
       return FALSE;
   }
   void **saved = &r->saved[mb * m->n_layers + i];
+  int tied = st_model_tied_layer(m, i);
+  if (tied >= 0 && !park_tied_grads(r, o, mb, tied, step, stream, error))
+    return FALSE;
   Scratch sc = {r, step, o, stream, g_ptr_array_new(), FALSE};
   StLayerCtx c;
-  ctx_init(&c, r, op, step, &sc);
-  int status = impl->backward(&c, l, op->batch, ls->params, keeps_in ? in->ptr : NULL,
+  ctx_init(&c, r, o, step, &sc);
+  if (tied >= 0 && c.tied_params == NULL)
+    return missing(error, r, o, "the weights it is tied to");
+  int status = impl->backward(&c, l, op->batch, params, keeps_in ? in->ptr : NULL,
                               keeps_out ? out->ptr : NULL, *saved,
                               dout != NULL ? dout->ptr : NULL, din != NULL ? din->ptr : NULL,
-                              ls->grads);
+                              grads);
   scratch_release(&sc);
   if (sc.failed)
     return FALSE;
   if (status != 0)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
+  if (!add_tied_grads(r, o, mb, i, grads, step, stream, error))
+    return FALSE;
   GError *local = NULL;
   void *ev = r->dev->backend->event_record(r->dev, stream, &local);
   if (ev == NULL) {

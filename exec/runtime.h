@@ -71,6 +71,9 @@ typedef struct {
   int32_t *done;           /* [n_ops]: instances issued */
   void **events;           /* [steps * n_ops * 2]: start and end of each instance */
   float *loss;             /* device fp32 [steps]: summed loss of its micro-batches */
+  void **tied_grads;       /* [n_micro]: a tied head's weight gradient waiting for the
+                              backward of the layer it is tied to (whose gradient buffer
+                              may not exist yet), or NULL */
   int *act_users;          /* [n_micro * (n_layers + 1) + n_micro * n_layers]: users per step */
 } Rank;
 
@@ -105,6 +108,12 @@ gboolean state_alloc_buffer(Rank *r, uint32_t buffer, int32_t step, uint32_t op,
 void state_free_buffer(Rank *r, uint32_t buffer, int32_t step, uint32_t op, void *last_use);
 gboolean state_init_weights(Rank *r, GError **error);
 size_t state_optim_floats(const Rank *r, size_t n); /* floats of states for n parameters */
+/* Where op `o` finds `data` (weights or gradients, whole or sliced) of
+ * `layer`: in a buffer of its own alloc or free list first (the gather made
+ * for it, the bucket it reduces), else where the layer's state points. A
+ * prefetched gather for a later pass, or the next micro-batch's bucket, may
+ * already be bound to the layer while this op still needs its own. */
+void *state_data_of(Rank *r, uint32_t o, StData data, int layer);
 
 /* acts.c: activations. */
 void acts_count_users(Rank *r);

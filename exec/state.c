@@ -57,41 +57,50 @@ needed_bytes(const Rank *r, const StBuffer *b)
   return total;
 }
 
-/* Points (ptr non-NULL) or unpoints (ptr NULL) the layers of buffer b. */
+/* The layer state field that a buffer of `data` fills. */
+static void **
+field_of(LayerState *ls, StData data)
+{
+  switch (data) {
+  case ST_DATA_PARAMS:
+    return &ls->params;
+  case ST_DATA_GRADS:
+    return &ls->grads;
+  case ST_DATA_PARAMS_SHARD:
+    return &ls->params_part;
+  case ST_DATA_GRADS_SHARD:
+    return &ls->grads_part;
+  case ST_DATA_OPTIM:
+  case ST_DATA_OPTIM_SHARD:
+    return (void **)&ls->optim;
+  default:
+    return NULL;
+  }
+}
+
+/* Points the layers of buffer b at `base` (binding), or, when the buffer goes,
+ * unpoints those that still point into it: another buffer of the same data
+ * may have been bound since (a prefetched gather for the backward while the
+ * forward's is still alive). */
 static void
-bind(Rank *r, const StBuffer *b, char *ptr)
+bind(Rank *r, const StBuffer *b, char *base, gboolean binding)
 {
   size_t offset = 0;
+  gboolean optim = b->data == ST_DATA_OPTIM || b->data == ST_DATA_OPTIM_SHARD;
   for (int i = b->layer; i <= b->layer_last; i++) {
     LayerState *ls = &r->layers[i];
     size_t n = held(r, i, b->parts);
-    void *at = ptr != NULL ? ptr + offset : NULL;
-    switch ((StData)b->data) {
-    case ST_DATA_PARAMS:
-      ls->params = at;
-      break;
-    case ST_DATA_GRADS:
-      ls->grads = at;
-      break;
-    case ST_DATA_PARAMS_SHARD:
-      ls->params_part = at;
-      break;
-    case ST_DATA_GRADS_SHARD:
-      ls->grads_part = at;
-      break;
-    case ST_DATA_OPTIM:
-    case ST_DATA_OPTIM_SHARD:
-      ls->optim = at;
-      ls->optim_part = b->data == ST_DATA_OPTIM_SHARD;
-      break;
-    default:
-      break;
+    void **field = field_of(ls, b->data);
+    if (field != NULL && binding) {
+      *field = base + offset;
+      if (optim)
+        ls->optim_part = b->data == ST_DATA_OPTIM_SHARD;
+      if (b->parts > 1)
+        ls->parts = b->parts;
+    } else if (field != NULL && *field == base + offset) {
+      *field = NULL;
     }
-    if (b->parts > 1)
-      ls->parts = b->parts;
-    offset += b->data == ST_DATA_OPTIM || b->data == ST_DATA_OPTIM_SHARD
-                ? state_optim_floats(r, n) * sizeof(float)
-                : n * dt_size(r);
+    offset += optim ? state_optim_floats(r, n) * sizeof(float) : n * dt_size(r);
   }
 }
 
@@ -121,7 +130,7 @@ state_alloc_buffer(Rank *r, uint32_t index, int32_t step, uint32_t op, void *str
       b->data == ST_DATA_OPTIM_SHARD)
     ST_KCHECK(r->k->memset0(stream, ptr, (size_t)b->bytes), r->k->name, error);
   if (b->data != ST_DATA_NONE)
-    bind(r, b, ptr);
+    bind(r, b, ptr, TRUE);
   return TRUE;
 }
 
@@ -135,7 +144,7 @@ state_free_buffer(Rank *r, uint32_t index, int32_t step, uint32_t op, void *last
     return;
   }
   if (b->data != ST_DATA_NONE)
-    bind(r, b, NULL);
+    bind(r, b, r->buffers[index], FALSE);
   st_pool_release(r->pool, r->buffers[index], step, op, last_use);
   r->buffers[index] = NULL;
 }
@@ -187,4 +196,23 @@ state_init_weights(Rank *r, GError **error)
     }
   }
   return TRUE;
+}
+
+void *
+state_data_of(Rank *r, uint32_t o, StData data, int layer)
+{
+  const StOp *op = st_program_op(r->p, o);
+  const uint32_t *mem = st_program_allocs(r->p, op);
+  for (int j = 0; j < op->n_alloc + op->n_free; j++) {
+    const StBuffer *b = &g_array_index(r->p->buffers, StBuffer, mem[j]);
+    if (b->data != data || layer < b->layer || layer > b->layer_last || r->buffers[mem[j]] == NULL)
+      continue;
+    size_t offset = 0;
+    for (int i = b->layer; i < layer; i++)
+      offset += held(r, i, b->parts) * dt_size(r);
+    return (char *)r->buffers[mem[j]] + offset;
+  }
+  LayerState ls = r->layers[layer];
+  void **field = field_of(&ls, data);
+  return field != NULL ? *field : NULL;
 }

@@ -7,3 +7,9 @@ st_kernels_cuda(void)
 {
   return NULL;
 }
+
+int
+st_kernels_cuda_devices(void)
+{
+  return 0;
+}

@@ -12,10 +12,13 @@
  * (fp32, or bf16 under mixed precision); arithmetic is fp32, and optimizer
  * states and master weights are fp32. Shapes are row-major; a batch of samples
  * is the leading dimension. Backward kernels ACCUMULATE into weight gradients
- * (+=) and WRITE input gradients (=), unless stated.
+ * (+=) and WRITE input gradients (=), unless stated. Element-wise kernels
+ * (convert aside) and the row softmax (forward and backward) may run in
+ * place: out == in.
  *
- * Every kernel has a CPU reference; CUDA versions are tested against it
- * (tests/test_kernels.c, label gpu) with a stated tolerance.
+ * Every kernel has a CPU reference (kernels/ref/, tests/test_kernels.c);
+ * CUDA versions are tested against it (tests/test_gpu_kernels.c, label gpu)
+ * with a stated tolerance.
  */
 #ifndef STAGGER_KERNELS_H
 #define STAGGER_KERNELS_H
@@ -97,7 +100,8 @@ typedef struct StKernels {
   /* ---- normalization ----------------------------------------------------- */
   /* Over the last dimension of rows x cols; mean, rstd fp32 [rows] saved.
    * Both norms: eps 1e-5 under the square root, biased variance; gamma /
-   * beta NULL mean 1 / 0 (affine off), and dgamma / dbeta NULL skip them. */
+   * beta NULL mean 1 / 0 (affine off), and din / dgamma / dbeta NULL skip
+   * them. */
   int (*layernorm_fwd)(void *stream, void *out, float *mean, float *rstd, const void *in,
                        const void *gamma, const void *beta, int rows, int cols, StKDtype dt);
   int (*layernorm_bwd)(void *stream, void *din, void *dgamma, void *dbeta, const void *dout,

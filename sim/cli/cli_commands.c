@@ -8,6 +8,7 @@ extern const StCommand st_cmd_model;
 extern const StCommand st_cmd_sim;
 extern const StCommand st_cmd_schedule;
 extern const StCommand st_cmd_plot;
+extern const StCommand st_cmd_profile;
 extern const StCommand st_cmd_run;
 extern const StCommand st_cmd_plan;
 
@@ -16,6 +17,7 @@ static const StCommand *const COMMANDS[] = {
   &st_cmd_sim,
   &st_cmd_schedule,
   &st_cmd_plot,
+  &st_cmd_profile,
   &st_cmd_run,
   &st_cmd_plan,
   NULL,

@@ -130,6 +130,12 @@ run(int argc, char **argv, GError **error)
   StCliInputs in = {0};
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
+  static const char *const backends[] = {"auto", "host", "cuda", NULL};
+  static const char *const comms[] = {"auto", "local", "nccl", NULL};
+  if (ok && !g_strv_contains(backends, a.backend))
+    ok = st_cli_usage_error(error, "--backend %s: expected auto, host or cuda", a.backend);
+  if (ok && !g_strv_contains(comms, a.comm))
+    ok = st_cli_usage_error(error, "--comm %s: expected auto, local or nccl", a.comm);
   if (ok && a.schedule != NULL) {
     StSchedule *s = st_schedule_load(a.schedule, error);
     ok = s != NULL && st_schedule_check(s, error);

@@ -54,6 +54,12 @@ retry_stream(Engine *e, int sim, int stream)
   g_queue_push_tail(&e->ready, stream_key(sim, stream));
 }
 
+void
+engine_retry_stream(Engine *e, int sim, int stream)
+{
+  retry_stream(e, sim, stream);
+}
+
 /* ---- per-program facts --------------------------------------------------- */
 
 static StDtype
@@ -159,8 +165,10 @@ try_stream(Engine *e, int sim, int stream)
     sr->waiters[d->op] |= UINT64_C(1) << stream;
     return;
   }
-  st->busy = TRUE;
   OpRef ref = {sim, o, st->step, e->now};
+  if (!admission_may_start(e, &ref))
+    return; /* a background piece waits for its device's admission control */
+  st->busy = TRUE;
   start_op(e, &ref);
 }
 
@@ -172,7 +180,7 @@ engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource sour
   StOpRecord rec = {
     .rank = sr->rank,
     .op = ref->op,
-    .step = ref->step,
+    .step = admission_record_step(e, ref),
     .source = (uint8_t)source,
     .ready_ns = ref->ready_ns,
     .start_ns = start_ns,
@@ -186,11 +194,14 @@ engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource sour
   StreamState *st = &sr->streams[op->stream];
   st->busy = FALSE;
   st->dep_cursor = 0;
+  gboolean wrapped = FALSE;
   if (++st->pos == (int32_t)sr->info->stream_ops[op->stream]->len) {
     st->pos = 0;
-    if (++st->step == e->s->steps)
+    wrapped = TRUE;
+    if (++st->step == e->s->steps && !st->unbounded)
       st->done = TRUE;
   }
+  admission_on_complete(e, ref, start_ns, wrapped);
   retry_stream(e, ref->sim, op->stream);
   uint64_t waiting = sr->waiters[ref->op];
   sr->waiters[ref->op] = 0;
@@ -203,10 +214,12 @@ static void
 drain_ready(Engine *e)
 {
   gpointer key;
-  while ((key = g_queue_pop_head(&e->ready)) != NULL) {
-    gsize packed = GPOINTER_TO_SIZE(key) - 1;
-    try_stream(e, (int)(packed >> 16), (int)(packed & 0xffff));
-  }
+  do {
+    while ((key = g_queue_pop_head(&e->ready)) != NULL) {
+      gsize packed = GPOINTER_TO_SIZE(key) - 1;
+      try_stream(e, (int)(packed >> 16), (int)(packed & 0xffff));
+    }
+  } while (e->adm != NULL && admission_flush(e));
 }
 
 /* A rank begins: every stream tries its first op. */
@@ -275,6 +288,7 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   for (int d = 0; d < s->n_devices; d++)
     e->devices[d].kernels = g_ptr_array_new();
   net_init(e);
+  admission_init(e);
   return TRUE;
 }
 
@@ -285,6 +299,7 @@ engine_clear(Engine *e)
   st_queue_clear(&e->queue);
   compute_clear(e);
   net_clear(e);
+  admission_clear(e);
   g_queue_clear(&e->ready);
   for (int i = 0; i < e->n_sims; i++) {
     g_free(e->sims[i].streams);
@@ -314,7 +329,7 @@ check_finished(Engine *e, GError **error)
     SimRank *sr = &e->sims[i];
     for (guint st = 0; st < sr->program->streams->len; st++) {
       StreamState *ss = &sr->streams[st];
-      if (ss->done)
+      if (ss->done || admission_stream_optional(e, i, (int)st))
         continue;
       uint32_t o = g_array_index(sr->info->stream_ops[st], uint32_t, ss->pos);
       g_autofree char *what = st_op_describe(e->s, sr->program, o);
@@ -360,6 +375,8 @@ st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *
       compute_on_event(&e, (Kernel *)ev);
     else if (ev->kind == EV_FLOW)
       net_on_event(&e, (Flow *)ev);
+    else if (ev->kind == EV_WAKE)
+      admission_on_wake(&e, ev);
     else
       start_rank(&e, (int)((SimRank *)ev - e.sims));
     drain_ready(&e);

@@ -10,6 +10,11 @@
  * priority (the share model), and the transfers running over one device's
  * link split its bandwidth equally; whenever a user arrives or leaves, the
  * rates change and the finish times of the others are recomputed.
+ *
+ * Multiplexing: background streams (StStream.background) start their compute
+ * in pieces admitted by their device's admission control (sched/admission.h)
+ * and, beside a foreground, run best effort until the foreground's last step
+ * ends (engine_admission.c). A schedule without them runs exactly as before.
  */
 #pragma once
 

@@ -31,7 +31,11 @@ reshare(Engine *e, DeviceState *dev)
   for (int i = 0; i < n; i++) {
     Kernel *k = g_ptr_array_index(dev->kernels, i);
     k->rate = clients[i].rate;
-    if (k->rate > 0)
+    /* A kernel whose work is done ends now, even if a kernel arriving at
+     * this same instant would starve it from here on. */
+    if (k->remaining_ns <= 0)
+      st_queue_reschedule(&e->queue, &k->ev.node, e->now);
+    else if (k->rate > 0)
       st_queue_reschedule(&e->queue, &k->ev.node,
                           e->now + (int64_t)ceil(k->remaining_ns / k->rate - 1e-6));
     else if (st_event_queued(&k->ev.node))

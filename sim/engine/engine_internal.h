@@ -22,6 +22,7 @@ typedef enum {
   EV_KERNEL = 1,
   EV_FLOW,
   EV_START, /* a rank with a start offset begins */
+  EV_WAKE,  /* admission control looks again (a foreground receive became long) */
 } EventKind;
 
 /* Every queued object starts with this, so a popped node tells its kind. */
@@ -50,6 +51,11 @@ typedef struct {
   uint16_t dep_cursor; /* deps of the head op already seen met */
   gboolean busy;      /* head op started, not yet complete */
   gboolean done;      /* ran every step */
+  /* Multiplexing (engine_admission.c); all FALSE / 0 for ordinary streams. */
+  gboolean unbounded; /* a background stream beside a foreground: repeats until it ends */
+  gboolean in_piece;  /* holds an admitted background piece */
+  gboolean waiting;   /* on its device's list of streams waiting for admission */
+  double piece_left_ns; /* solo compute time left in the piece */
 } StreamState;
 
 typedef struct {
@@ -106,6 +112,32 @@ typedef struct {
   uint64_t stamp;        /* recompute round that last updated it */
 } Flow;
 
+/* Admission control of one (representative) device, for multiplexing. */
+typedef struct {
+  Event wake;              /* EV_WAKE: when a pending foreground receive turns long */
+  int32_t device;
+  const StAdmissionPolicy *policy; /* of the first background stream on it, or NULL */
+  gboolean has_fg;         /* a foreground stream with ops runs here */
+  int32_t bg_in_flight;    /* background pieces holding the device */
+  int32_t fg_collectives;  /* foreground collectives started, not complete */
+  int32_t fg_recvs;        /* foreground receives posted, not complete */
+  int64_t fg_recv_since;   /* when fg_recvs last became non-zero */
+  double fg_slowdown;      /* moving average (st_admission_slowdown), 1 = as alone */
+  gboolean dirty;          /* something the decision reads changed */
+  GArray *waiting;         /* int32 pairs (sim, stream) waiting for admission */
+} AdmitDevice;
+
+/* engine_admission.c: NULL unless a simulated rank has a background stream,
+ * so ordinary schedules run exactly as before. */
+typedef struct {
+  AdmitDevice *devices;    /* [n_devices] */
+  int32_t n_fg_streams;    /* foreground streams with ops of simulated ranks */
+  int32_t *fg_finished;    /* [steps]: foreground streams that finished step k */
+  int32_t fg_steps_done;   /* steps that every foreground stream has finished */
+  GArray *dirty;           /* int32 devices with dirty set */
+  int64_t bg_ops_since_fg; /* background ops completed since the foreground's last */
+} Admission;
+
 typedef struct {
   const StSchedule *s;
   const StEngineOptions *options;
@@ -135,12 +167,36 @@ typedef struct {
   int64_t events;
   int64_t ops_done;
   GError *error;          /* first error met inside a handler */
+  Admission *adm;         /* multiplexing, or NULL */
 } Engine;
 
 /* engine.c */
 void engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource source);
 gboolean engine_failed(Engine *e);
 void engine_fail(Engine *e, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+/* engine.c: queues a stream to be tried again. */
+void engine_retry_stream(Engine *e, int sim, int stream);
+
+/* engine_admission.c (multiplexing; each is a no-op without background streams) */
+void admission_init(Engine *e);
+void admission_clear(Engine *e);
+/* Before an op whose dependencies are met starts: FALSE when it must wait
+ * for admission (or its background stream has ended). */
+gboolean admission_may_start(Engine *e, const OpRef *ref);
+/* The step an op record carries: a background op is labelled with the
+ * foreground step during which it ended. */
+int32_t admission_record_step(Engine *e, const OpRef *ref);
+/* After an op completed and its stream advanced (`wrapped`: to a new step). */
+void admission_on_complete(Engine *e, const OpRef *ref, int64_t start_ns, gboolean wrapped);
+/* Queues the waiting streams of devices whose situation changed; TRUE when
+ * some were queued. */
+gboolean admission_flush(Engine *e);
+/* An EV_WAKE event fired. */
+void admission_on_wake(Engine *e, Event *ev);
+/* Whether an unfinished stream may be left behind when the run ends (a
+ * background stream cut when the foreground finished). */
+gboolean admission_stream_optional(const Engine *e, int sim, int stream);
 
 /* engine_compute.c */
 void compute_start(Engine *e, const OpRef *ref);

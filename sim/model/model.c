@@ -178,3 +178,14 @@ st_model_to_json(const StModel *model)
   st_json_add_int(totals, "act_bytes", model->act_bytes);
   return root;
 }
+
+int
+st_model_tied_layer(const StModel *m, int i)
+{
+  if (i < 0 || i >= m->n_layers || !st_layer_attr(&m->layers[i], "tied", 0))
+    return -1;
+  for (int j = 0; j < m->n_layers; j++)
+    if (strcmp(m->layers[j].type->name, "embedding") == 0)
+      return j;
+  return -1;
+}

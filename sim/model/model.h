@@ -116,6 +116,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(StModel, st_model_free)
 /* The attribute `key` of a layer, or `fallback` when the layer has none. */
 int64_t st_layer_attr(const StLayer *layer, const char *key, int64_t fallback);
 
+/* The layer whose weights layer `i` uses instead of its own (a tied LM head
+ * uses the first embedding's), or -1. */
+int st_model_tied_layer(const StModel *model, int i);
+
 /* Bytes of a per-sample quantity given at the model's dtype, converted to
  * `dtype` (mixed precision keeps activations in 16 bits). */
 int64_t st_model_bytes_as(const StModel *model, int64_t bytes, StDtype dtype);

@@ -225,9 +225,9 @@ var_size(GString *vars, const Plotter *pl, int width, int height, int text_width
   var_int(vars, "height", pl->ext ? height : text_height);
 }
 
-/* "GPU 0 (stands for 4 GPUs: 0-3)"; long lists are left out of the title. */
-static char *
-panel_label(int device, const char *stands)
+/* How many devices a "0-3,8" list names. */
+static int
+stands_count(const char *stands)
 {
   int count = 0;
   g_auto(GStrv) ranges = g_strsplit(stands ? stands : "", ",", -1);
@@ -236,6 +236,14 @@ panel_label(int device, const char *stands)
     int n = sscanf(*r, "%d-%d", &first, &last);
     count += n == 2 ? last - first + 1 : n == 1 ? 1 : 0;
   }
+  return count;
+}
+
+/* "GPU 0 (stands for 4 GPUs: 0-3)"; long lists are left out of the title. */
+static char *
+panel_label(int device, const char *stands)
+{
+  int count = stands_count(stands);
   if (count <= 1)
     return g_strdup_printf("GPU %d", device);
   if (strlen(stands) <= 40)
@@ -364,6 +372,22 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
     var_string(mem, name_key, run);
     var_int(mem, first_key, g_array_index(info.first, int, 0));
     var_int(mem, last_key, g_array_index(info.last, int, 0));
+    /* The folded devices and how many each stands for, so the script can
+     * sum over all GPUs (devs1 = "0", wts1 = "8"). */
+    g_autoptr(GString) devs = g_string_new(NULL);
+    g_autoptr(GString) wts = g_string_new(NULL);
+    for (guint k = 0; k < info.devices->len; k++) {
+      int d = g_array_index(info.devices, int, k);
+      int count = stands_count(g_hash_table_lookup(info.stands, GINT_TO_POINTER(d)));
+      if (count > 1) {
+        g_string_append_printf(devs, "%s%d", devs->len ? " " : "", d);
+        g_string_append_printf(wts, "%s%d", wts->len ? " " : "", count);
+      }
+    }
+    g_autofree char *devs_key = g_strdup_printf("devs%u", i + 1);
+    g_autofree char *wts_key = g_strdup_printf("wts%u", i + 1);
+    var_string(mem, devs_key, devs->str);
+    var_string(mem, wts_key, wts->str);
     if (has_file(sub, "comm.csv")) {
       g_autofree char *table = g_build_filename(sub, "comm.csv", NULL);
       n_comm++;
@@ -373,11 +397,10 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
       var_string(comm, comm_name, run);
     }
   }
-  g_autofree char *mem_title =
-    g_strdup_printf("%s: total memory of each run's first GPU", base);
+  g_autofree char *mem_title = g_strdup_printf("%s: memory of each run", base);
   var_string(mem, "title", mem_title);
   var_int(mem, "n", runs->len);
-  var_size(mem, pl, 1400, 700, 120, 32);
+  var_size(mem, pl, 1400, 1500, 120, 90);
   if (!run_script(pl, "compare_memory.gp", mem, dir, "compare_memory", error))
     return FALSE;
   if (n_comm == 0)
@@ -387,6 +410,45 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
   var_int(comm, "n", n_comm);
   var_size(comm, pl, 1400, 700, 120, 32);
   return run_script(pl, "compare_comm.gp", comm, dir, "compare_comm", error);
+}
+
+/* ---- a plan (stagger plan --out DIR) ------------------------------------------------------- */
+
+/* plan.csv's "# key: value" lines (objective, strategies, mem_cap_bytes) go
+ * to the scripts as variables of the same names. */
+static gboolean
+plot_plan(Plotter *pl, const char *dir, GError **error)
+{
+  g_autofree char *path = g_build_filename(dir, "plan.csv", NULL);
+  g_autofree char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents(path, &text, NULL, &local)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return FALSE;
+  }
+  g_autoptr(GString) vars = g_string_new(NULL);
+  var_string(vars, "datafile", path);
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  for (char **line = lines; *line != NULL && (*line)[0] == '#'; line++) {
+    char key[32];
+    int end = 0;
+    if (sscanf(*line, "# %31[a-z_]: %n", key, &end) == 1 && end > 0)
+      var_string(vars, key, *line + end);
+  }
+  g_autofree char *base = g_path_get_basename(dir);
+  const char *scripts[][3] = {{"plan_gpus.gp", "plan_gpus", "against GPUs used"},
+                              {"plan_memory.gp", "plan_memory", "against peak memory per GPU"}};
+  for (gsize i = 0; i < G_N_ELEMENTS(scripts); i++) {
+    g_autoptr(GString) mine = g_string_new(vars->str);
+    g_autofree char *title = g_strdup_printf("%s: the configurations searched, %s", base,
+                                             scripts[i][2]);
+    var_string(mine, "title", title);
+    var_size(mine, pl, 1400, 800, 120, 36);
+    if (!run_script(pl, scripts[i][0], mine, dir, scripts[i][1], error))
+      return FALSE;
+  }
+  return TRUE;
 }
 
 /* ---- entry ----------------------------------------------------------------------------- */
@@ -422,8 +484,9 @@ st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArra
     return FALSE;
   }
   gboolean single = has_file(dir, "memory.csv");
+  gboolean plan = !single && has_file(dir, "plan.csv");
   g_autoptr(GPtrArray) runs = NULL;
-  if (!single) {
+  if (!single && !plan) {
     runs = list_runs(dir, error);
     if (runs == NULL)
       return FALSE;
@@ -451,6 +514,8 @@ st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArra
                                          : "dumb noenhanced",
     .written = written,
   };
+  if (plan)
+    return plot_plan(&pl, dir, error);
   if (single)
     return plot_run(&pl, dir, error);
   for (guint i = 0; i < runs->len; i++) {

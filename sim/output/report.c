@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "base/units.h"
+#include "output/report_multiplex.h"
 
 static cJSON *
 categories(const int64_t bytes[ST_MEM_N])
@@ -131,6 +132,9 @@ st_report_to_json(const StSummary *sum)
   cJSON_AddNumberToObject(comm, "exposed_s", sum->comm_exposed_ns * 1e-9);
 
   cJSON_AddItemToObject(root, "out_of_memory", oom_json(sum));
+  cJSON *multiplex = st_report_multiplex_json(sum);
+  if (multiplex != NULL)
+    cJSON_AddItemToObject(root, "multiplex", multiplex);
 
   cJSON *sources = cJSON_AddObjectToObject(root, "cost_sources");
   for (int src = ST_SRC_PROFILED; src < ST_SRC_N; src++)

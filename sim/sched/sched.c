@@ -65,7 +65,7 @@ int
 st_program_add_stream(StProgram *p, const char *name, int priority)
 {
   g_return_val_if_fail(p->streams->len < G_MAXUINT16, -1);
-  StStream s = {g_strdup(name), priority};
+  StStream s = {.name = g_strdup(name), .priority = priority};
   g_array_append_val(p->streams, s);
   return (int)p->streams->len - 1;
 }

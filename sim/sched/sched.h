@@ -42,6 +42,7 @@
 #include "base/kinds.h"
 #include "cluster/cluster.h"
 #include "model/model.h"
+#include "sched/admission.h"
 
 #define ST_SCHED_ERROR (st_sched_error_quark())
 GQuark st_sched_error_quark(void);
@@ -49,6 +50,14 @@ GQuark st_sched_error_quark(void);
 typedef struct {
   char *name;
   int32_t priority; /* higher runs first when streams share a device; 0 is normal */
+  /* Multiplexing (sched/admission.h): a background stream runs a best-effort
+   * job beside the foreground (the streams that are not background). Its
+   * compute ops start in pieces that its device's admission control lets in
+   * under `admission`; while a foreground exists it repeats its ops for as
+   * long as the foreground runs, and stops when the foreground's last step
+   * ends. FALSE (the default) for every ordinary stream. */
+  gboolean background;
+  StAdmissionPolicy admission; /* when background */
 } StStream;
 
 typedef struct {

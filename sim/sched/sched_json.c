@@ -110,6 +110,23 @@ op_to_json(const StProgram *p, uint32_t index)
   return o;
 }
 
+/* A background stream's admission policy (sched/admission.h); its presence
+ * marks the stream as background. Times in microseconds. */
+static cJSON *
+admission_to_json(const StAdmissionPolicy *a)
+{
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "slowdown_limit", a->slowdown_limit);
+  cJSON_AddNumberToObject(o, "recover", a->recover);
+  cJSON_AddNumberToObject(o, "long_recv_us", (double)a->long_recv_ns / 1e3);
+  cJSON_AddNumberToObject(o, "piece_us", (double)a->piece_ns / 1e3);
+  st_json_add_int(o, "fg_pieces", a->fg_pieces);
+  st_json_add_int(o, "bg_pieces", a->bg_pieces);
+  st_json_add_int(o, "bg_pieces_alone", a->bg_pieces_alone);
+  st_json_add_int(o, "from_step", a->from_step);
+  return o;
+}
+
 static cJSON *
 program_to_json(const StProgram *p)
 {
@@ -123,6 +140,8 @@ program_to_json(const StProgram *p)
     cJSON *so = cJSON_CreateObject();
     cJSON_AddStringToObject(so, "name", st->name);
     st_json_add_int(so, "priority", st->priority);
+    if (st->background)
+      cJSON_AddItemToObject(so, "admission", admission_to_json(&st->admission));
     cJSON_AddItemToArray(streams, so);
   }
   cJSON *buffers = cJSON_AddArrayToObject(o, "buffers");

@@ -254,10 +254,36 @@ read_comm(const cJSON *obj, int index, gpointer ctx, GError **error)
 
 /* ---- reading: programs ---------------------------------------------------- */
 
+/* A background stream's "admission" object (sched_json.c writes it). */
+static gboolean
+read_admission(const cJSON *obj, StAdmissionPolicy *a, GError **error)
+{
+  static const char *const keys[] = {"slowdown_limit", "recover", "long_recv_us", "piece_us",
+                                     "fg_pieces", "bg_pieces", "bg_pieces_alone", "from_step",
+                                     NULL};
+  st_admission_policy_init(a);
+  double long_recv_us = (double)a->long_recv_ns / 1e3, piece_us = (double)a->piece_ns / 1e3;
+  if (!expect_object(obj, keys, error) ||
+      !st_json_get_double(obj, "slowdown_limit", FALSE, 0, &a->slowdown_limit, error) ||
+      !st_json_get_double(obj, "recover", FALSE, 0, &a->recover, error) ||
+      !st_json_get_double(obj, "long_recv_us", FALSE, 0, &long_recv_us, error) ||
+      !st_json_get_double(obj, "piece_us", FALSE, 0, &piece_us, error) ||
+      !get_int32(obj, "fg_pieces", FALSE, &a->fg_pieces, error) ||
+      !get_int32(obj, "bg_pieces", FALSE, &a->bg_pieces, error) ||
+      !get_int32(obj, "bg_pieces_alone", FALSE, &a->bg_pieces_alone, error) ||
+      !get_int32(obj, "from_step", FALSE, &a->from_step, error)) {
+    prefix_path(error, ".admission");
+    return FALSE;
+  }
+  a->long_recv_ns = (int64_t)llround(long_recv_us * 1e3);
+  a->piece_ns = (int64_t)llround(piece_us * 1e3);
+  return TRUE;
+}
+
 static gboolean
 read_stream(const cJSON *item, int i, gpointer ctx, GError **error)
 {
-  static const char *const keys[] = {"name", "priority", NULL};
+  static const char *const keys[] = {"name", "priority", "admission", NULL};
   const char *name = NULL;
   int32_t priority = 0;
   if (i >= G_MAXUINT16)
@@ -265,7 +291,16 @@ read_stream(const cJSON *item, int i, gpointer ctx, GError **error)
   if (!expect_object(item, keys, error) || !st_json_get_string(item, "name", TRUE, &name, error) ||
       !get_int32(item, "priority", FALSE, &priority, error))
     return FALSE;
-  st_program_add_stream(ctx, name, priority);
+  StAdmissionPolicy admission;
+  const cJSON *adm = cJSON_GetObjectItemCaseSensitive(item, "admission");
+  if (adm != NULL && !read_admission(adm, &admission, error))
+    return FALSE;
+  int k = st_program_add_stream(ctx, name, priority);
+  if (adm != NULL) {
+    StStream *st = &g_array_index(((StProgram *)ctx)->streams, StStream, k);
+    st->background = TRUE;
+    st->admission = admission;
+  }
   return TRUE;
 }
 

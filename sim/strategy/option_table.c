@@ -35,7 +35,8 @@ static const StOptionSpec SPECS[] = {
    "Data-parallel workers, round-robin on the GPUs; more ranks than GPUs share them "
    "(default: one per GPU)"},
   {"micro-batch", ST_OPT_INT, F(micro_batch), 1, 1e7, NULL, NULL, "B",
-   "Samples per micro-batch per rank (default: 32)"},
+   "Samples per micro-batch per rank (default: 32, or the global batch shared out over the "
+   "ranks, up to 32, when --global-batch is given)"},
   {"global-batch", ST_OPT_INT64, F(global_batch), 0, BIG, NULL, NULL, "N",
    "Samples per step over all ranks; a multiple of ranks x micro-batch, the quotient is "
    "gradient accumulation (default: ranks x micro-batch)"},
@@ -56,6 +57,68 @@ static const StOptionSpec SPECS[] = {
    "ZeRO-3: parameter gathers issued ahead of the layer that needs them (default: 1)"},
   {"comm-algo", ST_OPT_STRING, F(comm_algo), 0, 0, NULL, check_comm_algo, "NAME",
    "Collective algorithm: auto (the fastest alone), ring, tree, hierarchical (default: auto)"},
+  {"pipeline-stages", ST_OPT_INT, F(pipeline_stages), 0, 1e6, NULL, NULL, "N",
+   "pipeline: stages per pipeline (G_inter), dividing the ranks; 0 = the fewest whose "
+   "estimated memory per GPU fits (default: 0)"},
+  {"pipeline-schedule", ST_OPT_CHOICE, F(pipeline_schedule), 0, 0,
+   (const char *const[]){"1f1b", "gpipe", NULL}, NULL, "1f1b|gpipe",
+   "pipeline: micro-batch order, 1f1b (one forward one backward) or gpipe (all forwards, "
+   "then all backwards) (default: 1f1b)"},
+  {"balance", ST_OPT_CHOICE, F(balance), 0, 0,
+   (const char *const[]){"time", "memory", "params", NULL}, NULL, "time|memory|params",
+   "pipeline: what the contiguous stages balance: forward + backward time from the cost "
+   "model, memory per GPU, or parameters (default: time)"},
+  {"checkpoint", ST_OPT_FLAG, F(checkpoint), 0, 0, NULL, NULL, NULL,
+   "pipeline: activation checkpointing; keep each layer's input and recompute its forward "
+   "before its backward (default: off)"},
+  {"sparsity", ST_OPT_DOUBLE, F(sparsity), 0, 0.999999, NULL, NULL, "P",
+   "SAMO (dp, zero, pipeline): fraction of weights pruned by a fixed mask, in [0, 1); "
+   "master weights, gradients and optimizer states kept for the non-zeros only "
+   "(default: 0, dense)"},
+  {"update-rule", ST_OPT_CHOICE, F(update_rule), 0, 0,
+   (const char *const[]){"v1", "v2", "dp", NULL}, NULL, "v1|v2|dp",
+   "cdp: v1 steps every stage with the previous step's gradient; v2 gives rank r's stages "
+   "l >= S-1-r the fresh one; dp steps with the fresh gradient (the reference, which waits "
+   "for it) (default: v1)"},
+  {"stages", ST_OPT_INT, F(stages), 1, 1e6, NULL, NULL, "S",
+   "cdp: contiguous stages the model is cut into, at most one per layer (default: 4)"},
+  {"stage-split", ST_OPT_CHOICE, F(stage_split), 0, 0,
+   (const char *const[]){"flops", "params", "memory", NULL}, NULL, "flops|params|memory",
+   "cdp: what the stages balance: forward + backward FLOPs, parameters, or memory (model "
+   "states + activations of a micro-batch) (default: flops)"},
+  {"cdp-reduce", ST_OPT_CHOICE, F(cdp_reduce), 0, 0,
+   (const char *const[]){"chain", "collective", NULL}, NULL, "chain|collective",
+   "cdp: each stage's gradient reduced by a point-to-point chain as workers finish it, or "
+   "by one all-reduce per stage (default: chain)"},
+  {"model-parallel", ST_OPT_FLAG, F(model_parallel), 0, 0, NULL, NULL, NULL,
+   "cdp: each stage on devices of its own, shared by the workers whose stagger lets them "
+   "(default: off)"},
+  {"amp-limit", ST_OPT_DOUBLE, F(amp_limit), 0, 1e6, NULL, NULL, "X",
+   "burst: amplification limit; a layer may take w GPUs only while (its time on w GPUs + "
+   "gradient sync + moving its output) x w / its time alone on one GPU stays under X; layers "
+   "under 300 us alone are exempt; 0 = 2 (default: 2, DeepPool's)"},
+  {"foreground", ST_OPT_CHOICE, F(mux_foreground), 0, 0,
+   (const char *const[]){"burst", "dp", "zero", NULL}, NULL, "burst|dp|zero",
+   "multiplex: the strategy of the foreground job, on high-priority streams (default: burst)"},
+  {"background", ST_OPT_STRING, F(mux_background), 0, 0, NULL, NULL, "JOBS",
+   "multiplex: background jobs on low-priority streams, MODEL:bBATCH[:local|dp] "
+   "comma-separated (vgg16:b16,resnet50:b8); MODEL is a file or models/MODEL.json under "
+   "$STAGGER_DATA_DIR or beside --model; local trains a copy on each GPU, dp one copy over "
+   "all GPUs; none: the foreground alone (default: none)"},
+  {"mux-piece-us", ST_OPT_DOUBLE, F(mux_piece_us), 0, 1e9, NULL, NULL, "US",
+   "multiplex: length of a background piece, in us of GPU time alone; 0 = 500 (default: 500)"},
+  {"mux-slowdown", ST_OPT_DOUBLE, F(mux_slowdown), 0, 1e6, NULL, NULL, "PCT",
+   "multiplex: admit a background piece only while the foreground runs at most PCT % slower "
+   "than alone (a moving average); 0 = 10 (default: 10)"},
+  {"mux-long-recv-us", ST_OPT_DOUBLE, F(mux_long_recv_us), 0, 1e12, NULL, NULL, "US",
+   "multiplex: a foreground receive waited on longer than this admits background work even "
+   "when the foreground was slowed; 0 = 500 (default: 500)"},
+  {"mux-bg-pieces", ST_OPT_INT, F(mux_bg_pieces), 0, 1e4, NULL, NULL, "N",
+   "multiplex: background pieces in flight on a GPU beside the foreground; 0 = 1 (default: 1)"},
+  {"mux-bg-pieces-alone", ST_OPT_INT, F(mux_bg_pieces_alone), 0, 1e4, NULL, NULL, "N",
+   "multiplex: background pieces in flight on a GPU without foreground; 0 = 4 (default: 4)"},
+  {"mux-fg-pieces", ST_OPT_INT, F(mux_fg_pieces), 0, 1e4, NULL, NULL, "N",
+   "multiplex: foreground pieces in flight, for the executor's launcher; 0 = 2 (default: 2)"},
   {NULL},
 };
 

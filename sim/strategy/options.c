@@ -9,7 +9,7 @@ void
 st_options_init(StOptions *o)
 {
   *o = (StOptions){
-    .micro_batch = 32,
+    .micro_batch = 0, /* not given: see st_options_resolve */
     .steps = 1,
     .optimizer = ST_OPTIMIZER_ADAM,
     .precision = ST_PRECISION_FP32,
@@ -20,17 +20,28 @@ st_options_init(StOptions *o)
   };
 }
 
+/* The string fields of the table, owned by the options. */
+static char **
+string_field(StOptions *o, const StOptionSpec *spec)
+{
+  return (char **)(void *)((char *)o + spec->offset);
+}
+
 void
 st_options_clear(StOptions *o)
 {
-  g_clear_pointer(&o->comm_algo, g_free);
+  for (const StOptionSpec *spec = st_option_specs(); spec->name != NULL; spec++)
+    if (spec->type == ST_OPT_STRING)
+      g_clear_pointer(string_field(o, spec), g_free);
 }
 
 void
 st_options_copy(StOptions *dst, const StOptions *src)
 {
   *dst = *src;
-  dst->comm_algo = g_strdup(src->comm_algo);
+  for (const StOptionSpec *spec = st_option_specs(); spec->name != NULL; spec++)
+    if (spec->type == ST_OPT_STRING)
+      *string_field(dst, spec) = g_strdup(*string_field((StOptions *)src, spec));
 }
 
 static gboolean
@@ -47,9 +58,28 @@ bad(GError **error, const char *format, ...)
   return FALSE;
 }
 
+/* Without --micro-batch: the global batch over the ranks when it is given
+ * (the largest divisor of the per-rank share up to 32, so accumulation makes
+ * up the rest), else 32. */
+static int
+default_micro_batch(const StOptions *o)
+{
+  if (o->global_batch <= 0 || o->global_batch % o->ranks != 0)
+    return 32;
+  int64_t share = o->global_batch / o->ranks;
+  for (int64_t m = MIN(share, 32); m > 1; m--)
+    if (share % m == 0)
+      return (int)m;
+  return 1;
+}
+
 gboolean
 st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
 {
+  if (o->ranks == 0 && cluster != NULL)
+    o->ranks = cluster->gpus;
+  if (o->ranks > 0 && o->micro_batch == 0)
+    o->micro_batch = default_micro_batch(o);
   if (o->ranks < 0 || o->micro_batch <= 0 || o->global_batch < 0 || o->steps <= 0)
     return bad(error, "--ranks, --micro-batch, --global-batch and --steps must be positive");
   if (o->bucket_bytes < 0)

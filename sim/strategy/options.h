@@ -34,6 +34,28 @@ typedef struct {
   int zero_stage;       /* --zero-stage: 1, 2 or 3; 0 = not given (zero then uses 1) */
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
   char *comm_algo;      /* --comm-algo: auto, ring, tree, hierarchical */
+  int pipeline_stages;   /* --pipeline-stages: G_inter, stages per pipeline; 0 = auto (the fewest
+                            whose estimated memory per GPU fits) */
+  int pipeline_schedule; /* --pipeline-schedule: StPipeOrder (strategy_pipeline.h), 0 = 1f1b */
+  int balance;           /* --balance: StPipeBalance (strategy_pipeline.h), 0 = time */
+  gboolean checkpoint;   /* --checkpoint: keep only layer inputs, recompute before backward */
+  double sparsity;       /* --sparsity: SAMO, fraction p of weights pruned, [0, 1); 0 = dense */
+  int update_rule;       /* --update-rule: cdp's update rule, CdpRule (strategy/cdp.h), 0 = v1 */
+  int stages;            /* --stages: cdp's stages S, clamped to the layers; 0 = not given (4) */
+  int stage_split;       /* --stage-split: CdpSplit (strategy/cdp.h), 0 = equal FLOPs */
+  int cdp_reduce;        /* --cdp-reduce: CdpReduce (strategy/cdp.h), 0 = p2p chain */
+  gboolean model_parallel; /* --model-parallel: cdp with each stage on devices of its own */
+  double amp_limit;      /* --amp-limit: burst's amplification limit; 0 = not given (2.0) */
+  int mux_foreground;    /* --foreground: multiplex's foreground strategy, index in
+                            {burst, dp, zero}; 0 = burst */
+  char *mux_background;  /* --background: multiplex's jobs "MODEL:bN[:local|dp],..."; NULL or
+                            "none": no background job */
+  double mux_piece_us;   /* --mux-piece-us: background piece, us of GPU time alone; 0 = 500 */
+  double mux_slowdown;   /* --mux-slowdown: % the foreground may be slowed; 0 = 10 */
+  double mux_long_recv_us; /* --mux-long-recv-us: a foreground receive this long admits; 0 = 500 */
+  int mux_bg_pieces;     /* --mux-bg-pieces: background pieces beside a foreground; 0 = 1 */
+  int mux_bg_pieces_alone; /* --mux-bg-pieces-alone: ... on a GPU without one; 0 = 4 */
+  int mux_fg_pieces;     /* --mux-fg-pieces: foreground pieces in flight; 0 = 2 */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank per step */
 } StOptions;

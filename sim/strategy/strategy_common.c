@@ -23,15 +23,25 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
 GArray *
 st_grad_buckets(const StModel *m, int64_t bucket_bytes, int grad_bytes)
 {
+  g_autofree int64_t *params = g_new(int64_t, m->n_layers > 0 ? m->n_layers : 1);
+  for (int i = 0; i < m->n_layers; i++)
+    params[i] = m->layers[i].params;
+  return st_grad_buckets_of(params, 0, m->n_layers, bucket_bytes, grad_bytes);
+}
+
+GArray *
+st_grad_buckets_of(const int64_t *elems, int begin, int end, int64_t bucket_bytes,
+                   int grad_bytes)
+{
   GArray *buckets = g_array_new(FALSE, FALSE, sizeof(StBucket));
   StBucket open = {-1, -1, 0};
-  for (int i = m->n_layers - 1; i >= 0; i--) {
-    if (m->layers[i].params == 0)
+  for (int i = end - 1; i >= begin; i--) {
+    if (elems[i] == 0)
       continue;
     if (open.first < 0)
       open.first = i;
     open.last = i;
-    open.params += m->layers[i].params;
+    open.params += elems[i];
     if (open.params * grad_bytes >= bucket_bytes) {
       g_array_append_val(buckets, open);
       open = (StBucket){-1, -1, 0};

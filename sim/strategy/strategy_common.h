@@ -40,6 +40,11 @@ typedef struct {
 
 /* Buckets in backward order, covering every layer with parameters. */
 GArray *st_grad_buckets(const StModel *model, int64_t bucket_bytes, int grad_bytes);
+/* The same over layers [begin, end) with elems[i] gradient elements for
+ * layer i (indexed by layer; a pipeline stage's layers, or the non-zeros of
+ * a sparse model); StBucket.params then counts those elements. */
+GArray *st_grad_buckets_of(const int64_t *elems, int begin, int end, int64_t bucket_bytes,
+                           int grad_bytes);
 
 /* Extra dependencies and frees for one pass, supplied by a hook. */
 #define ST_PASS_EXTRA_MAX 4

@@ -8,10 +8,18 @@ G_DEFINE_QUARK(st-strategy-error-quark, st_strategy_error)
 
 extern const StStrategy st_strategy_dp;
 extern const StStrategy st_strategy_zero;
+extern const StStrategy st_strategy_cdp;
+extern const StStrategy st_strategy_burst;
+extern const StStrategy st_strategy_multiplex;
+extern const StStrategy st_strategy_pipeline;
 
 static const StStrategy *const STRATEGIES[] = {
   &st_strategy_dp,
   &st_strategy_zero,
+  &st_strategy_cdp,
+  &st_strategy_burst,
+  &st_strategy_multiplex,
+  &st_strategy_pipeline,
   NULL,
 };
 

@@ -14,8 +14,18 @@
  *            a prefetch is not stuck behind a reduction.
  * Model states per rank (bytes, Adam in mixed precision, K = 12):
  *   stage 1: 2P + 2P + KP/N; stage 2: 2P + (2 + K)P/N; stage 3: (2 + 2 + K)P/N.
+ *
+ * With --sparsity p (sparse.h), Z = nnz non-zeros: reductions and gathers
+ * move compressed vectors; every rank keeps the index lists (4Z: backward
+ * compresses every layer and stage 3 expands every gathered one); stages 1
+ * and 2 keep the dense 16-bit weights and, after the step, gather the
+ * compressed weights into a temporary copy that an expand scatters into
+ * them; stage 3 keeps its slice of the compressed weights and expands each
+ * gathered layer on the gather stream. Mixed Adam, per rank:
+ *   stage 1: 2P + 4Z + 2Z + (4 + 12)Z/N; stage 2: 2P + 4Z + (2 + 4 + 12)Z/N;
+ *   stage 3: 4Z + (2 + 2 + 4 + 12)Z/N.
  */
-#include "strategy/strategy_common.h"
+#include "strategy/sparse.h"
 
 typedef struct {
   StDpFrame *frame;
@@ -31,27 +41,49 @@ typedef struct {
   /* Stage 3: passes that needed a gather, in order, to bound prefetching. */
   GArray *gathered_passes;   /* uint32 op ids */
   uint32_t optimizer_ref;    /* forward reference to this step's optimizer */
+  const StSparse *sparse;    /* NULL when dense */
+  uint32_t dense_grad;       /* the running backward's dense gradient (sparse) */
 } Zero;
 
+/* The layer whose weights a pass of `layer` reads: its own, or those it is
+ * tied to (a tied LM head reads the embedding's); -1 when none. */
+static int
+weights_of(const StModel *m, int layer)
+{
+  int tied = st_model_tied_layer(m, layer);
+  return tied >= 0 ? tied : m->layers[layer].params > 0 ? layer : -1;
+}
+
 static uint32_t
-emit_gather(Zero *z, int layer, int micro, StPass pass)
+emit_gather(Zero *z, int pass_layer, int micro, StPass pass)
 {
   StDpFrame *f = z->frame;
   StProgram *p = f->program;
+  int layer = weights_of(f->model, pass_layer);
   const StLayer *l = &f->model->layers[layer];
-  g_autofree char *name = g_strdup_printf("gathered %s %s m%d", l->name, st_pass_name(pass),
+  const StLayer *user = &f->model->layers[pass_layer];
+  g_autofree char *name = g_strdup_printf("gathered %s %s m%d", user->name, st_pass_name(pass),
                                           micro);
   uint32_t buffer = st_program_add_buffer(p, name, ST_MEM_PARAMS, l->params * f->bytes.weight,
                                           FALSE);
   st_program_buffer_holds(p, buffer, ST_DATA_PARAMS, layer, layer, micro, 1);
+  /* Sparse: the slices gathered are compressed, then expanded into `buffer`. */
+  int64_t nnz = z->sparse ? st_sparse_nnz(z->sparse, l->params) : l->params;
+  uint32_t packed = UINT32_MAX;
+  if (z->sparse != NULL) {
+    g_autofree char *packed_name = g_strdup_printf("gathered compressed %s %s m%d", l->name,
+                                                   st_pass_name(pass), micro);
+    packed = st_program_add_buffer(p, packed_name, ST_MEM_PARAMS, nnz * f->bytes.weight, FALSE);
+  }
   StOp op = st_op_coll(z->gather_stream, ST_COLL_ALL_GATHER, z->gather_comm,
-                       l->params * f->bytes.weight);
-  g_autofree char *label = g_strdup_printf("%s %s", l->name, st_pass_name(pass));
+                       nnz * f->bytes.weight);
+  g_autofree char *label = g_strdup_printf("%s %s", user->name, st_pass_name(pass));
   op.label = st_program_label(p, label);
-  st_op_moves(&op, ST_DATA_PARAMS, layer, layer);
+  if (z->sparse == NULL) /* the compressed vector has no data kind yet */
+    st_op_moves(&op, ST_DATA_PARAMS, layer, layer);
   op.micro = micro;
   st_program_begin(p, &op);
-  st_program_alloc(p, buffer);
+  st_program_alloc(p, z->sparse ? packed : buffer);
   /* At most `prefetch` gathers ahead: wait for the pass that used the
    * gather prefetch + 1 places back. The first gather of a step waits for
    * the previous step's optimizer (its shard must be updated). */
@@ -61,7 +93,16 @@ emit_gather(Zero *z, int layer, int micro, StPass pass)
     st_program_after(p, g_array_index(z->gathered_passes, uint32_t, n - back));
   if (n == 0)
     st_program_after_prev_step(p, z->optimizer_ref);
-  st_program_commit(p);
+  uint32_t gather = st_program_commit(p);
+  if (z->sparse != NULL) {
+    StOp expand = st_sparse_expand_op(z->sparse, z->gather_stream, layer, l->params, nnz);
+    expand.micro = micro;
+    st_program_begin(p, &expand);
+    st_program_after(p, gather);
+    st_program_alloc(p, buffer);
+    st_program_free_buffer(p, packed);
+    st_program_commit(p);
+  }
   return buffer;
 }
 
@@ -71,21 +112,27 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
   Zero *z = data;
   StDpFrame *f = z->frame;
   const StLayer *l = &f->model->layers[layer];
-  if (z->stage == 3 && l->params > 0) {
+  if (z->stage == 3 && weights_of(f->model, layer) >= 0) {
     uint32_t buffer = emit_gather(z, layer, micro, pass);
     extra->after[extra->n_after++] = f->program->ops->len - 1;
     extra->free[extra->n_free++] = buffer;
   }
   if (pass == ST_PASS_FWD && layer == 0 && micro == 0 && z->stage < 3)
     extra->after_prev_step[extra->n_after_prev_step++] = z->optimizer_ref; /* see build() */
+  if (pass == ST_PASS_BWD && z->sparse != NULL && l->params > 0) {
+    z->dense_grad =
+      st_sparse_dense_grad_buffer(z->sparse, f->program, l->name, layer, micro, l->params);
+    extra->alloc[extra->n_alloc++] = z->dense_grad;
+  }
   if (pass == ST_PASS_BWD && z->stage >= 2 && z->next_bucket < z->n_buckets &&
       layer == z->buckets[z->next_bucket].first) {
     g_autofree char *name = g_strdup_printf("grad bucket %d m%d", z->next_bucket, micro);
     const StBucket *b = &z->buckets[z->next_bucket];
     z->bucket_buffer =
       st_program_add_buffer(f->program, name, ST_MEM_GRADS, b->params * f->bytes.grad, FALSE);
-    st_program_buffer_holds(f->program, z->bucket_buffer, ST_DATA_GRADS, b->last, b->first,
-                            micro, 1);
+    if (z->sparse == NULL)
+      st_program_buffer_holds(f->program, z->bucket_buffer, ST_DATA_GRADS, b->last, b->first,
+                              micro, 1);
     extra->alloc[extra->n_alloc++] = z->bucket_buffer;
   }
 }
@@ -96,8 +143,12 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
   Zero *z = data;
   StDpFrame *f = z->frame;
   StProgram *p = f->program;
-  if (z->stage == 3 && f->model->layers[layer].params > 0)
+  int64_t params = f->model->layers[layer].params;
+  if (z->stage == 3 && weights_of(f->model, layer) >= 0)
     g_array_append_val(z->gathered_passes, op);
+  if (z->sparse != NULL && pass == ST_PASS_BWD && params > 0)
+    op = st_sparse_emit_compress(z->sparse, p, f->compute, layer, micro, params, op,
+                                 z->dense_grad);
   if (pass != ST_PASS_BWD || z->next_bucket >= z->n_buckets)
     return;
   const StBucket *b = &z->buckets[z->next_bucket];
@@ -108,9 +159,11 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
   if (z->stage >= 2 || micro == z->last_micro) {
     StOp rs = st_op_coll(z->reduce_stream, ST_COLL_REDUCE_SCATTER, z->reduce_comm,
                          b->params * f->bytes.grad);
-    g_autofree char *label = g_strdup_printf("bucket %d", z->next_bucket);
+    g_autofree char *label =
+      g_strdup_printf(z->sparse ? "bucket %d compressed" : "bucket %d", z->next_bucket);
     rs.label = st_program_label(p, label);
-    st_op_moves(&rs, ST_DATA_GRADS, b->last, b->first);
+    if (z->sparse == NULL)
+      st_op_moves(&rs, ST_DATA_GRADS, b->last, b->first);
     rs.micro = micro;
     st_program_begin(p, &rs);
     st_program_after(p, op);
@@ -121,21 +174,60 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
   z->next_bucket++;
 }
 
+/* Sparse persistent states (see the top): `shard` non-zeros of `nnz` here. */
+static void
+add_sparse_states(const Zero *z, int64_t shard, int64_t nnz)
+{
+  const StSparse *sp = z->sparse;
+  StProgram *p = z->frame->program;
+  const StModel *m = z->frame->model;
+  if (z->stage < 3) {
+    uint32_t w = st_program_add_buffer(p, "params (dense)", ST_MEM_PARAMS,
+                                       m->params * sp->dense.weight, TRUE);
+    st_program_buffer_holds(p, w, ST_DATA_PARAMS, 0, m->n_layers - 1, -1, 1);
+  } else {
+    st_program_add_buffer(p, "params shard (compressed)", ST_MEM_PARAMS,
+                          shard * sp->dense.weight, TRUE);
+  }
+  st_program_add_buffer(p, "non-zero indices (int32)", ST_MEM_PARAMS, nnz * sp->index, TRUE);
+  if (z->stage == 1)
+    st_program_add_buffer(p, "grads (compressed)", ST_MEM_GRADS, nnz * sp->grad, TRUE);
+  else
+    st_program_add_buffer(p, "grads shard (compressed)", ST_MEM_GRADS, shard * sp->grad, TRUE);
+  if (sp->grad_fp32 > 0)
+    st_program_add_buffer(p, "grads shard (compressed, fp32)", ST_MEM_GRADS,
+                          shard * sp->grad_fp32, TRUE);
+  st_program_add_buffer(p, "optimizer states shard (compressed)", ST_MEM_OPTIMIZER,
+                        shard * sp->optimizer, TRUE);
+}
+
 static StSchedule *
 build(const StStrategyInput *in, GError **error)
 {
   const StOptions *o = in->options;
+  StSparse sparse;
+  if (!st_sparse_init(&sparse, o, error))
+    return NULL;
+  const StSparse *sp = st_sparse_on(&sparse) ? &sparse : NULL;
   StDpFrame frame;
   st_dp_frame_init(&frame, in, "zero");
   StProgram *p = frame.program;
   const StModel *m = frame.model;
   int n = o->ranks;
+  /* What gradients, shards and gathers hold per layer: its parameters, or
+   * their non-zeros. */
+  g_autofree int64_t *elems = sp ? st_sparse_layer_nnz(sp, m) : g_new(int64_t, m->n_layers);
+  for (int i = 0; sp == NULL && i < m->n_layers; i++)
+    elems[i] = m->layers[i].params;
   /* Each layer's parameters are cut into n slices (the last may be short), so
    * a single layer can be gathered; a rank keeps one slice of each. */
-  int64_t shard = 0;
-  for (int i = 0; i < m->n_layers; i++)
-    shard += st_shard(m->layers[i].params, n);
-  g_autoptr(GArray) buckets = st_grad_buckets(m, o->bucket_bytes, frame.bytes.grad);
+  int64_t shard = 0, nnz = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    shard += st_shard(elems[i], n);
+    nnz += elems[i];
+  }
+  g_autoptr(GArray) buckets =
+    st_grad_buckets_of(elems, 0, m->n_layers, o->bucket_bytes, frame.bytes.grad);
   g_autoptr(GArray) gathered = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   Zero z = {
     .frame = &frame,
@@ -146,6 +238,7 @@ build(const StStrategyInput *in, GError **error)
     .last_reduce = UINT32_MAX,
     .gathered_passes = gathered,
     .optimizer_ref = st_program_forward_ref(p),
+    .sparse = sp,
   };
   if (z.stage == 3) {
     z.gather_stream = st_program_add_stream(p, "gather", 0);
@@ -157,19 +250,23 @@ build(const StStrategyInput *in, GError **error)
     z.reduce_comm = z.gather_comm = frame.world;
   }
   int last = m->n_layers - 1;
-  uint32_t params =
-    st_program_add_buffer(p, z.stage == 3 ? "params shard" : "params", ST_MEM_PARAMS,
-                          (z.stage == 3 ? shard : m->params) * frame.bytes.weight, TRUE);
-  uint32_t grads =
-    st_program_add_buffer(p, z.stage >= 2 ? "grads shard" : "grads", ST_MEM_GRADS,
-                          (z.stage >= 2 ? shard : m->params) * frame.bytes.grad, TRUE);
-  uint32_t states = st_program_add_buffer(p, "optimizer states shard", ST_MEM_OPTIMIZER,
-                                          shard * frame.bytes.optimizer, TRUE);
-  st_program_buffer_holds(p, params, z.stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS, 0,
-                          last, -1, z.stage == 3 ? n : 1);
-  st_program_buffer_holds(p, grads, z.stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS, 0, last,
-                          -1, z.stage >= 2 ? n : 1);
-  st_program_buffer_holds(p, states, ST_DATA_OPTIM_SHARD, 0, last, -1, n);
+  if (sp != NULL) {
+    add_sparse_states(&z, shard, nnz);
+  } else {
+    uint32_t params =
+      st_program_add_buffer(p, z.stage == 3 ? "params shard" : "params", ST_MEM_PARAMS,
+                            (z.stage == 3 ? shard : m->params) * frame.bytes.weight, TRUE);
+    uint32_t grads =
+      st_program_add_buffer(p, z.stage >= 2 ? "grads shard" : "grads", ST_MEM_GRADS,
+                            (z.stage >= 2 ? shard : m->params) * frame.bytes.grad, TRUE);
+    uint32_t states = st_program_add_buffer(p, "optimizer states shard", ST_MEM_OPTIMIZER,
+                                            shard * frame.bytes.optimizer, TRUE);
+    st_program_buffer_holds(p, params, z.stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS, 0,
+                            last, -1, z.stage == 3 ? n : 1);
+    st_program_buffer_holds(p, grads, z.stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS, 0,
+                            last, -1, z.stage >= 2 ? n : 1);
+    st_program_buffer_holds(p, states, ST_DATA_OPTIM_SHARD, 0, last, -1, n);
+  }
 
   StPassHooks hooks = {&z, before_pass, after_pass};
   for (int micro = 0; micro < o->accumulation; micro++) {
@@ -177,11 +274,20 @@ build(const StStrategyInput *in, GError **error)
     st_dp_emit_micro_batch(&frame, micro, &hooks);
   }
 
-  StOp step = st_op_elementwise(frame.compute, ST_PASS_OPTIM, -1, shard,
-                                shard * frame.bytes.optim_traffic);
+  /* Sparse stages 1-2: the step writes its slice of the compressed weights
+   * into a full compressed copy that the gathers fill and an expand empties. */
+  uint32_t temp = UINT32_MAX;
+  if (sp != NULL && z.stage < 3)
+    temp = st_program_add_buffer(p, "compressed weights (optimizer step)", ST_MEM_PARAMS,
+                                 nnz * sp->temp, FALSE);
+  StOp step = sp != NULL ? st_sparse_optim_op(sp, frame.compute, shard)
+                         : st_op_elementwise(frame.compute, ST_PASS_OPTIM, -1, shard,
+                                             shard * frame.bytes.optim_traffic);
   st_program_begin(p, &step);
   if (z.last_reduce != UINT32_MAX)
     st_program_after(p, z.last_reduce);
+  if (temp != UINT32_MAX)
+    st_program_alloc(p, temp);
   uint32_t optimizer = st_program_commit(p);
   /* Stages 1 and 2 gather the updated parameters right after the step; the
    * next forward waits for the last gather. Stage 3 gathers them on use. */
@@ -189,11 +295,20 @@ build(const StStrategyInput *in, GError **error)
   for (int b = 0; z.stage < 3 && b < z.n_buckets; b++) {
     StOp ag = st_op_coll(z.gather_stream, ST_COLL_ALL_GATHER, z.gather_comm,
                          z.buckets[b].params * frame.bytes.weight);
-    g_autofree char *label = g_strdup_printf("bucket %d params", b);
+    g_autofree char *label =
+      g_strdup_printf(sp ? "bucket %d params compressed" : "bucket %d params", b);
     ag.label = st_program_label(p, label);
-    st_op_moves(&ag, ST_DATA_PARAMS, z.buckets[b].last, z.buckets[b].first);
+    if (sp == NULL)
+      st_op_moves(&ag, ST_DATA_PARAMS, z.buckets[b].last, z.buckets[b].first);
     st_program_begin(p, &ag);
     st_program_after(p, optimizer);
+    next_step_waits_for = st_program_commit(p);
+  }
+  if (temp != UINT32_MAX) {
+    StOp expand = st_sparse_expand_op(sp, frame.compute, -1, m->params, nnz);
+    st_program_begin(p, &expand);
+    st_program_after(p, next_step_waits_for);
+    st_program_free_buffer(p, temp);
     next_step_waits_for = st_program_commit(p);
   }
   st_program_resolve(p, z.optimizer_ref, next_step_waits_for);
@@ -209,6 +324,8 @@ build(const StStrategyInput *in, GError **error)
   st_schedule_note_number(s, "gradient_buckets", z.n_buckets);
   if (z.stage == 3)
     st_schedule_note_number(s, "prefetch", o->prefetch);
+  if (sp != NULL)
+    st_sparse_note(sp, s, nnz);
   return s;
 }
 

@@ -18,7 +18,7 @@ grep -Eq '^ *0 +conv1 +conv2d +\[3,224,224\] -> \[64,112,112\] +9,408 ' "$tmp/ta
 grep -q 'GFLOP' "$tmp/table.txt" || fail "FLOP totals"
 
 # A shipped model by name.
-STAGGER_DATA_DIR="$SRC" "$STAGGER" model show gpt2-124m | grep -q '124,439,808' ||
+grep -q '124,439,808' <<<"$(STAGGER_DATA_DIR="$SRC" "$STAGGER" model show gpt2-124m)" ||
   fail "gpt2-124m by name"
 
 # JSON: expanded layers with explicit attrs and derived numbers.
@@ -34,7 +34,7 @@ for t in conv2d linear transformer_block bottleneck custom; do
 done
 grep -Eq '^ +out_channels +required' "$tmp/types.txt" || fail "types shows attributes"
 
-"$STAGGER" model --help | grep -q 'show' || fail "--help"
+grep -q 'show' <<<"$("$STAGGER" model --help)" || fail "--help"
 
 # Exit codes: 2 for usage, 1 for a model that does not load.
 set +e

@@ -78,5 +78,5 @@ mkdir "$tmp/empty"
 expect_exit 1 "$STAGGER" plot "$tmp/empty"
 grep -qF "$tmp/empty" "$tmp/err" || fail "the error does not name the directory"
 
-"$STAGGER" plot --help | grep -q -- "--format" || fail "--help does not list --format"
+grep -q -- "--format" <<<"$("$STAGGER" plot --help)" || fail "--help does not list --format"
 echo "PASS"

@@ -20,10 +20,10 @@ expect() {
 }
 
 # Help and usage.
-$STAGGER --help | grep -q "sim" || fail "top-level help lists no sim"
-$STAGGER sim --help | grep -q -- "--zero-stage" || fail "sim --help lacks --zero-stage"
-$STAGGER schedule --help | grep -q -- "--check" || fail "schedule --help lacks --check"
-$STAGGER sim --list-strategies | grep -q "^zero" || fail "--list-strategies lacks zero"
+grep -q "sim" <<<"$($STAGGER --help)" || fail "top-level help lists no sim"
+grep -q -- "--zero-stage" <<<"$($STAGGER sim --help)" || fail "sim --help lacks --zero-stage"
+grep -q -- "--check" <<<"$($STAGGER schedule --help)" || fail "schedule --help lacks --check"
+grep -q "^zero" <<<"$($STAGGER sim --list-strategies)" || fail "--list-strategies lacks zero"
 expect 2 "unknown command" $STAGGER frobnicate
 expect 2 "unknown strategy 'cyclic'" $STAGGER sim --model $M --cluster $C --strategy cyclic
 expect 2 "model FILE is required" $STAGGER sim --cluster $C
@@ -75,7 +75,7 @@ done
 # A stored schedule simulates to the same report as building it directly.
 $STAGGER schedule --model $M --cluster $C --gpus 4 --strategy zero --zero-stage 3 --steps 2 \
   --out "$tmp/z3.json" >/dev/null
-$STAGGER schedule --check "$tmp/z3.json" | grep -q "zero stage 3" || fail "schedule --check"
+grep -q "zero stage 3" <<<"$($STAGGER schedule --check "$tmp/z3.json")" || fail "schedule --check"
 $STAGGER sim --schedule "$tmp/z3.json" --out "$tmp/c" >/dev/null 2>&1
 cmp -s "$tmp/a/zero/ops.csv" "$tmp/c/ops.csv" || fail "simulating the stored schedule differs"
 grep "step_time_s" "$tmp/a/zero/report.json" >"$tmp/s1"

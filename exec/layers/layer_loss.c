@@ -1,0 +1,57 @@
+/* layer_loss.c: softmax_cross_entropy over the last dim (model type in
+ * sim/model/layer_elementwise.c), for classification (logits [batch,
+ * classes], targets [batch]) and language models (logits [batch, tokens,
+ * vocab], targets [batch, tokens]): every token is a row.
+ *
+ * Forward adds the sum over rows of -log p[target] to ctx->loss_sum;
+ * backward writes dlogits = (p - onehot(target)) * ctx->loss_scale, the
+ * gradient of loss_scale * loss_sum: with loss_scale = 1 / (samples of the
+ * global batch x tokens per sample), as the executor sets it, that is the
+ * mean over every token of the global batch (the model's per-sample loss is
+ * the mean over its tokens). The probabilities (fp32, [rows, classes]) are
+ * saved for the backward; the layer's own output ([batch, 1]) is written as
+ * zeros: the loss lives in loss_sum. No parameters.
+ */
+#include "exec/layers/layers_private.h"
+
+static size_t
+loss_saved(const StLayer *l, int batch, StKDtype dt)
+{
+  return st_layer_elems(&l->in_shape, batch) * sizeof(float); /* probabilities */
+}
+
+static int
+loss_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+             const void *in, void *out, void *saved)
+{
+  if (c->targets == NULL || c->loss_sum == NULL)
+    return ST_K_EINVAL;
+  if (out != NULL)
+    ST_TRY(c->k->memset0(c->stream, out,
+                         st_layer_elems(&l->out_shape, batch) * st_kdt_size(c->dt)));
+  return c->k->softmax_ce_fwd(c->stream, c->loss_sum, saved, in, c->targets,
+                              st_layer_rows(&l->in_shape, batch), st_layer_last_dim(&l->in_shape),
+                              c->dt);
+}
+
+static int
+loss_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+              const void *in, const void *out, const void *saved, const void *dout, void *din,
+              void *dparams)
+{
+  if (din == NULL)
+    return 0;
+  if (c->targets == NULL)
+    return ST_K_EINVAL;
+  return c->k->softmax_ce_bwd(c->stream, din, saved, c->targets, c->loss_scale,
+                              st_layer_rows(&l->in_shape, batch), st_layer_last_dim(&l->in_shape),
+                              c->dt);
+}
+
+const StLayerImpl st_impl_softmax_cross_entropy = {
+  .type = "softmax_cross_entropy",
+  .init = st_layer_no_init,
+  .saved_bytes = loss_saved,
+  .forward = loss_forward,
+  .backward = loss_backward,
+};

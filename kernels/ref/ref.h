@@ -1,0 +1,149 @@
+/* ref.h: the host reference kernels, one file per family (kernels/ref/),
+ * gathered into st_kernels_host() by table.c. Private to kernels/ref/.
+ *
+ * Each function is the plain-C meaning of its kernels.h entry: loops in
+ * fp32 over elements loaded from and stored to `dt` (bf16 rounds to nearest
+ * even on every store). `stream` is ignored: the work is done on return.
+ * Arguments are checked (negative sizes, NULL where data is needed) and
+ * answered with ST_K_EINVAL; zero-sized work is a no-op that accepts NULL.
+ */
+#ifndef STAGGER_KERNELS_REF_H
+#define STAGGER_KERNELS_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+/* Element i of a tensor stored in dt, as fp32. */
+static inline float
+st_ref_ld(const void *p, StKDtype dt, size_t i)
+{
+  return dt == ST_KDT_BF16 ? st_bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static inline void
+st_ref_st(void *p, StKDtype dt, size_t i, float v)
+{
+  if (dt == ST_KDT_BF16)
+    ((uint16_t *)p)[i] = st_f32_to_bf16(v);
+  else
+    ((float *)p)[i] = v;
+}
+
+static inline int
+st_ref_dt_ok(StKDtype dt)
+{
+  return dt == ST_KDT_F32 || dt == ST_KDT_BF16;
+}
+
+/* memory.c */
+int st_ref_alloc(void **ptr, size_t bytes);
+int st_ref_free(void *ptr);
+int st_ref_copy(void *stream, void *dst, const void *src, size_t bytes, int kind);
+int st_ref_memset0(void *stream, void *ptr, size_t bytes);
+
+/* elementwise.c */
+int st_ref_convert(void *stream, void *dst, StKDtype dst_dt, const void *src, StKDtype src_dt,
+                   size_t n);
+int st_ref_axpy(void *stream, void *y, StKDtype ydt, float alpha, const void *x, StKDtype xdt,
+                size_t n);
+int st_ref_add(void *stream, void *out, const void *a, const void *b, StKDtype dt, size_t n);
+int st_ref_scale(void *stream, void *x, StKDtype dt, float alpha, size_t n);
+
+/* gemm.c */
+int st_ref_gemm(void *stream, int ta, int tb, int m, int n, int k, float alpha, const void *a,
+                const void *b, float beta, void *c, StKDtype dt, int batch, int64_t stride_a,
+                int64_t stride_b, int64_t stride_c);
+int st_ref_bias_add(void *stream, void *out, const void *bias, int rows, int cols, StKDtype dt);
+int st_ref_bias_grad(void *stream, void *dbias, const void *dout, int rows, int cols,
+                     StKDtype dt);
+int st_ref_bias_add_chw(void *stream, void *out, const void *bias, int n, int c, int hw,
+                        StKDtype dt);
+int st_ref_bias_grad_chw(void *stream, void *dbias, const void *dout, int n, int c, int hw,
+                         StKDtype dt);
+
+/* activations.c */
+int st_ref_relu_fwd(void *stream, void *out, const void *in, StKDtype dt, size_t n);
+int st_ref_relu_bwd(void *stream, void *din, const void *dout, const void *out, StKDtype dt,
+                    size_t n);
+int st_ref_gelu_fwd(void *stream, void *out, const void *in, StKDtype dt, size_t n);
+int st_ref_gelu_bwd(void *stream, void *din, const void *dout, const void *in, StKDtype dt,
+                    size_t n);
+int st_ref_dropout_fwd(void *stream, void *out, uint8_t *mask, const void *in, float p,
+                       uint64_t seed, StKDtype dt, size_t n);
+int st_ref_dropout_bwd(void *stream, void *din, const void *dout, const uint8_t *mask, float p,
+                       StKDtype dt, size_t n);
+
+/* normalization.c */
+int st_ref_layernorm_fwd(void *stream, void *out, float *mean, float *rstd, const void *in,
+                         const void *gamma, const void *beta, int rows, int cols, StKDtype dt);
+int st_ref_layernorm_bwd(void *stream, void *din, void *dgamma, void *dbeta, const void *dout,
+                         const void *in, const float *mean, const float *rstd,
+                         const void *gamma, int rows, int cols, StKDtype dt);
+int st_ref_batchnorm_fwd(void *stream, void *out, float *mean, float *rstd, const void *in,
+                         const void *gamma, const void *beta, int n, int c, int hw,
+                         StKDtype dt);
+int st_ref_batchnorm_bwd(void *stream, void *din, void *dgamma, void *dbeta, const void *dout,
+                         const void *in, const float *mean, const float *rstd,
+                         const void *gamma, int n, int c, int hw, StKDtype dt);
+
+/* softmax.c */
+int st_ref_softmax_fwd(void *stream, void *out, const void *in, float scale, int causal,
+                       int rows, int cols, StKDtype dt);
+int st_ref_softmax_bwd(void *stream, void *din, const void *dout, const void *out, float scale,
+                       int rows, int cols, StKDtype dt);
+int st_ref_softmax_ce_fwd(void *stream, float *loss_sum, float *probs, const void *logits,
+                          const int32_t *targets, int rows, int classes, StKDtype dt);
+int st_ref_softmax_ce_bwd(void *stream, void *dlogits, const float *probs,
+                          const int32_t *targets, float scale, int rows, int classes,
+                          StKDtype dt);
+
+/* embeddings.c */
+int st_ref_embedding_fwd(void *stream, void *out, const void *table, const int32_t *ids, int n,
+                         int dim, StKDtype dt);
+int st_ref_embedding_bwd(void *stream, void *dtable, const void *dout, const int32_t *ids,
+                         int n, int dim, StKDtype dt);
+int st_ref_add_rows(void *stream, void *out, const void *pos, int batch, int rows, int cols,
+                    StKDtype dt);
+int st_ref_add_rows_bwd(void *stream, void *dpos, const void *dout, int batch, int rows,
+                        int cols, StKDtype dt);
+
+/* reshape.c */
+int st_ref_permute4(void *stream, void *out, const void *in, const int d[4], const int perm[4],
+                    StKDtype dt);
+
+/* conv.c: convolution and pooling */
+int st_ref_im2col(void *stream, void *cols, const void *in, int c, int h, int w, int k, int s,
+                  int p, StKDtype dt);
+int st_ref_col2im(void *stream, void *din, const void *cols, int c, int h, int w, int k, int s,
+                  int p, StKDtype dt);
+
+int st_ref_maxpool_fwd(void *stream, void *out, int32_t *argmax, const void *in, int nc, int h,
+                       int w, int k, int s, int p, StKDtype dt);
+int st_ref_maxpool_bwd(void *stream, void *din, const void *dout, const int32_t *argmax, int nc,
+                       int h, int w, int k, int s, int p, StKDtype dt);
+int st_ref_avgpool_fwd(void *stream, void *out, const void *in, int nc, int h, int w, int k,
+                       int s, int p, StKDtype dt);
+int st_ref_avgpool_bwd(void *stream, void *din, const void *dout, int nc, int h, int w, int k,
+                       int s, int p, StKDtype dt);
+int st_ref_adaptive_avgpool_fwd(void *stream, void *out, const void *in, int nc, int h, int w,
+                                int oh, int ow, StKDtype dt);
+int st_ref_adaptive_avgpool_bwd(void *stream, void *din, const void *dout, int nc, int h, int w,
+                                int oh, int ow, StKDtype dt);
+
+/* optimizers.c */
+int st_ref_adamw(void *stream, float *master, float *m, float *v, const void *grad,
+                 StKDtype gdt, void *param, StKDtype pdt, size_t n, float lr, float beta1,
+                 float beta2, float eps, float weight_decay, int t, float grad_scale);
+int st_ref_sgd(void *stream, float *master, float *momentum, const void *grad, StKDtype gdt,
+               void *param, StKDtype pdt, size_t n, float lr, float mu, float weight_decay,
+               float grad_scale);
+
+/* sparse.c */
+int st_ref_compress(void *stream, void *values, StKDtype vdt, const void *dense, StKDtype ddt,
+                    const int32_t *index, size_t n);
+int st_ref_expand(void *stream, void *dense, StKDtype ddt, const void *values, StKDtype vdt,
+                  const int32_t *index, size_t n);
+
+#endif /* STAGGER_KERNELS_REF_H */

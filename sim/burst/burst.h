@@ -1,0 +1,163 @@
+/* burst.h: the burst-parallel planner of DeepPool (Park et al., "Efficient
+ * strong scaling through burst parallel training", MLSys 2022; the
+ * mechanics in shared/PAPERS.md section 2).
+ *
+ * Strong scaling holds the global batch fixed while GPUs are added, so the
+ * per-GPU batch shrinks and layers stop scaling at different points. Burst
+ * parallelism gives every layer its own GPU count w (a power of two); the
+ * layer runs on the first w ranks with the batch split over them, samples
+ * move between layers whose GPU sets differ, and each layer's gradients are
+ * all-reduced within its own set. The ranks a narrow layer leaves idle are
+ * where background jobs go (sched/admission.h).
+ *
+ * The planner works on a layer DAG (StBurstGraph) whose nodes carry their
+ * costs at every candidate width: compute (forward + backward at the local
+ * batch), gradient sync within the set, and moving the node's output (and,
+ * in backward, its gradient) from one width to another. Dynamic programming
+ * over the nodes in topological order: the best time to finish node v at
+ * width b is its compute + sync at b plus the least, over the predecessor's
+ * admitted widths a, of (the predecessor's best at a + the transfer a -> b).
+ *
+ * Amplification limit: a predecessor u at width a is admitted only if
+ *   amp = (compute_u(a) + sync_u(a) + transfer_u(a -> b)) * a / single_u < limit
+ * where single_u is u's compute on one GPU with the whole batch; nodes whose
+ * single-GPU time is under `exempt_ns` (300 us) are exempt (amp 1). When no
+ * width is admitted, the least amplified one is taken (so a plan always
+ * exists). The last node is held to the limit with no transfer out.
+ *
+ * Branches: the graph must be series-parallel with one source and one sink
+ * (chains, and forks whose branches meet at one join: Inception modules,
+ * residual blocks written as layers). Each branch is solved for every width
+ * of its fork, and the join takes, per width, the slowest branch's arrival:
+ * DeepPool's rule, which treats branches as running side by side. Models in
+ * this project are chains (residual blocks are single layers), so branches
+ * appear in hand-made graphs.
+ *
+ * Every time here is an estimate from the cost models given to the graph;
+ * the simulator then measures the schedule built from the plan.
+ *
+ * Ownership: a graph owns its nodes and their arrays; a plan owns its choices.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cluster/cluster.h"
+#include "model/model.h"
+#include "profile/profile.h"
+
+#define ST_BURST_ERROR (st_burst_error_quark())
+GQuark st_burst_error_quark(void);
+
+typedef struct {
+  char *name;
+  int32_t layer;       /* model layer, -1 when none */
+  int32_t n_preds;
+  int32_t *preds;      /* earlier nodes whose outputs this one reads */
+  double single_ns;    /* forward + backward of the whole batch on one GPU */
+  double *compute_ns;  /* [n_widths]: forward + backward at the local batch on one GPU of the set */
+  double *sync_ns;     /* [n_widths]: gradient all-reduce within the set (0 for one GPU) */
+  double *xfer_ns;     /* [n_widths * n_widths]: [a * n_widths + b] moves the output from
+                          width a to width b and its gradient back; 0 when a == b */
+  int32_t *batch;      /* [n_widths]: local batch of the set's first GPU (the largest share) */
+} StBurstNode;
+
+typedef struct {
+  int32_t n_widths;
+  int32_t *widths;     /* [n_widths]: GPU counts 1, 2, 4, ... */
+  int64_t batch;       /* samples planned (one micro-batch), split over each node's GPUs */
+  GPtrArray *nodes;    /* StBurstNode *, owned, in topological order */
+} StBurstGraph;
+
+/* An empty graph whose widths are the powers of two up to min(max_gpus,
+ * batch): no GPU gets an empty share. */
+StBurstGraph *st_burst_graph_new(int max_gpus, int64_t batch);
+void st_burst_graph_free(StBurstGraph *graph);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StBurstGraph, st_burst_graph_free)
+
+/* Adds a node reading the outputs of `preds` (earlier nodes); its cost arrays
+ * are zeroed and its local batches filled. Returns its index. */
+int st_burst_graph_add(StBurstGraph *graph, const char *name, int layer, const int *preds,
+                       int n_preds);
+
+static inline StBurstNode *
+st_burst_graph_node(const StBurstGraph *graph, int i)
+{
+  return (StBurstNode *)g_ptr_array_index(graph->nodes, i);
+}
+
+/* Samples of rank j among w sharing `batch`: the first batch % w get one more. */
+static inline int
+st_burst_share(int64_t batch, int w, int j)
+{
+  return (int)(batch / w + (j < batch % w ? 1 : 0));
+}
+
+typedef struct {
+  double amp_limit; /* 2.0 */
+  double exempt_ns; /* 300 us */
+} StBurstParams;
+
+void st_burst_params_init(StBurstParams *params);
+
+typedef struct {
+  int32_t width;        /* index into the graph's widths */
+  int32_t gpus;
+  int32_t batch;        /* local batch of the first GPU */
+  double compute_ns, sync_ns;
+  double xfer_in_ns;    /* moving its input in from its predecessors' sets (the slowest) */
+  double amplification; /* with the transfer to its successor's width; 1 when exempt */
+  double end_ns;        /* predicted finish, from the start of the iteration */
+} StBurstChoice;
+
+typedef struct {
+  int32_t n_nodes;
+  StBurstChoice *nodes;   /* [n_nodes] */
+  double iteration_ns;    /* predicted forward + backward of the batch */
+  double gpu_ns;          /* GPU-time held: sum of gpus x (compute + sync) per node and of
+                             the larger set's gpus x transfer per edge */
+  int32_t dp_gpus;        /* the widest width */
+  double dp_iteration_ns; /* every node on dp_gpus, one after another (data parallelism) */
+  double dp_gpu_ns;       /* dp_gpus x dp_iteration_ns */
+} StBurstPlan;
+
+/* Plans `graph`. Fails when the graph is empty or not series-parallel with
+ * one source and one sink, naming the node at fault. Transfer full. */
+StBurstPlan *st_burst_plan_new(const StBurstGraph *graph, const StBurstParams *params,
+                               GError **error);
+void st_burst_plan_free(StBurstPlan *plan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StBurstPlan, st_burst_plan_free)
+
+/* The per-node table (GPUs, local batch, compute, sync, transfer in,
+ * amplification, finish) and the predicted iteration and GPU-time against
+ * data parallelism. */
+void st_burst_plan_print(const StBurstPlan *plan, const StBurstGraph *graph,
+                         const StBurstParams *params, FILE *out);
+/* The same as text. Transfer full. */
+char *st_burst_plan_table(const StBurstPlan *plan, const StBurstGraph *graph,
+                          const StBurstParams *params);
+/* Runs of equal GPU counts, compact: "conv1_1-pool3:8 conv4_1-fc8:1". Transfer full. */
+char *st_burst_plan_summary(const StBurstPlan *plan, const StBurstGraph *graph);
+
+/* ---- costs from a model (burst_costs.c) -------------------------------- */
+
+typedef struct {
+  const StModel *model;     /* a chain: node i is layer i, reading layer i - 1 */
+  const StCluster *cluster; /* its `gpus` devices */
+  const StProfile *profile; /* may be NULL */
+  const char *comm_algo;    /* "auto", ... as st_comm_plan_collective takes it */
+  int ranks;                /* workers, rank r on device r % gpus; widths up to this */
+  int64_t batch;            /* samples of one micro-batch */
+  StDtype compute_dtype;    /* what the engine computes in */
+  StDtype activation_dtype; /* of the activations moved between sets */
+  int grad_bytes;           /* per parameter, for the gradient all-reduce */
+} StBurstCostInput;
+
+/* The chain graph of a model with every cost filled from the same cost
+ * models the engine uses: compute from the profile or the roofline, the
+ * all-reduce from the comm models over the first w ranks' devices, and a
+ * transfer as the point-to-point time of the bytes the busiest GPU of the two
+ * sets sends or receives (its own share stays put), both ways. */
+StBurstGraph *st_burst_graph_for_model(const StBurstCostInput *input, GError **error);

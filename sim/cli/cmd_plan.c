@@ -1,0 +1,322 @@
+/* cmd_plan.c: `stagger plan`: search strategies and cluster shapes under
+ * constraints (sim/plan/plan.h). Progress on stderr, the ranked table on
+ * stdout, plan.json and plan.csv in --out, the winner's schedule with
+ * --emit-schedule. --bench runs the same search serially and on the thread
+ * pool in this process and compares them. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/json.h"
+#include "cli/cli.h"
+#include "plan/plan.h"
+
+typedef struct {
+  char *model, *cluster, *profile, *out, *space, *emit;
+  int top;
+  gboolean bench, quiet;
+  GPtrArray *given;       /* "name", "value" pairs in command-line order */
+  StPlanSpec *scratch;    /* checks each value as it is given */
+  GOptionEntry *entries;  /* owned */
+} Args;
+
+/* Options whose meaning the planner gives its own help. */
+static const struct {
+  const char *name, *arg, *help;
+} PLANNER[] = {
+  {"strategy", "LIST", "Strategies to search, a comma list or 'all' (default: all registered)"},
+  {"strategies", "LIST", "Same as --strategy"},
+  {"nodes", "LIST", "Node counts to search: 1,2,4 or 1-64 (every one) or 1-64:x2 (powers of "
+                    "two) (default: as in the cluster file)"},
+  {"gpus", "LIST", "GPU counts to search (same forms; with --nodes, a count is paired with the "
+                   "node count it needs) (default: every GPU of the nodes)"},
+  {"micro-batch", "LIST", "Micro-batch sizes to search (default: 1-64:x2)"},
+  {"accumulation", "LIST", "Gradient accumulation to search when no batch is fixed (default: 1)"},
+  {"global-batch", "N", "Fixed samples per step (strong scaling): accumulation follows"},
+  {"gpu-batch", "N", "Fixed samples per GPU per step (weak scaling): accumulation follows"},
+  {"mem-cap", "SIZE", "Memory per GPU a configuration may use (default: the GPU's memory)"},
+  {"gpu-budget", "N", "Most GPUs a configuration may use (default: no limit)"},
+  {"objective", "NAME", "time (per step), throughput, throughput-per-gpu, or gpu-hours (for "
+                        "--train-steps) (default: time)"},
+  {"train-steps", "N", "Training steps the gpu-hours objective counts (default: 1000)"},
+  {"prune", "MODE", "front: skip what provably neither wins nor reaches the front against "
+                    "GPUs; winner: skip what provably cannot win; off (default: front)"},
+  {"threads", "N", "Threads simulating configurations (default: one per processor)"},
+  {"wave", "N", "Simulations between two pruning decisions; fixed, so the plan is the same on "
+                "any number of threads (default: 32)"},
+  {"no-fold", NULL, "Simulate every rank, even where identical ranks could be folded"},
+};
+
+static gboolean
+on_value(const char *option_name, const char *value, gpointer data, GError **error)
+{
+  Args *a = data;
+  const char *name = option_name + 2; /* "--" */
+  const char *text = value != NULL ? value : "true";
+  g_autoptr(GError) local = NULL;
+  if (!st_plan_spec_set(a->scratch, name, text, &local))
+    return st_cli_usage_error(error, "%s", local->message);
+  g_ptr_array_add(a->given, g_strdup(name));
+  g_ptr_array_add(a->given, g_strdup(text));
+  return TRUE;
+}
+
+static const char *
+planner_help(const char *name, const char **arg)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS(PLANNER); i++) {
+    if (strcmp(PLANNER[i].name, name) == 0) {
+      *arg = PLANNER[i].arg;
+      return PLANNER[i].help;
+    }
+  }
+  return NULL;
+}
+
+static GOptionEntry
+value_entry(const char *name, const char *arg, const char *help)
+{
+  return (GOptionEntry){name, 0, arg == NULL ? G_OPTION_FLAG_NO_ARG : 0, G_OPTION_ARG_CALLBACK,
+                        (gpointer)on_value, help, arg};
+}
+
+/* The planner's own options, then every other option of the table. */
+static GOptionGroup *
+search_group(Args *a)
+{
+  int n = 0;
+  for (const StOptionSpec *s = st_option_specs(); s->name != NULL; s++)
+    n++;
+  a->entries = g_new0(GOptionEntry, G_N_ELEMENTS(PLANNER) + n + 1);
+  GOptionEntry *e = a->entries;
+  for (gsize i = 0; i < G_N_ELEMENTS(PLANNER); i++)
+    *e++ = value_entry(PLANNER[i].name, PLANNER[i].arg, PLANNER[i].help);
+  for (const StOptionSpec *s = st_option_specs(); s->name != NULL; s++) {
+    const char *arg = NULL;
+    if (planner_help(s->name, &arg) != NULL)
+      continue;
+    *e++ = value_entry(s->name, s->type == ST_OPT_FLAG ? NULL : s->arg, s->help);
+  }
+  GOptionGroup *group = g_option_group_new(
+    "search", "The space, constraints and objective (a comma list of values searches each):",
+    "Show the search options", a, NULL);
+  g_option_group_add_entries(group, a->entries);
+  return group;
+}
+
+/* ---- progress ------------------------------------------------------------ */
+
+typedef struct {
+  gboolean tty;
+  gint64 start_us, last_us;
+} Bar;
+
+static void
+on_progress(gpointer data, const StPlanCounts *c, int done, int total)
+{
+  Bar *bar = data;
+  gint64 now = g_get_monotonic_time();
+  if (!bar->tty || (done < total && now - bar->last_us < 100000))
+    return;
+  bar->last_us = now;
+  const int width = 30;
+  int filled = total > 0 ? (int)((int64_t)done * width / total) : width;
+  char cells[32];
+  for (int i = 0; i < width; i++)
+    cells[i] = i < filled ? '#' : '.';
+  cells[width] = '\0';
+  fprintf(stderr, "\r  [%s] %d/%d  simulated %d, pruned %d, refused %d  %.1f s ", cells, done,
+          total, c->simulated, c->pruned + c->oom_by_bound, c->infeasible,
+          (now - bar->start_us) / 1e6);
+  if (done == total)
+    fputc('\n', stderr);
+  fflush(stderr);
+}
+
+/* ---- running ------------------------------------------------------------- */
+
+static StPlanSpec *
+make_spec(const Args *a, GError **error)
+{
+  g_autoptr(StPlanSpec) spec = st_plan_spec_new();
+  if (a->space != NULL && !st_plan_spec_load(spec, a->space, error))
+    return NULL;
+  for (guint i = 0; i + 1 < a->given->len; i += 2)
+    if (!st_plan_spec_set(spec, g_ptr_array_index(a->given, i),
+                          g_ptr_array_index(a->given, i + 1), error))
+      return NULL;
+  return g_steal_pointer(&spec);
+}
+
+static void
+print_timing(const StPlan *plan, FILE *out)
+{
+  const StPlanCounts *c = &plan->counts;
+  fprintf(out, "searched %d configurations in %.3f s on %d thread%s: %.0f configurations/s, "
+               "%.0f simulations/s\n",
+          c->configurations, plan->seconds, plan->threads, plan->threads == 1 ? "" : "s",
+          c->configurations / MAX(plan->seconds, 1e-9), c->simulated / MAX(plan->seconds, 1e-9));
+}
+
+/* The same search serially and on the pool, in this process. */
+static gboolean
+bench(StPlanSpec *spec, const StCliInputs *in, GError **error)
+{
+  int threads = spec->threads > 0 ? spec->threads : (int)g_get_num_processors();
+  spec->threads = 1;
+  g_autoptr(StPlan) serial = st_plan_run(spec, in->model, in->cluster, in->profile, NULL, NULL,
+                                         error);
+  if (serial == NULL)
+    return FALSE;
+  spec->threads = threads;
+  g_autoptr(StPlan) parallel = st_plan_run(spec, in->model, in->cluster, in->profile, NULL,
+                                           NULL, error);
+  if (parallel == NULL)
+    return FALSE;
+  g_autoptr(cJSON) a = st_plan_to_json(serial);
+  g_autoptr(cJSON) b = st_plan_to_json(parallel);
+  g_autofree char *ta = cJSON_Print(a);
+  g_autofree char *tb = cJSON_Print(b);
+  printf("serial:   ");
+  print_timing(serial, stdout);
+  printf("parallel: ");
+  print_timing(parallel, stdout);
+  printf("speedup:  %.2fx on %d threads (%u processors); plans identical: %s\n",
+         serial->seconds / MAX(parallel->seconds, 1e-9), threads, g_get_num_processors(),
+         strcmp(ta, tb) == 0 ? "yes" : "NO");
+  if (strcmp(ta, tb) != 0) {
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_FAILED,
+                "the serial and parallel searches gave different plans");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
+{
+  Bar bar = {!a->quiet && isatty(STDERR_FILENO), g_get_monotonic_time(), 0};
+  fprintf(stderr, "planning %s on %s (%s, %d per node)\n", in->model->name, in->cluster->name,
+          in->cluster->gpu.name, in->cluster->gpus_per_node);
+  g_autoptr(StPlan) plan =
+    st_plan_run(spec, in->model, in->cluster, in->profile, on_progress, &bar, error);
+  if (plan == NULL)
+    return FALSE;
+  if (!a->quiet)
+    print_timing(plan, stderr);
+  printf("\n");
+  st_plan_print(plan, a->top, stdout);
+  fflush(stdout);
+  if (a->out != NULL) {
+    if (!st_plan_write(plan, a->out, error))
+      return FALSE;
+    fprintf(stderr, "wrote %s (plan.json, plan.csv); plots: stagger plot %s\n", a->out, a->out);
+  } else {
+    fprintf(stderr, "no --out DIR given: nothing written\n");
+  }
+  if (a->emit == NULL)
+    return TRUE;
+  int winner = st_plan_winner(plan);
+  if (winner < 0) {
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_FAILED,
+                "--emit-schedule %s: no configuration fits, so there is no winner to write",
+                a->emit);
+    return FALSE;
+  }
+  g_autoptr(StSchedule) s = st_plan_build(plan, in->profile, winner, error);
+  if (s == NULL || !st_schedule_save(s, a->emit, error))
+    return FALSE;
+  fprintf(stderr, "wrote the winner's schedule to %s (stagger sim --schedule %s)\n", a->emit,
+          a->emit);
+  return TRUE;
+}
+
+static gboolean
+run(int argc, char **argv, GError **error)
+{
+  Args a = {.top = 20};
+  a.given = g_ptr_array_new_with_free_func(g_free);
+  a.scratch = st_plan_spec_new();
+  const GOptionEntry entries[] = {
+    {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a.model, "Model description (models/*.json)",
+     "FILE"},
+    {"cluster", 'c', 0, G_OPTION_ARG_FILENAME, &a.cluster,
+     "Cluster description (models/clusters/*.json): the node that --nodes copies", "FILE"},
+    {"profile", 'p', 0, G_OPTION_ARG_FILENAME, &a.profile,
+     "Measured costs: a profile file or a folder of them (default: roofline and alpha-beta "
+     "estimates)",
+     "PATH"},
+    {"out", 'o', 0, G_OPTION_ARG_FILENAME, &a.out, "Output folder: plan.json, plan.csv", "DIR"},
+    {"space", 0, 0, G_OPTION_ARG_FILENAME, &a.space,
+     "JSON file of search options ({\"nodes\": \"1-64\", \"zero-stage\": [2, 3]}); the "
+     "command line overrides it",
+     "FILE"},
+    {"emit-schedule", 0, 0, G_OPTION_ARG_FILENAME, &a.emit,
+     "Write the winner's schedule (as 'stagger schedule' does)", "FILE"},
+    {"top", 0, 0, G_OPTION_ARG_INT, &a.top, "Rows of the ranked table (default: 20)", "N"},
+    {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a.quiet, "No progress on stderr", NULL},
+    {"bench", 0, 0, G_OPTION_ARG_NONE, &a.bench,
+     "Run the search serially and on the thread pool in this process; print configurations "
+     "per second and the speedup, and check that both plans are identical",
+     NULL},
+    {NULL},
+  };
+  g_autoptr(GOptionContext) ctx =
+    g_option_context_new("- search strategies and cluster shapes under constraints");
+  g_option_context_set_summary(
+    ctx,
+    "Crosses every registered strategy (or --strategy) and the options it declares as\n"
+    "knobs with node and GPU counts, micro-batch sizes and gradient accumulation; builds\n"
+    "and simulates each configuration on a thread pool; ranks those that fit by the\n"
+    "objective. Lower bounds of step time and memory, computed from each schedule without\n"
+    "simulating it, skip configurations that provably cannot win (the output says how many).\n"
+    "Configurations that do not fit or that a strategy refuses are listed with the reason.");
+  g_option_context_set_description(
+    ctx,
+    "Example:\n"
+    "  stagger plan --model models/gpt3-2.7b.json --cluster models/clusters/dgx-h100.json \\\n"
+    "      --nodes 1-64 --global-batch 512 --mem-cap 80GiB --precision mixed \\\n"
+    "      --objective time --out runs/plan --emit-schedule best.json\n"
+    "  stagger plot runs/plan\n\n"
+    "Every option of 'stagger sim' takes a comma list here, and the planner searches each\n"
+    "value: --precision fp32,mixed --zero-stage 2,3. An option that some strategy declares\n"
+    "as a knob varies only for the strategies that declare it.\n"
+    "--out DIR receives plan.json (every configuration: status, reason, bounds, step time,\n"
+    "memory by category, rank, Pareto fronts) and plan.csv (docs/FORMATS.md).\n");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_add_group(ctx, search_group(&a));
+
+  StCliInputs in = {0};
+  g_autoptr(StPlanSpec) spec = NULL;
+  gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
+                (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
+  if (ok && a.top < 0)
+    ok = st_cli_usage_error(error, "--top %d: must be 0 or more", a.top);
+  if (ok) {
+    StCliShared sh = {.model = a.model, .cluster = a.cluster, .profile = a.profile};
+    ok = st_cli_load_inputs(&sh, &in, error);
+  }
+  if (ok) {
+    spec = make_spec(&a, error);
+    ok = spec != NULL;
+  }
+  if (ok)
+    ok = a.bench ? bench(spec, &in, error) : search(&a, spec, &in, error);
+  st_cli_inputs_clear(&in);
+  g_free(a.model);
+  g_free(a.cluster);
+  g_free(a.profile);
+  g_free(a.out);
+  g_free(a.space);
+  g_free(a.emit);
+  g_free(a.entries);
+  g_ptr_array_unref(a.given);
+  st_plan_spec_free(a.scratch);
+  return ok;
+}
+
+const StCommand st_cmd_plan = {
+  "plan",
+  "Search strategies and cluster shapes under constraints; rank them, with a Pareto view",
+  run,
+};

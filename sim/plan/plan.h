@@ -1,0 +1,299 @@
+/* plan.h: the what-if planner (`stagger plan`).
+ *
+ * Searches strategies and cluster shapes for a model under constraints and
+ * ranks them by an objective. Nothing here knows a strategy by name: the
+ * space is every registered strategy (st_strategies()) crossed with its own
+ * declared knobs (StStrategy.knobs), cluster shapes (nodes, GPUs),
+ * micro-batch sizes, gradient accumulation (or the accumulation a fixed
+ * global or per-GPU batch implies) and any option the user gives a list of.
+ * Each configuration is a set of option values applied by name through
+ * st_options_set, built by its strategy and simulated in its own engine.
+ *
+ * Pieces, one file each:
+ *   plan_spec.c    StPlanSpec: what the user asked for, set by option name
+ *                  (value lists and ranges such as "1-64", "1-256:x2") or
+ *                  from a JSON space file.
+ *   plan_space.c   expanding a spec into configurations, and turning one
+ *                  into options and a cluster.
+ *   plan_bound.c   lower bounds of step time and peak memory from a built
+ *                  schedule, without simulating it.
+ *   plan_dedup.c   fingerprints: configurations that build the same schedule
+ *                  are simulated once.
+ *   plan_run.c     evaluation on a GThreadPool, pruning by the bounds.
+ *   plan_rank.c    objectives, the ranking and the Pareto fronts.
+ *   plan_json.c    plan.json (every point) and plan.csv (for plots/plan_*.gp).
+ *   plan_print.c   the ranked table and the winner against the runner-up.
+ *
+ * Determinism: a search gives the same points, ranks, fronts and files
+ * whatever the thread count. Every configuration's result is stored at its
+ * index; pruning decisions are taken between fixed-size waves of
+ * simulations (ST_PLAN_WAVE, independent of the thread count), from the
+ * results of the waves before, so which configurations get pruned does not
+ * depend on which thread finished first.
+ *
+ * Pruning is exact, never heuristic: a configuration is skipped only when a
+ * valid lower bound of its step time (plan_bound.c) shows that an already
+ * simulated configuration beats it (see StPlanPrune), or when a lower bound
+ * of its peak memory exceeds the cap. The winner is never pruned;
+ * tests/test_plan.c checks it against the unpruned search.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cluster/cluster.h"
+#include "model/model.h"
+#include "profile/profile.h"
+#include "strategy/options.h"
+#include "strategy/strategy.h"
+
+#define ST_PLAN_ERROR (st_plan_error_quark())
+GQuark st_plan_error_quark(void);
+
+/* Simulations between two pruning decisions, unless the spec says: fixed
+ * (never derived from the thread count), so the output does not depend on
+ * the number of threads. Larger keeps more threads busy; smaller prunes
+ * sooner. */
+#define ST_PLAN_WAVE 32
+
+typedef enum {
+  ST_PLAN_OBJ_TIME = 0,           /* step time, lower is better */
+  ST_PLAN_OBJ_THROUGHPUT,         /* samples/s, higher is better */
+  ST_PLAN_OBJ_THROUGHPUT_PER_GPU, /* samples/s per GPU used, higher is better */
+  ST_PLAN_OBJ_GPU_HOURS,          /* GPUs x step time x train_steps, lower is better */
+  ST_PLAN_OBJ_N,
+} StPlanObjective;
+
+typedef enum {
+  /* Skip a configuration when a simulated one with no more GPUs beats its
+   * bound: keeps the winner and the whole objective-vs-GPUs Pareto front. */
+  ST_PLAN_PRUNE_FRONT = 0,
+  /* Skip it when any simulated configuration beats its bound: keeps the
+   * winner only (fewer simulations). */
+  ST_PLAN_PRUNE_WINNER,
+  ST_PLAN_PRUNE_OFF, /* simulate everything */
+  ST_PLAN_PRUNE_N,
+} StPlanPrune;
+
+/* An option the user gave a list of values for ("zero-stage" "2,3"). */
+typedef struct {
+  char *name;         /* in the option table (strategy/options.h) */
+  GPtrArray *values;  /* char *, owned: each accepted by st_options_set */
+} StPlanValues;
+
+/* What the user asked for. Set fields by name with st_plan_spec_set (the
+ * command line and the JSON space file both go through it). */
+typedef struct {
+  GPtrArray *strategies;   /* char *, owned; empty: every registered strategy */
+  GArray *nodes;           /* int; empty: the cluster file's nodes */
+  GArray *gpus;            /* int, GPUs in use; empty: every GPU of the nodes */
+  GArray *micro_batches;   /* int; empty: 1, 2, 4, ..., 64 */
+  GArray *accumulations;   /* int, when no batch is fixed; empty: 1 */
+  int64_t global_batch;    /* > 0: fixed global batch (strong scaling) */
+  int64_t gpu_batch;       /* > 0: fixed samples per GPU per step (weak scaling) */
+  GPtrArray *options;      /* StPlanValues *, owned, in the order given */
+  int64_t mem_cap;         /* bytes per GPU; 0: the GPU's memory */
+  int gpu_budget;          /* most GPUs a configuration may use; 0: no limit */
+  StPlanObjective objective;
+  int64_t train_steps;     /* for the gpu-hours objective */
+  StPlanPrune prune;
+  gboolean no_fold;        /* simulate every rank (slower; folding is exact) */
+  int threads;             /* evaluation threads; 0: one per processor */
+  int wave;                /* simulations between pruning decisions; 0: ST_PLAN_WAVE */
+} StPlanSpec;
+
+StPlanSpec *st_plan_spec_new(void);
+void st_plan_spec_free(StPlanSpec *spec);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanSpec, st_plan_spec_free)
+
+/* Sets `name` from text, replacing what it held. Planner names: strategy
+ * (alias strategies: a comma list or "all"), nodes, gpus, micro-batch,
+ * accumulation (integer lists: "1,2,4", "1-64" every integer, "1-64:x2"
+ * every power-of-two multiple), global-batch, gpu-batch, mem-cap (a size:
+ * "80GiB"), gpu-budget, objective (time, throughput, throughput-per-gpu,
+ * gpu-hours), train-steps, prune (front, winner, off), threads, wave,
+ * no-fold.
+ * Any other option of the table (strategy/options.h) takes a comma list of
+ * values (ranges for integer options); errors name the option and value. */
+gboolean st_plan_spec_set(StPlanSpec *spec, const char *name, const char *value,
+                          GError **error);
+
+/* Applies a JSON space file: an object whose keys are the names above and
+ * whose values are strings (as on the command line), numbers, booleans or
+ * arrays of them: {"strategy": ["dp", "zero"], "nodes": "1-64",
+ * "zero-stage": [2, 3], "global-batch": 512}. Unknown keys are errors
+ * naming the file. */
+gboolean st_plan_spec_load(StPlanSpec *spec, const char *path, GError **error);
+
+/* The values given for a table option, or NULL. */
+const StPlanValues *st_plan_spec_values(const StPlanSpec *spec, const char *name);
+
+const char *st_plan_objective_name(StPlanObjective objective);
+const char *st_plan_prune_name(StPlanPrune prune);
+
+/* ---- the space (plan_space.c) -------------------------------------------- */
+
+/* One configuration: a strategy, a cluster shape, a batch split and a value
+ * for each varied option. */
+typedef struct {
+  const StStrategy *strategy; /* borrowed from the registry */
+  int nodes;                  /* 0: as in the cluster file */
+  int gpus;                   /* GPUs in use; 0: all of the nodes */
+  int micro_batch;
+  int accumulation;           /* free batch: given; else 0 (implied by the fixed batch) */
+  int n_settings;
+  const char **settings;      /* [2 * n_settings]: name, value pairs; the array is
+                                 owned, the strings live in the expansion's string chunk */
+} StPlanConfig;
+
+/* Every configuration of `spec` on `cluster` (as loaded), in a fixed order:
+ * strategy (registry or given order), shape (GPUs, then nodes), micro-batch,
+ * accumulation, option values. The varied options of a strategy are its
+ * knobs (with the user's values when given) and every option the user gave
+ * several values for that no registered strategy declares as a knob (an
+ * option that is some strategy's knob varies only for the strategies that
+ * declare it). Strings go into `strings` (borrowed, must outlive the
+ * configurations). Fails on an empty space or one too large to search.
+ * Transfer full: a GArray of StPlanConfig that frees their settings. */
+GArray *st_plan_space_expand(const StPlanSpec *spec, const StCluster *cluster,
+                             GStringChunk *strings, GError **error);
+
+/* The options and GPU count of `config`: defaults, then the spec's
+ * single-valued options, then the configuration's values and batch, all
+ * through st_options_set. `out` is initialized here (st_options_clear it).
+ * Fails with the option and value at fault. */
+gboolean st_plan_config_options(const StPlanSpec *spec, const StPlanConfig *config,
+                                StOptions *out, GError **error);
+
+/* "zero-stage=2 micro-batch=4": what distinguishes the configuration
+ * besides its strategy and shape. Transfer full. */
+char *st_plan_config_label(const StPlanConfig *config);
+
+/* ---- lower bounds (plan_bound.c) -------------------------------------------- */
+
+typedef struct {
+  int64_t step_time_ns;  /* the summary's step time cannot be lower */
+  int64_t peak_bytes;    /* the highest device peak cannot be lower */
+} StPlanBound;
+
+/* Bounds of `schedule` as st_simulate with these engine settings would run
+ * it (the same cost models and communication algorithm). O(ops) per
+ * program plus O(ranks); no events. */
+void st_plan_bound(const StSchedule *schedule, const StProfile *profile, const char *comm_algo,
+                   StPlanBound *out);
+
+/* ---- identical schedules (plan_dedup.c) -------------------------------------- */
+
+/* A 128-bit fingerprint of what the engine simulates in `schedule` with
+ * `comm_algo`: equal fingerprints give equal results. */
+void st_plan_fingerprint(const StSchedule *schedule, const char *comm_algo, guint64 out[2]);
+
+/* ---- results ---------------------------------------------------------------- */
+
+typedef enum {
+  ST_PLAN_OK = 0,      /* simulated, fits in the memory cap */
+  ST_PLAN_OOM,         /* does not fit: simulated peak, or its memory bound (not simulated) */
+  ST_PLAN_INFEASIBLE,  /* the options, the GPU budget or the strategy refused it */
+  ST_PLAN_PRUNED,      /* its bound shows a simulated configuration beats it */
+  ST_PLAN_FAILED,      /* the simulation failed (a deadlock: a strategy bug) */
+  ST_PLAN_STATUS_N,
+} StPlanStatus;
+
+typedef struct {
+  StPlanStatus status;
+  gboolean simulated;
+  char *reason;            /* why it is not OK; NULL when OK */
+  char *description;       /* the schedule's one line; NULL when not built */
+  int nodes, gpus_used, ranks, accumulation;
+  int64_t global_batch;
+  gboolean bounded;        /* `bound` computed */
+  StPlanBound bound;
+  /* Simulated (OK, OOM by simulation): */
+  int64_t step_time_ns;
+  double samples_per_s;
+  int64_t peak_bytes;                   /* of the GPU with the highest peak */
+  int64_t peak_by_category[ST_MEM_N];   /* on that GPU, at that moment */
+  int64_t busy_ns;                      /* GPU 0 computing, per steady step */
+  int64_t exposed_ns;                   /* GPU 0 communicating, not computing, per step */
+  double comm_bytes;                    /* sent over all links by all GPUs, per step */
+  double objective;                     /* OK only */
+  int rank;                             /* 1 = the winner; 0 when not ranked */
+  gboolean front_gpus, front_memory;    /* on a Pareto front (OK points only) */
+  int same_as;                          /* -1, or the configuration with the same schedule
+                                           whose results these are (plan_dedup.c) */
+  /* private */
+  guint64 fingerprint[2];
+  StSchedule *kept;                     /* built for the bound, kept for the simulation */
+} StPlanPoint;
+
+typedef struct {
+  int configurations, simulated, ok, oom, infeasible, pruned, failed;
+  int duplicates;     /* with the schedule of an earlier one: its results, not simulated again */
+  int oom_by_bound;   /* of oom: not simulated, the memory bound exceeds the cap */
+} StPlanCounts;
+
+typedef struct {
+  const StPlanSpec *spec;      /* borrowed */
+  const StModel *model;        /* borrowed */
+  const StCluster *cluster;    /* borrowed, as loaded */
+  int64_t mem_cap;             /* resolved: bytes per GPU */
+  GArray *configs;             /* StPlanConfig, owned */
+  GStringChunk *strings;       /* owned: the configurations' setting strings */
+  StPlanPoint *points;         /* [configs->len], owned */
+  GArray *ranking;             /* int: OK points, best first */
+  StPlanCounts counts;
+  /* Timing of the run (not part of the plan: it varies between runs). */
+  double seconds;
+  int threads;
+} StPlan;
+
+/* Progress, called from the thread that runs st_plan_run: `done` of `total`
+ * configurations decided so far. */
+typedef void (*StPlanProgress)(gpointer data, const StPlanCounts *counts, int done, int total);
+
+/* Runs the search: expands the space, bounds, prunes, simulates, ranks.
+ * Everything borrowed must outlive the plan. Fails only on a bad space
+ * (unknown strategy, nothing to search) or when no thread can be started;
+ * configurations that fail are points with their reason. Transfer full. */
+StPlan *st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *cluster,
+                    const StProfile *profile, StPlanProgress progress, gpointer data,
+                    GError **error);
+void st_plan_free(StPlan *plan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlan, st_plan_free)
+
+/* The winner (rank 1) and runner-up (rank 2), or -1. */
+int st_plan_winner(const StPlan *plan);
+int st_plan_runner_up(const StPlan *plan);
+
+/* Builds the schedule of configuration `index` again (for --emit-schedule).
+ * Transfer full. */
+StSchedule *st_plan_build(const StPlan *plan, const StProfile *profile, int index,
+                          GError **error);
+
+/* ---- ranking (plan_rank.c) -------------------------------------------------- */
+
+/* The objective's value for a simulated point, and the best value a point
+ * with step-time bound `bound_ns` could reach. */
+double st_plan_objective_value(StPlanObjective objective, const StPlanSpec *spec,
+                               const StPlanPoint *point);
+double st_plan_objective_bound(StPlanObjective objective, const StPlanSpec *spec,
+                               const StPlanPoint *point, int64_t bound_ns);
+/* TRUE when value a is strictly better than b. */
+gboolean st_plan_objective_better(StPlanObjective objective, double a, double b);
+/* Fills objective, rank, fronts and plan->ranking. */
+void st_plan_rank(StPlan *plan);
+
+/* ---- outputs (plan_json.c, plan_print.c) ---------------------------------- */
+
+const char *st_plan_status_name(StPlanStatus status);
+
+/* plan.json: the search, the counts, every point. Deterministic. */
+struct cJSON *st_plan_to_json(const StPlan *plan);
+/* Writes plan.json and plan.csv into `dir` (created if needed). */
+gboolean st_plan_write(const StPlan *plan, const char *dir, GError **error);
+
+/* The ranked table (`top` rows), the counts, the points that did not fit,
+ * and the winner against the runner-up. */
+void st_plan_print(const StPlan *plan, int top, FILE *out);

@@ -1,0 +1,262 @@
+/* plan_json.c: plan.json (the search and every point) and plan.csv (the
+ * simulated points, for plots/plan_*.gp). docs/FORMATS.md describes both.
+ * Nothing that varies between runs (timings, thread count) goes in, so
+ * the same search writes the same bytes. */
+#include "plan/plan.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "base/json.h"
+
+static const char *const STATUS[] = {"ok", "out_of_memory", "infeasible", "pruned", "failed"};
+
+const char *
+st_plan_status_name(StPlanStatus s)
+{
+  g_return_val_if_fail(s < ST_PLAN_STATUS_N, "?");
+  return STATUS[s];
+}
+
+static cJSON *
+int_list(GArray *list)
+{
+  cJSON *a = cJSON_CreateArray();
+  for (guint i = 0; i < list->len; i++)
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(g_array_index(list, int, i)));
+  return a;
+}
+
+static void
+add_int_or_null(cJSON *obj, const char *key, int64_t value)
+{
+  if (value > 0)
+    st_json_add_int(obj, key, value);
+  else
+    cJSON_AddNullToObject(obj, key);
+}
+
+static cJSON *
+search_json(const StPlan *plan)
+{
+  const StPlanSpec *spec = plan->spec;
+  cJSON *obj = cJSON_CreateObject();
+  cJSON *strategies = cJSON_AddArrayToObject(obj, "strategies");
+  const StStrategy *last = NULL;
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
+    if (c->strategy != last)
+      cJSON_AddItemToArray(strategies, cJSON_CreateString(c->strategy->name));
+    last = c->strategy;
+  }
+  cJSON_AddItemToObject(obj, "nodes", int_list(spec->nodes));
+  cJSON_AddItemToObject(obj, "gpus", int_list(spec->gpus));
+  cJSON_AddItemToObject(obj, "micro_batch", int_list(spec->micro_batches));
+  cJSON_AddItemToObject(obj, "accumulation", int_list(spec->accumulations));
+  add_int_or_null(obj, "global_batch", spec->global_batch);
+  add_int_or_null(obj, "gpu_batch", spec->gpu_batch);
+  cJSON *options = cJSON_AddObjectToObject(obj, "options");
+  for (guint i = 0; i < spec->options->len; i++) {
+    const StPlanValues *v = g_ptr_array_index(spec->options, i);
+    cJSON *values = cJSON_AddArrayToObject(options, v->name);
+    for (guint j = 0; j < v->values->len; j++)
+      cJSON_AddItemToArray(values, cJSON_CreateString(g_ptr_array_index(v->values, j)));
+  }
+  st_json_add_int(obj, "mem_cap_bytes", plan->mem_cap);
+  add_int_or_null(obj, "gpu_budget", spec->gpu_budget);
+  cJSON_AddStringToObject(obj, "objective", st_plan_objective_name(spec->objective));
+  st_json_add_int(obj, "train_steps", spec->train_steps);
+  cJSON_AddStringToObject(obj, "prune", st_plan_prune_name(spec->prune));
+  st_json_add_int(obj, "wave", spec->wave > 0 ? spec->wave : ST_PLAN_WAVE);
+  cJSON_AddBoolToObject(obj, "fold", !spec->no_fold);
+  return obj;
+}
+
+static cJSON *
+counts_json(const StPlanCounts *c)
+{
+  cJSON *obj = cJSON_CreateObject();
+  st_json_add_int(obj, "configurations", c->configurations);
+  st_json_add_int(obj, "simulated", c->simulated);
+  st_json_add_int(obj, "ok", c->ok);
+  st_json_add_int(obj, "out_of_memory", c->oom);
+  st_json_add_int(obj, "out_of_memory_by_bound", c->oom_by_bound);
+  st_json_add_int(obj, "infeasible", c->infeasible);
+  st_json_add_int(obj, "pruned", c->pruned);
+  st_json_add_int(obj, "failed", c->failed);
+  st_json_add_int(obj, "same_schedule", c->duplicates);
+  return obj;
+}
+
+static cJSON *
+point_json(const StPlan *plan, int i)
+{
+  const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
+  const StPlanPoint *pt = &plan->points[i];
+  cJSON *obj = cJSON_CreateObject();
+  st_json_add_int(obj, "index", i);
+  cJSON_AddStringToObject(obj, "strategy", c->strategy->name);
+  cJSON *settings = cJSON_AddObjectToObject(obj, "settings");
+  for (int k = 0; k < c->n_settings; k++)
+    cJSON_AddStringToObject(settings, c->settings[2 * k], c->settings[2 * k + 1]);
+  st_json_add_int(obj, "nodes", c->nodes);
+  st_json_add_int(obj, "gpus", pt->gpus_used);
+  add_int_or_null(obj, "ranks", pt->ranks);
+  st_json_add_int(obj, "micro_batch", c->micro_batch);
+  add_int_or_null(obj, "accumulation", pt->accumulation);
+  add_int_or_null(obj, "global_batch", pt->global_batch);
+  cJSON_AddStringToObject(obj, "status", st_plan_status_name(pt->status));
+  if (pt->reason != NULL)
+    cJSON_AddStringToObject(obj, "reason", pt->reason);
+  else
+    cJSON_AddNullToObject(obj, "reason");
+  if (pt->description != NULL)
+    cJSON_AddStringToObject(obj, "description", pt->description);
+  else
+    cJSON_AddNullToObject(obj, "description");
+  if (pt->bounded) {
+    cJSON *bound = cJSON_AddObjectToObject(obj, "bound");
+    cJSON_AddNumberToObject(bound, "step_time_s", (double)pt->bound.step_time_ns * 1e-9);
+    st_json_add_int(bound, "peak_bytes", pt->bound.peak_bytes);
+  } else {
+    cJSON_AddNullToObject(obj, "bound");
+  }
+  cJSON_AddBoolToObject(obj, "simulated", pt->simulated);
+  if (pt->same_as >= 0)
+    st_json_add_int(obj, "same_schedule_as", pt->same_as);
+  else
+    cJSON_AddNullToObject(obj, "same_schedule_as");
+  if (!pt->simulated)
+    return obj;
+  double step_s = (double)pt->step_time_ns * 1e-9;
+  cJSON_AddNumberToObject(obj, "step_time_s", step_s);
+  cJSON_AddNumberToObject(obj, "samples_per_s", pt->samples_per_s);
+  cJSON_AddNumberToObject(obj, "samples_per_s_per_gpu",
+                          pt->samples_per_s / MAX(pt->gpus_used, 1));
+  cJSON_AddNumberToObject(obj, "gpu_hours",
+                          pt->gpus_used * step_s * (double)plan->spec->train_steps / 3600.0);
+  if (pt->status == ST_PLAN_OK)
+    cJSON_AddNumberToObject(obj, "objective", pt->objective);
+  else
+    cJSON_AddNullToObject(obj, "objective");
+  st_json_add_int(obj, "peak_bytes", pt->peak_bytes);
+  cJSON *cats = cJSON_AddObjectToObject(obj, "peak_by_category");
+  for (int k = 0; k < ST_MEM_N; k++)
+    st_json_add_int(cats, st_mem_name(k), pt->peak_by_category[k]);
+  cJSON_AddNumberToObject(obj, "busy_s", (double)pt->busy_ns * 1e-9);
+  cJSON_AddNumberToObject(obj, "exposed_comm_s", (double)pt->exposed_ns * 1e-9);
+  cJSON_AddNumberToObject(obj, "comm_bytes_per_step", pt->comm_bytes);
+  if (pt->rank > 0)
+    st_json_add_int(obj, "rank", pt->rank);
+  else
+    cJSON_AddNullToObject(obj, "rank");
+  cJSON_AddBoolToObject(obj, "pareto_gpus", pt->front_gpus);
+  cJSON_AddBoolToObject(obj, "pareto_memory", pt->front_memory);
+  return obj;
+}
+
+cJSON *
+st_plan_to_json(const StPlan *plan)
+{
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "format", "stagger-plan");
+  st_json_add_int(root, "version", 1);
+  cJSON_AddStringToObject(root, "model", plan->model->name);
+  cJSON_AddStringToObject(root, "cluster", plan->cluster->name);
+  cJSON_AddStringToObject(root, "gpu", plan->cluster->gpu.name);
+  st_json_add_int(root, "gpus_per_node", plan->cluster->gpus_per_node);
+  cJSON_AddItemToObject(root, "search", search_json(plan));
+  cJSON_AddItemToObject(root, "counts", counts_json(&plan->counts));
+  int winner = st_plan_winner(plan), runner_up = st_plan_runner_up(plan);
+  if (winner >= 0)
+    st_json_add_int(root, "winner", winner);
+  else
+    cJSON_AddNullToObject(root, "winner");
+  if (runner_up >= 0)
+    st_json_add_int(root, "runner_up", runner_up);
+  else
+    cJSON_AddNullToObject(root, "runner_up");
+  cJSON *points = cJSON_AddArrayToObject(root, "points");
+  for (guint i = 0; i < plan->configs->len; i++)
+    cJSON_AddItemToArray(points, point_json(plan, (int)i));
+  return root;
+}
+
+/* A CSV field: quoted, with quotes doubled. */
+static void
+csv_text(GString *out, const char *text)
+{
+  g_string_append_c(out, '"');
+  for (const char *p = text; *p != '\0'; p++) {
+    if (*p == '"')
+      g_string_append_c(out, '"');
+    g_string_append_c(out, *p);
+  }
+  g_string_append_c(out, '"');
+}
+
+static char *
+plan_csv(const StPlan *plan)
+{
+  GString *out = g_string_new("# stagger plan: the simulated configurations (docs/FORMATS.md)\n");
+  g_string_append_printf(out, "# objective: %s\n", st_plan_objective_name(plan->spec->objective));
+  g_string_append(out, "# strategies:");
+  const StStrategy *last = NULL;
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
+    if (c->strategy != last)
+      g_string_append_printf(out, " %s", c->strategy->name);
+    last = c->strategy;
+  }
+  g_string_append_printf(out, "\n# mem_cap_bytes: %" G_GINT64_FORMAT "\n", plan->mem_cap);
+  g_string_append(out, "index,strategy,status,gpus,nodes,micro_batch,accumulation,objective,"
+                       "step_time_s,samples_per_s,peak_bytes,rank,pareto_gpus,pareto_memory,"
+                       "label\n");
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
+    const StPlanPoint *pt = &plan->points[i];
+    if (!pt->simulated)
+      continue;
+    /* An out-of-memory point has no objective; plots place it by its time. */
+    double objective = pt->status == ST_PLAN_OK
+                         ? pt->objective
+                         : st_plan_objective_value(plan->spec->objective, plan->spec, pt);
+    char num[3][G_ASCII_DTOSTR_BUF_SIZE];
+    g_string_append_printf(
+      out, "%u,%s,%s,%d,%d,%d,%d,%s,%s,%s,%" G_GINT64_FORMAT ",%d,%d,%d,", i, c->strategy->name,
+      st_plan_status_name(pt->status), pt->gpus_used, c->nodes, c->micro_batch,
+      pt->accumulation, g_ascii_formatd(num[0], sizeof num[0], "%.9g", objective),
+      g_ascii_formatd(num[1], sizeof num[1], "%.9g", (double)pt->step_time_ns * 1e-9),
+      g_ascii_formatd(num[2], sizeof num[2], "%.9g", pt->samples_per_s), pt->peak_bytes,
+      pt->rank, pt->front_gpus, pt->front_memory);
+    g_autofree char *label = st_plan_config_label(c);
+    csv_text(out, label);
+    g_string_append_c(out, '\n');
+  }
+  return g_string_free(out, FALSE);
+}
+
+gboolean
+st_plan_write(const StPlan *plan, const char *dir, GError **error)
+{
+  if (g_mkdir_with_parents(dir, 0755) != 0) {
+    int saved = errno;
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_IO, "%s: cannot create: %s", dir,
+                g_strerror(saved));
+    return FALSE;
+  }
+  g_autoptr(cJSON) root = st_plan_to_json(plan);
+  g_autofree char *json_path = g_build_filename(dir, "plan.json", NULL);
+  if (!st_json_write_file(json_path, root, error))
+    return FALSE;
+  g_autofree char *csv = plan_csv(plan);
+  g_autofree char *csv_path = g_build_filename(dir, "plan.csv", NULL);
+  GError *local = NULL;
+  if (!g_file_set_contents(csv_path, csv, -1, &local)) {
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return FALSE;
+  }
+  return TRUE;
+}

@@ -1,0 +1,317 @@
+/* plan_print.c: the human side of a plan on stdout: the ranked table, the
+ * counts, what did not fit and why the rest was refused, and the winner
+ * against the runner-up (where each one's time and memory go). */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/units.h"
+
+/* "23.1G", "512M", "40K": a memory cell. */
+static char *
+short_bytes(int64_t bytes)
+{
+  const double gib = 1024.0 * 1024 * 1024, mib = 1024.0 * 1024;
+  if (bytes >= 100 * gib)
+    return g_strdup_printf("%.0fG", bytes / gib);
+  if (bytes >= gib)
+    return g_strdup_printf("%.1fG", bytes / gib);
+  if (bytes >= mib)
+    return g_strdup_printf("%.0fM", bytes / mib);
+  if (bytes > 0)
+    return g_strdup_printf("%.0fK", bytes / 1024.0);
+  return g_strdup("0");
+}
+
+static char *
+signed_duration(int64_t ns)
+{
+  if (ns == 0)
+    return g_strdup("0");
+  g_autofree char *abs = st_format_duration(ns < 0 ? -ns : ns);
+  return g_strdup_printf("%c%s", ns < 0 ? '-' : '+', abs);
+}
+
+static char *
+signed_bytes(int64_t bytes)
+{
+  if (bytes == 0)
+    return g_strdup("0");
+  g_autofree char *abs = st_format_bytes(bytes < 0 ? -bytes : bytes);
+  return g_strdup_printf("%c%s", bytes < 0 ? '-' : '+', abs);
+}
+
+static const StPlanConfig *
+config_of(const StPlan *plan, int i)
+{
+  return &g_array_index(plan->configs, StPlanConfig, i);
+}
+
+/* "zero zero-stage=1, 64 GPUs, micro-batch 1 x 8". Transfer full. */
+static char *
+describe(const StPlan *plan, int i)
+{
+  const StPlanConfig *c = config_of(plan, i);
+  const StPlanPoint *pt = &plan->points[i];
+  g_autofree char *label = st_plan_config_label(c);
+  g_autofree char *accumulation =
+    pt->accumulation > 0 ? g_strdup_printf(" x %d", pt->accumulation) : g_strdup("");
+  return g_strdup_printf("%s%s%s, %d GPUs on %d node%s, micro-batch %d%s", c->strategy->name,
+                         label[0] ? " " : "", label, pt->gpus_used, c->nodes,
+                         c->nodes == 1 ? "" : "s", c->micro_batch, accumulation);
+}
+
+/* An objective's value with its unit. Transfer full. */
+static char *
+objective_text(StPlanObjective o, double v)
+{
+  switch (o) {
+  case ST_PLAN_OBJ_TIME:
+    return st_format_duration((int64_t)llround(v * 1e9));
+  case ST_PLAN_OBJ_THROUGHPUT:
+    return g_strdup_printf("%.1f samples/s", v);
+  case ST_PLAN_OBJ_THROUGHPUT_PER_GPU:
+    return g_strdup_printf("%.2f samples/s/GPU", v);
+  case ST_PLAN_OBJ_GPU_HOURS:
+    return g_strdup_printf("%.2f GPU-hours", v);
+  default:
+    g_return_val_if_reached(g_strdup("?"));
+  }
+}
+
+static void
+print_table(const StPlan *plan, int top, FILE *out)
+{
+  int n = MIN((int)plan->ranking->len, top);
+  if (n == 0) {
+    fprintf(out, "No configuration fits: nothing to rank.\n");
+    return;
+  }
+  fprintf(out, "Best %d of %u that fit, by %s (predicted by the simulator):\n\n", n,
+          plan->ranking->len, st_plan_objective_name(plan->spec->objective));
+  fprintf(out, "%4s  %-10s %-24s %5s %9s %11s %10s %8s %7s %6s %6s %6s %6s %6s %6s %9s  %s\n",
+          "rank", "strategy", "options", "GPUs", "mb x acc", "step time", "samples/s", "per GPU",
+          "peak", "params", "grads", "optim", "activ", "comm", "work", "exposed", "front");
+  for (int k = 0; k < n; k++) {
+    int i = g_array_index(plan->ranking, int, k);
+    const StPlanConfig *c = config_of(plan, i);
+    const StPlanPoint *pt = &plan->points[i];
+    g_autofree char *label = st_plan_config_label(c);
+    g_autofree char *batch = g_strdup_printf("%dx%d", c->micro_batch, pt->accumulation);
+    g_autofree char *step = st_format_duration(pt->step_time_ns);
+    g_autofree char *exposed = st_format_duration(pt->exposed_ns);
+    g_autofree char *peak = short_bytes(pt->peak_bytes);
+    fprintf(out, "%4d  %-10s %-24s %5d %9s %11s %10.1f %8.2f %7s", pt->rank, c->strategy->name,
+            label[0] ? label : "-", pt->gpus_used, batch, step, pt->samples_per_s,
+            pt->samples_per_s / MAX(pt->gpus_used, 1), peak);
+    for (int cat = 0; cat < ST_MEM_N; cat++) {
+      g_autofree char *b = short_bytes(pt->peak_by_category[cat]);
+      fprintf(out, " %6s", b);
+    }
+    fprintf(out, " %9s  %s%s\n", exposed, pt->front_gpus ? "G" : "",
+            pt->front_memory ? "M" : "");
+  }
+  fprintf(out, "\nmb x acc: micro-batch x gradient accumulation. peak: memory of the GPU with "
+               "the highest peak,\nthen its split at that moment. exposed: communication not "
+               "hidden by compute on GPU 0, per step.\nfront: on the Pareto front of %s "
+               "against GPUs (G) or against peak memory (M).\n",
+          st_plan_objective_name(plan->spec->objective));
+}
+
+static void
+print_counts(const StPlan *plan, FILE *out)
+{
+  const StPlanCounts *c = &plan->counts;
+  fprintf(out,
+          "\n%d configurations: %d simulated, %d with the same schedule as one of those (%d "
+          "fit, %d over the memory cap); %d pruned by the step-time bound, %d over the cap by "
+          "the memory bound (not simulated), %d infeasible, %d failed.\n",
+          c->configurations, c->simulated, c->duplicates, c->ok, c->oom - c->oom_by_bound,
+          c->pruned, c->oom_by_bound, c->infeasible, c->failed);
+  if (plan->spec->global_batch == 0 && plan->spec->gpu_batch == 0 &&
+      plan->spec->objective != ST_PLAN_OBJ_THROUGHPUT_PER_GPU &&
+      plan->spec->objective != ST_PLAN_OBJ_THROUGHPUT)
+    fprintf(out, "No batch is fixed: configurations train different global batches, so their "
+                 "step times compare unlike work;\n--global-batch, --gpu-batch or --objective "
+                 "throughput-per-gpu compare like with like.\n");
+  if (plan->spec->prune == ST_PLAN_PRUNE_FRONT && c->pruned > 0)
+    fprintf(out, "Pruned configurations cannot win nor reach the front against GPUs; "
+                 "--prune off simulates them too.\n");
+  else if (plan->spec->prune == ST_PLAN_PRUNE_WINNER && c->pruned > 0)
+    fprintf(out, "Pruned configurations cannot win; the fronts cover the simulated ones.\n");
+}
+
+/* The reason with its numbers replaced by '#', to group alike reasons. */
+static char *
+reason_kind(const char *reason)
+{
+  GString *kind = g_string_new(NULL);
+  for (const char *p = reason; *p != '\0'; p++) {
+    if (g_ascii_isdigit(*p)) {
+      while (g_ascii_isdigit(p[1]) || (p[1] == '.' && g_ascii_isdigit(p[2])))
+        p++;
+      g_string_append_c(kind, '#');
+    } else {
+      g_string_append_c(kind, *p);
+    }
+  }
+  return g_string_free(kind, FALSE);
+}
+
+static void
+print_refused(const StPlan *plan, FILE *out)
+{
+  /* Simulated but over the cap: the closest to fitting first. */
+  g_autoptr(GArray) oom = g_array_new(FALSE, FALSE, sizeof(int));
+  for (guint i = 0; i < plan->configs->len; i++)
+    if (plan->points[i].status == ST_PLAN_OOM && plan->points[i].simulated)
+      g_array_append_val(oom, i);
+  if (oom->len > 0) {
+    g_autofree char *cap = st_format_bytes(plan->mem_cap);
+    fprintf(out, "\nDid not fit in %s per GPU (simulated), lowest peak first:\n", cap);
+    for (guint k = 0; k < MIN(oom->len, 5u); k++) {
+      int best = -1;
+      guint at = 0;
+      for (guint j = 0; j < oom->len; j++) {
+        int i = g_array_index(oom, int, j);
+        if (i >= 0 && (best < 0 || plan->points[i].peak_bytes < plan->points[best].peak_bytes)) {
+          best = i;
+          at = j;
+        }
+      }
+      g_array_index(oom, int, at) = -1;
+      g_autofree char *what = describe(plan, best);
+      g_autofree char *peak = st_format_bytes(plan->points[best].peak_bytes);
+      g_autofree char *step = st_format_duration(plan->points[best].step_time_ns);
+      fprintf(out, "  %s: peak %s, %s per step\n", what, peak, step);
+    }
+  }
+  /* Everything else not simulated, grouped by the kind of reason. */
+  g_autoptr(GHashTable) groups = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GPtrArray) order = g_ptr_array_new();
+  g_autoptr(GArray) first = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) counts = g_array_new(FALSE, FALSE, sizeof(int));
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanPoint *pt = &plan->points[i];
+    if (pt->status != ST_PLAN_INFEASIBLE && pt->status != ST_PLAN_FAILED &&
+        !(pt->status == ST_PLAN_OOM && !pt->simulated))
+      continue;
+    char *kind = reason_kind(pt->reason);
+    gpointer slot = NULL;
+    if (g_hash_table_lookup_extended(groups, kind, NULL, &slot)) {
+      g_array_index(counts, int, GPOINTER_TO_INT(slot))++;
+      g_free(kind);
+      continue;
+    }
+    int group = (int)order->len, one = 1, index = (int)i;
+    g_hash_table_insert(groups, kind, GINT_TO_POINTER(group));
+    g_ptr_array_add(order, kind);
+    g_array_append_val(first, index);
+    g_array_append_val(counts, one);
+  }
+  if (order->len > 0)
+    fprintf(out, "\nNot simulated, by reason (one example each; plan.json lists every one):\n");
+  for (guint g = 0; g < order->len; g++) {
+    int i = g_array_index(first, int, g);
+    g_autofree char *what = describe(plan, i);
+    fprintf(out, "  %d x %s\n      e.g. %s\n", g_array_index(counts, int, g),
+            plan->points[i].reason, what);
+  }
+}
+
+static void
+row_duration(FILE *out, const char *name, int64_t a, int64_t b)
+{
+  g_autofree char *ta = st_format_duration(a);
+  g_autofree char *tb = st_format_duration(b);
+  g_autofree char *d = signed_duration(a - b);
+  fprintf(out, "  %-28s %14s %14s %14s\n", name, ta, tb, d);
+}
+
+static void
+row_bytes(FILE *out, const char *name, int64_t a, int64_t b)
+{
+  g_autofree char *ta = st_format_bytes(a);
+  g_autofree char *tb = st_format_bytes(b);
+  g_autofree char *d = signed_bytes(a - b);
+  fprintf(out, "  %-28s %14s %14s %14s\n", name, ta, tb, d);
+}
+
+static int64_t
+other_ns(const StPlanPoint *p)
+{
+  return MAX(0, p->step_time_ns - p->busy_ns - p->exposed_ns);
+}
+
+static void
+print_explanation(const StPlan *plan, FILE *out)
+{
+  int w = st_plan_winner(plan), r = st_plan_runner_up(plan);
+  if (w < 0)
+    return;
+  const StPlanPoint *a = &plan->points[w];
+  g_autofree char *wd = describe(plan, w);
+  fprintf(out, "\nWinner: %s\n  %s\n", wd, a->description ? a->description : "");
+  if (r < 0) {
+    fprintf(out, "No runner-up: only one configuration fits.\n");
+    return;
+  }
+  const StPlanPoint *b = &plan->points[r];
+  g_autofree char *rd = describe(plan, r);
+  fprintf(out, "Runner-up: %s\n\n", rd);
+  fprintf(out, "  %-28s %14s %14s %14s\n", "", "winner", "runner-up", "difference");
+  StPlanObjective o = plan->spec->objective;
+  g_autofree char *oa = objective_text(o, a->objective);
+  g_autofree char *ob = objective_text(o, b->objective);
+  g_autofree char *oname = g_strdup_printf("objective (%s)", st_plan_objective_name(o));
+  fprintf(out, "  %-28s %14s %14s\n", oname, oa, ob);
+  row_duration(out, "step time", a->step_time_ns, b->step_time_ns);
+  row_duration(out, "  computing (GPU 0)", a->busy_ns, b->busy_ns);
+  row_duration(out, "  exposed communication", a->exposed_ns, b->exposed_ns);
+  row_duration(out, "  waiting, idle", other_ns(a), other_ns(b));
+  row_bytes(out, "communication, all GPUs", (int64_t)a->comm_bytes, (int64_t)b->comm_bytes);
+  row_bytes(out, "peak memory per GPU", a->peak_bytes, b->peak_bytes);
+  for (int c = 0; c < ST_MEM_N; c++) {
+    g_autofree char *name = g_strdup_printf("  %s", st_mem_name(c));
+    row_bytes(out, name, a->peak_by_category[c], b->peak_by_category[c]);
+  }
+
+  /* The part of the step that differs most, and the memory category. */
+  const char *parts[] = {"computing", "exposed communication", "waiting"};
+  int64_t deltas[] = {a->busy_ns - b->busy_ns, a->exposed_ns - b->exposed_ns,
+                      other_ns(a) - other_ns(b)};
+  int most = 0;
+  for (int k = 1; k < 3; k++)
+    if (ABS(deltas[k]) > ABS(deltas[most]))
+      most = k;
+  int cat = 0;
+  for (int c = 1; c < ST_MEM_N; c++)
+    if (ABS(a->peak_by_category[c] - b->peak_by_category[c]) >
+        ABS(a->peak_by_category[cat] - b->peak_by_category[cat]))
+      cat = c;
+  g_autofree char *dt = signed_duration(a->step_time_ns - b->step_time_ns);
+  g_autofree char *dpart = signed_duration(deltas[most]);
+  g_autofree char *dmem = signed_bytes(a->peak_bytes - b->peak_bytes);
+  g_autofree char *dcat = signed_bytes(a->peak_by_category[cat] - b->peak_by_category[cat]);
+  fprintf(out, "\nAgainst the runner-up, ");
+  if (a->step_time_ns == b->step_time_ns)
+    fprintf(out, "the winner's step takes the same time (it ranks first by its place in the "
+                 "space);\n");
+  else
+    fprintf(out, "the winner's step changes by %s, most in %s (%s);\n", dt, parts[most], dpart);
+  if (a->peak_bytes == b->peak_bytes)
+    fprintf(out, "its peak memory per GPU is the same.\n");
+  else
+    fprintf(out, "its peak memory per GPU changes by %s, most in %s (%s).\n", dmem,
+            st_mem_name(cat), dcat);
+}
+
+void
+st_plan_print(const StPlan *plan, int top, FILE *out)
+{
+  print_table(plan, top, out);
+  print_counts(plan, out);
+  print_refused(plan, out);
+  print_explanation(plan, out);
+}

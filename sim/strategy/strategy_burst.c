@@ -1,0 +1,465 @@
+/* strategy_burst.c: DeepPool burst parallelism (Park et al., MLSys 2022).
+ *
+ * The planner (burst/burst.h) gives every layer i a GPU count w_i, a power
+ * of two, from the same cost models the engine uses. Each micro-batch of
+ * M = ranks x micro-batch samples runs layer i on ranks 0 .. w_i - 1; at
+ * width w, rank j holds the samples s with s % w == j. Between layers of
+ * widths a != b (small = min, k = max / small), rank j < small keeps its own
+ * samples (a local copy into the next layer's input) and exchanges the rest
+ * point to point with ranks j + m * small, m = 1 .. k-1: the narrow side
+ * gathers, the wide side scatters; backward moves the gradients the other
+ * way. After the last micro-batch's backward of a layer, its gradients are
+ * all-reduced within its w_i ranks; each rank then steps the parameters of
+ * the layers it ran. Ranks outside a narrow layer's set idle meanwhile:
+ * multiplexing (strategy_multiplex.c) puts background work there.
+ *
+ * Streams per rank: compute; sync (gradient all-reduces); send and recv
+ * (transfers in program order, so a rank's receives and sends of one
+ * boundary follow each other). Buffers: what each layer keeps for backward
+ * and the gradient of its input, as data parallelism has them, plus the
+ * transfer buffers (category comm): a layer's output before it leaves, the
+ * next layer's assembled input, and the assembled gradient of an output.
+ * Ranks with the same shares everywhere share a program.
+ */
+#include "burst/burst.h"
+#include "strategy/strategy_common.h"
+
+#include <string.h>
+
+typedef struct {
+  const StStrategyInput *in;
+  StSchedule *s;
+  const StModel *m;
+  const int32_t *w;      /* [n_layers]: GPUs of each layer */
+  int n;                 /* layers */
+  int64_t M;             /* samples per micro-batch */
+  int A;                 /* micro-batches */
+  StStateBytes bytes;
+  GHashTable *xcomm;     /* (small << 16 | large) -> communicator of a transition */
+  GHashTable *scomm;     /* width -> communicator of the gradient all-reduce */
+} Burst;
+
+typedef struct {
+  Burst *b;
+  StProgram *p;
+  int j;                  /* the rank this program is written for */
+  int compute, sync, send, recv;
+  uint32_t last_comp;     /* UINT32_MAX until the first compute op */
+  uint32_t last_reduce;   /* UINT32_MAX until the first all-reduce */
+  /* Per micro-batch, per layer (UINT32_MAX: none). */
+  uint32_t *fwd, *bwd;    /* op ids */
+  uint32_t *act, *dx;     /* buffers */
+  uint32_t *out, *in;     /* output leaving the set, assembled input */
+  uint32_t *dy;           /* assembled gradient of the output */
+  uint32_t *ready;        /* op after which layer i's input (fwd) is complete */
+  uint32_t *gready;       /* op after which layer i's output gradient (bwd) is complete */
+} Emit;
+
+#define NONE UINT32_MAX
+
+static inline int
+share(const Burst *b, int w, int j)
+{
+  return st_burst_share(b->M, w, j);
+}
+
+static inline int
+part(const Emit *e, int i)
+{
+  return e->j < e->b->w[i];
+}
+
+/* Bytes per sample of layer i's output, in the activation dtype. */
+static int64_t
+out_bytes(const Burst *b, int i)
+{
+  return st_model_bytes_as(b->m, b->m->layers[i].out_bytes, b->bytes.activation);
+}
+
+static int
+comm_for(Burst *b, GHashTable *table, int key, const char *name, const int32_t *color)
+{
+  gpointer found;
+  if (g_hash_table_lookup_extended(table, GINT_TO_POINTER(key), NULL, &found))
+    return GPOINTER_TO_INT(found);
+  int c = st_schedule_add_comm(b->s, name, color);
+  g_hash_table_insert(table, GINT_TO_POINTER(key), GINT_TO_POINTER(c));
+  return c;
+}
+
+/* Groups {c, c + small, c + 2 small, ...} of the first `large` ranks. */
+static int
+xcomm(Burst *b, int small, int large)
+{
+  g_autofree int32_t *color = g_new(int32_t, b->s->n_ranks);
+  for (int r = 0; r < b->s->n_ranks; r++)
+    color[r] = r < large ? r % small : -1;
+  g_autofree char *name = g_strdup_printf("burst %d/%d", small, large);
+  return comm_for(b, b->xcomm, small << 16 | large, name, color);
+}
+
+static int
+scomm(Burst *b, int w)
+{
+  g_autofree int32_t *color = g_new(int32_t, b->s->n_ranks);
+  for (int r = 0; r < b->s->n_ranks; r++)
+    color[r] = r < w ? 0 : -1;
+  g_autofree char *name = g_strdup_printf("burst sync %d", w);
+  return comm_for(b, b->scomm, w, name, color);
+}
+
+static uint32_t
+buffer(Emit *e, const char *what, int i, int micro, StMemCategory cat, int64_t bytes, StData data,
+       int layer)
+{
+  g_autofree char *name = g_strdup_printf("%s %s m%d", what, e->b->m->layers[i].name, micro);
+  uint32_t id = st_program_add_buffer(e->p, name, cat, bytes, FALSE);
+  st_program_buffer_holds(e->p, id, data, layer, layer, micro, 1);
+  return id;
+}
+
+/* One transfer op; `after` (NONE: nothing) and the buffer effects. */
+static uint32_t
+transfer(Emit *e, StOp op, int micro, int samples, StData data, int layer, uint32_t after,
+         uint32_t after2, uint32_t alloc, uint32_t release)
+{
+  op.micro = micro;
+  op.batch = samples;
+  st_op_moves(&op, data, layer, layer);
+  st_program_begin(e->p, &op);
+  if (after != NONE)
+    st_program_after(e->p, after);
+  if (after2 != NONE)
+    st_program_after(e->p, after2);
+  if (alloc != NONE)
+    st_program_alloc(e->p, alloc);
+  if (release != NONE)
+    st_program_free_buffer(e->p, release);
+  return st_program_commit(e->p);
+}
+
+/* Moves `P` bytes per sample from width `a` to width `bw` for this rank.
+ * `src` is its data at width a (NONE when it holds none), complete after
+ * `src_ready`; *dst receives the buffer of its data at width bw (NONE when
+ * it has none). Returns the op after which that data is complete. */
+static uint32_t
+exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, StData data, int layer,
+         uint32_t src, uint32_t src_ready, const char *what, int at_layer, uint32_t *dst)
+{
+  Burst *b = e->b;
+  int j = e->j, small = MIN(a, bw), large = MAX(a, bw), k = large / small;
+  *dst = NONE;
+  if (j >= large)
+    return NONE;
+  int comm = xcomm(b, small, large);
+  if (j < bw)
+    *dst = buffer(e, what, at_layer, micro, ST_MEM_COMM, share(b, bw, j) * P, data, layer);
+  uint32_t copy = NONE;
+  if (j < small) {
+    /* What it already holds of its new share stays on its GPU: a local copy
+     * into the new buffer (its old one goes once the rest has left). */
+    int keep = share(b, large, j);
+    copy = transfer(e, st_op_copy(e->recv, ST_COPY_D2D, keep * P), micro, keep, data, layer,
+                    src_ready, NONE, *dst, a > bw ? src : NONE);
+  }
+  if (a > bw) { /* gather: the narrow side receives, the others send to it */
+    if (j >= bw) {
+      int n = share(b, a, j);
+      transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, data, layer, src_ready,
+               NONE, NONE, src);
+      return NONE;
+    }
+    uint32_t done = copy;
+    for (int m = 1; m < k; m++) {
+      int n = share(b, a, j + m * bw);
+      done = transfer(e, st_op_recv(e->recv, comm, m, tag, n * P), micro, n, data, layer, done,
+                      NONE, NONE, NONE);
+    }
+    return done;
+  }
+  /* scatter: the narrow side sends the others their shares */
+  if (j >= a) {
+    int n = share(b, bw, j);
+    return transfer(e, st_op_recv(e->recv, comm, 0, tag, n * P), micro, n, data, layer,
+                    e->last_comp, NONE, *dst, NONE);
+  }
+  for (int m = 1; m < k; m++) {
+    int n = share(b, bw, j + m * a);
+    gboolean last = m == k - 1;
+    transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, data, layer, src_ready,
+             last ? copy : NONE, NONE, last ? src : NONE);
+  }
+  return copy;
+}
+
+static uint32_t
+comp(Emit *e, StPass pass, int i, int micro, uint32_t after, const uint32_t *alloc, int n_alloc,
+     const uint32_t *release, int n_release)
+{
+  StOp op = st_op_comp(e->compute, pass, i, micro, share(e->b, e->b->w[i], e->j));
+  st_program_begin(e->p, &op);
+  if (after != NONE)
+    st_program_after(e->p, after);
+  for (int k = 0; k < n_alloc; k++)
+    if (alloc[k] != NONE)
+      st_program_alloc(e->p, alloc[k]);
+  for (int k = 0; k < n_release; k++)
+    if (release[k] != NONE)
+      st_program_free_buffer(e->p, release[k]);
+  e->last_comp = st_program_commit(e->p);
+  return e->last_comp;
+}
+
+static int
+tag_of(const Burst *b, int micro, int boundary, int backward)
+{
+  return (micro * b->n + boundary) * 2 + backward;
+}
+
+static void
+emit_micro(Emit *e, int micro)
+{
+  Burst *b = e->b;
+  int n = b->n;
+  for (int i = 0; i < n; i++)
+    e->fwd[i] = e->bwd[i] = e->act[i] = e->dx[i] = e->out[i] = e->in[i] = e->dy[i] =
+      e->ready[i] = e->gready[i] = NONE;
+  for (int i = 0; i < n; i++) {
+    if (i > 0 && b->w[i - 1] != b->w[i])
+      e->ready[i] = exchange(e, micro, b->w[i - 1], b->w[i], out_bytes(b, i - 1),
+                             tag_of(b, micro, i - 1, 0), ST_DATA_OUTPUT, i - 1, e->out[i - 1],
+                             e->fwd[i - 1], "input", i, &e->in[i]);
+    if (!part(e, i))
+      continue;
+    const StLayer *l = &b->m->layers[i];
+    int samples = share(b, b->w[i], e->j);
+    e->act[i] = buffer(e, "act", i, micro, ST_MEM_ACTIVATIONS,
+                       st_model_bytes_as(b->m, l->act_bytes, b->bytes.activation) * samples,
+                       ST_DATA_ACTS, i);
+    if (i + 1 < n && b->w[i + 1] != b->w[i])
+      e->out[i] = buffer(e, "output", i, micro, ST_MEM_COMM, out_bytes(b, i) * samples,
+                         ST_DATA_OUTPUT, i);
+    uint32_t alloc[2] = {e->act[i], e->out[i]};
+    e->fwd[i] = comp(e, ST_PASS_FWD, i, micro, e->ready[i], alloc, 2, &e->in[i], 1);
+  }
+  for (int i = n - 1; i >= 0; i--) {
+    if (i + 1 < n && b->w[i + 1] != b->w[i])
+      e->gready[i] = exchange(e, micro, b->w[i + 1], b->w[i], out_bytes(b, i),
+                              tag_of(b, micro, i, 1), ST_DATA_INPUT_GRAD, i + 1, e->dx[i + 1],
+                              e->bwd[i + 1], "grad", i, &e->dy[i]);
+    if (!part(e, i))
+      continue;
+    const StLayer *l = &b->m->layers[i];
+    int samples = share(b, b->w[i], e->j);
+    if (i > 0)
+      e->dx[i] = buffer(e, "dx", i, micro, ST_MEM_WORKSPACE,
+                        st_model_bytes_as(b->m, l->in_bytes, b->bytes.activation) * samples,
+                        ST_DATA_INPUT_GRAD, i);
+    /* Frees what it kept, and the gradient of its output: assembled from
+     * another set, or made by the next layer on this same set. */
+    uint32_t release[2] = {e->act[i], e->dy[i]};
+    if (e->dy[i] == NONE && i + 1 < n && b->w[i + 1] == b->w[i])
+      release[1] = e->dx[i + 1];
+    e->bwd[i] = comp(e, ST_PASS_BWD, i, micro, e->gready[i], &e->dx[i], 1, release, 2);
+    if (micro == b->A - 1 && b->w[i] > 1 && l->params > 0) {
+      StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, b->w[i]),
+                               l->params * b->bytes.grad);
+      st_op_moves(&reduce, ST_DATA_GRADS, i, i);
+      st_program_begin(e->p, &reduce);
+      st_program_after(e->p, e->bwd[i]);
+      e->last_reduce = st_program_commit(e->p);
+    }
+  }
+  /* The first layer's input gradient is never made: nothing to free. */
+}
+
+/* Persistent model states of the layers this rank runs, one buffer set per
+ * run of consecutive layers. Returns the parameters held. */
+static int64_t
+model_states(Emit *e)
+{
+  Burst *b = e->b;
+  int64_t held = 0;
+  for (int i = 0; i < b->n;) {
+    if (!part(e, i)) {
+      i++;
+      continue;
+    }
+    int last = i;
+    int64_t params = 0;
+    while (last < b->n && part(e, last))
+      params += b->m->layers[last++].params;
+    last--;
+    held += params;
+    const StData data[3] = {ST_DATA_PARAMS, ST_DATA_GRADS, ST_DATA_OPTIM};
+    const StMemCategory cat[3] = {ST_MEM_PARAMS, ST_MEM_GRADS, ST_MEM_OPTIMIZER};
+    const int per[3] = {b->bytes.weight, b->bytes.grad, b->bytes.optimizer};
+    const char *what[3] = {"params", "grads", "optimizer states"};
+    for (int c = 0; c < 3; c++) {
+      g_autofree char *name = g_strdup_printf("%s %s-%s", what[c], b->m->layers[i].name,
+                                              b->m->layers[last].name);
+      uint32_t id = st_program_add_buffer(e->p, name, cat[c], params * per[c], TRUE);
+      st_program_buffer_holds(e->p, id, data[c], i, last, -1, 1);
+    }
+    i = last + 1;
+  }
+  return held;
+}
+
+static StProgram *
+emit_program(Burst *b, int j)
+{
+  g_autofree char *name = g_strdup_printf("burst rank %d", j);
+  Emit e = {.b = b, .p = st_program_new(name), .j = j, .last_comp = NONE, .last_reduce = NONE};
+  e.compute = st_program_add_stream(e.p, "compute", 0);
+  e.sync = st_program_add_stream(e.p, "sync", 0);
+  e.send = st_program_add_stream(e.p, "send", 0);
+  e.recv = st_program_add_stream(e.p, "recv", 0);
+  uint32_t *arrays[9];
+  for (int k = 0; k < 9; k++)
+    arrays[k] = g_new(uint32_t, b->n);
+  e.fwd = arrays[0], e.bwd = arrays[1], e.act = arrays[2], e.dx = arrays[3], e.out = arrays[4];
+  e.in = arrays[5], e.dy = arrays[6], e.ready = arrays[7], e.gready = arrays[8];
+  int64_t held = model_states(&e);
+  for (int micro = 0; micro < b->A; micro++)
+    emit_micro(&e, micro);
+  if (held > 0) {
+    StOp step = st_op_elementwise(e.compute, ST_PASS_OPTIM, -1, held, held * b->bytes.optim_traffic);
+    st_program_begin(e.p, &step);
+    if (e.last_reduce != NONE)
+      st_program_after(e.p, e.last_reduce);
+    st_program_commit(e.p);
+  }
+  for (int k = 0; k < 9; k++)
+    g_free(arrays[k]);
+  return e.p;
+}
+
+/* Ranks whose shares are equal everywhere run the same program. */
+static char *
+signature(const Burst *b, int j)
+{
+  GString *sig = g_string_new(NULL);
+  for (int i = 0; i < b->n; i++) {
+    g_string_append_printf(sig, "%d,", j < b->w[i] ? share(b, b->w[i], j) : -1);
+    if (i == 0 || b->w[i - 1] == b->w[i])
+      continue;
+    int small = MIN(b->w[i - 1], b->w[i]), large = MAX(b->w[i - 1], b->w[i]);
+    for (int m = 1; j < small && m < large / small; m++)
+      g_string_append_printf(sig, "%d:%d,", share(b, b->w[i - 1], j + m * small),
+                             share(b, b->w[i], j + m * small));
+    g_string_append_c(sig, '|');
+  }
+  return g_string_free(sig, FALSE);
+}
+
+static StDtype
+compute_dtype(const StOptions *o, const StCluster *c)
+{
+  if (o->precision != ST_PRECISION_MIXED)
+    return ST_DTYPE_FP32;
+  return c->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
+}
+
+static StSchedule *
+build(const StStrategyInput *in, GError **error)
+{
+  const StOptions *o = in->options;
+  Burst b = {
+    .in = in,
+    .m = in->model,
+    .n = in->model->n_layers,
+    .M = (int64_t)o->ranks * o->micro_batch,
+    .A = o->accumulation,
+  };
+  st_state_bytes(o, &b.bytes);
+  StBurstCostInput costs = {
+    .model = in->model,
+    .cluster = in->cluster,
+    .profile = in->profile,
+    .comm_algo = o->comm_algo,
+    .ranks = o->ranks,
+    .batch = b.M,
+    .compute_dtype = compute_dtype(o, in->cluster),
+    .activation_dtype = b.bytes.activation,
+    .grad_bytes = b.bytes.grad,
+  };
+  g_autoptr(StBurstGraph) graph = st_burst_graph_for_model(&costs, error);
+  if (graph == NULL)
+    return NULL;
+  StBurstParams params;
+  st_burst_params_init(&params);
+  if (o->amp_limit > 0)
+    params.amp_limit = o->amp_limit;
+  g_autoptr(StBurstPlan) plan = st_burst_plan_new(graph, &params, error);
+  if (plan == NULL) {
+    g_prefix_error(error, "burst: %s: ", in->model->name);
+    return NULL;
+  }
+  g_autofree int32_t *w = g_new(int32_t, b.n);
+  for (int i = 0; i < b.n; i++)
+    w[i] = plan->nodes[i].gpus;
+  b.w = w;
+
+  b.s = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster), o->ranks, NULL);
+  b.m = b.s->model;
+  b.xcomm = g_hash_table_new(g_direct_hash, g_direct_equal);
+  b.scomm = g_hash_table_new(g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) programs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (int j = 0; j < o->ranks; j++) {
+    char *sig = signature(&b, j);
+    gpointer id;
+    if (!g_hash_table_lookup_extended(programs, sig, NULL, &id)) {
+      id = GINT_TO_POINTER(st_schedule_add_program(b.s, emit_program(&b, j)));
+      g_hash_table_insert(programs, sig, id);
+    } else {
+      g_free(sig);
+    }
+    b.s->ranks[j].program = GPOINTER_TO_INT(id);
+  }
+  g_hash_table_unref(b.xcomm);
+  g_hash_table_unref(b.scomm);
+
+  StSchedule *s = b.s;
+  s->steps = o->steps;
+  s->settings.strategy = g_strdup("burst");
+  s->settings.precision = o->precision;
+  s->settings.optimizer = o->optimizer;
+  s->settings.micro_batch = o->micro_batch;
+  s->settings.accumulation = o->accumulation;
+  s->settings.global_batch = o->global_batch;
+  g_autofree char *summary = st_burst_plan_summary(plan, graph);
+  g_autofree char *table = st_burst_plan_table(plan, graph, &params);
+  int narrowest = plan->dp_gpus;
+  for (int i = 0; i < b.n; i++)
+    narrowest = MIN(narrowest, w[i]);
+  s->settings.description =
+    g_strdup_printf("burst: %d ranks, %" G_GINT64_FORMAT " samples per micro-batch x %d, "
+                    "layers on %d-%d GPUs (planned %.2f ms, data parallel %.2f ms)",
+                    o->ranks, b.M, b.A, narrowest, plan->dp_gpus, plan->iteration_ns / 1e6,
+                    plan->dp_iteration_ns / 1e6);
+  st_schedule_note_text(s, "burst_plan", summary);
+  st_schedule_note_text(s, "burst_plan_table", table);
+  st_schedule_note_number(s, "amp_limit", params.amp_limit);
+  st_schedule_note_number(s, "planned_iteration_s", plan->iteration_ns * 1e-9);
+  st_schedule_note_number(s, "planned_gpu_time_s", plan->gpu_ns * 1e-9);
+  st_schedule_note_number(s, "planned_dp_iteration_s", plan->dp_iteration_ns * 1e-9);
+  st_schedule_note_number(s, "planned_dp_gpu_time_s", plan->dp_gpu_ns * 1e-9);
+  st_schedule_note_number(s, "programs", s->programs->len);
+  return s;
+}
+
+static const StStrategyKnob KNOBS[] = {
+  {"amp-limit", "1.5,2,4"},
+  {NULL},
+};
+
+const StStrategy st_strategy_burst = {
+  .name = "burst",
+  .summary = "DeepPool burst parallelism: per-layer GPU counts from a planner, samples moved "
+             "between GPU sets, gradients reduced within each layer's set",
+  .citation = "Park et al., Efficient Strong Scaling Through Burst Parallel Training "
+              "(DeepPool), MLSys 2022",
+  .build = build,
+  .knobs = KNOBS,
+};

@@ -1,0 +1,347 @@
+/* strategy_cdp.c: cyclic data parallelism (Fournier and Oyallon 2024). The
+ * plan every variant shares (cdp.h): the stages, the parameter version each
+ * pass reads under the update rule, the stagger computed from the cost
+ * model; then the builder of the variant (plain, ZeRO relay, model
+ * parallel), the ranks' start times and what the report says about it.
+ */
+#include <math.h>
+#include <stdarg.h>
+
+#include "cost/cost.h"
+#include "strategy/cdp.h"
+#include "strategy/stages.h"
+
+static const char *const RULES[] = {"v1", "v2", "dp"};
+static const char *const REDUCES[] = {"chain", "collective"};
+static const char *const SPLITS[] = {"flops", "params", "memory"};
+
+int
+cdp_delta(const CdpPlan *c, int worker, int stage)
+{
+  switch (c->rule) {
+  case CDP_RULE_V1:
+    return 1;
+  case CDP_RULE_V2:
+    /* PAPERS.md: rank r, stage l uses the fresh gradient if l >= S-1-r. */
+    return stage >= c->s - 1 - worker ? 0 : 1;
+  case CDP_RULE_DP:
+    return 0;
+  }
+  g_return_val_if_reached(0);
+}
+
+static void
+plan_clear(CdpPlan *c)
+{
+  g_free(c->first);
+  g_free(c->params);
+  g_free(c->stage_of);
+  g_free(c->fwd_ns);
+  g_free(c->bwd_ns);
+  g_free(c->update_ns);
+  g_free(c->hop_ns);
+  g_free(c->owner);
+  g_free(c->hosts);
+  g_free(c->base);
+  if (c->schedule != NULL)
+    st_schedule_free(c->schedule);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(CdpPlan, plan_clear)
+
+static gboolean
+invalid(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+static gboolean
+invalid(GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  g_set_error_literal(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID, message);
+  return FALSE;
+}
+
+/* ---- stages ---------------------------------------------------------------------- */
+
+/* Memory a layer brings to its stage: its model states, and what one
+ * micro-batch keeps of it for backward. */
+static void
+memory_weights(const CdpPlan *c, double *w)
+{
+  const StStateBytes *b = &c->bytes;
+  for (int i = 0; i < c->model->n_layers; i++) {
+    const StLayer *l = &c->model->layers[i];
+    w[i] = (double)l->params * (b->weight + b->grad + b->optimizer) +
+           (double)cdp_batch_bytes(c, l->act_bytes);
+  }
+}
+
+static void
+split_stages(CdpPlan *c)
+{
+  const StModel *m = c->model;
+  g_autofree double *w = g_new(double, m->n_layers);
+  if (c->split == CDP_SPLIT_MEMORY)
+    memory_weights(c, w);
+  else
+    st_layer_weights(m, c->split == CDP_SPLIT_PARAMS ? ST_SPLIT_PARAMS : ST_SPLIT_FLOPS, w);
+  c->first = g_new(int32_t, c->s + 1);
+  st_stages_split(w, m->n_layers, c->s, c->first);
+  c->params = g_new0(int64_t, c->s);
+  c->stage_of = g_new(int32_t, m->n_layers);
+  for (int l = 0; l < c->s; l++)
+    for (int i = c->first[l]; i < c->first[l + 1]; i++) {
+      c->params[l] += m->layers[i].params;
+      c->stage_of[i] = l;
+    }
+}
+
+/* ---- estimates -------------------------------------------------------------------- */
+
+static StDtype
+compute_dtype(const CdpPlan *c)
+{
+  if (c->options->precision != ST_PRECISION_MIXED)
+    return ST_DTYPE_FP32;
+  return c->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
+}
+
+/* One worker's passes per stage and the optimizer steps, alone on a GPU,
+ * from the same cost models the simulator uses; the step T is what one
+ * worker computes per step, and d = T / N spreads the N workers over it. */
+static void
+estimate(CdpPlan *c)
+{
+  StComputeCtx ctx = {c->cluster, c->profile, c->model, compute_dtype(c)};
+  g_free(c->fwd_ns);
+  g_free(c->bwd_ns);
+  g_free(c->update_ns);
+  c->fwd_ns = g_new0(double, c->s);
+  c->bwd_ns = g_new0(double, c->s);
+  c->update_ns = g_new0(double, c->s);
+  double passes = 0, updates = 0;
+  for (int l = 0; l < c->s; l++) {
+    for (int i = c->first[l]; i < c->first[l + 1]; i++) {
+      StWork w = {.pass = ST_PASS_FWD, .layer = &c->model->layers[i], .batch = c->mb};
+      c->fwd_ns[l] += st_compute_time(&ctx, &w, NULL);
+      w.pass = ST_PASS_BWD;
+      c->bwd_ns[l] += st_compute_time(&ctx, &w, NULL);
+    }
+    if (c->params[l] > 0) {
+      StWork w = {.pass = ST_PASS_OPTIM,
+                  .elems = c->params[l],
+                  .bytes = c->params[l] * c->bytes.optim_traffic,
+                  .kernel = st_optimizer_name(c->options->optimizer)};
+      c->update_ns[l] = st_compute_time(&ctx, &w, NULL);
+    }
+    passes += c->a * (c->fwd_ns[l] + c->bwd_ns[l]);
+    updates += c->update_ns[l];
+  }
+  if (c->zero > 0) {
+    /* Only the owners step; the busiest sets the pace. */
+    g_autofree double *owned = g_new0(double, c->n);
+    updates = 0;
+    for (int l = 0; l < c->s; l++) {
+      owned[c->owner[l]] += c->update_ns[l];
+      updates = MAX(updates, owned[c->owner[l]]);
+    }
+  }
+  if (c->mp) {
+    /* Updates run on the stages' devices between the passes they host;
+     * each micro-batch crosses S-1 boundaries forward and back. */
+    updates = 0;
+    for (int l = 0; l + 1 < c->s; l++)
+      passes += c->a * 2.0 * c->hop_ns[l];
+  }
+  c->step_ns = passes + updates;
+  c->delay_ns = (int64_t)llround(c->step_ns / c->n);
+}
+
+/* Moving a stage boundary's activations, mean over the workers: between
+ * the devices of the placement once there is one, else between two GPUs of
+ * one node (model parallelism puts stages on neighbouring GPUs). */
+static void
+hop_estimate(CdpPlan *c)
+{
+  if (c->hop_ns == NULL)
+    c->hop_ns = g_new0(double, c->s);
+  for (int l = 0; l + 1 < c->s && c->cluster->gpus > 1; l++) {
+    int64_t bytes = cdp_batch_bytes(c, c->model->layers[c->first[l + 1] - 1].out_bytes);
+    double total = 0;
+    int workers = c->hosts != NULL ? c->n : 1;
+    for (int k = 0; k < workers; k++) {
+      int a = c->hosts ? c->base[l] + k % c->hosts[l] : 0;
+      int b = c->hosts ? c->base[l + 1] + k % c->hosts[l + 1] : 1;
+      StCommPlan plan;
+      st_comm_plan_p2p(c->cluster, a, MIN(b, c->cluster->gpus - 1), bytes, &plan);
+      total += st_comm_plan_ns(&plan);
+    }
+    c->hop_ns[l] = total / workers;
+  }
+}
+
+/* ---- the report -------------------------------------------------------------------- */
+
+static char *
+stage_layers_text(const CdpPlan *c)
+{
+  g_autoptr(GString) t = g_string_new(NULL);
+  for (int l = 0; l < c->s; l++)
+    g_string_append_printf(t, "%s%d-%d", l ? "," : "", c->first[l], c->first[l + 1] - 1);
+  return g_string_free(g_steal_pointer(&t), FALSE);
+}
+
+static void
+notes(const CdpPlan *c, StSchedule *s)
+{
+  st_schedule_note_number(s, "workers", c->n);
+  st_schedule_note_number(s, "stages", c->s);
+  g_autofree char *layers = stage_layers_text(c);
+  st_schedule_note_text(s, "stage_layers", layers);
+  st_schedule_note_text(s, "stage_split", SPLITS[c->split]);
+  st_schedule_note_text(s, "update_rule", RULES[c->rule]);
+  st_schedule_note_text(s, "gradient_reduction",
+                        c->zero > 0 ? "chain to each stage's owner" : REDUCES[c->reduce]);
+  st_schedule_note_number(s, "step_estimate_s", c->step_ns * 1e-9);
+  st_schedule_note_number(s, "stagger_delay_s", c->delay_ns * 1e-9);
+  st_schedule_note_text(s, "warmup",
+                        "the first step: worker k starts k x stagger_delay_s after worker 0, and no "
+                        "update has a previous step's gradient to apply yet");
+  if (c->zero > 0) {
+    st_schedule_note_number(s, "zero_stage", c->zero);
+    st_schedule_note_number(s, "collectives_replaced", cdp_zero_collectives_replaced(c));
+    g_autoptr(GString) owners = g_string_new(NULL);
+    for (int l = 0; l < c->s; l++)
+      g_string_append_printf(owners, "%s%d", l ? "," : "", c->owner[l]);
+    st_schedule_note_text(s, "stage_owners", owners->str);
+  }
+  if (c->mp) {
+    int used = 0;
+    g_autoptr(GString) hosts = g_string_new(NULL);
+    for (int l = 0; l < c->s; l++) {
+      used += c->hosts[l];
+      g_string_append_printf(hosts, "%s%d", l ? "," : "", c->hosts[l]);
+    }
+    st_schedule_note_number(s, "gpus_needed", used);
+    st_schedule_note_number(s, "gpus_dp_model_parallel", (double)c->n * c->s);
+    st_schedule_note_text(s, "devices_per_stage", hosts->str);
+  }
+}
+
+/* ---- build ------------------------------------------------------------------------- */
+
+static gboolean
+check_options(const StOptions *o, GError **error)
+{
+  if (o->zero_stage > 0 && o->model_parallel)
+    return invalid(error, "--zero-stage %d with --model-parallel: each stage's devices "
+                   "already hold only that stage's states; use one or the other",
+                   o->zero_stage);
+  if (o->zero_stage > 0 && o->cdp_reduce == CDP_REDUCE_COLLECTIVE)
+    return invalid(error, "--zero-stage %d with --cdp-reduce collective: the ZeRO relay "
+                   "reduces each stage's gradient by a chain to its owner",
+                   o->zero_stage);
+  return TRUE;
+}
+
+static StSchedule *
+build(const StStrategyInput *in, GError **error)
+{
+  const StOptions *o = in->options;
+  if (!check_options(o, error))
+    return NULL;
+  g_auto(CdpPlan) c = {
+    .options = o,
+    .profile = in->profile,
+    .model = in->model,
+    .cluster = in->cluster,
+    .n = o->ranks,
+    .s = CLAMP(o->stages > 0 ? o->stages : 4, 1, in->model->n_layers),
+    .a = o->accumulation,
+    .mb = o->micro_batch,
+    .rule = (CdpRule)o->update_rule,
+    .reduce = (CdpReduce)o->cdp_reduce,
+    .split = (CdpSplit)o->stage_split,
+    .zero = o->zero_stage,
+    .mp = o->model_parallel,
+  };
+  st_state_bytes(o, &c.bytes);
+  split_stages(&c);
+  if (c.zero > 0) {
+    /* Stage l's owner is the worker whose backward of l ends just in time
+     * to pass the new parameters to worker 0's next forward of l
+     * (floor(l N / S) with equal stage costs); spread over the workers. */
+    c.owner = g_new(int32_t, c.s);
+    for (int l = 0; l < c.s; l++)
+      c.owner[l] = (int32_t)((int64_t)l * c.n / c.s);
+  }
+  if (c.mp)
+    hop_estimate(&c);
+  estimate(&c);
+  g_autofree int32_t *placement = NULL;
+  int n_ranks = c.n;
+  if (c.mp) {
+    /* Place by the estimate, then once more with the transfers between the
+     * devices placed (a stage boundary may cross nodes). */
+    cdp_mp_place(&c);
+    hop_estimate(&c);
+    estimate(&c);
+    if (!cdp_mp_check(&c, cdp_mp_place(&c), error))
+      return NULL;
+    n_ranks = c.n * c.s;
+    placement = g_new(int32_t, n_ranks);
+    for (int l = 0; l < c.s; l++)
+      for (int k = 0; k < c.n; k++)
+        placement[cdp_rank_of(&c, k, l)] = c.base[l] + k % c.hosts[l];
+  }
+  c.schedule = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster), n_ranks,
+                               placement);
+  StSchedule *s = c.schedule;
+  c.model = s->model;
+  c.cluster = s->cluster;
+  s->steps = o->steps;
+  s->warmup_steps = o->steps > 1 ? 1 : 0;
+  s->settings.precision = o->precision;
+  s->settings.optimizer = o->optimizer;
+  s->settings.micro_batch = o->micro_batch;
+  s->settings.accumulation = o->accumulation;
+  s->settings.global_batch = o->global_batch;
+  for (int l = 0; l < c.s; l++)
+    for (int k = 0; k < c.n; k++)
+      s->ranks[cdp_rank_of(&c, k, l)].start_ns = (int64_t)k * c.delay_ns;
+  gboolean ok = c.mp          ? cdp_build_mp(&c, error)
+                : c.zero > 0  ? cdp_build_zero(&c, error)
+                              : cdp_build_replicas(&c, error);
+  if (!ok)
+    return NULL;
+  s->settings.strategy = g_strdup("cdp");
+  s->settings.description = g_strdup_printf(
+    "cdp %s: %d workers, %d stages (%s), %s%s%s, micro-batch %d x %d", RULES[c.rule], c.n, c.s,
+    SPLITS[c.split],
+    c.zero > 0 ? "ZeRO relay" : c.reduce == CDP_REDUCE_CHAIN ? "chain" : "collective",
+    c.zero > 0 ? (const char *[]){"", " 1", " 2", " 3"}[c.zero] : "",
+    c.mp ? ", model parallel" : "", o->micro_batch, o->accumulation);
+  notes(&c, s);
+  return g_steal_pointer(&c.schedule);
+}
+
+static const StStrategyKnob KNOBS[] = {
+  {"update-rule", "v1,v2,dp"},
+  {"stages", "2,4,8"},
+  {"cdp-reduce", "chain,collective"},
+  {"model-parallel", "false,true"},
+  {NULL},
+};
+
+const StStrategy st_strategy_cdp = {
+  .name = "cdp",
+  .summary = "cyclic data parallelism: workers staggered by 1/N of a step, each stage's "
+             "gradient reduced as they finish it; update rules v1, v2; ZeRO relay; model "
+             "parallel with shared GPUs",
+  .citation = "L. Fournier and E. Oyallon, Cyclic Data Parallelism for Efficient Parallelism "
+              "of Deep Neural Networks, arXiv 2403.08837, 2024",
+  .build = build,
+  .knobs = KNOBS,
+};

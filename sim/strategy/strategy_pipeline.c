@@ -1,0 +1,256 @@
+/* strategy_pipeline.c: `pipeline`, inter-layer parallelism inside
+ * data-parallel groups as AxoNN runs it (Singh and Bhatele, IPDPS 2022), with
+ * the SAMO sparse modifier (--sparsity). strategy_pipeline.h describes the
+ * layout and the parts.
+ *
+ * Stage count (--pipeline-stages, G_inter): given, it must divide the ranks
+ * and be at most the layer count; 0 (the default) searches the divisors of
+ * the ranks from 1 up for the first whose estimated peak memory per GPU
+ * (st_pipe_stage_memory, an upper bound) fits the GPU: fewer stages mean
+ * more pipelines for the same GPUs, a smaller bubble and less p2p. When
+ * none fits, the one with the least memory is taken and the report says so.
+ *
+ * The notes carry estimates, each labelled: the bubble fraction of uniform
+ * stages, the passes' time from the slowest stage, the p2p and all-reduce
+ * bytes per GPU and their time alone on idle links. The simulated bubble of
+ * a GPU is (1 - busy_fraction) x step time in the report.
+ */
+#include "strategy/strategy_pipeline.h"
+
+#include "cost/cost.h"
+
+static const char *const ORDER_NAMES[] = {"1f1b", "gpipe"};
+static const char *const BALANCE_NAMES[] = {"time", "memory", "params"};
+
+/* Estimated peak per GPU: the worst stage, times the ranks a GPU hosts. */
+static int64_t
+memory_per_gpu(const StPipe *pp)
+{
+  int64_t worst = 0;
+  for (int s = 0; s < pp->n_stages; s++)
+    worst = MAX(worst, st_pipe_stage_memory(pp, s));
+  int per_device = (pp->options->ranks + pp->cluster->gpus - 1) / pp->cluster->gpus;
+  return worst * per_device;
+}
+
+/* Sets pp->n_stages and splits. `how` says how the count was chosen. */
+static gboolean
+choose_stages(StPipe *pp, const char **how, GError **error)
+{
+  const StOptions *o = pp->options;
+  int R = o->ranks, L = pp->model->n_layers;
+  StPipeBalance by = (StPipeBalance)o->balance;
+  if (o->pipeline_stages > 0) {
+    if (R % o->pipeline_stages != 0 || o->pipeline_stages > L) {
+      g_set_error(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID,
+                  "--pipeline-stages %d: must divide the %d ranks (G = G_inter x G_data) "
+                  "and be at most the model's %d layers",
+                  o->pipeline_stages, R, L);
+      return FALSE;
+    }
+    pp->n_stages = o->pipeline_stages;
+    st_pipe_split(pp, by);
+    *how = "given";
+    return TRUE;
+  }
+  int64_t capacity = pp->cluster->gpu.memory_bytes;
+  int best = -1;
+  int64_t best_bytes = G_MAXINT64;
+  for (int S = 1; S <= MIN(R, L); S++) {
+    if (R % S != 0)
+      continue;
+    pp->n_stages = S;
+    st_pipe_split(pp, by);
+    int64_t bytes = memory_per_gpu(pp);
+    if (capacity <= 0 || bytes <= capacity) {
+      *how = "fewest stages whose estimated memory per GPU fits";
+      return TRUE;
+    }
+    if (bytes < best_bytes) {
+      best = S;
+      best_bytes = bytes;
+    }
+  }
+  pp->n_stages = best;
+  st_pipe_split(pp, by);
+  *how = "none fits: the stage count with the least estimated memory";
+  return TRUE;
+}
+
+/* ---- estimates for the notes ---------------------------------------------- */
+
+static double
+p2p_ns(const StPipe *pp, const StSchedule *s, int from, int to, int64_t bytes)
+{
+  StCommPlan plan;
+  st_comm_plan_p2p(s->cluster, s->ranks[from].device, s->ranks[to].device, bytes, &plan);
+  return st_comm_plan_ns(&plan);
+}
+
+static void
+note_estimates(const StPipe *pp, StSchedule *s, const StPipeComms *comms)
+{
+  int S = pp->n_stages, M = pp->n_micro;
+  double slowest = 0, p2p_bytes = 0, p2p_time = 0, ar_bytes = 0, ar_time = 0;
+  int64_t memory = 0;
+  for (int st = 0; st < S; st++) {
+    double t = 0;
+    for (int i = pp->first[st]; i < pp->first[st + 1]; i++) {
+      t += st_pipe_layer_time_ns(pp, i, ST_PASS_FWD) + st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
+      if (pp->options->checkpoint)
+        t += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
+    }
+    slowest = MAX(slowest, t);
+    /* Pipeline 0's ranks 0 .. S-1: this stage's sends and receives, each alone. */
+    double bytes = 0, time = 0;
+    if (st < S - 1) {
+      int64_t b = st_pipe_boundary_bytes(pp, st);
+      bytes += (double)M * b;
+      time += M * (p2p_ns(pp, s, st, st + 1, b) + p2p_ns(pp, s, st + 1, st, b));
+    }
+    if (st > 0) {
+      int64_t b = st_pipe_boundary_bytes(pp, st - 1);
+      bytes += (double)M * b;
+      time += M * (p2p_ns(pp, s, st, st - 1, b) + p2p_ns(pp, s, st - 1, st, b));
+    }
+    p2p_bytes = MAX(p2p_bytes, bytes);
+    p2p_time = MAX(p2p_time, time);
+    /* Its all-reduces over its data-parallel group, each alone. */
+    g_autoptr(GArray) buckets = st_grad_buckets_of(pp->owned_nnz, pp->first[st],
+                                                   pp->first[st + 1], pp->options->bucket_bytes,
+                                                   pp->bytes.grad);
+    StGroupShape shape;
+    st_schedule_group_shape(s, comms->data, st, &shape);
+    double reduce_bytes = 0, reduce_time = 0;
+    for (guint k = 0; k < buckets->len; k++) {
+      int64_t b = g_array_index(buckets, StBucket, k).params * pp->bytes.grad;
+      StCommPlan plan;
+      if (st_comm_plan_collective(s->cluster, pp->profile, pp->options->comm_algo,
+                                  ST_COLL_ALL_REDUCE, b, &shape, &plan, NULL))
+        reduce_time += st_comm_plan_ns(&plan);
+      reduce_bytes += (double)b;
+    }
+    ar_bytes = MAX(ar_bytes, reduce_bytes);
+    ar_time = MAX(ar_time, reduce_time);
+    memory = MAX(memory, st_pipe_stage_memory(pp, st));
+  }
+  st_schedule_note_number(s, "bubble_fraction_estimate", (double)(S - 1) / (M + S - 1));
+  st_schedule_note_number(s, "slowest_stage_fwd_bwd_estimate_s", slowest * 1e-9);
+  st_schedule_note_number(s, "passes_time_estimate_s", (M + S - 1) * slowest * 1e-9);
+  st_schedule_note_number(s, "p2p_bytes_per_gpu", p2p_bytes);
+  st_schedule_note_number(s, "p2p_time_alone_estimate_s", p2p_time * 1e-9);
+  st_schedule_note_number(s, "allreduce_bytes_per_gpu", ar_bytes);
+  st_schedule_note_number(s, "allreduce_time_alone_estimate_s", ar_time * 1e-9);
+  st_schedule_note_number(s, "memory_per_rank_estimate_bytes", (double)memory);
+}
+
+static char *
+stages_text(const StPipe *pp)
+{
+  GString *text = g_string_new(NULL);
+  for (int s = 0; s < pp->n_stages; s++) {
+    const StModel *m = pp->model;
+    g_string_append_printf(text, "%s%s..%s", s ? " | " : "", m->layers[pp->first[s]].name,
+                           m->layers[pp->first[s + 1] - 1].name);
+  }
+  return g_string_free(text, FALSE);
+}
+
+/* ---- build ------------------------------------------------------------------ */
+
+static StSchedule *
+build(const StStrategyInput *in, GError **error)
+{
+  const StOptions *o = in->options;
+  StPipe pp;
+  if (!st_pipe_init(&pp, in->model, in->cluster, in->profile, o, error)) {
+    st_pipe_clear(&pp);
+    return NULL;
+  }
+  const char *how = NULL;
+  if (!choose_stages(&pp, &how, error)) {
+    st_pipe_clear(&pp);
+    return NULL;
+  }
+  int R = o->ranks, S = pp.n_stages;
+  StSchedule *s = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster), R,
+                                  NULL);
+  g_autofree int32_t *color = g_new(int32_t, R);
+  StPipeComms comms = {.tied = -1};
+  for (int r = 0; r < R; r++)
+    color[r] = r / S;
+  comms.pipe = st_schedule_add_comm(s, "pipe", color);
+  for (int r = 0; r < R; r++)
+    color[r] = r % S;
+  comms.data = st_schedule_add_comm(s, "data", color);
+  if (pp.tied_copy) {
+    for (int r = 0; r < R; r++) {
+      int i = pp.first[r % S], j = pp.first[r % S + 1];
+      gboolean member = (pp.tied_head >= i && pp.tied_head < j) ||
+                        (pp.tied_embed >= i && pp.tied_embed < j);
+      color[r] = member ? r / S : -1;
+    }
+    comms.tied = st_schedule_add_comm(s, "tied", color);
+  }
+  for (int st = 0; st < S; st++) {
+    int program = st_schedule_add_program(s, st_pipe_stage_program(&pp, st, &comms));
+    for (int r = st; r < R; r += S)
+      s->ranks[r].program = program;
+  }
+
+  s->steps = o->steps;
+  s->settings.strategy = g_strdup("pipeline");
+  s->settings.precision = o->precision;
+  s->settings.optimizer = o->optimizer;
+  s->settings.micro_batch = o->micro_batch;
+  s->settings.accumulation = pp.n_micro;
+  s->settings.global_batch = o->global_batch;
+  g_autofree char *sparsity =
+    st_sparse_on(&pp.sparse) ? g_strdup_printf(", sparsity %g", pp.sparse.p) : g_strdup("");
+  s->settings.description = g_strdup_printf(
+    "pipeline: %d stage%s x %d pipeline%s (%d ranks), %s, %d micro-batches of %d per "
+    "pipeline, balanced by %s%s%s",
+    S, S == 1 ? "" : "s", pp.n_data, pp.n_data == 1 ? "" : "s", R, ORDER_NAMES[pp.order],
+    pp.n_micro, o->micro_batch, BALANCE_NAMES[o->balance],
+    o->checkpoint ? ", activation checkpointing" : "", sparsity);
+  st_schedule_note_number(s, "pipeline_stages", S);
+  st_schedule_note_text(s, "pipeline_stages_chosen", how);
+  st_schedule_note_number(s, "data_groups", pp.n_data);
+  st_schedule_note_number(s, "micro_batches", pp.n_micro);
+  st_schedule_note_text(s, "pipeline_schedule", ORDER_NAMES[pp.order]);
+  st_schedule_note_text(s, "balance", BALANCE_NAMES[o->balance]);
+  st_schedule_note_number(s, "checkpoint", o->checkpoint ? 1 : 0);
+  g_autofree char *stages = stages_text(&pp);
+  st_schedule_note_text(s, "stages", stages);
+  if (pp.tied_copy)
+    st_schedule_note_text(s, "tied_embedding", "the head's stage keeps a copy; gradients summed");
+  if (o->zero_stage > 0)
+    st_schedule_note_text(s, "zero_stage", "not applied: each stage keeps its states whole");
+  note_estimates(&pp, s, &comms);
+  int64_t nnz = 0;
+  for (int i = 0; i < in->model->n_layers; i++)
+    nnz += pp.owned_nnz[i];
+  if (!st_sparse_on(&pp.sparse))
+    st_schedule_note_number(s, "sparsity", 0);
+  st_sparse_note(&pp.sparse, s, nnz);
+  st_pipe_clear(&pp);
+  return s;
+}
+
+static const StStrategyKnob KNOBS[] = {
+  {"pipeline-schedule", "1f1b,gpipe"},
+  {"checkpoint", "false,true"},
+  {"balance", "time,memory"},
+  {NULL},
+};
+
+const StStrategy st_strategy_pipeline = {
+  .name = "pipeline",
+  .summary = "inter-layer (pipeline) parallelism inside data-parallel groups, GPipe or 1F1B; "
+             "with --sparsity, SAMO's compressed model states",
+  .citation = "Singh and Bhatele, AxoNN: An asynchronous, message-driven parallel framework "
+              "for extreme-scale deep learning, IPDPS 2022; Singh and Bhatele, Exploiting "
+              "Sparsity in Pruned Neural Networks to Optimize Large Model Training, IPDPS 2023",
+  .build = build,
+  .knobs = KNOBS,
+};

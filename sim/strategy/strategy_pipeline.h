@@ -1,0 +1,129 @@
+/* strategy_pipeline.h: the parts of the `pipeline` strategy (AxoNN-style
+ * inter-layer parallelism inside data-parallel groups), private to
+ * strategy_pipeline*.c:
+ *
+ *   strategy_pipeline.c          ranks, communicators, the stage count (given
+ *                                or fitted to memory), notes, the registry entry
+ *   strategy_pipeline_balance.c  what a layer weighs (time, memory, params),
+ *                                the split into stages, the memory estimate
+ *   strategy_pipeline_order.c    GPipe and 1F1B orders of passes
+ *   strategy_pipeline_stage.c    one stage's program: passes, p2p, reductions
+ *
+ * Layout. R ranks = G_inter stages x G_data pipelines: rank r is stage
+ * r % G_inter of pipeline r / G_inter, so a pipeline's stages sit on
+ * consecutive GPUs (p2p on the fastest links) and each stage's data-parallel
+ * group spans the pipelines. Communicators: "pipe" (one group per pipeline,
+ * indexed by stage: p2p), "data" (one group per stage: gradient
+ * all-reduce), and "tied" (the embedding and the tied LM head's stages of
+ * each pipeline, when they differ: the head keeps a copy of the embedding's
+ * weights and the two gradients are summed, as Megatron-LM does).
+ *
+ * A step runs M = global batch / (G_data x micro-batch) micro-batches
+ * through each pipeline. Uniform stages of forward time f and backward b per
+ * micro-batch, with free communication, finish the passes in
+ *   T = (M + S - 1)(f + b)
+ * under both orders; each GPU idles (S - 1)(f + b) of it, the bubble,
+ * a fraction (S - 1) / (M + S - 1). GPipe holds M micro-batches of
+ * activations on every stage; 1F1B holds min(S - s, M) on stage s.
+ */
+#pragma once
+
+#include "strategy/sparse.h"
+#include "strategy/strategy_common.h"
+
+typedef enum {
+  ST_PIPE_1F1B = 0, /* PipeDream-Flush: warm-up forwards, then one forward one backward */
+  ST_PIPE_GPIPE,    /* every forward, then every backward */
+} StPipeOrder;
+
+typedef enum {
+  ST_PIPE_BALANCE_TIME = 0, /* forward + backward (+ recompute) time, from the cost models */
+  ST_PIPE_BALANCE_MEMORY,   /* model states + activations in flight */
+  ST_PIPE_BALANCE_PARAMS,   /* parameters */
+} StPipeBalance;
+
+/* One compute slot of a stage: a micro-batch's forward or backward over the
+ * stage's layers. */
+typedef struct {
+  gboolean fwd;
+  int micro;
+} StPipeSlot;
+
+/* The slots of stage `stage` of `n_stages` for `n_micro` micro-batches, in
+ * order (GArray of StPipeSlot, transfer full). Backwards run in micro-batch
+ * order under both orders. */
+GArray *st_pipe_order(StPipeOrder order, int stage, int n_stages, int n_micro);
+
+/* Micro-batches whose activations stage `stage` holds at most at once. */
+int st_pipe_in_flight(StPipeOrder order, int stage, int n_stages, int n_micro);
+
+/* Everything the parts share about one pipeline layout. */
+typedef struct {
+  const StModel *model;     /* borrowed */
+  const StCluster *cluster; /* borrowed */
+  const StProfile *profile; /* borrowed, may be NULL */
+  const StOptions *options; /* borrowed */
+  StSparse sparse;          /* p = 0: dense */
+  StStateBytes bytes;
+  StPipeOrder order;
+  int n_stages;             /* S = G_inter */
+  int n_data;               /* G_data: pipelines */
+  int n_micro;              /* M: micro-batches per pipeline per step */
+  int32_t *first;           /* [n_stages + 1]: stage s is layers [first[s], first[s + 1]) */
+  int32_t *stage_of;        /* [n_layers]: the stage holding each layer */
+  int tied_head;            /* a tied LM head (computing with the embedding's weights), or -1 */
+  int tied_embed;           /* that embedding, or -1 */
+  int64_t tied_params;      /* the embedding's parameters */
+  gboolean tied_copy;       /* set by the split: the two sit on different stages, so the
+                               head's stage keeps a copy and their gradients are summed */
+  /* Per layer, derived once (st_pipe_init): */
+  int64_t *owned;           /* parameters whose states the layer's stage keeps (the tied
+                               head counts its copy) */
+  int64_t *owned_nnz;       /* their non-zeros (= owned when dense) */
+  gboolean *keeps_input;    /* the layer saves its input for backward */
+  gboolean *keeps_output;   /* the layer saves its output for backward */
+  gboolean *input_charged_here; /* its act_bytes includes that input (the producer does not
+                                   keep it as its output) */
+} StPipe;
+
+/* Fills the per-layer facts for `n_stages` stages (no split yet: `first`
+ * is NULL). Fails naming --sparsity when it is out of range. */
+gboolean st_pipe_init(StPipe *pipe, const StModel *model, const StCluster *cluster,
+                      const StProfile *profile, const StOptions *options, GError **error);
+void st_pipe_clear(StPipe *pipe);
+
+/* ---- balance (strategy_pipeline_balance.c) ------------------------------ */
+
+/* Splits the layers into pipe->n_stages stages balancing `by`; sets first,
+ * n_data, n_micro and the tied copy. n_stages must divide the ranks and be at
+ * most the layer count. */
+void st_pipe_split(StPipe *pipe, StPipeBalance by);
+
+/* Bytes per micro-batch (activation dtype) of the tensor crossing into stage
+ * s + 1: the output of stage s's last layer, or the gradient going back. */
+int64_t st_pipe_boundary_bytes(const StPipe *pipe, int s);
+/* Bytes layer i keeps for backward per micro-batch on its stage (the stage's
+ * first layer excludes the input it received, which is its own buffer). */
+int64_t st_pipe_act_bytes(const StPipe *pipe, int layer);
+/* Bytes of layer i's input per micro-batch (what checkpointing keeps, and
+ * the gradient of the input). */
+int64_t st_pipe_input_bytes(const StPipe *pipe, int layer);
+/* The layer's own forward, backward and recompute time at one micro-batch
+ * alone on its GPU (ns), from the cost models. */
+double st_pipe_layer_time_ns(const StPipe *pipe, int layer, StPass pass);
+
+/* An estimate (upper bound) of stage s's peak memory per rank, in bytes:
+ * persistent states, the activations of the micro-batches in flight, and
+ * the transient buffers of one backward or of the optimizer step. */
+int64_t st_pipe_stage_memory(const StPipe *pipe, int s);
+
+/* ---- programs (strategy_pipeline_stage.c) ------------------------------- */
+
+typedef struct {
+  int pipe;  /* communicator: p2p within a pipeline */
+  int data;  /* communicator: gradient all-reduce across pipelines */
+  int tied;  /* communicator: the tied embedding's two stages, or -1 */
+} StPipeComms;
+
+/* The program every rank of stage s runs (transfer full). */
+StProgram *st_pipe_stage_program(const StPipe *pipe, int s, const StPipeComms *comms);

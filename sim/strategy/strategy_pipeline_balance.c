@@ -1,0 +1,253 @@
+/* strategy_pipeline_balance.c: what each layer weighs, the split into
+ * contiguous stages (stages.h does the cutting), and the memory estimate
+ * that the fit-to-memory search and the report use (see strategy_pipeline.h).
+ */
+#include <string.h>
+
+#include "cost/cost.h"
+#include "model/layer_type.h"
+#include "strategy/stages.h"
+#include "strategy/strategy_pipeline.h"
+
+/* The lowest layer of `type` whose `key` attribute is `value`, or -1. */
+static int
+find_layer(const StModel *m, const char *type, const char *key, int64_t value)
+{
+  for (int i = 0; i < m->n_layers; i++)
+    if (strcmp(m->layers[i].type->name, type) == 0 &&
+        st_layer_attr(&m->layers[i], key, -1) == value)
+      return i;
+  return -1;
+}
+
+gboolean
+st_pipe_init(StPipe *pp, const StModel *m, const StCluster *c, const StProfile *profile,
+             const StOptions *o, GError **error)
+{
+  *pp = (StPipe){
+    .model = m,
+    .cluster = c,
+    .profile = profile,
+    .options = o,
+    .order = (StPipeOrder)o->pipeline_schedule,
+    .tied_head = -1,
+    .tied_embed = -1,
+  };
+  if (!st_sparse_init(&pp->sparse, o, error))
+    return FALSE;
+  st_state_bytes(o, &pp->bytes);
+  int n = m->n_layers;
+  pp->owned = g_new0(int64_t, n);
+  pp->stage_of = g_new0(int32_t, n);
+  pp->owned_nnz = g_new0(int64_t, n);
+  pp->keeps_input = g_new0(gboolean, n);
+  pp->keeps_output = g_new0(gboolean, n);
+  pp->input_charged_here = g_new0(gboolean, n);
+  /* The model charges a tensor kept by two neighbours to the producer
+   * (model.h); follow the loader's walk to know which layers kept their
+   * input in their own act_bytes. */
+  gboolean producer_keeps = FALSE;
+  for (int i = 0; i < n; i++) {
+    unsigned keeps = m->layers[i].type->keeps;
+    pp->keeps_input[i] = (keeps & ST_KEEPS_INPUT) != 0;
+    pp->keeps_output[i] = (keeps & ST_KEEPS_OUTPUT) != 0;
+    pp->input_charged_here[i] = pp->keeps_input[i] && !producer_keeps;
+    if (!(keeps & ST_OUTPUT_IS_VIEW))
+      producer_keeps = pp->keeps_output[i];
+  }
+  /* A tied LM head computes with the embedding's weights. */
+  for (int i = 0; i < n; i++) {
+    const StLayer *l = &m->layers[i];
+    if (strcmp(l->type->name, "lm_head") != 0 || !st_layer_attr(l, "tied", 0))
+      continue;
+    int e = find_layer(m, "embedding", "vocab", st_layer_attr(l, "vocab", 0));
+    if (e >= 0) {
+      pp->tied_head = i;
+      pp->tied_embed = e;
+      pp->tied_params = m->layers[e].params;
+    }
+    break;
+  }
+  return TRUE;
+}
+
+void
+st_pipe_clear(StPipe *pp)
+{
+  g_clear_pointer(&pp->first, g_free);
+  g_clear_pointer(&pp->owned, g_free);
+  g_clear_pointer(&pp->stage_of, g_free);
+  g_clear_pointer(&pp->owned_nnz, g_free);
+  g_clear_pointer(&pp->keeps_input, g_free);
+  g_clear_pointer(&pp->keeps_output, g_free);
+  g_clear_pointer(&pp->input_charged_here, g_free);
+}
+
+/* ---- per-layer numbers ---------------------------------------------------- */
+
+static int64_t
+per_micro(const StPipe *pp, int64_t per_sample)
+{
+  return st_model_bytes_as(pp->model, per_sample, pp->bytes.activation) *
+         pp->options->micro_batch;
+}
+
+int64_t
+st_pipe_input_bytes(const StPipe *pp, int layer)
+{
+  return per_micro(pp, pp->model->layers[layer].in_bytes);
+}
+
+int64_t
+st_pipe_boundary_bytes(const StPipe *pp, int s)
+{
+  return st_pipe_input_bytes(pp, pp->first[s + 1]);
+}
+
+int64_t
+st_pipe_act_bytes(const StPipe *pp, int layer)
+{
+  const StLayer *l = &pp->model->layers[layer];
+  int64_t kept = l->act_bytes;
+  /* The received input is a buffer of its own, kept until this backward. */
+  int s = pp->first != NULL ? pp->stage_of[layer] : 0;
+  if (s > 0 && pp->first[s] == layer && pp->input_charged_here[layer])
+    kept -= l->in_bytes;
+  return per_micro(pp, MAX(kept, 0));
+}
+
+static StDtype
+compute_dtype(const StPipe *pp)
+{
+  if (pp->options->precision != ST_PRECISION_MIXED)
+    return ST_DTYPE_FP32;
+  return pp->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
+}
+
+double
+st_pipe_layer_time_ns(const StPipe *pp, int layer, StPass pass)
+{
+  StComputeCtx ctx = {pp->cluster, pp->profile, pp->model, compute_dtype(pp)};
+  StWork work = {.pass = pass, .layer = &pp->model->layers[layer],
+                 .batch = pp->options->micro_batch};
+  StCostSource source;
+  return st_compute_time(&ctx, &work, &source);
+}
+
+/* Bytes per parameter of persistent states, as st_sparse_state_bytes counts them. */
+static double
+state_bytes_per_param(const StPipe *pp)
+{
+  return st_sparse_bytes_per_param(&pp->sparse);
+}
+
+/* ---- the split -------------------------------------------------------------- */
+
+static void
+layer_weights(const StPipe *pp, StPipeBalance by, double *w)
+{
+  const StModel *m = pp->model;
+  int S = pp->n_stages;
+  /* Micro-batches in flight on the busiest stage (the first): what a layer's
+   * activations weigh against its states. */
+  int in_flight = st_pipe_in_flight(pp->order, 0, S, pp->n_micro);
+  for (int i = 0; i < m->n_layers; i++) {
+    /* With several stages the tied head most likely lands away from the
+     * embedding and keeps a copy of its weights. */
+    int64_t params = m->layers[i].params + (i == pp->tied_head && S > 1 ? pp->tied_params : 0);
+    switch (by) {
+    case ST_PIPE_BALANCE_TIME:
+      w[i] = st_pipe_layer_time_ns(pp, i, ST_PASS_FWD) + st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
+      if (pp->options->checkpoint)
+        w[i] += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
+      break;
+    case ST_PIPE_BALANCE_MEMORY: {
+      int64_t kept = pp->options->checkpoint ? st_pipe_input_bytes(pp, i)
+                                             : per_micro(pp, m->layers[i].act_bytes);
+      w[i] = state_bytes_per_param(pp) * (double)params + (double)in_flight * (double)kept;
+      break;
+    }
+    case ST_PIPE_BALANCE_PARAMS:
+      w[i] = (double)params;
+      break;
+    }
+  }
+}
+
+void
+st_pipe_split(StPipe *pp, StPipeBalance by)
+{
+  const StModel *m = pp->model;
+  const StOptions *o = pp->options;
+  int S = pp->n_stages;
+  g_return_if_fail(S >= 1 && S <= m->n_layers && o->ranks % S == 0);
+  pp->n_data = o->ranks / S;
+  /* global batch = ranks x micro-batch x accumulation = G_data x micro-batch x M. */
+  pp->n_micro = o->accumulation * S;
+  g_autofree double *w = g_new(double, m->n_layers);
+  layer_weights(pp, by, w);
+  g_free(pp->first);
+  pp->first = g_new(int32_t, S + 1);
+  st_stages_split(w, m->n_layers, S, pp->first);
+
+  for (int s = 0; s < S; s++)
+    for (int i = pp->first[s]; i < pp->first[s + 1]; i++)
+      pp->stage_of[i] = s;
+  pp->tied_copy = pp->tied_head >= 0 &&
+                  pp->stage_of[pp->tied_head] != pp->stage_of[pp->tied_embed];
+  for (int i = 0; i < m->n_layers; i++) {
+    gboolean has_copy = pp->tied_copy && i == pp->tied_head;
+    pp->owned[i] = m->layers[i].params + (has_copy ? pp->tied_params : 0);
+    pp->owned_nnz[i] = st_sparse_nnz(&pp->sparse, m->layers[i].params) +
+                       (has_copy ? st_sparse_nnz(&pp->sparse, pp->tied_params) : 0);
+  }
+}
+
+/* ---- memory estimate -------------------------------------------------------- */
+
+int64_t
+st_pipe_stage_memory(const StPipe *pp, int s)
+{
+  const StSparse *sp = &pp->sparse;
+  int S = pp->n_stages, lo = pp->first[s], hi = pp->first[s + 1];
+  gboolean ckpt = pp->options->checkpoint;
+  int64_t params = 0, nnz = 0;
+  for (int i = lo; i < hi; i++) {
+    params += pp->owned[i];
+    nnz += pp->owned_nnz[i];
+  }
+  int64_t states = st_sparse_on(sp) ? params * sp->dense.weight + nnz * st_sparse_bytes_per_nnz(sp)
+                                    : params * (pp->bytes.weight + pp->bytes.grad +
+                                                pp->bytes.optimizer);
+  /* Kept per micro-batch in flight: the layers' activations (or, with
+   * checkpointing, their inputs) and the received input. */
+  int64_t in = s > 0 ? st_pipe_boundary_bytes(pp, s - 1) : 0;
+  int64_t kept = 0;
+  for (int i = lo; i < hi; i++) {
+    if (ckpt)
+      kept += i == lo && s > 0 ? 0 : st_pipe_input_bytes(pp, i);
+    else
+      kept += st_pipe_act_bytes(pp, i);
+  }
+  if (s > 0 && (ckpt || pp->keeps_input[lo]))
+    kept += in;
+  /* One backward's transients: the recomputed activations of a layer, the
+   * gradients of its output and input, its dense weight gradient (sparse);
+   * plus tensors in transit: the input a forward consumes (when not kept)
+   * and one received ahead, the output being sent and the next one. */
+  int64_t dy = s < S - 1 ? st_pipe_boundary_bytes(pp, s) : 0;
+  int64_t worst = 0;
+  for (int i = lo; i < hi; i++) {
+    int64_t here = (ckpt ? st_pipe_act_bytes(pp, i) : 0) +
+                   (i > 0 ? st_pipe_input_bytes(pp, i) : 0) +
+                   (i == hi - 1 ? dy : st_pipe_input_bytes(pp, i + 1)) +
+                   (st_sparse_on(sp) ? pp->owned[i] * sp->grad : 0);
+    worst = MAX(worst, here);
+  }
+  int64_t out = s < S - 1 && (ckpt || !pp->keeps_output[hi - 1]) ? dy : 0;
+  gboolean in_kept = ckpt || pp->keeps_input[lo];
+  int64_t backward = worst + (in_kept ? 1 : 2) * in + 2 * out;
+  int64_t step = st_sparse_on(sp) ? nnz * sp->temp : 0;
+  int in_flight = st_pipe_in_flight(pp->order, s, S, pp->n_micro);
+  return states + MAX(in_flight * kept + backward, step);
+}

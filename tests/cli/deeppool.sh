@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# DeepPool through the binary: `stagger profile import deeppool`, then burst
+# and multiplex on the imported A100 profile, as docs/DEEPPOOL.md runs them;
+# bad usage exits 2, a bad --background exits 1 naming it. The import needs
+# ../shared/data/deeppool beside the source tree: without it, only the
+# parts that do not are checked.
+set -euo pipefail
+: "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect CODE PATTERN CMD...: exit code CODE and PATTERN on stderr.
+expect() {
+  local code=$1 pattern=$2; shift 2
+  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
+  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
+  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
+}
+
+# Help and usage (output captured first: grep -q may close the pipe early).
+$STAGGER profile --help >"$tmp/help"
+grep -q "import deeppool FILE" "$tmp/help" || fail "profile --help lacks import deeppool"
+$STAGGER sim --list-strategies >"$tmp/list"
+grep -q "^burst" "$tmp/list" || fail "--list-strategies lacks burst"
+grep -q "^multiplex" "$tmp/list" || fail "--list-strategies lacks multiplex"
+expect 2 "missing command" $STAGGER profile
+expect 2 "expected import" $STAGGER profile frobnicate
+expect 2 "expected deeppool" $STAGGER profile import caffe x.txt --model vgg16 --out x.json
+expect 2 "missing FILE" $STAGGER profile import deeppool --model vgg16 --out x.json
+expect 2 "are required" $STAGGER profile import deeppool x.txt
+
+M=$SRC/models/vgg16.json
+C=$SRC/models/clusters/dgx-a100.json
+expect 1 "background vgg16:16" $STAGGER sim --model $SRC/models/mlp.json --cluster $C \
+  --gpus 2 --strategy multiplex --background vgg16:16
+expect 1 "no model 'nosuch'" $STAGGER sim --model $SRC/models/mlp.json --cluster $C \
+  --gpus 2 --strategy multiplex --background nosuch:b4
+
+DATA=$SRC/../shared/data/deeppool
+if [ ! -f "$DATA/vggLayerGpuProfileA100.txt" ]; then
+  echo "SKIP: $DATA not present; import and plans not checked"
+  exit 0
+fi
+
+P=$tmp/a100-deeppool-vgg16.json
+$STAGGER profile import deeppool "$DATA/vggLayerGpuProfileA100.txt" --model vgg16 --out "$P" \
+  >"$tmp/import"
+grep -q "176 rows over 8 batch sizes -> 144 entries" "$tmp/import" || fail "import summary"
+grep -q "relu1_1" "$tmp/import" || fail "import does not list the layers without a row"
+grep -q '"pass":[[:space:]]*"fwd+bwd"' "$P" || fail "no fwd+bwd entries"
+
+# The commands: burst beside dp, then multiplexed with a background job.
+$STAGGER sim --model $M --cluster $C --profile "$P" --strategy dp,burst,multiplex \
+  --foreground burst --background vgg16:b16 --global-batch 32 --gpus 8 --micro-batch 4 \
+  --amp-limit 2.0 --steps 4 --out "$tmp/runs" >"$tmp/table" 2>"$tmp/log"
+for run in dp burst multiplex; do
+  [ -f "$tmp/runs/$run/report.json" ] || fail "no report for $run"
+done
+R=$tmp/runs/burst/report.json
+grep -q '"burst_plan":' "$R" || fail "burst report lacks its plan"
+grep -q '"planned_dp_iteration_s":' "$R" || fail "burst report lacks the planned DP iteration"
+grep -q '"profiled":\|"interpolated":' "$R" || fail "burst did not use the profile"
+X=$tmp/runs/multiplex/report.json
+for key in foreground_slowdown foreground_alone_step_time_s cluster_samples_per_s \
+           gpu_idle_fraction gpu_idle_fraction_alone samples_per_s; do
+  grep -q "\"$key\":" "$X" || fail "multiplex report lacks $key"
+done
+grep -q '"name":[[:space:]]*"vgg16:b16:local"' "$X" || fail "multiplex report lacks its job"
+
+# Deterministic: the same run writes the same report.
+$STAGGER sim --model $M --cluster $C --profile "$P" --strategy multiplex \
+  --background vgg16:b16 --global-batch 32 --gpus 8 --micro-batch 4 --steps 4 \
+  --out "$tmp/again" >/dev/null 2>&1
+cmp -s "$X" "$tmp/again/report.json" || fail "multiplex report differs between two runs"
+echo "ok"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The pipeline strategy and the SAMO sparse modifier through the binary, as
+# docs/SAMO.md runs them: help, bad values (one message naming the option),
+# and dense against 90% sparse GPT-3 1.3B on 64 Summit GPUs side by side,
+# where the memory sparsity frees buys fewer pipeline stages, a smaller
+# bubble and no p2p.
+set -euo pipefail
+: "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+M=$SRC/models/mlp.json
+C=$SRC/models/clusters/dgx-h100.json
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect CODE PATTERN CMD...: exit code CODE and PATTERN on stderr.
+expect() {
+  local code=$1 pattern=$2; shift 2
+  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
+  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
+  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
+}
+
+# num FILE KEY: the number under "KEY" in a report.json.
+num() { sed -n "s/.*\"$2\":[[:space:]]*\([-0-9.e+]*\),*$/\1/p" "$1" | head -1; }
+
+# Into files first: `grep -q` on a pipe may close it early (SIGPIPE under pipefail).
+$STAGGER sim --help >"$tmp/help"
+for o in --pipeline-stages --pipeline-schedule --balance --checkpoint --sparsity; do
+  grep -q -- "$o" "$tmp/help" || fail "sim --help lacks $o"
+done
+$STAGGER sim --list-strategies >"$tmp/list"
+grep -q "^pipeline" "$tmp/list" || fail "--list-strategies lacks pipeline"
+expect 2 "sparsity 1" $STAGGER sim --model $M --cluster $C --sparsity 1
+expect 2 "pipeline-schedule" $STAGGER sim --model $M --cluster $C --strategy pipeline \
+  --pipeline-schedule zigzag
+expect 1 "pipeline-stages 3" $STAGGER sim --model $M --cluster $C --gpus 4 \
+  --strategy pipeline --pipeline-stages 3
+
+# Dense against sparse, stage counts fitted to 16 GiB.
+$STAGGER sim --model $SRC/models/gpt3-1.3b.json --cluster $SRC/models/clusters/summit.json \
+  --nodes 11 --gpus 64 --strategy pipeline,pipeline --sparsity 0,0.9 --precision mixed \
+  --micro-batch 1 --global-batch 64 --checkpoint --steps 2 --out "$tmp/samo" \
+  >"$tmp/table" 2>/dev/null
+dense=$tmp/samo/pipeline-sparsity0/report.json
+sparse=$tmp/samo/pipeline-sparsity0.9/report.json
+for r in "$dense" "$sparse"; do
+  grep -q '"out_of_memory":[[:space:]]*null' "$r" || fail "$r does not fit"
+done
+sd=$(num "$dense" pipeline_stages); ss=$(num "$sparse" pipeline_stages)
+[ "$sd" -gt "$ss" ] || fail "sparse takes $ss stages, dense $sd: not fewer"
+awk -v d="$(num "$dense" bubble_fraction_estimate)" -v s="$(num "$sparse" bubble_fraction_estimate)" \
+  'BEGIN { exit !(s < d) }' || fail "no smaller bubble"
+awk -v d="$(num "$dense" p2p_bytes_per_gpu)" -v s="$(num "$sparse" p2p_bytes_per_gpu)" \
+  'BEGIN { exit !(s < d) }' || fail "no less p2p"
+# 2 + 22 x 0.1 bytes of model states per parameter, against 16 dense.
+awk -v b="$(num "$sparse" model_state_bytes_per_param)" 'BEGIN { exit !(b > 4.19 && b < 4.21) }' \
+  || fail "sparse model states are not 4.2 bytes per parameter"
+grep -q "pipeline-sparsity0 *pipeline-sparsity0.9" "$tmp/table" || fail "no side-by-side table"
+echo "ok"

@@ -1,0 +1,496 @@
+/* test_pipeline.c: the `pipeline` strategy (strategy_pipeline*.c): orders,
+ * worked examples of step time, bubble and activation memory whose closed
+ * forms are stated first, the fit-to-memory search, and conformance of every
+ * order, checkpointing and sparsity combination, folded and unfolded.
+ *
+ * The uniform pipeline: the unit cluster (tests/data/engine/cluster.json:
+ * 100 TFLOP/s fp32, 1 TB/s; intra-node 100 GB/s with 1 us latency) and
+ * four identical custom layers. At micro-batch 10 each layer's forward takes
+ * f = 10 x 1e9 FLOP / 1e14 FLOP/s = 100 us and its backward b = 200 us
+ * (compute bound: their bytes take a few us at 1 TB/s). A stage boundary
+ * carries 1000 B per sample: 10 kB per micro-batch, c = 1 us + 10 kB /
+ * 100 GB/s = 1.1 us per transfer. The optimizer (fp32 Adam, 28 B per
+ * parameter, 1e6 parameters per layer) takes o = 28 us.
+ */
+#include <string.h>
+
+#include "base/json.h"
+#include "engine/engine.h"
+#include "output/output.h"
+#include "strategy/strategy.h"
+#include "strategy/strategy_pipeline.h"
+#include "testutil.h"
+
+static const char UNIFORM_MODEL[] =
+  "{\"name\": \"uniform4\", \"input\": [250], \"layers\": [{\"repeat\": 4, \"layers\": ["
+  "{\"name\": \"l{i}\", \"type\": \"custom\", \"params\": 1000000, \"fwd_flops\": 1000000000,"
+  " \"bwd_flops\": 2000000000, \"activation_bytes\": 4000, \"output_bytes\": 1000}]}]}";
+
+#define F_NS 100000.0 /* forward of one layer, one micro-batch */
+#define B_NS 200000.0 /* backward */
+#define C_NS 1100.0   /* one boundary transfer */
+#define O_NS 28000.0  /* one stage's optimizer step */
+#define ACT 40000     /* activation bytes one layer keeps per micro-batch */
+#define BOUNDARY 10000 /* bytes crossing a stage boundary per micro-batch */
+
+static StModel *
+model_from_text(const char *text)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(cJSON) root = cJSON_Parse(text);
+  g_assert_nonnull(root);
+  StModel *m = st_model_from_json(root, "test", &error);
+  g_assert_no_error(error);
+  return m;
+}
+
+static StModel *
+load_model(const char *name)
+{
+  g_autofree char *file = g_strdup_printf("models/%s.json", name);
+  g_autofree char *path = st_test_src(file);
+  g_autoptr(GError) error = NULL;
+  StModel *m = st_model_load(path, &error);
+  g_assert_no_error(error);
+  return m;
+}
+
+static StCluster *
+load_cluster(const char *file, int nodes, int gpus)
+{
+  g_autofree char *path = st_test_src(file);
+  g_autoptr(GError) error = NULL;
+  StCluster *c = st_cluster_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_true(st_cluster_resize(c, nodes, gpus, &error));
+  return c;
+}
+
+static StSchedule *
+build(const StModel *m, const StCluster *c, const StOptions *o)
+{
+  g_autoptr(GError) error = NULL;
+  StSchedule *s = st_strategy_build(st_strategy_find("pipeline"), m, c, NULL, o, &error);
+  g_assert_no_error(error);
+  return s;
+}
+
+static StSummary *
+simulate(const StSchedule *s, gboolean no_fold, StTimeline **timeline)
+{
+  g_autoptr(GError) error = NULL;
+  StEngineOptions eo = {NULL, "auto", NULL, no_fold};
+  *timeline = st_simulate(s, &eo, NULL, &error);
+  g_assert_no_error(error);
+  return st_summary_new(*timeline);
+}
+
+static double
+note(const StSchedule *s, const char *key)
+{
+  for (guint i = 0; i < s->notes->len; i++) {
+    const StNote *n = &g_array_index(s->notes, StNote, i);
+    if (strcmp(n->key, key) == 0)
+      return n->number;
+  }
+  g_error("no note %s", key);
+  return 0;
+}
+
+/* ---- orders ------------------------------------------------------------------ */
+
+static void
+test_orders(void)
+{
+  /* 1F1B on stage 0 of 4 with 6 micro-batches: 3 warm-up forwards, then
+   * F3 B0 F4 B1 F5 B2, then B3 B4 B5. On the last stage it alternates from
+   * the start. GPipe runs F0..F5 then B0..B5 everywhere. */
+  g_autoptr(GArray) first = st_pipe_order(ST_PIPE_1F1B, 0, 4, 6);
+  const char *want_first = "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5";
+  g_autoptr(GArray) last = st_pipe_order(ST_PIPE_1F1B, 3, 4, 6);
+  const char *want_last = "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5";
+  g_autoptr(GArray) gpipe = st_pipe_order(ST_PIPE_GPIPE, 1, 4, 6);
+  const char *want_gpipe = "F0 F1 F2 F3 F4 F5 B0 B1 B2 B3 B4 B5";
+  GArray *got[] = {first, last, gpipe};
+  const char *want[] = {want_first, want_last, want_gpipe};
+  for (int k = 0; k < 3; k++) {
+    g_autoptr(GString) text = g_string_new(NULL);
+    for (guint i = 0; i < got[k]->len; i++) {
+      const StPipeSlot *slot = &g_array_index(got[k], StPipeSlot, i);
+      g_string_append_printf(text, "%s%c%d", i ? " " : "", slot->fwd ? 'F' : 'B', slot->micro);
+    }
+    g_assert_cmpstr(text->str, ==, want[k]);
+  }
+  /* The most micro-batches in flight along each order is what
+   * st_pipe_in_flight says: min(S - s, M) for 1F1B, M for GPipe. */
+  for (int order = ST_PIPE_1F1B; order <= ST_PIPE_GPIPE; order++)
+    for (int S = 1; S <= 5; S++)
+      for (int M = 1; M <= 9; M++)
+        for (int s = 0; s < S; s++) {
+          g_autoptr(GArray) slots = st_pipe_order(order, s, S, M);
+          g_assert_cmpuint(slots->len, ==, 2 * M);
+          int now = 0, most = 0;
+          for (guint i = 0; i < slots->len; i++) {
+            now += g_array_index(slots, StPipeSlot, i).fwd ? 1 : -1;
+            most = MAX(most, now);
+          }
+          g_assert_cmpint(most, ==, st_pipe_in_flight(order, s, S, M));
+          g_assert_cmpint(most, ==, order == ST_PIPE_GPIPE ? M : MIN(S - s, M));
+        }
+}
+
+/* ---- the uniform pipeline ------------------------------------------------------ */
+
+typedef struct {
+  StModel *model;
+  StCluster *cluster;
+  StOptions options;
+} Uniform;
+
+/* 4 stages of one layer on 4 GPUs (one pipeline), M = 8 micro-batches of 10. */
+static void
+uniform_init(Uniform *u, StPipeOrder order, gboolean checkpoint)
+{
+  u->model = model_from_text(UNIFORM_MODEL);
+  u->cluster = load_cluster("tests/data/engine/cluster.json", 1, 4);
+  st_options_init(&u->options);
+  u->options.micro_batch = 10;
+  u->options.global_batch = 4 * 10 * 2; /* ranks x micro x accumulation 2: M = 4 x 2 */
+  u->options.steps = 2;
+  u->options.pipeline_stages = 4;
+  u->options.pipeline_schedule = order;
+  u->options.checkpoint = checkpoint;
+}
+
+static void
+uniform_clear(Uniform *u)
+{
+  st_model_free(u->model);
+  st_cluster_free(u->cluster);
+  st_options_clear(&u->options);
+}
+
+static void
+test_uniform_step(gconstpointer data)
+{
+  /* S = 4 uniform stages, M = 8 micro-batches, one pipeline; b' = b, or
+   * f + b with checkpointing (each backward recomputes its forward first,
+   * once the output's gradient is here). Every stage computes M (f + b')
+   * and then steps its optimizer (o; its all-reduce is over a group of one,
+   * free). The passes end after (M + S - 1)(f + b') plus the transfers on
+   * the critical path:
+   *   GPipe: down the pipeline and back up once, 2 (S - 1) transfers:
+   *     T = (M + S - 1)(f + b') + 2 (S - 1) c + o       = 3300 + 6.6 + 28 us;
+   *   1F1B: stage 0's backward of micro-batch k waits for a round trip that
+   *     takes 2 (S - 1) c longer than its own work in between (S - 1
+   *     forwards and backwards), so the path zig-zags M/S + 1 times down and
+   *     up, 2 (S - 1) transfers each, less 2 where it turns at stage 1:
+   *     T = (M + S - 1)(f + b') + (2 (S - 1)(M/S + 1) - 2) c + o
+   *                                                    = 3300 + 17.6 + 28 us.
+   * Each GPU's bubble (idle time of the step) is T - o - M (f + b'):
+   * (S - 1)(f + b') plus those transfers. The schedule's estimate of the
+   * bubble fraction is (S - 1) / (M + S - 1) = 3/11. */
+  const int *cfg = data; /* {order, checkpoint} */
+  Uniform u;
+  uniform_init(&u, cfg[0], cfg[1]);
+  g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
+  const double S = 4, M = 8;
+  g_assert_cmpfloat(note(s, "micro_batches"), ==, M);
+  g_assert_cmpfloat_with_epsilon(note(s, "bubble_fraction_estimate"), 3.0 / 11.0, 1e-12);
+  double bwd = cfg[1] ? F_NS + B_NS : B_NS;
+  double transfers = cfg[0] == ST_PIPE_GPIPE ? 2 * (S - 1) : 2 * (S - 1) * (M / S + 1) - 2;
+  double T = (M + S - 1) * (F_NS + bwd) + transfers * C_NS + O_NS;
+  double bubble = T - O_NS - M * (F_NS + bwd);
+  StTimeline *t;
+  g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
+  g_assert_cmpfloat_with_epsilon((double)sum->step_time_ns, T, 2.0);
+  for (int d = 0; d < 4; d++) {
+    double idle = (1 - sum->devices[d].busy_fraction) * (double)sum->step_time_ns;
+    g_assert_cmpfloat_with_epsilon(idle, bubble, 2.0);
+  }
+  st_timeline_free(t);
+  uniform_clear(&u);
+}
+
+static void
+test_uniform_memory(gconstpointer data)
+{
+  /* Activation memory per GPU. Without checkpointing stage s keeps A = 40 kB
+   * per micro-batch in flight: GPipe M = 8 of them on every stage, 1F1B
+   * min(S - s, M) = 4, 3, 2, 1. With checkpointing it keeps each in-flight
+   * micro-batch's stage input (10 kB: the data on stage 0, the received
+   * tensor elsewhere) and one recomputed A. On top of that, tensors in
+   * transit (the input a forward consumes and the next one, received
+   * ahead; the output being sent and the next one) add at most 4 boundary
+   * tensors of 10 kB:  kept <= peak <= kept + 4 x 10 kB. The schedule's
+   * memory estimate counts all of them: it bounds the peak from above. */
+  const int *cfg = data;
+  Uniform u;
+  uniform_init(&u, cfg[0], cfg[1]);
+  g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
+  StTimeline *t;
+  g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
+  for (int d = 0; d < 4; d++) {
+    int n = cfg[0] == ST_PIPE_GPIPE ? 8 : 4 - d;
+    int64_t kept = cfg[1] ? (int64_t)n * BOUNDARY + ACT : (int64_t)n * ACT;
+    int64_t peak = sum->devices[d].peak_by_category[ST_MEM_ACTIVATIONS];
+    g_test_message("device %d: activations peak %" G_GINT64_FORMAT ", kept %" G_GINT64_FORMAT,
+                   d, peak, kept);
+    g_assert_cmpint(peak, >=, kept);
+    g_assert_cmpint(peak, <=, kept + 4 * BOUNDARY);
+    g_assert_cmpfloat(note(s, "memory_per_rank_estimate_bytes"), >=,
+                      (double)sum->devices[d].peak_bytes);
+  }
+  st_timeline_free(t);
+  uniform_clear(&u);
+}
+
+static void
+test_uniform_p2p_bytes(void)
+{
+  /* Per step, each of the S - 1 boundaries carries M activations forward
+   * and M gradients back: 2 (S - 1) M x 10 kB = 480 kB, and nothing else
+   * moves (the all-reduces are over groups of one). */
+  Uniform u;
+  uniform_init(&u, ST_PIPE_1F1B, FALSE);
+  g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
+  StTimeline *t;
+  g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
+  g_assert_cmpfloat_with_epsilon(sum->comm_bytes_total, 2.0 * 3 * 8 * BOUNDARY, 1e-6);
+  g_assert_cmpfloat(note(s, "p2p_bytes_per_gpu"), ==, 2.0 * 8 * BOUNDARY); /* a middle stage */
+  st_timeline_free(t);
+  uniform_clear(&u);
+}
+
+/* ---- fit to memory ------------------------------------------------------------- */
+
+static void
+test_fit_to_memory(void)
+{
+  /* GPT-3 2.7B on 512 V100s of 16 GiB (Summit), mixed precision Adam,
+   * micro-batch 1, global batch 512, activation checkpointing. Dense, the
+   * 16 bytes per parameter of model states (42 GB) need 4 stages before a
+   * GPU's share fits; with 90% sparsity SAMO's 2 + 22 x 0.1 = 4.2 bytes per
+   * parameter (11 GB) fit on one GPU, so the same 512 GPUs run 512
+   * data-parallel replicas with no bubble and no p2p. The estimate is an
+   * upper bound of the simulated peak, and tight. */
+  g_autoptr(StModel) m = load_model("gpt3-2.7b");
+  g_autoptr(StCluster) c = load_cluster("models/clusters/summit.json", 86, 512);
+  StOptions o;
+  st_options_init(&o);
+  o.precision = ST_PRECISION_MIXED;
+  o.micro_batch = 1;
+  o.global_batch = 512;
+  o.checkpoint = TRUE;
+  const double want[2] = {4, 1};
+  const double sparsity[2] = {0, 0.9};
+  for (int k = 0; k < 2; k++) {
+    o.sparsity = sparsity[k];
+    o.pipeline_stages = 0;
+    g_autoptr(StSchedule) s = build(m, c, &o);
+    g_assert_cmpfloat(note(s, "pipeline_stages"), ==, want[k]);
+    /* Split, the tied LM head keeps a copy of the embedding (the search must
+     * not lose it on the way from 1 stage up). */
+    g_assert_cmpint(st_schedule_find_comm(s, "tied") >= 0, ==, want[k] > 1);
+    StTimeline *t;
+    g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
+    g_assert_null(sum->oom);
+    int64_t peak = 0;
+    for (int d = 0; d < s->n_devices; d++)
+      peak = MAX(peak, sum->devices[d].peak_bytes);
+    double estimate = note(s, "memory_per_rank_estimate_bytes");
+    g_assert_cmpfloat(estimate, >=, (double)peak);
+    g_assert_cmpfloat(estimate, <=, 1.05 * (double)peak);
+    st_timeline_free(t);
+    /* The stage count below it does not fit, by the same estimate. */
+    if (want[k] > 1) {
+      o.pipeline_stages = 2;
+      g_autoptr(StSchedule) fewer = build(m, c, &o);
+      g_assert_cmpfloat(note(fewer, "memory_per_rank_estimate_bytes"), >,
+                        (double)c->gpu.memory_bytes);
+    }
+  }
+  st_options_clear(&o);
+}
+
+static void
+test_bad_stages(void)
+{
+  /* 3 stages cannot divide 4 ranks: the error names the option. */
+  g_autoptr(StModel) m = load_model("mlp");
+  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json", 1, 4);
+  StOptions o;
+  st_options_init(&o);
+  o.pipeline_stages = 3;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StSchedule) s =
+    st_strategy_build(st_strategy_find("pipeline"), m, c, NULL, &o, &error);
+  g_assert_null(s);
+  g_assert_error(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "--pipeline-stages 3"));
+  st_options_clear(&o);
+}
+
+/* ---- the tied embedding ---------------------------------------------------------- */
+
+static void
+test_tied_embedding(void)
+{
+  /* GPT-2's LM head uses the token embedding's weights (V x d = 50257 x
+   * 768). Split over 2 stages, the head's stage keeps a copy: its persistent
+   * params are its own layers' plus V d, 4 bytes each in fp32 (and Adam's
+   * 8 bytes of states each). Per step, besides M = 2 activations and 2
+   * gradients of the boundary tensor, the two stages all-reduce the copy's
+   * gradient: a ring of 2 sends 2 x 1/2 x 4 V d bytes from each GPU:
+   *   comm per step = 2 M x boundary + 2 x 4 V d   (one pipeline: no
+   *   data-parallel traffic). */
+  g_autoptr(StModel) m = load_model("gpt2-124m");
+  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json", 1, 2);
+  StOptions o;
+  st_options_init(&o);
+  o.micro_batch = 1;
+  o.pipeline_stages = 2;
+  o.steps = 2;
+  g_free(o.comm_algo);
+  o.comm_algo = g_strdup("ring");
+  g_autoptr(StSchedule) s = build(m, c, &o);
+  g_assert_cmpint(st_schedule_find_comm(s, "tied"), >=, 0);
+  const double vd = 50257.0 * 768;
+  g_assert_cmpfloat(m->layers[0].params, ==, vd);
+  /* Stage 1's layers: those its forward passes run. */
+  const StProgram *last = g_ptr_array_index(s->programs, 1);
+  int lo = m->n_layers;
+  for (guint i = 0; i < last->ops->len; i++) {
+    const StOp *op = st_program_op(last, i);
+    if (op->kind == ST_OP_COMP && op->sub == ST_PASS_FWD)
+      lo = MIN(lo, op->layer);
+  }
+  double own = 0;
+  for (int i = lo; i < m->n_layers; i++)
+    own += (double)m->layers[i].params;
+  int64_t bytes[ST_MEM_N];
+  st_program_persistent_bytes(last, bytes);
+  g_assert_cmpfloat((double)bytes[ST_MEM_PARAMS], ==, 4 * (own + vd));
+  g_assert_cmpfloat((double)bytes[ST_MEM_OPTIMIZER], ==, 8 * (own + vd));
+  double boundary = (double)m->layers[lo].in_bytes; /* fp32, micro-batch 1 */
+  StTimeline *t;
+  g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
+  g_assert_cmpfloat_with_epsilon(sum->comm_bytes_total, 2 * 2 * boundary + 2 * 4 * vd, 1.0);
+  st_timeline_free(t);
+  st_options_clear(&o);
+}
+
+/* ---- conformance ------------------------------------------------------------------ */
+
+static void
+check_folding(const StSchedule *s)
+{
+  StTimeline *tf, *tu;
+  g_autoptr(StSummary) folded = simulate(s, FALSE, &tf);
+  g_autoptr(StSummary) unfolded = simulate(s, TRUE, &tu);
+  g_assert_cmpint(folded->step_time_ns, >, 0);
+  g_assert_cmpint(folded->step_time_ns, ==, unfolded->step_time_ns);
+  for (int d = 0; d < s->n_devices; d++)
+    g_assert_cmpint(folded->devices[d].peak_bytes, ==, unfolded->devices[d].peak_bytes);
+  g_assert_cmpfloat_with_epsilon(folded->comm_bytes_total, unfolded->comm_bytes_total,
+                                 1e-6 * (1 + unfolded->comm_bytes_total));
+  for (int k = 0; k < ST_MEM_N; k++)
+    g_assert_cmpint(folded->total_peak_by_category[k], ==, unfolded->total_peak_by_category[k]);
+  st_timeline_free(tf);
+  st_timeline_free(tu);
+}
+
+static void
+test_conformance(void)
+{
+  /* Every order x checkpointing x sparsity x balance, on GPT-2 with 4
+   * stages x 4 pipelines over 2 nodes, and on the MLP with 6 ranks sharing
+   * 4 GPUs in 3 stages: a valid schedule (st_strategy_build checks it) that
+   * simulates to the end, folded and unfolded alike. */
+  struct {
+    const char *model;
+    int nodes, gpus, ranks, stages, micro, accumulation;
+    StPrecision precision;
+  } cases[] = {
+    {"gpt2-124m", 2, 0, 0, 4, 1, 2, ST_PRECISION_MIXED},
+    {"mlp", 1, 4, 6, 3, 8, 1, ST_PRECISION_FP32},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autoptr(StModel) m = load_model(cases[k].model);
+    g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json", cases[k].nodes,
+                                          cases[k].gpus);
+    int ranks = cases[k].ranks ? cases[k].ranks : c->gpus;
+    for (int variant = 0; variant < 24; variant++) {
+      StOptions o;
+      st_options_init(&o);
+      o.ranks = cases[k].ranks;
+      o.micro_batch = cases[k].micro;
+      o.global_batch = (int64_t)ranks * cases[k].micro * cases[k].accumulation;
+      o.precision = cases[k].precision;
+      o.steps = 2;
+      o.pipeline_stages = cases[k].stages;
+      o.pipeline_schedule = variant % 2;
+      o.checkpoint = (variant / 2) % 2;
+      o.sparsity = (variant / 4) % 2 ? 0.9 : 0;
+      o.balance = variant / 8;
+      g_test_message("%s variant %d", cases[k].model, variant);
+      g_autoptr(StSchedule) s = build(m, c, &o);
+      g_assert_cmpint(s->programs->len, ==, cases[k].stages);
+      check_folding(s);
+      st_options_clear(&o);
+    }
+  }
+}
+
+static void
+test_scale(void)
+{
+  /* GPT-3 13B on 2048 Summit GPUs (342 nodes) in 8 stages: built and
+   * simulated in well under a second, because the 256 pipelines fold. */
+  g_autoptr(StModel) m = load_model("gpt3-13b");
+  g_autoptr(StCluster) c = load_cluster("models/clusters/summit.json", 342, 2048);
+  StOptions o;
+  st_options_init(&o);
+  o.precision = ST_PRECISION_MIXED;
+  o.micro_batch = 1;
+  o.global_batch = 2048;
+  o.pipeline_stages = 8;
+  o.checkpoint = TRUE;
+  o.sparsity = 0.9;
+  gint64 t0 = g_get_monotonic_time();
+  g_autoptr(StSchedule) s = build(m, c, &o);
+  StTimeline *t;
+  g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
+  double seconds = (g_get_monotonic_time() - t0) / 1e6;
+  g_test_message("built and simulated in %.3f s", seconds);
+  g_assert_cmpfloat(seconds, <, 1.0);
+  g_assert_cmpint(sum->step_time_ns, >, 0);
+  st_timeline_free(t);
+  st_options_clear(&o);
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  static const int gpipe[2] = {ST_PIPE_GPIPE, 0}, f1b1[2] = {ST_PIPE_1F1B, 0};
+  static const int gpipe_ck[2] = {ST_PIPE_GPIPE, 1}, f1b1_ck[2] = {ST_PIPE_1F1B, 1};
+  g_test_add_func("/pipeline/orders", test_orders);
+  g_test_add_data_func("/pipeline/uniform/step/gpipe", gpipe, test_uniform_step);
+  g_test_add_data_func("/pipeline/uniform/step/1f1b", f1b1, test_uniform_step);
+  g_test_add_data_func("/pipeline/uniform/step/gpipe-checkpoint", gpipe_ck, test_uniform_step);
+  g_test_add_data_func("/pipeline/uniform/step/1f1b-checkpoint", f1b1_ck, test_uniform_step);
+  g_test_add_data_func("/pipeline/uniform/memory/gpipe", gpipe, test_uniform_memory);
+  g_test_add_data_func("/pipeline/uniform/memory/1f1b", f1b1, test_uniform_memory);
+  g_test_add_data_func("/pipeline/uniform/memory/gpipe-checkpoint", gpipe_ck,
+                       test_uniform_memory);
+  g_test_add_data_func("/pipeline/uniform/memory/1f1b-checkpoint", f1b1_ck,
+                       test_uniform_memory);
+  g_test_add_func("/pipeline/uniform/p2p-bytes", test_uniform_p2p_bytes);
+  g_test_add_func("/pipeline/fit-to-memory", test_fit_to_memory);
+  g_test_add_func("/pipeline/bad-stages", test_bad_stages);
+  g_test_add_func("/pipeline/tied-embedding", test_tied_embedding);
+  g_test_add_func("/pipeline/conformance", test_conformance);
+  g_test_add_func("/pipeline/scale", test_scale);
+  return g_test_run();
+}

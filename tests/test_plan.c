@@ -1,0 +1,500 @@
+/* test_plan.c: the what-if planner (sim/plan/): the space, a search whose
+ * winner is known by hand, the validity of the lower bounds and of pruning
+ * against the unpruned search, determinism across thread counts, and the
+ * reasons given for what was not simulated.
+ */
+#include <string.h>
+
+#include "base/json.h"
+#include "engine/engine.h"
+#include "output/output.h"
+#include "plan/plan.h"
+#include "testutil.h"
+
+static StModel *
+load_model(const char *relative)
+{
+  g_autofree char *path = st_test_src(relative);
+  g_autoptr(GError) error = NULL;
+  StModel *m = st_model_load(path, &error);
+  g_assert_no_error(error);
+  return m;
+}
+
+static StCluster *
+load_cluster(const char *relative)
+{
+  g_autofree char *path = st_test_src(relative);
+  g_autoptr(GError) error = NULL;
+  StCluster *c = st_cluster_load(path, &error);
+  g_assert_no_error(error);
+  return c;
+}
+
+/* A spec from name, value pairs, NULL-terminated. */
+static StPlanSpec *
+spec_of(const char *first, ...)
+{
+  StPlanSpec *spec = st_plan_spec_new();
+  va_list args;
+  va_start(args, first);
+  for (const char *name = first; name != NULL; name = va_arg(args, const char *)) {
+    const char *value = va_arg(args, const char *);
+    g_autoptr(GError) error = NULL;
+    st_plan_spec_set(spec, name, value, &error);
+    g_assert_no_error(error);
+  }
+  va_end(args);
+  return spec;
+}
+
+static StPlan *
+search(const StPlanSpec *spec, const StModel *m, const StCluster *c)
+{
+  g_autoptr(GError) error = NULL;
+  StPlan *plan = st_plan_run(spec, m, c, NULL, NULL, NULL, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(plan);
+  return plan;
+}
+
+static char *
+plan_text(const StPlan *plan)
+{
+  g_autoptr(cJSON) root = st_plan_to_json(plan);
+  return cJSON_Print(root);
+}
+
+/* ---- the spec ------------------------------------------------------------- */
+
+static void
+test_spec_lists(void)
+{
+  /* Integer lists: items in order, ranges of every integer, geometric
+   * ranges, repeats dropped. */
+  g_autoptr(StPlanSpec) spec = spec_of("nodes", "3,1-4,2", "micro-batch", "1-64:x2",
+                                       "gpus", "6-96:x2", "zero-stage", "3,1", NULL);
+  int nodes[] = {3, 1, 2, 4}, micro[] = {1, 2, 4, 8, 16, 32, 64}, gpus[] = {6, 12, 24, 48, 96};
+  g_assert_cmpuint(spec->nodes->len, ==, G_N_ELEMENTS(nodes));
+  for (guint i = 0; i < G_N_ELEMENTS(nodes); i++)
+    g_assert_cmpint(g_array_index(spec->nodes, int, i), ==, nodes[i]);
+  g_assert_cmpuint(spec->micro_batches->len, ==, G_N_ELEMENTS(micro));
+  for (guint i = 0; i < G_N_ELEMENTS(micro); i++)
+    g_assert_cmpint(g_array_index(spec->micro_batches, int, i), ==, micro[i]);
+  g_assert_cmpuint(spec->gpus->len, ==, G_N_ELEMENTS(gpus));
+  for (guint i = 0; i < G_N_ELEMENTS(gpus); i++)
+    g_assert_cmpint(g_array_index(spec->gpus, int, i), ==, gpus[i]);
+  const StPlanValues *z = st_plan_spec_values(spec, "zero-stage");
+  g_assert_nonnull(z);
+  g_assert_cmpuint(z->values->len, ==, 2);
+  g_assert_cmpstr(g_ptr_array_index(z->values, 0), ==, "3");
+  /* Setting again replaces. */
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_plan_spec_set(spec, "nodes", "8", &error));
+  g_assert_cmpuint(spec->nodes->len, ==, 1);
+}
+
+static void
+test_spec_errors(void)
+{
+  /* Each bad value is refused with the option and the value in the message. */
+  const char *cases[][3] = {
+    {"nodes", "4-1", "--nodes 4-1"},
+    {"nodes", "two", "--nodes two"},
+    {"micro-batch", "1-8:x1", "K >= 2"},
+    {"micro-batch", "0", "--micro-batch"},
+    {"zero-stage", "2,4", "--zero-stage 4"},
+    {"precision", "fp32,fp8", "--precision fp8"},
+    {"objective", "fast", "--objective fast"},
+    {"mem-cap", "80", "--mem-cap 80"},
+    {"strategy", "dp,nosuch", "nosuch"},
+    {"no-such-option", "1", "unknown option --no-such-option"},
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autoptr(StPlanSpec) spec = st_plan_spec_new();
+    g_autoptr(GError) error = NULL;
+    g_assert_false(st_plan_spec_set(spec, cases[i][0], cases[i][1], &error));
+    g_assert_nonnull(error);
+    if (strstr(error->message, cases[i][2]) == NULL)
+      g_error("'%s %s': message '%s' lacks '%s'", cases[i][0], cases[i][1], error->message,
+              cases[i][2]);
+  }
+}
+
+static void
+test_spec_file(void)
+{
+  /* A JSON space file takes the same names; lists and numbers become the
+   * command line's text; an unknown key names the file and the key. */
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *good = g_build_filename(dir, "space.json", NULL);
+  g_autofree char *bad = g_build_filename(dir, "bad.json", NULL);
+  g_assert_true(g_file_set_contents(
+    good,
+    "{\"strategy\": [\"dp\", \"zero\"], \"nodes\": \"1-4:x2\", \"zero-stage\": [2, 3],"
+    " \"global-batch\": 512, \"mem-cap\": \"40GiB\", \"no-fold\": true}",
+    -1, NULL));
+  g_assert_true(g_file_set_contents(bad, "{\"nodez\": 4}", -1, NULL));
+  g_autoptr(StPlanSpec) spec = st_plan_spec_new();
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_plan_spec_load(spec, good, &error));
+  g_assert_no_error(error);
+  g_assert_cmpuint(spec->strategies->len, ==, 2);
+  g_assert_cmpuint(spec->nodes->len, ==, 3);
+  g_assert_cmpint(spec->global_batch, ==, 512);
+  g_assert_cmpint(spec->mem_cap, ==, 40LL << 30);
+  g_assert_true(spec->no_fold);
+  g_assert_cmpuint(st_plan_spec_values(spec, "zero-stage")->values->len, ==, 2);
+  g_assert_false(st_plan_spec_load(spec, bad, &error));
+  g_assert_nonnull(strstr(error->message, "bad.json: key 'nodez'"));
+}
+
+/* ---- the space ------------------------------------------------------------- */
+
+static void
+test_space_knobs(void)
+{
+  /* Every registered strategy, crossed with its own knobs: the count is
+   * sum over strategies of shapes x micro-batches x product of the knobs'
+   * value counts, whatever is registered. A knob the user gives values for
+   * takes those values; a list for an option no strategy declares varies
+   * for every strategy. */
+  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  g_autoptr(StPlanSpec) spec = spec_of("nodes", "1,2", "micro-batch", "4,8,16", NULL);
+  g_autoptr(GStringChunk) strings = g_string_chunk_new(256);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) configs = st_plan_space_expand(spec, c, strings, &error);
+  g_assert_no_error(error);
+  guint expected = 0;
+  for (const StStrategy *const *s = st_strategies(); *s != NULL; s++) {
+    guint n = 2 * 3;
+    for (const StStrategyKnob *k = (*s)->knobs; k != NULL && k->option != NULL; k++) {
+      g_auto(GStrv) values = g_strsplit(k->values, ",", -1);
+      n *= g_strv_length(values);
+    }
+    expected += n;
+  }
+  g_assert_cmpuint(configs->len, ==, expected);
+  /* Shapes are 8 and 16 GPUs; every setting is accepted by the option table. */
+  for (guint i = 0; i < configs->len; i++) {
+    const StPlanConfig *cfg = &g_array_index(configs, StPlanConfig, i);
+    g_assert_true(cfg->gpus == 8 * cfg->nodes);
+    StOptions o;
+    g_assert_true(st_plan_config_options(spec, cfg, &o, &error));
+    g_assert_no_error(error);
+    g_assert_cmpint(o.micro_batch, ==, cfg->micro_batch);
+    st_options_clear(&o);
+  }
+
+  /* zero declares zero-stage: given values narrow it; the precision list
+   * varies for every strategy searched. */
+  g_autoptr(StPlanSpec) narrow = spec_of("strategy", "dp,zero", "micro-batch", "8",
+                                         "zero-stage", "2,3", "precision", "fp32,mixed", NULL);
+  g_autoptr(GArray) some = st_plan_space_expand(narrow, c, strings, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(some->len, ==, 2 + 2 * 2);
+  const StPlanConfig *last = &g_array_index(some, StPlanConfig, some->len - 1);
+  g_autofree char *label = st_plan_config_label(last);
+  g_assert_cmpstr(label, ==, "zero-stage=3 precision=mixed");
+}
+
+/* ---- a winner known by hand ---------------------------------------------------- */
+
+static void
+test_winner_by_hand(void)
+{
+  /* The unit model (one layer: fwd 100 us, bwd 200 us at batch 10; 1e6 fp32
+   * parameters) on the unit node (4 GPUs, 100 GB/s, 1 us; 1 TB/s memory),
+   * data parallelism, global batch 40, micro-batch 10, ring all-reduce,
+   * Adam (28 bytes of traffic per parameter: 28 us). On G GPUs each rank
+   * runs A = 4/G micro-batches, then all-reduces S = 4 MB of gradients,
+   * then steps:
+   *   step(G) = 300 A + [2(G-1)/G * S / 100 GB/s + 2(G-1) * 1 us] + 28   (us)
+   *   step(1) = 1200 + 0 + 28      = 1228 us
+   *   step(2) =  600 + 40 + 2 + 28 =  670 us
+   *   step(4) =  300 + 60 + 6 + 28 =  394 us
+   * By time per step 4 GPUs win; by GPU-hours (G x step) and by throughput
+   * per GPU (40 / (G x step)) 1 GPU wins: 1228 < 1340 < 1576. */
+  g_autoptr(StModel) m = load_model("tests/data/engine/model.json");
+  g_autoptr(StCluster) c = load_cluster("tests/data/engine/cluster.json");
+  const int64_t expect_ns[] = {1228000, 670000, 394000};
+  const char *objectives[] = {"time", "gpu-hours", "throughput-per-gpu"};
+  const int winner_gpus[] = {4, 1, 1};
+  for (gsize k = 0; k < G_N_ELEMENTS(objectives); k++) {
+    g_autoptr(StPlanSpec) spec =
+      spec_of("strategy", "dp", "gpus", "1,2,4", "micro-batch", "10", "global-batch", "40",
+              "comm-algo", "ring", "objective", objectives[k], NULL);
+    g_autoptr(StPlan) plan = search(spec, m, c);
+    g_assert_cmpuint(plan->configs->len, ==, 3);
+    int w = st_plan_winner(plan);
+    g_assert_cmpint(w, >=, 0);
+    g_assert_cmpint(plan->points[w].gpus_used, ==, winner_gpus[k]);
+    for (int i = 0; i < 3; i++) {
+      const StPlanPoint *pt = &plan->points[i];
+      if (pt->status == ST_PLAN_PRUNED)
+        continue;
+      g_assert_cmpint(pt->status, ==, ST_PLAN_OK);
+      g_assert_cmpint(pt->step_time_ns, ==, expect_ns[i]);
+      /* No contention here: the bound is the step itself. */
+      g_assert_cmpint(pt->bound.step_time_ns, ==, expect_ns[i]);
+    }
+  }
+}
+
+static void
+test_dedupe(void)
+{
+  /* The unit model has one layer, so every bucket size gives the same single
+   * all-reduce: the three configurations build one schedule, simulated
+   * once. The communication algorithm changes the simulation, not the
+   * schedule: ring and tree stay apart. */
+  g_autoptr(StModel) m = load_model("tests/data/engine/model.json");
+  g_autoptr(StCluster) c = load_cluster("tests/data/engine/cluster.json");
+  g_autoptr(StPlanSpec) spec =
+    spec_of("strategy", "dp", "gpus", "4", "micro-batch", "10", "bucket-bytes", "0,25MiB,1GiB",
+            "comm-algo", "ring", "prune", "off", NULL);
+  g_autoptr(StPlan) plan = search(spec, m, c);
+  g_assert_cmpuint(plan->configs->len, ==, 3);
+  g_assert_cmpint(plan->counts.simulated, ==, 1);
+  g_assert_cmpint(plan->counts.duplicates, ==, 2);
+  g_assert_cmpint(plan->points[0].same_as, ==, -1);
+  for (int i = 1; i < 3; i++) {
+    g_assert_cmpint(plan->points[i].same_as, ==, 0);
+    g_assert_cmpint(plan->points[i].status, ==, ST_PLAN_OK);
+    g_assert_cmpint(plan->points[i].step_time_ns, ==, plan->points[0].step_time_ns);
+    g_assert_cmpint(plan->points[i].peak_bytes, ==, plan->points[0].peak_bytes);
+  }
+  g_assert_cmpint(st_plan_winner(plan), ==, 0);
+
+  g_autoptr(StPlanSpec) algos = spec_of("strategy", "dp", "gpus", "4", "micro-batch", "10",
+                                        "comm-algo", "ring", NULL);
+  g_autoptr(GError) error = NULL;
+  /* comm-algo takes one value per option (a string): two searches. */
+  g_autoptr(StPlan) ring = search(algos, m, c);
+  st_plan_spec_set(algos, "comm-algo", "tree", &error);
+  g_assert_no_error(error);
+  g_autoptr(StPlan) tree = search(algos, m, c);
+  g_assert_true(memcmp(ring->points[0].fingerprint, tree->points[0].fingerprint,
+                       sizeof ring->points[0].fingerprint) != 0);
+}
+
+/* ---- bounds and pruning ----------------------------------------------------------- */
+
+typedef struct {
+  const char *model;
+  const char *args[16]; /* name, value pairs */
+} Space;
+
+static const Space SPACES[] = {
+  {"models/mlp.json", {"gpus", "1,2,4,8", "micro-batch", "4,16", "global-batch", "64", NULL}},
+  {"models/mlp.json",
+   {"gpus", "2,4", "micro-batch", "8", "global-batch", "32", "steps", "3", "bucket-bytes",
+    "0,64KiB", NULL}},
+  {"models/mlp.json", {"gpus", "4", "micro-batch", "8", "steps", "1", NULL}},
+  {"models/resnet18.json",
+   {"gpus", "4,8,16", "micro-batch", "8,32", "global-batch", "256", "precision", "mixed", NULL}},
+  {"models/gpt2-124m.json",
+   {"gpus", "2", "ranks", "4", "micro-batch", "1", "global-batch", "8", "precision", "mixed",
+    NULL}},
+};
+
+static StPlanSpec *
+space_spec(const Space *sp, const char *prune)
+{
+  StPlanSpec *spec = st_plan_spec_new();
+  g_autoptr(GError) error = NULL;
+  for (int i = 0; sp->args[i] != NULL; i += 2) {
+    st_plan_spec_set(spec, sp->args[i], sp->args[i + 1], &error);
+    g_assert_no_error(error);
+  }
+  st_plan_spec_set(spec, "prune", prune, &error);
+  g_assert_no_error(error);
+  /* Small waves, so that these small spaces get pruned at all. */
+  st_plan_spec_set(spec, "wave", "4", &error);
+  g_assert_no_error(error);
+  return spec;
+}
+
+static void
+test_bounds_valid(void)
+{
+  /* Every registered strategy on small spaces, nothing pruned: the bound of
+   * each simulated configuration is at most its simulated step time, and
+   * its memory bound at most its simulated peak. */
+  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  int checked = 0;
+  for (gsize k = 0; k < G_N_ELEMENTS(SPACES); k++) {
+    g_autoptr(StModel) m = load_model(SPACES[k].model);
+    g_autoptr(StPlanSpec) spec = space_spec(&SPACES[k], "off");
+    g_autoptr(StPlan) plan = search(spec, m, c);
+    for (guint i = 0; i < plan->configs->len; i++) {
+      const StPlanPoint *pt = &plan->points[i];
+      if (!pt->simulated)
+        continue;
+      const StPlanConfig *cfg = &g_array_index(plan->configs, StPlanConfig, i);
+      g_test_message("space %zu, %s (%u): step %" G_GINT64_FORMAT " bound %" G_GINT64_FORMAT,
+                     k, cfg->strategy->name, i, pt->step_time_ns, pt->bound.step_time_ns);
+      g_assert_true(pt->bounded);
+      g_assert_cmpint(pt->bound.step_time_ns, >=, 0);
+      g_assert_cmpint(pt->bound.step_time_ns, <=, pt->step_time_ns);
+      g_assert_cmpint(pt->bound.peak_bytes, <=, pt->peak_bytes);
+      checked++;
+    }
+  }
+  g_assert_cmpint(checked, >, 20);
+}
+
+static void
+test_prune_keeps_winner(void)
+{
+  /* Against the unpruned search: the same winner, and for pruning by the
+   * front, the same objective-vs-GPUs front; every pruned configuration
+   * either way is beaten by a simulated one. */
+  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  int pruned = 0;
+  const char *objectives[] = {"time", "throughput-per-gpu"};
+  for (gsize k = 0; k < G_N_ELEMENTS(SPACES); k++) {
+    g_autoptr(StModel) m = load_model(SPACES[k].model);
+    for (gsize o = 0; o < G_N_ELEMENTS(objectives); o++) {
+      g_autoptr(StPlanSpec) off = space_spec(&SPACES[k], "off");
+      g_autoptr(StPlanSpec) front = space_spec(&SPACES[k], "front");
+      g_autoptr(StPlanSpec) winner = space_spec(&SPACES[k], "winner");
+      st_plan_spec_set(off, "objective", objectives[o], NULL);
+      st_plan_spec_set(front, "objective", objectives[o], NULL);
+      st_plan_spec_set(winner, "objective", objectives[o], NULL);
+      g_autoptr(StPlan) all = search(off, m, c);
+      g_autoptr(StPlan) pf = search(front, m, c);
+      g_autoptr(StPlan) pw = search(winner, m, c);
+      g_assert_cmpint(all->counts.pruned, ==, 0);
+      g_assert_cmpint(st_plan_winner(pf), ==, st_plan_winner(all));
+      g_assert_cmpint(st_plan_winner(pw), ==, st_plan_winner(all));
+      for (guint i = 0; i < all->configs->len; i++) {
+        g_assert_cmpint(pf->points[i].front_gpus, ==, all->points[i].front_gpus);
+        if (pf->points[i].status == ST_PLAN_PRUNED || pw->points[i].status == ST_PLAN_PRUNED)
+          g_assert_cmpint(all->points[i].rank, !=, 1);
+        if (pf->points[i].status == ST_PLAN_PRUNED)
+          g_assert_false(all->points[i].front_gpus);
+      }
+      pruned += pf->counts.pruned + pw->counts.pruned;
+    }
+  }
+  /* The test means something only if something was pruned. */
+  g_assert_cmpint(pruned, >, 0);
+}
+
+static void
+test_threads_deterministic(void)
+{
+  /* The same search on 1 and on 3 threads writes the same plan. */
+  g_autoptr(StModel) m = load_model("models/resnet18.json");
+  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  const char *prunes[] = {"front", "winner", "off"};
+  for (gsize k = 0; k < G_N_ELEMENTS(prunes); k++) {
+    g_autoptr(StPlanSpec) spec = space_spec(&SPACES[3], prunes[k]);
+    spec->threads = 1;
+    g_autoptr(StPlan) serial = search(spec, m, c);
+    spec->threads = 3;
+    g_autoptr(StPlan) parallel = search(spec, m, c);
+    g_autofree char *a = plan_text(serial);
+    g_autofree char *b = plan_text(parallel);
+    g_assert_cmpstr(a, ==, b);
+  }
+}
+
+/* ---- what was not simulated, and why ------------------------------------------------ */
+
+static void
+test_reasons(void)
+{
+  /* The unit model keeps 16 MB of persistent states per GPU (4 MB weights,
+   * 4 MB gradients, 8 MB Adam states) and, at micro-batch 10, 40 kB of
+   * activations (4000 bytes per sample) from its forward to its backward,
+   * on the compute stream: the peak and its bound are both 16,040,000 bytes.
+   *  - 3 GPUs cannot split 40 samples in micro-batches of 10: infeasible;
+   *  - 4 GPUs are over a budget of 3: infeasible;
+   *  - a cap of 16,039,999 bytes: over by the bound, not simulated;
+   *  - a cap of 16,040,000 bytes: fits. */
+  g_autoptr(StModel) m = load_model("tests/data/engine/model.json");
+  g_autoptr(StCluster) c = load_cluster("tests/data/engine/cluster.json");
+  g_autoptr(StPlanSpec) spec =
+    spec_of("strategy", "dp", "gpus", "1,2,3,4", "micro-batch", "10", "global-batch", "40",
+            "gpu-budget", "3", "mem-cap", "16039999B", NULL);
+  g_autoptr(StPlan) plan = search(spec, m, c);
+  const StPlanPoint *p = plan->points;
+  g_assert_cmpint(p[0].status, ==, ST_PLAN_OOM);
+  g_assert_false(p[0].simulated);
+  g_assert_cmpint(p[0].bound.peak_bytes, ==, 16040000);
+  g_assert_nonnull(strstr(p[0].reason, "not simulated"));
+  g_assert_cmpint(p[2].status, ==, ST_PLAN_INFEASIBLE);
+  g_assert_nonnull(strstr(p[2].reason, "not a multiple"));
+  g_assert_cmpint(p[3].status, ==, ST_PLAN_INFEASIBLE);
+  g_assert_nonnull(strstr(p[3].reason, "--gpu-budget of 3"));
+  g_assert_cmpint(st_plan_winner(plan), ==, -1);
+  g_assert_cmpint(plan->counts.infeasible, ==, 2);
+  g_assert_cmpint(plan->counts.oom_by_bound, ==, 2);
+  g_assert_cmpint(plan->counts.simulated, ==, 0);
+
+  g_autoptr(GError) error = NULL;
+  st_plan_spec_set(spec, "mem-cap", "16040000B", &error);
+  g_assert_no_error(error);
+  g_autoptr(StPlan) fits = search(spec, m, c);
+  g_assert_cmpint(fits->points[0].status, ==, ST_PLAN_OK);
+  g_assert_cmpint(fits->points[0].peak_bytes, ==, 16040000);
+
+  /* ZeRO-3 on 2 GPUs keeps 8 MB of shards; the gathered weights (4 MB) and
+   * a bucket's gradient (4 MB) come and go on other streams than the ones
+   * that free them, so the bound leaves them out: at 12 MB the bound fits,
+   * the simulation does not, and the point says by how much. */
+  g_autoptr(StPlanSpec) zero =
+    spec_of("strategy", "zero", "zero-stage", "3", "gpus", "2", "micro-batch", "10",
+            "global-batch", "20", "mem-cap", "12MB", NULL);
+  g_autoptr(StPlan) over = search(zero, m, c);
+  const StPlanPoint *z = &over->points[0];
+  g_assert_cmpint(z->status, ==, ST_PLAN_OOM);
+  g_assert_true(z->simulated);
+  g_assert_cmpint(z->bound.peak_bytes, <=, 12000000);
+  g_assert_cmpint(z->peak_bytes, >, 12000000);
+  g_assert_nonnull(strstr(z->reason, "over the cap"));
+}
+
+static void
+test_emit_winner(void)
+{
+  /* The winner's schedule, built again, is valid and simulates to the
+   * winner's step time. */
+  g_autoptr(StModel) m = load_model("models/resnet18.json");
+  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  g_autoptr(StPlanSpec) spec = space_spec(&SPACES[3], "front");
+  g_autoptr(StPlan) plan = search(spec, m, c);
+  int w = st_plan_winner(plan);
+  g_assert_cmpint(w, >=, 0);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StSchedule) s = st_plan_build(plan, NULL, w, &error);
+  g_assert_no_error(error);
+  g_assert_true(st_schedule_check(s, &error));
+  StEngineOptions eo = {NULL, "auto", NULL, FALSE};
+  g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
+  g_assert_no_error(error);
+  g_autoptr(StSummary) sum = st_summary_new(t);
+  g_assert_cmpint(sum->step_time_ns, ==, plan->points[w].step_time_ns);
+  g_assert_cmpint(plan->points[w].rank, ==, 1);
+  g_assert_true(plan->points[w].front_gpus);
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/plan/spec/lists", test_spec_lists);
+  g_test_add_func("/plan/spec/errors", test_spec_errors);
+  g_test_add_func("/plan/spec/file", test_spec_file);
+  g_test_add_func("/plan/space/knobs", test_space_knobs);
+  g_test_add_func("/plan/winner/by-hand", test_winner_by_hand);
+  g_test_add_func("/plan/dedupe", test_dedupe);
+  g_test_add_func("/plan/bounds/valid", test_bounds_valid);
+  g_test_add_func("/plan/prune/keeps-winner", test_prune_keeps_winner);
+  g_test_add_func("/plan/threads/deterministic", test_threads_deterministic);
+  g_test_add_func("/plan/reasons", test_reasons);
+  g_test_add_func("/plan/emit/winner", test_emit_winner);
+  return g_test_run();
+}
