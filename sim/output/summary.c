@@ -163,8 +163,36 @@ union_length(GArray *iv, Window w)
   return total;
 }
 
+/* Staggered ranks (a late start_ns) run their steps later: a step ends when
+ * its latest rank ends, so an early device's own steady window is the
+ * common one moved back by how much earlier it started. [n_devices] of ns
+ * (<= 0), all 0 without staggering. Transfer full. */
+static int64_t *
+device_shifts(const StSchedule *s)
+{
+  int64_t *shift = g_new0(int64_t, s->n_devices);
+  g_autofree gboolean *seen = g_new0(gboolean, s->n_devices);
+  int64_t latest = 0;
+  for (int r = 0; r < s->n_ranks; r++) {
+    int d = s->ranks[r].device;
+    shift[d] = seen[d] ? MIN(shift[d], s->ranks[r].start_ns) : s->ranks[r].start_ns;
+    seen[d] = TRUE;
+  }
+  for (int d = 0; d < s->n_devices; d++)
+    latest = MAX(latest, shift[d]);
+  for (int d = 0; d < s->n_devices; d++)
+    shift[d] = seen[d] ? shift[d] - latest : 0;
+  return shift;
+}
+
+static Window
+moved(Window w, int64_t by)
+{
+  return (Window){w.start + by, w.end + by};
+}
+
 static void
-busy_and_exposed(StSummary *sum)
+busy_and_exposed(StSummary *sum, const int64_t *shift)
 {
   const StTimeline *t = sum->timeline;
   const StSchedule *s = t->schedule;
@@ -188,15 +216,17 @@ busy_and_exposed(StSummary *sum)
   int64_t length = w.end - w.start;
   for (int d = 0; d < s->n_devices; d++) {
     if (comp[d] != NULL && length > 0)
-      sum->devices[d].busy_fraction = (double)union_length(comp[d], w) / (double)length;
+      sum->devices[d].busy_fraction =
+        (double)union_length(comp[d], moved(w, shift[d])) / (double)length;
   }
   /* Exposed communication on device 0: time some comm op is in flight and no
    * kernel runs = |comm| - |comm and compute| = |comm or compute| - |compute|. */
   if (rep0 >= 0 && comm0->len > 0) {
-    int64_t only_comp = comp[rep0] ? union_length(comp[rep0], w) : 0;
+    Window w0 = moved(w, shift[rep0]);
+    int64_t only_comp = comp[rep0] ? union_length(comp[rep0], w0) : 0;
     if (comp[rep0] != NULL)
       g_array_append_vals(comm0, comp[rep0]->data, comp[rep0]->len);
-    sum->comm_exposed_ns = union_length(comm0, w) - only_comp;
+    sum->comm_exposed_ns = union_length(comm0, w0) - only_comp;
   }
   for (int d = 0; d < s->n_devices; d++)
     if (comp[d] != NULL)
@@ -219,14 +249,15 @@ compare_step(gconstpointer a, gconstpointer b)
 }
 
 static void
-communication(StSummary *sum)
+communication(StSummary *sum, const int64_t *shift)
 {
   const StTimeline *t = sum->timeline;
-  Window w = steady_window(sum);
+  Window steady = steady_window(sum), w = steady;
   g_autoptr(GArray) steps = g_array_new(FALSE, FALSE, sizeof(RateStep));
   g_autofree int32_t *weight_of = st_timeline_device_weights(t);
   for (guint i = 0; i < t->comm->len; i++) {
     const StCommRecord *c = &g_array_index(t->comm, StCommRecord, i);
+    w = moved(steady, shift[c->device]);
     int64_t a = MAX(c->start_ns, w.start), b = MIN(c->end_ns, w.end);
     if (c->end_ns <= c->start_ns || b <= a)
       continue;
@@ -239,6 +270,7 @@ communication(StSummary *sum)
     g_array_append_val(steps, up);
     g_array_append_val(steps, down);
   }
+  w = steady;
   if (steps->len == 0 || w.end <= w.start)
     return;
   g_array_sort(steps, compare_step);
@@ -276,7 +308,8 @@ st_summary_new(const StTimeline *t)
   }
   st_timeline_walk_memory(t, FALSE, device_peaks, sum);
   total_peaks(sum);
-  busy_and_exposed(sum);
+  g_autofree int64_t *shift = device_shifts(s);
+  busy_and_exposed(sum, shift);
   /* Folded devices take their representative's numbers. */
   for (int d = 0; d < s->n_devices; d++) {
     int rep = t->device_rep[d];
@@ -286,7 +319,7 @@ st_summary_new(const StTimeline *t)
       sum->devices[d].represented_by = rep;
     }
   }
-  communication(sum);
+  communication(sum, shift);
   for (guint i = 0; i < t->ops->len; i++)
     sum->ops_by_source[g_array_index(t->ops, StOpRecord, i).source]++;
   return sum;

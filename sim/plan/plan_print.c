@@ -90,9 +90,9 @@ print_table(const StPlan *plan, int top, FILE *out)
   }
   fprintf(out, "Best %d of %u that fit, by %s (predicted by the simulator):\n\n", n,
           plan->ranking->len, st_plan_objective_name(plan->spec->objective));
-  fprintf(out, "%4s  %-10s %-24s %5s %9s %11s %10s %8s %7s %6s %6s %6s %6s %6s %6s %9s  %s\n",
-          "rank", "strategy", "options", "GPUs", "mb x acc", "step time", "samples/s", "per GPU",
-          "peak", "params", "grads", "optim", "activ", "comm", "work", "exposed", "front");
+  fprintf(out, "%4s  %-10s %5s %9s %11s %10s %8s %7s %6s %6s %6s %6s %6s %6s %9s %5s  %s\n",
+          "rank", "strategy", "GPUs", "mb x acc", "step time", "samples/s", "per GPU", "peak",
+          "params", "grads", "optim", "activ", "comm", "work", "exposed", "front", "options");
   for (int k = 0; k < n; k++) {
     int i = g_array_index(plan->ranking, int, k);
     const StPlanConfig *c = config_of(plan, i);
@@ -102,15 +102,16 @@ print_table(const StPlan *plan, int top, FILE *out)
     g_autofree char *step = st_format_duration(pt->step_time_ns);
     g_autofree char *exposed = st_format_duration(pt->exposed_ns);
     g_autofree char *peak = short_bytes(pt->peak_bytes);
-    fprintf(out, "%4d  %-10s %-24s %5d %9s %11s %10.1f %8.2f %7s", pt->rank, c->strategy->name,
-            label[0] ? label : "-", pt->gpus_used, batch, step, pt->samples_per_s,
+    fprintf(out, "%4d  %-10s %5d %9s %11s %10.1f %8.2f %7s", pt->rank, c->strategy->name,
+            pt->gpus_used, batch, step, pt->samples_per_s,
             pt->samples_per_s / MAX(pt->gpus_used, 1), peak);
     for (int cat = 0; cat < ST_MEM_N; cat++) {
       g_autofree char *b = short_bytes(pt->peak_by_category[cat]);
       fprintf(out, " %6s", b);
     }
-    fprintf(out, " %9s  %s%s\n", exposed, pt->front_gpus ? "G" : "",
-            pt->front_memory ? "M" : "");
+    g_autofree char *front = g_strdup_printf("%s%s", pt->front_gpus ? "G" : "",
+                                             pt->front_memory ? "M" : "");
+    fprintf(out, " %9s %5s  %s\n", exposed, front, label[0] ? label : "-");
   }
   fprintf(out, "\nmb x acc: micro-batch x gradient accumulation. peak: memory of the GPU with "
                "the highest peak,\nthen its split at that moment. exposed: communication not "
