@@ -84,5 +84,28 @@ StCluster *st_cli_cluster_for(const StCliShared *shared, const StCliInputs *inpu
 /* The --strategy list (default "dp"), every name checked. Transfer full. */
 char **st_cli_strategy_names(const StCliShared *shared, GError **error);
 
+/* ---- the executor's options, shared by run and validate (cli_exec.c) ---- */
+
+#include "exec/exec.h"
+
+typedef struct {
+  char *backend, *comm;
+  gint64 seed;
+  double lr, timeout;
+  char *memory_limit;
+} StCliExec;
+
+void st_cli_exec_init(StCliExec *e);
+void st_cli_exec_clear(StCliExec *e);
+/* --backend --comm --seed --lr --timeout --memory-limit, into `group`. */
+void st_cli_exec_add_entries(StCliExec *e, GOptionGroup *group);
+/* Checks them (usage errors) and fills `options`; SIGINT stops the run. */
+gboolean st_cli_exec_options(const StCliExec *e, StExecOptions *options, GError **error);
+/* Installs (TRUE) or removes (FALSE) the SIGINT handler that stops runs. */
+void st_cli_exec_catch_sigint(gboolean catching);
+/* A one-device cluster for this machine, its GPU named `gpu_name` (a
+ * profile's device, so the simulator finds its entries). Transfer full. */
+StCluster *st_cli_local_cluster(const char *gpu_name, GError **error);
+
 /* Sets a usage error. */
 gboolean st_cli_usage_error(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);

@@ -1,0 +1,105 @@
+/* cli_exec.c: what `run` and `validate` share: the executor's options, the
+ * one-device cluster of this machine, and the SIGINT that stops a run at the
+ * next op. */
+#include <signal.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "base/units.h"
+#include "cli/cli.h"
+
+void
+st_cli_exec_init(StCliExec *e)
+{
+  *e = (StCliExec){g_strdup("auto"), g_strdup("auto"), 1234, 0, 600, NULL};
+}
+
+void
+st_cli_exec_clear(StCliExec *e)
+{
+  g_clear_pointer(&e->backend, g_free);
+  g_clear_pointer(&e->comm, g_free);
+  g_clear_pointer(&e->memory_limit, g_free);
+}
+
+void
+st_cli_exec_add_entries(StCliExec *e, GOptionGroup *group)
+{
+  const GOptionEntry entries[] = {
+    {"backend", 0, 0, G_OPTION_ARG_STRING, &e->backend,
+     "Device backend: cuda, host (CPU threads and reference kernels), or auto: cuda when a GPU "
+     "answers (default: auto)",
+     "NAME"},
+    {"comm", 0, 0, G_OPTION_ARG_STRING, &e->comm,
+     "Comm backend: local (ranks of this process), nccl (one process per GPU, as torchrun "
+     "starts them), or auto (default: auto)",
+     "NAME"},
+    {"seed", 0, 0, G_OPTION_ARG_INT64, &e->seed, "Seed of weights and data (default: 1234)", "N"},
+    {"lr", 0, 0, G_OPTION_ARG_DOUBLE, &e->lr,
+     "Learning rate (default: 1e-3 for adam, 1e-2 for sgd)", "LR"},
+    {"timeout", 0, 0, G_OPTION_ARG_DOUBLE, &e->timeout,
+     "Seconds a collective may take before the run fails (default: 600)", "S"},
+    {"memory-limit", 0, 0, G_OPTION_ARG_STRING, &e->memory_limit,
+     "Bytes each rank may allocate, such as 8GiB (default: what the device has)", "SIZE"},
+    {NULL},
+  };
+  g_option_group_add_entries(group, entries);
+}
+
+static volatile int stop_requested;
+
+static void
+on_sigint(int sig)
+{
+  stop_requested = 1;
+}
+
+gboolean
+st_cli_exec_options(const StCliExec *e, StExecOptions *o, GError **error)
+{
+  static const char *const backends[] = {"auto", "host", "cuda", NULL};
+  static const char *const comms[] = {"auto", "local", "nccl", NULL};
+  if (!g_strv_contains(backends, e->backend))
+    return st_cli_usage_error(error, "--backend %s: expected auto, host or cuda", e->backend);
+  if (!g_strv_contains(comms, e->comm))
+    return st_cli_usage_error(error, "--comm %s: expected auto, local or nccl", e->comm);
+  if (e->timeout <= 0)
+    return st_cli_usage_error(error, "--timeout %g: must be positive", e->timeout);
+  st_exec_options_init(o);
+  o->device = e->backend;
+  o->comm = e->comm;
+  o->seed = (uint64_t)e->seed;
+  o->lr = e->lr;
+  o->timeout_s = e->timeout;
+  o->stop = &stop_requested;
+  g_autoptr(GError) local = NULL;
+  if (e->memory_limit != NULL && !st_parse_bytes(e->memory_limit, &o->memory_limit, &local))
+    return st_cli_usage_error(error, "--memory-limit: %s", local->message);
+  return TRUE;
+}
+
+void
+st_cli_exec_catch_sigint(gboolean catching)
+{
+  static struct sigaction old;
+  if (catching) {
+    struct sigaction act = {.sa_handler = on_sigint};
+    sigemptyset(&act.sa_mask);
+    sigaction(SIGINT, &act, &old);
+  } else {
+    sigaction(SIGINT, &old, NULL);
+  }
+}
+
+StCluster *
+st_cli_local_cluster(const char *gpu_name, GError **error)
+{
+  g_autofree char *text = g_strdup_printf(
+    "{\"name\": \"local\", \"note\": \"this machine, one device; rates unknown (a profile of "
+    "the device gives measured ones)\", \"nodes\": 1, \"gpus_per_node\": 1, \"gpu\": "
+    "{\"name\": \"%s\", \"memory\": \"1TiB\", \"flops\": {\"fp32\": \"1TFLOP/s\"}, "
+    "\"memory_bandwidth\": \"100GB/s\"}, \"links\": {}}",
+    gpu_name);
+  g_autoptr(cJSON) root = st_json_parse(text, strlen(text), "<local cluster>", error);
+  return root != NULL ? st_cluster_from_json(root, "<local cluster>", error) : NULL;
+}
