@@ -87,6 +87,7 @@ char **st_cli_strategy_names(const StCliShared *shared, GError **error);
 /* ---- the executor's options, shared by run and validate (cli_exec.c) ---- */
 
 #include "exec/exec.h"
+#include "output/output.h"
 
 typedef struct {
   char *backend, *comm;
@@ -101,6 +102,11 @@ void st_cli_exec_clear(StCliExec *e);
 void st_cli_exec_add_entries(StCliExec *e, GOptionGroup *group);
 /* Checks them (usage errors) and fills `options`; SIGINT stops the run. */
 gboolean st_cli_exec_options(const StCliExec *e, StExecOptions *options, GError **error);
+/* Runs one schedule, reporting progress on stderr, and summarizes it (the
+ * loss in the summary); the timeline the summary reads goes to `timelines`.
+ * Errors are prefixed with `name`. Transfer full. */
+StSummary *st_cli_exec_run(StSchedule *schedule, const char *name,
+                           const StExecOptions *options, GPtrArray *timelines, GError **error);
 /* Installs (TRUE) or removes (FALSE) the SIGINT handler that stops runs. */
 void st_cli_exec_catch_sigint(gboolean catching);
 /* A one-device cluster for this machine, its GPU named `gpu_name` (a

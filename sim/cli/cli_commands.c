@@ -11,6 +11,7 @@ extern const StCommand st_cmd_plot;
 extern const StCommand st_cmd_profile;
 extern const StCommand st_cmd_run;
 extern const StCommand st_cmd_plan;
+extern const StCommand st_cmd_validate;
 
 static const StCommand *const COMMANDS[] = {
   &st_cmd_model,
@@ -20,6 +21,7 @@ static const StCommand *const COMMANDS[] = {
   &st_cmd_profile,
   &st_cmd_run,
   &st_cmd_plan,
+  &st_cmd_validate,
   NULL,
 };
 

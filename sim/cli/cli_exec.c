@@ -1,6 +1,6 @@
 /* cli_exec.c: what `run` and `validate` share: the executor's options, the
- * one-device cluster of this machine, and the SIGINT that stops a run at the
- * next op. */
+ * one-device cluster of this machine, running one schedule, and the SIGINT
+ * that stops a run at the next op. */
 #include <signal.h>
 #include <string.h>
 
@@ -89,6 +89,34 @@ st_cli_exec_catch_sigint(gboolean catching)
   } else {
     sigaction(SIGINT, &old, NULL);
   }
+}
+
+StSummary *
+st_cli_exec_run(StSchedule *schedule, const char *name, const StExecOptions *o, GPtrArray *timelines,
+        GError **error)
+{
+  fprintf(stderr, "  %s: running %d ranks for %d steps...\n", name, schedule->n_ranks,
+          schedule->steps);
+  StExecResult result;
+  gint64 t0 = g_get_monotonic_time();
+  StTimeline *t = st_execute(schedule, o, &result, error);
+  if (t == NULL) {
+    g_prefix_error(error, "%s: ", name);
+    return NULL;
+  }
+  fprintf(stderr, "  %s: %s, %.2f s wall%s\n", name, result.device,
+          (g_get_monotonic_time() - t0) / 1e6, result.interrupted ? " (interrupted)" : "");
+  g_ptr_array_add(timelines, t);
+  StSummary *sum = st_summary_new(t);
+  sum->loss = g_steal_pointer(&result.loss);
+  if (sum->loss->len > 0) {
+    g_autoptr(GString) line = g_string_new(NULL);
+    for (guint i = 0; i < sum->loss->len; i++)
+      g_string_append_printf(line, "%s%.4f", i ? " " : "", g_array_index(sum->loss, double, i));
+    fprintf(stderr, "  %s: loss per step: %s\n", name, line->str);
+  }
+  st_exec_result_clear(&result);
+  return sum;
 }
 
 StCluster *

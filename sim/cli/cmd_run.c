@@ -5,36 +5,6 @@
 #include "cli/cli.h"
 #include "output/output.h"
 
-/* Runs one schedule and summarizes it (the loss in the summary); the
- * timeline the summary reads goes to `timelines`. */
-static StSummary *
-run_one(StSchedule *schedule, const char *name, const StExecOptions *o, GPtrArray *timelines,
-        GError **error)
-{
-  fprintf(stderr, "  %s: running %d ranks for %d steps...\n", name, schedule->n_ranks,
-          schedule->steps);
-  StExecResult result;
-  gint64 t0 = g_get_monotonic_time();
-  StTimeline *t = st_execute(schedule, o, &result, error);
-  if (t == NULL) {
-    g_prefix_error(error, "%s: ", name);
-    return NULL;
-  }
-  fprintf(stderr, "  %s: %s, %.2f s wall%s\n", name, result.device,
-          (g_get_monotonic_time() - t0) / 1e6, result.interrupted ? " (interrupted)" : "");
-  g_ptr_array_add(timelines, t);
-  StSummary *sum = st_summary_new(t);
-  sum->loss = g_steal_pointer(&result.loss);
-  if (sum->loss->len > 0) {
-    g_autoptr(GString) line = g_string_new(NULL);
-    for (guint i = 0; i < sum->loss->len; i++)
-      g_string_append_printf(line, "%s%.4f", i ? " " : "", g_array_index(sum->loss, double, i));
-    fprintf(stderr, "  %s: loss per step: %s\n", name, line->str);
-  }
-  st_exec_result_clear(&result);
-  return sum;
-}
-
 /* The schedules to run: a stored one, or each --strategy built as sim does
  * (on this machine's one device without --cluster). */
 static gboolean
@@ -129,7 +99,7 @@ run(int argc, char **argv, GError **error)
   st_cli_exec_catch_sigint(TRUE);
   for (guint i = 0; ok && i < schedules->len; i++) {
     const char *name = g_ptr_array_index(names, i);
-    StSummary *sum = run_one(g_ptr_array_index(schedules, i), name, &o, timelines, error);
+    StSummary *sum = st_cli_exec_run(g_ptr_array_index(schedules, i), name, &o, timelines, error);
     if ((ok = sum != NULL)) {
       g_ptr_array_add(summaries, sum);
       g_autofree char *dir = sh.out == NULL         ? NULL

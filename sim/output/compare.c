@@ -69,7 +69,7 @@ st_compare(const StSummary *predicted, const StSummary *measured, StComparison *
   for (int k = 0; k < 2; k++) {
     const StDeviceSummary *d = &both[k]->devices[0];
     for (int cat = 0; cat < ST_MEM_N; cat++)
-      c->peak[k][cat] = d->peak_by_category[cat];
+      c->peak[k][cat] = d->at_peak_by_category[cat];
     c->peak_total[k] = d->peak_bytes;
   }
   c->step_error = relative((double)predicted->step_time_ns, (double)measured->step_time_ns);
@@ -93,7 +93,7 @@ st_compare_to_json(const StComparison *c)
     cJSON_AddNumberToObject(e, "measured", c->class_ns[1][k] * 1e-9);
     cJSON_AddNumberToObject(e, "error", relative(c->class_ns[0][k], c->class_ns[1][k]));
   }
-  cJSON *mem = cJSON_AddObjectToObject(o, "device0_peak_bytes");
+  cJSON *mem = cJSON_AddObjectToObject(o, "device0_at_peak_bytes");
   for (int cat = 0; cat < ST_MEM_N; cat++) {
     cJSON *e = cJSON_AddObjectToObject(mem, st_mem_name(cat));
     st_json_add_int(e, "predicted", c->peak[0][cat]);

@@ -2,7 +2,8 @@
  *
  * Step time; time per op class (forward, backward, optimizer, collectives,
  * transfers, copies, other compute), summed over one rank's ops in the steady
- * steps and divided by their number; memory peaks of device 0 by category.
+ * steps and divided by their number; the memory peak of device 0 and what
+ * each category held at that moment.
  * Errors are (predicted - measured) / measured. Both summaries borrowed.
  */
 #pragma once
@@ -26,7 +27,7 @@ typedef struct {
   const StSummary *predicted, *measured;
   int32_t rank;                       /* whose ops are classed */
   double class_ns[2][ST_CLASS_N];     /* [0] predicted, [1] measured: per steady step */
-  int64_t peak[2][ST_MEM_N];          /* device 0's peak of each category */
+  int64_t peak[2][ST_MEM_N];          /* device 0's categories at its peak */
   int64_t peak_total[2];
   double step_error;                  /* relative */
   double peak_error;                  /* relative, total of device 0 */

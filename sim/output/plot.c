@@ -412,6 +412,73 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
   return run_script(pl, "compare_comm.gp", comm, dir, "compare_comm", error);
 }
 
+/* ---- a validation (stagger validate --out DIR) ------------------------------------------ */
+
+/* A case: its predicted/ and measured/ runs each, compared, and their
+ * Gantts one above the other. */
+static gboolean
+plot_case(Plotter *pl, const char *dir, GError **error)
+{
+  g_autoptr(GPtrArray) runs = list_runs(dir, error);
+  if (runs == NULL)
+    return FALSE;
+  for (guint i = 0; i < runs->len; i++) {
+    g_autofree char *sub = g_build_filename(dir, g_ptr_array_index(runs, i), NULL);
+    if (!plot_run(pl, sub, error))
+      return FALSE;
+  }
+  if (runs->len > 0 && !plot_compare(pl, dir, runs, error))
+    return FALSE;
+  g_autofree char *pred = g_build_filename(dir, "predicted", "ops.csv", NULL);
+  g_autofree char *meas = g_build_filename(dir, "measured", "ops.csv", NULL);
+  if (!g_file_test(pred, G_FILE_TEST_IS_REGULAR) || !g_file_test(meas, G_FILE_TEST_IS_REGULAR))
+    return TRUE;
+  g_autofree char *base = g_path_get_basename(dir);
+  g_autofree char *pred_name = g_strdup_printf("%s, predicted", base);
+  g_autofree char *meas_name = g_strdup_printf("%s, measured", base);
+  g_autoptr(GString) vars = g_string_new(NULL);
+  var_string(vars, "datafile", pred);
+  var_string(vars, "name", pred_name);
+  var_string(vars, "datafile2", meas);
+  var_string(vars, "name2", meas_name);
+  var_int(vars, "lane_size", pl->ext ? 28 : 2);
+  var_int(vars, "max_height", pl->ext ? 6000 : 200);
+  var_size(vars, pl, 1400, 900, 120, 48);
+  return run_script(pl, "gantt.gp", vars, dir, "validate_gantt", error);
+}
+
+/* Every case below `dir` (those with a validate.json), then the step times
+ * of all of them from validate.csv. */
+static gboolean
+plot_validation(Plotter *pl, const char *dir, GError **error)
+{
+  GError *local = NULL;
+  g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
+  if (d == NULL) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return FALSE;
+  }
+  g_autoptr(GPtrArray) cases = g_ptr_array_new_with_free_func(g_free);
+  for (const char *entry; (entry = g_dir_read_name(d)) != NULL;) {
+    g_autofree char *sub = g_build_filename(dir, entry, NULL);
+    if (g_file_test(sub, G_FILE_TEST_IS_DIR) && has_file(sub, "validate.json"))
+      g_ptr_array_add(cases, g_steal_pointer(&sub));
+  }
+  g_ptr_array_sort(cases, compare_names);
+  for (guint i = 0; i < cases->len; i++)
+    if (!plot_case(pl, g_ptr_array_index(cases, i), error))
+      return FALSE;
+  g_autofree char *table = g_build_filename(dir, "validate.csv", NULL);
+  g_autofree char *base = g_path_get_basename(dir);
+  g_autofree char *title = g_strdup_printf("%s: step time, predicted and measured", base);
+  g_autoptr(GString) vars = g_string_new(NULL);
+  var_string(vars, "datafile", table);
+  var_string(vars, "title", title);
+  var_size(vars, pl, 1400, 700, 120, 32);
+  return run_script(pl, "validate.gp", vars, dir, "validate", error);
+}
+
 /* ---- a plan (stagger plan --out DIR) ------------------------------------------------------- */
 
 /* plan.csv's "# key: value" lines (objective, strategies, mem_cap_bytes) go
@@ -485,8 +552,10 @@ st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArra
   }
   gboolean single = has_file(dir, "memory.csv");
   gboolean plan = !single && has_file(dir, "plan.csv");
+  gboolean validation = !single && has_file(dir, "validate.csv");
+  gboolean one_case = !single && has_file(dir, "validate.json") && !validation;
   g_autoptr(GPtrArray) runs = NULL;
-  if (!single && !plan) {
+  if (!single && !plan && !validation) {
     runs = list_runs(dir, error);
     if (runs == NULL)
       return FALSE;
@@ -516,6 +585,10 @@ st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArra
   };
   if (plan)
     return plot_plan(&pl, dir, error);
+  if (validation)
+    return plot_validation(&pl, dir, error);
+  if (one_case)
+    return plot_case(&pl, dir, error);
   if (single)
     return plot_run(&pl, dir, error);
   for (guint i = 0; i < runs->len; i++) {

@@ -282,3 +282,35 @@ st_profile_n_link_entries(const StProfile *p)
 {
   return (int)g_hash_table_size(p->link_entries);
 }
+
+static void
+add_device(GPtrArray *names, const char *device)
+{
+  for (guint i = 0; i < names->len; i++)
+    if (strcmp(g_ptr_array_index(names, i), device) == 0)
+      return;
+  g_ptr_array_add(names, g_strdup(device));
+}
+
+static int
+compare_names(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char **
+st_profile_devices(const StProfile *p)
+{
+  GPtrArray *names = g_ptr_array_new();
+  GHashTableIter it;
+  gpointer value;
+  g_hash_table_iter_init(&it, p->layer_entries);
+  while (g_hash_table_iter_next(&it, NULL, &value))
+    add_device(names, ((ProfileLayerEntry *)value)->device);
+  g_hash_table_iter_init(&it, p->link_entries);
+  while (g_hash_table_iter_next(&it, NULL, &value))
+    add_device(names, ((ProfileLinkEntry *)value)->device);
+  g_ptr_array_sort(names, compare_names);
+  g_ptr_array_add(names, NULL);
+  return (char **)g_ptr_array_free(names, FALSE);
+}

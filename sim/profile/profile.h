@@ -75,3 +75,5 @@ gboolean st_profile_link_time(const StProfile *profile, const char *device, StCo
 /* Counts, for messages ("12 layer entries, 40 link entries for H100-SXM"). */
 int st_profile_n_layer_entries(const StProfile *profile);
 int st_profile_n_link_entries(const StProfile *profile);
+/* The devices the entries name, sorted, NULL-terminated. Transfer full. */
+char **st_profile_devices(const StProfile *profile);

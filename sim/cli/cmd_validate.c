@@ -1,0 +1,295 @@
+/* cmd_validate.c: `stagger validate`: the simulator against a real run of
+ * the same schedule. Each case (a strategy at a rank count, the ranks
+ * sharing this machine's one device) is built once, simulated with a
+ * measured profile, executed, and compared (output/compare.h).
+ *
+ * --out DIR gets DIR/CASE/{predicted,measured}/ (the outputs of sim and
+ * run), DIR/CASE/validate.json, and over all cases DIR/validate.json and
+ * DIR/validate.csv. A case that fails (out of memory, a strategy the
+ * executor cannot run) is reported and recorded, and the others still run.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "base/units.h"
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "output/output.h"
+#include "output/validation.h"
+
+/* A case of the validation, and what it needs while it runs. */
+typedef struct {
+  StValidationCase v; /* first: a Case * is a StValidationCase * */
+  int index, n;       /* the strategy's place in --strategy, for per-run options */
+  StSchedule *schedule;
+  StTimeline *predicted_t;
+  StSummary *predicted, *measured;
+  GPtrArray *timelines; /* the measured one */
+} Case;
+
+static void
+case_free(gpointer p)
+{
+  Case *c = p;
+  st_summary_free(c->predicted);
+  st_summary_free(c->measured);
+  st_timeline_free(c->predicted_t);
+  if (c->timelines != NULL)
+    g_ptr_array_unref(c->timelines);
+  st_schedule_free(c->schedule);
+  st_validation_case_clear(&c->v);
+  g_free(c);
+}
+
+typedef struct {
+  StCliShared sh;
+  StCliExec ex;
+  char *device;         /* the profile's device the local cluster is named after */
+  char **ranks;         /* --ranks as a list: every strategy runs at each */
+  StModel *model;
+  StProfile *profile;
+  StExecOptions exec;
+} Validate;
+
+/* --ranks is the cases' second axis, not a per-strategy list: take it out
+ * of what st_cli_options_for splits. */
+static gboolean
+take_ranks(Validate *v, GError **error)
+{
+  GPtrArray *given = v->sh.given;
+  g_autofree char *text = g_strdup("1");
+  for (guint i = 0; given != NULL && i + 1 < given->len;) {
+    if (strcmp(g_ptr_array_index(given, i), "ranks") == 0) {
+      g_free(text);
+      text = g_strdup(g_ptr_array_index(given, i + 1));
+      g_ptr_array_remove_range(given, i, 2);
+    } else {
+      i += 2;
+    }
+  }
+  v->ranks = g_strsplit(text, ",", -1);
+  for (char **r = v->ranks; *r != NULL; r++) {
+    gint64 n;
+    if (!g_ascii_string_to_signed(g_strstrip(*r), 10, 1, 4096, &n, NULL))
+      return st_cli_usage_error(error, "--ranks %s: expected a comma list of counts, 1 to 4096",
+                                text);
+  }
+  return TRUE;
+}
+
+/* The device whose profile entries the simulator reads: --device, or the
+ * profile's only one. */
+static gboolean
+pick_device(Validate *v, GError **error)
+{
+  g_auto(GStrv) devices = st_profile_devices(v->profile);
+  g_autofree char *list = g_strjoinv(", ", devices);
+  if (devices[0] == NULL)
+    return st_cli_usage_error(error, "--profile %s holds no measurements", v->sh.profile);
+  if (v->device == NULL && devices[1] != NULL)
+    return st_cli_usage_error(error, "--profile %s measured several devices (%s): name one "
+                                     "with --device",
+                              v->sh.profile, list);
+  if (v->device == NULL)
+    v->device = g_strdup(devices[0]);
+  else if (!g_strv_contains((const char *const *)devices, v->device))
+    return st_cli_usage_error(error, "--device %s: not in --profile %s (it has %s)", v->device,
+                              v->sh.profile, list);
+  return TRUE;
+}
+
+static gboolean
+load_inputs(Validate *v, GError **error)
+{
+  if (v->sh.model == NULL)
+    return st_cli_usage_error(error, "--model FILE is required");
+  if (v->sh.profile == NULL)
+    return st_cli_usage_error(error, "--profile PATH is required: measure one with "
+                                     "'stagger profile' on this machine");
+  if (v->sh.cluster != NULL)
+    return st_cli_usage_error(error, "validate runs on this machine's one device: drop "
+                                     "--cluster (--ranks R places R ranks on it)");
+  return take_ranks(v, error) && st_cli_exec_options(&v->ex, &v->exec, error) &&
+         (v->model = st_model_load(v->sh.model, error)) != NULL &&
+         (v->profile = st_profile_load(v->sh.profile, error)) != NULL && pick_device(v, error);
+}
+
+/* Builds, simulates and runs one case; FALSE with `error` set when any
+ * step fails (the case keeps what it got). */
+static gboolean
+run_case(Validate *v, Case *c, GError **error)
+{
+  StOptions o;
+  if (!st_cli_options_for(&v->sh, c->index, c->n, &o, error))
+    return FALSE;
+  g_autofree char *ranks = g_strdup_printf("%d", c->v.ranks);
+  g_autoptr(StCluster) cluster = NULL;
+  gboolean ok = st_options_set(&o, "ranks", ranks, error) &&
+                (cluster = st_cli_local_cluster(v->device, error)) != NULL &&
+                (c->schedule = st_strategy_build(st_strategy_find(c->v.strategy), v->model,
+                                                 cluster, v->profile, &o, error)) != NULL;
+  StEngineOptions eo = {v->profile, o.comm_algo, NULL, FALSE};
+  StEngineStats stats = {0};
+  ok = ok && (c->predicted_t = st_simulate(c->schedule, &eo, &stats, error)) != NULL;
+  st_engine_stats_clear(&stats);
+  st_options_clear(&o);
+  if (!ok)
+    return FALSE;
+  c->predicted = st_summary_new(c->predicted_t);
+  fprintf(stderr, "  %s: predicted step %.3f ms\n", c->v.name, c->predicted->step_time_ns / 1e6);
+  c->timelines = g_ptr_array_new_with_free_func((GDestroyNotify)st_timeline_free);
+  c->measured = st_cli_exec_run(c->schedule, c->v.name, &v->exec, c->timelines, error);
+  if (c->measured == NULL)
+    return FALSE;
+  st_compare(c->predicted, c->measured, &c->v.cmp);
+  return TRUE;
+}
+
+/* CASE/predicted/, CASE/measured/ and CASE/validate.json. */
+static gboolean
+write_case(const Case *c, const char *out, GError **error)
+{
+  g_autofree char *pred = g_build_filename(out, c->v.name, "predicted", NULL);
+  g_autofree char *meas = g_build_filename(out, c->v.name, "measured", NULL);
+  g_autofree char *file = g_build_filename(out, c->v.name, "validate.json", NULL);
+  g_autoptr(cJSON) o = st_validation_case_to_json(&c->v);
+  return st_output_write_all(c->predicted, pred, error) &&
+         st_output_write_all(c->measured, meas, error) && st_json_write_file(file, o, error);
+}
+
+static GPtrArray *
+make_cases(Validate *v, GError **error)
+{
+  g_auto(GStrv) names = st_cli_strategy_names(&v->sh, error);
+  if (names == NULL)
+    return NULL;
+  GPtrArray *cases = g_ptr_array_new_with_free_func(case_free);
+  guint n = g_strv_length(names);
+  for (guint i = 0; i < n; i++) {
+    g_autofree char *label = st_cli_run_label(&v->sh, (int)i, (int)n);
+    for (char **r = v->ranks; *r != NULL; r++) {
+      Case *c = g_new0(Case, 1);
+      c->v.strategy = g_strdup(names[i]);
+      c->index = (int)i;
+      c->n = (int)n;
+      c->v.ranks = atoi(*r);
+      c->v.name = label != NULL ? g_strdup_printf("%s-%s-r%d", names[i], label, c->v.ranks)
+                              : g_strdup_printf("%s-r%d", names[i], c->v.ranks);
+      g_ptr_array_add(cases, c);
+    }
+  }
+  return cases;
+}
+
+static gboolean
+validate(Validate *v, GError **error)
+{
+  g_autoptr(GPtrArray) cases = make_cases(v, error);
+  if (cases == NULL)
+    return FALSE;
+  int failed = 0;
+  st_cli_exec_catch_sigint(TRUE);
+  for (guint i = 0; i < cases->len; i++) {
+    Case *c = g_ptr_array_index(cases, i);
+    fprintf(stderr, "[%u/%u] %s: %s with %d ranks on one %s\n", i + 1, cases->len, c->v.name,
+            c->v.strategy, c->v.ranks, v->device);
+    g_autoptr(GError) local = NULL;
+    if (run_case(v, c, &local)) {
+      st_compare_print(&c->v.cmp, c->v.name, stdout);
+      continue;
+    }
+    if (g_error_matches(local, ST_CLI_ERROR, ST_CLI_ERROR_USAGE)) {
+      g_propagate_error(error, g_steal_pointer(&local));
+      st_cli_exec_catch_sigint(FALSE);
+      return FALSE;
+    }
+    /* The executor's errors already name the case. */
+    g_autofree char *prefix = g_strdup_printf("%s: ", c->v.name);
+    const char *why = g_str_has_prefix(local->message, prefix) ? local->message + strlen(prefix)
+                                                                : local->message;
+    fprintf(stderr, "  %s: FAILED: %s\n", c->v.name, why);
+    c->v.error = g_strdup(why);
+    failed++;
+    if (*v->exec.stop)
+      break; /* Ctrl-C: keep what ran */
+  }
+  for (guint i = 0; i < cases->len; i++) {
+    Case *c = g_ptr_array_index(cases, i);
+    if (c->measured == NULL && c->v.error == NULL)
+      c->v.error = g_strdup("not run: interrupted");
+  }
+  st_cli_exec_catch_sigint(FALSE);
+  StValidation result = {v->model->name, v->sh.profile, v->device, cases};
+  st_validation_print(&result, stdout);
+  if (v->sh.out == NULL) {
+    fprintf(stderr, "no --out DIR given: nothing written\n");
+  } else {
+    for (guint i = 0; i < cases->len; i++) {
+      const Case *c = g_ptr_array_index(cases, i);
+      if (c->v.error == NULL && !write_case(c, v->sh.out, error))
+        return FALSE;
+    }
+    if (!st_validation_write(&result, v->sh.out, error))
+      return FALSE;
+    fprintf(stderr, "wrote %s (validate.json, .csv, .md; per case predicted/ and measured/); "
+                    "plots: stagger plot %s\n",
+            v->sh.out, v->sh.out);
+  }
+  if (failed > 0)
+    g_set_error(error, ST_CLI_ERROR, 0, "%d of %u cases failed (see above)", failed,
+                cases->len);
+  return failed == 0;
+}
+
+static gboolean
+run(int argc, char **argv, GError **error)
+{
+  Validate v = {0};
+  st_cli_shared_init(&v.sh);
+  st_cli_exec_init(&v.ex);
+  const GOptionEntry entries[] = {
+    {"device", 0, 0, G_OPTION_ARG_STRING, &v.device,
+     "The device of --profile to predict with, when it measured several", "NAME"},
+    {NULL},
+  };
+  g_autoptr(GOptionContext) ctx =
+    g_option_context_new("- check the simulator's predictions against real runs");
+  g_option_context_set_summary(
+    ctx, "For each --strategy at each of --ranks (a comma list; the ranks share this\n"
+         "machine's one device): builds the schedule, simulates it with the measured\n"
+         "--profile, runs it for real, and compares step time, time per op class and the\n"
+         "memory peak by category. Prints a table per case and one over all cases with\n"
+         "the mean absolute percentage error (MAPE) of step time.");
+  g_option_context_set_description(
+    ctx, "Example:\n"
+         "  stagger profile --model models/gpt2-124m.json --batches 8 --out prof/gpt2.json\n"
+         "  stagger validate --model models/gpt2-124m.json --strategy dp,zero,cdp \\\n"
+         "      --ranks 1,2,4 --micro-batch 8 --steps 10 --profile prof --out runs/validate\n"
+         "  stagger plot runs/validate\n\n"
+         "--out DIR gets validate.json and validate.csv over all cases, and per case\n"
+         "CASE/predicted/ and CASE/measured/ (the outputs of sim and run) and\n"
+         "CASE/validate.json. The first step is warm-up and not compared: give --steps 3\n"
+         "or more. A failed case is recorded and the others still run; the exit status\n"
+         "is then 1.\n");
+  GOptionGroup *shared = st_cli_shared_group(&v.sh);
+  g_option_group_add_entries(shared, entries);
+  st_cli_exec_add_entries(&v.ex, shared);
+  g_option_context_set_main_group(ctx, shared);
+  gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
+                (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1])) &&
+                load_inputs(&v, error) && validate(&v, error);
+  st_profile_free(v.profile);
+  st_model_free(v.model);
+  g_strfreev(v.ranks);
+  g_free(v.device);
+  st_cli_exec_clear(&v.ex);
+  st_cli_shared_clear(&v.sh);
+  return ok;
+}
+
+const StCommand st_cmd_validate = {
+  "validate",
+  "Simulate and really run the same schedules, and compare time and memory",
+  run,
+};
