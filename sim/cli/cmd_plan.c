@@ -5,6 +5,7 @@
  * pool in this process and compares them. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/json.h"
@@ -39,11 +40,12 @@ static const struct {
   {"objective", "NAME", "time (per step), throughput, throughput-per-gpu, or gpu-hours (for "
                         "--train-steps) (default: time)"},
   {"train-steps", "N", "Training steps the gpu-hours objective counts (default: 1000)"},
+  {"steps", "N", "Steps each configuration is simulated for; the first is warm-up (default: 2)"},
   {"prune", "MODE", "front: skip what provably neither wins nor reaches the front against "
                     "GPUs; winner: skip what provably cannot win; off (default: front)"},
   {"threads", "N", "Threads simulating configurations (default: one per processor)"},
-  {"wave", "N", "Simulations between two pruning decisions; fixed, so the plan is the same on "
-                "any number of threads (default: 32)"},
+  {"wave", "N", "Simulations per wave; pruning is decided as waves end, so the plan is the "
+                "same on any number of threads (default: 16)"},
   {"no-fold", NULL, "Simulate every rank, even where identical ranks could be folded"},
 };
 
@@ -158,21 +160,34 @@ print_timing(const StPlan *plan, FILE *out)
           c->configurations / MAX(plan->seconds, 1e-9), c->simulated / MAX(plan->seconds, 1e-9));
 }
 
+/* CPU time of this process, s: with the wall time it says how much of the
+ * machine a run had (other programs compete for the cores). */
+static double
+cpu_seconds(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* The same search serially and on the pool, in this process. */
 static gboolean
 bench(StPlanSpec *spec, const StCliInputs *in, GError **error)
 {
   int threads = spec->threads > 0 ? spec->threads : (int)g_get_num_processors();
   spec->threads = 1;
+  double c0 = cpu_seconds();
   g_autoptr(StPlan) serial = st_plan_run(spec, in->model, in->cluster, in->profile, NULL, NULL,
                                          error);
   if (serial == NULL)
     return FALSE;
   spec->threads = threads;
+  double c1 = cpu_seconds();
   g_autoptr(StPlan) parallel = st_plan_run(spec, in->model, in->cluster, in->profile, NULL,
                                            NULL, error);
   if (parallel == NULL)
     return FALSE;
+  double c2 = cpu_seconds();
   g_autoptr(cJSON) a = st_plan_to_json(serial);
   g_autoptr(cJSON) b = st_plan_to_json(parallel);
   g_autofree char *ta = cJSON_Print(a);
@@ -181,6 +196,9 @@ bench(StPlanSpec *spec, const StCliInputs *in, GError **error)
   print_timing(serial, stdout);
   printf("parallel: ");
   print_timing(parallel, stdout);
+  printf("cpu:      serial %.3f s (%.2f cores busy), parallel %.3f s (%.2f cores busy)\n",
+         c1 - c0, (c1 - c0) / MAX(serial->seconds, 1e-9), c2 - c1,
+         (c2 - c1) / MAX(parallel->seconds, 1e-9));
   printf("speedup:  %.2fx on %d threads (%u processors); plans identical: %s\n",
          serial->seconds / MAX(parallel->seconds, 1e-9), threads, g_get_num_processors(),
          strcmp(ta, tb) == 0 ? "yes" : "NO");
@@ -196,8 +214,9 @@ static gboolean
 search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
 {
   Bar bar = {!a->quiet && isatty(STDERR_FILENO), g_get_monotonic_time(), 0};
-  fprintf(stderr, "planning %s on %s (%s, %d per node)\n", in->model->name, in->cluster->name,
-          in->cluster->gpu.name, in->cluster->gpus_per_node);
+  if (!a->quiet)
+    fprintf(stderr, "planning %s on %s (%s, %d per node)\n", in->model->name,
+            in->cluster->name, in->cluster->gpu.name, in->cluster->gpus_per_node);
   g_autoptr(StPlan) plan =
     st_plan_run(spec, in->model, in->cluster, in->profile, on_progress, &bar, error);
   if (plan == NULL)

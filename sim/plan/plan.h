@@ -20,16 +20,17 @@
  *   plan_dedup.c   fingerprints: configurations that build the same schedule
  *                  are simulated once.
  *   plan_run.c     evaluation on a GThreadPool, pruning by the bounds.
+ *   plan_prune.c   the best simulated objective so far per GPU count.
  *   plan_rank.c    objectives, the ranking and the Pareto fronts.
  *   plan_json.c    plan.json (every point) and plan.csv (for plots/plan_*.gp).
  *   plan_print.c   the ranked table and the winner against the runner-up.
  *
  * Determinism: a search gives the same points, ranks, fronts and files
  * whatever the thread count. Every configuration's result is stored at its
- * index; pruning decisions are taken between fixed-size waves of
- * simulations (ST_PLAN_WAVE, independent of the thread count), from the
- * results of the waves before, so which configurations get pruned does not
- * depend on which thread finished first.
+ * index; simulations run in fixed-size waves (ST_PLAN_WAVE, independent of
+ * the thread count), and the pruning decided when a wave ends uses the
+ * results of that wave and the ones before it only, so which
+ * configurations get pruned does not depend on which thread finished first.
  *
  * Pruning is exact, never heuristic: a configuration is skipped only when a
  * valid lower bound of its step time (plan_bound.c) shows that an already
@@ -52,11 +53,12 @@
 #define ST_PLAN_ERROR (st_plan_error_quark())
 GQuark st_plan_error_quark(void);
 
-/* Simulations between two pruning decisions, unless the spec says: fixed
+/* Simulations per wave, unless the spec says. Two waves are in flight; the
+ * pruning decisions taken when wave j ends use waves up to j only. Fixed
  * (never derived from the thread count), so the output does not depend on
  * the number of threads. Larger keeps more threads busy; smaller prunes
  * sooner. */
-#define ST_PLAN_WAVE 32
+#define ST_PLAN_WAVE 16
 
 typedef enum {
   ST_PLAN_OBJ_TIME = 0,           /* step time, lower is better */
@@ -179,8 +181,9 @@ typedef struct {
 } StPlanBound;
 
 /* Bounds of `schedule` as st_simulate with these engine settings would run
- * it (the same cost models and communication algorithm). O(ops) per
- * program plus O(ranks); no events. */
+ * it (the same cost models and communication algorithm); plan_bound.c
+ * shows why they hold. No events: O(sinks x steps x (ops + dependencies))
+ * per program (at most 64 sinks followed each), plus O(ranks). */
 void st_plan_bound(const StSchedule *schedule, const StProfile *profile, const char *comm_algo,
                    StPlanBound *out);
 

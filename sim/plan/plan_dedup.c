@@ -12,9 +12,11 @@
  * descriptions, labels and notes are left out: they change no number.
  *
  * Two independent 64-bit hashes over the same values make the 128-bit key;
- * O(ops + dependencies + ranks + communicator members).
+ * O(ops + dependencies + ranks + communicator members). The first
+ * configuration (lowest index) of a set with one key is simulated; the
+ * others copy its results.
  */
-#include "plan/plan.h"
+#include "plan/plan_private.h"
 
 #include <string.h>
 
@@ -50,14 +52,17 @@ mix_settings(Hash *h, const StSettings *st)
   mix(h, st->global_batch);
 }
 
+/* A model by its name and totals: within one search the main model is the
+ * same for every configuration, and jobs beside it are told apart by these. */
 static void
 mix_model(Hash *h, const StModel *m)
 {
   mix_text(h, m->name);
   mix(h, m->n_layers);
   mix(h, m->params);
-  for (int i = 0; i < m->n_layers; i++)
-    mix_text(h, m->layers[i].signature);
+  mix(h, m->act_bytes);
+  mix(h, (int64_t)m->fwd_flops);
+  mix(h, (int64_t)m->bwd_flops);
 }
 
 static void
@@ -132,4 +137,55 @@ st_plan_fingerprint(const StSchedule *s, const char *comm_algo, guint64 out[2])
     mix_program(&h, g_ptr_array_index(s->programs, p));
   out[0] = h.a;
   out[1] = h.b;
+}
+
+/* ---- configurations that share a schedule ---------------------------------- */
+
+static guint
+key_hash(gconstpointer p)
+{
+  return (guint)((const guint64 *)p)[0];
+}
+
+static gboolean
+key_equal(gconstpointer a, gconstpointer b)
+{
+  return memcmp(a, b, 2 * sizeof(guint64)) == 0;
+}
+
+void
+st_plan_dedupe(StPlan *plan, GArray *cand)
+{
+  g_autoptr(GHashTable) first = g_hash_table_new(key_hash, key_equal);
+  guint kept = 0;
+  for (guint k = 0; k < cand->len; k++) {
+    int i = g_array_index(cand, int, k);
+    StPlanPoint *pt = &plan->points[i];
+    gpointer rep = NULL;
+    if (g_hash_table_lookup_extended(first, pt->fingerprint, NULL, &rep)) {
+      pt->same_as = GPOINTER_TO_INT(rep);
+      g_clear_pointer(&pt->kept, st_schedule_free);
+      continue;
+    }
+    g_hash_table_insert(first, pt->fingerprint, GINT_TO_POINTER(i));
+    g_array_index(cand, int, kept++) = i;
+  }
+  g_array_set_size(cand, kept);
+}
+
+void
+st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src)
+{
+  dst->status = src->status;
+  dst->simulated = src->simulated;
+  g_free(dst->reason);
+  dst->reason = g_strdup(src->reason);
+  dst->step_time_ns = src->step_time_ns;
+  dst->samples_per_s = src->samples_per_s;
+  dst->gpus_used = src->gpus_used;
+  dst->peak_bytes = src->peak_bytes;
+  memcpy(dst->peak_by_category, src->peak_by_category, sizeof dst->peak_by_category);
+  dst->busy_ns = src->busy_ns;
+  dst->exposed_ns = src->exposed_ns;
+  dst->comm_bytes = src->comm_bytes;
 }

@@ -8,9 +8,9 @@
  *    cap does not fit, without simulating it. Configurations with the same
  *    fingerprint (plan_dedup.c) are simulated once, for the first of them.
  * 3. Simulate (parallel) the rest in order of their objective bound, best
- *    first, in waves (ST_PLAN_WAVE, or the spec's); after each wave, every
- *    configuration left whose bound a simulated one beats (StPlanPrune) is
- *    pruned.
+ *    first, in waves (ST_PLAN_WAVE, or the spec's), two in flight; as each
+ *    wave ends, every configuration not yet launched whose bound a simulated
+ *    one beats (StPlanPrune) is pruned.
  * 4. Rank (plan_rank.c).
  * With pruning off, step 3 simulates everything (the bounds are still
  * computed, so their validity can be checked against the simulated
@@ -21,13 +21,12 @@
  * count. Workers report completion through an async queue; progress is
  * called from the thread that called st_plan_run.
  */
-#include "plan/plan.h"
+#include "plan/plan_private.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "base/units.h"
-#include "base/util.h"
 #include "engine/engine.h"
 #include "output/output.h"
 
@@ -145,9 +144,10 @@ schedule_ops(const StSchedule *s)
 /* Phase 2: bound and fingerprint `s` (transfer full); keep it for the
  * simulation when there is room. */
 static void
-bound_point(Run *run, StPlanPoint *pt, StSchedule *s, const StOptions *options)
+bound_point(Run *run, StPlanPoint *pt, StSchedule *schedule, const StOptions *options)
 {
   StPlan *plan = run->plan;
+  g_autoptr(StSchedule) s = schedule;
   pt->description = g_strdup(s->settings.description);
   pt->gpus_used = devices_used(s);
   st_plan_bound(s, run->profile, options->comm_algo, &pt->bound);
@@ -164,9 +164,7 @@ bound_point(Run *run, StPlanPoint *pt, StSchedule *s, const StOptions *options)
   }
   int ops = schedule_ops(s);
   if (g_atomic_int_add(&run->kept_ops, ops) + ops <= KEEP_OPS)
-    pt->kept = s;
-  else
-    st_schedule_free(s);
+    pt->kept = g_steal_pointer(&s);
 }
 
 static void
@@ -176,15 +174,13 @@ evaluate(Run *run, int i)
   StPlanPoint *pt = &plan->points[i];
   StOptions options;
   g_autoptr(GError) error = NULL;
+  const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
   g_autoptr(StSchedule) s = g_steal_pointer(&pt->kept);
-  if (s != NULL) {
-    gboolean ok = st_plan_config_options(plan->spec, &g_array_index(plan->configs,
-                                                                   StPlanConfig, i),
-                                         &options, &error);
-    g_assert(ok); /* it gave these options in phase 2 */
-  } else {
+  /* A kept schedule needs its options again (they were accepted in phase 2). */
+  if (s != NULL && !st_plan_config_options(plan->spec, c, &options, &error))
+    g_clear_pointer(&s, st_schedule_free);
+  else if (s == NULL)
     s = build_point(plan, run->profile, i, &options, pt, &error);
-  }
   if (s == NULL) {
     set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
     return;
@@ -255,21 +251,45 @@ report(Run *run)
     run->progress(run->data, &run->plan->counts, run->n_decided, (int)run->plan->configs->len);
 }
 
-/* Evaluates `indices` (all at once on the pool) and waits for them. After
- * the bound phase, a point is decided when it is no longer a candidate. */
-static void
-dispatch(Run *run, const int *indices, int n)
+/* Evaluations in flight are grouped in waves: launch() starts one (on the
+ * pool, or at once when serial), wait_wave() returns when all of it is
+ * done; completions of later waves met meanwhile are counted for them. */
+typedef struct {
+  int left;            /* evaluations not finished */
+} Wave;
+
+typedef struct {
+  GArray *waves;       /* Wave */
+  int *wave_of;        /* [n]: the wave of each configuration launched */
+} Flight;
+
+static int
+launch(Run *run, Flight *f, const int *indices, int n)
 {
+  int id = (int)f->waves->len;
+  Wave w = {n};
+  g_array_append_val(f->waves, w);
   for (int k = 0; k < n; k++) {
-    if (run->pool == NULL)
-      evaluate(run, indices[k]);
-    else
+    f->wave_of[indices[k]] = id;
+    if (run->pool != NULL) {
       g_thread_pool_push(run->pool, GINT_TO_POINTER(indices[k] + 1), NULL);
+    } else {
+      evaluate(run, indices[k]);
+      g_async_queue_push(run->done, GINT_TO_POINTER(indices[k] + 1));
+    }
   }
-  for (int k = 0; k < n; k++) {
-    int i = run->pool == NULL ? indices[k] : GPOINTER_TO_INT(g_async_queue_pop(run->done)) - 1;
+  return id;
+}
+
+/* After the bound phase, a point is decided when it is no longer a
+ * candidate; in the simulation phase, when its simulation ends. */
+static void
+wait_wave(Run *run, Flight *f, int id)
+{
+  while (g_array_index(f->waves, Wave, id).left > 0) {
+    int i = GPOINTER_TO_INT(g_async_queue_pop(run->done)) - 1;
+    g_array_index(f->waves, Wave, f->wave_of[i]).left--;
     const StPlanPoint *pt = &run->plan->points[i];
-    /* A bounded point that is neither refused nor over the cap waits for phase 3. */
     if (run->simulate || pt->status != ST_PLAN_OK)
       decide(run, i);
     report(run);
@@ -296,56 +316,9 @@ compare_candidates(gconstpointer a, gconstpointer b, gpointer data)
   return (i > j) - (i < j);
 }
 
-/* The best simulated objective on at most each GPU count: `gpus` holds the
- * candidates' distinct counts ascending, best[k] and who[k] the best OK
- * point using gpus[k] GPUs or fewer (who -1 while none; the lowest index
- * among equals). In winner mode one bucket holds every count. */
-typedef struct {
-  GArray *gpus;  /* int */
-  double *best;
-  int *who;
-} Incumbents;
-
-/* The first bucket whose count is >= gpus (len when none). */
-static guint
-bucket_of(const Incumbents *inc, int gpus)
-{
-  guint lo = 0, hi = inc->gpus->len;
-  while (lo < hi) {
-    guint mid = (lo + hi) / 2;
-    if (g_array_index(inc->gpus, int, mid) < gpus)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-/* Adds the OK points among `indices`: each counts for its bucket and every
- * larger one. O(buckets) per point. */
-static void
-incumbents_add(Incumbents *inc, const StPlan *plan, const int *indices, int n)
-{
-  StPlanObjective o = plan->spec->objective;
-  for (int k = 0; k < n; k++) {
-    int i = indices[k];
-    const StPlanPoint *pt = &plan->points[i];
-    if (pt->status != ST_PLAN_OK || !pt->simulated)
-      continue;
-    double v = st_plan_objective_value(o, plan->spec, pt);
-    for (guint b = bucket_of(inc, pt->gpus_used); b < inc->gpus->len; b++) {
-      if (inc->who[b] < 0 || st_plan_objective_better(o, v, inc->best[b]) ||
-          (v == inc->best[b] && i < inc->who[b])) {
-        inc->best[b] = v;
-        inc->who[b] = i;
-      }
-    }
-  }
-}
-
 /* Prunes the candidates from `from` on that a simulated point beats. */
 static void
-prune_rest(Run *run, const Incumbents *inc, const int *cand, int from, int n,
+prune_rest(Run *run, const StPlanIncumbents *inc, const int *cand, int from, int n,
            const double *bound)
 {
   StPlan *plan = run->plan;
@@ -353,82 +326,28 @@ prune_rest(Run *run, const Incumbents *inc, const int *cand, int from, int n,
   for (int k = from; k < n; k++) {
     int i = cand[k];
     StPlanPoint *pt = &plan->points[i];
-    if (run->decided[i])
-      continue;
-    guint b = bucket_of(inc, pt->gpus_used);
-    int who = b < inc->gpus->len ? inc->who[b] : -1;
-    if (who < 0 || !st_plan_objective_better(o, inc->best[b], bound[i]))
+    double best = 0;
+    int who = run->decided[i] ? -1 : st_plan_incumbents_beat(inc, pt->gpus_used, bound[i], &best);
+    if (who < 0)
       continue;
     g_clear_pointer(&pt->kept, st_schedule_free);
     set_reason(pt, ST_PLAN_PRUNED,
                "its %s cannot be better than %.6g (its step time is at least %.6g s); "
                "configuration %d reaches %.6g on %d GPUs",
                st_plan_objective_name(o), bound[i], (double)pt->bound.step_time_ns * 1e-9, who,
-               inc->best[b], plan->points[who].gpus_used);
+               best, plan->points[who].gpus_used);
     decide(run, i);
   }
   report(run);
 }
 
 /* Phase 3: candidates by bound, waves, pruning in between. */
-static guint
-key_hash(gconstpointer p)
-{
-  return (guint)((const guint64 *)p)[0];
-}
-
-static gboolean
-key_equal(gconstpointer a, gconstpointer b)
-{
-  return memcmp(a, b, 2 * sizeof(guint64)) == 0;
-}
-
-/* Keeps in `cand` (ascending indices) the first of every set of
- * configurations with the same fingerprint; the others point to it. */
-static void
-dedupe(StPlan *plan, GArray *cand)
-{
-  g_autoptr(GHashTable) first = g_hash_table_new(key_hash, key_equal);
-  guint kept = 0;
-  for (guint k = 0; k < cand->len; k++) {
-    int i = g_array_index(cand, int, k);
-    StPlanPoint *pt = &plan->points[i];
-    gpointer rep = NULL;
-    if (g_hash_table_lookup_extended(first, pt->fingerprint, NULL, &rep)) {
-      pt->same_as = GPOINTER_TO_INT(rep);
-      g_clear_pointer(&pt->kept, st_schedule_free);
-      continue;
-    }
-    g_hash_table_insert(first, pt->fingerprint, GINT_TO_POINTER(i));
-    g_array_index(cand, int, kept++) = i;
-  }
-  g_array_set_size(cand, kept);
-}
-
-/* A configuration whose schedule another one has: that one's results. */
-static void
-copy_result(StPlanPoint *dst, const StPlanPoint *src)
-{
-  dst->status = src->status;
-  dst->simulated = src->simulated;
-  g_free(dst->reason);
-  dst->reason = g_strdup(src->reason);
-  dst->step_time_ns = src->step_time_ns;
-  dst->samples_per_s = src->samples_per_s;
-  dst->gpus_used = src->gpus_used;
-  dst->peak_bytes = src->peak_bytes;
-  memcpy(dst->peak_by_category, src->peak_by_category, sizeof dst->peak_by_category);
-  dst->busy_ns = src->busy_ns;
-  dst->exposed_ns = src->exposed_ns;
-  dst->comm_bytes = src->comm_bytes;
-}
-
 static void
 simulate_candidates(Run *run, GArray *cand)
 {
   StPlan *plan = run->plan;
   g_autoptr(GArray) all = g_array_copy(cand);
-  dedupe(plan, cand);
+  st_plan_dedupe(plan, cand);
   int n = (int)cand->len;
   g_autofree double *bound = g_new(double, MAX(plan->configs->len, 1));
   for (int k = 0; k < n; k++) {
@@ -442,48 +361,52 @@ simulate_candidates(Run *run, GArray *cand)
   const int *c = (const int *)cand->data;
 
   gboolean pruning = plan->spec->prune != ST_PLAN_PRUNE_OFF;
-  gboolean per_gpus = plan->spec->prune == ST_PLAN_PRUNE_FRONT;
-  Incumbents inc = {g_array_new(FALSE, FALSE, sizeof(int)), NULL, NULL};
-  if (per_gpus) {
-    for (int k = 0; k < n; k++)
-      g_array_append_val(inc.gpus, plan->points[c[k]].gpus_used);
-    g_array_sort(inc.gpus, st_compare_int32);
-    guint kept = 0;
-    for (guint k = 0; k < inc.gpus->len; k++)
-      if (kept == 0 || g_array_index(inc.gpus, int, k) != g_array_index(inc.gpus, int, kept - 1))
-        g_array_index(inc.gpus, int, kept++) = g_array_index(inc.gpus, int, k);
-    g_array_set_size(inc.gpus, kept);
-  } else {
-    int every = G_MAXINT;
-    g_array_append_val(inc.gpus, every);
-  }
-  inc.best = g_new0(double, MAX(inc.gpus->len, 1));
-  inc.who = g_new(int, MAX(inc.gpus->len, 1));
-  for (guint b = 0; b < inc.gpus->len; b++)
-    inc.who[b] = -1;
+  g_autoptr(StPlanIncumbents) inc =
+    st_plan_incumbents_new(plan, c, n, plan->spec->prune == ST_PLAN_PRUNE_FRONT);
 
+  /* Two waves in flight: wave j + 2 is formed once wave j is done, pruned by
+   * the waves up to j only. Which waves are done when wave j is depends on
+   * the threads, so nothing later than j is used: the decisions are the
+   * same on any number of threads, and the pool never drains between
+   * waves. */
   int size = plan->spec->wave > 0 ? plan->spec->wave : ST_PLAN_WAVE;
-  g_autofree int *wave = g_new(int, size);
-  for (int k = 0; k < n;) {
-    int w = 0;
-    for (; k < n && w < size; k++)
-      if (!run->decided[c[k]])
-        wave[w++] = c[k];
-    dispatch(run, wave, w);
-    if (pruning && k < n) {
-      incumbents_add(&inc, plan, wave, w);
-      prune_rest(run, &inc, c, k, n, bound);
+  g_autoptr(GArray) items = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) starts = g_array_new(FALSE, FALSE, sizeof(int)); /* wave j's first item */
+  g_autofree int *wave_of = g_new(int, MAX(plan->configs->len, 1));
+  Flight flight = {g_array_new(FALSE, FALSE, sizeof(Wave)), wave_of};
+  int next = 0; /* the next candidate to put in a wave */
+  for (int j = 0;; j++) {
+    /* Form and launch waves until two are ahead of the one to wait for. */
+    while ((int)starts->len < j + 2 && next < n) {
+      int first = (int)items->len, w = 0;
+      for (; next < n && w < size; next++) {
+        if (!run->decided[c[next]]) {
+          g_array_append_val(items, c[next]);
+          w++;
+        }
+      }
+      if (w == 0)
+        break;
+      g_array_append_val(starts, first);
+      launch(run, &flight, &g_array_index(items, int, first), w);
+    }
+    if (j >= (int)starts->len)
+      break;
+    wait_wave(run, &flight, j);
+    int first = g_array_index(starts, int, j);
+    int end = j + 1 < (int)starts->len ? g_array_index(starts, int, j + 1) : (int)items->len;
+    if (pruning && next < n) {
+      st_plan_incumbents_add(inc, &g_array_index(items, int, first), end - first);
+      prune_rest(run, inc, c, next, n, bound);
     }
   }
-  g_array_unref(inc.gpus);
-  g_free(inc.best);
-  g_free(inc.who);
+  g_array_unref(flight.waves);
   for (guint k = 0; k < all->len; k++) {
     int i = g_array_index(all, int, k);
     StPlanPoint *pt = &plan->points[i];
     if (pt->same_as < 0)
       continue;
-    copy_result(pt, &plan->points[pt->same_as]);
+    st_plan_copy_result(pt, &plan->points[pt->same_as]);
     decide(run, i);
   }
   report(run);
@@ -546,7 +469,12 @@ st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *clust
   }
   report(&run);
   gint64 t1 = g_get_monotonic_time();
-  dispatch(&run, (const int *)todo->data, (int)todo->len);
+  {
+    g_autofree int *wave_of = g_new(int, MAX(n, 1));
+    Flight flight = {g_array_new(FALSE, FALSE, sizeof(Wave)), wave_of};
+    wait_wave(&run, &flight, launch(&run, &flight, (const int *)todo->data, (int)todo->len));
+    g_array_unref(flight.waves);
+  }
   guint kept = 0;
   for (guint k = 0; k < todo->len; k++)
     if (!decided[g_array_index(todo, int, k)])

@@ -1,0 +1,37 @@
+/* plan_private.h: what the planner's files share and nobody else needs.
+ * The contract of the planner is plan.h. */
+#pragma once
+
+#include "plan/plan.h"
+
+/* ---- the best simulated so far, per GPU count (plan_prune.c) ------------ */
+
+/* Running best objective among the OK points added, by GPU count: for a
+ * candidate on g GPUs, the best point on g GPUs or fewer (front pruning),
+ * or on any number (winner pruning). Ties keep the lowest index. */
+typedef struct StPlanIncumbents StPlanIncumbents;
+
+/* For the candidates `cand[0 .. n)` of `plan` (borrowed; it must outlive
+ * the incumbents). Transfer full. */
+StPlanIncumbents *st_plan_incumbents_new(const StPlan *plan, const int *cand, int n,
+                                         gboolean per_gpus);
+void st_plan_incumbents_free(StPlanIncumbents *inc);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanIncumbents, st_plan_incumbents_free)
+
+/* Adds the simulated OK points among `indices`. O(GPU counts) each. */
+void st_plan_incumbents_add(StPlanIncumbents *inc, const int *indices, int n);
+
+/* The point that beats `bound` (the best objective a candidate on `gpus`
+ * GPUs could reach) strictly, with its value in *best; -1 when none.
+ * O(log GPU counts). */
+int st_plan_incumbents_beat(const StPlanIncumbents *inc, int gpus, double bound, double *best);
+
+/* ---- identical schedules (plan_dedup.c) ------------------------------------ */
+
+/* Keeps in `cand` (ascending indices, fingerprints set) the first of every
+ * set of configurations with the same fingerprint; the others get `same_as`
+ * and lose any kept schedule. */
+void st_plan_dedupe(StPlan *plan, GArray *cand);
+
+/* The simulated results of `src` into `dst` (its twin). */
+void st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src);
