@@ -206,8 +206,7 @@ test_failed_case(void)
   const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(cases, 1), "error"));
   g_assert_nonnull(why);
   g_assert_nonnull(strstr(why, "out of memory"));
-  g_autofree char *kept = g_build_filename(out, "dp-micro-batch8-r1", "measured", "report.json",
-                                           NULL);
+  g_autofree char *kept = g_build_filename(out, "dp-r1", "measured", "report.json", NULL);
   g_assert_true(g_file_test(kept, G_FILE_TEST_IS_REGULAR));
 }
 
