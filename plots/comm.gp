@@ -29,7 +29,9 @@ set ylabel "send rate (GB/s)"
 set grid ytics lc rgb "#dddddd"
 set key outside right top Left reverse samplen 2
 set xrange [0:end_ms > 0 ? end_ms : 1]
-set yrange [0:*]
+# A run without communication still gets its (flat) figure, without a
+# warning about the empty range.
+if (n_used > 0) { set yrange [0:*] } else { set yrange [0:1] }
 set offsets 0, 0, graph 0.05, 0
 
 cmd = ""

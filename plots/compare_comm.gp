@@ -16,9 +16,12 @@ file(i) = value(sprintf("file%d", i))
 label(i) = value(sprintf("name%d", i))
 
 end_us = 0
+top = 0
 do for [i = 1 : n] {
   stats file(i) using 1 nooutput
   end_us = STATS_max > end_us ? STATS_max : end_us
+  stats file(i) using 6 nooutput
+  top = STATS_max > top ? STATS_max : top
 }
 
 set title title font ",13"
@@ -27,7 +30,8 @@ set ylabel "send rate over all GPUs (GB/s)"
 set grid ytics lc rgb "#dddddd"
 set key outside right top Left reverse samplen 2
 set xrange [0:end_us > 0 ? end_us / 1000.0 : 1]
-set yrange [0:*]
+# Runs without communication: a flat figure, without a warning.
+if (top > 0) { set yrange [0:*] } else { set yrange [0:1] }
 set offsets 0, 0, graph 0.05, 0
 
 plot for [i = 1 : n] file(i) using ($1 / 1000.0):6 with steps lw 2 title label(i)
