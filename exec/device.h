@@ -13,6 +13,36 @@
 
 #include "kernels/kernels.h"
 
+/* A piece of work that a replay runs again and again (the profiler's
+ * kernels, exec/profiler.h): it enqueues its work on `stream` (on the host:
+ * does it) and returns FALSE with `error` set when it cannot. */
+typedef gboolean (*StReplayBody)(gpointer data, void *stream, GError **error);
+
+typedef struct {
+  void *stream;      /* the part's own stream (stream_new), borrowed */
+  StReplayBody body;
+  gpointer data;     /* borrowed */
+} StReplayPart;
+
+/* What a profile file names about the device (all transfer full; NULL when
+ * the backend does not know). */
+typedef struct {
+  char *name;        /* "NVIDIA H100 80GB HBM3", or "host" */
+  char *driver;      /* the NVIDIA kernel driver "580.65.06" (else the CUDA driver API) */
+  char *runtime;     /* the CUDA runtime "13.0" */
+  char *machine;     /* one line: "cuda: NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB), driver
+                        13.0, runtime 13.0", "host: 2 CPU cores (AMD EPYC), reference kernels" */
+} StDeviceFacts;
+
+static inline void
+st_device_facts_clear(StDeviceFacts *facts)
+{
+  g_clear_pointer(&facts->name, g_free);
+  g_clear_pointer(&facts->driver, g_free);
+  g_clear_pointer(&facts->runtime, g_free);
+  g_clear_pointer(&facts->machine, g_free);
+}
+
 /* An open device: the backend that opened it and its own state. */
 typedef struct StExecDevice {
   const struct StDeviceBackendS *backend;
@@ -45,6 +75,33 @@ typedef struct StDeviceBackendS {
   int64_t (*used_bytes)(StExecDevice *dev);
   /* The message of a kernel status code from this backend. Static. */
   const char *(*status_text)(int status);
+
+  /* ---- for the profiler (exec/profiler.h) ---- */
+  void (*facts)(StExecDevice *dev, StDeviceFacts *facts);
+  /* Host memory that copies may read and write asynchronously (page-locked
+   * on CUDA, so that a copy from it can be timed and captured). NULL when
+   * out of memory. */
+  void *(*host_alloc)(StExecDevice *dev, size_t bytes);
+  void (*host_free)(StExecDevice *dev, void *ptr);
+  /* Runs `n` parts together, `warmup` times untimed, then `runs` times
+   * timed. Every run starts the parts together once every part of the
+   * previous run has ended; times_ns[run * n + part] is the time from that
+   * common start to the part's end. A part's stream serves that part only.
+   *  - graph TRUE (kernels): the cuda backend calls each body for the
+   *    warm-up, then once more under stream capture into a CUDA graph, and
+   *    replays the graphs with events around them (the body must enqueue
+   *    the same work each call, allocate nothing and not wait on other
+   *    parts or on the host);
+   *  - graph FALSE (communication, copies that wait for the host): bodies
+   *    are called for every run, each part from a thread of its own when
+   *    n > 1, so that parts may meet one another (the local comm backend's
+   *    ranks); cuda events time them.
+   * The host backend always calls the bodies (parts on threads of their own
+   * when n > 1) and times them with the monotonic clock from when the first
+   * thread began the run (threads released together wake some microseconds
+   * apart); its streams have no priorities. */
+  gboolean (*replay)(StExecDevice *dev, const StReplayPart *parts, int n, gboolean graph,
+                     int warmup, int runs, int64_t *times_ns, GError **error);
 } StDeviceBackend;
 
 /* NULL-terminated: host, cuda. */

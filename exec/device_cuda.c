@@ -10,9 +10,11 @@
  * back to the host.
  */
 #include <cuda_runtime_api.h>
+#include <string.h>
 
 #include "exec/device.h"
 #include "exec/exec.h"
+#include "exec/profile_lockstep.h"
 
 typedef struct {
   int device;
@@ -197,6 +199,204 @@ cuda_status_text(int status)
   return status == ST_K_EINVAL ? "invalid argument" : cudaGetErrorString((cudaError_t)status);
 }
 
+/* ---- for the profiler ------------------------------------------------------ */
+
+/* "580.65.06" from the NVIDIA kernel module, or NULL (not Linux, no module). */
+static char *
+kernel_driver(void)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents("/proc/driver/nvidia/version", &text, NULL, NULL))
+    return NULL;
+  /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul ..." */
+  const char *m = strstr(text, "Kernel Module");
+  if (m == NULL)
+    return NULL;
+  m += strlen("Kernel Module");
+  while (*m == ' ')
+    m++;
+  size_t n = strcspn(m, " \n");
+  return n > 0 ? g_strndup(m, n) : NULL;
+}
+
+static void
+cuda_facts(StExecDevice *dev, StDeviceFacts *facts)
+{
+  struct cudaDeviceProp p;
+  int driver = 0, runtime = 0;
+  *facts = (StDeviceFacts){0};
+  if (cudaGetDeviceProperties(&p, impl(dev)->device) == cudaSuccess)
+    facts->name = g_strdup(p.name);
+  else
+    (void)cudaGetLastError();
+  facts->driver = kernel_driver();
+  if (facts->driver == NULL && cudaDriverGetVersion(&driver) == cudaSuccess)
+    facts->driver = g_strdup_printf("CUDA driver API %d.%d", driver / 1000, driver % 1000 / 10);
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
+    facts->runtime = g_strdup_printf("%d.%d", runtime / 1000, runtime % 1000 / 10);
+  facts->machine = cuda_describe(dev);
+}
+
+static void *
+cuda_host_alloc(StExecDevice *dev, size_t bytes)
+{
+  void *ptr = NULL;
+  if (!current(dev, NULL) || cudaMallocHost(&ptr, MAX(bytes, 1)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return ptr;
+}
+
+static void
+cuda_host_free(StExecDevice *dev, void *ptr)
+{
+  if (ptr != NULL && current(dev, NULL))
+    cudaFreeHost(ptr);
+}
+
+/* Events of a replay: per iteration one start (on part 0's stream) and one
+ * end per part. Run `it` starts when part 0's stream has passed the ends of
+ * the other parts' run it - 1 and records the start; the other parts wait
+ * for it, run, record their ends. Nothing waits for the host in between. */
+typedef struct {
+  StExecDevice *dev;
+  const StReplayPart *parts;
+  int n;
+  cudaEvent_t *start;        /* [iterations] */
+  cudaEvent_t *end;          /* [iterations * n] */
+  cudaGraphExec_t *graphs;   /* [n] with graph, else NULL */
+} CudaReplay;
+
+static gboolean
+replay_lead(gpointer data, int part, int it, GError **error)
+{
+  CudaReplay *r = data;
+  cudaStream_t s0 = r->parts[0].stream;
+  if (!current(r->dev, error))
+    return FALSE;
+  for (int p = 1; it > 0 && p < r->n; p++)
+    if (!cuda_ok(cudaStreamWaitEvent(s0, r->end[(size_t)(it - 1) * r->n + p], 0),
+                 "cudaStreamWaitEvent", error))
+      return FALSE;
+  return cuda_ok(cudaEventRecord(r->start[it], s0), "cudaEventRecord", error);
+}
+
+static gboolean
+replay_each(gpointer data, int part, int it, GError **error)
+{
+  CudaReplay *r = data;
+  const StReplayPart *p = &r->parts[part];
+  cudaStream_t s = p->stream;
+  if (!current(r->dev, error))
+    return FALSE;
+  if (part > 0 && !cuda_ok(cudaStreamWaitEvent(s, r->start[it], 0), "cudaStreamWaitEvent", error))
+    return FALSE;
+  gboolean ok = r->graphs != NULL
+                  ? cuda_ok(cudaGraphLaunch(r->graphs[part], s), "cudaGraphLaunch", error)
+                  : p->body(p->data, s, error);
+  return ok && cuda_ok(cudaEventRecord(r->end[(size_t)it * r->n + part], s), "cudaEventRecord",
+                       error);
+}
+
+/* Each part's body captured into a graph on its stream, instantiated. */
+static gboolean
+capture(CudaReplay *r, GError **error)
+{
+  for (int p = 0; p < r->n; p++) {
+    cudaStream_t s = r->parts[p].stream;
+    cudaGraph_t graph = NULL;
+    if (!cuda_ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+                 "cudaStreamBeginCapture", error))
+      return FALSE;
+    GError *local = NULL;
+    gboolean ok = r->parts[p].body(r->parts[p].data, s, &local);
+    /* End the capture even when the body failed, so the stream is usable. */
+    cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (!ok) {
+      g_propagate_prefixed_error(error, local, "while capturing a CUDA graph: ");
+      if (graph != NULL)
+        cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      return FALSE;
+    }
+    if (!cuda_ok(end, "cudaStreamEndCapture", error))
+      return FALSE;
+    cudaError_t inst = cudaGraphInstantiate(&r->graphs[p], graph, 0);
+    cudaGraphDestroy(graph);
+    if (!cuda_ok(inst, "cudaGraphInstantiate", error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+sync_parts(CudaReplay *r, GError **error)
+{
+  for (int p = 0; p < r->n; p++)
+    if (!cuda_ok(cudaStreamSynchronize(r->parts[p].stream), "cudaStreamSynchronize", error))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+cuda_replay(StExecDevice *dev, const StReplayPart *parts, int n, gboolean graph, int warmup,
+            int runs, int64_t *times_ns, GError **error)
+{
+  g_return_val_if_fail(n >= 1 && warmup >= 0 && runs >= 1, FALSE);
+  if (!current(dev, error))
+    return FALSE;
+  /* With a graph, the warm-up calls the bodies directly (they set up what
+   * capture cannot: cuBLAS handles, caches) and one launch of each graph
+   * uploads it; without, the warm-up runs are iterations like the others. */
+  int iterations = graph ? runs + 1 : warmup + runs, skip = iterations - runs;
+  CudaReplay r = {dev, parts, n, g_new0(cudaEvent_t, iterations),
+                  g_new0(cudaEvent_t, (size_t)iterations * n),
+                  graph ? g_new0(cudaGraphExec_t, n) : NULL};
+  gboolean ok = TRUE;
+  for (int i = 0; ok && i < iterations; i++)
+    ok = cuda_ok(cudaEventCreate(&r.start[i]), "cudaEventCreate", error);
+  for (size_t i = 0; ok && i < (size_t)iterations * n; i++)
+    ok = cuda_ok(cudaEventCreate(&r.end[i]), "cudaEventCreate", error);
+  if (ok && graph) {
+    for (int w = 0; ok && w < MAX(warmup, 1); w++)
+      for (int p = 0; ok && p < n; p++)
+        ok = parts[p].body(parts[p].data, parts[p].stream, error);
+    ok = ok && sync_parts(&r, error) && capture(&r, error);
+    for (int i = 0; ok && i < iterations; i++) {
+      ok = replay_lead(&r, 0, i, error);
+      for (int p = 0; ok && p < n; p++)
+        ok = replay_each(&r, p, i, error);
+    }
+  } else if (ok) {
+    ok = st_lockstep_run(n, iterations, replay_lead, replay_each, &r, error);
+  }
+  ok = ok && sync_parts(&r, error);
+  for (int i = 0; ok && i < runs; i++) {
+    for (int p = 0; ok && p < n; p++) {
+      float ms = 0;
+      ok = cuda_ok(cudaEventElapsedTime(&ms, r.start[skip + i], r.end[(size_t)(skip + i) * n + p]),
+                   "cudaEventElapsedTime", error);
+      times_ns[(size_t)i * n + p] = (int64_t)((double)ms * 1e6);
+    }
+  }
+  if (!ok)
+    (void)sync_parts(&r, NULL); /* nothing may still use the events or graphs */
+  for (int i = 0; i < iterations; i++)
+    if (r.start[i] != NULL)
+      cudaEventDestroy(r.start[i]);
+  for (size_t i = 0; i < (size_t)iterations * n; i++)
+    if (r.end[i] != NULL)
+      cudaEventDestroy(r.end[i]);
+  for (int p = 0; graph && p < n; p++)
+    if (r.graphs[p] != NULL)
+      cudaGraphExecDestroy(r.graphs[p]);
+  g_free(r.start);
+  g_free(r.end);
+  g_free(r.graphs);
+  return ok;
+}
+
 const StDeviceBackend st_device_cuda = {
   .name = "cuda",
   .summary = "NVIDIA GPUs: streams with priorities, events, cuBLAS and kernels/cuda",
@@ -213,4 +413,8 @@ const StDeviceBackend st_device_cuda = {
   .stream_sync = cuda_stream_sync,
   .used_bytes = cuda_used_bytes,
   .status_text = cuda_status_text,
+  .facts = cuda_facts,
+  .host_alloc = cuda_host_alloc,
+  .host_free = cuda_host_free,
+  .replay = cuda_replay,
 };

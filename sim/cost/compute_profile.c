@@ -6,7 +6,9 @@
  * Layer passes look up the layer's name, then its signature, at x = batch.
  * A recompute is the same kernels as the forward, so without its own entry
  * it takes the forward's. Optimizer / compress / expand steps look up
- * work->kernel ("adam", "compress") at x = elements.
+ * work->kernel ("adam", "compress") at x = elements. Layer passes also get
+ * the fill the profile measured for them (profile_fill), which the engine
+ * gives the share model.
  */
 #include "cost/cost_impl.h"
 
@@ -53,10 +55,37 @@ profile_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCos
   }
 }
 
+/* A measured fill (profile.h: "fill" of layer entries). Layer passes only:
+ * elementwise kernels (optimizer, compress, expand) are not measured
+ * together. A recompute runs the forward's kernels: the forward's fill. */
+static gboolean
+profile_fill(const StComputeCtx *ctx, const StWork *work, double *fill)
+{
+  if (ctx->profile == NULL || ctx->cluster->gpu.name == NULL || work->layer == NULL ||
+      work->batch <= 0)
+    return FALSE;
+  const char *device = ctx->cluster->gpu.name;
+  const StLayer *layer = work->layer;
+  switch (work->pass) {
+  case ST_PASS_FWD:
+  case ST_PASS_BWD:
+    return st_profile_layer_fill(ctx->profile, device, layer->name, layer->signature, work->pass,
+                                 work->batch, fill);
+  case ST_PASS_RECOMPUTE:
+    return st_profile_layer_fill(ctx->profile, device, layer->name, layer->signature,
+                                 ST_PASS_RECOMPUTE, work->batch, fill) ||
+           st_profile_layer_fill(ctx->profile, device, layer->name, layer->signature,
+                                 ST_PASS_FWD, work->batch, fill);
+  default:
+    return FALSE;
+  }
+}
+
 const StComputeModel st_compute_profile = {
   .name = "profile",
   .summary = "measured kernel times, interpolated between profiled batch sizes",
   .citation = "per-layer profiling as in DeepPool (Park et al., MLSys 2022) and Daydream "
               "(Zhu et al., USENIX ATC 2020)",
   .cost = profile_cost,
+  .fill = profile_fill,
 };

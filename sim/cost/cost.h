@@ -52,12 +52,18 @@ typedef struct {
   /* TRUE with the time when this model can cost `work`, FALSE to pass. */
   gboolean (*cost)(const StComputeCtx *ctx, const StWork *work, double *time_ns,
                    StCostSource *source);
+  /* Optional (NULL: never knows): TRUE with the fraction of the device the
+   * work fills alone, in (0, 1], for the share model (StShareClient.fill). */
+  gboolean (*fill)(const StComputeCtx *ctx, const StWork *work, double *fill);
 } StComputeModel;
 
 /* NULL-terminated, in the order they are tried. */
 const StComputeModel *const *st_compute_models(void);
 /* The first model that answers; the roofline always does. */
 double st_compute_time(const StComputeCtx *ctx, const StWork *work, StCostSource *source);
+/* The fill of the first model that knows one (a profile's measured "fill",
+ * compute_profile.c), else 1: a kernel fills the device alone. */
+double st_compute_fill(const StComputeCtx *ctx, const StWork *work);
 
 /* ---- communication ---------------------------------------------------- */
 

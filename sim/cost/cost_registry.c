@@ -81,3 +81,15 @@ st_compute_time(const StComputeCtx *ctx, const StWork *work, StCostSource *sourc
     *source = ST_SRC_NONE;
   return 0.0;
 }
+
+double
+st_compute_fill(const StComputeCtx *ctx, const StWork *work)
+{
+  g_return_val_if_fail(ctx != NULL && ctx->cluster != NULL && work != NULL, 1.0);
+  for (const StComputeModel *const *m = COMPUTE_MODELS; *m != NULL; m++) {
+    double fill = 0;
+    if ((*m)->fill != NULL && (*m)->fill(ctx, work, &fill) && fill > 0 && fill <= 1)
+      return fill;
+  }
+  return 1.0;
+}

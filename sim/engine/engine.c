@@ -87,12 +87,14 @@ prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
     info->stream_ops[i] = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   info->cost_ns = g_new0(double, p->ops->len);
   info->source = g_new0(uint8_t, p->ops->len);
+  info->fill = g_new(float, p->ops->len);
   const StModel *model = st_program_model(s, p);
   StComputeCtx ctx = e->compute;
   ctx.model = model;
   for (guint i = 0; i < p->ops->len; i++) {
     const StOp *op = st_program_op(p, i);
     g_array_append_val(info->stream_ops[op->stream], i);
+    info->fill[i] = 1.0f;
     if (op->kind != ST_OP_COMP)
       continue;
     StWork work = {
@@ -106,6 +108,7 @@ prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
     StCostSource source = ST_SRC_NONE;
     info->cost_ns[i] = st_compute_time(&ctx, &work, &source);
     info->source[i] = (uint8_t)source;
+    info->fill[i] = (float)st_compute_fill(&ctx, &work);
   }
 }
 
@@ -117,6 +120,7 @@ prog_info_clear(ProgInfo *info, const StProgram *p)
   g_free(info->stream_ops);
   g_free(info->cost_ns);
   g_free(info->source);
+  g_free(info->fill);
 }
 
 /* ---- streams ------------------------------------------------------------- */

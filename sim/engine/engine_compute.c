@@ -1,10 +1,12 @@
 /* engine_compute.c: kernels sharing a device.
  *
- * A COMP op becomes a kernel holding its work in ns at full speed. The
- * kernels running on one device get rates from the share model (a kernel alone
- * runs at rate 1); whenever one arrives or leaves, every kernel of the device
- * is brought up to date (work done at the old rate since its last update) and
- * its finish time is recomputed at the new rate. A kernel at rate 0 (starved
+ * A COMP op becomes a kernel holding its work in ns at full speed and the
+ * fraction of the device it fills alone (1 unless a profile measured it:
+ * ProgInfo.fill). The kernels running on one device get rates from the
+ * share model (a kernel alone runs at rate 1); whenever one arrives or
+ * leaves, every kernel of the device is brought up to date (work done at the
+ * old rate since its last update) and its finish time is recomputed at the
+ * new rate. A kernel at rate 0 (starved
  * by higher priorities) is taken off the queue until its rate rises.
  */
 #include "engine/engine_internal.h"
@@ -57,7 +59,7 @@ compute_start(Engine *e, const OpRef *ref)
   k->priority = g_array_index(sr->program->streams, StStream,
                               st_program_op(sr->program, ref->op)->stream)
                   .priority;
-  k->fill = 1.0;
+  k->fill = sr->info->fill[ref->op];
   k->remaining_ns = sr->info->cost_ns[ref->op];
   k->last_ns = e->now;
   k->start_ns = e->now;

@@ -43,6 +43,8 @@ typedef struct {
   GArray **stream_ops;   /* [n_streams] of uint32 op indices in stream order */
   double *cost_ns;       /* [n_ops] COMP: time alone on the device */
   uint8_t *source;       /* [n_ops] StCostSource */
+  float *fill;           /* [n_ops] COMP: fraction of the device it fills alone, (0, 1];
+                            1 unless a profile measured it (st_compute_fill) */
 } ProgInfo;
 
 typedef struct {

@@ -1,18 +1,14 @@
 /* profile.c: see profile.h. The measurements in memory, their lookup and
- * interpolation; files are read and written in profile_file.c, and the
- * layout of both views is in profile_private.h. */
+ * interpolation; files are read and written in profile_file.c, what
+ * measured profiles add is in profile_measure.c, and the layout of both
+ * views is in profile_private.h. */
 #include "profile/profile_private.h"
 
 #include <string.h>
 
 G_DEFINE_QUARK(st-profile-error-quark, st_profile_error)
 
-#define SEP "\x1f" /* joins key parts; no name or signature contains it */
-
-typedef struct {
-  int64_t x;        /* batch size, elements, or bytes for links */
-  double time_ns;
-} Point;
+#define SEP ST_PROFILE_SEP
 
 void
 st_profile_layer_entry_free(gpointer data)
@@ -38,14 +34,25 @@ points_free(gpointer data)
   g_array_unref(data);
 }
 
+/* A table owning its string keys and, through `free_value`, its values. */
+static GHashTable *
+keyed_by_string(GDestroyNotify free_value)
+{
+  return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_value);
+}
+
 StProfile *
 st_profile_new(void)
 {
   StProfile *p = g_new0(StProfile, 1);
-  p->layer_entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, st_profile_layer_entry_free);
-  p->link_entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, st_profile_link_entry_free);
-  p->layer_index = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, points_free);
-  p->link_index = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, points_free);
+  p->layer_entries = keyed_by_string(st_profile_layer_entry_free);
+  p->link_entries = keyed_by_string(st_profile_link_entry_free);
+  p->copy_entries = keyed_by_string(st_profile_copy_entry_free);
+  p->share_entries = keyed_by_string(st_profile_share_entry_free);
+  p->layer_index = keyed_by_string(points_free);
+  p->link_index = keyed_by_string(points_free);
+  p->copy_index = keyed_by_string(points_free);
+  p->fill_index = keyed_by_string(points_free);
   return p;
 }
 
@@ -59,10 +66,16 @@ st_profile_free(StProfile *p)
   g_free(p->cuda);
   g_free(p->date);
   g_free(p->source);
+  g_free(p->machine);
+  g_free(p->precision);
   g_hash_table_destroy(p->layer_entries);
   g_hash_table_destroy(p->link_entries);
+  g_hash_table_destroy(p->copy_entries);
+  g_hash_table_destroy(p->share_entries);
   g_hash_table_destroy(p->layer_index);
   g_hash_table_destroy(p->link_index);
+  g_hash_table_destroy(p->copy_index);
+  g_hash_table_destroy(p->fill_index);
   g_free(p);
 }
 
@@ -92,7 +105,7 @@ lower_bound(const GArray *points, int64_t x)
   guint lo = 0, hi = points->len;
   while (lo < hi) {
     guint mid = lo + (hi - lo) / 2;
-    if (g_array_index(points, Point, mid).x < x)
+    if (g_array_index(points, StProfilePoint, mid).x < x)
       lo = mid + 1;
     else
       hi = mid;
@@ -100,21 +113,20 @@ lower_bound(const GArray *points, int64_t x)
   return lo;
 }
 
-/* Adds or replaces the point at x (a later measurement wins). */
-static void
-index_add(GHashTable *index, char *key /* transfer full */, int64_t x, double time_ns)
+void
+st_profile_index_add(GHashTable *index, char *key, int64_t x, double value)
 {
   GArray *points = g_hash_table_lookup(index, key);
   if (points == NULL) {
-    points = g_array_new(FALSE, FALSE, sizeof(Point));
+    points = g_array_new(FALSE, FALSE, sizeof(StProfilePoint));
     g_hash_table_insert(index, key, points);
   } else {
     g_free(key);
   }
   guint i = lower_bound(points, x);
-  Point p = {x, time_ns};
-  if (i < points->len && g_array_index(points, Point, i).x == x)
-    g_array_index(points, Point, i) = p;
+  StProfilePoint p = {x, value};
+  if (i < points->len && g_array_index(points, StProfilePoint, i).x == x)
+    g_array_index(points, StProfilePoint, i) = p;
   else
     g_array_insert_val(points, i, p);
 }
@@ -124,19 +136,20 @@ index_add(GHashTable *index, char *key /* transfer full */, int64_t x, double ti
  * `floor_proportional` never below t_near * x / x_near (a kernel that has
  * filled the GPU cannot get faster per sample), and never negative (then
  * proportional). One point: proportional. *exact says x was measured. */
-static double
-interpolate(const GArray *points, int64_t x, gboolean floor_proportional, gboolean *exact)
+double
+st_profile_points_at(const GArray *points, int64_t x, gboolean floor_proportional,
+                     gboolean *exact)
 {
   g_assert(points->len > 0);
   guint n = points->len;
   guint i = lower_bound(points, x);
-  const Point *p = (const Point *)(gpointer)points->data;
+  const StProfilePoint *p = (const StProfilePoint *)(gpointer)points->data;
   *exact = i < n && p[i].x == x;
   if (*exact)
-    return p[i].time_ns;
+    return p[i].value;
   if (n == 1)
-    return p[0].time_ns * (double)x / (double)p[0].x;
-  const Point *a, *b, *nearest;
+    return p[0].value * (double)x / (double)p[0].x;
+  const StProfilePoint *a, *b, *nearest;
   if (i == 0) {
     a = &p[0];
     b = &p[1];
@@ -151,10 +164,10 @@ interpolate(const GArray *points, int64_t x, gboolean floor_proportional, gboole
     nearest = NULL;
   }
   double linear =
-    a->time_ns + (b->time_ns - a->time_ns) * (double)(x - a->x) / (double)(b->x - a->x);
+    a->value + (b->value - a->value) * (double)(x - a->x) / (double)(b->x - a->x);
   if (nearest == NULL)
     return MAX(linear, 0.0);
-  double proportional = nearest->time_ns * (double)x / (double)nearest->x;
+  double proportional = nearest->value * (double)x / (double)nearest->x;
   if (floor_proportional || linear < 0)
     return MAX(linear, proportional);
   return linear;
@@ -162,16 +175,26 @@ interpolate(const GArray *points, int64_t x, gboolean floor_proportional, gboole
 
 /* ---- adding entries ----------------------------------------------------- */
 
-static char *
-layer_index_key(const char *device, char by, const char *key, StPass pass)
+char *
+st_profile_layer_key(const char *device, char by, const char *key, StPass pass)
 {
   return g_strdup_printf("%s" SEP "%c" SEP "%s" SEP "%d", device, by, key, (int)pass);
 }
 
-static char *
-link_index_key(const char *device, StCollKind coll, StLinkClass link, int ranks)
+char *
+st_profile_link_key(const char *device, StCollKind coll, gboolean p2p, StLinkClass link,
+                    int ranks)
 {
-  return g_strdup_printf("%s" SEP "%d" SEP "%d" SEP "%d", device, (int)coll, (int)link, ranks);
+  return g_strdup_printf("%s" SEP "%d" SEP "%d" SEP "%d" SEP "%d", device, (int)coll, p2p ? 1 : 0,
+                         (int)link, ranks);
+}
+
+char *
+st_profile_layer_entry_key(const char *device, const char *name, const char *signature,
+                           StPass pass, int64_t x)
+{
+  return g_strdup_printf("%s" SEP "%s" SEP "%s" SEP "%d" SEP "%" G_GINT64_FORMAT, device,
+                         name ? name : "", signature ? signature : "", (int)pass, x);
 }
 
 void
@@ -182,28 +205,57 @@ st_profile_add_layer(StProfile *p, const char *device, const char *name, const c
   g_return_if_fail(pass > ST_PASS_INVALID && pass < ST_PASS_N && x > 0 && time_ns >= 0);
   ProfileLayerEntry *e = g_new0(ProfileLayerEntry, 1);
   *e = (ProfileLayerEntry){g_strdup(device), g_strdup(name), g_strdup(signature), pass, x, time_ns,
-                    MAX(spread_ns, 0.0)};
-  char *key = g_strdup_printf("%s" SEP "%s" SEP "%s" SEP "%d" SEP "%" G_GINT64_FORMAT, device,
-                              name ? name : "", signature ? signature : "", (int)pass, x);
+                    MAX(spread_ns, 0.0), 0, FALSE};
+  char *key = st_profile_layer_entry_key(device, name, signature, pass, x);
+  /* A new time keeps the fill measured for the entry it replaces: the fill
+   * index still holds it, and save must agree with lookups. */
+  const ProfileLayerEntry *old = g_hash_table_lookup(p->layer_entries, key);
+  if (old != NULL) {
+    e->fill = old->fill;
+    e->fill_bound = old->fill_bound;
+  }
   g_hash_table_replace(p->layer_entries, key, e);
   if (name != NULL)
-    index_add(p->layer_index, layer_index_key(device, 'n', name, pass), x, time_ns);
+    st_profile_index_add(p->layer_index, st_profile_layer_key(device, 'n', name, pass), x,
+                         time_ns);
   if (signature != NULL)
-    index_add(p->layer_index, layer_index_key(device, 's', signature, pass), x, time_ns);
+    st_profile_index_add(p->layer_index, st_profile_layer_key(device, 's', signature, pass), x,
+                         time_ns);
+}
+
+/* A collective (p2p FALSE) or a point-to-point transfer (coll INVALID). */
+void
+st_profile_add_link_entry(StProfile *p, const char *device, StCollKind coll, gboolean p2p,
+                          StLinkClass link, int ranks, int64_t bytes, double time_ns,
+                          double spread_ns)
+{
+  g_return_if_fail(p != NULL && device != NULL && ranks > 0 && bytes > 0 && time_ns >= 0);
+  g_return_if_fail(p2p ? coll == ST_COLL_INVALID && ranks == 2
+                       : coll > ST_COLL_INVALID && coll < ST_COLL_N);
+  g_return_if_fail(link >= 0 && link < ST_LINK_N);
+  ProfileLinkEntry *e = g_new0(ProfileLinkEntry, 1);
+  *e = (ProfileLinkEntry){g_strdup(device), coll, p2p, link, ranks, bytes, time_ns,
+                          MAX(spread_ns, 0.0)};
+  char *key = g_strdup_printf("%s" SEP "%d" SEP "%d" SEP "%d" SEP "%d" SEP "%" G_GINT64_FORMAT,
+                              device, (int)coll, p2p ? 1 : 0, (int)link, ranks, bytes);
+  g_hash_table_replace(p->link_entries, key, e);
+  st_profile_index_add(p->link_index, st_profile_link_key(device, coll, p2p, link, ranks), bytes,
+                       time_ns);
 }
 
 void
 st_profile_add_link(StProfile *p, const char *device, StCollKind coll, StLinkClass link,
                     int ranks, int64_t bytes, double time_ns)
 {
-  g_return_if_fail(p != NULL && device != NULL && ranks > 0 && bytes > 0 && time_ns >= 0);
-  g_return_if_fail(coll > ST_COLL_INVALID && coll < ST_COLL_N && link >= 0 && link < ST_LINK_N);
-  ProfileLinkEntry *e = g_new0(ProfileLinkEntry, 1);
-  *e = (ProfileLinkEntry){g_strdup(device), coll, link, ranks, bytes, time_ns};
-  char *key = g_strdup_printf("%s" SEP "%d" SEP "%d" SEP "%d" SEP "%" G_GINT64_FORMAT, device,
-                              (int)coll, (int)link, ranks, bytes);
-  g_hash_table_replace(p->link_entries, key, e);
-  index_add(p->link_index, link_index_key(device, coll, link, ranks), bytes, time_ns);
+  st_profile_add_link_entry(p, device, coll, FALSE, link, ranks, bytes, time_ns, 0);
+}
+
+void
+st_profile_add_link_measured(StProfile *p, const char *device, StCollKind coll,
+                             StLinkClass link, int ranks, int64_t bytes, double time_ns,
+                             double spread_ns)
+{
+  st_profile_add_link_entry(p, device, coll, FALSE, link, ranks, bytes, time_ns, spread_ns);
 }
 
 /* ---- lookups ------------------------------------------------------------ */
@@ -214,11 +266,11 @@ find_layer_points(const StProfile *p, const char *device, const char *name,
 {
   const GArray *points = NULL;
   if (name != NULL) {
-    g_autofree char *key = layer_index_key(device, 'n', name, pass);
+    g_autofree char *key = st_profile_layer_key(device, 'n', name, pass);
     points = g_hash_table_lookup(p->layer_index, key);
   }
   if (points == NULL && signature != NULL) {
-    g_autofree char *key = layer_index_key(device, 's', signature, pass);
+    g_autofree char *key = st_profile_layer_key(device, 's', signature, pass);
     points = g_hash_table_lookup(p->layer_index, key);
   }
   return points;
@@ -234,7 +286,7 @@ st_profile_layer_time(const StProfile *p, const char *device, const char *name,
   /* A measurement of this very pass, under the name first, then the signature. */
   const GArray *points = find_layer_points(p, device, name, signature, pass);
   if (points != NULL) {
-    *time_ns = interpolate(points, x, TRUE, &exact);
+    *time_ns = st_profile_points_at(points, x, TRUE, &exact);
     if (source != NULL)
       *source = exact ? ST_SRC_PROFILED : ST_SRC_INTERPOLATED;
     return TRUE;
@@ -246,7 +298,7 @@ st_profile_layer_time(const StProfile *p, const char *device, const char *name,
   if (points == NULL)
     return FALSE;
   double fraction = CLAMP(fwd_fraction, 0.0, 1.0);
-  double both = interpolate(points, x, TRUE, &exact);
+  double both = st_profile_points_at(points, x, TRUE, &exact);
   *time_ns = both * (pass == ST_PASS_FWD ? fraction : 1.0 - fraction);
   if (source != NULL)
     *source = ST_SRC_INTERPOLATED;
@@ -260,12 +312,12 @@ st_profile_link_time(const StProfile *p, const char *device, StCollKind coll, St
   g_return_val_if_fail(p != NULL && device != NULL && time_ns != NULL, FALSE);
   if (bytes <= 0)
     return FALSE;
-  g_autofree char *key = link_index_key(device, coll, link, ranks);
+  g_autofree char *key = st_profile_link_key(device, coll, FALSE, link, ranks);
   const GArray *points = g_hash_table_lookup(p->link_index, key);
   if (points == NULL)
     return FALSE;
   gboolean exact;
-  *time_ns = interpolate(points, bytes, FALSE, &exact);
+  *time_ns = st_profile_points_at(points, bytes, FALSE, &exact);
   if (source != NULL)
     *source = ST_SRC_LINK_PROFILE;
   return TRUE;
