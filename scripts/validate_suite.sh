@@ -58,10 +58,12 @@ case $BACKEND in
   *) echo "validate_suite.sh: --backend $BACKEND: expected cuda or host" >&2; exit 2 ;;
 esac
 # Every strategy there is, ZeRO at each stage, and the sparse modifier on
-# ZeRO-3 and the pipeline. A strategy the executor cannot run shows as a
-# failed case with the reason.
+# ZeRO-3 and the pipeline (two stages: one rank cannot hold a pipeline, that
+# case fails with the reason). A strategy the executor cannot run shows as a
+# failed case with the reason too.
 STRATEGIES=dp,zero,zero,zero,cdp,burst,multiplex,pipeline,zero,pipeline
-PER_RUN=(--zero-stage 1,1,2,3,1,1,1,1,3,1 --sparsity 0,0,0,0,0,0,0,0,0.9,0.9)
+PER_RUN=(--zero-stage 1,1,2,3,1,1,1,1,3,1 --sparsity 0,0,0,0,0,0,0,0,0.9,0.9
+         --pipeline-stages 0,0,0,0,0,0,0,2,0,2)
 
 PROFILES=$SRC/traces/profiles/$NAME
 VALID=$SRC/traces/validation/$NAME
@@ -78,7 +80,7 @@ for line in "${MODELS[@]}"; do
   stem=$(basename "$model" .json)
   if [[ $REPROFILE == 1 || ! -f $PROFILES/$stem.json ]]; then
     echo "== profiling $stem at batches $batches on $NAME" >&2
-    "$STAGGER" profile --model "$model" --batches "$batches" --backend "$BACKEND" \
+    "$STAGGER" profile --model "$model" --batches "$batches" --sharing --backend "$BACKEND" \
       --out "$PROFILES/$stem.json"
   fi
   out=$VALID/$stem

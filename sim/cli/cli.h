@@ -62,9 +62,11 @@ GOptionGroup *st_cli_shared_group(StCliShared *shared);
 gboolean st_cli_options_for(const StCliShared *shared, int index, int n, StOptions *out,
                             GError **error);
 
-/* The per-run values of run `index` ("zero-stage2-sparsity0.9"), or NULL when
- * no option was given per run. Transfer full. */
-char *st_cli_run_label(const StCliShared *shared, int index, int n);
+/* What tells run `index` of the strategies `names` (NULL-terminated) from the
+ * other runs of the same strategy: its per-run values that differ from
+ * theirs ("zero-stage2-sparsity0.9"), or NULL when there is none (the
+ * strategy runs once). Transfer full. */
+char *st_cli_run_label(const StCliShared *shared, char **names, int index);
 
 /* What the shared options point at, loaded: the model, the cluster as in its
  * file, and the profile (NULL without --profile). */

@@ -46,16 +46,25 @@ value_for_run(const StOptionSpec *spec, const char *value, int index, int n)
 }
 
 char *
-st_cli_run_label(const StCliShared *sh, int index, int n)
+st_cli_run_label(const StCliShared *sh, char **names, int index)
 {
+  int n = (int)g_strv_length(names);
   g_autoptr(GString) label = g_string_new(NULL);
   for (guint i = 0; sh->given != NULL && i + 1 < sh->given->len; i += 2) {
     const char *name = g_ptr_array_index(sh->given, i);
     const char *value = g_ptr_array_index(sh->given, i + 1);
-    if (!splits_per_run(st_option_find(name)) || strchr(value, ',') == NULL)
+    const StOptionSpec *spec = st_option_find(name);
+    if (!splits_per_run(spec) || strchr(value, ',') == NULL)
       continue;
-    g_autofree char *mine = value_for_run(st_option_find(name), value, index, n);
-    if (mine != NULL)
+    g_autofree char *mine = value_for_run(spec, value, index, n);
+    /* Only what tells this run from another run of its strategy. */
+    gboolean differs = FALSE;
+    for (int j = 0; mine != NULL && j < n && !differs; j++) {
+      g_autofree char *theirs = value_for_run(spec, value, j, n);
+      differs = j != index && strcmp(names[j], names[index]) == 0 && theirs != NULL &&
+                strcmp(theirs, mine) != 0;
+    }
+    if (differs)
       g_string_append_printf(label, "%s%s%s", label->len ? "-" : "", name, mine);
   }
   return label->len ? g_string_free(g_steal_pointer(&label), FALSE) : NULL;

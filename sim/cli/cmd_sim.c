@@ -76,16 +76,6 @@ unique_name(GPtrArray *runs, const char *base)
   }
 }
 
-/* Whether names[i] appears elsewhere in the list. */
-static gboolean
-repeated(char **names, guint i)
-{
-  for (guint j = 0; names[j] != NULL; j++)
-    if (j != i && strcmp(names[j], names[i]) == 0)
-      return TRUE;
-  return FALSE;
-}
-
 static gboolean
 build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
 {
@@ -107,7 +97,7 @@ build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
               names[i], in->model->name, cluster->gpus, cluster->gpu.name);
       Run *run = g_new0(Run, 1);
       /* A strategy that runs more than once is named by its per-run values. */
-      g_autofree char *label = repeated(names, i) ? st_cli_run_label(sh, (int)i, (int)n) : NULL;
+      g_autofree char *label = st_cli_run_label(sh, names, (int)i);
       g_autofree char *base =
         label != NULL ? g_strdup_printf("%s-%s", names[i], label) : g_strdup(names[i]);
       run->name = unique_name(runs, base);

@@ -169,10 +169,7 @@ make_cases(Validate *v, GError **error)
   for (guint i = 0; i < n; i++) {
     /* A strategy that runs more than once is told apart by its per-run
      * values ("zero-zero-stage3-r4"). */
-    gboolean repeated = FALSE;
-    for (guint j = 0; j < n; j++)
-      repeated = repeated || (j != i && strcmp(names[j], names[i]) == 0);
-    g_autofree char *label = repeated ? st_cli_run_label(&v->sh, (int)i, (int)n) : NULL;
+    g_autofree char *label = st_cli_run_label(&v->sh, names, (int)i);
     for (char **r = v->ranks; *r != NULL; r++) {
       Case *c = g_new0(Case, 1);
       c->v.strategy = g_strdup(names[i]);
