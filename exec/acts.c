@@ -7,7 +7,9 @@
  * program, how many ops of a step read each tensor gives its lifetime: it is
  * freed when its last reader ends, as autograd frees what nothing holds. What
  * a layer keeps beyond its input and output (`saved`) lives from its forward
- * to its backward (op_compute.c).
+ * to its backward (op_compute.c); under checkpointing, from its recompute.
+ * Cross-rank transfers count too: a send reads the tensor, a receive makes
+ * it (pipelines, cyclic DP's model parallelism).
  */
 #include "exec/check.h"
 #include "exec/runtime.h"
@@ -18,25 +20,37 @@ n_outputs(const Rank *r)
   return r->n_micro * (r->model->n_layers + 1);
 }
 
-Act *
-acts_output(Rank *r, int micro, int layer)
+/* Two steps' tensors of one (micro-batch, layer) may be alive at once: a
+ * send of step k on its own stream may still be to run when the forward of
+ * step k + 1 makes the next. They alternate by step parity; a third (a send
+ * two steps late) is reported by acts_make. */
+static inline int
+parity(int32_t step)
 {
-  return &r->outputs[micro * (r->model->n_layers + 1) + layer + 1];
+  return step & 1;
 }
 
 Act *
-acts_input_grad(Rank *r, int micro, int layer)
+acts_output(Rank *r, int32_t step, int micro, int layer)
 {
-  return &r->input_grads[micro * r->model->n_layers + layer];
+  return &r->outputs[parity(step) * n_outputs(r) + micro * (r->model->n_layers + 1) + layer + 1];
 }
 
-/* The users count slot of an Act. */
+Act *
+acts_input_grad(Rank *r, int32_t step, int micro, int layer)
+{
+  int per = r->n_micro * r->model->n_layers;
+  return &r->input_grads[parity(step) * per + micro * r->model->n_layers + layer];
+}
+
+/* The users count slot of an Act (the same for both parities). */
 static int *
 users_of(Rank *r, const Act *a)
 {
-  if (a >= r->outputs && a < r->outputs + n_outputs(r))
-    return &r->act_users[a - r->outputs];
-  return &r->act_users[n_outputs(r) + (a - r->input_grads)];
+  int per = r->n_micro * r->model->n_layers;
+  if (a >= r->outputs && a < r->outputs + 2 * n_outputs(r))
+    return &r->act_users[(a - r->outputs) % n_outputs(r)];
+  return &r->act_users[n_outputs(r) + (a - r->input_grads) % per];
 }
 
 static void
@@ -61,18 +75,19 @@ acts_count_users(Rank *r)
     if (mb < 0 || mb >= r->n_micro)
       continue;
     if (op->kind == ST_OP_COMP && (op->sub == ST_PASS_FWD || op->sub == ST_PASS_RECOMPUTE)) {
-      count(r, acts_output(r, mb, i - 1));
+      count(r, acts_output(r, 0, mb, i - 1));
     } else if (op->kind == ST_OP_COMP && op->sub == ST_PASS_BWD) {
       if (keeps(&m->layers[i], ST_KEEPS_INPUT))
-        count(r, acts_output(r, mb, i - 1));
-      if (keeps(&m->layers[i], ST_KEEPS_OUTPUT))
-        count(r, acts_output(r, mb, i));
+        count(r, acts_output(r, 0, mb, i - 1));
+      /* A checkpointed layer's backward reads its recompute's output instead. */
+      if (keeps(&m->layers[i], ST_KEEPS_OUTPUT) && !r->recomputed[mb * m->n_layers + i])
+        count(r, acts_output(r, 0, mb, i));
       if (i + 1 < m->n_layers)
-        count(r, acts_input_grad(r, mb, i + 1));
+        count(r, acts_input_grad(r, 0, mb, i + 1));
     } else if (op->kind == ST_OP_COMM_SEND && op->data == ST_DATA_OUTPUT) {
-      count(r, acts_output(r, mb, op->layer));
+      count(r, acts_output(r, 0, mb, op->layer));
     } else if (op->kind == ST_OP_COMM_SEND && op->data == ST_DATA_INPUT_GRAD) {
-      count(r, acts_input_grad(r, mb, op->layer));
+      count(r, acts_input_grad(r, 0, mb, op->layer));
     }
   }
 }
@@ -82,10 +97,16 @@ acts_make(Rank *r, Act *a, size_t bytes, StMemCategory category, int32_t step, u
           void *stream, GError **error)
 {
   if (a->ptr != NULL || a->users > 0) {
+    gboolean output = a >= r->outputs && a < r->outputs + 2 * n_outputs(r);
+    int64_t at = output ? (a - r->outputs) % n_outputs(r)
+                        : (a - r->input_grads) % (r->n_micro * r->model->n_layers);
+    int per = r->model->n_layers + (output ? 1 : 0);
+    g_autofree char *name = st_op_describe(r->x->s, r->p, op);
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                "rank %d, step %d, op %u: an activation of this micro-batch is still in use "
-                "from before (the schedule reuses it too early)",
-                r->rank, step + 1, op);
+                "rank %d, step %d, op %u '%s': %s of layer %d, micro-batch %d, is still in use "
+                "from two steps before (%d readers to come: the schedule reuses it too early)",
+                r->rank, step + 1, op, name, output ? "the output" : "the input gradient",
+                (int)(at % per) - (output ? 1 : 0), (int)(at / per), a->users);
     return FALSE;
   }
   g_autofree char *what = g_strdup_printf("activations of op %u", op);

@@ -2,8 +2,12 @@
  * learn, so that the loss of a real run goes down.
  *
  * Sample g of step t is the same whatever the strategy: g counts over the
- * global batch, rank by rank (its data index), micro-batch by micro-batch, so
- * DP, ZeRO and any rank count see the same samples in each step.
+ * global batch, replica by replica, micro-batch by micro-batch, so DP, ZeRO,
+ * pipelines and any rank count see the same samples in each step. A rank's
+ * replica (its data index) is StRank.replica, which the strategy sets: the
+ * rank itself in DP and ZeRO, the pipeline (or cyclic-DP worker) for every
+ * stage of it, so a pipeline's first stage makes the inputs and its last
+ * stage the targets of the same samples.
  * - Models that read token ids (a first embedding layer): sequences where each
  *   token determines the next, t[k+1] = (5 t[k] + 3) mod V from a random
  *   first token; the targets are the next tokens: a bigram table to learn.
@@ -34,7 +38,7 @@ uniform(uint64_t seed, uint64_t sample, uint64_t k)
 int
 st_exec_data_index(const StSchedule *s, int rank)
 {
-  return rank;
+  return s->ranks[rank].replica;
 }
 
 /* The global index of the first sample of `micro` on this rank at `step`. */
@@ -71,7 +75,7 @@ data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GEr
   const StShape *in = &r->model->input;
   size_t per = (size_t)st_shape_elems(in);
   uint64_t g0 = first_sample(r, micro, step), seed = r->x->o->seed;
-  Act *a = acts_output(r, micro, -1);
+  Act *a = acts_output(r, step, micro, -1);
   g_autofree void *host = NULL;
   size_t bytes;
   if (takes_ids(r)) {
@@ -125,27 +129,54 @@ teacher(uint64_t seed, uint64_t g, int64_t classes, size_t inputs)
   return (int32_t)best;
 }
 
+/* Positions (tokens, or 1) a model's loss averages over, and its classes. */
+static int
+positions(const StModel *m, int64_t *classes)
+{
+  const StLayer *loss = &m->layers[m->n_layers - 1];
+  *classes = loss->in_shape.dims[loss->in_shape.n_dims - 1];
+  return loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
+}
+
+/* Sample g's targets: [positions]. */
+static void
+targets_of(const StModel *m, uint64_t seed, uint64_t g, int32_t *t)
+{
+  int64_t classes;
+  int per = positions(m, &classes);
+  size_t in_per = (size_t)st_shape_elems(&m->input);
+  gboolean ids = st_layer_takes_ids(&m->layers[0]);
+  for (int k = 0; k < per; k++)
+    t[k] = ids ? token(seed, g, k + 1, classes)
+               : teacher(seed, g, classes, MIN(in_per, TEACHER_INPUTS));
+}
+
+void
+st_exec_sample(const StModel *m, uint64_t seed, uint64_t g, float *x, int32_t *ids,
+               int32_t *targets)
+{
+  size_t per = (size_t)st_shape_elems(&m->input);
+  gboolean takes = st_layer_takes_ids(&m->layers[0]);
+  for (size_t k = 0; k < per; k++) {
+    if (takes && ids != NULL)
+      ids[k] = token(seed, g, (int)k, st_layer_attr(&m->layers[0], "vocab", 2));
+    else if (!takes && x != NULL)
+      x[k] = uniform(seed, g, k);
+  }
+  if (targets != NULL)
+    targets_of(m, seed, g, targets);
+}
+
 gboolean
 data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GError **error)
 {
-  const StLayer *loss = &r->model->layers[r->model->n_layers - 1];
   int b = r->settings->micro_batch;
-  /* [classes] per sample, or [tokens, vocab]. */
-  int per = loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
-  int64_t classes = loss->in_shape.dims[loss->in_shape.n_dims - 1];
+  int64_t classes;
+  int per = positions(r->model, &classes);
   uint64_t g0 = first_sample(r, micro, step), seed = r->x->o->seed;
   g_autofree int32_t *t = g_new(int32_t, (size_t)b * per);
-  size_t in_per = (size_t)st_shape_elems(&r->model->input);
-  for (int j = 0; j < b; j++) {
-    uint64_t g = g0 + (uint64_t)j;
-    for (int k = 0; k < per; k++) {
-      if (takes_ids(r)) {
-        t[j * per + k] = token(seed, g, k + 1, classes);
-      } else {
-        t[j * per + k] = teacher(seed, g, classes, MIN(in_per, TEACHER_INPUTS));
-      }
-    }
-  }
+  for (int j = 0; j < b; j++)
+    targets_of(r->model, seed, g0 + (uint64_t)j, t + (size_t)j * per);
   size_t bytes = (size_t)b * per * sizeof(int32_t);
   void *ptr = NULL;
   g_mutex_lock(&r->lock);

@@ -1,7 +1,8 @@
 /* exec.c: st_execute: choose the backends, set every rank up (streams,
- * persistent buffers, weights), walk the schedule (walker.c), and turn what
- * was measured into a Timeline. */
-#include <stdarg.h>
+ * persistent buffers, weights, states shared on a device), walk the schedule
+ * (walker.c), and turn what was measured into a Timeline. What the executor
+ * can run is exec_check.c's; the final weights, exec_weights.c's. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,75 +72,6 @@ exec_fail(Exec *x, GError *error)
   }
   if (x->comm != NULL)
     x->comm_backend->abort(x->comm);
-}
-
-/* ---- what the executor can run ------------------------------------------------ */
-
-static gboolean
-comm_supported(const StOp *op)
-{
-  if (op->kind == ST_OP_COMM_COLL)
-    return (op->sub == ST_COLL_ALL_REDUCE && op->data == ST_DATA_GRADS) ||
-           (op->sub == ST_COLL_REDUCE_SCATTER && op->data == ST_DATA_GRADS) ||
-           (op->sub == ST_COLL_ALL_GATHER && op->data == ST_DATA_PARAMS) ||
-           ((op->sub == ST_COLL_BROADCAST || op->sub == ST_COLL_REDUCE) &&
-            (op->data == ST_DATA_PARAMS || op->data == ST_DATA_GRADS));
-  return op->data == ST_DATA_OUTPUT || op->data == ST_DATA_INPUT_GRAD;
-}
-
-/* Adds a problem once. */
-static void G_GNUC_PRINTF(3, 4)
-problem(GPtrArray *problems, GHashTable *seen, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  char *text = g_strdup_vprintf(format, args);
-  va_end(args);
-  if (g_hash_table_add(seen, g_strdup(text)))
-    g_ptr_array_add(problems, text);
-  else
-    g_free(text);
-}
-
-gboolean
-st_exec_check(const StSchedule *s, GError **error)
-{
-  g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func(g_free);
-  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  for (int j = 0; j < st_schedule_n_jobs(s); j++) {
-    const StModel *m = st_schedule_job_model(s, j);
-    for (int i = 0; i < m->n_layers; i++)
-      if (st_layer_impl_find(m->layers[i].type->name) == NULL)
-        problem(problems, seen, "layer type '%s' (layer '%s' of %s) has no real implementation",
-                m->layers[i].type->name, m->layers[i].name, m->name);
-  }
-  for (guint pi = 0; pi < s->programs->len; pi++) {
-    const StProgram *p = g_ptr_array_index(s->programs, pi);
-    for (guint o = 0; o < p->ops->len; o++) {
-      const StOp *op = st_program_op(p, o);
-      if (op->kind == ST_OP_COPY)
-        problem(problems, seen, "%s copies", st_copy_name(op->sub));
-      else if (op->kind == ST_OP_COMP && op->sub != ST_PASS_FWD && op->sub != ST_PASS_BWD &&
-               op->sub != ST_PASS_OPTIM && op->sub != ST_PASS_RECOMPUTE)
-        problem(problems, seen, "%s passes", st_pass_name(op->sub));
-      else if (op->kind != ST_OP_COMP && !comm_supported(op))
-        problem(problems, seen, "%s of %s",
-                op->kind == ST_OP_COMM_COLL ? st_coll_name(op->sub) : st_op_kind_name(op->kind),
-                st_data_name(op->data));
-      if (op->version > 0)
-        problem(problems, seen, "passes on older parameter versions (delayed update rules)");
-    }
-  }
-  for (int r = 0; r < s->n_ranks; r++)
-    if (s->ranks[r].start_ns > 0)
-      problem(problems, seen, "staggered rank starts");
-  if (problems->len == 0)
-    return TRUE;
-  g_ptr_array_add(problems, NULL);
-  g_autofree char *list = g_strjoinv("; ", (char **)problems->pdata);
-  g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-              "the executor cannot run this schedule: %s", list);
-  return FALSE;
 }
 
 /* ---- backends ------------------------------------------------------------------ */
@@ -214,7 +146,8 @@ find_slices(Rank *r)
   for (guint o = 0; o < r->p->ops->len; o++) {
     const StOp *op = st_program_op(r->p, o);
     if (op->kind != ST_OP_COMM_COLL ||
-        (op->data != ST_DATA_PARAMS && op->data != ST_DATA_GRADS))
+        (op->data != ST_DATA_PARAMS && op->data != ST_DATA_GRADS &&
+         op->data != ST_DATA_PARAMS_PACKED && op->data != ST_DATA_GRADS_PACKED))
       continue;
     const StComm *c = st_schedule_comm(r->x->s, op->comm);
     int g = c->group_of[r->rank];
@@ -242,6 +175,7 @@ rank_setup(Exec *x, int rank, GError **error)
   r->dev = x->devices[rank];
   r->k = r->dev->backend->kernels(r->dev);
   g_mutex_init(&r->lock);
+  g_mutex_init(&r->share_lock);
   g_cond_init(&r->cond);
   r->pool = st_pool_new(r->dev, rank, x->o->memory_limit);
   guint n_ops = r->p->ops->len;
@@ -257,8 +191,8 @@ rank_setup(Exec *x, int rank, GError **error)
   for (guint o = 0; o < n_ops; o++)
     r->n_micro = MAX(r->n_micro, st_program_op(r->p, o)->micro + 1);
   r->n_micro = MAX(r->n_micro, 1);
-  r->outputs = g_new0(Act, (size_t)r->n_micro * (L + 1));
-  r->input_grads = g_new0(Act, (size_t)r->n_micro * L);
+  r->outputs = g_new0(Act, 2 * (size_t)r->n_micro * (L + 1));
+  r->input_grads = g_new0(Act, 2 * (size_t)r->n_micro * L);
   r->saved = g_new0(void *, (size_t)r->n_micro * L);
   r->targets = g_new0(int32_t *, r->n_micro);
   r->tied_grads = g_new0(void *, r->n_micro);
@@ -268,6 +202,30 @@ rank_setup(Exec *x, int rank, GError **error)
   ST_KCHECK(r->k->alloc((void **)&r->loss, sizeof(float) * (size_t)s->steps), r->k->name, error);
   ST_KCHECK(r->k->memset0(r->streams[0], r->loss, sizeof(float) * (size_t)s->steps), r->k->name,
             error);
+  r->nnz = g_new0(int64_t, L);
+  r->runs_bwd = g_new0(gboolean, L);
+  r->fwd_version = g_new(int32_t, L);
+  for (int i = 0; i < L; i++)
+    r->fwd_version[i] = -1;
+  r->recomputed = g_new0(gboolean, (size_t)r->n_micro * L);
+  r->recomputed_out = g_new0(void *, (size_t)r->n_micro * L);
+  for (int i = 0; i < L; i++) {
+    int64_t p = r->model->layers[i].params;
+    /* SAMO's count (sparse.h), which the schedule's buffers are sized by. */
+    r->nnz[i] = p - (int64_t)floor(r->settings->sparsity * (double)p);
+  }
+  for (guint o = 0; o < n_ops; o++) {
+    const StOp *op = st_program_op(r->p, o);
+    if (op->kind == ST_OP_COMP && op->sub == ST_PASS_BWD && op->layer >= 0)
+      r->runs_bwd[op->layer] = TRUE;
+    if (op->kind == ST_OP_COMP && op->sub == ST_PASS_FWD && op->layer >= 0 &&
+        r->fwd_version[op->layer] < 0)
+      r->fwd_version[op->layer] = op->version;
+    if (op->kind == ST_OP_COMP && op->sub == ST_PASS_RECOMPUTE && op->layer >= 0 &&
+        op->micro >= 0)
+      r->recomputed[(size_t)op->micro * L + op->layer] = TRUE;
+  }
+  state_index_buffers(r);
   acts_count_users(r);
   find_slices(r);
   for (guint b = 0; b < r->p->buffers->len; b++)
@@ -304,6 +262,17 @@ rank_clear(Rank *r)
   g_free(r->tied_grads);
   g_free(r->act_users);
   g_free(r->done);
+  g_free(r->nnz);
+  g_free(r->runs_bwd);
+  g_free(r->fwd_version);
+  g_free(r->recomputed);
+  g_free(r->recomputed_out);
+  state_index_clear(r);
+  g_free(r->hazard_first);
+  g_free(r->hazards);
+  if (r->share_event != NULL)
+    b->event_free(r->dev, r->share_event);
+  g_mutex_clear(&r->share_lock);
   g_mutex_clear(&r->lock);
   g_cond_clear(&r->cond);
 }
@@ -433,54 +402,6 @@ losses(Exec *x, int32_t steps, GArray *out, GError **error)
   return TRUE;
 }
 
-/* Downloads n elements of dt at `src` as floats into `dst`. */
-static gboolean
-download(Rank *r, float *dst, const void *src, size_t n, GError **error)
-{
-  size_t ds = st_kdt_size(r->x->dt);
-  g_autofree void *host = g_malloc(n * ds);
-  ST_KCHECK(r->k->copy(r->streams[0], host, src, n * ds, 2), r->k->name, error);
-  if (!r->dev->backend->stream_sync(r->dev, r->streams[0], error))
-    return FALSE;
-  for (size_t i = 0; i < n; i++)
-    dst[i] = r->x->dt == ST_KDT_BF16 ? st_bf16_to_f32(((uint16_t *)host)[i]) : ((float *)host)[i];
-  return TRUE;
-}
-
-/* The main job's final weights: a rank's whole copy when one has it, else
- * every rank's slice put together. */
-static gboolean
-gather_weights(Exec *x, GPtrArray *out, GError **error)
-{
-  const StModel *m = x->s->model;
-  for (int i = 0; i < m->n_layers; i++) {
-    size_t n = (size_t)m->layers[i].params;
-    GArray *w = g_array_sized_new(FALSE, TRUE, sizeof(float), (guint)n);
-    g_array_set_size(w, (guint)n);
-    g_ptr_array_add(out, w);
-    gboolean whole = FALSE;
-    for (int rk = 0; n > 0 && rk < x->s->n_ranks && !whole; rk++) {
-      Rank *r = &x->ranks[rk];
-      if (r->dev == NULL || r->p->job != 0 || r->layers[i].params == NULL)
-        continue;
-      if (!download(r, (float *)w->data, r->layers[i].params, n, error))
-        return FALSE;
-      whole = TRUE;
-    }
-    for (int rk = 0; n > 0 && rk < x->s->n_ranks && !whole; rk++) {
-      Rank *r = &x->ranks[rk];
-      LayerState *ls = &r->layers[i];
-      if (r->dev == NULL || r->p->job != 0 || ls->params_part == NULL)
-        continue;
-      size_t first, count;
-      st_comm_slice(n, ls->parts, ls->slice, &first, &count);
-      if (!download(r, (float *)w->data + first, ls->params_part, count, error))
-        return FALSE;
-    }
-  }
-  return TRUE;
-}
-
 /* ---- the run -------------------------------------------------------------------- */
 
 static void
@@ -521,7 +442,13 @@ setup(Exec *x, GError **error)
       g_prefix_error(error, "setting up rank %d: ", r);
       return FALSE;
     }
-  if ((x->comm = x->comm_backend->open(s, x->devices, x->o->timeout_s, error)) == NULL)
+  if (!state_share(x, error))
+    return FALSE;
+  for (int r = 0; r < s->n_ranks; r++)
+    if (x->devices[r] != NULL)
+      hazards_find(x, &x->ranks[r]);
+  if (
+      (x->comm = x->comm_backend->open(s, x->devices, x->o->timeout_s, error)) == NULL)
     return FALSE;
   /* Time zero: after every setup copy, on each device. */
   x->origins = g_new0(void *, x->open_devices->len);
@@ -539,6 +466,7 @@ setup(Exec *x, GError **error)
             NULL)
         return FALSE;
   }
+  x->origin_us = g_get_monotonic_time();
   return TRUE;
 }
 
@@ -585,7 +513,7 @@ st_execute(const StSchedule *s, const StExecOptions *o, StExecResult *result, GE
   if (o->keep_weights)
     result->weights = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
   if (!harvest(&x, t, steps, error) || !losses(&x, steps, result->loss, error) ||
-      (o->keep_weights && !gather_weights(&x, result->weights, error))) {
+      (o->keep_weights && !exec_gather_weights(&x, result->weights, error))) {
     st_timeline_free(t);
     exec_clear(&x);
     return NULL;

@@ -62,8 +62,27 @@ void st_exec_result_clear(StExecResult *result);
 
 /* FALSE (ST_EXEC_ERROR_UNSUPPORTED) when the schedule asks for something the
  * executor cannot run, listing every missing piece (layer types without a
- * real implementation, ops of unknown data). */
+ * real implementation, ops of unknown data, a rank computing a layer whose
+ * weights neither it nor its device holds). */
 gboolean st_exec_check(const StSchedule *schedule, GError **error);
+
+/* The fixed pruning mask of `layer` at sparsity p (SAMO, StSettings.sparsity):
+ * the indices of the nnz = P - floor(p P) entries kept of its P parameters,
+ * ascending, drawn by a generator seeded with `seed` and the layer index, so
+ * every rank, replica and run with that seed prunes the same weights. The
+ * executor initializes the dense weights with the pruned entries zero.
+ * Transfer full (g_free); NULL when the layer has no parameters. */
+int32_t *st_exec_sparse_mask(const StModel *model, int layer, double p, uint64_t seed,
+                             size_t *nnz);
+
+/* Sample g of the synthetic data every run uses (exec/data.c): its input
+ * (`x`, the model's input elements, for models that read activations; `ids`,
+ * token ids, for models whose first layer is an embedding; the other may be
+ * NULL) and its targets (`targets`, one per position the loss averages
+ * over). Sample g of step t, replica d, micro-batch m, position j in it is
+ * g = t * global_batch + (d * accumulation + m) * micro_batch + j. */
+void st_exec_sample(const StModel *model, uint64_t seed, uint64_t g, float *x, int32_t *ids,
+                    int32_t *targets);
 
 /* Runs `schedule` (borrowed; it must outlive the timeline). On an error after
  * some steps completed (SIGINT), the timeline of those steps is returned and

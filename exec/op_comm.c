@@ -1,19 +1,26 @@
 /* op_comm.c: what a COMM op does: it moves the data the schedule names
- * (StOp.data of layers [layer, layer_last]) through the comm backend.
+ * (StOp.data of layers [layer, layer_last], of data step step - version)
+ * through the comm backend. Dense and compressed (sparse) kinds move alike,
+ * each layer's part as long as state_elems says:
  *
- * - all-reduce of gradients: in place, over the run of layers when their
- *   gradients are contiguous (one bucket), else layer by layer;
+ * - all-reduce of gradients (dense or compressed): in place, over the run of
+ *   layers when their gradients are contiguous (one bucket), else layer by
+ *   layer;
  * - reduce-scatter of gradients: per layer, into this rank's slice: added to
  *   the slice buffer when there is one (it accumulates micro-batches), else
  *   copied into its place inside the whole gradients;
- * - all-gather of weights: per layer, from this rank's slice (its slice
- *   buffer, or in place inside the whole weights) into the whole weights;
+ * - all-gather of weights (dense or compressed): per layer, from this rank's
+ *   slice (its slice buffer, or in place inside the whole weights) into the
+ *   whole weights;
  * - broadcast / reduce of weights or gradients: whole layers, rooted at the
  *   group's first member;
- * - send / receive of a layer's output or input gradient (pipelines), or of
- *   weights (overwritten) or gradients (added) of layers.
- * A collective on several layers is several calls, in layer order on every
- * member, so they meet in order.
+ * - send / receive of a layer's output or input gradient (pipelines); of
+ *   weights (the receive overwrites); of gradients along a chain (the receive
+ *   adds them to the receiver's, the send hands the sender's over: zero
+ *   after it); of a chain's total (the receive overwrites); or of nothing (a
+ *   zero-byte event between ranks).
+ * A transfer or collective on several layers is several calls, in layer
+ * order on every member, so they meet in order.
  */
 #include <string.h>
 
@@ -25,6 +32,7 @@ typedef struct {
   uint32_t o;
   const StOp *op;
   int32_t step;
+  int64_t t;      /* data step: step - version */
   void *stream;
   char *what;
 } Call;
@@ -62,34 +70,57 @@ collective(Call *c, const void *send, void *recv, size_t total, GError **error)
   return c->r->x->comm_backend->collective(c->r->x->comm, &call, error);
 }
 
-static size_t
-params_of(const Rank *r, int i)
+static inline size_t
+dts(const Rank *r)
 {
-  return (size_t)r->model->layers[i].params;
+  return st_kdt_size(r->x->dt);
+}
+
+/* The layer whose data moves at layer i of the op's range: i, or for a
+ * tied head (which has no weights of its own) on a rank keeping a copy of
+ * the weights it is tied to (it runs no backward of that layer; a pipeline
+ * stage), that copy's, which travels in the head's bucket. */
+static int
+moved(const Call *c, int i)
+{
+  int t = st_model_tied_layer(c->r->model, i);
+  return t >= 0 && !c->r->runs_bwd[t] && (t < c->op->layer || t > c->op->layer_last) ? t : i;
+}
+
+/* Elements of layer i that the op's data kind moves, whole. */
+static size_t
+elems(const Call *c, int i)
+{
+  return state_elems(c->r, c->op->data, moved(c, i), 1);
+}
+
+static void *
+data_of(Call *c, StData data, int i)
+{
+  return state_data_of(c->r, c->o, c->step, data, moved(c, i), c->t);
 }
 
 static gboolean
 all_reduce_grads(Call *c, GError **error)
 {
-  Rank *r = c->r;
-  size_t ds = st_kdt_size(r->x->dt);
+  StData d = c->op->data;
   for (int i = c->op->layer; i <= c->op->layer_last;) {
-    if (params_of(r, i) == 0) {
+    if (elems(c, i) == 0) {
       i++;
       continue;
     }
-    char *start = state_data_of(r, c->o, ST_DATA_GRADS, i);
+    char *start = data_of(c, d, i);
     if (start == NULL)
       return fail_missing(c, "the gradients", i, error);
     /* The longest run of layers whose gradients follow each other. */
-    size_t total = params_of(r, i);
+    size_t total = elems(c, i);
     int j = i + 1;
     for (; j <= c->op->layer_last; j++) {
-      if (params_of(r, j) == 0)
+      if (elems(c, j) == 0)
         continue;
-      if ((char *)state_data_of(r, c->o, ST_DATA_GRADS, j) != start + total * ds)
+      if ((char *)data_of(c, d, j) != start + total * dts(c->r))
         break;
-      total += params_of(r, j);
+      total += elems(c, j);
     }
     if (!collective(c, start, start, total, error))
       return FALSE;
@@ -116,14 +147,15 @@ static gboolean
 reduce_scatter_grads(Call *c, GError **error)
 {
   Rank *r = c->r;
-  size_t ds = st_kdt_size(r->x->dt);
   int n = group_size(c), me = my_index(c);
+  StData shard = c->op->data == ST_DATA_GRADS_PACKED ? ST_DATA_GRADS_PACKED_SHARD
+                                                     : ST_DATA_GRADS_SHARD;
   for (int i = c->op->layer; i <= c->op->layer_last; i++) {
-    LayerState *ls = &r->layers[i];
-    size_t total = params_of(r, i), first, count;
+    LayerState *ls = &r->layers[moved(c, i)];
+    size_t total = elems(c, i), first, count;
     if (total == 0)
       continue;
-    char *grads = state_data_of(r, c->o, ST_DATA_GRADS, i);
+    char *grads = data_of(c, c->op->data, i);
     if (grads == NULL)
       return fail_missing(c, "the gradients", i, error);
     ls->parts = n;
@@ -133,23 +165,20 @@ reduce_scatter_grads(Call *c, GError **error)
      * then summed in member order, the bits an all-reduce gives. It is added
      * to the slice buffer (which accumulates micro-batches) or copied into
      * the whole gradients' slice. */
-    void *slice = NULL;
-    g_mutex_lock(&r->lock);
-    gboolean ok = st_pool_alloc(r->pool, count * ds, ST_MEM_COMM, c->step, c->o, -1,
-                                "a reduce-scatter's slice", c->stream, &slice, error);
-    g_mutex_unlock(&r->lock);
-    if (!ok || !collective(c, grads, slice, total, error))
+    void *slice = op_scratch(r, count * dts(r), ST_MEM_COMM, "a reduce-scatter's slice", c->step,
+                             c->o, c->stream, error);
+    if ((slice == NULL && count > 0) || !collective(c, grads, slice, total, error))
       return FALSE;
-    if (count > 0 && ls->grads_part != NULL)
-      ST_KCHECK(r->k->axpy(c->stream, ls->grads_part, r->x->dt, 1.0f, slice, r->x->dt, count),
+    void *part = ls->at[shard][0];
+    if (part != NULL && !state_fresh(r, moved(c, i), shard, c->t, c->stream, error))
+      return FALSE;
+    if (count > 0 && part != NULL)
+      ST_KCHECK(r->k->axpy(c->stream, part, r->x->dt, 1.0f, slice, r->x->dt, count),
                 r->k->name, error);
     else if (count > 0)
-      ST_KCHECK(r->k->copy(c->stream, grads + first * ds, slice, count * ds, 0),
+      ST_KCHECK(r->k->copy(c->stream, grads + first * dts(r), slice, count * dts(r), 0),
                 r->k->name, error);
-    void *ev = r->dev->backend->event_record(r->dev, c->stream, NULL);
-    g_mutex_lock(&r->lock);
-    st_pool_release(r->pool, slice, c->step, c->o, ev);
-    g_mutex_unlock(&r->lock);
+    op_scratch_release(r, slice, c->step, c->o, c->stream);
   }
   return TRUE;
 }
@@ -158,20 +187,21 @@ static gboolean
 all_gather_params(Call *c, GError **error)
 {
   Rank *r = c->r;
-  size_t ds = st_kdt_size(r->x->dt);
   int n = group_size(c), me = my_index(c);
+  StData shard = c->op->data == ST_DATA_PARAMS_PACKED ? ST_DATA_PARAMS_PACKED_SHARD
+                                                      : ST_DATA_PARAMS_SHARD;
   for (int i = c->op->layer; i <= c->op->layer_last; i++) {
-    LayerState *ls = &r->layers[i];
-    size_t total = params_of(r, i), first, count;
+    LayerState *ls = &r->layers[moved(c, i)];
+    size_t total = elems(c, i), first, count;
     if (total == 0)
       continue;
-    char *params = state_data_of(r, c->o, ST_DATA_PARAMS, i);
+    char *params = data_of(c, c->op->data, i);
     if (params == NULL)
       return fail_missing(c, "the weights (to gather into)", i, error);
     ls->parts = n;
     ls->slice = me;
     st_comm_slice(total, n, me, &first, &count);
-    const void *mine = ls->params_part != NULL ? ls->params_part : params + first * ds;
+    const void *mine = ls->at[shard][0] != NULL ? ls->at[shard][0] : params + first * dts(r);
     if (!collective(c, mine, params, total, error))
       return FALSE;
   }
@@ -182,14 +212,13 @@ all_gather_params(Call *c, GError **error)
 static gboolean
 rooted(Call *c, GError **error)
 {
-  Rank *r = c->r;
   for (int i = c->op->layer; i <= c->op->layer_last; i++) {
-    void *data = state_data_of(r, c->o, c->op->data, i);
-    if (params_of(r, i) == 0)
+    if (elems(c, i) == 0)
       continue;
+    void *data = data_of(c, c->op->data, i);
     if (data == NULL)
       return fail_missing(c, st_data_name(c->op->data), i, error);
-    if (!collective(c, data, data, params_of(r, i), error))
+    if (!collective(c, data, data, elems(c, i), error))
       return FALSE;
   }
   return TRUE;
@@ -200,11 +229,13 @@ coll(Call *c, GError **error)
 {
   StCollKind kind = c->op->sub;
   StData data = c->op->data;
-  if (kind == ST_COLL_ALL_REDUCE && data == ST_DATA_GRADS)
+  gboolean grads = data == ST_DATA_GRADS || data == ST_DATA_GRADS_PACKED;
+  gboolean params = data == ST_DATA_PARAMS || data == ST_DATA_PARAMS_PACKED;
+  if (kind == ST_COLL_ALL_REDUCE && grads)
     return all_reduce_grads(c, error);
-  if (kind == ST_COLL_REDUCE_SCATTER && data == ST_DATA_GRADS)
+  if (kind == ST_COLL_REDUCE_SCATTER && grads)
     return reduce_scatter_grads(c, error);
-  if (kind == ST_COLL_ALL_GATHER && data == ST_DATA_PARAMS)
+  if (kind == ST_COLL_ALL_GATHER && params)
     return all_gather_params(c, error);
   if ((kind == ST_COLL_BROADCAST || kind == ST_COLL_REDUCE) &&
       (data == ST_DATA_PARAMS || data == ST_DATA_GRADS))
@@ -218,25 +249,22 @@ coll(Call *c, GError **error)
 /* ---- point to point --------------------------------------------------------- */
 
 static gboolean
-p2p(Call *c, GError **error)
+transfer(Call *c, int peer, const void *send, void *recv, size_t total, GError **error)
+{
+  const StCommBackend *b = c->r->x->comm_backend;
+  StCommCall call = call_of(c, send, recv, total);
+  return (c->op->kind == ST_OP_COMM_SEND ? b->send : b->recv)(c->r->x->comm, &call, peer, error);
+}
+
+/* A layer's output or the gradient of its input, for one micro-batch. */
+static gboolean
+p2p_activation(Call *c, int peer, GError **error)
 {
   Rank *r = c->r;
   const StOp *op = c->op;
   gboolean sending = op->kind == ST_OP_COMM_SEND;
-  int peer = st_schedule_peer_rank(r->x->s, r->rank, op->comm, op->peer);
-  size_t ds = st_kdt_size(r->x->dt);
-  size_t total = (size_t)op->bytes / ds;
-  Act *a = NULL;
-  if (op->data == ST_DATA_OUTPUT)
-    a = acts_output(r, op->micro, op->layer);
-  else if (op->data == ST_DATA_INPUT_GRAD)
-    a = acts_input_grad(r, op->micro, op->layer);
-  if (a == NULL) {
-    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                "rank %d, op %u '%s': the executor cannot transfer %s yet", r->rank, c->o,
-                c->what, st_data_name(op->data));
-    return FALSE;
-  }
+  Act *a = op->data == ST_DATA_OUTPUT ? acts_output(r, c->step, op->micro, op->layer)
+                                      : acts_input_grad(r, c->step, op->micro, op->layer);
   if (!sending &&
       !acts_make(r, a, (size_t)op->bytes,
                  op->data == ST_DATA_OUTPUT ? ST_MEM_ACTIVATIONS : ST_MEM_WORKSPACE, c->step,
@@ -244,15 +272,78 @@ p2p(Call *c, GError **error)
     return FALSE;
   if (a->ptr == NULL)
     return fail_missing(c, st_data_name(op->data), op->layer, error);
-  StCommCall call = call_of(c, a->ptr, a->ptr, total);
-  const StCommBackend *b = r->x->comm_backend;
-  if (!(sending ? b->send : b->recv)(r->x->comm, &call, peer, error))
+  if (!transfer(c, peer, a->ptr, a->ptr, (size_t)op->bytes / dts(r), error))
     return FALSE;
-  if (sending)
-    acts_use(r, a, c->step, c->o, c->stream);
-  else if (a->users == 0)
+  if (sending || a->users == 0)
     acts_use(r, a, c->step, c->o, c->stream);
   return TRUE;
+}
+
+/* Weights or gradients of whole layers, layer by layer. */
+static gboolean
+p2p_states(Call *c, int peer, GError **error)
+{
+  Rank *r = c->r;
+  const StOp *op = c->op;
+  gboolean sending = op->kind == ST_OP_COMM_SEND;
+  gboolean partial = op->data == ST_DATA_GRADS; /* a chain's partial sum */
+  for (int i = op->layer; i <= op->layer_last; i++) {
+    size_t n = elems(c, i);
+    if (n == 0)
+      continue;
+    void *data = data_of(c, op->data, i);
+    if (data == NULL)
+      return fail_missing(c, st_data_name(state_kind(op->data)), i, error);
+    if (sending) {
+      if (!transfer(c, peer, data, NULL, n, error))
+        return FALSE;
+      if (partial) /* handed over: the next write starts from zero */
+        state_mark_stale(r, i, op->data, c->t);
+      continue;
+    }
+    if (!partial) {
+      if (!transfer(c, peer, NULL, data, n, error))
+        return FALSE;
+      if (op->data == ST_DATA_GRADS_TOTAL)
+        state_clear_stale(r, i, op->data, c->t);
+      continue;
+    }
+    /* The addition fused into the receive (cdp.h): into scratch, then added. */
+    void *got = op_scratch(r, n * dts(r), ST_MEM_COMM, "a received partial sum", c->step, c->o,
+                           c->stream, error);
+    if (got == NULL || !transfer(c, peer, NULL, got, n, error))
+      return FALSE;
+    if (!state_fresh(r, i, op->data, c->t, c->stream, error))
+      return FALSE;
+    ST_KCHECK(r->k->axpy(c->stream, data, r->x->dt, 1.0f, got, r->x->dt, n), r->k->name, error);
+    op_scratch_release(r, got, c->step, c->o, c->stream);
+  }
+  return TRUE;
+}
+
+static gboolean
+p2p(Call *c, GError **error)
+{
+  int peer = st_schedule_peer_rank(c->r->x->s, c->r->rank, c->op->comm, c->op->peer);
+  switch ((StData)c->op->data) {
+  case ST_DATA_OUTPUT:
+  case ST_DATA_INPUT_GRAD:
+    return p2p_activation(c, peer, error);
+  case ST_DATA_PARAMS:
+  case ST_DATA_GRADS:
+  case ST_DATA_GRADS_TOTAL:
+    return p2p_states(c, peer, error);
+  case ST_DATA_NONE:
+    if (c->op->bytes == 0) /* an event: the peers meet, nothing moves */
+      return transfer(c, peer, NULL, NULL, 0, error);
+    break;
+  default:
+    break;
+  }
+  g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+              "rank %d, op %u '%s': the executor cannot transfer %s", c->r->rank, c->o, c->what,
+              st_data_name(c->op->data));
+  return FALSE;
 }
 
 gboolean
@@ -260,7 +351,7 @@ op_comm(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
 {
   const StOp *op = st_program_op(r->p, o);
   g_autofree char *name = st_op_describe(r->x->s, r->p, o);
-  Call c = {r, o, op, step, stream, name};
+  Call c = {r, o, op, step, (int64_t)step - op->version, stream, name};
   if (op->kind == ST_OP_COMM_COLL)
     return coll(&c, error);
   return p2p(&c, error);

@@ -1,12 +1,58 @@
-/* op_compute.c: what a COMP op does on a rank: a layer's forward or
- * backward on its micro-batch, or the optimizer step over every layer whose
- * states this rank holds. Inputs and outputs come from acts.c, weights,
- * gradients and states from state.c; a missing one is an error that names
- * the op (the schedule does not put it there). */
+/* op_compute.c: what a layer pass does on a rank: a layer's forward, its
+ * recompute (activation checkpointing) or its backward on one micro-batch.
+ * Inputs and outputs come from acts.c, weights and gradients from state.c
+ * (the version the op reads: StOp.version); a missing one is an error that
+ * names the op (the schedule does not put it there). Optimizer steps,
+ * compress and expand are in op_update.c.
+ *
+ * Checkpointing: a layer whose micro-batch has a RECOMPUTE op keeps nothing
+ * of its forward but what others read anyway (its output is the next
+ * layer's input, kept until that layer's recompute or backward: the
+ * checkpoint). The recompute runs the forward again from its kept input,
+ * writing what the layer saves for backward and, when the backward reads the
+ * layer's output, a fresh copy of it; a loss layer's recompute adds its loss
+ * to a scratch sum, not to the step's. */
 #include <string.h>
 
 #include "exec/check.h"
 #include "exec/runtime.h"
+
+/* ---- helpers shared with op_update.c -------------------------------------------- */
+
+void *
+op_scratch(Rank *r, size_t bytes, StMemCategory category, const char *what, int32_t step,
+           uint32_t op, void *stream, GError **error)
+{
+  void *ptr = NULL;
+  g_mutex_lock(&r->lock);
+  gboolean ok = st_pool_alloc(r->pool, bytes, category, step, op, -1, what, stream, &ptr, error);
+  g_mutex_unlock(&r->lock);
+  return ok ? ptr : NULL;
+}
+
+void
+op_scratch_release(Rank *r, void *ptr, int32_t step, uint32_t op, void *stream)
+{
+  if (ptr == NULL)
+    return;
+  void *ev = r->dev->backend->event_record(r->dev, stream, NULL);
+  g_mutex_lock(&r->lock);
+  st_pool_release(r->pool, ptr, step, op, ev);
+  g_mutex_unlock(&r->lock);
+}
+
+gboolean
+op_missing(GError **error, const Rank *r, uint32_t op, const char *what)
+{
+  g_autofree char *name = st_op_describe(r->x->s, r->p, op);
+  g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+              "rank %d, op %u '%s': %s is not on this rank when the op runs (the schedule "
+              "allocates nothing that holds it)",
+              r->rank, op, name, what);
+  return FALSE;
+}
+
+/* ---- layer calls ---------------------------------------------------------------- */
 
 /* Scratch memory for a layer call: from the rank's pool, released after. */
 typedef struct {
@@ -22,13 +68,10 @@ static void *
 scratch_alloc(gpointer data, size_t bytes)
 {
   Scratch *sc = data;
-  void *ptr = NULL;
   GError *error = NULL;
-  g_mutex_lock(&sc->r->lock);
-  gboolean ok = st_pool_alloc(sc->r->pool, bytes, ST_MEM_WORKSPACE, sc->step, sc->op, -1,
-                              "layer scratch", sc->stream, &ptr, &error);
-  g_mutex_unlock(&sc->r->lock);
-  if (!ok) {
+  void *ptr = op_scratch(sc->r, bytes, ST_MEM_WORKSPACE, "layer scratch", sc->step, sc->op,
+                         sc->stream, &error);
+  if (ptr == NULL && bytes > 0) {
     exec_fail(sc->r->x, error);
     sc->failed = TRUE;
     return NULL;
@@ -40,27 +83,9 @@ scratch_alloc(gpointer data, size_t bytes)
 static void
 scratch_release(Scratch *sc)
 {
-  for (guint i = 0; i < sc->blocks->len; i++) {
-    GError *error = NULL;
-    void *ev = sc->r->dev->backend->event_record(sc->r->dev, sc->stream, &error);
-    g_mutex_lock(&sc->r->lock);
-    st_pool_release(sc->r->pool, g_ptr_array_index(sc->blocks, i), sc->step, sc->op, ev);
-    g_mutex_unlock(&sc->r->lock);
-    if (error != NULL)
-      exec_fail(sc->r->x, error);
-  }
+  for (guint i = 0; i < sc->blocks->len; i++)
+    op_scratch_release(sc->r, g_ptr_array_index(sc->blocks, i), sc->step, sc->op, sc->stream);
   g_ptr_array_unref(sc->blocks);
-}
-
-static gboolean
-missing(GError **error, const Rank *r, uint32_t op, const char *what)
-{
-  g_autofree char *name = st_op_describe(r->x->s, r->p, op);
-  g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-              "rank %d, op %u '%s': %s is not on this rank when the op runs (the schedule "
-              "allocates nothing that holds it)",
-              r->rank, op, name, what);
-  return FALSE;
 }
 
 /* A tied head's weight gradient goes to the layer it is tied to, whose
@@ -74,13 +99,12 @@ park_tied_grads(Rank *r, uint32_t o, int mb, int tied, int32_t step, void *strea
   if (r->tied_grads[mb] != NULL)
     return TRUE;
   size_t bytes = (size_t)r->model->layers[tied].params * st_kdt_size(r->x->dt);
-  g_mutex_lock(&r->lock);
-  gboolean ok = st_pool_alloc(r->pool, bytes, ST_MEM_GRADS, step, o, -1, "a tied head's gradient",
-                              stream, &r->tied_grads[mb], error);
-  g_mutex_unlock(&r->lock);
-  if (ok)
-    ST_KCHECK(r->k->memset0(stream, r->tied_grads[mb], bytes), r->k->name, error);
-  return ok;
+  r->tied_grads[mb] = op_scratch(r, bytes, ST_MEM_GRADS, "a tied head's gradient", step, o,
+                                 stream, error);
+  if (r->tied_grads[mb] == NULL)
+    return FALSE;
+  ST_KCHECK(r->k->memset0(stream, r->tied_grads[mb], bytes), r->k->name, error);
+  return TRUE;
 }
 
 static gboolean
@@ -97,10 +121,7 @@ add_tied_grads(Rank *r, uint32_t o, int mb, int layer, void *grads, int32_t step
   size_t n = (size_t)r->model->layers[layer].params;
   ST_KCHECK(r->k->axpy(stream, grads, r->x->dt, 1.0f, r->tied_grads[mb], r->x->dt, n),
             r->k->name, error);
-  void *ev = r->dev->backend->event_record(r->dev, stream, NULL);
-  g_mutex_lock(&r->lock);
-  st_pool_release(r->pool, r->tied_grads[mb], step, o, ev);
-  g_mutex_unlock(&r->lock);
+  op_scratch_release(r, r->tied_grads[mb], step, o, stream);
   r->tied_grads[mb] = NULL;
   return TRUE;
 }
@@ -116,6 +137,13 @@ static int
 loss_positions(const StLayer *loss)
 {
   return loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
+}
+
+/* The version of the weights op `o` reads at `step`: w_{step - version}. */
+static int64_t
+weights_step(const Rank *r, uint32_t o, int32_t step)
+{
+  return (int64_t)step - st_program_op(r->p, o)->version;
 }
 
 static void
@@ -135,7 +163,10 @@ ctx_init(StLayerCtx *c, Rank *r, uint32_t o, int32_t step, Scratch *sc)
   };
   int t = st_model_tied_layer(m, op->layer);
   if (t >= 0) {
-    c->tied_params = state_data_of(r, o, ST_DATA_PARAMS, t);
+    /* The tied weights as the layer they belong to reads them this step
+     * (its own version, under a delayed rule), when this rank runs it. */
+    int64_t version = r->fwd_version[t] >= 0 ? r->fwd_version[t] : op->version;
+    c->tied_params = state_data_of(r, o, step, ST_DATA_PARAMS, t, (int64_t)step - version);
     c->tied_grads = r->tied_grads[op->micro];
   }
   if (is_loss(l)) {
@@ -146,6 +177,12 @@ ctx_init(StLayerCtx *c, Rank *r, uint32_t o, int32_t step, Scratch *sc)
   }
 }
 
+static void **
+cell(Rank *r, void **array, int mb, int layer)
+{
+  return &array[mb * r->model->n_layers + layer];
+}
+
 static gboolean
 forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
 {
@@ -153,44 +190,115 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const StLayer *l = &r->model->layers[op->layer];
   const StLayerImpl *impl = st_layer_impl_find(l->type->name);
   int mb = op->micro, i = op->layer;
-  void *params = state_data_of(r, o, ST_DATA_PARAMS, i);
+  gboolean again = op->sub == ST_PASS_RECOMPUTE;
+  size_t dts = st_kdt_size(r->x->dt);
+  void *params = state_data_of(r, o, step, ST_DATA_PARAMS, i, weights_step(r, o, step));
   if (l->params > 0 && params == NULL)
-    return missing(error, r, o, "the layer's weights");
-  if (i == 0 && !data_make_input(r, mb, step, o, stream, error))
+    return op_missing(error, r, o, "the layer's weights");
+  if (i == 0 && !again && !data_make_input(r, mb, step, o, stream, error))
     return FALSE;
-  Act *in = acts_output(r, mb, i - 1);
+  Act *in = acts_output(r, step, mb, i - 1);
   if (in->ptr == NULL)
-    return missing(error, r, o, "the layer's input");
-  if (is_loss(l) && !data_make_targets(r, mb, step, o, stream, error))
+    return op_missing(error, r, o, again ? "the layer's input (its checkpoint)"
+                                         : "the layer's input");
+  if (is_loss(l) && !again && !data_make_targets(r, mb, step, o, stream, error))
     return FALSE;
-  Act *out = acts_output(r, mb, i);
-  size_t out_bytes = (size_t)op->batch * (size_t)st_shape_elems(&l->out_shape) * st_kdt_size(r->x->dt);
-  if (!acts_make(r, out, out_bytes, ST_MEM_ACTIVATIONS, step, o, stream, error))
-    return FALSE;
-  void **saved = &r->saved[mb * r->model->n_layers + i];
+  Act *out = acts_output(r, step, mb, i);
+  size_t out_bytes = (size_t)op->batch * (size_t)st_shape_elems(&l->out_shape) * dts;
+  void *out_ptr;
+  if (!again) {
+    if (!acts_make(r, out, out_bytes, ST_MEM_ACTIVATIONS, step, o, stream, error))
+      return FALSE;
+    out_ptr = out->ptr;
+  } else {
+    void **kept = cell(r, r->recomputed_out, mb, i);
+    if ((*kept = op_scratch(r, out_bytes, ST_MEM_ACTIVATIONS, "a recomputed output", step, o,
+                            stream, error)) == NULL && out_bytes > 0)
+      return FALSE;
+    out_ptr = *kept;
+  }
+  void **saved = cell(r, r->saved, mb, i);
   size_t saved_bytes = impl->saved_bytes(l, op->batch, r->x->dt);
   g_autofree char *what = g_strdup_printf("what layer '%s' keeps", l->name);
-  g_mutex_lock(&r->lock);
-  gboolean ok = st_pool_alloc(r->pool, saved_bytes, ST_MEM_ACTIVATIONS, step, o, -1, what,
-                              stream, saved, error);
-  g_mutex_unlock(&r->lock);
-  if (!ok)
+  if ((*saved = op_scratch(r, saved_bytes, ST_MEM_ACTIVATIONS, what, step, o, stream, error)) ==
+        NULL &&
+      saved_bytes > 0)
+    return FALSE;
+  /* A recomputed loss adds to a sum nobody reads. */
+  float *loss_sink = NULL;
+  if (again && is_loss(l) &&
+      (loss_sink = op_scratch(r, sizeof(float), ST_MEM_WORKSPACE, "a recomputed loss", step, o,
+                              stream, error)) == NULL)
     return FALSE;
   Scratch sc = {r, step, o, stream, g_ptr_array_new(), FALSE};
   StLayerCtx c;
   ctx_init(&c, r, o, step, &sc);
+  if (loss_sink != NULL)
+    c.loss_sum = loss_sink;
   if (st_model_tied_layer(r->model, i) >= 0 && c.tied_params == NULL)
-    return missing(error, r, o, "the weights it is tied to");
-  int status = impl->forward(&c, l, op->batch, params, in->ptr, out->ptr, *saved);
+    return op_missing(error, r, o, "the weights it is tied to");
+  int status = impl->forward(&c, l, op->batch, params, in->ptr, out_ptr, *saved);
   scratch_release(&sc);
+  op_scratch_release(r, loss_sink, step, o, stream);
   if (sc.failed)
     return FALSE;
   if (status != 0)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
   acts_use(r, in, step, o, stream);
-  if (out->users == 0) /* nobody reads it (a loss's output) */
+  if (!again && out->users == 0) /* nobody reads it (a loss's output) */
     acts_use(r, out, step, o, stream);
+  if (!again && r->recomputed[mb * r->model->n_layers + i]) {
+    /* Checkpointed: the recompute makes what the backward needs again. */
+    op_scratch_release(r, *saved, step, o, stream);
+    *saved = NULL;
+  }
+  if (again && (l->type->keeps & ST_KEEPS_OUTPUT) == 0) {
+    op_scratch_release(r, out_ptr, step, o, stream);
+    *cell(r, r->recomputed_out, mb, i) = NULL;
+  }
   return TRUE;
+}
+
+/* The gradient a tied head adds its weights' gradient to, when this rank
+ * runs no backward of the layer it is tied to (a pipeline stage keeping a
+ * copy of the embedding): a gradient buffer of the head's own backward (the
+ * dense gradient a compress op takes, under sparsity), else the copy's. */
+static void *
+tied_target(Rank *r, uint32_t o, int layer, int tied, int32_t step)
+{
+  if (state_own_alloc(r, o, step, ST_DATA_GRADS, layer))
+    return state_data_of(r, o, step, ST_DATA_GRADS, layer, step);
+  return state_data_of(r, o, step, ST_DATA_GRADS, tied, step);
+}
+
+/* Runs the backward call; with gradients other ranks also add into (a
+ * shared device's), one such backward at a time, after the last one. */
+static int
+call_backward(Rank *r, const StLayerImpl *impl, const StLayerCtx *c, const StLayer *l, int batch,
+              const void *params, const void *in, const void *out, const void *saved,
+              const void *dout, void *din, void *grads, int weights_layer, int64_t t,
+              void *stream, GError **error)
+{
+  const LayerState *ls = &r->layers[weights_layer];
+  if (!ls->shared) {
+    if (l->params > 0 && !state_fresh(r, weights_layer, ST_DATA_GRADS, t, stream, error))
+      return -1;
+    return impl->backward(c, l, batch, params, in, out, saved, dout, din, grads);
+  }
+  Rank *home = &r->x->ranks[ls->home];
+  const StDeviceBackend *b = r->dev->backend;
+  g_mutex_lock(&home->share_lock);
+  int status = -1;
+  if ((home->share_event == NULL || b->stream_wait(r->dev, stream, home->share_event, error)) &&
+      state_fresh(r, weights_layer, ST_DATA_GRADS, t, stream, error)) {
+    status = impl->backward(c, l, batch, params, in, out, saved, dout, din, grads);
+    void *ev = b->event_record(r->dev, stream, error);
+    if (home->share_event != NULL)
+      b->event_free(r->dev, home->share_event);
+    home->share_event = ev;
+  }
+  g_mutex_unlock(&home->share_lock);
+  return status;
 }
 
 static gboolean
@@ -201,124 +309,80 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const StLayer *l = &m->layers[op->layer];
   const StLayerImpl *impl = st_layer_impl_find(l->type->name);
   int mb = op->micro, i = op->layer;
-  void *params = state_data_of(r, o, ST_DATA_PARAMS, i);
-  void *grads = state_data_of(r, o, ST_DATA_GRADS, i);
+  void *params = state_data_of(r, o, step, ST_DATA_PARAMS, i, weights_step(r, o, step));
+  void *grads = state_data_of(r, o, step, ST_DATA_GRADS, i, step);
   if (l->params > 0 && (params == NULL || grads == NULL))
-    return missing(error, r, o, params == NULL ? "the layer's weights" : "its gradients");
+    return op_missing(error, r, o, params == NULL ? "the layer's weights" : "its gradients");
   gboolean keeps_in = (l->type->keeps & ST_KEEPS_INPUT) != 0;
   gboolean keeps_out = (l->type->keeps & ST_KEEPS_OUTPUT) != 0;
-  Act *in = acts_output(r, mb, i - 1), *out = acts_output(r, mb, i);
-  Act *dout = i + 1 < m->n_layers ? acts_input_grad(r, mb, i + 1) : NULL;
-  if ((keeps_in && in->ptr == NULL) || (keeps_out && out->ptr == NULL))
-    return missing(error, r, o, "an activation the layer kept");
+  gboolean recomputed = r->recomputed[mb * m->n_layers + i];
+  Act *in = acts_output(r, step, mb, i - 1), *out = acts_output(r, step, mb, i);
+  void *out_ptr = recomputed ? *cell(r, r->recomputed_out, mb, i) : out->ptr;
+  Act *dout = i + 1 < m->n_layers ? acts_input_grad(r, step, mb, i + 1) : NULL;
+  if ((keeps_in && in->ptr == NULL) || (keeps_out && out_ptr == NULL))
+    return op_missing(error, r, o, "an activation the layer kept");
   if (dout != NULL && dout->ptr == NULL && !is_loss(l))
-    return missing(error, r, o, "the gradient of the layer's output");
-  Act *din = i > 0 ? acts_input_grad(r, mb, i) : NULL;
+    return op_missing(error, r, o, "the gradient of the layer's output");
+  Act *din = i > 0 ? acts_input_grad(r, step, mb, i) : NULL;
   if (din != NULL) {
     size_t bytes = (size_t)op->batch * (size_t)st_shape_elems(&l->in_shape) *
                    st_kdt_size(r->x->dt);
     if (!acts_make(r, din, bytes, ST_MEM_WORKSPACE, step, o, stream, error))
       return FALSE;
   }
-  void **saved = &r->saved[mb * m->n_layers + i];
+  void **saved = cell(r, r->saved, mb, i);
   int tied = st_model_tied_layer(m, i);
-  if (tied >= 0 && !park_tied_grads(r, o, mb, tied, step, stream, error))
+  void *direct = NULL;
+  if (tied >= 0 && !r->runs_bwd[tied]) {
+    if ((direct = tied_target(r, o, i, tied, step)) == NULL)
+      return op_missing(error, r, o, "the gradient of the weights it is tied to");
+    if (!state_own_alloc(r, o, step, ST_DATA_GRADS, i) &&
+        !state_fresh(r, tied, ST_DATA_GRADS, step, stream, error))
+      return FALSE;
+  } else if (tied >= 0 && !park_tied_grads(r, o, mb, tied, step, stream, error)) {
     return FALSE;
+  }
   Scratch sc = {r, step, o, stream, g_ptr_array_new(), FALSE};
   StLayerCtx c;
   ctx_init(&c, r, o, step, &sc);
+  if (direct != NULL)
+    c.tied_grads = direct;
   if (tied >= 0 && c.tied_params == NULL)
-    return missing(error, r, o, "the weights it is tied to");
-  int status = impl->backward(&c, l, op->batch, params, keeps_in ? in->ptr : NULL,
-                              keeps_out ? out->ptr : NULL, *saved,
-                              dout != NULL ? dout->ptr : NULL, din != NULL ? din->ptr : NULL,
-                              grads);
+    return op_missing(error, r, o, "the weights it is tied to");
+  GError *local = NULL;
+  int status = call_backward(r, impl, &c, l, op->batch, params, keeps_in ? in->ptr : NULL,
+                             keeps_out ? out_ptr : NULL, *saved,
+                             dout != NULL ? dout->ptr : NULL, din != NULL ? din->ptr : NULL,
+                             grads, state_weights_layer(m, i), step, stream, &local);
   scratch_release(&sc);
+  if (local != NULL) {
+    g_propagate_error(error, local);
+    return FALSE;
+  }
   if (sc.failed)
     return FALSE;
   if (status != 0)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
   if (!add_tied_grads(r, o, mb, i, grads, step, stream, error))
     return FALSE;
-  GError *local = NULL;
-  void *ev = r->dev->backend->event_record(r->dev, stream, &local);
-  if (ev == NULL) {
-    g_propagate_error(error, local);
-    return FALSE;
-  }
-  g_mutex_lock(&r->lock);
-  st_pool_release(r->pool, *saved, step, o, ev);
+  op_scratch_release(r, *saved, step, o, stream);
   *saved = NULL;
+  if (recomputed) {
+    op_scratch_release(r, *cell(r, r->recomputed_out, mb, i), step, o, stream);
+    *cell(r, r->recomputed_out, mb, i) = NULL;
+  }
   if (is_loss(l) && r->targets[mb] != NULL) {
-    void *ev2 = r->dev->backend->event_record(r->dev, stream, NULL);
-    st_pool_release(r->pool, r->targets[mb], step, o, ev2);
+    op_scratch_release(r, r->targets[mb], step, o, stream);
     r->targets[mb] = NULL;
   }
-  g_mutex_unlock(&r->lock);
   if (keeps_in)
     acts_use(r, in, step, o, stream);
-  if (keeps_out)
+  if (keeps_out && !recomputed)
     acts_use(r, out, step, o, stream);
   if (dout != NULL && dout->ptr != NULL)
     acts_use(r, dout, step, o, stream);
   if (din != NULL && din->users == 0)
     acts_use(r, din, step, o, stream);
-  return TRUE;
-}
-
-/* One optimizer step over every layer whose states this rank holds: the
- * whole layer, or its slice. Gradients are sums over the global batch's
- * samples of the loss scaled by 1 / samples, so they need no further
- * scaling; they are zeroed after use for the next step. */
-static gboolean
-optimizer(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
-{
-  const StModel *m = r->model;
-  const StSettings *st = r->settings;
-  gboolean mixed = st->precision == ST_PRECISION_MIXED;
-  gboolean adam = st->optimizer == ST_OPTIMIZER_ADAM;
-  StKDtype dt = r->x->dt;
-  size_t ds = st_kdt_size(dt);
-  double lr = r->x->o->lr > 0 ? r->x->o->lr : adam ? 1e-3 : 1e-2;
-  for (int i = 0; i < m->n_layers; i++) {
-    LayerState *ls = &r->layers[i];
-    size_t total = (size_t)m->layers[i].params;
-    if (total == 0 || ls->optim == NULL)
-      continue;
-    size_t first = 0, n = total;
-    if (ls->optim_part)
-      st_comm_slice(total, MAX(ls->parts, 1), ls->slice, &first, &n);
-    /* The gradient: of the slice, or the slice of the whole (in place). */
-    void *grad = ls->optim_part && ls->grads_part != NULL ? ls->grads_part
-                 : ls->grads != NULL ? (char *)ls->grads + first * ds
-                                     : NULL;
-    void *param = ls->optim_part && ls->params_part != NULL ? ls->params_part
-                  : ls->params != NULL ? (char *)ls->params + first * ds
-                                       : NULL;
-    if (grad == NULL || param == NULL)
-      return missing(error, r, o, grad == NULL ? "a layer's gradients" : "a layer's weights");
-    /* fp32: the weights are their own master copy. */
-    float *master = mixed ? ls->optim : (float *)param;
-    float *state = mixed ? ls->optim + n : ls->optim;
-    if (adam)
-      ST_KCHECK(r->k->adamw(stream, master, state, state + n, grad, dt, param, dt, n, (float)lr,
-                            0.9f, 0.999f, 1e-8f, 0.0f, step + 1, 1.0f),
-                r->k->name, error);
-    else
-      ST_KCHECK(r->k->sgd(stream, master, state, grad, dt, param, dt, n, (float)lr, 0.9f, 0.0f,
-                          1.0f),
-                r->k->name, error);
-  }
-  for (int i = 0; i < m->n_layers; i++) {
-    LayerState *ls = &r->layers[i];
-    size_t total = (size_t)m->layers[i].params, first, n = total;
-    if (ls->grads != NULL)
-      ST_KCHECK(r->k->memset0(stream, ls->grads, total * ds), r->k->name, error);
-    if (ls->grads_part != NULL) {
-      st_comm_slice(total, MAX(ls->parts, 1), ls->slice, &first, &n);
-      ST_KCHECK(r->k->memset0(stream, ls->grads_part, n * ds), r->k->name, error);
-    }
-  }
   return TRUE;
 }
 
@@ -333,12 +397,16 @@ op_compute(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   case ST_PASS_BWD:
     return backward(r, o, step, stream, error);
   case ST_PASS_OPTIM:
-    return optimizer(r, o, step, stream, error);
+    return op_update(r, o, step, stream, error);
+  case ST_PASS_COMPRESS:
+    return op_compress(r, o, step, stream, error);
+  case ST_PASS_EXPAND:
+    return op_expand(r, o, step, stream, error);
   default: {
     g_autofree char *name = st_op_describe(r->x->s, r->p, o);
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                "rank %d, op %u '%s': the executor does not run %s passes yet", r->rank, o,
-                name, st_pass_name(op->sub));
+                "rank %d, op %u '%s': the executor does not run %s passes", r->rank, o, name,
+                st_pass_name(op->sub));
     return FALSE;
   }
   }

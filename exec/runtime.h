@@ -1,9 +1,12 @@
 /* runtime.h: the executor's private structures, shared by its files:
- * exec.c (setup, the run, the measured timeline), walker.c (threads and
- * dependencies), state.c (what the schedule's buffers hold: weights,
- * gradients, optimizer states), acts.c (activations and their lifetimes),
- * op_compute.c (layer passes and the optimizer), op_comm.c (collectives and
- * transfers), data.c (synthetic samples).
+ * exec.c (setup, the run, the measured timeline), exec_check.c (what it can
+ * run), exec_weights.c (the final weights), walker.c (threads, dependencies,
+ * staggered starts), state.c (what the schedule's buffers hold: weights,
+ * gradients, optimizer states, dense or compressed, by version),
+ * state_init.c (the first weights; states shared on a device),
+ * sparse_mask.c (SAMO's mask), acts.c (activations and their lifetimes),
+ * op_compute.c (layer passes), op_update.c (optimizer, compress, expand),
+ * op_comm.c (collectives and transfers), data.c (synthetic samples).
  *
  * Threads: one per (rank, stream). A rank's shared state (buffers, layer
  * pointers, activations, its pool) changes under the rank's lock; the
@@ -22,17 +25,28 @@
 
 typedef struct Exec Exec;
 
-/* One layer's model state on a rank, from the buffers alive now. */
+/* Buffers of one data kind that alternate by step (StBuffer.slot): two
+ * parameter versions, two gradient buffers. */
+#define STATE_SLOTS 2
+
+/* One layer's model state on a rank: where each kind of data of the layer
+ * is, from the buffers alive now (state.c). Kinds and layouts as
+ * sched/sched.h and base/kinds.h state them: dense weights and gradients
+ * (dt), their slices, optimizer states (fp32), and the sparse kinds (index
+ * lists, compressed weights, gradients and states of the non-zeros). */
 typedef struct {
-  void *params;      /* whole weights (dt), or NULL */
-  void *grads;       /* whole gradients (dt), or NULL */
-  void *params_part; /* this rank's slice of the weights (dt), or NULL */
-  void *grads_part;  /* this rank's slice of the gradients (dt), or NULL */
-  float *optim;      /* optimizer states of the whole layer or of the slice (fp32):
-                        [master if mixed][m][v] (adam) or [master if mixed][momentum] (sgd) */
-  gboolean optim_part; /* the states are of the slice */
-  int parts;         /* slices of the layer when sharded */
-  int slice;         /* this rank's slice, known once a collective placed it */
+  void *at[ST_DATA_N][STATE_SLOTS]; /* [kind][slot]: the layer's data, or NULL */
+  int8_t slots[ST_DATA_N];  /* alternating buffers of the kind (1 when one buffer) */
+  int parts;                /* slices of the layer when sharded */
+  int slice;                /* this rank's slice, known once a collective placed it */
+  int newest;               /* the PARAMS slot the last optimizer step wrote */
+  int home;                 /* the rank whose buffers these are: this one, or the
+                               device holder a guest computes with (cyclic DP) */
+  gboolean shared;          /* several ranks accumulate into its gradients */
+  /* Gradients applied (or handed over) and not yet zeroed: the next write
+   * that accumulates zeroes them first (state_fresh), so nothing rewrites
+   * them while a send may still read them (hazards.c). */
+  gboolean stale[ST_DATA_N][STATE_SLOTS];
 } LayerState;
 
 /* A tensor of activations the executor made: a layer's output (or input
@@ -61,11 +75,14 @@ typedef struct {
   GMutex lock;
   GCond cond;
   void **streams;          /* [n_streams] */
-  void **buffers;          /* [n_buffers]: device memory of live schedule buffers */
+  void **buffers;          /* [n_buffers]: device memory of persistent schedule buffers */
+  GHashTable *live;        /* (buffer, step) -> device memory of transient buffers alive */
+  GArray **transient_of;   /* [ST_DATA_N * n_layers]: transient buffers holding each */
   LayerState *layers;      /* [n_layers] */
   int n_micro;             /* micro-batch indices in the program */
-  Act *outputs;            /* [n_micro * (n_layers + 1)]: index 0 the input data, i + 1 layer i */
-  Act *input_grads;        /* [n_micro * n_layers] */
+  Act *outputs;            /* [2][n_micro * (n_layers + 1)] by step parity: index 0 the input
+                              data, i + 1 layer i */
+  Act *input_grads;        /* [2][n_micro * n_layers] by step parity */
   void **saved;            /* [n_micro * n_layers] */
   int32_t **targets;       /* [n_micro]: device int32 targets while the loss needs them */
   int32_t *done;           /* [n_ops]: instances issued */
@@ -75,7 +92,30 @@ typedef struct {
                               backward of the layer it is tied to (whose gradient buffer
                               may not exist yet), or NULL */
   int *act_users;          /* [n_micro * (n_layers + 1) + n_micro * n_layers]: users per step */
+  int64_t *nnz;            /* [n_layers]: the entries each layer keeps (its parameters when
+                              dense; P - floor(p P) under settings.sparsity) */
+  gboolean *runs_bwd;      /* [n_layers]: the program runs the layer's backward */
+  int32_t *fwd_version;    /* [n_layers]: version its forward reads, -1 when not run here */
+  gboolean *recomputed;    /* [n_micro * n_layers]: checkpointed (a RECOMPUTE op exists) */
+  void **recomputed_out;   /* [n_micro * n_layers]: a recompute's output, kept for a backward
+                              that reads its layer's output */
+  /* Shared gradients (a device holder and its guests): backwards that add into
+   * them run one at a time, each after the last one's end event. */
+  GMutex share_lock;
+  void *share_event;
+  /* Implicit dependencies (hazards.c): op o also waits for
+   * hazards[hazard_first[o] .. hazard_first[o + 1]). */
+  uint32_t *hazard_first;  /* [n_ops + 1] */
+  struct Hazard *hazards;
 } Rank;
+
+/* An implicit dependency: op `op` of rank `rank` (this one, or a guest's
+ * holder), `step_offset` steps back. */
+typedef struct Hazard {
+  uint32_t op;
+  int32_t step_offset;
+  int32_t rank;
+} Hazard;
 
 struct Exec {
   const StSchedule *s;
@@ -92,10 +132,13 @@ struct Exec {
   GMutex fail_lock;
   GError *error;           /* the first failure */
   volatile gint failed;
+  gint64 origin_us;        /* time zero on the host's monotonic clock (staggered starts) */
 };
 
 /* exec.c */
 void exec_fail(Exec *x, GError *error); /* takes ownership; keeps the first */
+/* exec_weights.c: the main job's newest weights per layer (StExecResult.weights). */
+gboolean exec_gather_weights(Exec *x, GPtrArray *out, GError **error);
 static inline gboolean
 exec_failed(Exec *x)
 {
@@ -106,19 +149,67 @@ exec_failed(Exec *x)
 gboolean state_alloc_buffer(Rank *r, uint32_t buffer, int32_t step, uint32_t op, void *stream,
                             GError **error);
 void state_free_buffer(Rank *r, uint32_t buffer, int32_t step, uint32_t op, void *last_use);
-gboolean state_init_weights(Rank *r, GError **error);
 size_t state_optim_floats(const Rank *r, size_t n); /* floats of states for n parameters */
-/* Where op `o` finds `data` (weights or gradients, whole or sliced) of
- * `layer`: in a buffer of its own alloc or free list first (the gather made
- * for it, the bucket it reduces), else where the layer's state points. A
- * prefetched gather for a later pass, or the next micro-batch's bucket, may
- * already be bound to the layer while this op still needs its own. */
-void *state_data_of(Rank *r, uint32_t o, StData data, int layer);
+/* Elements of `layer` that a buffer of `data` in `parts` slices holds, and
+ * the bytes of one element. */
+size_t state_elems(const Rank *r, StData data, int layer, int parts);
+size_t state_elem_bytes(const Rank *r, StData data);
+/* The kind a buffer holds for data an op moves (ST_DATA_GRADS_TOTAL: GRADS). */
+StData state_kind(StData data);
+/* Where op `o` of step `step` finds `data` of `layer` for data step `t`
+ * (parameters w_t, the gradient of step t; an op of step k with version v
+ * asks for k - v): in a buffer of its own alloc or free list first (the
+ * gather made for it, the bucket it reduces), then in a transient buffer
+ * allocated in the same step, then where the layer's persistent state
+ * points (the slot of data step t when buffers alternate). A prefetched
+ * gather for a later pass, or the next micro-batch's bucket, may be alive
+ * while this op still needs its own. NULL when nothing holds it. */
+void *state_data_of(Rank *r, uint32_t o, int32_t step, StData data, int layer, int64_t t);
+/* The same without an op's own lists; `micro` (-1: any) picks among
+ * transient buffers of several micro-batches (ZeRO-2's buckets). */
+void *state_find(Rank *r, StData data, int layer, int64_t t, int32_t step, int micro);
+/* The layer state's persistent binding of `data` for data step t, or NULL. */
+void *state_at(const LayerState *ls, StData data, int64_t t);
+/* `data` of `layer` in a buffer of op `o`'s own alloc or free lists (its
+ * instance of `step`), or NULL; and whether the op allocates such a buffer. */
+void *state_own_data(Rank *r, uint32_t o, int32_t step, StData data, int layer);
+gboolean state_own_alloc(Rank *r, uint32_t o, int32_t step, StData data, int layer);
+/* The index of transient buffers by data and layer, and the live instances
+ * (rank setup and teardown). */
+void state_index_buffers(Rank *r);
+void state_index_clear(Rank *r);
+/* Gradients (any gradient kind) of `layer` for data step t were applied or
+ * handed over: mark them to be zeroed by their next accumulating write; or
+ * (fresh) zero them now if so marked, before accumulating into them. The
+ * flags live with the rank owning the buffers (a guest's holder). */
+void state_mark_stale(Rank *r, int layer, StData data, int64_t t);
+gboolean state_fresh(Rank *r, int layer, StData data, int64_t t, void *stream, GError **error);
+/* The data written whole (a receive that overwrites): no longer stale. */
+void state_clear_stale(Rank *r, int layer, StData data, int64_t t);
+
+/* hazards.c: the implicit order of writes after the sends that read
+ * before them (Rank.hazards); after state_share, which says who is whose
+ * guest. */
+void hazards_find(Exec *x, Rank *r);
+
+/* state_init.c: the first weights (dense, sliced, compressed), and the
+ * states guests share with their device holder. */
+gboolean state_init_weights(Rank *r, GError **error);
+gboolean state_share(Exec *x, GError **error);
+/* The layer whose weights a pass of `layer` uses (a tied head's embedding). */
+int state_weights_layer(const StModel *m, int layer);
+/* Whether `rank` computes `layer` (with parameters) without holding its
+ * weights in any buffer: a guest of its device holder. */
+gboolean exec_is_guest(const StSchedule *s, int rank, int layer);
+/* The rank of the same device (and job) keeping `layer`'s weights
+ * persistently, other than `rank`, or -1. */
+int exec_device_holder(const StSchedule *s, int rank, int layer);
 
 /* acts.c: activations. */
 void acts_count_users(Rank *r);
-Act *acts_output(Rank *r, int micro, int layer); /* layer -1: the input data */
-Act *acts_input_grad(Rank *r, int micro, int layer);
+/* The tensors of `step` (two steps' alternate: acts.c). */
+Act *acts_output(Rank *r, int32_t step, int micro, int layer); /* layer -1: the input data */
+Act *acts_input_grad(Rank *r, int32_t step, int micro, int layer);
 gboolean acts_make(Rank *r, Act *a, size_t bytes, StMemCategory category, int32_t step,
                    uint32_t op, void *stream, GError **error);
 /* One reader of `a` is done (its work is enqueued on `stream`); the last one frees it. */
@@ -134,6 +225,17 @@ gboolean data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *
 /* op_compute.c, op_comm.c: what an op does. `step` is 0-based. */
 gboolean op_compute(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
 gboolean op_comm(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
+/* op_update.c: optimizer steps, compress and expand (sparse states). */
+gboolean op_update(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
+gboolean op_compress(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
+gboolean op_expand(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
+
+/* Pool memory for an op's own use (released with op_scratch_release). */
+void *op_scratch(Rank *r, size_t bytes, StMemCategory category, const char *what, int32_t step,
+                 uint32_t op, void *stream, GError **error);
+void op_scratch_release(Rank *r, void *ptr, int32_t step, uint32_t op, void *stream);
+/* "rank R, op O 'name': WHAT is not on this rank when the op runs". FALSE. */
+gboolean op_missing(GError **error, const Rank *r, uint32_t op, const char *what);
 
 /* walker.c */
 /* Runs every stream of every rank here to the end; FALSE when the run

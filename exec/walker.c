@@ -7,7 +7,8 @@
  * the dependencies' end events (a no-op on the host, where issuing is
  * running). Around the op: a start event, the buffers it allocates, the op,
  * the buffers it frees, an end event. A failure anywhere stops every thread:
- * waiting ones are woken and leave.
+ * waiting ones are woken and leave. A rank with a staggered start (cyclic
+ * DP) issues nothing before it.
  */
 #include "exec/check.h"
 #include "exec/runtime.h"
@@ -24,21 +25,34 @@ event_slot(Rank *r, int32_t step, uint32_t op, int end)
   return &r->events[((size_t)step * r->p->ops->len + op) * 2 + (size_t)end];
 }
 
-/* Waits until the dependencies of `op` at `step` were issued; FALSE when the
- * run failed meanwhile. Then the device stream waits for their completion. */
+/* Waits until dependency `op` of rank `d` (this rank or another of its
+ * device) was issued for step `needed`; FALSE when the run failed. */
 static gboolean
-wait_deps(Rank *r, const StOp *op, int32_t step, void *stream, GError **error)
+wait_issued(Rank *d, uint32_t op, int32_t needed)
 {
+  g_mutex_lock(&d->lock);
+  while (needed >= 0 && d->done[op] <= needed && !exec_failed(d->x))
+    g_cond_wait(&d->cond, &d->lock);
+  g_mutex_unlock(&d->lock);
+  return !exec_failed(d->x);
+}
+
+/* Waits until the dependencies of op `o` at `step` were issued; FALSE when
+ * the run failed meanwhile. Then the device stream waits for their
+ * completion. */
+static gboolean
+wait_deps(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
+{
+  const StOp *op = st_program_op(r->p, o);
   const StDep *deps = st_program_deps(r->p, op);
-  g_mutex_lock(&r->lock);
-  for (uint32_t i = 0; i < op->n_deps && !exec_failed(r->x); i++) {
-    int32_t needed = step + deps[i].step_offset;
-    while (needed >= 0 && r->done[deps[i].op] <= needed && !exec_failed(r->x))
-      g_cond_wait(&r->cond, &r->lock);
-  }
-  g_mutex_unlock(&r->lock);
-  if (exec_failed(r->x))
-    return FALSE;
+  for (uint32_t i = 0; i < op->n_deps; i++)
+    if (!wait_issued(r, deps[i].op, step + deps[i].step_offset))
+      return FALSE;
+  /* The implicit ones (hazards.c), possibly on the device holder. */
+  for (uint32_t i = r->hazard_first[o]; i < r->hazard_first[o + 1]; i++)
+    if (!wait_issued(&r->x->ranks[r->hazards[i].rank], r->hazards[i].op,
+                     step + r->hazards[i].step_offset))
+      return FALSE;
   for (uint32_t i = 0; i < op->n_deps; i++) {
     int32_t needed = step + deps[i].step_offset;
     const StOp *d = st_program_op(r->p, deps[i].op);
@@ -46,6 +60,18 @@ wait_deps(Rank *r, const StOp *op, int32_t step, void *stream, GError **error)
       continue;
     if (!r->dev->backend->stream_wait(r->dev, stream, *event_slot(r, needed, deps[i].op, 1),
                                       error))
+      return FALSE;
+  }
+  for (uint32_t i = r->hazard_first[o]; i < r->hazard_first[o + 1]; i++) {
+    const Hazard *hz = &r->hazards[i];
+    Rank *d = &r->x->ranks[hz->rank];
+    int32_t needed = step + hz->step_offset;
+    if (needed < 0 || (d == r && st_program_op(r->p, hz->op)->stream == op->stream))
+      continue;
+    g_mutex_lock(&d->lock);
+    void *ev = *event_slot(d, needed, hz->op, 1);
+    g_mutex_unlock(&d->lock);
+    if (!r->dev->backend->stream_wait(r->dev, stream, ev, error))
       return FALSE;
   }
   return TRUE;
@@ -56,7 +82,7 @@ run_op(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
 {
   const StOp *op = st_program_op(r->p, o);
   const StDeviceBackend *b = r->dev->backend;
-  if (!wait_deps(r, op, step, stream, error))
+  if (!wait_deps(r, o, step, stream, error))
     return FALSE;
   void *start = b->event_record(r->dev, stream, error);
   if (start == NULL)
@@ -111,6 +137,23 @@ run_op(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   return TRUE;
 }
 
+/* A staggered start (StRank.start_ns): the rank's streams begin issuing
+ * that long after time zero. The wait is on the host: on a GPU, work issued
+ * late starts late (the device runs what it was given before). FALSE when
+ * the run failed or was stopped meanwhile. */
+static gboolean
+wait_start(Rank *r)
+{
+  Exec *x = r->x;
+  gint64 until = x->origin_us + x->s->ranks[r->rank].start_ns / 1000;
+  for (gint64 now = g_get_monotonic_time(); now < until; now = g_get_monotonic_time()) {
+    if (exec_failed(x) || (x->o->stop != NULL && *x->o->stop))
+      return FALSE;
+    g_usleep((gulong)MIN(until - now, 10000));
+  }
+  return TRUE;
+}
+
 static gpointer
 stream_main(gpointer data)
 {
@@ -118,6 +161,11 @@ stream_main(gpointer data)
   Rank *r = t->r;
   Exec *x = r->x;
   void *stream = r->streams[t->stream];
+  if (x->s->ranks[r->rank].start_ns > 0 && !wait_start(r) && x->o->stop != NULL && *x->o->stop) {
+    exec_fail(x, g_error_new(ST_EXEC_ERROR, ST_EXEC_ERROR_INTERRUPTED,
+                             "interrupted: stopped after the ops already issued"));
+    return NULL;
+  }
   for (int32_t step = 0; step < x->s->steps; step++) {
     for (guint i = 0; i < t->ops->len; i++) {
       if (exec_failed(x))

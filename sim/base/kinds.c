@@ -23,6 +23,9 @@ static const char *const LINK[] = {"intra_node", "inter_node", "pcie", "local", 
 static const char *const OPTIMIZER[] = {"sgd", "adam", NULL};
 static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  "grads_shard",
                                    "optim", "optim_shard", "acts", "output", "input_grad",
+                                   "grads_total", "index", "params_packed",
+                                   "params_packed_shard", "grads_packed", "grads_packed_shard",
+                                   "grads_packed_fp32", "optim_packed", "optim_packed_shard",
                                    NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", NULL};
 

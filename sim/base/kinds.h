@@ -102,13 +102,32 @@ typedef enum {
   ST_DATA_NONE = 0,     /* opaque: allocated and freed, never read */
   ST_DATA_PARAMS,       /* weights of the layers, whole */
   ST_DATA_PARAMS_SHARD, /* this rank's slices of the weights */
-  ST_DATA_GRADS,        /* weight gradients, whole */
+  ST_DATA_GRADS,        /* weight gradients, whole (p2p: a partial sum, see GRADS_TOTAL) */
   ST_DATA_GRADS_SHARD,  /* this rank's slices of the gradients */
   ST_DATA_OPTIM,        /* optimizer states (and fp32 master weights), whole */
   ST_DATA_OPTIM_SHARD,  /* this rank's slices of them */
   ST_DATA_ACTS,         /* what a layer keeps from forward for backward */
   ST_DATA_OUTPUT,       /* a layer's output (the next layer's input) */
   ST_DATA_INPUT_GRAD,   /* the gradient of a layer's input */
+  /* The reduced gradients passed on after a chain (cyclic DP): a receive
+   * OVERWRITES the receiver's gradients with them, a send keeps its own.
+   * (A point-to-point ST_DATA_GRADS is a partial sum along the chain: its
+   * receive adds to the receiver's gradients, its send hands the sender's
+   * over, which are zero after it.) */
+  ST_DATA_GRADS_TOTAL,
+  /* Sparse model states (SAMO): per layer, the nnz = P - floor(p P) kept
+   * entries of its P parameters (p: StSettings.sparsity), in the order of
+   * one int32 index list per layer. */
+  ST_DATA_INDEX,               /* the index lists (int32, nnz per layer) */
+  ST_DATA_PARAMS_PACKED,       /* compressed weights (the compute dtype), whole */
+  ST_DATA_PARAMS_PACKED_SHARD, /* this rank's slices of them */
+  ST_DATA_GRADS_PACKED,        /* compressed gradients (the compute dtype), whole */
+  ST_DATA_GRADS_PACKED_SHARD,  /* this rank's slices of them */
+  ST_DATA_GRADS_PACKED_FP32,   /* their fp32 copy for the optimizer (mixed precision),
+                                  of what the optimizer states cover */
+  ST_DATA_OPTIM_PACKED,        /* fp32 master weights and optimizer states of the
+                                  non-zeros: [master][m][v] or [master][momentum] */
+  ST_DATA_OPTIM_PACKED_SHARD,  /* this rank's slices of them */
   ST_DATA_N,
 } StData;
 

@@ -77,7 +77,7 @@ st_program_add_buffer(StProgram *p, const char *name, StMemCategory category, in
   g_return_val_if_fail(category >= 0 && category < ST_MEM_N, 0);
   g_return_val_if_fail(bytes >= 0, 0);
   StBuffer b = {g_strdup(name), (uint8_t)category, persistent ? 1 : 0, bytes,
-                ST_DATA_NONE,         -1,          -1, -1, 1};
+                ST_DATA_NONE,         -1,          -1, -1, 1, -1};
   g_array_append_val(p->buffers, b);
   return p->buffers->len - 1;
 }
@@ -94,6 +94,13 @@ st_program_buffer_holds(StProgram *p, uint32_t buffer, StData data, int layer, i
   b->layer_last = layer_last;
   b->micro = micro;
   b->parts = parts;
+}
+
+void
+st_program_buffer_slot(StProgram *p, uint32_t buffer, int slot)
+{
+  g_return_if_fail(buffer < p->buffers->len && slot >= -1);
+  g_array_index(p->buffers, StBuffer, buffer).slot = slot;
 }
 
 int32_t
@@ -355,6 +362,7 @@ st_schedule_new(StModel *model, StCluster *cluster, int n_ranks, const int32_t *
   for (int r = 0; r < n_ranks; r++) {
     s->ranks[r].device = placement != NULL ? placement[r] : r % s->n_devices;
     s->ranks[r].program = -1;
+    s->ranks[r].replica = r;
     g_return_val_if_fail(s->ranks[r].device >= 0 && s->ranks[r].device < s->n_devices, NULL);
   }
   s->comms = g_ptr_array_new_with_free_func(comm_free);

@@ -70,6 +70,13 @@ typedef struct {
    * into `parts` equal slices per layer when sharded (1: whole). */
   uint8_t data;       /* StData; ST_DATA_NONE: opaque */
   int32_t layer, layer_last, micro, parts;
+  /* Versions (st_program_buffer_slot): -1 when this is the only buffer of
+   * its data and layers. Else n persistent buffers hold the same data of the
+   * same layers with slots 0 .. n-1, alternating by step: the data of step t
+   * is in slot t mod n (parameters w_t, gradients of step t; an op of step t
+   * with `version` v reads those of step t - v). Cyclic DP's second
+   * parameter version and second gradient buffer. */
+  int32_t slot;
 } StBuffer;
 
 typedef struct {
@@ -89,7 +96,9 @@ typedef struct {
   int32_t tag;      /* SEND/RECV: pairs in order per (sender, receiver, tag) */
   int32_t label;    /* index in the program's labels (a bucket's name), -1 when none */
   int32_t version;  /* parameters a pass reads: 0 the current ones, k those of k steps ago
-                       (delayed update rules, as cyclic DP's) */
+                       (delayed update rules, as cyclic DP's); an optimizer step applies
+                       the gradient of k steps ago; a COMM op moves the parameters or
+                       gradients of k steps ago (StBuffer.slot) */
   uint8_t data;     /* COMM/COPY: what moves (StData), of layers [layer, layer_last] */
   int32_t layer_last; /* with `layer`, -1 when none */
   int64_t bytes;    /* COLL: full buffer; SEND/RECV/COPY: payload; elementwise COMP: traffic */
@@ -136,6 +145,11 @@ typedef struct {
   int32_t device;
   int32_t program;
   int64_t start_ns; /* its first step begins this long after time 0 (a staggered start) */
+  /* The data-parallel replica whose samples it computes: every stage of one
+   * pipeline (or of one cyclic-DP worker under model parallelism) works on
+   * the same micro-batches, the first making their inputs and the last
+   * their targets. st_schedule_new sets it to the rank itself. */
+  int32_t replica;
 } StRank;
 
 /* Settings every strategy shares, recorded with the schedule for reports. */
@@ -147,6 +161,8 @@ typedef struct {
   int32_t micro_batch;   /* samples per micro-batch per rank */
   int32_t accumulation;  /* micro-batches per rank per step */
   int64_t global_batch;  /* samples per step over all ranks */
+  double sparsity;       /* SAMO (--sparsity): fraction of each layer's weights pruned by a
+                            fixed mask, [0, 1); 0 dense */
 } StSettings;
 
 /* A training job beside the main one: a background job multiplexed onto the
@@ -217,6 +233,10 @@ uint32_t st_program_add_buffer(StProgram *program, const char *name, StMemCatego
  * slices per layer (1: whole). */
 void st_program_buffer_holds(StProgram *program, uint32_t buffer, StData data, int layer,
                              int layer_last, int micro, int parts);
+
+/* Makes `buffer` (persistent) slot `slot` of the buffers that hold the same
+ * data of the same layers and alternate by step (StBuffer.slot). */
+void st_program_buffer_slot(StProgram *program, uint32_t buffer, int slot);
 
 /* Interned per program: the same text gives the same index. */
 int32_t st_program_label(StProgram *program, const char *text);

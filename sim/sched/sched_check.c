@@ -246,6 +246,29 @@ unreached(const StProgram *p, Span *spans, guint n)
   return worst;
 }
 
+/* Buffers with slots (versions alternating by step) are persistent, hold
+ * data, and the buffers of the same data and layers have slots 0 .. n-1,
+ * each once. */
+static gboolean
+check_slots(const StProgram *p, guint b, GError **error)
+{
+  const StBuffer *buf = &g_array_index(p->buffers, StBuffer, b);
+  int n = 0, same = 0;
+  for (guint j = 0; j < p->buffers->len; j++) {
+    const StBuffer *o = &g_array_index(p->buffers, StBuffer, j);
+    if (o->slot >= 0 && o->data == buf->data && o->layer == buf->layer &&
+        o->layer_last == buf->layer_last) {
+      n++;
+      same += o->slot == buf->slot;
+    }
+  }
+  if (!buf->persistent || buf->data == ST_DATA_NONE || buf->slot >= n || same != 1)
+    return fail(error, "program '%s': buffer %u '%s' is slot %d of %d alternating buffers of "
+                "its data: slots must be persistent, hold data, and number 0 .. n-1 once each",
+                p->name, b, buf->name, buf->slot, n);
+  return TRUE;
+}
+
 /* Each non-persistent buffer allocated once and freed once per step, by an
  * op that runs after the allocating one; persistent ones never listed. */
 static gboolean
@@ -266,6 +289,8 @@ check_buffers(const StSchedule *s, int rank, int pi, GError **error)
                   "not a range of the model's %d layers",
                   p->name, b, buf->name, buf->data < ST_DATA_N ? st_data_name(buf->data) : "?",
                   buf->layer, buf->layer_last, buf->parts, model->n_layers);
+    if (buf->slot >= 0 && !check_slots(p, b, error))
+      return FALSE;
   }
   for (uint32_t i = 0; i < p->ops->len; i++) {
     const StOp *op = st_program_op(p, i);
@@ -616,6 +641,8 @@ st_schedule_check(const StSchedule *s, GError **error)
     else if (s->ranks[r].start_ns < 0)
       ok = fail(error, "rank %d: start %" G_GINT64_FORMAT " ns is negative", r,
                 s->ranks[r].start_ns);
+    else if (s->ranks[r].replica < 0 || s->ranks[r].replica >= s->n_ranks)
+      ok = fail(error, "rank %d: replica %d is not a rank index", r, s->ranks[r].replica);
     else if (k.prog[pi].first_rank < 0)
       k.prog[pi].first_rank = r;
   }

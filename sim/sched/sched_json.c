@@ -163,6 +163,8 @@ program_to_json(const StProgram *p)
       if (b->parts != 1)
         st_json_add_int(bo, "parts", b->parts);
     }
+    if (b->slot >= 0)
+      st_json_add_int(bo, "slot", b->slot);
     cJSON_AddItemToArray(buffers, bo);
   }
   cJSON *labels = cJSON_AddArrayToObject(o, "labels");
@@ -187,6 +189,8 @@ settings_to_json(const StSettings *st)
   st_json_add_int(o, "micro_batch", st->micro_batch);
   st_json_add_int(o, "accumulation", st->accumulation);
   st_json_add_int(o, "global_batch", st->global_batch);
+  if (st->sparsity > 0)
+    cJSON_AddNumberToObject(o, "sparsity", st->sparsity);
   return o;
 }
 
@@ -242,6 +246,8 @@ st_schedule_to_json(const StSchedule *s)
     st_json_add_int(o, "program", s->ranks[r].program);
     if (s->ranks[r].start_ns != 0)
       st_json_add_int(o, "start_ns", s->ranks[r].start_ns);
+    if (s->ranks[r].replica != r)
+      st_json_add_int(o, "replica", s->ranks[r].replica);
     cJSON_AddItemToArray(ranks, o);
   }
   cJSON *comms = cJSON_AddArrayToObject(root, "comms");

@@ -107,8 +107,9 @@ expect_object(const cJSON *item, const char *const *keys, GError **error)
 static gboolean
 read_settings(const cJSON *obj, StSettings *st, GError **error)
 {
-  static const char *const keys[] = {"strategy",  "description", "precision",    "optimizer",
-                                     "micro_batch", "accumulation", "global_batch", NULL};
+  static const char *const keys[] = {"strategy",     "description",  "precision",
+                                     "optimizer",    "micro_batch",  "accumulation",
+                                     "global_batch", "sparsity",     NULL};
   const char *strategy = NULL, *description = NULL, *precision = NULL, *optimizer = NULL;
   int64_t micro = 0, accumulation = 0;
   if (!expect_object(obj, keys, error) ||
@@ -122,6 +123,12 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
       !st_json_get_int(obj, "accumulation", TRUE, 0, G_MAXINT32, &accumulation, error) ||
       !st_json_get_int(obj, "global_batch", TRUE, 0, INT64_MAX, &st->global_batch, error))
     return FALSE;
+  const cJSON *sparsity = cJSON_GetObjectItemCaseSensitive(obj, "sparsity");
+  if (sparsity != NULL) {
+    if (!cJSON_IsNumber(sparsity) || !(sparsity->valuedouble >= 0 && sparsity->valuedouble < 1))
+      return fail(error, "key 'sparsity': expected a number in [0, 1)");
+    st->sparsity = sparsity->valuedouble;
+  }
   st->micro_batch = (int32_t)micro;
   st->accumulation = (int32_t)accumulation;
   st->strategy = g_strdup(strategy);
@@ -176,21 +183,25 @@ read_job(const cJSON *obj, int index, gpointer ctx, GError **error)
  * only g_return_if_fail()s on a bad device). */
 typedef struct {
   int n_devices, n_programs;
-  int32_t *device, *program;
+  int32_t *device, *program, *replica;
   int64_t *start_ns;
 } Ranks;
 
 static gboolean
 read_rank(const cJSON *item, int r, gpointer ctx, GError **error)
 {
-  static const char *const keys[] = {"device", "program", "start_ns", NULL};
+  static const char *const keys[] = {"device", "program", "start_ns", "replica", NULL};
   Ranks *rk = ctx;
-  return expect_object(item, keys, error) &&
+  int64_t replica = r;
+  gboolean ok = expect_object(item, keys, error) &&
          get_index(item, "device", TRUE, rk->n_devices, "the cluster", "GPUs in use",
                    &rk->device[r], error) &&
          get_index(item, "program", TRUE, rk->n_programs, "the schedule", "programs",
                    &rk->program[r], error) &&
-         st_json_get_int(item, "start_ns", FALSE, 0, INT64_MAX, &rk->start_ns[r], error);
+         st_json_get_int(item, "start_ns", FALSE, 0, INT64_MAX, &rk->start_ns[r], error) &&
+         st_json_get_int(item, "replica", FALSE, 0, G_MAXINT32, &replica, error);
+  rk->replica[r] = (int32_t)replica;
+  return ok;
 }
 
 static gboolean
@@ -308,11 +319,11 @@ static gboolean
 read_buffer(const cJSON *item, int i, gpointer ctx, GError **error)
 {
   static const char *const keys[] = {"name", "category", "bytes", "persistent", "data",
-                                     "layers", "micro", "parts", NULL};
+                                     "layers", "micro", "parts", "slot", NULL};
   const char *name = NULL, *category = NULL, *data_text = NULL;
   StMemCategory cat;
   StData data = ST_DATA_NONE;
-  int64_t bytes = 0, micro = -1, parts = 1, range[2] = {-1, -1};
+  int64_t bytes = 0, micro = -1, parts = 1, slot = -1, range[2] = {-1, -1};
   gboolean persistent = FALSE;
   const cJSON *layers = NULL;
   if (!expect_object(item, keys, error) || !st_json_get_string(item, "name", TRUE, &name, error) ||
@@ -324,7 +335,8 @@ read_buffer(const cJSON *item, int i, gpointer ctx, GError **error)
       (data_text != NULL && !st_data_parse(data_text, &data, error)) ||
       !st_json_get_array(item, "layers", data != ST_DATA_NONE, &layers, error) ||
       !st_json_get_int(item, "micro", FALSE, -1, G_MAXINT32, &micro, error) ||
-      !st_json_get_int(item, "parts", FALSE, 1, G_MAXINT32, &parts, error))
+      !st_json_get_int(item, "parts", FALSE, 1, G_MAXINT32, &parts, error) ||
+      !st_json_get_int(item, "slot", FALSE, 0, G_MAXINT32, &slot, error))
     return FALSE;
   if (layers != NULL) {
     if (cJSON_GetArraySize(layers) != 2)
@@ -340,6 +352,8 @@ read_buffer(const cJSON *item, int i, gpointer ctx, GError **error)
   uint32_t b = st_program_add_buffer(ctx, name, cat, bytes, persistent);
   if (data != ST_DATA_NONE)
     st_program_buffer_holds(ctx, b, data, (int)range[0], (int)range[1], (int)micro, (int)parts);
+  if (slot >= 0)
+    st_program_buffer_slot(ctx, b, (int)slot);
   return TRUE;
 }
 
@@ -599,7 +613,8 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   g_autofree int32_t *device = g_new0(int32_t, n_ranks);
   g_autofree int32_t *program = g_new0(int32_t, n_ranks);
   g_autofree int64_t *start_ns = g_new0(int64_t, n_ranks);
-  Ranks rk = {cluster->gpus, cJSON_GetArraySize(programs), device, program, start_ns};
+  g_autofree int32_t *replica = g_new0(int32_t, n_ranks);
+  Ranks rk = {cluster->gpus, cJSON_GetArraySize(programs), device, program, replica, start_ns};
   if (!read_each(ranks, "ranks", read_rank, &rk, error))
     return NULL;
 
@@ -608,6 +623,7 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   for (int r = 0; r < n_ranks; r++) {
     s->ranks[r].program = program[r];
     s->ranks[r].start_ns = start_ns[r];
+    s->ranks[r].replica = replica[r];
   }
   s->steps = (int32_t)steps;
   s->warmup_steps = (int32_t)warmup;

@@ -39,13 +39,21 @@
  * owner, a shared device) keeps both under v1 and v2, so that it makes w_t
  * as soon as the gradient of t-1 is in, whatever its own phase.
  *
- * Point-to-point conventions (for the executor). A chain RECV (tag
- * CDP_TAG_REDUCE) adds what it receives to the receiver's gradient of the
- * stage, after the receiver's own backward of the stage: the addition is
- * fused into the receive, as NCCL's ring kernels fuse it, and, as in the
- * collective cost models, not costed on its own. Every other RECV overwrites
- * its destination. Zero-byte messages (CDP_TAG_READY, CDP_TAG_DONE) are
- * events between ranks that share a device.
+ * Point-to-point conventions (for the executor, by StOp.data). A chain
+ * RECV (tag CDP_TAG_REDUCE, ST_DATA_GRADS) adds what it receives to the
+ * receiver's gradient of the stage, after the receiver's own backward of the
+ * stage: the addition is fused into the receive, as NCCL's ring kernels fuse
+ * it, and, as in the collective cost models, not costed on its own; its SEND
+ * hands the sender's gradient over (zero after it). The total passed on
+ * (CDP_TAG_TOTAL, ST_DATA_GRADS_TOTAL) overwrites the receiver's gradient, and
+ * parameters (CDP_TAG_RELAY, ST_DATA_PARAMS) overwrite its copy. A message of
+ * step t moves the data of step t - StOp.version: gradients of step t,
+ * parameters w_t (made by this step's update), or w_{t-1} for a relay
+ * marked version 1. Zero-byte messages (CDP_TAG_READY, CDP_TAG_DONE,
+ * ST_DATA_NONE) are events between ranks that share a device, whose guests
+ * compute with their holder's states (the executor resolves them by device).
+ * Two parameter versions or gradient buffers alternate by step
+ * (StBuffer.slot); a rank's replica (StRank.replica) is its worker.
  */
 #pragma once
 

@@ -96,18 +96,20 @@ st_sparse_add_states(const StSparse *sp, StProgram *p, const char *what, int64_t
   g_autofree char *weights = g_strdup_printf("%sparams (dense)", what);
   uint32_t w = st_program_add_buffer(p, weights, ST_MEM_PARAMS, params * sp->dense.weight, TRUE);
   st_program_buffer_holds(p, w, ST_DATA_PARAMS, layer, layer_last, -1, 1);
-  /* The compressed states have no data kind of their own yet: opaque to the
-   * executor until it learns the sparse layout. */
   g_autofree char *index = g_strdup_printf("%snon-zero indices (int32)", what);
-  st_program_add_buffer(p, index, ST_MEM_PARAMS, nnz * sp->index, TRUE);
+  uint32_t x = st_program_add_buffer(p, index, ST_MEM_PARAMS, nnz * sp->index, TRUE);
+  st_program_buffer_holds(p, x, ST_DATA_INDEX, layer, layer_last, -1, 1);
   g_autofree char *grads = g_strdup_printf("%sgrads (compressed)", what);
-  st_program_add_buffer(p, grads, ST_MEM_GRADS, nnz * sp->grad, TRUE);
+  uint32_t g = st_program_add_buffer(p, grads, ST_MEM_GRADS, nnz * sp->grad, TRUE);
+  st_program_buffer_holds(p, g, ST_DATA_GRADS_PACKED, layer, layer_last, -1, 1);
   if (sp->grad_fp32 > 0) {
     g_autofree char *grads32 = g_strdup_printf("%sgrads (compressed, fp32)", what);
-    st_program_add_buffer(p, grads32, ST_MEM_GRADS, nnz * sp->grad_fp32, TRUE);
+    uint32_t g32 = st_program_add_buffer(p, grads32, ST_MEM_GRADS, nnz * sp->grad_fp32, TRUE);
+    st_program_buffer_holds(p, g32, ST_DATA_GRADS_PACKED_FP32, layer, layer_last, -1, 1);
   }
   g_autofree char *states = g_strdup_printf("%soptimizer states (compressed)", what);
-  st_program_add_buffer(p, states, ST_MEM_OPTIMIZER, nnz * sp->optimizer, TRUE);
+  uint32_t o = st_program_add_buffer(p, states, ST_MEM_OPTIMIZER, nnz * sp->optimizer, TRUE);
+  st_program_buffer_holds(p, o, ST_DATA_OPTIM_PACKED, layer, layer_last, -1, 1);
 }
 
 uint32_t
@@ -155,21 +157,31 @@ st_sparse_emit_compress(const StSparse *sp, StProgram *p, int stream, int layer,
 }
 
 uint32_t
-st_sparse_emit_step(const StSparse *sp, StProgram *p, int stream, int64_t params, int64_t nnz,
-                    uint32_t after)
+st_sparse_emit_step(const StSparse *sp, StProgram *p, int stream, int64_t params,
+                    const StSparseSpan *spans, int n_spans, uint32_t after)
 {
-  uint32_t temp = st_program_add_buffer(p, "compressed weights (optimizer step)", ST_MEM_PARAMS,
-                                        nnz * sp->temp, FALSE);
+  g_autofree uint32_t *temp = g_new(uint32_t, MAX(n_spans, 1));
+  int64_t nnz = 0;
+  for (int k = 0; k < n_spans; k++) {
+    g_autofree char *name = g_strdup_printf("%scompressed weights (optimizer step)",
+                                            spans[k].what);
+    temp[k] = st_program_add_buffer(p, name, ST_MEM_PARAMS, spans[k].nnz * sp->temp, FALSE);
+    st_program_buffer_holds(p, temp[k], ST_DATA_PARAMS_PACKED, spans[k].layer,
+                            spans[k].layer_last, -1, 1);
+    nnz += spans[k].nnz;
+  }
   StOp step = st_sparse_optim_op(sp, stream, nnz);
   st_program_begin(p, &step);
   if (after != UINT32_MAX)
     st_program_after(p, after);
-  st_program_alloc(p, temp);
+  for (int k = 0; k < n_spans; k++)
+    st_program_alloc(p, temp[k]);
   uint32_t optim = st_program_commit(p);
   StOp expand = st_sparse_expand_op(sp, stream, -1, params, nnz);
   st_program_begin(p, &expand);
   st_program_after(p, optim);
-  st_program_free_buffer(p, temp);
+  for (int k = 0; k < n_spans; k++)
+    st_program_free_buffer(p, temp[k]);
   return st_program_commit(p);
 }
 
@@ -178,6 +190,7 @@ st_sparse_note(const StSparse *sp, StSchedule *s, int64_t nnz)
 {
   if (!st_sparse_on(sp))
     return;
+  s->settings.sparsity = sp->p;
   st_schedule_note_number(s, "sparsity", sp->p);
   StSparse dense = *sp;
   dense.p = 0;

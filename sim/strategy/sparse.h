@@ -25,6 +25,14 @@
  * saves (st_sparse_breakeven). With p = 0 the modifier is off and the
  * strategies build exactly their dense schedules.
  *
+ * What buffers hold (StBuffer.data, for the executor): the dense weights
+ * ST_DATA_PARAMS, the indices ST_DATA_INDEX, the compressed gradients
+ * ST_DATA_GRADS_PACKED (and _FP32, the copy), the compressed master weights
+ * and states ST_DATA_OPTIM_PACKED, the compressed weights of the step
+ * ST_DATA_PARAMS_PACKED; compressed collectives move ST_DATA_GRADS_PACKED
+ * or ST_DATA_PARAMS_PACKED. The mask itself is the executor's (a seeded
+ * generator at settings.sparsity): the schedule carries only p.
+ *
  * Ops. Each layer's backward writes its dense gradient into a transient
  * buffer that a COMPRESS op right after it gathers into the compressed
  * gradient (so the dense gradient of the whole model never exists at once);
@@ -113,16 +121,27 @@ StOp st_sparse_expand_op(const StSparse *sparse, int stream, int layer, int64_t 
 /* The optimizer over `nnz` non-zeros (optim_traffic bytes each). */
 StOp st_sparse_optim_op(const StSparse *sparse, int stream, int64_t nnz);
 
-/* The optimizer step over `nnz` non-zeros of `params` parameters, after
- * `after` (UINT32_MAX: nothing), then the expand into the dense weights, both
- * on `stream`: the step allocates the compressed weights (params category,
- * temp bytes per non-zero) that the expand frees. Returns the expand. */
+/* Layers whose non-zeros one optimizer step covers: a contiguous range (a
+ * pipeline's tied copy of the embedding is a second one). */
+typedef struct {
+  const char *what;        /* prefix of its buffer's name ("" or "tied copy: ") */
+  int layer, layer_last;
+  int64_t nnz;             /* their non-zeros */
+} StSparseSpan;
+
+/* The optimizer step over the non-zeros of `spans` (of `params` parameters
+ * in all), after `after` (UINT32_MAX: nothing), then the expand into the
+ * dense weights, both on `stream`: the step allocates the compressed weights
+ * of each span (params category, temp bytes per non-zero; data
+ * ST_DATA_PARAMS_PACKED) that the expand frees. Returns the expand. */
 uint32_t st_sparse_emit_step(const StSparse *sparse, StProgram *program, int stream,
-                             int64_t params, int64_t nnz, uint32_t after);
+                             int64_t params, const StSparseSpan *spans, int n_spans,
+                             uint32_t after);
 
 /* Notes for the report when on (none when off, so dense schedules stay as
  * they were): sparsity, non-zeros, model-state bytes per parameter (dense
- * and sparse) and the break-even sparsity. */
+ * and sparse) and the break-even sparsity; and the schedule's
+ * settings.sparsity, from which an executor derives the mask. */
 void st_sparse_note(const StSparse *sparse, StSchedule *schedule, int64_t nnz);
 
 /* Emits compress right after `bwd` (its dependency) on `stream`, freeing

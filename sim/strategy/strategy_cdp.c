@@ -309,8 +309,10 @@ build(const StStrategyInput *in, GError **error)
   s->settings.accumulation = o->accumulation;
   s->settings.global_batch = o->global_batch;
   for (int l = 0; l < c.s; l++)
-    for (int k = 0; k < c.n; k++)
+    for (int k = 0; k < c.n; k++) {
       s->ranks[cdp_rank_of(&c, k, l)].start_ns = (int64_t)k * c.delay_ns;
+      s->ranks[cdp_rank_of(&c, k, l)].replica = k; /* every stage of worker k: its samples */
+    }
   gboolean ok = c.mp          ? cdp_build_mp(&c, error)
                 : c.zero > 0  ? cdp_build_zero(&c, error)
                               : cdp_build_replicas(&c, error);

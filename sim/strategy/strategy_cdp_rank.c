@@ -176,14 +176,26 @@ cdp_holder(CdpRank *r, int l, CdpSlots slots)
   int64_t n = c->params[l];
   st->role = CDP_ROLE_HOLDER;
   st->slots = slots;
-  cdp_stage_buffer(r, l, "params", ST_MEM_PARAMS, n * c->bytes.weight, TRUE, ST_DATA_PARAMS);
-  if (slots.versions == 2)
-    cdp_stage_buffer(r, l, "params (previous version)", ST_MEM_PARAMS, n * c->bytes.weight,
-                     TRUE, ST_DATA_PARAMS);
-  cdp_stage_buffer(r, l, "grads", ST_MEM_GRADS, n * c->bytes.grad, TRUE, ST_DATA_GRADS);
-  if (slots.grads == 2)
-    cdp_stage_buffer(r, l, "grads (previous step)", ST_MEM_GRADS, n * c->bytes.grad, TRUE,
-                     ST_DATA_GRADS);
+  /* Two versions or two gradient buffers alternate by step (StBuffer.slot):
+   * w_t and the gradient of step t live in slot t mod 2. */
+  uint32_t w = cdp_stage_buffer(r, l, "params", ST_MEM_PARAMS, n * c->bytes.weight, TRUE,
+                                ST_DATA_PARAMS);
+  if (slots.versions == 2) {
+    st_program_buffer_slot(r->p, w, 0);
+    st_program_buffer_slot(r->p,
+                           cdp_stage_buffer(r, l, "params (previous version)", ST_MEM_PARAMS,
+                                            n * c->bytes.weight, TRUE, ST_DATA_PARAMS),
+                           1);
+  }
+  uint32_t g = cdp_stage_buffer(r, l, "grads", ST_MEM_GRADS, n * c->bytes.grad, TRUE,
+                                ST_DATA_GRADS);
+  if (slots.grads == 2) {
+    st_program_buffer_slot(r->p, g, 0);
+    st_program_buffer_slot(r->p,
+                           cdp_stage_buffer(r, l, "grads (previous step)", ST_MEM_GRADS,
+                                            n * c->bytes.grad, TRUE, ST_DATA_GRADS),
+                           1);
+  }
   cdp_stage_buffer(r, l, "optimizer states", ST_MEM_OPTIMIZER, n * c->bytes.optimizer, TRUE,
                    ST_DATA_OPTIM);
   /* The forward waits for the version it reads: w_t from this step's update,
@@ -322,17 +334,19 @@ cdp_emit_reduction(CdpRank *r, int l, const int32_t *holders, int n, int me,
   if (me == n - 1) {
     cdp_mark_set(r->p, total, got);
     cdp_emit_p2p(r, TRUE, cdp_stream(r, &r->total_out, "total out", 0), holders[0],
-                 CDP_TAG(CDP_TAG_TOTAL, l), bytes, ST_DATA_GRADS, l, total_label, &got, 1);
+                 CDP_TAG(CDP_TAG_TOTAL, l), bytes, ST_DATA_GRADS_TOTAL, l, total_label, &got,
+                 1);
     return;
   }
   /* The total overwrites this holder's gradient once its own sum has left. */
   uint32_t in = cdp_emit_p2p(r, FALSE, cdp_stream(r, &r->total_in, "total in", 0),
                              holders[me == 0 ? n - 1 : me - 1], CDP_TAG(CDP_TAG_TOTAL, l), bytes,
-                             ST_DATA_GRADS, l, total_label, &sent, 1);
+                             ST_DATA_GRADS_TOTAL, l, total_label, &sent, 1);
   cdp_mark_set(r->p, total, in);
   if (me + 1 < n - 1)
     cdp_emit_p2p(r, TRUE, cdp_stream(r, &r->total_out, "total out", 0), holders[me + 1],
-                 CDP_TAG(CDP_TAG_TOTAL, l), bytes, ST_DATA_GRADS, l, total_label, &in, 1);
+                 CDP_TAG(CDP_TAG_TOTAL, l), bytes, ST_DATA_GRADS_TOTAL, l, total_label, &in,
+                 1);
 }
 
 /* ---- the step ----------------------------------------------------------------------- */

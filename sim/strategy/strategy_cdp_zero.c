@@ -64,6 +64,7 @@ emit_owner_send(CdpRank *r, int l, int to, const char *label, uint32_t dep, gboo
   StOp op = cdp_p2p_op(r, TRUE, cdp_peer_stream(r, "params own ->", to), to,
                        CDP_TAG(CDP_TAG_RELAY, l), c->params[l] * c->bytes.weight,
                        ST_DATA_PARAMS, c->first[l], c->first[l + 1] - 1, label);
+  op.version = prev ? 1 : 0; /* w_{t-1}, made by the last step's update, or w_t */
   st_program_begin(r->p, &op);
   if (prev)
     st_program_after_prev_step(r->p, dep);
@@ -117,6 +118,9 @@ user_relay(CdpRank *r, int l)
   StOp op = cdp_p2p_op(r, FALSE, cdp_peer_stream(r, "params in <-", from), from,
                        CDP_TAG(CDP_TAG_RELAY, l), bytes, ST_DATA_PARAMS, c->first[l],
                        c->first[l + 1] - 1, label);
+  /* What moves: w_{t-1} for this step's delta-1 readers, else w_t. */
+  int version = !ahead(c, v) && v == 1 ? 1 : 0;
+  op.version = version;
   st_program_begin(r->p, &op);
   if (st->relayed != CDP_NONE) {
     /* ZeRO-3: a copy for this step, one stage ahead of its forward. */
@@ -138,9 +142,13 @@ user_relay(CdpRank *r, int l)
   cdp_mark_set(r->p, &st->marks[CDP_MARK_GATE], got);
   if (forwards) {
     int to = zs->relay[v][pos + 1];
-    uint32_t fwd = cdp_emit_p2p(r, TRUE, cdp_peer_stream(r, "params out ->", to), to,
-                                CDP_TAG(CDP_TAG_RELAY, l), bytes, ST_DATA_PARAMS, l, label,
-                                &got, 1);
+    StOp fop = cdp_p2p_op(r, TRUE, cdp_peer_stream(r, "params out ->", to), to,
+                          CDP_TAG(CDP_TAG_RELAY, l), bytes, ST_DATA_PARAMS, c->first[l],
+                          c->first[l + 1] - 1, label);
+    fop.version = version;
+    st_program_begin(r->p, &fop);
+    st_program_after(r->p, got);
+    uint32_t fwd = st_program_commit(r->p);
     cdp_mark_set(r->p, &st->marks[CDP_MARK_FORWARDED], fwd);
     /* A relayed copy is freed only once it has been passed on. */
     if (st->relayed != CDP_NONE)

@@ -58,8 +58,7 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
   g_autofree char *label = g_strdup_printf(dp->sparse ? "bucket %d compressed" : "bucket %d",
                                            dp->next_bucket);
   reduce.label = st_program_label(p, label);
-  if (dp->sparse == NULL) /* the compressed vector has no data kind yet */
-    st_op_moves(&reduce, ST_DATA_GRADS, b->last, b->first);
+  st_op_moves(&reduce, dp->sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, b->last, b->first);
   st_program_begin(p, &reduce);
   st_program_after(p, op);
   dp->last_reduce = st_program_commit(p);
@@ -107,7 +106,8 @@ build_sparse(const StStrategyInput *in, const StSparse *sparse)
   StPassHooks hooks = {&dp, before_pass, after_pass};
   for (int micro = 0; micro < o->accumulation; micro++)
     st_dp_emit_micro_batch(&frame, micro, &hooks);
-  st_sparse_emit_step(sparse, p, frame.compute, m->params, total_nnz, dp.last_reduce);
+  StSparseSpan all = {"", 0, m->n_layers - 1, total_nnz};
+  st_sparse_emit_step(sparse, p, frame.compute, m->params, &all, 1, dp.last_reduce);
   StSchedule *s = finish(&frame, &dp);
   st_sparse_note(sparse, s, total_nnz);
   return s;

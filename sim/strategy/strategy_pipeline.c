@@ -194,8 +194,10 @@ build(const StStrategyInput *in, GError **error)
   }
   for (int st = 0; st < S; st++) {
     int program = st_schedule_add_program(s, st_pipe_stage_program(&pp, st, &comms));
-    for (int r = st; r < R; r += S)
+    for (int r = st; r < R; r += S) {
       s->ranks[r].program = program;
+      s->ranks[r].replica = r / S; /* every stage of pipeline r / S works on its samples */
+    }
   }
 
   s->steps = o->steps;

@@ -135,8 +135,7 @@ maybe_reduce(Stage *st, int i, int m, uint32_t ready)
   g_autofree char *label =
     g_strdup_printf(sparse ? "bucket %d compressed" : "bucket %d", st->next_bucket);
   op.label = st_program_label(st->p, label);
-  if (!sparse) /* the compressed vector has no data kind yet */
-    st_op_moves(&op, ST_DATA_GRADS, b->last, b->first);
+  st_op_moves(&op, sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, b->last, b->first);
   st_program_begin(st->p, &op);
   st_program_after(st->p, ready);
   st->last_reduce = st_program_commit(st->p);
@@ -254,8 +253,8 @@ emit_update(Stage *st, int64_t params, int64_t nnz)
     int64_t elems = st_sparse_nnz(sp, pp->tied_params);
     StOp op = st_op_coll(st->comm, ST_COLL_ALL_REDUCE, st->comms->tied, elems * pp->bytes.grad);
     op.label = st_program_label(st->p, "tied embedding");
-    if (!st_sparse_on(sp))
-      st_op_moves(&op, ST_DATA_GRADS, pp->tied_embed, pp->tied_embed);
+    st_op_moves(&op, st_sparse_on(sp) ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, pp->tied_embed,
+                pp->tied_embed);
     st_program_begin(st->p, &op);
     if (st->last_reduce != NONE)
       st_program_after(st->p, st->last_reduce);
@@ -264,7 +263,12 @@ emit_update(Stage *st, int64_t params, int64_t nnz)
   if (params == 0)
     return;
   if (st_sparse_on(sp)) {
-    st_sparse_emit_step(sp, st->p, st->compute, params, nnz, st->last_reduce);
+    /* The stage's own layers, and the tied copy of the embedding on the head's. */
+    gboolean copy = pp->tied_copy && head;
+    int64_t copy_nnz = copy ? st_sparse_nnz(sp, pp->tied_params) : 0;
+    StSparseSpan spans[2] = {{"", st->lo, st->hi - 1, nnz - copy_nnz},
+                             {"tied copy: ", pp->tied_embed, pp->tied_embed, copy_nnz}};
+    st_sparse_emit_step(sp, st->p, st->compute, params, spans, copy ? 2 : 1, st->last_reduce);
     return;
   }
   StOp step = st_op_elementwise(st->compute, ST_PASS_OPTIM, -1, params,

@@ -74,13 +74,13 @@ emit_gather(Zero *z, int pass_layer, int micro, StPass pass)
     g_autofree char *packed_name = g_strdup_printf("gathered compressed %s %s m%d", l->name,
                                                    st_pass_name(pass), micro);
     packed = st_program_add_buffer(p, packed_name, ST_MEM_PARAMS, nnz * f->bytes.weight, FALSE);
+    st_program_buffer_holds(p, packed, ST_DATA_PARAMS_PACKED, layer, layer, micro, 1);
   }
   StOp op = st_op_coll(z->gather_stream, ST_COLL_ALL_GATHER, z->gather_comm,
                        nnz * f->bytes.weight);
   g_autofree char *label = g_strdup_printf("%s %s", user->name, st_pass_name(pass));
   op.label = st_program_label(p, label);
-  if (z->sparse == NULL) /* the compressed vector has no data kind yet */
-    st_op_moves(&op, ST_DATA_PARAMS, layer, layer);
+  st_op_moves(&op, z->sparse ? ST_DATA_PARAMS_PACKED : ST_DATA_PARAMS, layer, layer);
   op.micro = micro;
   st_program_begin(p, &op);
   st_program_alloc(p, z->sparse ? packed : buffer);
@@ -130,9 +130,9 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
     const StBucket *b = &z->buckets[z->next_bucket];
     z->bucket_buffer =
       st_program_add_buffer(f->program, name, ST_MEM_GRADS, b->params * f->bytes.grad, FALSE);
-    if (z->sparse == NULL)
-      st_program_buffer_holds(f->program, z->bucket_buffer, ST_DATA_GRADS, b->last, b->first,
-                              micro, 1);
+    st_program_buffer_holds(f->program, z->bucket_buffer,
+                            z->sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, b->last, b->first,
+                            micro, 1);
     extra->alloc[extra->n_alloc++] = z->bucket_buffer;
   }
 }
@@ -162,8 +162,7 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
     g_autofree char *label =
       g_strdup_printf(z->sparse ? "bucket %d compressed" : "bucket %d", z->next_bucket);
     rs.label = st_program_label(p, label);
-    if (z->sparse == NULL)
-      st_op_moves(&rs, ST_DATA_GRADS, b->last, b->first);
+    st_op_moves(&rs, z->sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, b->last, b->first);
     rs.micro = micro;
     st_program_begin(p, &rs);
     st_program_after(p, op);
@@ -181,24 +180,35 @@ add_sparse_states(const Zero *z, int64_t shard, int64_t nnz)
   const StSparse *sp = z->sparse;
   StProgram *p = z->frame->program;
   const StModel *m = z->frame->model;
+  int n = z->frame->options->ranks, last = m->n_layers - 1;
+  uint32_t b;
   if (z->stage < 3) {
-    uint32_t w = st_program_add_buffer(p, "params (dense)", ST_MEM_PARAMS,
-                                       m->params * sp->dense.weight, TRUE);
-    st_program_buffer_holds(p, w, ST_DATA_PARAMS, 0, m->n_layers - 1, -1, 1);
+    b = st_program_add_buffer(p, "params (dense)", ST_MEM_PARAMS, m->params * sp->dense.weight,
+                              TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_PARAMS, 0, last, -1, 1);
   } else {
-    st_program_add_buffer(p, "params shard (compressed)", ST_MEM_PARAMS,
-                          shard * sp->dense.weight, TRUE);
+    b = st_program_add_buffer(p, "params shard (compressed)", ST_MEM_PARAMS,
+                              shard * sp->dense.weight, TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_PARAMS_PACKED_SHARD, 0, last, -1, n);
   }
-  st_program_add_buffer(p, "non-zero indices (int32)", ST_MEM_PARAMS, nnz * sp->index, TRUE);
-  if (z->stage == 1)
-    st_program_add_buffer(p, "grads (compressed)", ST_MEM_GRADS, nnz * sp->grad, TRUE);
-  else
-    st_program_add_buffer(p, "grads shard (compressed)", ST_MEM_GRADS, shard * sp->grad, TRUE);
-  if (sp->grad_fp32 > 0)
-    st_program_add_buffer(p, "grads shard (compressed, fp32)", ST_MEM_GRADS,
-                          shard * sp->grad_fp32, TRUE);
-  st_program_add_buffer(p, "optimizer states shard (compressed)", ST_MEM_OPTIMIZER,
-                        shard * sp->optimizer, TRUE);
+  b = st_program_add_buffer(p, "non-zero indices (int32)", ST_MEM_PARAMS, nnz * sp->index, TRUE);
+  st_program_buffer_holds(p, b, ST_DATA_INDEX, 0, last, -1, 1);
+  if (z->stage == 1) {
+    b = st_program_add_buffer(p, "grads (compressed)", ST_MEM_GRADS, nnz * sp->grad, TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_GRADS_PACKED, 0, last, -1, 1);
+  } else {
+    b = st_program_add_buffer(p, "grads shard (compressed)", ST_MEM_GRADS, shard * sp->grad,
+                              TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_GRADS_PACKED_SHARD, 0, last, -1, n);
+  }
+  if (sp->grad_fp32 > 0) {
+    b = st_program_add_buffer(p, "grads shard (compressed, fp32)", ST_MEM_GRADS,
+                              shard * sp->grad_fp32, TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_GRADS_PACKED_FP32, 0, last, -1, n);
+  }
+  b = st_program_add_buffer(p, "optimizer states shard (compressed)", ST_MEM_OPTIMIZER,
+                            shard * sp->optimizer, TRUE);
+  st_program_buffer_holds(p, b, ST_DATA_OPTIM_PACKED_SHARD, 0, last, -1, n);
 }
 
 static StSchedule *
@@ -280,6 +290,8 @@ build(const StStrategyInput *in, GError **error)
   if (sp != NULL && z.stage < 3)
     temp = st_program_add_buffer(p, "compressed weights (optimizer step)", ST_MEM_PARAMS,
                                  nnz * sp->temp, FALSE);
+  if (temp != UINT32_MAX)
+    st_program_buffer_holds(p, temp, ST_DATA_PARAMS_PACKED, 0, m->n_layers - 1, -1, 1);
   StOp step = sp != NULL ? st_sparse_optim_op(sp, frame.compute, shard)
                          : st_op_elementwise(frame.compute, ST_PASS_OPTIM, -1, shard,
                                              shard * frame.bytes.optim_traffic);
@@ -298,8 +310,8 @@ build(const StStrategyInput *in, GError **error)
     g_autofree char *label =
       g_strdup_printf(sp ? "bucket %d params compressed" : "bucket %d params", b);
     ag.label = st_program_label(p, label);
-    if (sp == NULL)
-      st_op_moves(&ag, ST_DATA_PARAMS, z.buckets[b].last, z.buckets[b].first);
+    st_op_moves(&ag, sp ? ST_DATA_PARAMS_PACKED : ST_DATA_PARAMS, z.buckets[b].last,
+                z.buckets[b].first);
     st_program_begin(p, &ag);
     st_program_after(p, optimizer);
     next_step_waits_for = st_program_commit(p);

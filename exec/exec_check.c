@@ -1,0 +1,102 @@
+/* exec_check.c: st_exec_check, what the executor can run, said up front
+ * with every missing piece, rather than failing in the middle of a run. */
+#include <stdarg.h>
+
+#include "exec/runtime.h"
+
+static gboolean
+comm_supported(const StOp *op)
+{
+  StData d = op->data;
+  gboolean grads = d == ST_DATA_GRADS || d == ST_DATA_GRADS_PACKED;
+  gboolean params = d == ST_DATA_PARAMS || d == ST_DATA_PARAMS_PACKED;
+  if (op->kind == ST_OP_COMM_COLL)
+    return (op->sub == ST_COLL_ALL_REDUCE && grads) ||
+           (op->sub == ST_COLL_REDUCE_SCATTER && grads) ||
+           (op->sub == ST_COLL_ALL_GATHER && params) ||
+           ((op->sub == ST_COLL_BROADCAST || op->sub == ST_COLL_REDUCE) &&
+            (d == ST_DATA_PARAMS || d == ST_DATA_GRADS));
+  return d == ST_DATA_OUTPUT || d == ST_DATA_INPUT_GRAD || d == ST_DATA_PARAMS ||
+         d == ST_DATA_GRADS || d == ST_DATA_GRADS_TOTAL || (d == ST_DATA_NONE && op->bytes == 0);
+}
+
+/* Adds a problem once. */
+static void G_GNUC_PRINTF(3, 4)
+problem(GPtrArray *problems, GHashTable *seen, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  char *text = g_strdup_vprintf(format, args);
+  va_end(args);
+  if (g_hash_table_add(seen, g_strdup(text)))
+    g_ptr_array_add(problems, text);
+  else
+    g_free(text);
+}
+
+static void
+check_program(const StProgram *p, GPtrArray *problems, GHashTable *seen)
+{
+  for (guint o = 0; o < p->ops->len; o++) {
+    const StOp *op = st_program_op(p, o);
+    if (op->kind == ST_OP_COPY)
+      problem(problems, seen, "%s copies", st_copy_name(op->sub));
+    else if (op->kind == ST_OP_COMP && op->sub == ST_PASS_FWDBWD)
+      problem(problems, seen, "%s passes (a profile's measure, not an op to run)",
+              st_pass_name(op->sub));
+    else if (op->kind != ST_OP_COMP && !comm_supported(op))
+      problem(problems, seen, "%s of %s%s",
+              op->kind == ST_OP_COMM_COLL ? st_coll_name(op->sub) : st_op_kind_name(op->kind),
+              st_data_name(op->data),
+              op->data == ST_DATA_NONE && op->bytes > 0 ? " (bytes with no data kind)" : "");
+  }
+  for (guint b = 0; b < p->buffers->len; b++) {
+    const StBuffer *buf = &g_array_index(p->buffers, StBuffer, b);
+    if (buf->slot >= STATE_SLOTS)
+      problem(problems, seen, "more than %d alternating versions of a buffer ('%s')",
+              STATE_SLOTS, buf->name);
+  }
+}
+
+gboolean
+st_exec_check(const StSchedule *s, GError **error)
+{
+  g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (int j = 0; j < st_schedule_n_jobs(s); j++) {
+    const StModel *m = st_schedule_job_model(s, j);
+    for (int i = 0; i < m->n_layers; i++)
+      if (st_layer_impl_find(m->layers[i].type->name) == NULL)
+        problem(problems, seen, "layer type '%s' (layer '%s' of %s) has no real implementation",
+                m->layers[i].type->name, m->layers[i].name, m->name);
+  }
+  for (guint pi = 0; pi < s->programs->len; pi++)
+    check_program(g_ptr_array_index(s->programs, pi), problems, seen);
+  /* A rank computing weights it does not hold reads those of its device's
+   * holder (cyclic DP's shared devices); with none, it has nothing to read. */
+  g_autoptr(GHashTable) guests = g_hash_table_new_full(NULL, NULL, NULL, g_free);
+  for (int r = 0; r < s->n_ranks && problems->len == 0; r++) {
+    const StModel *m = st_program_model(s, st_schedule_program_of(s, r));
+    gpointer key = GINT_TO_POINTER(s->ranks[r].program + 1);
+    gboolean *guest = g_hash_table_lookup(guests, key); /* per program: which layers */
+    if (guest == NULL) {
+      guest = g_new0(gboolean, MAX(m->n_layers, 1));
+      for (int i = 0; i < m->n_layers; i++)
+        guest[i] = exec_is_guest(s, r, i);
+      g_hash_table_insert(guests, key, guest);
+    }
+    for (int i = 0; i < m->n_layers; i++)
+      if (guest[i] && exec_device_holder(s, r, i) < 0)
+        problem(problems, seen,
+                "rank %d computes layer '%s' but neither it nor a rank of its device holds its "
+                "weights",
+                r, m->layers[i].name);
+  }
+  if (problems->len == 0)
+    return TRUE;
+  g_ptr_array_add(problems, NULL);
+  g_autofree char *list = g_strjoinv("; ", (char **)problems->pdata);
+  g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+              "the executor cannot run this schedule: %s", list);
+  return FALSE;
+}

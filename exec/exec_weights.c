@@ -1,0 +1,103 @@
+/* exec_weights.c: the main job's final weights (StExecResult.weights), for
+ * tests and agreement checks. Per layer, the newest version (the slot the
+ * last optimizer step wrote) of whole weights, preferring a rank that
+ * updates them (a replica, a cyclic-DP stage's owner, a device holder: a
+ * relay's user or a guest may hold an older copy or none); else the slices
+ * of the ranks put together, dense or compressed (expanded through the
+ * mask). */
+#include "exec/check.h"
+#include "exec/runtime.h"
+
+/* Downloads n elements of the compute dtype at `src` as floats into `dst`. */
+static gboolean
+download(Rank *r, float *dst, const void *src, size_t n, GError **error)
+{
+  size_t ds = st_kdt_size(r->x->dt);
+  g_autofree void *host = g_malloc(MAX(n * ds, 1));
+  ST_KCHECK(r->k->copy(r->streams[0], host, src, n * ds, 2), r->k->name, error);
+  if (!r->dev->backend->stream_sync(r->dev, r->streams[0], error))
+    return FALSE;
+  for (size_t i = 0; i < n; i++)
+    dst[i] = r->x->dt == ST_KDT_BF16 ? st_bf16_to_f32(((uint16_t *)host)[i]) : ((float *)host)[i];
+  return TRUE;
+}
+
+static gboolean
+updates(const LayerState *ls)
+{
+  return ls->at[ST_DATA_OPTIM][0] != NULL || ls->at[ST_DATA_OPTIM_PACKED][0] != NULL;
+}
+
+/* A rank of the main job holding layer i's whole weights, best first. */
+static Rank *
+whole_holder(Exec *x, int i)
+{
+  Rank *any = NULL;
+  for (int rk = 0; rk < x->s->n_ranks; rk++) {
+    Rank *r = &x->ranks[rk];
+    if (r->dev == NULL || r->p->job != 0 || r->layers[i].home != rk ||
+        state_at(&r->layers[i], ST_DATA_PARAMS, r->layers[i].newest) == NULL)
+      continue;
+    if (updates(&r->layers[i]))
+      return r;
+    if (any == NULL)
+      any = r;
+  }
+  return any;
+}
+
+/* Puts slices of `kind` (n elements in all) together into `dst`. */
+static gboolean
+slices(Exec *x, int i, StData kind, float *dst, size_t n, GError **error)
+{
+  for (int rk = 0; rk < x->s->n_ranks; rk++) {
+    Rank *r = &x->ranks[rk];
+    LayerState *ls = &r->layers[i];
+    if (r->dev == NULL || r->p->job != 0 || ls->at[kind][0] == NULL)
+      continue;
+    size_t first, count;
+    st_comm_slice(n, MAX(ls->parts, 1), ls->slice, &first, &count);
+    if (!download(r, dst + first, ls->at[kind][0], count, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+exec_gather_weights(Exec *x, GPtrArray *out, GError **error)
+{
+  const StModel *m = x->s->model;
+  for (int i = 0; i < m->n_layers; i++) {
+    size_t n = (size_t)m->layers[i].params;
+    GArray *w = g_array_sized_new(FALSE, TRUE, sizeof(float), (guint)n);
+    g_array_set_size(w, (guint)n);
+    g_ptr_array_add(out, w);
+    if (n == 0)
+      continue;
+    Rank *r = whole_holder(x, i);
+    if (r != NULL) {
+      const LayerState *ls = &r->layers[i];
+      if (!download(r, (float *)w->data, state_at(ls, ST_DATA_PARAMS, ls->newest), n, error))
+        return FALSE;
+      continue;
+    }
+    if (!slices(x, i, ST_DATA_PARAMS_SHARD, (float *)w->data, n, error))
+      return FALSE;
+    /* ZeRO-3 under sparsity: compressed slices, expanded through the mask. */
+    double p = x->s->settings.sparsity;
+    size_t nnz = 0;
+    g_autofree int32_t *mask = p > 0 ? st_exec_sparse_mask(m, i, p, x->o->seed, &nnz) : NULL;
+    g_autofree float *packed = g_new0(float, MAX(nnz, 1));
+    gboolean any = FALSE;
+    for (int rk = 0; rk < x->s->n_ranks && mask != NULL; rk++)
+      any = any || (x->ranks[rk].dev != NULL &&
+                    x->ranks[rk].layers[i].at[ST_DATA_PARAMS_PACKED_SHARD][0] != NULL);
+    if (!any)
+      continue;
+    if (!slices(x, i, ST_DATA_PARAMS_PACKED_SHARD, packed, nnz, error))
+      return FALSE;
+    for (size_t j = 0; j < nnz; j++)
+      g_array_index(w, float, mask[j]) = packed[j];
+  }
+  return TRUE;
+}
