@@ -150,6 +150,14 @@ reduce_scatter_grads(Call *c, GError **error)
   int n = group_size(c), me = my_index(c);
   StData shard = c->op->data == ST_DATA_GRADS_PACKED ? ST_DATA_GRADS_PACKED_SHARD
                                                      : ST_DATA_GRADS_SHARD;
+  /* Always into a slice of a scratch buffer, never in place: every
+   * member's slice is then summed in member order, the bits an all-reduce
+   * gives. It is added to the shard (which accumulates micro-batches) or
+   * copied into the whole gradients' slice. The schedule's buffer for it
+   * when the op allocates one (its memory is then predicted), else one of
+   * the executor's own per layer. */
+  size_t room = 0, used = 0;
+  char *own = state_own_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
   for (int i = c->op->layer; i <= c->op->layer_last; i++) {
     LayerState *ls = &r->layers[moved(c, i)];
     size_t total = elems(c, i), first, count;
@@ -161,12 +169,18 @@ reduce_scatter_grads(Call *c, GError **error)
     ls->parts = n;
     ls->slice = me;
     st_comm_slice(total, n, me, &first, &count);
-    /* Always into a scratch slice, never in place: every member's slice is
-     * then summed in member order, the bits an all-reduce gives. It is added
-     * to the slice buffer (which accumulates micro-batches) or copied into
-     * the whole gradients' slice. */
-    void *slice = op_scratch(r, count * dts(r), ST_MEM_COMM, "a reduce-scatter's slice", c->step,
-                             c->o, c->stream, error);
+    if (own != NULL && used + count * dts(r) > room) {
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                  "rank %d, op %u '%s': the schedule's reduce-scatter buffer of %zu bytes is "
+                  "too small for the slices of layers %d-%d",
+                  r->rank, c->o, c->what, room, c->op->layer, c->op->layer_last);
+      return FALSE;
+    }
+    void *slice = own != NULL ? own + used
+                              : op_scratch(r, count * dts(r), ST_MEM_COMM,
+                                           "a reduce-scatter's slice", c->step, c->o, c->stream,
+                                           error);
+    used += own != NULL ? count * dts(r) : 0;
     if ((slice == NULL && count > 0) || !collective(c, grads, slice, total, error))
       return FALSE;
     void *part = ls->at[shard][0];
@@ -178,7 +192,8 @@ reduce_scatter_grads(Call *c, GError **error)
     else if (count > 0)
       ST_KCHECK(r->k->copy(c->stream, grads + first * dts(r), slice, count * dts(r), 0),
                 r->k->name, error);
-    op_scratch_release(r, slice, c->step, c->o, c->stream);
+    if (own == NULL)
+      op_scratch_release(r, slice, c->step, c->o, c->stream);
   }
   return TRUE;
 }

@@ -174,6 +174,11 @@ void *state_at(const LayerState *ls, StData data, int64_t t);
  * instance of `step`), or NULL; and whether the op allocates such a buffer. */
 void *state_own_data(Rank *r, uint32_t o, int32_t step, StData data, int layer);
 gboolean state_own_alloc(Rank *r, uint32_t o, int32_t step, StData data, int layer);
+/* A buffer of `category` that op `o` allocates holding no model state (a
+ * collective's output before it is added where it belongs), and its bytes;
+ * NULL when the op allocates none. */
+void *state_own_scratch(Rank *r, uint32_t o, int32_t step, StMemCategory category,
+                        size_t *bytes);
 /* The index of transient buffers by data and layer, and the live instances
  * (rank setup and teardown). */
 void state_index_buffers(Rank *r);

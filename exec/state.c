@@ -284,6 +284,21 @@ state_own_alloc(Rank *r, uint32_t o, int32_t step, StData data, int layer)
 }
 
 void *
+state_own_scratch(Rank *r, uint32_t o, int32_t step, StMemCategory category, size_t *bytes)
+{
+  const StOp *op = st_program_op(r->p, o);
+  const uint32_t *allocs = st_program_allocs(r->p, op);
+  for (int j = 0; j < op->n_alloc; j++) {
+    const StBuffer *b = &g_array_index(r->p->buffers, StBuffer, allocs[j]);
+    if (b->data == ST_DATA_NONE && b->category == category) {
+      *bytes = (size_t)b->bytes;
+      return instance(r, allocs[j], step);
+    }
+  }
+  return NULL;
+}
+
+void *
 state_find(Rank *r, StData data, int layer, int64_t t, int32_t step, int micro)
 {
   StData d = state_kind(data);

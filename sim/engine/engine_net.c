@@ -442,6 +442,9 @@ collective_plan(Engine *e, int comm, int group, StCollKind kind, int64_t bytes)
   return plan;
 }
 
+static void start_copy(Engine *e, const OpRef *ref, StLinkClass link, PortMode mode,
+                       int64_t bytes);
+
 void
 net_collective(Engine *e, const OpRef *ref)
 {
@@ -461,6 +464,14 @@ net_collective(Engine *e, const OpRef *ref)
   if (++inst->arrived < inst->expected)
     return;
 
+  /* A group of one moves nothing, but an out-of-place collective (one that
+   * allocates where its result goes) still copies its input there, as NCCL
+   * does with one rank: a device-to-device copy. */
+  if (c->offsets[key.group + 1] - c->offsets[key.group] == 1 && op->n_alloc > 0) {
+    g_hash_table_remove(e->instances, &key);
+    start_copy(e, ref, ST_LINK_LOCAL, PORTS_OUT, op->bytes);
+    return;
+  }
   const GroupInfo *info = group_info(e, key.comm, key.group);
   const StCommPlan *plan = collective_plan(e, key.comm, key.group, op->sub, op->bytes);
   Flow *f = flow_new(e, PORTS_GROUP, plan, info->devices, info->n_devices, -1);
@@ -533,28 +544,33 @@ net_p2p(Engine *e, const OpRef *ref)
 
 /* ---- copies --------------------------------------------------------------- */
 
+static void
+start_copy(Engine *e, const OpRef *ref, StLinkClass link, PortMode mode, int64_t bytes)
+{
+  int dev = e->sims[ref->sim].device;
+  StCommPlan plan = {
+    .algo = "copy",
+    .source = ST_SRC_ALPHA_BETA,
+    .n_phases = 1,
+    .phases = {{link, st_cluster_link_latency(e->s->cluster, link), (double)bytes,
+                st_cluster_link_bandwidth(e->s->cluster, link)}},
+  };
+  Flow *f = flow_new(e, mode, &plan, &dev, 1, -1);
+  g_array_append_val(f->members, *ref);
+  flow_advance(e, f);
+}
+
 void
 net_copy(Engine *e, const OpRef *ref)
 {
   const StOp *op = engine_op(e, ref);
-  int dev = e->sims[ref->sim].device;
   StLinkClass link = op->sub == ST_COPY_D2D ? ST_LINK_LOCAL : ST_LINK_PCIE;
   if (!e->s->cluster->links[link].present && link != ST_LINK_LOCAL) {
     engine_fail(e, "a %s copy needs the cluster's pcie link, and '%s' has none",
                 st_copy_name(op->sub), e->s->cluster->name);
     return;
   }
-  StCommPlan plan = {
-    .algo = "copy",
-    .source = ST_SRC_ALPHA_BETA,
-    .n_phases = 1,
-    .phases = {{link, st_cluster_link_latency(e->s->cluster, link), (double)op->bytes,
-                st_cluster_link_bandwidth(e->s->cluster, link)}},
-  };
-  PortMode mode = op->sub == ST_COPY_H2D ? PORTS_IN : PORTS_OUT;
-  Flow *f = flow_new(e, mode, &plan, &dev, 1, -1);
-  g_array_append_val(f->members, *ref);
-  flow_advance(e, f);
+  start_copy(e, ref, link, op->sub == ST_COPY_H2D ? PORTS_IN : PORTS_OUT, op->bytes);
 }
 
 /* ---- deadlock reports ------------------------------------------------------ */

@@ -164,8 +164,20 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
     rs.label = st_program_label(p, label);
     st_op_moves(&rs, z->sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, b->last, b->first);
     rs.micro = micro;
+    /* The reduced slice lands in a buffer of its own while the collective
+     * runs, then is added to (or copied into) the gradient shard: NCCL's
+     * out-of-place reduce-scatter, and accumulation over micro-batches.
+     * Each layer's slice is rounded up on its own: at most one element per
+     * layer over the bucket's share. */
+    g_autofree char *slice_name =
+      g_strdup_printf("reduce-scatter slice, bucket %d m%d", z->next_bucket, micro);
+    int64_t slice_elems = st_shard(b->params, f->options->ranks) + b->first - b->last + 1;
+    uint32_t slice =
+      st_program_add_buffer(p, slice_name, ST_MEM_COMM, slice_elems * f->bytes.grad, FALSE);
     st_program_begin(p, &rs);
     st_program_after(p, op);
+    st_program_alloc(p, slice);
+    st_program_free_buffer(p, slice);
     if (z->stage >= 2)
       st_program_free_buffer(p, z->bucket_buffer);
     z->last_reduce = st_program_commit(p);
