@@ -3,8 +3,9 @@
  * Bootstrap as torchrun sets the environment (RANK, WORLD_SIZE, LOCAL_RANK,
  * MASTER_ADDR, MASTER_PORT) or mpirun does (OMPI_COMM_WORLD_RANK / _SIZE,
  * PMI_RANK / PMI_SIZE, with MASTER_ADDR / MASTER_PORT or localhost:29500):
- * rank 0 makes the NCCL unique id and hands it over a TCP connection to each
- * other rank; then the world communicator, and one split of it per schedule
+ * rank 0 makes the NCCL unique id and hands it over a TCP connection, on
+ * MASTER_PORT + 1 (torchrun's store holds MASTER_PORT) or STAGGER_PORT, to
+ * each other rank; then the world communicator, and one split of it per schedule
  * communicator (color: the rank's group), created in the same order on every
  * rank. Collectives map one to one; reduce-scatter and all-gather of a size
  * the group does not divide go through padded scratch buffers (stream
@@ -88,7 +89,21 @@ static gboolean
 share_id(int rank, int world, ncclUniqueId *id, GError **error)
 {
   const char *host = g_getenv("MASTER_ADDR") ? g_getenv("MASTER_ADDR") : "127.0.0.1";
-  const char *port = g_getenv("MASTER_PORT") ? g_getenv("MASTER_PORT") : "29500";
+  /* torchrun's own store already listens on MASTER_PORT (its agent hosts
+   * it): rank 0 listens one above, or on STAGGER_PORT. */
+  g_autofree char *port = NULL;
+  if (g_getenv("STAGGER_PORT") != NULL) {
+    port = g_strdup(g_getenv("STAGGER_PORT"));
+  } else {
+    gint64 master = 29500;
+    const char *env = g_getenv("MASTER_PORT");
+    if (env != NULL && !g_ascii_string_to_signed(env, 10, 1, 65534, &master, NULL)) {
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_FAILED,
+                  "bootstrap: MASTER_PORT '%s' is not a port number", env);
+      return FALSE;
+    }
+    port = g_strdup_printf("%" G_GINT64_FORMAT, master + 1);
+  }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   struct addrinfo *ai = NULL;
   if (rank == 0)
