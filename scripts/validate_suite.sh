@@ -91,7 +91,11 @@ for line in "${MODELS[@]}"; do
     --strategy "$STRATEGIES" "${PER_RUN[@]}" --ranks "$RANKS" --micro-batch "$micro" \
     --steps "$STEPS" --out "$out" | tee "$out.txt" || true
   [[ -f $out/validate.md ]] || { echo "validate_suite.sh: $stem: no results" >&2; exit 1; }
-  "$STAGGER" plot "$out" >/dev/null
+  if command -v gnuplot >/dev/null; then
+    "$STAGGER" plot "$out" >/dev/null
+  else
+    echo "validate_suite.sh: no gnuplot here: run 'stagger plot $out' where there is" >&2
+  fi
   # Keep the folder small: the tables the plots were drawn from go.
   find "$out" \( -name ops.csv -o -name trace.json \) -delete
   tables+=("$out/validate.md")
