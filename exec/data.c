@@ -7,7 +7,9 @@
  * replica (its data index) is StRank.replica, which the strategy sets: the
  * rank itself in DP and ZeRO, the pipeline (or cyclic-DP worker) for every
  * stage of it, so a pipeline's first stage makes the inputs and its last
- * stage the targets of the same samples.
+ * stage the targets of the same samples. A layer pass that says its samples
+ * (StOp.sample_stride, burst parallelism) gets those: the same global
+ * batch, dealt every w-th sample to the w ranks of a layer.
  * - Models that read token ids (a first embedding layer): sequences where each
  *   token determines the next, t[k+1] = (5 t[k] + 3) mod V from a random
  *   first token; the targets are the next tokens: a bigram table to learn.
@@ -41,15 +43,26 @@ st_exec_data_index(const StSchedule *s, int rank)
   return s->ranks[rank].replica;
 }
 
-/* The global index of the first sample of `micro` on this rank at `step`. */
+/* The samples op `o` (a layer pass of micro-batch `micro`) computes at
+ * `step`: sample j < *n is sample first + j * stride of the run. The
+ * schedule says them (StOp.sample_stride: burst's every w-th sample, from
+ * the rank's replica); else they are the rank's contiguous micro-batch. */
 static uint64_t
-first_sample(const Rank *r, int micro, int32_t step)
+samples_of(const Rank *r, uint32_t o, int micro, int32_t step, uint64_t *stride, int *n)
 {
   const StSettings *st = r->settings;
+  const StOp *op = st_program_op(r->p, o);
   int d = st_exec_data_index(r->x->s, r->rank);
-  return (uint64_t)step * (uint64_t)st->global_batch +
-         ((uint64_t)d * (uint64_t)st->accumulation + (uint64_t)micro) *
-           (uint64_t)st->micro_batch;
+  uint64_t base = (uint64_t)step * (uint64_t)st->global_batch;
+  if (op->sample_stride > 0) {
+    *stride = op->sample_stride;
+    *n = op->batch;
+    return base + (uint64_t)d + (uint64_t)op->sample_first;
+  }
+  *stride = 1;
+  *n = st->micro_batch;
+  return base + ((uint64_t)d * (uint64_t)st->accumulation + (uint64_t)micro) *
+                  (uint64_t)st->micro_batch;
 }
 
 static gboolean
@@ -71,10 +84,11 @@ token(uint64_t seed, uint64_t g, int k, int64_t v)
 gboolean
 data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GError **error)
 {
-  int b = r->settings->micro_batch;
+  int b;
+  uint64_t stride;
   const StShape *in = &r->model->input;
   size_t per = (size_t)st_shape_elems(in);
-  uint64_t g0 = first_sample(r, micro, step), seed = r->x->o->seed;
+  uint64_t g0 = samples_of(r, op, micro, step, &stride, &b), seed = r->x->o->seed;
   Act *a = acts_output(r, step, micro, -1);
   g_autofree void *host = NULL;
   size_t bytes;
@@ -83,7 +97,7 @@ data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GEr
     int32_t *ids = g_new(int32_t, (size_t)b * per);
     for (int j = 0; j < b; j++)
       for (size_t k = 0; k < per; k++)
-        ids[(size_t)j * per + k] = token(seed, g0 + (uint64_t)j, (int)k, vocab);
+        ids[(size_t)j * per + k] = token(seed, g0 + (uint64_t)j * stride, (int)k, vocab);
     host = ids;
     bytes = (size_t)b * per * sizeof(int32_t);
   } else {
@@ -92,12 +106,12 @@ data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GEr
     if (r->x->dt == ST_KDT_BF16) {
       uint16_t *h = g_new(uint16_t, n);
       for (size_t i = 0; i < n; i++)
-        h[i] = st_f32_to_bf16(uniform(seed, g0 + i / per, i % per));
+        h[i] = st_f32_to_bf16(uniform(seed, g0 + i / per * stride, i % per));
       host = h;
     } else {
       float *h = g_new(float, n);
       for (size_t i = 0; i < n; i++)
-        h[i] = uniform(seed, g0 + i / per, i % per);
+        h[i] = uniform(seed, g0 + i / per * stride, i % per);
       host = h;
     }
   }
@@ -170,13 +184,14 @@ st_exec_sample(const StModel *m, uint64_t seed, uint64_t g, float *x, int32_t *i
 gboolean
 data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GError **error)
 {
-  int b = r->settings->micro_batch;
+  int b;
+  uint64_t stride;
   int64_t classes;
   int per = positions(r->model, &classes);
-  uint64_t g0 = first_sample(r, micro, step), seed = r->x->o->seed;
+  uint64_t g0 = samples_of(r, op, micro, step, &stride, &b), seed = r->x->o->seed;
   g_autofree int32_t *t = g_new(int32_t, (size_t)b * per);
   for (int j = 0; j < b; j++)
-    targets_of(r->model, seed, g0 + (uint64_t)j, t + (size_t)j * per);
+    targets_of(r->model, seed, g0 + (uint64_t)j * stride, t + (size_t)j * per);
   size_t bytes = (size_t)b * per * sizeof(int32_t);
   void *ptr = NULL;
   g_mutex_lock(&r->lock);

@@ -53,6 +53,9 @@ typedef struct StExecDevice {
 typedef struct StDeviceBackendS {
   const char *name;
   const char *summary;
+  /* What the schedule's stream priorities become here, one line (reports
+   * of multiplexed runs say it). */
+  const char *priorities;
   /* Opens GPU `gpu` (ignored on the host). Fails with ST_EXEC_ERROR_NO_DEVICE
    * when the backend is not built in or no device answers. */
   StExecDevice *(*open)(int gpu, GError **error);
@@ -67,6 +70,9 @@ typedef struct StDeviceBackendS {
   void *(*event_record)(StExecDevice *dev, void *stream, GError **error);
   void (*event_free)(StExecDevice *dev, void *event);
   gboolean (*stream_wait)(StExecDevice *dev, void *stream, void *event, GError **error);
+  /* Whether the work before the event has completed, without waiting (the
+   * multiplexer's view of the foreground, exec/mux.c). */
+  gboolean (*event_done)(StExecDevice *dev, void *event);
   /* Waits for the event, then its time in ns since `origin` (another event). */
   gboolean (*event_time)(StExecDevice *dev, void *origin, void *event, int64_t *ns,
                          GError **error);

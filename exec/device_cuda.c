@@ -163,6 +163,20 @@ cuda_stream_wait(StExecDevice *dev, void *stream, void *event, GError **error)
 }
 
 static gboolean
+cuda_event_done(StExecDevice *dev, void *event)
+{
+  if (!current(dev, NULL))
+    return FALSE;
+  cudaError_t status = cudaEventQuery((cudaEvent_t)event);
+  if (status == cudaErrorNotReady)
+    return FALSE;
+  /* Done, or failed: a failure surfaces at the next synchronizing call. */
+  if (status != cudaSuccess)
+    (void)cudaGetLastError();
+  return TRUE;
+}
+
+static gboolean
 cuda_event_time(StExecDevice *dev, void *origin, void *event, int64_t *ns, GError **error)
 {
   float ms = 0;
@@ -400,6 +414,8 @@ cuda_replay(StExecDevice *dev, const StReplayPart *parts, int n, gboolean graph,
 const StDeviceBackend st_device_cuda = {
   .name = "cuda",
   .summary = "NVIDIA GPUs: streams with priorities, events, cuBLAS and kernels/cuda",
+  .priorities = "CUDA stream priorities (cudaStreamCreateWithPriority): a higher schedule "
+                "priority is a more urgent CUDA priority, within the device's range",
   .open = cuda_open,
   .close = cuda_close,
   .describe = cuda_describe,
@@ -408,6 +424,7 @@ const StDeviceBackend st_device_cuda = {
   .stream_free = cuda_stream_free,
   .event_record = cuda_event_record,
   .event_free = cuda_event_free,
+  .event_done = cuda_event_done,
   .stream_wait = cuda_stream_wait,
   .event_time = cuda_event_time,
   .stream_sync = cuda_stream_sync,

@@ -15,5 +15,6 @@ stub_open(int gpu, GError **error)
 const StDeviceBackend st_device_cuda = {
   .name = "cuda",
   .summary = "NVIDIA GPUs: not built in (no nvcc at configure time)",
+  .priorities = "not built in",
   .open = stub_open,
 };

@@ -84,6 +84,12 @@ host_stream_wait(StExecDevice *dev, void *stream, void *event, GError **error)
 }
 
 static gboolean
+host_event_done(StExecDevice *dev, void *event)
+{
+  return TRUE; /* the work ran before the event was recorded */
+}
+
+static gboolean
 host_event_time(StExecDevice *dev, void *origin, void *event, int64_t *ns, GError **error)
 {
   *ns = ((HostEvent *)event)->t_ns - ((HostEvent *)origin)->t_ns;
@@ -199,6 +205,9 @@ host_replay(StExecDevice *dev, const StReplayPart *parts, int n, gboolean graph,
 const StDeviceBackend st_device_host = {
   .name = "host",
   .summary = "CPU threads running the reference kernels (no GPU needed)",
+  .priorities = "none on the host: every stream is a thread of equal OS priority, so "
+                "background work competes for the CPU cores as an equal and only admission "
+                "control holds it back",
   .open = host_open,
   .close = host_close,
   .describe = host_describe,
@@ -207,6 +216,7 @@ const StDeviceBackend st_device_host = {
   .stream_free = host_stream_free,
   .event_record = host_event_record,
   .event_free = host_event_free,
+  .event_done = host_event_done,
   .stream_wait = host_stream_wait,
   .event_time = host_event_time,
   .stream_sync = host_stream_sync,

@@ -29,6 +29,8 @@ st_exec_result_clear(StExecResult *result)
   g_clear_pointer(&result->device, g_free);
   g_clear_pointer(&result->loss, g_array_unref);
   g_clear_pointer(&result->weights, g_ptr_array_unref);
+  g_clear_pointer(&result->background, g_ptr_array_unref);
+  g_clear_pointer(&result->admissions, g_array_unref);
 }
 
 const char *
@@ -72,6 +74,7 @@ exec_fail(Exec *x, GError *error)
   }
   if (x->comm != NULL)
     x->comm_backend->abort(x->comm);
+  mux_wake(x);
 }
 
 /* ---- backends ------------------------------------------------------------------ */
@@ -191,17 +194,14 @@ rank_setup(Exec *x, int rank, GError **error)
   for (guint o = 0; o < n_ops; o++)
     r->n_micro = MAX(r->n_micro, st_program_op(r->p, o)->micro + 1);
   r->n_micro = MAX(r->n_micro, 1);
-  r->outputs = g_new0(Act, 2 * (size_t)r->n_micro * (L + 1));
-  r->input_grads = g_new0(Act, 2 * (size_t)r->n_micro * L);
+  acts_setup(r);
   r->saved = g_new0(void *, (size_t)r->n_micro * L);
   r->targets = g_new0(int32_t *, r->n_micro);
   r->tied_grads = g_new0(void *, r->n_micro);
-  r->act_users = g_new0(int, (size_t)r->n_micro * (2 * L + 1));
   r->done = g_new0(int32_t, n_ops);
-  r->events = g_new0(void *, (size_t)s->steps * n_ops * 2);
-  ST_KCHECK(r->k->alloc((void **)&r->loss, sizeof(float) * (size_t)s->steps), r->k->name, error);
-  ST_KCHECK(r->k->memset0(r->streams[0], r->loss, sizeof(float) * (size_t)s->steps), r->k->name,
-            error);
+  steps_init(r);
+  if (!steps_reserve(r, 0, r->streams[0], error)) /* the first steps' storage, before time 0 */
+    return FALSE;
   r->nnz = g_new0(int64_t, L);
   r->runs_bwd = g_new0(gboolean, L);
   r->fwd_version = g_new(int32_t, L);
@@ -241,26 +241,18 @@ rank_clear(Rank *r)
   if (r->x == NULL)
     return;
   const StDeviceBackend *b = r->dev->backend;
-  size_t n_events = (size_t)r->x->s->steps * r->p->ops->len * 2;
-  for (size_t i = 0; r->events != NULL && i < n_events; i++)
-    if (r->events[i] != NULL)
-      b->event_free(r->dev, r->events[i]);
+  steps_clear(r);
   for (guint i = 0; r->streams != NULL && i < r->p->streams->len; i++)
     if (r->streams[i] != NULL)
       b->stream_free(r->dev, r->streams[i]);
-  if (r->loss != NULL)
-    r->k->free(r->loss);
   st_pool_free(r->pool);
-  g_free(r->events);
   g_free(r->streams);
   g_free(r->buffers);
   g_free(r->layers);
-  g_free(r->outputs);
-  g_free(r->input_grads);
+  acts_clear(r);
   g_free(r->saved);
   g_free(r->targets);
   g_free(r->tied_grads);
-  g_free(r->act_users);
   g_free(r->done);
   g_free(r->nnz);
   g_free(r->runs_bwd);
@@ -277,131 +269,6 @@ rank_clear(Rank *r)
   g_cond_clear(&r->cond);
 }
 
-/* ---- the measured timeline ------------------------------------------------------ */
-
-/* Steps every rank completed. */
-static int32_t
-completed_steps(Exec *x)
-{
-  int32_t steps = x->s->steps;
-  for (int rank = 0; rank < x->s->n_ranks; rank++) {
-    Rank *r = &x->ranks[rank];
-    for (guint o = 0; r->dev != NULL && o < r->p->ops->len; o++)
-      steps = MIN(steps, r->done[o]);
-  }
-  return steps;
-}
-
-static StLinkClass
-link_of(const StSchedule *s, const Rank *r, const StOp *op)
-{
-  StGroupShape shape;
-  const StComm *c = st_schedule_comm(s, op->comm);
-  st_schedule_group_shape(s, op->comm, c->group_of[r->rank], &shape);
-  if (op->kind != ST_OP_COMM_COLL) {
-    int peer = st_schedule_peer_rank(s, r->rank, op->comm, op->peer);
-    return st_cluster_link_between(s->cluster, r->device, s->ranks[peer].device);
-  }
-  return shape.devices <= 1 ? ST_LINK_LOCAL
-         : shape.nodes > 1  ? ST_LINK_INTER_NODE
-                            : ST_LINK_INTRA_NODE;
-}
-
-/* Bytes one member moves in a collective, by nccl-tests' bus bandwidth. */
-static double
-moved_bytes(const StSchedule *s, const Rank *r, const StOp *op)
-{
-  if (op->kind == ST_OP_COMM_RECV)
-    return 0;
-  if (op->kind != ST_OP_COMM_COLL)
-    return (double)op->bytes;
-  const StComm *c = st_schedule_comm(s, op->comm);
-  int g = c->group_of[r->rank];
-  return (double)op->bytes * st_coll_busbw_factor(op->sub, c->offsets[g + 1] - c->offsets[g]);
-}
-
-static gboolean
-harvest(Exec *x, StTimeline *t, int32_t steps, GError **error)
-{
-  const StSchedule *s = x->s;
-  t->steps = steps;
-  for (int rank = 0; rank < s->n_ranks; rank++) {
-    Rank *r = &x->ranks[rank];
-    if (r->dev == NULL)
-      continue;
-    const StDeviceBackend *b = r->dev->backend;
-    void *origin = x->origins[0];
-    guint n_ops = r->p->ops->len;
-    g_autofree int64_t *start = g_new0(int64_t, (size_t)MAX(steps, 1) * n_ops);
-    g_autofree int64_t *end = g_new0(int64_t, (size_t)MAX(steps, 1) * n_ops);
-    for (int32_t k = 0; k < steps; k++) {
-      for (guint o = 0; o < n_ops; o++) {
-        size_t i = (size_t)k * n_ops + o;
-        if (!b->event_time(r->dev, origin, r->events[i * 2], &start[i], error) ||
-            !b->event_time(r->dev, origin, r->events[i * 2 + 1], &end[i], error))
-          return FALSE;
-        StOpRecord rec = {rank, o, k, ST_SRC_MEASURED, start[i], start[i], end[i]};
-        g_array_append_val(t->ops, rec);
-        t->end_ns = MAX(t->end_ns, end[i]);
-        const StOp *op = st_program_op(r->p, o);
-        double bytes = op->kind == ST_OP_COMP || op->kind == ST_OP_COPY
-                         ? 0
-                         : moved_bytes(s, r, op);
-        if (bytes > 0) {
-          StCommRecord cr = {start[i], end[i], bytes, r->device, rank, o,
-                             (uint8_t)link_of(s, r, op)};
-          g_array_append_val(t->comm, cr);
-        }
-      }
-    }
-    /* Memory: allocations at their op's start, frees at its end. */
-    const GArray *records = st_pool_records(r->pool);
-    for (guint i = 0; i < records->len; i++) {
-      const StPoolRecord *pr = &g_array_index(records, StPoolRecord, i);
-      if (pr->step >= steps)
-        continue;
-      int64_t at = 0;
-      if (pr->step >= 0 && pr->op != UINT32_MAX) {
-        size_t slot = (size_t)pr->step * n_ops + pr->op;
-        at = pr->delta > 0 ? start[slot] : end[slot];
-      }
-      StMemEvent ev = {at, pr->delta, r->device, rank, pr->buffer, pr->op, pr->category};
-      g_array_append_val(t->mem, ev);
-    }
-  }
-  return TRUE;
-}
-
-/* The mean loss of each completed step over the main job's global batch. */
-static gboolean
-losses(Exec *x, int32_t steps, GArray *out, GError **error)
-{
-  g_autofree double *sum = g_new0(double, MAX(steps, 1));
-  gboolean any = FALSE;
-  int positions = 1;
-  for (int rank = 0; rank < x->s->n_ranks; rank++) {
-    Rank *r = &x->ranks[rank];
-    if (r->dev == NULL || r->p->job != 0)
-      continue;
-    const StLayer *loss = &r->model->layers[r->model->n_layers - 1];
-    positions = loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
-    g_autofree float *host = g_new0(float, MAX(steps, 1));
-    ST_KCHECK(r->k->copy(r->streams[0], host, r->loss, sizeof(float) * (size_t)steps, 2),
-              r->k->name, error);
-    if (!r->dev->backend->stream_sync(r->dev, r->streams[0], error))
-      return FALSE;
-    for (int32_t k = 0; k < steps; k++)
-      sum[k] += host[k];
-    any = TRUE;
-  }
-  double samples = (double)x->s->settings.global_batch * positions;
-  for (int32_t k = 0; any && k < steps; k++) {
-    double mean = sum[k] / samples;
-    g_array_append_val(out, mean);
-  }
-  return TRUE;
-}
-
 /* ---- the run -------------------------------------------------------------------- */
 
 static void
@@ -409,6 +276,7 @@ exec_clear(Exec *x)
 {
   if (x->comm != NULL)
     x->comm_backend->close(x->comm);
+  mux_free(x);
   for (int r = 0; x->ranks != NULL && r < x->s->n_ranks; r++)
     rank_clear(&x->ranks[r]);
   for (guint i = 0; x->origins != NULL && i < x->open_devices->len; i++) {
@@ -447,6 +315,7 @@ setup(Exec *x, GError **error)
   for (int r = 0; r < s->n_ranks; r++)
     if (x->devices[r] != NULL)
       hazards_find(x, &x->ranks[r]);
+  mux_setup(x);
   if (
       (x->comm = x->comm_backend->open(s, x->devices, x->o->timeout_s, error)) == NULL)
     return FALSE;
@@ -500,7 +369,7 @@ st_execute(const StSchedule *s, const StExecOptions *o, StExecResult *result, GE
     exec_clear(&x);
     return NULL;
   }
-  int32_t steps = completed_steps(&x);
+  int32_t steps = exec_completed_steps(&x);
   g_autofree char *origin = g_strdup_printf("measured: %s", result->device);
   StTimeline *t = st_timeline_new(s, TRUE, origin);
   result->loss = g_array_new(FALSE, FALSE, sizeof(double));
@@ -512,8 +381,14 @@ st_execute(const StSchedule *s, const StExecOptions *o, StExecResult *result, GE
     result->device_peak_bytes = dev0->backend->used_bytes(dev0);
   if (o->keep_weights)
     result->weights = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
-  if (!harvest(&x, t, steps, error) || !losses(&x, steps, result->loss, error) ||
-      (o->keep_weights && !exec_gather_weights(&x, result->weights, error))) {
+  if (x.mux != NULL) {
+    result->admissions = mux_steal_records(&x);
+    result->priorities = dev0->backend->priorities;
+  }
+  if (!exec_harvest(&x, t, steps, error) || !exec_losses(&x, steps, result->loss, error) ||
+      (o->keep_weights && !exec_gather_weights(&x, result->weights, error)) ||
+      (x.mux != NULL &&
+       !exec_backgrounds(&x, steps, o->keep_weights, &result->background, error))) {
     st_timeline_free(t);
     exec_clear(&x);
     return NULL;

@@ -48,6 +48,16 @@ typedef struct {
 
 void st_exec_options_init(StExecOptions *options);
 
+/* What one rank of a background job did (multiplexing, exec/mux.c). */
+typedef struct {
+  int rank, job, device;
+  int32_t iterations;     /* its iterations completed (beside a foreground: as many as it
+                             began while the foreground ran) */
+  GArray *loss;           /* double per iteration: the mean loss of its samples */
+  GPtrArray *weights;     /* with keep_weights: per layer of its job's model, a GArray of
+                             float, its weights after the last iteration */
+} StExecBackground;
+
 typedef struct {
   char *device;           /* what ran: "host", "cuda: NVIDIA H100 80GB HBM3, driver ..." */
   GArray *loss;           /* double per step: mean loss of the main job's global batch */
@@ -56,6 +66,10 @@ typedef struct {
   GPtrArray *weights;     /* with keep_weights: per layer of the main job's model, a GArray
                              of float (its params, whole; empty when it has none), put
                              together from the ranks' whole weights or slices */
+  /* Multiplexed schedules (background streams), else NULL: */
+  GPtrArray *background;  /* StExecBackground *, one per background rank */
+  GArray *admissions;     /* StAdmitRecord (exec/admit.h): every admission decision */
+  const char *priorities; /* what the device did with stream priorities (static text) */
 } StExecResult;
 
 void st_exec_result_clear(StExecResult *result);
@@ -83,6 +97,11 @@ int32_t *st_exec_sparse_mask(const StModel *model, int layer, double p, uint64_t
  * g = t * global_batch + (d * accumulation + m) * micro_batch + j. */
 void st_exec_sample(const StModel *model, uint64_t seed, uint64_t g, float *x, int32_t *ids,
                     int32_t *targets);
+
+/* The admission decisions of a run (StExecResult.admissions) as CSV, one
+ * row each: time_us, device, rank, op, iteration, decision (admit.h's
+ * names), and the state it was taken on. Transfer full. */
+char *st_exec_admissions_csv(const GArray *admissions);
 
 /* Runs `schedule` (borrowed; it must outlive the timeline). On an error after
  * some steps completed (SIGINT), the timeline of those steps is returned and

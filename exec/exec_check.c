@@ -39,8 +39,12 @@ check_program(const StProgram *p, GPtrArray *problems, GHashTable *seen)
 {
   for (guint o = 0; o < p->ops->len; o++) {
     const StOp *op = st_program_op(p, o);
-    if (op->kind == ST_OP_COPY)
-      problem(problems, seen, "%s copies", st_copy_name(op->sub));
+    if (op->kind == ST_OP_COPY && (op->sub != ST_COPY_D2D || op->sample_stride == 0 ||
+                                   (op->data != ST_DATA_OUTPUT && op->data != ST_DATA_INPUT_GRAD)))
+      problem(problems, seen, "%s copies of %s%s (the executor copies activations that say "
+              "their samples, on the device)",
+              st_copy_name(op->sub), st_data_name(op->data),
+              op->sample_stride == 0 ? " without samples" : "");
     else if (op->kind == ST_OP_COMP && op->sub == ST_PASS_FWDBWD)
       problem(problems, seen, "%s passes (a profile's measure, not an op to run)",
               st_pass_name(op->sub));

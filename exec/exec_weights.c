@@ -4,7 +4,7 @@
  * updates them (a replica, a cyclic-DP stage's owner, a device holder: a
  * relay's user or a guest may hold an older copy or none); else the slices
  * of the ranks put together, dense or compressed (expanded through the
- * mask). */
+ * mask). A background copy's are its own (exec_rank_weights). */
 #include "exec/check.h"
 #include "exec/runtime.h"
 
@@ -98,6 +98,25 @@ exec_gather_weights(Exec *x, GPtrArray *out, GError **error)
       return FALSE;
     for (size_t j = 0; j < nnz; j++)
       g_array_index(w, float, mask[j]) = packed[j];
+  }
+  return TRUE;
+}
+
+gboolean
+exec_rank_weights(Rank *r, GPtrArray *out, GError **error)
+{
+  const StModel *m = r->model;
+  for (int i = 0; i < m->n_layers; i++) {
+    size_t n = (size_t)m->layers[i].params;
+    GArray *w = g_array_sized_new(FALSE, TRUE, sizeof(float), (guint)n);
+    g_ptr_array_add(out, w);
+    const LayerState *ls = &r->layers[i];
+    const void *params = n > 0 ? state_at(ls, ST_DATA_PARAMS, ls->newest) : NULL;
+    if (params == NULL)
+      continue;
+    g_array_set_size(w, (guint)n);
+    if (!download(r, (float *)w->data, params, n, error))
+      return FALSE;
   }
   return TRUE;
 }

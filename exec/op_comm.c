@@ -14,7 +14,8 @@
  *   whole weights;
  * - broadcast / reduce of weights or gradients: whole layers, rooted at the
  *   group's first member;
- * - send / receive of a layer's output or input gradient (pipelines); of
+ * - send / receive of a layer's output or input gradient (pipelines; burst's
+ *   samples between GPU sets, when the op says them: op_move.c); of
  *   weights (the receive overwrites); of gradients along a chain (the receive
  *   adds them to the receiver's, the send hands the sender's over: zero
  *   after it); of a chain's total (the receive overwrites); or of nothing (a
@@ -343,6 +344,8 @@ p2p(Call *c, GError **error)
   switch ((StData)c->op->data) {
   case ST_DATA_OUTPUT:
   case ST_DATA_INPUT_GRAD:
+    if (c->op->sample_stride > 0) /* burst: samples placed by position (op_move.c) */
+      return op_move_p2p(c->r, c->o, c->step, c->stream, peer, error);
     return p2p_activation(c, peer, error);
   case ST_DATA_PARAMS:
   case ST_DATA_GRADS:

@@ -171,7 +171,7 @@ ctx_init(StLayerCtx *c, Rank *r, uint32_t o, int32_t step, Scratch *sc)
   }
   if (is_loss(l)) {
     c->targets = r->targets[op->micro];
-    c->loss_sum = r->loss + step;
+    c->loss_sum = steps_loss(r, step);
     c->loss_scale =
       1.0f / (float)((double)r->settings->global_batch * loss_positions(l));
   }
@@ -197,7 +197,7 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return op_missing(error, r, o, "the layer's weights");
   if (i == 0 && !again && !data_make_input(r, mb, step, o, stream, error))
     return FALSE;
-  Act *in = acts_output(r, step, mb, i - 1);
+  Act *in = acts_layer_input(r, step, mb, i);
   if (in->ptr == NULL)
     return op_missing(error, r, o, again ? "the layer's input (its checkpoint)"
                                          : "the layer's input");
@@ -316,9 +316,9 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   gboolean keeps_in = (l->type->keeps & ST_KEEPS_INPUT) != 0;
   gboolean keeps_out = (l->type->keeps & ST_KEEPS_OUTPUT) != 0;
   gboolean recomputed = r->recomputed[mb * m->n_layers + i];
-  Act *in = acts_output(r, step, mb, i - 1), *out = acts_output(r, step, mb, i);
+  Act *in = acts_layer_input(r, step, mb, i), *out = acts_output(r, step, mb, i);
   void *out_ptr = recomputed ? *cell(r, r->recomputed_out, mb, i) : out->ptr;
-  Act *dout = i + 1 < m->n_layers ? acts_input_grad(r, step, mb, i + 1) : NULL;
+  Act *dout = acts_layer_dout(r, step, mb, i);
   if ((keeps_in && in->ptr == NULL) || (keeps_out && out_ptr == NULL))
     return op_missing(error, r, o, "an activation the layer kept");
   if (dout != NULL && dout->ptr == NULL && !is_loss(l))

@@ -1,17 +1,21 @@
 /* runtime.h: the executor's private structures, shared by its files:
- * exec.c (setup, the run, the measured timeline), exec_check.c (what it can
- * run), exec_weights.c (the final weights), walker.c (threads, dependencies,
- * staggered starts), state.c (what the schedule's buffers hold: weights,
- * gradients, optimizer states, dense or compressed, by version),
- * state_init.c (the first weights; states shared on a device),
+ * exec.c (setup, the run), harvest.c (the measured timeline, losses,
+ * background jobs), exec_check.c (what it can run), exec_weights.c (the
+ * final weights), walker.c (threads, dependencies, staggered starts),
+ * steps.c (per-step events and losses), state.c (what the schedule's
+ * buffers hold: weights, gradients, optimizer states, dense or compressed,
+ * by version), state_init.c (the first weights; states shared on a device),
  * sparse_mask.c (SAMO's mask), acts.c (activations and their lifetimes),
  * op_compute.c (layer passes), op_update.c (optimizer, compress, expand),
- * op_comm.c (collectives and transfers), data.c (synthetic samples).
+ * op_comm.c (collectives and transfers), op_move.c (burst's samples moved
+ * between GPU sets), data.c (synthetic samples), mux.c and admit.c
+ * (multiplexing: foreground and background jobs, admission at run time).
  *
  * Threads: one per (rank, stream). A rank's shared state (buffers, layer
  * pointers, activations, its pool) changes under the rank's lock; the
  * tensors themselves are read and written outside it, ordered by the
- * schedule's dependencies as on a GPU.
+ * schedule's dependencies as on a GPU. The multiplexer's state (mux.c)
+ * changes under its own lock, never taken while holding a rank's.
  */
 #pragma once
 
@@ -24,6 +28,8 @@
 #include "exec/pool.h"
 
 typedef struct Exec Exec;
+typedef struct Mux Mux;             /* mux.c: multiplexing at run time */
+typedef struct MuxStream MuxStream; /* mux.c: one stream's part in it */
 
 /* Buffers of one data kind that alternate by step (StBuffer.slot): two
  * parameter versions, two gradient buffers. */
@@ -55,12 +61,16 @@ typedef struct {
 typedef struct {
   void *ptr;
   int users;         /* ops still to read it this step */
+  int32_t step;      /* the step that made it */
 } Act;
 
+/* Which samples of a step a tensor of a layer holds, in order (burst
+ * parallelism, StOp.sample_stride): replica + first + p * stride at position
+ * p < count; stride 0 when the schedule does not say (a rank's own
+ * contiguous share). */
 typedef struct {
-  int32_t step;
-  int64_t start_ns, end_ns;
-} OpTime;
+  int32_t first, stride, count;
+} ActSamples;
 
 typedef struct {
   Exec *x;
@@ -83,15 +93,27 @@ typedef struct {
   Act *outputs;            /* [2][n_micro * (n_layers + 1)] by step parity: index 0 the input
                               data, i + 1 layer i */
   Act *input_grads;        /* [2][n_micro * n_layers] by step parity */
+  Act *inputs;             /* [2][n_micro * n_layers]: a layer's input assembled at its own
+                              width from another GPU set (burst), by step parity */
+  Act *output_grads;       /* [2][n_micro * n_layers]: the gradient of a layer's output
+                              assembled likewise */
+  gboolean *assembles;     /* [2][n_micro * n_layers]: whether the layer reads an assembled
+                              input ([0]) or output gradient ([1]) */
+  ActSamples *samples;     /* [n_micro * n_layers]: what the layer's passes here compute */
   void **saved;            /* [n_micro * n_layers] */
   int32_t **targets;       /* [n_micro]: device int32 targets while the loss needs them */
   int32_t *done;           /* [n_ops]: instances issued */
-  void **events;           /* [steps * n_ops * 2]: start and end of each instance */
-  float *loss;             /* device fp32 [steps]: summed loss of its micro-batches */
+  /* Per step, in chunks (steps.c): the start and end events of each op
+   * instance, [op * 2 + end]; the summed loss of its micro-batches (device
+   * fp32). */
+  void ***event_chunks;
+  float **loss_chunks;
+  gboolean background;     /* its streams run a background job (multiplexing) */
   void **tied_grads;       /* [n_micro]: a tied head's weight gradient waiting for the
                               backward of the layer it is tied to (whose gradient buffer
                               may not exist yet), or NULL */
-  int *act_users;          /* [n_micro * (n_layers + 1) + n_micro * n_layers]: users per step */
+  int *act_users;          /* users per step of outputs, input gradients, assembled inputs
+                              and assembled output gradients, one after another */
   int64_t *nnz;            /* [n_layers]: the entries each layer keeps (its parameters when
                               dense; P - floor(p P) under settings.sparsity) */
   gboolean *runs_bwd;      /* [n_layers]: the program runs the layer's backward */
@@ -133,12 +155,21 @@ struct Exec {
   GError *error;           /* the first failure */
   volatile gint failed;
   gint64 origin_us;        /* time zero on the host's monotonic clock (staggered starts) */
+  Mux *mux;                /* NULL unless the schedule has background streams */
 };
 
 /* exec.c */
 void exec_fail(Exec *x, GError *error); /* takes ownership; keeps the first */
-/* exec_weights.c: the main job's newest weights per layer (StExecResult.weights). */
+/* exec_weights.c: the main job's newest weights per layer (StExecResult.weights);
+ * one rank's own, whole (a background copy's). */
 gboolean exec_gather_weights(Exec *x, GPtrArray *out, GError **error);
+gboolean exec_rank_weights(Rank *r, GPtrArray *out, GError **error);
+/* harvest.c: the measured timeline, the losses, the background jobs. */
+int32_t exec_completed_steps(Exec *x);
+gboolean exec_harvest(Exec *x, StTimeline *t, int32_t steps, GError **error);
+gboolean exec_losses(Exec *x, int32_t steps, GArray *out, GError **error);
+gboolean exec_backgrounds(Exec *x, int32_t steps, gboolean weights, GPtrArray **out,
+                          GError **error);
 static inline gboolean
 exec_failed(Exec *x)
 {
@@ -211,10 +242,25 @@ gboolean exec_is_guest(const StSchedule *s, int rank, int layer);
 int exec_device_holder(const StSchedule *s, int rank, int layer);
 
 /* acts.c: activations. */
+void acts_setup(Rank *r); /* after n_micro is known */
+void acts_clear(Rank *r);
 void acts_count_users(Rank *r);
 /* The tensors of `step` (two steps' alternate: acts.c). */
 Act *acts_output(Rank *r, int32_t step, int micro, int layer); /* layer -1: the input data */
 Act *acts_input_grad(Rank *r, int32_t step, int micro, int layer);
+/* What a layer's passes read: its input (the previous layer's output, or
+ * the input assembled from another GPU set), the gradient of its output
+ * (the next layer's input gradient, or assembled; NULL for the last). */
+Act *acts_layer_input(Rank *r, int32_t step, int micro, int layer);
+Act *acts_layer_dout(Rank *r, int32_t step, int micro, int layer);
+gboolean acts_assembles_input(const Rank *r, int micro, int layer);
+gboolean acts_assembles_dout(const Rank *r, int micro, int layer);
+/* The assembled tensor a copy or receive of a boundary's data (`op`: its
+ * data, layer and micro-batch) writes into, or NULL when the rank assembles
+ * none there (a receive then makes the tensor itself). */
+Act *acts_assembled(Rank *r, int32_t step, const StOp *op);
+/* The samples this rank's passes of the layer compute. */
+const ActSamples *acts_samples(const Rank *r, int micro, int layer);
 gboolean acts_make(Rank *r, Act *a, size_t bytes, StMemCategory category, int32_t step,
                    uint32_t op, void *stream, GError **error);
 /* One reader of `a` is done (its work is enqueued on `stream`); the last one frees it. */
@@ -226,6 +272,13 @@ gboolean data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *st
                          GError **error);
 gboolean data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream,
                            GError **error);
+
+/* op_move.c: burst's moves of samples between GPU sets: a copy of the
+ * samples a rank keeps (ST_OP_COPY), and sends and receives of activations
+ * that say their samples (StOp.sample_stride). */
+gboolean op_copy(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
+gboolean op_move_p2p(Rank *r, uint32_t op, int32_t step, void *stream, int peer,
+                     GError **error);
 
 /* op_compute.c, op_comm.c: what an op does. `step` is 0-based. */
 gboolean op_compute(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
@@ -241,6 +294,36 @@ void *op_scratch(Rank *r, size_t bytes, StMemCategory category, const char *what
 void op_scratch_release(Rank *r, void *ptr, int32_t step, uint32_t op, void *stream);
 /* "rank R, op O 'name': WHAT is not on this rank when the op runs". FALSE. */
 gboolean op_missing(GError **error, const Rank *r, uint32_t op, const char *what);
+
+/* steps.c: per-step storage, reserved by the first stream to begin a step. */
+int32_t steps_capacity(void);
+void steps_init(Rank *r);
+gboolean steps_reserve(Rank *r, int32_t step, void *stream, GError **error);
+void **steps_event(Rank *r, int32_t step, uint32_t op, int end);
+float *steps_loss(Rank *r, int32_t step);
+gboolean steps_losses(Rank *r, int32_t steps, float *out, GError **error); /* to the host */
+void steps_clear(Rank *r);
+
+/* mux.c: multiplexing (a foreground job beside background jobs) at run
+ * time. mux_setup leaves x->mux NULL when no stream is background; then
+ * every call below is a no-op (ms NULL). */
+void mux_setup(Exec *x);
+void mux_free(Exec *x);
+MuxStream *mux_stream(Exec *x, Rank *r, int stream);
+/* Whether the stream runs step `step`: the schedule's steps, or for a
+ * background stream beside a foreground, the iterations its job begins
+ * while the foreground runs. */
+gboolean mux_iteration(Exec *x, MuxStream *ms, int32_t step);
+/* Around each op: FALSE when the run failed or stopped (error set on a
+ * failure of its own). */
+gboolean mux_before(MuxStream *ms, uint32_t op, int32_t step, GError **error);
+gboolean mux_after(MuxStream *ms, uint32_t op, int32_t step, GError **error);
+gboolean mux_stream_end(MuxStream *ms, GError **error);
+/* A rank whose steps are a background job's repeated iterations. */
+gboolean mux_repeats(const Exec *x, const Rank *r);
+void mux_wake(Exec *x); /* a failure or a stop: waiting streams look */
+int64_t mux_now_ns(const Exec *x);
+GArray *mux_steal_records(Exec *x); /* StAdmitRecord, or NULL when not multiplexed */
 
 /* walker.c */
 /* Runs every stream of every rank here to the end; FALSE when the run

@@ -126,11 +126,15 @@ bind(Rank *r, const StBuffer *b, char *base)
   }
 }
 
-/* The key of buffer `index`'s instance of `step` (-1: persistent). */
+/* The key of buffer `index`'s instance of `step` (-1: persistent). A
+ * background job's steps have no bound (exec/mux.c), so the step takes the
+ * low 32 bits whatever the schedule's count. */
+G_STATIC_ASSERT(sizeof(gsize) >= 8);
+
 static gpointer
 instance_key(const Rank *r, uint32_t index, int32_t step)
 {
-  return GSIZE_TO_POINTER((gsize)index * (gsize)(r->x->s->steps + 1) + (gsize)(step + 1));
+  return GSIZE_TO_POINTER(((gsize)index << 32) | (gsize)(uint32_t)(step + 1));
 }
 
 void

@@ -8,7 +8,10 @@
  * running). Around the op: a start event, the buffers it allocates, the op,
  * the buffers it frees, an end event. A failure anywhere stops every thread:
  * waiting ones are woken and leave. A rank with a staggered start (cyclic
- * DP) issues nothing before it.
+ * DP) issues nothing before it. In a multiplexed schedule every op also
+ * passes the multiplexer (mux.c: foreground ops in flight, background pieces
+ * admitted), and a background stream beside a foreground repeats its
+ * program for as many iterations as its job begins.
  */
 #include "exec/check.h"
 #include "exec/runtime.h"
@@ -22,7 +25,7 @@ typedef struct {
 static inline void **
 event_slot(Rank *r, int32_t step, uint32_t op, int end)
 {
-  return &r->events[((size_t)step * r->p->ops->len + op) * 2 + (size_t)end];
+  return steps_event(r, step, op, end);
 }
 
 /* Waits until dependency `op` of rank `d` (this rank or another of its
@@ -107,6 +110,9 @@ run_op(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   case ST_OP_COMM_RECV:
     ok = op_comm(r, o, step, stream, error);
     break;
+  case ST_OP_COPY:
+    ok = op_copy(r, o, step, stream, error);
+    break;
   default: {
     g_autofree char *name = st_op_describe(r->x->s, r->p, o);
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
@@ -154,6 +160,16 @@ wait_start(Rank *r)
   return TRUE;
 }
 
+static void
+interrupted(Exec *x)
+{
+  exec_fail(x, g_error_new(ST_EXEC_ERROR, ST_EXEC_ERROR_INTERRUPTED,
+                           "interrupted: stopped after the ops already issued"));
+}
+
+/* One (rank, stream): its ops, step after step (a background job's
+ * iterations beside a foreground: as many as mux.c begins), each between
+ * the multiplexer's before and after. */
 static gpointer
 stream_main(gpointer data)
 {
@@ -161,29 +177,38 @@ stream_main(gpointer data)
   Rank *r = t->r;
   Exec *x = r->x;
   void *stream = r->streams[t->stream];
+  MuxStream *ms = mux_stream(x, r, t->stream);
+  if (t->ops->len == 0) /* nothing to issue (a background one would spin) */
+    return NULL;
   if (x->s->ranks[r->rank].start_ns > 0 && !wait_start(r) && x->o->stop != NULL && *x->o->stop) {
-    exec_fail(x, g_error_new(ST_EXEC_ERROR, ST_EXEC_ERROR_INTERRUPTED,
-                             "interrupted: stopped after the ops already issued"));
+    interrupted(x);
     return NULL;
   }
-  for (int32_t step = 0; step < x->s->steps; step++) {
+  GError *error = NULL;
+  for (int32_t step = 0; mux_iteration(x, ms, step); step++) {
+    if (!steps_reserve(r, step, stream, &error))
+      break;
     for (guint i = 0; i < t->ops->len; i++) {
       if (exec_failed(x))
         return NULL;
       if (x->o->stop != NULL && *x->o->stop) {
-        GError *error = g_error_new(ST_EXEC_ERROR, ST_EXEC_ERROR_INTERRUPTED,
-                                    "interrupted: stopped after the ops already issued");
-        exec_fail(x, error);
+        interrupted(x);
         return NULL;
       }
-      GError *error = NULL;
-      if (!run_op(r, g_array_index(t->ops, uint32_t, i), step, stream, &error)) {
-        if (error != NULL)
-          exec_fail(x, error);
-        return NULL;
-      }
+      uint32_t o = g_array_index(t->ops, uint32_t, i);
+      if (!mux_before(ms, o, step, &error) || !run_op(r, o, step, stream, &error) ||
+          !mux_after(ms, o, step, &error))
+        break;
     }
+    if (error != NULL || exec_failed(x))
+      break;
   }
+  if (error == NULL && !exec_failed(x))
+    mux_stream_end(ms, &error);
+  if (error != NULL)
+    exec_fail(x, error);
+  else if (!exec_failed(x) && x->o->stop != NULL && *x->o->stop)
+    interrupted(x);
   return NULL;
 }
 

@@ -100,7 +100,14 @@ typedef struct {
                        the gradient of k steps ago; a COMM op moves the parameters or
                        gradients of k steps ago (StBuffer.slot) */
   uint8_t data;     /* COMM/COPY: what moves (StData), of layers [layer, layer_last] */
+  /* Samples (st_op_samples), for the executor: 0 when not said, the rank's
+   * own contiguous share as its replica computes it; else the op's `batch`
+   * samples are s = replica + sample_first + t * sample_stride, t < batch,
+   * counted over the step's global batch (burst parallelism: rank j of a
+   * layer on w GPUs holds s = j mod w). Kept in the struct's padding. */
+  uint16_t sample_stride;
   int32_t layer_last; /* with `layer`, -1 when none */
+  int32_t sample_first; /* with sample_stride */
   int64_t bytes;    /* COLL: full buffer; SEND/RECV/COPY: payload; elementwise COMP: traffic */
   int64_t elems;    /* optim / compress / expand: elements */
   uint32_t dep_first; /* deps[dep_first .. dep_first + n_deps) */
@@ -109,6 +116,10 @@ typedef struct {
   uint16_t n_alloc;
   uint16_t n_free;
 } StOp;
+
+/* The sample range lives in what was padding: ops stay 80 bytes, which the
+ * simulator's memory at millions of ops counts on. */
+G_STATIC_ASSERT(sizeof(void *) != 8 || sizeof(StOp) == 80);
 
 typedef struct {
   char *name;
@@ -250,6 +261,17 @@ StOp st_op_recv(int stream, int comm, int peer, int tag, int64_t bytes);
 StOp st_op_copy(int stream, StCopyKind kind, int64_t bytes);
 /* Says what a COMM or COPY op moves: `data` of layers [layer, layer_last]. */
 void st_op_moves(StOp *op, StData data, int layer, int layer_last);
+/* Says which samples a layer pass, a transfer or a copy of activations
+ * covers (StOp.sample_stride): its `batch` samples replica + first + t *
+ * stride of the step's global batch, relative to the executing rank's
+ * replica so that ranks of one shape can share a program. */
+static inline void
+st_op_samples(StOp *op, int first, int stride)
+{
+  g_return_if_fail(first >= 0 && stride >= 1 && stride <= G_MAXUINT16);
+  op->sample_first = first;
+  op->sample_stride = (uint16_t)stride;
+}
 
 /* Building one op: begin with a template, add dependencies and memory
  * effects, commit to get its index. Dependencies must be earlier ops (or

@@ -157,6 +157,13 @@ op_problem(const StSchedule *s, const StProgram *p, uint32_t i)
                            op->batch, op->layer);
   if (op->bytes < 0 || op->elems < 0 || op->batch < 0)
     return g_strdup("negative bytes, elems or batch");
+  gboolean moves_samples = (op->kind == ST_OP_COMM_SEND || op->kind == ST_OP_COMM_RECV ||
+                            op->kind == ST_OP_COPY) &&
+                           (op->data == ST_DATA_OUTPUT || op->data == ST_DATA_INPUT_GRAD);
+  if (op->sample_stride > 0 && ((!is_layer_pass(op) && !moves_samples) || op->batch <= 0))
+    return g_strdup_printf("samples [%d, %d] on an op that is neither a layer pass nor a move "
+                           "of activations, or with no batch (%d)",
+                           op->sample_first, op->sample_stride, op->batch);
   if ((guint64)op->dep_first + op->n_deps > p->deps->len ||
       (guint64)op->mem_first + op->n_alloc + op->n_free > p->mem->len)
     return g_strdup("dependency or memory list out of the program's arrays");
@@ -545,6 +552,18 @@ check_p2p(const Check *k, GError **error)
         return fail(error, "%s: bytes mismatch: %s %" G_GINT64_FORMAT " bytes, but its "
                     "partner %s %s %" G_GINT64_FORMAT, at, send ? "sends" : "receives",
                     op->bytes, them, send ? "receives" : "sends", match->bytes);
+      }
+      /* Said samples (st_op_samples) are relative to each side's replica. */
+      int64_t mine = (int64_t)s->ranks[r].replica + op->sample_first;
+      int64_t theirs = (int64_t)s->ranks[peer].replica + match->sample_first;
+      if (op->sample_stride != match->sample_stride ||
+          (op->sample_stride > 0 && (mine != theirs || op->batch != match->batch))) {
+        g_autofree char *at = where(s, r, pi, i);
+        g_autofree char *them = where(s, peer, s->ranks[peer].program, pj);
+        return fail(error, "%s: samples mismatch: %s %d samples from %" G_GINT64_FORMAT
+                    " every %d, but its partner %s %s %d from %" G_GINT64_FORMAT " every %d",
+                    at, send ? "sends" : "receives", op->batch, mine, op->sample_stride, them,
+                    send ? "receives" : "sends", match->batch, theirs, match->sample_stride);
       }
     }
   }

@@ -379,6 +379,25 @@ typedef struct {
   GArray *refs; /* Ref: forward references, for previous-step deps on later ops */
 } Ops;
 
+/* The optional "samples": [first, stride] (st_op_samples). */
+static gboolean
+read_samples(const cJSON *obj, StOp *op, GError **error)
+{
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, "samples");
+  if (item == NULL)
+    return TRUE;
+  const cJSON *first = cJSON_GetArrayItem(item, 0), *stride = cJSON_GetArrayItem(item, 1);
+  if (!cJSON_IsArray(item) || cJSON_GetArraySize(item) != 2 || !cJSON_IsNumber(first) ||
+      !cJSON_IsNumber(stride) || first->valuedouble != (double)(int64_t)first->valuedouble ||
+      stride->valuedouble != (double)(int64_t)stride->valuedouble ||
+      first->valuedouble < 0 || first->valuedouble > G_MAXINT32 || stride->valuedouble < 1 ||
+      stride->valuedouble > G_MAXUINT16)
+    return fail(error, "key 'samples': expected [first, stride], integers with first >= 0 "
+                       "and 1 <= stride <= %d", G_MAXUINT16);
+  st_op_samples(op, (int)first->valuedouble, (int)stride->valuedouble);
+  return TRUE;
+}
+
 /* The kind, its sub-kind and the integer fields, each index range-checked. */
 static gboolean
 read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
@@ -394,9 +413,10 @@ read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
     return FALSE;
   }
   const char *sub = st_op_sub_key(kind);
-  const char *keys[ST_N_OP_FIELDS + 8] = {"kind", "stream", "deps", "alloc", "free", "data", sub};
+  const char *keys[ST_N_OP_FIELDS + 9] = {"kind", "stream", "deps", "alloc", "free", "data",
+                                          "samples", sub};
   for (guint f = 0; f < ST_N_OP_FIELDS; f++)
-    keys[(sub != NULL ? 7 : 6) + f] = ST_OP_FIELDS[f].key;
+    keys[(sub != NULL ? 8 : 7) + f] = ST_OP_FIELDS[f].key;
   if (!st_json_check_keys(obj, keys, error))
     return FALSE;
   if (sub != NULL && !st_json_get_string(obj, sub, TRUE, &sub_text, error))
@@ -449,7 +469,7 @@ read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
       return FALSE;
     st_op_field_set(op, f, ST_OP_FIELDS[f].index != INDEX_NONE ? index : v);
   }
-  return TRUE;
+  return read_samples(obj, op, error);
 }
 
 /* Same-step dependencies must come earlier in the array: that is what keeps

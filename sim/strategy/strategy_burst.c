@@ -19,7 +19,12 @@
  * and the gradient of its input, as data parallelism has them, plus the
  * transfer buffers (category comm): a layer's output before it leaves, the
  * next layer's assembled input, and the assembled gradient of an output.
- * Ranks with the same shares everywhere share a program.
+ * Ranks with the same shares everywhere share a program. For the executor,
+ * every buffer says what it holds and every transfer and copy what it moves
+ * (StData of a layer), and every layer pass, transfer and copy its samples
+ * (st_op_samples: every w-th of the micro-batch from the rank's own index,
+ * written relative to it so that programs stay shared); the simulator
+ * reads none of it.
  */
 #include "burst/burst.h"
 #include "strategy/strategy_common.h"
@@ -118,14 +123,17 @@ buffer(Emit *e, const char *what, int i, int micro, StMemCategory cat, int64_t b
   return id;
 }
 
-/* One transfer op; `after` (NONE: nothing) and the buffer effects. */
+/* One transfer op of `samples` samples, the wide rank's share (every
+ * `large`-th from `first`, relative to this rank: st_op_samples); `after`
+ * (NONE: nothing) and the buffer effects. */
 static uint32_t
-transfer(Emit *e, StOp op, int micro, int samples, StData data, int layer, uint32_t after,
-         uint32_t after2, uint32_t alloc, uint32_t release)
+transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData data, int layer,
+         uint32_t after, uint32_t after2, uint32_t alloc, uint32_t release)
 {
   op.micro = micro;
   op.batch = samples;
   st_op_moves(&op, data, layer, layer);
+  st_op_samples(&op, (int)(micro * e->b->M) + first, large);
   st_program_begin(e->p, &op);
   if (after != NONE)
     st_program_after(e->p, after);
@@ -159,35 +167,35 @@ exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, StData data, int
     /* What it already holds of its new share stays on its GPU: a local copy
      * into the new buffer (its old one goes once the rest has left). */
     int keep = share(b, large, j);
-    copy = transfer(e, st_op_copy(e->recv, ST_COPY_D2D, keep * P), micro, keep, data, layer,
-                    src_ready, NONE, *dst, a > bw ? src : NONE);
+    copy = transfer(e, st_op_copy(e->recv, ST_COPY_D2D, keep * P), micro, keep, 0, large, data,
+                    layer, src_ready, NONE, *dst, a > bw ? src : NONE);
   }
   if (a > bw) { /* gather: the narrow side receives, the others send to it */
     if (j >= bw) {
       int n = share(b, a, j);
-      transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, data, layer, src_ready,
-               NONE, NONE, src);
+      transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, 0, large, data, layer,
+               src_ready, NONE, NONE, src);
       return NONE;
     }
     uint32_t done = copy;
     for (int m = 1; m < k; m++) {
       int n = share(b, a, j + m * bw);
-      done = transfer(e, st_op_recv(e->recv, comm, m, tag, n * P), micro, n, data, layer, done,
-                      NONE, NONE, NONE);
+      done = transfer(e, st_op_recv(e->recv, comm, m, tag, n * P), micro, n, m * bw, large, data,
+                      layer, done, NONE, NONE, NONE);
     }
     return done;
   }
   /* scatter: the narrow side sends the others their shares */
   if (j >= a) {
     int n = share(b, bw, j);
-    return transfer(e, st_op_recv(e->recv, comm, 0, tag, n * P), micro, n, data, layer,
-                    e->last_comp, NONE, *dst, NONE);
+    return transfer(e, st_op_recv(e->recv, comm, 0, tag, n * P), micro, n, 0, large, data,
+                    layer, e->last_comp, NONE, *dst, NONE);
   }
   for (int m = 1; m < k; m++) {
     int n = share(b, bw, j + m * a);
     gboolean last = m == k - 1;
-    transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, data, layer, src_ready,
-             last ? copy : NONE, NONE, last ? src : NONE);
+    transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, m * a, large, data, layer,
+             src_ready, last ? copy : NONE, NONE, last ? src : NONE);
   }
   return copy;
 }
@@ -197,6 +205,9 @@ comp(Emit *e, StPass pass, int i, int micro, uint32_t after, const uint32_t *all
      const uint32_t *release, int n_release)
 {
   StOp op = st_op_comp(e->compute, pass, i, micro, share(e->b, e->b->w[i], e->j));
+  /* This rank's samples at width w_i: every w_i-th of the micro-batch from
+   * its own index (its replica, st_schedule_new's default). */
+  st_op_samples(&op, (int)(micro * e->b->M), e->b->w[i]);
   st_program_begin(e->p, &op);
   if (after != NONE)
     st_program_after(e->p, after);

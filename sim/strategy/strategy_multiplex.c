@@ -242,9 +242,13 @@ adopt_foreground(StSchedule *fg, int extra, const int32_t *placement_extra)
       g_array_index(p->streams, StStream, k).priority += 1;
     st_schedule_add_program(s, p);
   }
+  /* The samples each rank computes (a pipeline's stages share their
+   * replica's) and SAMO's mask (settings.sparsity) are the foreground's:
+   * the executor reads both. */
   for (int r = 0; r < R; r++) {
     s->ranks[r].program = fg->ranks[r].program;
     s->ranks[r].start_ns = fg->ranks[r].start_ns;
+    s->ranks[r].replica = fg->ranks[r].replica;
   }
   s->steps = fg->steps;
   s->settings = (StSettings){
@@ -253,6 +257,7 @@ adopt_foreground(StSchedule *fg, int extra, const int32_t *placement_extra)
     .micro_batch = fg->settings.micro_batch,
     .accumulation = fg->settings.accumulation,
     .global_batch = fg->settings.global_batch,
+    .sparsity = fg->settings.sparsity,
   };
   for (guint i = 0; i < fg->notes->len; i++) {
     const StNote *note = &g_array_index(fg->notes, StNote, i);
