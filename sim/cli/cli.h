@@ -105,10 +105,14 @@ void st_cli_exec_add_entries(StCliExec *e, GOptionGroup *group);
 /* Checks them (usage errors) and fills `options`; SIGINT stops the run. */
 gboolean st_cli_exec_options(const StCliExec *e, StExecOptions *options, GError **error);
 /* Runs one schedule, reporting progress on stderr, and summarizes it (the
- * loss in the summary); the timeline the summary reads goes to `timelines`.
- * Errors are prefixed with `name`. Transfer full. */
+ * loss in the summary); the timeline the summary reads goes to `timelines`,
+ * a multiplexed run's admission decisions to `admissions_csv` (NULL when it
+ * made none). Errors are prefixed with `name`. Transfer full. */
 StSummary *st_cli_exec_run(StSchedule *schedule, const char *name,
-                           const StExecOptions *options, GPtrArray *timelines, GError **error);
+                           const StExecOptions *options, GPtrArray *timelines,
+                           char **admissions_csv, GError **error);
+/* DIR/admission.csv from st_cli_exec_run's `admissions_csv`; nothing when NULL. */
+gboolean st_cli_write_admissions(const char *dir, const char *csv, GError **error);
 /* Installs (TRUE) or removes (FALSE) the SIGINT handler that stops runs. */
 void st_cli_exec_catch_sigint(gboolean catching);
 /* A one-device cluster for this machine, its GPU named `gpu_name` (a

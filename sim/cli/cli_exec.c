@@ -91,9 +91,24 @@ st_cli_exec_catch_sigint(gboolean catching)
   }
 }
 
+/* The background jobs of a multiplexed run, a line per rank, on stderr. */
+static void
+print_background(const char *name, const GPtrArray *background)
+{
+  for (guint i = 0; background != NULL && i < background->len; i++) {
+    const StExecBackground *b = g_ptr_array_index(background, i);
+    fprintf(stderr, "  %s: background job %d, rank %d on GPU %d: %d iterations", name, b->job,
+            b->rank, b->device, b->iterations);
+    if (b->loss != NULL && b->loss->len > 0)
+      fprintf(stderr, ", loss %.4f -> %.4f", g_array_index(b->loss, double, 0),
+              g_array_index(b->loss, double, b->loss->len - 1));
+    fprintf(stderr, "\n");
+  }
+}
+
 StSummary *
-st_cli_exec_run(StSchedule *schedule, const char *name, const StExecOptions *o, GPtrArray *timelines,
-        GError **error)
+st_cli_exec_run(StSchedule *schedule, const char *name, const StExecOptions *o,
+                GPtrArray *timelines, char **admissions_csv, GError **error)
 {
   fprintf(stderr, "  %s: running %d ranks for %d steps...\n", name, schedule->n_ranks,
           schedule->steps);
@@ -106,6 +121,8 @@ st_cli_exec_run(StSchedule *schedule, const char *name, const StExecOptions *o, 
   }
   fprintf(stderr, "  %s: %s, %.2f s wall%s\n", name, result.device,
           (g_get_monotonic_time() - t0) / 1e6, result.interrupted ? " (interrupted)" : "");
+  if (result.priorities != NULL)
+    fprintf(stderr, "  %s: stream priorities: %s\n", name, result.priorities);
   g_ptr_array_add(timelines, t);
   StSummary *sum = st_summary_new(t);
   sum->loss = g_steal_pointer(&result.loss);
@@ -115,8 +132,21 @@ st_cli_exec_run(StSchedule *schedule, const char *name, const StExecOptions *o, 
       g_string_append_printf(line, "%s%.4f", i ? " " : "", g_array_index(sum->loss, double, i));
     fprintf(stderr, "  %s: loss per step: %s\n", name, line->str);
   }
+  print_background(name, result.background);
+  *admissions_csv = result.admissions != NULL && result.admissions->len > 0
+                      ? st_exec_admissions_csv(result.admissions)
+                      : NULL;
   st_exec_result_clear(&result);
   return sum;
+}
+
+gboolean
+st_cli_write_admissions(const char *dir, const char *csv, GError **error)
+{
+  if (csv == NULL)
+    return TRUE;
+  g_autofree char *path = g_build_filename(dir, "admission.csv", NULL);
+  return g_file_set_contents(path, csv, -1, error);
 }
 
 StCluster *

@@ -44,8 +44,11 @@ schedules_of(StCliShared *sh, const char *file, GPtrArray *schedules, GPtrArray 
                                     : NULL;
     st_options_clear(&o);
     if ((ok = s != NULL)) {
+      /* A strategy that runs more than once is named by its per-run values. */
+      g_autofree char *label = st_cli_run_label(sh, list, (int)i);
       g_ptr_array_add(schedules, s);
-      g_ptr_array_add(names, g_strdup(list[i]));
+      g_ptr_array_add(names, label != NULL ? g_strdup_printf("%s-%s", list[i], label)
+                                           : g_strdup(list[i]));
     }
   }
   st_cli_inputs_clear(&in);
@@ -99,13 +102,16 @@ run(int argc, char **argv, GError **error)
   st_cli_exec_catch_sigint(TRUE);
   for (guint i = 0; ok && i < schedules->len; i++) {
     const char *name = g_ptr_array_index(names, i);
-    StSummary *sum = st_cli_exec_run(g_ptr_array_index(schedules, i), name, &o, timelines, error);
+    g_autofree char *admissions = NULL;
+    StSummary *sum = st_cli_exec_run(g_ptr_array_index(schedules, i), name, &o, timelines,
+                                     &admissions, error);
     if ((ok = sum != NULL)) {
       g_ptr_array_add(summaries, sum);
       g_autofree char *dir = sh.out == NULL         ? NULL
                              : schedules->len == 1  ? g_strdup(sh.out)
                                                     : g_build_filename(sh.out, name, NULL);
-      ok = dir == NULL || st_output_write_all(sum, dir, error);
+      ok = dir == NULL || (st_output_write_all(sum, dir, error) &&
+                           st_cli_write_admissions(dir, admissions, error));
     }
   }
   st_cli_exec_catch_sigint(FALSE);

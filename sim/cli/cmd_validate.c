@@ -26,6 +26,7 @@ typedef struct {
   StTimeline *predicted_t;
   StSummary *predicted, *measured;
   GPtrArray *timelines; /* the measured one */
+  char *admissions;     /* a multiplexed run's admission decisions (CSV), or NULL */
 } Case;
 
 static void
@@ -39,6 +40,7 @@ case_free(gpointer p)
     g_ptr_array_unref(c->timelines);
   st_schedule_free(c->schedule);
   st_validation_case_clear(&c->v);
+  g_free(c->admissions);
   g_free(c);
 }
 
@@ -139,7 +141,8 @@ run_case(Validate *v, Case *c, GError **error)
   c->predicted = st_summary_new(c->predicted_t);
   fprintf(stderr, "  %s: predicted step %.3f ms\n", c->v.name, c->predicted->step_time_ns / 1e6);
   c->timelines = g_ptr_array_new_with_free_func((GDestroyNotify)st_timeline_free);
-  c->measured = st_cli_exec_run(c->schedule, c->v.name, &v->exec, c->timelines, error);
+  c->measured = st_cli_exec_run(c->schedule, c->v.name, &v->exec, c->timelines,
+                                &c->admissions, error);
   if (c->measured == NULL)
     return FALSE;
   st_compare(c->predicted, c->measured, &c->v.cmp);
@@ -155,7 +158,8 @@ write_case(const Case *c, const char *out, GError **error)
   g_autofree char *file = g_build_filename(out, c->v.name, "validate.json", NULL);
   g_autoptr(cJSON) o = st_validation_case_to_json(&c->v);
   return st_output_write_all(c->predicted, pred, error) &&
-         st_output_write_all(c->measured, meas, error) && st_json_write_file(file, o, error);
+         st_output_write_all(c->measured, meas, error) &&
+         st_cli_write_admissions(meas, c->admissions, error) && st_json_write_file(file, o, error);
 }
 
 static GPtrArray *

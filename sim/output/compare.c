@@ -5,6 +5,7 @@
 
 #include "base/json.h"
 #include "base/units.h"
+#include "output/report_multiplex.h"
 
 static const char *const CLASS_NAMES[] = {"forward", "backward", "optimizer", "other compute",
                                           "collectives", "transfers", "copies"};
@@ -51,6 +52,42 @@ relative(double predicted, double measured)
   return measured != 0 ? (predicted - measured) / measured : 0;
 }
 
+static void
+add_figure(StComparison *c, const char *name, const cJSON *pred, const cJSON *meas)
+{
+  if (!cJSON_IsNumber(pred) || !cJSON_IsNumber(meas) ||
+      c->n_multiplex == (int)G_N_ELEMENTS(c->multiplex))
+    return;
+  StCompareFigure *f = &c->multiplex[c->n_multiplex++];
+  g_strlcpy(f->name, name, sizeof f->name);
+  f->predicted = pred->valuedouble;
+  f->measured = meas->valuedouble;
+}
+
+/* The multiplexing figures both reports have, side by side. */
+static void
+compare_multiplex(StComparison *c)
+{
+  g_autoptr(cJSON) p = st_report_multiplex_json(c->predicted);
+  g_autoptr(cJSON) m = st_report_multiplex_json(c->measured);
+  if (p == NULL || m == NULL)
+    return;
+  const char *keys[] = {"foreground_step_time_s", "foreground_alone_step_time_s",
+                        "foreground_slowdown",    "foreground_samples_per_s",
+                        "cluster_samples_per_s",  "gpu_idle_fraction",
+                        "gpu_idle_fraction_alone"};
+  for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
+    add_figure(c, keys[i], cJSON_GetObjectItem(p, keys[i]), cJSON_GetObjectItem(m, keys[i]));
+  const cJSON *pj = cJSON_GetObjectItem(p, "background"), *mj = cJSON_GetObjectItem(m, "background");
+  for (int k = 0; k < cJSON_GetArraySize(pj) && k < cJSON_GetArraySize(mj); k++) {
+    const cJSON *a = cJSON_GetArrayItem(pj, k), *b = cJSON_GetArrayItem(mj, k);
+    g_autofree char *name = g_strdup_printf(
+      "background %s samples_per_s", cJSON_GetStringValue(cJSON_GetObjectItem(a, "name")));
+    add_figure(c, name, cJSON_GetObjectItem(a, "samples_per_s"),
+               cJSON_GetObjectItem(b, "samples_per_s"));
+  }
+}
+
 void
 st_compare(const StSummary *predicted, const StSummary *measured, StComparison *c)
 {
@@ -74,6 +111,7 @@ st_compare(const StSummary *predicted, const StSummary *measured, StComparison *
   }
   c->step_error = relative((double)predicted->step_time_ns, (double)measured->step_time_ns);
   c->peak_error = relative((double)c->peak_total[0], (double)c->peak_total[1]);
+  compare_multiplex(c);
 }
 
 cJSON *
@@ -104,6 +142,16 @@ st_compare_to_json(const StComparison *c)
   st_json_add_int(total, "predicted", c->peak_total[0]);
   st_json_add_int(total, "measured", c->peak_total[1]);
   cJSON_AddNumberToObject(total, "error", c->peak_error);
+  if (c->n_multiplex > 0) {
+    cJSON *mux = cJSON_AddObjectToObject(o, "multiplex");
+    for (int i = 0; i < c->n_multiplex; i++) {
+      const StCompareFigure *f = &c->multiplex[i];
+      cJSON *e = cJSON_AddObjectToObject(mux, f->name);
+      cJSON_AddNumberToObject(e, "predicted", f->predicted);
+      cJSON_AddNumberToObject(e, "measured", f->measured);
+      cJSON_AddNumberToObject(e, "error", relative(f->predicted, f->measured));
+    }
+  }
   return o;
 }
 
@@ -137,5 +185,10 @@ st_compare_print(const StComparison *c, const char *name, FILE *out)
     g_autofree char *label = g_strdup_printf("  %s", st_mem_name(cat));
     row(out, label, st_format_bytes(c->peak[0][cat]), st_format_bytes(c->peak[1][cat]),
         relative((double)c->peak[0][cat], (double)c->peak[1][cat]));
+  }
+  for (int i = 0; i < c->n_multiplex; i++) {
+    const StCompareFigure *f = &c->multiplex[i];
+    fprintf(out, "  %-38s %12.4g %12.4g %+9.1f %%\n", f->name, f->predicted, f->measured,
+            100.0 * relative(f->predicted, f->measured));
   }
 }

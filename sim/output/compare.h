@@ -23,6 +23,12 @@ typedef enum {
 
 const char *st_op_class_name(StOpClass c);
 
+/* A figure both sides report (multiplexing's slowdown, throughput, ...). */
+typedef struct {
+  char name[64];
+  double predicted, measured;
+} StCompareFigure;
+
 typedef struct {
   const StSummary *predicted, *measured;
   int32_t rank;                       /* whose ops are classed */
@@ -31,6 +37,10 @@ typedef struct {
   int64_t peak_total[2];
   double step_error;                  /* relative */
   double peak_error;                  /* relative, total of device 0 */
+  /* Multiplexed schedules: report.json's "multiplex" figures of both sides
+   * (foreground slowdown, background samples/s, ...), else empty. */
+  StCompareFigure multiplex[16];
+  int n_multiplex;
 } StComparison;
 
 /* Compares on the first recorded rank of both (rank 0 unless folded away). */
