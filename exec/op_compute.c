@@ -54,21 +54,49 @@ op_missing(GError **error, const Rank *r, uint32_t op, const char *what)
 
 /* ---- layer calls ---------------------------------------------------------------- */
 
-/* Scratch memory for a layer call: from the rank's pool, released after. */
+/* Scratch memory for a layer call: the pass's workspace in the schedule
+ * when the op allocates one (an opaque workspace buffer, which the
+ * strategies size with st_layer_memory: its memory is then predicted), cut
+ * into ST_LAYER_ALIGN-aligned pieces as the layer asks; else blocks of the
+ * rank's pool, released after. */
 typedef struct {
   Rank *r;
   int32_t step;
   uint32_t op;
   void *stream;
   GPtrArray *blocks;
+  char *own;         /* the schedule's workspace, or NULL */
+  size_t room, used; /* its bytes, and how many the layer took */
   gboolean failed;
 } Scratch;
+
+static void
+scratch_init(Scratch *sc, Rank *r, uint32_t o, int32_t step, void *stream)
+{
+  *sc = (Scratch){r, step, o, stream, g_ptr_array_new(), NULL, 0, 0, FALSE};
+  sc->own = state_own_scratch(r, o, step, ST_MEM_WORKSPACE, &sc->room);
+}
 
 static void *
 scratch_alloc(gpointer data, size_t bytes)
 {
   Scratch *sc = data;
   GError *error = NULL;
+  if (sc->own != NULL) {
+    size_t take = (size_t)st_layer_aligned((int64_t)bytes);
+    if (sc->used + take <= sc->room) {
+      sc->used += take;
+      return sc->own + sc->used - take;
+    }
+    g_autofree char *name = st_op_describe(sc->r->x->s, sc->r->p, sc->op);
+    g_set_error(&error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "rank %d, op %u '%s': the layer's scratch needs more than the schedule's %zu "
+                "bytes of workspace (%zu taken, %zu more asked)",
+                sc->r->rank, sc->op, name, sc->room, sc->used, bytes);
+    exec_fail(sc->r->x, error);
+    sc->failed = TRUE;
+    return NULL;
+  }
   void *ptr = op_scratch(sc->r, bytes, ST_MEM_WORKSPACE, "layer scratch", sc->step, sc->op,
                          sc->stream, &error);
   if (ptr == NULL && bytes > 0) {
@@ -90,17 +118,30 @@ scratch_release(Scratch *sc)
 
 /* A tied head's weight gradient goes to the layer it is tied to, whose
  * gradient buffer may only come with that layer's own backward (a ZeRO
- * bucket): it is parked in a zeroed buffer of the rank (category grads) and
- * added there when that backward ends. */
+ * bucket): it is parked in a zeroed buffer (category grads) and added there
+ * when that backward ends. The buffer is the schedule's when the head's
+ * backward allocates an opaque grads buffer (the strategies' "tied grads",
+ * freed by that later backward: its memory is then predicted), else the
+ * rank's own. */
 static gboolean
 park_tied_grads(Rank *r, uint32_t o, int mb, int tied, int32_t step, void *stream,
                 GError **error)
 {
   if (r->tied_grads[mb] != NULL)
     return TRUE;
-  size_t bytes = (size_t)r->model->layers[tied].params * st_kdt_size(r->x->dt);
-  r->tied_grads[mb] = op_scratch(r, bytes, ST_MEM_GRADS, "a tied head's gradient", step, o,
-                                 stream, error);
+  size_t bytes = (size_t)r->model->layers[tied].params * st_kdt_size(r->x->dt), room = 0;
+  void *own = state_own_scratch(r, o, step, ST_MEM_GRADS, &room);
+  if (own != NULL && room < bytes) {
+    g_autofree char *name = st_op_describe(r->x->s, r->p, o);
+    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "rank %d, op %u '%s': the schedule's %zu bytes for a tied head's gradient are "
+                "fewer than its %zu",
+                r->rank, o, name, room, bytes);
+    return FALSE;
+  }
+  r->tied_grads[mb] = own != NULL ? own
+                                  : op_scratch(r, bytes, ST_MEM_GRADS, "a tied head's gradient",
+                                               step, o, stream, error);
   if (r->tied_grads[mb] == NULL)
     return FALSE;
   ST_KCHECK(r->k->memset0(stream, r->tied_grads[mb], bytes), r->k->name, error);
@@ -121,7 +162,17 @@ add_tied_grads(Rank *r, uint32_t o, int mb, int layer, void *grads, int32_t step
   size_t n = (size_t)r->model->layers[layer].params;
   ST_KCHECK(r->k->axpy(stream, grads, r->x->dt, 1.0f, r->tied_grads[mb], r->x->dt, n),
             r->k->name, error);
-  op_scratch_release(r, r->tied_grads[mb], step, o, stream);
+  /* The schedule frees its own parked buffer (an opaque grads buffer this
+   * op frees); the rank's goes back to the pool. */
+  const StOp *op = st_program_op(r->p, o);
+  const uint32_t *frees = st_program_frees(r->p, op);
+  gboolean scheduled = FALSE;
+  for (int j = 0; j < op->n_free && !scheduled; j++) {
+    const StBuffer *b = &g_array_index(r->p->buffers, StBuffer, frees[j]);
+    scheduled = b->data == ST_DATA_NONE && b->category == ST_MEM_GRADS;
+  }
+  if (!scheduled)
+    op_scratch_release(r, r->tied_grads[mb], step, o, stream);
   r->tied_grads[mb] = NULL;
   return TRUE;
 }
@@ -230,7 +281,8 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
       (loss_sink = op_scratch(r, sizeof(float), ST_MEM_WORKSPACE, "a recomputed loss", step, o,
                               stream, error)) == NULL)
     return FALSE;
-  Scratch sc = {r, step, o, stream, g_ptr_array_new(), FALSE};
+  Scratch sc;
+  scratch_init(&sc, r, o, step, stream);
   StLayerCtx c;
   ctx_init(&c, r, o, step, &sc);
   if (loss_sink != NULL)
@@ -342,7 +394,8 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   } else if (tied >= 0 && !park_tied_grads(r, o, mb, tied, step, stream, error)) {
     return FALSE;
   }
-  Scratch sc = {r, step, o, stream, g_ptr_array_new(), FALSE};
+  Scratch sc;
+  scratch_init(&sc, r, o, step, stream);
   StLayerCtx c;
   ctx_init(&c, r, o, step, &sc);
   if (direct != NULL)

@@ -211,8 +211,11 @@ test_dense_gradient_transient(void)
 {
   /* Each layer's dense 16-bit gradient lives from its backward to its
    * compress op, and the next backward starts after that compress, so at
-   * most one exists at a time: on one GPU, mixed precision,
-   *   peak grads = (2 + 4) Z + 2 max_l P_l
+   * most one exists at a time; the tied LM head's dense gradient of the
+   * embedding (P_e) waits from the head's backward to the embedding's, the
+   * largest layer, whose own dense gradient then joins it: on one GPU,
+   * mixed precision,
+   *   peak grads = (2 + 4) Z + 2 max_l P_l + 2 P_e
    * where dense dp keeps 2P of gradients throughout. */
   g_autoptr(StModel) m = load_model("gpt2-124m");
   g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 1);
@@ -222,14 +225,18 @@ test_dense_gradient_transient(void)
   o.micro_batch = 1;
   o.global_batch = 2; /* two micro-batches: compress accumulates */
   o.sparsity = 0.9;
-  int64_t largest = 0;
-  for (int i = 0; i < m->n_layers; i++)
+  int64_t largest = 0, tied = 0;
+  for (int i = 0; i < m->n_layers; i++) {
     largest = MAX(largest, m->layers[i].params);
+    if (st_model_tied_layer(m, i) >= 0)
+      tied = m->layers[st_model_tied_layer(m, i)].params;
+  }
+  g_assert_cmpint(tied, ==, largest);
   g_autoptr(StSchedule) s = build("dp", m, c, &o);
   StTimeline *t;
   g_autoptr(StSummary) sum = simulate(s, "auto", FALSE, &t);
   g_assert_cmpint(sum->devices[0].peak_by_category[ST_MEM_GRADS], ==,
-                  6 * nonzeros(m, 0.9, 1) + 2 * largest);
+                  6 * nonzeros(m, 0.9, 1) + 2 * largest + 2 * tied);
   st_timeline_free(t);
   st_options_clear(&o);
 }

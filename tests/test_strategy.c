@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "model/layer_type.h"
 #include "output/output.h"
 #include "strategy/strategy.h"
 #include "strategy/strategy_common.h"
@@ -184,8 +185,17 @@ static void
 test_dp_activation_peak(void)
 {
   /* Plain DP keeps, at the end of a micro-batch's forward, everything each
-   * layer saved for backward: the activation peak per GPU is
-   *   sum over layers of act_bytes(layer) * micro_batch,
+   * layer saved for backward,
+   *   A = sum over layers of act_bytes(layer) * micro_batch
+   *       + the batch norms' fp32 mean and 1/std (2 C floats each, 256-byte
+   *         aligned; act_bytes leaves them out), in bn1 and in each
+   *         bottleneck's units (C = width, width, 4 planes, and 4 planes for
+   *         a downsample),
+   * and two moments hold more: the loss's forward its input (the logits,
+   * which no backward reads) and its output; flatten's forward, which copies
+   * the pooled map (as the executor does), that map while the loss's saved
+   * probabilities do not exist yet. The activation peak per GPU is
+   *   A + max(logits + loss output, pooled map - probabilities),
    * reached once per micro-batch (accumulation does not add to it), and the
    * peak over all GPUs together is N times that. */
   g_autoptr(StModel) m = load_model("resnet50");
@@ -195,8 +205,24 @@ test_dp_activation_peak(void)
   o.micro_batch = 16;
   o.global_batch = 4 * 16 * 2;
   int64_t expected = 0;
-  for (int i = 0; i < m->n_layers; i++)
-    expected += m->layers[i].act_bytes * 16;
+  for (int i = 0; i < m->n_layers; i++) {
+    const StLayer *l = &m->layers[i];
+    expected += l->act_bytes * 16;
+    if (strcmp(l->type->name, "batchnorm2d") == 0)
+      expected += 2 * st_layer_aligned(4 * l->in_shape.dims[0]);
+    if (strcmp(l->type->name, "bottleneck") != 0)
+      continue;
+    int64_t planes = st_layer_attr(l, "planes", 1);
+    int64_t width = planes * st_layer_attr(l, "width_per_group", 64) / 64 *
+                    st_layer_attr(l, "groups", 1);
+    gboolean down = st_layer_attr(l, "stride", 1) != 1 || l->in_shape.dims[0] != 4 * planes;
+    expected += 2 * (2 * st_layer_aligned(4 * width) +
+                     (down ? 2 : 1) * st_layer_aligned(4 * 4 * planes));
+  }
+  const StLayer *loss = &m->layers[m->n_layers - 1], *flatten = &m->layers[m->n_layers - 3];
+  g_assert_cmpstr(loss->type->name, ==, "softmax_cross_entropy");
+  g_assert_cmpstr(flatten->type->name, ==, "flatten");
+  expected += MAX(loss->in_bytes + loss->out_bytes, flatten->in_bytes - loss->act_bytes) * 16;
   g_autoptr(StSchedule) s = build("dp", m, c, &o);
   StTimeline *t;
   g_autoptr(StSummary) sum = run(s, FALSE, &t);

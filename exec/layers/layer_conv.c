@@ -43,7 +43,7 @@ conv2d_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
                const void *in, void *out, void *saved)
 {
   StConvGeom g = conv_geom(l, batch);
-  ST_TRY(st_conv_fwd(c, &g, in, params, out));
+  ST_TRY(st_conv_fwd(c, &g, in, params, out, NULL));
   if (!st_layer_attr(l, "bias", 1))
     return 0;
   return c->k->bias_add_chw(c->stream, out, st_at(params, c->dt, conv_weights(&g)), batch, g.cout,
@@ -59,7 +59,7 @@ conv2d_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *pa
   if (st_layer_attr(l, "bias", 1))
     ST_TRY(c->k->bias_grad_chw(c->stream, st_at(dparams, c->dt, conv_weights(&g)), dout, batch,
                                g.cout, g.ho * g.wo, c->dt));
-  return st_conv_bwd(c, &g, in, params, dout, din, 0, dparams);
+  return st_conv_bwd(c, &g, in, params, dout, din, 0, dparams, NULL);
 }
 
 const StLayerImpl st_impl_conv2d = {

@@ -50,5 +50,5 @@ gboolean
 st_layer_takes_ids(const StLayer *l)
 {
   g_return_val_if_fail(l != NULL, FALSE);
-  return strcmp(l->type->name, "embedding") == 0;
+  return l->type->takes_ids;
 }

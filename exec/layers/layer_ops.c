@@ -5,14 +5,12 @@
  * cols [cin k k, ho wo] = im2col(x), y [cout, ho wo] = W [cout, cin k k] cols.
  * Groups split both the rows of cols and the rows of W, so a grouped conv is
  * a gemm batched over groups. Images go through in chunks whose columns fit
- * COLS_BYTES of scratch; without groups one gemm covers a chunk (W shared,
+ * ST_CONV_COLS_BYTES of scratch; without groups one gemm covers a chunk (W shared,
  * stride 0). A 1x1 conv with stride 1 and no padding needs no columns: its
  * input is already [cin, h w]. The backward recomputes the columns from the
  * kept input instead of saving them (k*k times the input).
  */
 #include "exec/layers/layers_private.h"
-
-#define COLS_BYTES ((size_t)32 << 20)
 
 int
 st_dense_fwd(const StLayerCtx *c, const void *x, int rows, int in, int out, const void *w,
@@ -68,7 +66,7 @@ conv_sizes(const StConvGeom *g, StKDtype dt)
   z.kk_g = z.cin_g * g->k * g->k;
   z.cols_img = (size_t)g->cin * g->k * g->k * (size_t)z.pix;
   z.direct = g->k == 1 && g->s == 1 && g->p == 0;
-  size_t fit = COLS_BYTES / (z.cols_img * st_kdt_size(dt));
+  size_t fit = (size_t)ST_CONV_COLS_BYTES / (z.cols_img * st_kdt_size(dt));
   z.chunk = z.direct ? g->n : (int)(fit < 1 ? 1 : fit > (size_t)g->n ? (size_t)g->n : fit);
   return z;
 }
@@ -90,14 +88,21 @@ conv_columns(const StLayerCtx *c, const StConvGeom *g, const ConvSizes *z, const
   return 0;
 }
 
+size_t
+st_conv_cols_size(const StConvGeom *g, StKDtype dt)
+{
+  ConvSizes z = conv_sizes(g, dt);
+  return z.direct ? 0 : (size_t)z.chunk * z.cols_img * st_kdt_size(dt);
+}
+
 int
-st_conv_fwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const void *wt, void *y)
+st_conv_fwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const void *wt, void *y,
+            void *cols)
 {
   ConvSizes z = conv_sizes(g, c->dt);
   const StKernels *k = c->k;
-  void *cols = NULL;
-  if (!z.direct)
-    ST_SCRATCH(cols, c, (size_t)z.chunk * z.cols_img * st_kdt_size(c->dt));
+  if (cols == NULL)
+    ST_SCRATCH(cols, c, st_conv_cols_size(g, c->dt));
   int64_t kk_all = (int64_t)g->cin * g->k * g->k;
   for (int b0 = 0; b0 < g->n; b0 += z.chunk) {
     int nb = g->n - b0 < z.chunk ? g->n - b0 : z.chunk;
@@ -121,14 +126,13 @@ st_conv_fwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const void 
 
 int
 st_conv_bwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const void *wt,
-            const void *dy, void *dx, int dx_add, void *dwt)
+            const void *dy, void *dx, int dx_add, void *dwt, void *cols)
 {
   ConvSizes z = conv_sizes(g, c->dt);
   const StKernels *k = c->k;
   size_t es = st_kdt_size(c->dt);
-  void *cols = NULL;
-  if (!z.direct)
-    ST_SCRATCH(cols, c, (size_t)z.chunk * z.cols_img * es);
+  if (cols == NULL)
+    ST_SCRATCH(cols, c, st_conv_cols_size(g, c->dt));
   int64_t kk_all = (int64_t)g->cin * g->k * g->k;
   float beta_dx = dx_add ? 1.0f : 0.0f;
   for (int b0 = 0; b0 < g->n; b0 += z.chunk) {

@@ -16,7 +16,9 @@
  * per unit, the conv output (the bn's input), the bn's fp32 mean and 1/std
  * [cout], and the relu output when there is one (the next conv's input):
  * the tensors the model counts in act_bytes. The backward recomputes
- * nothing but each conv's columns.
+ * nothing but each conv's columns. The convs run one after another, so they
+ * share one block of columns, sized for the largest (the scratch that
+ * sim/model/layer_block.c's memory() counts).
  */
 #include <math.h>
 #include <string.h>
@@ -124,6 +126,16 @@ residual_init(const StLayer *l, float *params, uint64_t seed)
   }
 }
 
+/* The columns block the block's convs share: the largest any of them needs. */
+static size_t
+cols_size(const Block *b, StKDtype dt)
+{
+  size_t most = 0;
+  for (int i = 0; i < units(b); i++)
+    most = MAX(most, st_conv_cols_size(&b->u[i].g, dt));
+  return most;
+}
+
 static size_t
 residual_saved(const StLayer *l, int batch, StKDtype dt)
 {
@@ -137,9 +149,9 @@ residual_saved(const StLayer *l, int batch, StKDtype dt)
 /* conv then batch norm of unit i: y = bn(conv(x)), the conv output kept. */
 static int
 unit_forward(const StLayerCtx *c, const Unit *u, const UnitAt *at, const void *params,
-             const void *x, void *y)
+             const void *x, void *y, void *cols)
 {
-  ST_TRY(st_conv_fwd(c, &u->g, x, st_at(params, c->dt, at->w), at->conv));
+  ST_TRY(st_conv_fwd(c, &u->g, x, st_at(params, c->dt, at->w), at->conv, cols));
   return c->k->batchnorm_fwd(c->stream, y, at->mean, at->rstd, at->conv,
                              st_at(params, c->dt, at->gamma), st_at(params, c->dt, at->beta),
                              u->g.n, u->g.cout, u->g.ho * u->g.wo, c->dt);
@@ -154,11 +166,13 @@ residual_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *p
   unit_layout(&b, c->dt, saved, at, NULL);
   const Unit *last = &b.u[b.n_units - 1];
   size_t n_out = unit_out(last);
+  void *cols;
+  ST_SCRATCH(cols, c, cols_size(&b, c->dt));
   const void *x = in;
   for (int i = 0; i < b.n_units; i++) {
     const Unit *u = &b.u[i];
     void *y = u->relu ? at[i].act : out; /* the last unit's bn lands in out */
-    ST_TRY(unit_forward(c, u, &at[i], params, x, y));
+    ST_TRY(unit_forward(c, u, &at[i], params, x, y, cols));
     if (u->relu)
       ST_TRY(c->k->relu_fwd(c->stream, y, y, c->dt, unit_out(u)));
     x = y;
@@ -167,7 +181,7 @@ residual_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *p
   if (b.down) {
     void *tmp;
     ST_SCRATCH(tmp, c, n_out * st_kdt_size(c->dt));
-    ST_TRY(unit_forward(c, &b.u[b.n_units], &at[b.n_units], params, in, tmp));
+    ST_TRY(unit_forward(c, &b.u[b.n_units], &at[b.n_units], params, in, tmp, cols));
     shortcut = tmp;
   }
   ST_TRY(c->k->add(c->stream, out, out, shortcut, c->dt, n_out));
@@ -179,14 +193,15 @@ residual_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *p
  * the conv output's gradient. */
 static int
 unit_backward(const StLayerCtx *c, const Unit *u, const UnitAt *at, const void *params,
-              void *dparams, const void *x, const void *dy, void *dc, void *dx, int dx_add)
+              void *dparams, const void *x, const void *dy, void *dc, void *dx, int dx_add,
+              void *cols)
 {
   ST_TRY(c->k->batchnorm_bwd(c->stream, dc, st_at(dparams, c->dt, at->gamma),
                              st_at(dparams, c->dt, at->beta), dy, at->conv, at->mean, at->rstd,
                              st_at(params, c->dt, at->gamma), u->g.n, u->g.cout,
                              u->g.ho * u->g.wo, c->dt));
   return st_conv_bwd(c, &u->g, x, st_at(params, c->dt, at->w), dc, dx, dx_add,
-                     st_at(dparams, c->dt, at->w));
+                     st_at(dparams, c->dt, at->w), cols);
 }
 
 static int
@@ -201,14 +216,16 @@ residual_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *
   for (int i = 0; i < units(&b); i++)
     most = unit_out(&b.u[i]) > most ? unit_out(&b.u[i]) : most;
   size_t es = st_kdt_size(c->dt);
-  void *g, *dc; /* the gradient flowing down the main path; a conv output's gradient */
+  void *g, *dc, *cols; /* the gradient flowing down the main path; a conv output's gradient */
   ST_SCRATCH(g, c, most * es);
   ST_SCRATCH(dc, c, most * es);
+  ST_SCRATCH(cols, c, cols_size(&b, c->dt));
   size_t n_out = unit_out(&b.u[b.n_units - 1]);
   ST_TRY(c->k->relu_bwd(c->stream, g, dout, out, c->dt, n_out));
   /* the shortcut first, while g is the sum's gradient: it writes din */
   if (b.down)
-    ST_TRY(unit_backward(c, &b.u[b.n_units], &at[b.n_units], params, dparams, in, g, dc, din, 0));
+    ST_TRY(unit_backward(c, &b.u[b.n_units], &at[b.n_units], params, dparams, in, g, dc, din, 0,
+                         cols));
   else if (din != NULL)
     ST_TRY(c->k->copy(c->stream, din, g, n_out * es, 0));
   for (int i = b.n_units - 1; i >= 0; i--) {
@@ -217,7 +234,7 @@ residual_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *
       ST_TRY(c->k->relu_bwd(c->stream, g, g, at[i].act, c->dt, unit_out(u)));
     const void *x = i == 0 ? in : at[i - 1].act;
     void *dx = i == 0 ? din : g; /* g is free once the bn has read it */
-    ST_TRY(unit_backward(c, u, &at[i], params, dparams, x, g, dc, dx, i == 0));
+    ST_TRY(unit_backward(c, u, &at[i], params, dparams, x, g, dc, dx, i == 0, cols));
   }
   return 0;
 }

@@ -147,6 +147,28 @@ xf_saved(const StLayer *l, int batch, StKDtype dt)
   return xf_layout(&x, dt, NULL, &s);
 }
 
+/* The backward's scratch for one branch at a time: the MLP's gradient of
+ * the GELU output (dgl [B, T, F], then d u), or the attention's gradients of
+ * the probabilities (dp [HB, T, T], then of the scores), of Q K V by head
+ * (dqkvh [3H, B, T, hd]) and by token (dqkv [B, T, 3D]). The MLP's backward
+ * ends before the attention's begins, so they share one block: as large as
+ * the larger, not their sum (sim/model/layer_block.c counts the same). */
+typedef struct {
+  void *dgl, *dp, *dqkvh, *dqkv;
+} XfBranch;
+
+static size_t
+xf_branch(const Xf *x, StKDtype dt, char *base, XfBranch *b)
+{
+  size_t es = st_kdt_size(dt);
+  StCarve mlp = {base, 0}, att = {base, 0};
+  b->dgl = st_carve(&mlp, x->btf * es);
+  b->dp = st_carve(&att, x->hbtt * es);
+  b->dqkvh = st_carve(&att, 3 * x->btd * es);
+  b->dqkv = st_carve(&att, 3 * x->btd * es);
+  return MAX(mlp.offset, att.offset);
+}
+
 #define P(off) st_at(params, c->dt, p.off)
 #define DP(off) st_at(dparams, c->dt, p.off)
 
@@ -224,14 +246,14 @@ xf_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params
   int bt = (int)x.bt, hb = x.H * x.B, T = x.T, hd = x.hd;
   float scale = 1.0f / sqrtf((float)hd);
   float pd = ST_LAYER_DROPOUT_P;
-  void *g1, *g2, *dx1, *dgl, *dp, *dqkvh, *dqkv; /* scratch, shapes below */
-  ST_SCRATCH(g1, c, x.btd * es);        /* [B, T, D] a branch output's gradient */
-  ST_SCRATCH(g2, c, x.btd * es);        /* [B, T, D] a branch input's gradient */
-  ST_SCRATCH(dx1, c, x.btd * es);       /* [B, T, D] d x1 */
-  ST_SCRATCH(dgl, c, x.btf * es);       /* [B, T, F] d gelu output, then d u */
-  ST_SCRATCH(dp, c, x.hbtt * es);       /* [HB, T, T] d probabilities, then d scores */
-  ST_SCRATCH(dqkvh, c, 3 * x.btd * es); /* [3H, B, T, hd] */
-  ST_SCRATCH(dqkv, c, 3 * x.btd * es);  /* [B, T, 3D] */
+  void *g1, *g2, *dx1, *branch; /* scratch, shapes below */
+  ST_SCRATCH(g1, c, x.btd * es);  /* [B, T, D] a branch output's gradient */
+  ST_SCRATCH(g2, c, x.btd * es);  /* [B, T, D] a branch input's gradient */
+  ST_SCRATCH(dx1, c, x.btd * es); /* [B, T, D] d x1 */
+  XfBranch bs;
+  ST_SCRATCH(branch, c, xf_branch(&x, dt, NULL, &bs));
+  xf_branch(&x, dt, branch, &bs);
+  void *dgl = bs.dgl, *dp = bs.dp, *dqkvh = bs.dqkvh, *dqkv = bs.dqkv;
 
   /* MLP branch: out = x1 + drop(fc2(gelu(fc1(LN2(x1))))) */
   const void *dr2 = dout;

@@ -46,13 +46,11 @@ st_init_fill(float *x, size_t n, float value)
     x[i] = value;
 }
 
-#define CARVE_ALIGN 256
-
 void *
 st_carve(StCarve *c, size_t bytes)
 {
   void *p = c->base != NULL ? c->base + c->offset : NULL;
-  c->offset += (bytes + CARVE_ALIGN - 1) / CARVE_ALIGN * CARVE_ALIGN;
+  c->offset += (size_t)st_layer_aligned((int64_t)bytes);
   return p;
 }
 

@@ -56,7 +56,8 @@ uint64_t st_layer_subseed(uint64_t seed, int j);
 
 /* ---- the saved block and scratch (layer_util.c) -------------------------- */
 
-/* Cuts consecutive tensors out of a block, each aligned to 256 bytes. With
+/* Cuts consecutive tensors out of a block, each aligned to ST_LAYER_ALIGN
+ * bytes (model/layer_type.h, whose memory() functions count the same). With
  * base NULL it only measures, so saved_bytes() and forward() / backward()
  * run the same layout code and cannot disagree. */
 typedef struct {
@@ -117,9 +118,14 @@ typedef struct {
 
 /* The geometry of a conv; ho, wo as PyTorch (ceil_mode off). */
 StConvGeom st_conv_geom(int n, int cin, int h, int w, int cout, int k, int s, int p, int groups);
-/* Weights [cout, cin / groups, k, k]. */
+/* The im2col columns a pass of this conv works in, bytes (0 when its input
+ * is its own columns): as many images at once as fit in ST_CONV_COLS_BYTES. */
+size_t st_conv_cols_size(const StConvGeom *g, StKDtype dt);
+/* Weights [cout, cin / groups, k, k]. `cols`: st_conv_cols_size() bytes the
+ * caller lends (several convs of a block share one), or NULL to take them
+ * from scratch. */
 int st_conv_fwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const void *wt,
-                void *y);
+                void *y, void *cols);
 /* dwt accumulated; dx written, or accumulated with dx_add (NULL to skip). */
 int st_conv_bwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const void *wt,
-                const void *dy, void *dx, int dx_add, void *dwt);
+                const void *dy, void *dx, int dx_add, void *dwt, void *cols);

@@ -94,12 +94,74 @@ basic_block_derive(StLayer *layer, int dtype_bytes, GError **error)
   return residual_finish(layer, &r, in, out, stride, dtype_bytes, error);
 }
 
+/* memory(): the executor's block (exec/layers/layer_residual.c) runs its
+ * conv-bn units one after another. Each unit saves its conv output (the
+ * norm's input), the norm's fp32 mean and 1/std, and its ReLU output when it
+ * has one (the next conv's input); the downsample is a unit of its own. The
+ * forward takes one block of conv columns, as large as the largest unit's,
+ * and the shortcut's output; the backward two maps of the largest unit output
+ * (the gradient going down the path, a conv output's) and the columns. */
+typedef struct {
+  StChw in, out;
+  int64_t kernel, stride;
+  gboolean relu;
+} Unit;
+
+/* The units of a residual block in the executor's order: the main path,
+ * then the downsample when the shape changes (*down). Returns how many. */
+static int
+residual_units(const StLayer *layer, Unit *u, gboolean *down)
+{
+  StChw in = input_chw(layer);
+  int64_t planes = st_layer_attr(layer, "planes", 1), stride = st_layer_attr(layer, "stride", 1);
+  const int64_t *o = layer->out_shape.dims;
+  StChw out = {o[0], o[1], o[2]};
+  int n = 0;
+  if (layer->type == &st_layer_bottleneck) {
+    int64_t width = planes * st_layer_attr(layer, "width_per_group", 64) / 64 *
+                    st_layer_attr(layer, "groups", 1);
+    StChw a = {width, in.h, in.w}, b = {width, out.h, out.w};
+    u[n++] = (Unit){in, a, 1, 1, TRUE};
+    u[n++] = (Unit){a, b, 3, stride, TRUE};
+    u[n++] = (Unit){b, out, 1, 1, FALSE};
+  } else {
+    StChw mid = {planes, out.h, out.w};
+    u[n++] = (Unit){in, mid, 3, stride, TRUE};
+    u[n++] = (Unit){mid, out, 3, 1, FALSE};
+  }
+  *down = stride != 1 || in.c != out.c;
+  if (*down)
+    u[n++] = (Unit){in, out, 1, stride, FALSE};
+  return n;
+}
+
+static void
+residual_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  Unit u[4];
+  gboolean down;
+  int n = residual_units(layer, u, &down);
+  int64_t cols = 0, most = 0, map = 0;
+  for (int i = 0; i < n; i++) {
+    map = st_chw_elems(u[i].out) * batch * dtype_bytes;
+    out->saved += st_layer_aligned(map) * (u[i].relu ? 2 : 1) +
+                  2 * st_layer_aligned(u[i].out.c * (int64_t)sizeof(float));
+    cols = MAX(cols, st_conv_cols_bytes(u[i].in, u[i].kernel, u[i].stride, u[i].kernel / 2,
+                                        u[i].out, batch, dtype_bytes));
+    most = MAX(most, map);
+  }
+  /* map: the last unit's output, the block's own: the shortcut's size */
+  out->fwd_scratch = st_layer_aligned(cols) + (down ? st_layer_aligned(map) : 0);
+  out->bwd_scratch = 2 * st_layer_aligned(most) + st_layer_aligned(cols);
+}
+
 const StLayerType st_layer_basic_block = {
   .name = "basic_block",
   .summary = "ResNet basic block: two 3x3 convs with batchnorm and a shortcut",
   .attrs = BASIC_ATTRS,
   .derive = basic_block_derive,
   .keeps = ST_KEEPS_INPUT | ST_KEEPS_OUTPUT,
+  .memory = residual_memory,
 };
 
 static const StAttrSpec BOTTLENECK_ATTRS[] = {
@@ -144,6 +206,7 @@ const StLayerType st_layer_bottleneck = {
   .attrs = BOTTLENECK_ATTRS,
   .derive = bottleneck_derive,
   .keeps = ST_KEEPS_INPUT | ST_KEEPS_OUTPUT,
+  .memory = residual_memory,
 };
 
 /* ---- transformer block (pre-LN, as GPT-2 and ViT) ---------------------- */
@@ -211,10 +274,41 @@ transformer_derive(StLayer *layer, int dtype_bytes, GError **error)
   return TRUE;
 }
 
+/* memory(), on x [B, T, D] = [batch, s, d] with a heads and f = ffn, as
+ * the executor's block (exec/layers/layer_transformer.c) allocates it, each
+ * tensor aligned: it saves its two norms' fp32 mean and 1/std [BT] each,
+ * LN1's output, Q K V, the probabilities [aB, T, T] (and with dropout their
+ * dropped copy, its one-byte mask and the two residual branches' masks), the
+ * attention output, x1, LN2's output, fc1's output and GELU's: 7 BTD + 2 BTF
+ * + aBT^2 elements, the tensors act_bytes counts but the block's input (the
+ * previous layer's output). Its forward takes a [B, T, 3D] scratch (qkv,
+ * then the attention output by head and the projection); its backward three
+ * [B, T, D] gradients and one block for the branch it is in: the MLP's
+ * [B, T, F], or the attention's probabilities' gradient and two gradients of
+ * Q K V (by head and by token), whichever is larger. */
+static void
+transformer_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  int64_t t = layer->in_shape.dims[0], d = layer->in_shape.dims[1];
+  int64_t a = st_layer_attr(layer, "heads", 1), f = st_layer_attr(layer, "ffn", 0);
+  int64_t e = dtype_bytes, bt = batch * t, btd = bt * d, btf = bt * f, probs = a * batch * t * t;
+  int64_t stats = 2 * st_layer_aligned(bt * (int64_t)sizeof(float));
+  int64_t map = st_layer_aligned(btd * e), qkv = st_layer_aligned(3 * btd * e);
+  out->saved = 2 * stats + 4 * map + qkv + st_layer_aligned(probs * e) +
+               2 * st_layer_aligned(btf * e);
+  if (st_layer_attr(layer, "dropout", 0))
+    out->saved += st_layer_aligned(probs * e) + st_layer_aligned(probs) +
+                  2 * st_layer_aligned(btd);
+  out->fwd_scratch = qkv;
+  out->bwd_scratch = 3 * map + MAX(st_layer_aligned(btf * e),
+                                   st_layer_aligned(probs * e) + 2 * qkv);
+}
+
 const StLayerType st_layer_transformer_block = {
   .name = "transformer_block",
   .summary = "pre-LN transformer block: LN, multi-head attention, LN, GELU MLP, residuals",
   .attrs = TRANSFORMER_ATTRS,
   .derive = transformer_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = transformer_memory,
 };

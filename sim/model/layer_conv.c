@@ -43,6 +43,17 @@ st_conv_apply(StChw in, int64_t out_channels, int64_t kernel, int64_t stride, in
   return TRUE;
 }
 
+int64_t
+st_conv_cols_bytes(StChw in, int64_t kernel, int64_t stride, int64_t padding, StChw out,
+                   int batch, int dtype_bytes)
+{
+  if (kernel == 1 && stride == 1 && padding == 0)
+    return 0;
+  int64_t per_image = in.c * kernel * kernel * out.h * out.w * dtype_bytes;
+  int64_t fit = ST_CONV_COLS_BYTES / per_image;
+  return CLAMP(fit, 1, batch) * per_image;
+}
+
 /* ---- conv2d ------------------------------------------------------------ */
 
 static const StAttrSpec CONV2D_ATTRS[] = {
@@ -76,12 +87,26 @@ conv2d_derive(StLayer *layer, int dtype_bytes, GError **error)
   return TRUE;
 }
 
+/* Each pass makes the columns of its input (the backward again, rather
+ * than keeping them: k*k times the input). */
+static void
+conv2d_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  const int64_t *o = layer->out_shape.dims;
+  int64_t cols = st_conv_cols_bytes(input_chw(layer), st_layer_attr(layer, "kernel", 1),
+                                    st_layer_attr(layer, "stride", 1),
+                                    st_layer_attr(layer, "padding", 0), (StChw){o[0], o[1], o[2]},
+                                    batch, dtype_bytes);
+  out->fwd_scratch = out->bwd_scratch = st_layer_aligned(cols);
+}
+
 const StLayerType st_layer_conv2d = {
   .name = "conv2d",
   .summary = "2-D convolution over [C,H,W]",
   .attrs = CONV2D_ATTRS,
   .derive = conv2d_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = conv2d_memory,
 };
 
 /* ---- pooling ----------------------------------------------------------- */
@@ -132,12 +157,20 @@ maxpool2d_derive(StLayer *layer, int dtype_bytes, GError **error)
   return TRUE;
 }
 
+/* The argmax of each output, int32. */
+static void
+maxpool2d_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  out->saved = st_shape_elems(&layer->out_shape) * (int64_t)sizeof(int32_t) * batch;
+}
+
 const StLayerType st_layer_maxpool2d = {
   .name = "maxpool2d",
   .summary = "max pooling over [C,H,W]",
   .attrs = POOL_ATTRS,
   .derive = maxpool2d_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = maxpool2d_memory,
 };
 
 /* Backward needs only the shapes: nothing kept. */
@@ -156,6 +189,7 @@ const StLayerType st_layer_avgpool2d = {
   .attrs = POOL_ATTRS,
   .derive = avgpool2d_derive,
   .keeps = 0,
+  .memory = st_layer_no_memory,
 };
 
 static const StAttrSpec ADAPTIVE_ATTRS[] = {
@@ -189,6 +223,7 @@ const StLayerType st_layer_adaptive_avgpool2d = {
   .attrs = ADAPTIVE_ATTRS,
   .derive = adaptive_derive,
   .keeps = 0,
+  .memory = st_layer_no_memory,
 };
 
 /* ---- reshapes ---------------------------------------------------------- */
@@ -219,6 +254,7 @@ const StLayerType st_layer_flatten = {
   .attrs = NO_ATTRS,
   .derive = flatten_derive,
   .keeps = ST_OUTPUT_IS_VIEW,
+  .memory = st_layer_no_memory,
 };
 
 static gboolean
@@ -238,4 +274,5 @@ const StLayerType st_layer_to_tokens = {
   .attrs = NO_ATTRS,
   .derive = to_tokens_derive,
   .keeps = ST_OUTPUT_IS_VIEW,
+  .memory = st_layer_no_memory,
 };

@@ -5,6 +5,7 @@
  * dim and every leading dim counts as tokens. A linear map of `in` to `out`
  * features costs 2 * in * out FLOPs per token forward and twice that
  * backward (input gradient plus weight gradient); bias adds are not counted.
+ * None keeps anything but its input, nor takes scratch.
  */
 #include <string.h>
 
@@ -73,6 +74,7 @@ const StLayerType st_layer_linear = {
   .attrs = LINEAR_ATTRS,
   .derive = linear_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = st_layer_no_memory,
 };
 
 /* ---- embedding --------------------------------------------------------- */
@@ -109,6 +111,8 @@ const StLayerType st_layer_embedding = {
   .attrs = EMBEDDING_ATTRS,
   .derive = embedding_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = st_layer_no_memory,
+  .takes_ids = TRUE,
 };
 
 /* ---- position_embedding ------------------------------------------------ */
@@ -148,6 +152,7 @@ const StLayerType st_layer_position_embedding = {
   .attrs = POSITION_ATTRS,
   .derive = position_derive,
   .keeps = 0,
+  .memory = st_layer_no_memory,
 };
 
 /* ---- class_token ------------------------------------------------------- */
@@ -175,6 +180,7 @@ const StLayerType st_layer_class_token = {
   .attrs = NO_ATTRS,
   .derive = class_token_derive,
   .keeps = 0,
+  .memory = st_layer_no_memory,
 };
 
 /* ---- lm_head ----------------------------------------------------------- */
@@ -210,4 +216,5 @@ const StLayerType st_layer_lm_head = {
   .attrs = LM_HEAD_ATTRS,
   .derive = lm_head_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = st_layer_no_memory,
 };

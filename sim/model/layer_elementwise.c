@@ -32,6 +32,7 @@ const StLayerType st_layer_relu = {
   .attrs = NO_ATTRS,
   .derive = relu_derive,
   .keeps = ST_KEEPS_OUTPUT,
+  .memory = st_layer_no_memory,
 };
 
 /* The tanh form, about 8 FLOPs per element; keeps its input. */
@@ -49,6 +50,7 @@ const StLayerType st_layer_gelu = {
   .attrs = NO_ATTRS,
   .derive = gelu_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = st_layer_no_memory,
 };
 
 /* Mask multiply and rescale, 2 FLOPs per element; keeps a one-byte mask per
@@ -62,12 +64,20 @@ dropout_derive(StLayer *layer, int dtype_bytes, GError **error)
   return TRUE;
 }
 
+/* The mask, one byte per element. */
+static void
+dropout_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  out->saved = st_shape_elems(&layer->in_shape) * batch;
+}
+
 const StLayerType st_layer_dropout = {
   .name = "dropout",
   .summary = "random zeroing during training (keeps a 1-byte mask per element)",
   .attrs = NO_ATTRS,
   .derive = dropout_derive,
   .keeps = 0,
+  .memory = dropout_memory,
 };
 
 static const StAttrSpec SELECT_ATTRS[] = {
@@ -100,6 +110,7 @@ const StLayerType st_layer_select_token = {
   .attrs = SELECT_ATTRS,
   .derive = select_token_derive,
   .keeps = ST_OUTPUT_IS_VIEW,
+  .memory = st_layer_no_memory,
 };
 
 /* Log-softmax then negative log-likelihood over the last dim, averaged over
@@ -118,10 +129,23 @@ softmax_ce_derive(StLayer *layer, int dtype_bytes, GError **error)
   return TRUE;
 }
 
+/* The probabilities are saved in fp32 whatever the dtype (a bf16 softmax
+ * loses the small ones the gradient needs), and the targets are one int32
+ * class per position: per token of a sequence, else one per sample. */
+static void
+softmax_ce_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  const StShape *in = &layer->in_shape;
+  int64_t positions = in->n_dims >= 2 ? in->dims[0] : 1;
+  out->saved = st_shape_elems(in) * (int64_t)sizeof(float) * batch;
+  out->targets = positions * (int64_t)sizeof(int32_t) * batch;
+}
+
 const StLayerType st_layer_softmax_cross_entropy = {
   .name = "softmax_cross_entropy",
   .summary = "loss: softmax cross-entropy over the last dim -> [1]",
   .attrs = NO_ATTRS,
   .derive = softmax_ce_derive,
   .keeps = 0,
+  .memory = softmax_ce_memory,
 };

@@ -4,8 +4,9 @@
  * Both cost ST_NORM_FWD_FLOPS_PER_ELEM forward and, with learned scale and
  * shift, twice that backward. Both keep their input (the per-channel or
  * per-token mean and 1/std they also save are a rounding error and not
- * counted). BatchNorm's running mean and variance are buffers, not
- * parameters: 2*C parameters.
+ * counted in act_bytes; memory() counts them: two fp32 vectors, as the
+ * executor saves them). BatchNorm's running mean and variance are buffers,
+ * not parameters: 2*C parameters.
  */
 #include "model/layer_types_private.h"
 
@@ -26,6 +27,20 @@ norm_costs(StLayer *layer, int64_t features, int dtype_bytes)
   layer->act_bytes = layer->in_bytes;
 }
 
+/* The fp32 mean and 1/std over `groups` (channels or rows), each a tensor
+ * of the saved block. */
+static int64_t
+stats_bytes(int64_t groups)
+{
+  return 2 * st_layer_aligned(groups * (int64_t)sizeof(float));
+}
+
+static void
+batchnorm2d_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  out->saved = stats_bytes(layer->in_shape.dims[0]);
+}
+
 static gboolean
 batchnorm2d_derive(StLayer *layer, int dtype_bytes, GError **error)
 {
@@ -41,7 +56,16 @@ const StLayerType st_layer_batchnorm2d = {
   .attrs = NORM_ATTRS,
   .derive = batchnorm2d_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = batchnorm2d_memory,
 };
+
+/* Statistics per token: every leading dim and the batch are rows. */
+static void
+layernorm_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  const StShape *in = &layer->in_shape;
+  out->saved = stats_bytes(st_shape_elems(in) / in->dims[in->n_dims - 1] * batch);
+}
 
 static gboolean
 layernorm_derive(StLayer *layer, int dtype_bytes, GError **error)
@@ -56,4 +80,5 @@ const StLayerType st_layer_layernorm = {
   .attrs = NORM_ATTRS,
   .derive = layernorm_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = layernorm_memory,
 };

@@ -99,6 +99,11 @@ st_layer_attr_error(GError **error, const char *key, const char *format, ...)
 }
 
 void
+st_layer_no_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+}
+
+void
 st_layer_same_shape(StLayer *layer, int dtype_bytes)
 {
   layer->out_shape = layer->in_shape;

@@ -78,6 +78,10 @@ void st_layer_set_attr(StLayer *layer, const char *key, int64_t value);
 gboolean st_layer_attr_error(GError **error, const char *key, const char *format, ...)
   G_GNUC_PRINTF(3, 4);
 
+/* memory() of a layer that keeps nothing besides its input and output and
+ * takes no scratch. */
+void st_layer_no_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out);
+
 /* Output shape equal to the input shape; out_bytes from it. */
 void st_layer_same_shape(StLayer *layer, int dtype_bytes);
 
@@ -101,6 +105,13 @@ gboolean st_window_out(int64_t size, int64_t kernel, int64_t stride, int64_t pad
 /* A conv2d without bias from `in` to `out_channels` (layer_conv.c): output
  * map, weight count and forward FLOPs 2 * (k*k*Cin/groups) * Cout * Hout * Wout.
  * Used by conv2d and by the residual blocks. */
+/* The im2col scratch of one conv2d pass (either way) over `batch` images
+ * of `in` (layer_conv.c): 0 for a 1x1 conv with stride 1 and no padding
+ * (its input is its own columns), else the columns of as many images as fit
+ * in ST_CONV_COLS_BYTES, at least one. */
+int64_t st_conv_cols_bytes(StChw in, int64_t kernel, int64_t stride, int64_t padding, StChw out,
+                           int batch, int dtype_bytes);
+
 gboolean st_conv_apply(StChw in, int64_t out_channels, int64_t kernel, int64_t stride,
                        int64_t padding, int64_t groups, StChw *out, int64_t *weights,
                        double *fwd_flops, GError **error);

@@ -189,3 +189,22 @@ st_model_tied_layer(const StModel *m, int i)
       return j;
   return -1;
 }
+
+void
+st_layer_memory(const StModel *m, int i, int batch, StDtype dtype, StLayerMemory *out)
+{
+  g_return_if_fail(m != NULL && i >= 0 && i < m->n_layers && batch > 0 && out != NULL);
+  const StLayer *l = &m->layers[i];
+  *out = (StLayerMemory){0};
+  /* Between layers, tensors are at the run's dtype: a custom layer's
+   * output_bytes converted like any activation. */
+  int64_t in = st_model_bytes_as(m, l->in_bytes, dtype) * batch;
+  out->input = l->type->takes_ids ? st_shape_elems(&l->in_shape) * (int64_t)sizeof(int32_t) * batch
+                                  : in;
+  out->output = st_model_bytes_as(m, l->out_bytes, dtype) * batch;
+  out->input_grad = in;
+  if (l->type->memory != NULL)
+    l->type->memory(l, batch, st_dtype_bytes(dtype), out);
+  else
+    out->saved = st_model_bytes_as(m, l->act_bytes, dtype) * batch;
+}

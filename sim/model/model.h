@@ -61,6 +61,7 @@ typedef struct {
 } StAttr;
 
 typedef struct StLayerType StLayerType;
+typedef struct StLayerMemory StLayerMemory; /* layer_type.h */
 
 typedef struct {
   char *name;               /* unique within the model */
@@ -123,6 +124,14 @@ int st_model_tied_layer(const StModel *model, int i);
 /* Bytes of a per-sample quantity given at the model's dtype, converted to
  * `dtype` (mixed precision keeps activations in 16 bits). */
 int64_t st_model_bytes_as(const StModel *model, int64_t bytes, StDtype dtype);
+
+/* What layer `layer`'s forward and backward over `batch` samples with
+ * activations in `dtype` allocate, in bytes, as the executor's
+ * implementation does (StLayerMemory in layer_type.h): the tensors between
+ * layers at `dtype` (token ids in int32), and what its type's memory() adds;
+ * a custom layer keeps act_bytes per sample and takes no scratch. */
+void st_layer_memory(const StModel *model, int layer, int batch, StDtype dtype,
+                     StLayerMemory *out);
 
 int64_t st_shape_elems(const StShape *shape);
 /* "[3,224,224]". Transfer full. */

@@ -358,14 +358,35 @@ typedef struct {
   int n_free;
 } Effects;
 
+/* The scratch a pass of `layer` takes while it runs (st_pass_scratch), for
+ * the op being built to allocate and free; none when it takes none. Its
+ * buffer is made before the op begins. */
+static uint32_t
+pass_scratch(CdpRank *r, StPass pass, int layer, int micro)
+{
+  return st_pass_scratch(r->p, r->c->model, layer, micro, pass, r->c->mb,
+                         r->c->bytes.activation);
+}
+
+static void
+use_scratch(CdpRank *r, uint32_t scratch)
+{
+  if (scratch == CDP_NONE)
+    return;
+  st_program_alloc(r->p, scratch);
+  st_program_free_buffer(r->p, scratch);
+}
+
 static uint32_t
 emit_pass(CdpRank *r, StPass pass, int layer, int micro, CdpStage *st, const CdpGate *gates,
           int n_gates, const Effects *fx)
 {
+  uint32_t scratch = pass_scratch(r, pass, layer, micro);
   StOp op = st_op_comp(r->compute, pass, layer, micro, r->c->mb);
   op.version = st->delta;
   st_program_begin(r->p, &op);
   apply_gates(r->p, st, gates, n_gates);
+  use_scratch(r, scratch);
   for (int i = 0; i < fx->n_alloc; i++)
     st_program_alloc(r->p, fx->alloc[i]);
   for (int i = 0; i < fx->n_free; i++)
@@ -476,6 +497,7 @@ emit_micro(CdpRank *r, int micro, uint32_t *act, uint32_t *dx)
         free[fx.n_free++] = dy;
       if (closes && st->relayed != CDP_NONE)
         free[fx.n_free++] = st->relayed;
+      uint32_t scratch = pass_scratch(r, ST_PASS_BWD, i, micro);
       StOp op = st_op_comp(r->compute, ST_PASS_BWD, i, micro, c->mb);
       op.version = st->delta;
       st_program_begin(r->p, &op);
@@ -483,6 +505,7 @@ emit_micro(CdpRank *r, int micro, uint32_t *act, uint32_t *dx)
         apply_gates(r->p, st, st->gate_b, st->n_gate_b);
       if (closes)
         apply_gates(r->p, st, st->gate_b_last, st->n_gate_b_last);
+      use_scratch(r, scratch);
       for (int k = 0; k < fx.n_alloc; k++)
         st_program_alloc(r->p, alloc[k]);
       for (int k = 0; k < fx.n_free; k++)

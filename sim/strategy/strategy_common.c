@@ -2,6 +2,7 @@
 #include "strategy/strategy_common.h"
 
 #include "base/util.h"
+#include "model/layer_type.h"
 
 void
 st_state_bytes(const StOptions *o, StStateBytes *out)
@@ -91,76 +92,211 @@ st_dp_frame_finish(StDpFrame *f)
   return s;
 }
 
-int64_t
-st_dp_activation_bytes(const StDpFrame *f, int layer)
+/* ---- a micro-batch's passes ------------------------------------------------ */
+
+#define NONE UINT32_MAX
+#define PASS_MEM_MAX 8
+
+/* What one pass allocates when it starts and frees when it ends, besides
+ * what its hooks add. */
+typedef struct {
+  uint32_t alloc[PASS_MEM_MAX], free[PASS_MEM_MAX];
+  int n_alloc, n_free;
+} PassMem;
+
+static void
+pass_alloc(PassMem *pm, uint32_t buffer)
 {
-  return st_model_bytes_as(f->model, f->model->layers[layer].act_bytes, f->bytes.activation) *
-         f->options->micro_batch;
+  g_assert(pm->n_alloc < PASS_MEM_MAX);
+  if (buffer != NONE)
+    pm->alloc[pm->n_alloc++] = buffer;
 }
 
-static int64_t
-input_grad_bytes(const StDpFrame *f, int layer)
+static void
+pass_free(PassMem *pm, uint32_t buffer)
 {
-  return st_model_bytes_as(f->model, f->model->layers[layer].in_bytes, f->bytes.activation) *
-         f->options->micro_batch;
+  g_assert(pm->n_free < PASS_MEM_MAX);
+  if (buffer != NONE)
+    pm->free[pm->n_free++] = buffer;
+}
+
+/* A buffer of micro-batch `micro` named "WHAT LAYER mMICRO" holding `data`
+ * of `layer` (ST_DATA_NONE: opaque); none (NONE) when `bytes` is 0. */
+static uint32_t
+micro_buffer(StDpFrame *f, const char *what, int layer, int micro, StMemCategory category,
+             int64_t bytes, StData data)
+{
+  if (bytes == 0)
+    return NONE;
+  g_autofree char *name = g_strdup_printf("%s %s m%d", what, f->model->layers[layer].name, micro);
+  uint32_t b = st_program_add_buffer(f->program, name, category, bytes, FALSE);
+  if (data != ST_DATA_NONE)
+    st_program_buffer_holds(f->program, b, data, layer, layer, micro, 1);
+  return b;
+}
+
+uint32_t
+st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pass, int batch,
+                StDtype dtype)
+{
+  StLayerMemory mem;
+  st_layer_memory(m, layer, batch, dtype, &mem);
+  int64_t bytes = pass == ST_PASS_BWD ? mem.bwd_scratch : mem.fwd_scratch;
+  if (bytes == 0)
+    return UINT32_MAX;
+  g_autofree char *name = g_strdup_printf("scratch %s %s m%d", pass == ST_PASS_BWD ? "bwd" : "fwd",
+                                          m->layers[layer].name, micro);
+  return st_program_add_buffer(p, name, ST_MEM_WORKSPACE, bytes, FALSE);
+}
+
+/* The scratch of this pass: allocated when it starts, freed when it ends. */
+static void
+pass_scratch(StDpFrame *f, PassMem *pm, StPass pass, int layer, int micro)
+{
+  uint32_t b = st_pass_scratch(f->program, f->model, layer, micro, pass,
+                               f->options->micro_batch, f->bytes.activation);
+  pass_alloc(pm, b);
+  pass_free(pm, b);
+}
+
+static gboolean
+keeps(const StModel *m, int layer, unsigned what)
+{
+  return layer >= 0 && layer < m->n_layers && (m->layers[layer].type->keeps & what) != 0;
+}
+
+/* The pass that last reads layer k's output (k = -1: the samples), which
+ * frees it, as autograd frees what nothing holds: the backward of k when k
+ * keeps its output; else that of k + 1 when k + 1 keeps its input; else the
+ * forward of k + 1 (or of k itself, when nothing reads it: a loss's). Views
+ * (flatten) are copies in the executor, so they end a chain like any layer. */
+static void
+last_reader(const StModel *m, int k, StPass *pass, int *layer)
+{
+  *pass = ST_PASS_BWD;
+  if (keeps(m, k, ST_KEEPS_OUTPUT))
+    *layer = k;
+  else if (keeps(m, k + 1, ST_KEEPS_INPUT))
+    *layer = k + 1;
+  else {
+    *pass = ST_PASS_FWD;
+    *layer = MIN(k + 1, m->n_layers - 1);
+  }
 }
 
 static uint32_t
 emit_pass(StDpFrame *f, StPass pass, int layer, int micro, const StPassHooks *hooks,
-          const uint32_t *alloc, int n_alloc, const uint32_t *free, int n_free)
+          const StPassExtra *extra, const PassMem *pm)
 {
-  StPassExtra extra = {0};
-  if (hooks != NULL && hooks->before != NULL)
-    hooks->before(hooks->data, pass, layer, micro, &extra);
   StOp op = st_op_comp(f->compute, pass, layer, micro, f->options->micro_batch);
   st_program_begin(f->program, &op);
-  for (int i = 0; i < extra.n_after; i++)
-    st_program_after(f->program, extra.after[i]);
-  for (int i = 0; i < extra.n_after_prev_step; i++)
-    st_program_after_prev_step(f->program, extra.after_prev_step[i]);
-  for (int i = 0; i < n_alloc; i++)
-    st_program_alloc(f->program, alloc[i]);
-  for (int i = 0; i < extra.n_alloc; i++)
-    st_program_alloc(f->program, extra.alloc[i]);
-  for (int i = 0; i < n_free; i++)
-    st_program_free_buffer(f->program, free[i]);
-  for (int i = 0; i < extra.n_free; i++)
-    st_program_free_buffer(f->program, extra.free[i]);
+  for (int i = 0; i < extra->n_after; i++)
+    st_program_after(f->program, extra->after[i]);
+  for (int i = 0; i < extra->n_after_prev_step; i++)
+    st_program_after_prev_step(f->program, extra->after_prev_step[i]);
+  for (int i = 0; i < pm->n_alloc; i++)
+    st_program_alloc(f->program, pm->alloc[i]);
+  for (int i = 0; i < extra->n_alloc; i++)
+    st_program_alloc(f->program, extra->alloc[i]);
+  for (int i = 0; i < pm->n_free; i++)
+    st_program_free_buffer(f->program, pm->free[i]);
+  for (int i = 0; i < extra->n_free; i++)
+    st_program_free_buffer(f->program, extra->free[i]);
   uint32_t id = st_program_commit(f->program);
   if (hooks != NULL && hooks->after != NULL)
     hooks->after(hooks->data, pass, layer, micro, id);
   return id;
 }
 
+static void
+pass_extra(const StPassHooks *hooks, StPass pass, int layer, int micro, StPassExtra *extra)
+{
+  *extra = (StPassExtra){0};
+  if (hooks != NULL && hooks->before != NULL)
+    hooks->before(hooks->data, pass, layer, micro, extra);
+}
+
+/* Frees, in `pm`, each tensor between layers whose last reader is this pass
+ * (x[k + 1]: layer k's output, x[0] the samples). */
+static void
+free_last_read(const StModel *m, const uint32_t *x, StPass pass, int layer, PassMem *pm)
+{
+  for (int k = layer - 1; k <= layer; k++) {
+    StPass at;
+    int by;
+    last_reader(m, k, &at, &by);
+    if (at == pass && by == layer)
+      pass_free(pm, x[k + 1]);
+  }
+}
+
 void
 st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
 {
   const StModel *m = f->model;
-  g_autofree uint32_t *act = g_new(uint32_t, m->n_layers);
-  g_autofree uint32_t *dx = g_new(uint32_t, m->n_layers);
-  for (int i = 0; i < m->n_layers; i++) {
-    g_autofree char *name = g_strdup_printf("act %s m%d", m->layers[i].name, micro);
-    act[i] = st_program_add_buffer(f->program, name, ST_MEM_ACTIVATIONS,
-                                   st_dp_activation_bytes(f, i), FALSE);
-    st_program_buffer_holds(f->program, act[i], ST_DATA_ACTS, i, i, micro, 1);
-    emit_pass(f, ST_PASS_FWD, i, micro, hooks, &act[i], 1, NULL, 0);
+  int L = m->n_layers;
+  g_autofree StLayerMemory *mem = g_new(StLayerMemory, L);
+  g_autofree uint32_t *x = g_new(uint32_t, L + 1);
+  g_autofree uint32_t *saved = g_new(uint32_t, L);
+  g_autofree uint32_t *dx = g_new(uint32_t, L + 1);
+  g_autofree uint32_t *parked = g_new(uint32_t, L);
+  uint32_t targets = NONE;
+  for (int i = 0; i < L; i++) {
+    st_layer_memory(m, i, f->options->micro_batch, f->bytes.activation, &mem[i]);
+    parked[i] = NONE;
+  }
+  /* Forward: layer i makes its output and what it keeps for its backward;
+   * the first makes the samples (held as what layer 0 reads). */
+  x[0] = micro_buffer(f, "input", 0, micro, ST_MEM_ACTIVATIONS, mem[0].input, ST_DATA_ACTS);
+  for (int i = 0; i < L; i++) {
+    PassMem pm = {0};
+    StPassExtra extra;
+    pass_extra(hooks, ST_PASS_FWD, i, micro, &extra);
+    if (i == 0)
+      pass_alloc(&pm, x[0]);
+    x[i + 1] = micro_buffer(f, "out", i, micro, ST_MEM_ACTIVATIONS, mem[i].output,
+                            ST_DATA_OUTPUT);
+    saved[i] = micro_buffer(f, "kept", i, micro, ST_MEM_ACTIVATIONS, mem[i].saved, ST_DATA_ACTS);
+    pass_alloc(&pm, x[i + 1]);
+    pass_alloc(&pm, saved[i]);
+    if (mem[i].targets > 0) {
+      targets = micro_buffer(f, "targets", i, micro, ST_MEM_WORKSPACE, mem[i].targets,
+                             ST_DATA_ACTS);
+      pass_alloc(&pm, targets);
+    }
+    pass_scratch(f, &pm, ST_PASS_FWD, i, micro);
+    free_last_read(m, x, ST_PASS_FWD, i, &pm);
+    emit_pass(f, ST_PASS_FWD, i, micro, hooks, &extra, &pm);
   }
   /* Backward: layer i frees what it kept and the gradient of its output (made
    * by layer i + 1), and makes the gradient of its input (the first layer's
    * input is data: no gradient). */
-  for (int i = m->n_layers - 1; i >= 0; i--) {
-    uint32_t alloc[1], free[2];
-    int n_alloc = 0, n_free = 0;
-    if (i > 0) {
-      g_autofree char *name = g_strdup_printf("dx %s m%d", m->layers[i].name, micro);
-      dx[i] = st_program_add_buffer(f->program, name, ST_MEM_WORKSPACE, input_grad_bytes(f, i),
-                                    FALSE);
-      st_program_buffer_holds(f->program, dx[i], ST_DATA_INPUT_GRAD, i, i, micro, 1);
-      alloc[n_alloc++] = dx[i];
+  dx[L] = NONE;
+  for (int i = L - 1; i >= 0; i--) {
+    PassMem pm = {0};
+    StPassExtra extra;
+    pass_extra(hooks, ST_PASS_BWD, i, micro, &extra);
+    dx[i] = i > 0 ? micro_buffer(f, "dx", i, micro, ST_MEM_WORKSPACE, mem[i].input_grad,
+                                 ST_DATA_INPUT_GRAD)
+                  : NONE;
+    pass_alloc(&pm, dx[i]);
+    pass_scratch(f, &pm, ST_PASS_BWD, i, micro);
+    /* A tied head's weight gradient waits in a buffer of its own until the
+     * backward of the layer it is tied to adds it to that layer's gradient
+     * (which, in a ZeRO bucket, only comes with that backward; the executor
+     * parks it under every strategy, so DP and ZeRO sum in one order). */
+    int t = st_model_tied_layer(m, i);
+    if (t >= 0 && parked[t] == NONE) {
+      parked[t] = micro_buffer(f, "tied grads", t, micro, ST_MEM_GRADS,
+                               m->layers[t].params * f->bytes.grad, ST_DATA_NONE);
+      pass_alloc(&pm, parked[t]);
     }
-    free[n_free++] = act[i];
-    if (i + 1 < m->n_layers)
-      free[n_free++] = dx[i + 1];
-    emit_pass(f, ST_PASS_BWD, i, micro, hooks, alloc, n_alloc, free, n_free);
+    pass_free(&pm, parked[i]);
+    pass_free(&pm, saved[i]);
+    if (mem[i].targets > 0)
+      pass_free(&pm, targets);
+    pass_free(&pm, dx[i + 1]);
+    free_last_read(m, x, ST_PASS_BWD, i, &pm);
+    emit_pass(f, ST_PASS_BWD, i, micro, hooks, &extra, &pm);
   }
 }

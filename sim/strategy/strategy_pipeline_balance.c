@@ -232,16 +232,20 @@ st_pipe_stage_memory(const StPipe *pp, int s)
   if (s > 0 && (ckpt || pp->keeps_input[lo]))
     kept += in;
   /* One backward's transients: the recomputed activations of a layer, the
-   * gradients of its output and input, its dense weight gradient (sparse);
-   * plus tensors in transit: the input a forward consumes (when not kept)
-   * and one received ahead, the output being sent and the next one. */
+   * gradients of its output and input, its dense weight gradient (sparse),
+   * the scratch of its passes; plus tensors in transit: the input a forward
+   * consumes (when not kept) and one received ahead, the output being sent
+   * and the next one. */
   int64_t dy = s < S - 1 ? st_pipe_boundary_bytes(pp, s) : 0;
   int64_t worst = 0;
   for (int i = lo; i < hi; i++) {
+    StLayerMemory mem;
+    st_layer_memory(pp->model, i, pp->options->micro_batch, pp->bytes.activation, &mem);
     int64_t here = (ckpt ? st_pipe_act_bytes(pp, i) : 0) +
                    (i > 0 ? st_pipe_input_bytes(pp, i) : 0) +
                    (i == hi - 1 ? dy : st_pipe_input_bytes(pp, i + 1)) +
-                   (st_sparse_on(sp) ? pp->owned[i] * sp->grad : 0);
+                   (st_sparse_on(sp) ? pp->owned[i] * sp->grad : 0) +
+                   MAX(mem.fwd_scratch, mem.bwd_scratch);
     worst = MAX(worst, here);
   }
   int64_t out = s < S - 1 && (ckpt || !pp->keeps_output[hi - 1]) ? dy : 0;

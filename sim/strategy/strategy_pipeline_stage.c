@@ -75,6 +75,17 @@ emit_p2p(Stage *st, StOp op, StData data, int layer, int micro, uint32_t after, 
   return st_program_commit(st->p);
 }
 
+/* A pass's scratch (st_pass_scratch), allocated and freed by the op being
+ * built. */
+static void
+alloc_scratch(Stage *st, uint32_t scratch)
+{
+  if (scratch == NONE)
+    return;
+  st_program_alloc(st->p, scratch);
+  st_program_free_buffer(st->p, scratch);
+}
+
 static void
 emit_forward(Stage *st, int m)
 {
@@ -90,8 +101,11 @@ emit_forward(Stage *st, int m)
   }
   uint32_t out = NONE, last = NONE;
   for (int i = st->lo; i < st->hi; i++) {
+    uint32_t scratch = st_pass_scratch(st->p, pp->model, i, m, ST_PASS_FWD, o->micro_batch,
+                                       pp->bytes.activation);
     StOp op = st_op_comp(st->compute, ST_PASS_FWD, i, m, o->micro_batch);
     st_program_begin(st->p, &op);
+    alloc_scratch(st, scratch);
     if (i == st->lo && recv != NONE)
       st_program_after(st->p, recv);
     if (o->checkpoint) {
@@ -163,8 +177,11 @@ emit_backward(Stage *st, int m)
                                      st_pipe_act_bytes(pp, i), ST_DATA_ACTS, i);
       /* As autograd runs it: the recompute starts once the output's
        * gradient is here, not ahead of it. */
+      uint32_t scratch = st_pass_scratch(st->p, pp->model, i, m, ST_PASS_RECOMPUTE,
+                                         o->micro_batch, pp->bytes.activation);
       StOp re = st_op_comp(st->compute, ST_PASS_RECOMPUTE, i, m, o->micro_batch);
       st_program_begin(st->p, &re);
+      alloc_scratch(st, scratch);
       if (i == st->hi - 1 && recv != NONE)
         st_program_after(st->p, recv);
       st_program_alloc(st->p, st->act[AT(st, m, i)]);
@@ -177,10 +194,13 @@ emit_backward(Stage *st, int m)
     if (st_sparse_on(sp) && pp->owned[i] > 0)
       dense = st_sparse_dense_grad_buffer(sp, st->p, pp->model->layers[i].name, i, m,
                                           pp->owned[i]);
+    uint32_t scratch = st_pass_scratch(st->p, pp->model, i, m, ST_PASS_BWD, o->micro_batch,
+                                       pp->bytes.activation);
     StOp op = st_op_comp(st->compute, ST_PASS_BWD, i, m, o->micro_batch);
     st_program_begin(st->p, &op);
     if (i == st->hi - 1 && recv != NONE)
       st_program_after(st->p, recv);
+    alloc_scratch(st, scratch);
     if (dx != NONE)
       st_program_alloc(st->p, dx);
     if (dense != NONE)
