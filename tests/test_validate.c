@@ -210,6 +210,49 @@ test_failed_case(void)
   g_assert_true(g_file_test(kept, G_FILE_TEST_IS_REGULAR));
 }
 
+/* A stored schedule (as `stagger plan --emit-schedule` writes one) is one
+ * case, run as stored, its ranks on this machine's device. */
+static void
+test_stored_schedule(void)
+{
+  g_autofree char *tmp = st_test_tmpdir();
+  g_autofree char *profile = write_profile(tmp);
+  g_autofree char *model = st_test_src("tests/data/exec/tiny-mlp.json");
+  g_autofree char *cluster = g_build_filename(tmp, "two.json", NULL);
+  const char *text = "{\"name\": \"two\", \"nodes\": 1, \"gpus_per_node\": 2, \"gpu\": "
+                     "{\"name\": \"host\", \"memory\": \"1GiB\", \"flops\": {\"fp32\": "
+                     "\"1TFLOP/s\"}, \"memory_bandwidth\": \"100GB/s\"}, \"links\": "
+                     "{\"intra_node\": {\"bandwidth\": \"10GB/s\", \"latency\": \"5us\"}}}";
+  g_assert_true(g_file_set_contents(cluster, text, -1, NULL));
+  g_autofree char *schedule = g_build_filename(tmp, "best.json", NULL);
+  const char *build[] = {STAGGER_BINARY_DIR "/stagger", "schedule", "--model", model, "--cluster",
+                         cluster, "--strategy", "zero", "--zero-stage", "2", "--micro-batch", "8",
+                         "--steps", "3", "--out", schedule, NULL};
+  int wait = 0;
+  g_assert_true(g_spawn_sync(NULL, (char **)build, NULL,
+                             G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                             NULL, NULL, &wait, NULL));
+  g_assert_true(g_spawn_check_wait_status(wait, NULL));
+  g_autofree char *out = g_build_filename(tmp, "v", NULL);
+  g_auto(Run) r;
+  validate(&r, "--schedule", schedule, "--profile", profile, "--out", out, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  g_autoptr(cJSON) root = load(out, "validate.json");
+  const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "cases"), 0);
+  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItem(root, "cases")), ==, 1);
+  g_assert_cmpstr(cJSON_GetStringValue(cJSON_GetObjectItem(c, "case")), ==, "best");
+  g_assert_cmpstr(cJSON_GetStringValue(cJSON_GetObjectItem(c, "strategy")), ==, "zero");
+  g_assert_cmpint((int)number(c, "ranks", NULL, NULL), ==, 2);
+  const cJSON *mem = cJSON_GetObjectItem(c, "device0_at_peak_bytes");
+  g_assert_cmpfloat(number(mem, "params", "predicted", NULL), ==,
+                    number(mem, "params", "measured", NULL));
+
+  g_auto(Run) mixed;
+  validate(&mixed, "--schedule", schedule, "--model", model, "--profile", profile, NULL);
+  g_assert_cmpint(mixed.status, ==, 2);
+  g_assert_nonnull(strstr(mixed.err, "already holds"));
+}
+
 static void
 test_usage(void)
 {
@@ -242,6 +285,7 @@ main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/validate/cases", test_cases);
   g_test_add_func("/validate/failed-case", test_failed_case);
+  g_test_add_func("/validate/stored-schedule", test_stored_schedule);
   g_test_add_func("/validate/usage", test_usage);
   return g_test_run();
 }

@@ -48,6 +48,8 @@ typedef struct {
   StCliShared sh;
   StCliExec ex;
   char *device;         /* the profile's device the local cluster is named after */
+  char *schedule;       /* --schedule FILE: the one case, as stored */
+  StSchedule *stored;   /* its schedule until the case takes it */
   char **ranks;         /* --ranks as a list: every strategy runs at each */
   StModel *model;
   StProfile *profile;
@@ -101,9 +103,44 @@ pick_device(Validate *v, GError **error)
   return TRUE;
 }
 
+/* --schedule FILE: one case, run as stored (on this machine's device, every
+ * rank on it), simulated with the profile's entries for its cluster's GPU. */
+static gboolean
+load_schedule(Validate *v, GError **error)
+{
+  if (v->sh.model != NULL || v->sh.strategy != NULL || v->sh.cluster != NULL ||
+      v->sh.given != NULL)
+    return st_cli_usage_error(error, "--schedule FILE already holds the model, cluster, "
+                                     "strategy and options: drop the others");
+  if (v->sh.profile == NULL)
+    return st_cli_usage_error(error, "--profile PATH is required: measure one with "
+                                     "'stagger profile' on this machine");
+  StSchedule *s = st_schedule_load(v->schedule, error);
+  if (s == NULL || !st_schedule_check(s, error)) {
+    st_schedule_free(s);
+    return FALSE;
+  }
+  v->stored = s;
+  v->model = st_model_copy(s->model);
+  v->ranks = g_strsplit("", ",", -1);
+  if (!st_cli_exec_options(&v->ex, &v->exec, error) ||
+      (v->profile = st_profile_load(v->sh.profile, error)) == NULL)
+    return FALSE;
+  g_free(v->device);
+  v->device = g_strdup(s->cluster->gpu.name);
+  g_auto(GStrv) devices = st_profile_devices(v->profile);
+  if (!g_strv_contains((const char *const *)devices, v->device))
+    fprintf(stderr, "warning: --profile %s has no entries for the schedule's GPU '%s': its "
+                    "costs are estimates\n",
+            v->sh.profile, v->device);
+  return TRUE;
+}
+
 static gboolean
 load_inputs(Validate *v, GError **error)
 {
+  if (v->schedule != NULL)
+    return load_schedule(v, error);
   if (v->sh.model == NULL)
     return st_cli_usage_error(error, "--model FILE is required");
   if (v->sh.profile == NULL)
@@ -127,10 +164,11 @@ run_case(Validate *v, Case *c, GError **error)
     return FALSE;
   g_autofree char *ranks = g_strdup_printf("%d", c->v.ranks);
   g_autoptr(StCluster) cluster = NULL;
-  gboolean ok = st_options_set(&o, "ranks", ranks, error) &&
-                (cluster = st_cli_local_cluster(v->device, error)) != NULL &&
-                (c->schedule = st_strategy_build(st_strategy_find(c->v.strategy), v->model,
-                                                 cluster, v->profile, &o, error)) != NULL;
+  gboolean ok = c->schedule != NULL ||
+                (st_options_set(&o, "ranks", ranks, error) &&
+                 (cluster = st_cli_local_cluster(v->device, error)) != NULL &&
+                 (c->schedule = st_strategy_build(st_strategy_find(c->v.strategy), v->model,
+                                                  cluster, v->profile, &o, error)) != NULL);
   StEngineOptions eo = {v->profile, o.comm_algo, NULL, FALSE};
   StEngineStats stats = {0};
   ok = ok && (c->predicted_t = st_simulate(c->schedule, &eo, &stats, error)) != NULL;
@@ -165,6 +203,19 @@ write_case(const Case *c, const char *out, GError **error)
 static GPtrArray *
 make_cases(Validate *v, GError **error)
 {
+  if (v->stored != NULL) {
+    GPtrArray *cases = g_ptr_array_new_with_free_func(case_free);
+    Case *c = g_new0(Case, 1);
+    g_autofree char *base = g_path_get_basename(v->schedule);
+    c->v.name = g_str_has_suffix(base, ".json") ? g_strndup(base, strlen(base) - 5)
+                                                : g_strdup(base);
+    c->v.strategy = g_strdup(v->stored->settings.strategy);
+    c->v.ranks = v->stored->n_ranks;
+    c->n = 1;
+    c->schedule = g_steal_pointer(&v->stored);
+    g_ptr_array_add(cases, c);
+    return cases;
+  }
   g_auto(GStrv) names = st_cli_strategy_names(&v->sh, error);
   if (names == NULL)
     return NULL;
@@ -257,6 +308,10 @@ run(int argc, char **argv, GError **error)
   const GOptionEntry entries[] = {
     {"device", 0, 0, G_OPTION_ARG_STRING, &v.device,
      "The device of --profile to predict with, when it measured several", "NAME"},
+    {"schedule", 0, 0, G_OPTION_ARG_FILENAME, &v.schedule,
+     "Validate a stored schedule (from 'stagger schedule' or 'stagger plan --emit-schedule') "
+     "instead of building cases; its ranks all run on this machine's device",
+     "FILE"},
     {NULL},
   };
   g_autoptr(GOptionContext) ctx =
@@ -287,6 +342,8 @@ run(int argc, char **argv, GError **error)
                 load_inputs(&v, error) && validate(&v, error);
   st_profile_free(v.profile);
   st_model_free(v.model);
+  st_schedule_free(v.stored);
+  g_free(v.schedule);
   g_strfreev(v.ranks);
   g_free(v.device);
   st_cli_exec_clear(&v.ex);
