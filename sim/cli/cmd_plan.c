@@ -271,7 +271,9 @@ run(int argc, char **argv, GError **error)
      "command line overrides it",
      "FILE"},
     {"emit-schedule", 0, 0, G_OPTION_ARG_FILENAME, &a.emit,
-     "Write the winner's schedule (as 'stagger schedule' does)", "FILE"},
+     "Write the winner's schedule (as 'stagger schedule' does), for 'stagger run --schedule' "
+     "or 'stagger validate --schedule'",
+     "FILE"},
     {"top", 0, 0, G_OPTION_ARG_INT, &a.top, "Rows of the ranked table (default: 20)", "N"},
     {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a.quiet, "No progress on stderr", NULL},
     {"bench", 0, 0, G_OPTION_ARG_NONE, &a.bench,
