@@ -9,16 +9,6 @@
 #include "strategy/strategy.h"
 #include "testutil.h"
 
-static StModel *
-model(const char *path)
-{
-  g_autofree char *full = st_test_src(path);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(full, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 static StCluster *
 cluster(int gpus)
 {
@@ -60,47 +50,16 @@ build(const StModel *m, const Config *c)
   return s;
 }
 
-static StTimeline *
-execute(const StSchedule *s, StExecResult *result)
-{
-  StExecOptions o;
-  st_exec_options_init(&o);
-  o.device = "host";
-  o.keep_weights = TRUE;
-  o.timeout_s = 60;
-  g_autoptr(GError) error = NULL;
-  StTimeline *t = st_execute(s, &o, result, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(t);
-  return t;
-}
-
 /* Largest |a - b| / (|a| + 1e-3) over every weight. */
-static double
-weights_differ(const GPtrArray *a, const GPtrArray *b)
-{
-  g_assert_cmpuint(a->len, ==, b->len);
-  double worst = 0;
-  for (guint i = 0; i < a->len; i++) {
-    const GArray *x = g_ptr_array_index(a, i), *y = g_ptr_array_index(b, i);
-    g_assert_cmpuint(x->len, ==, y->len);
-    for (guint j = 0; j < x->len; j++) {
-      double u = g_array_index(x, float, j), v = g_array_index(y, float, j);
-      worst = MAX(worst, fabs(u - v) / (fabs(u) + 1e-3));
-    }
-  }
-  return worst;
-}
-
 /* Runs `base` as dp and as zero stages 1-3 and returns the worst relative
  * weight difference to dp. */
 static double
 agreement(const char *model_path, const Config *base)
 {
-  g_autoptr(StModel) m = model(model_path);
+  g_autoptr(StModel) m = st_test_model(model_path);
   g_autoptr(StSchedule) ref = build(m, base);
   StExecResult ref_result;
-  g_autoptr(StTimeline) ref_t = execute(ref, &ref_result);
+  g_autoptr(StTimeline) ref_t = st_test_execute(ref, 0, 0, &ref_result);
   g_assert_cmpuint(ref_result.loss->len, ==, (guint)base->steps);
   double worst = 0;
   for (int stage = 1; stage <= 3; stage++) {
@@ -109,8 +68,8 @@ agreement(const char *model_path, const Config *base)
     c.zero_stage = stage;
     g_autoptr(StSchedule) s = build(m, &c);
     StExecResult r;
-    g_autoptr(StTimeline) t = execute(s, &r);
-    double d = weights_differ(ref_result.weights, r.weights);
+    g_autoptr(StTimeline) t = st_test_execute(s, 0, 0, &r);
+    double d = st_test_weights_differ(ref_result.weights, r.weights);
     g_test_message("%s: zero-%d weights differ from dp by %.3g (relative)", model_path, stage, d);
     worst = MAX(worst, d);
     for (guint k = 0; k < r.loss->len; k++)
@@ -168,7 +127,7 @@ test_loss_goes_down(void)
    * (measured: about a half for both). */
   const char *paths[] = {"tests/data/exec/tiny-mlp.json", "tests/data/exec/tiny-gpt.json"};
   for (gsize i = 0; i < G_N_ELEMENTS(paths); i++) {
-    g_autoptr(StModel) m = model(paths[i]);
+    g_autoptr(StModel) m = st_test_model(paths[i]);
     Config c = {"dp", 0, 2, 2, 32, 1, 16, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
     g_autoptr(StSchedule) s = build(m, &c);
     StExecOptions o;
@@ -193,11 +152,11 @@ test_measured_timeline(void)
   /* Every op of every rank and step is recorded, in order on each stream;
    * memory comes back to the persistent states; the report has the contract
    * keys and the loss. */
-  g_autoptr(StModel) m = model("models/mlp.json");
+  g_autoptr(StModel) m = st_test_model("models/mlp.json");
   Config c = {"zero", 3, 2, 2, 8, 2, 2, ST_PRECISION_FP32, ST_OPTIMIZER_SGD, 0};
   g_autoptr(StSchedule) s = build(m, &c);
   StExecResult r;
-  g_autoptr(StTimeline) t = execute(s, &r);
+  g_autoptr(StTimeline) t = st_test_execute(s, 0, 0, &r);
   g_assert_true(t->measured);
   const StProgram *p = g_ptr_array_index(s->programs, 0);
   g_assert_cmpuint(t->ops->len, ==, (guint)(s->n_ranks * s->steps) * p->ops->len);
@@ -237,7 +196,7 @@ test_out_of_memory(void)
 {
   /* 300 KiB per rank cannot hold the MLP's states (2.7 MB of weights): the
    * error names the buffer. */
-  g_autoptr(StModel) m = model("models/mlp.json");
+  g_autoptr(StModel) m = st_test_model("models/mlp.json");
   Config c = {"dp", 0, 2, 2, 8, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
   g_autoptr(StSchedule) s = build(m, &c);
   StExecOptions o;
@@ -256,7 +215,7 @@ static void
 test_unsupported(void)
 {
   /* A custom layer has no real math: refused up front, naming it. */
-  g_autoptr(StModel) m = model("tests/data/exec/custom.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/custom.json");
   Config c = {"dp", 0, 1, 1, 4, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
   g_autoptr(StSchedule) s = build(m, &c);
   g_autoptr(GError) error = NULL;
@@ -271,7 +230,7 @@ test_interrupted(void)
 {
   /* A stop request before the first op: no step completes, nothing crashes,
    * and the (empty) timeline still comes back. */
-  g_autoptr(StModel) m = model("models/mlp.json");
+  g_autoptr(StModel) m = st_test_model("models/mlp.json");
   Config c = {"dp", 0, 2, 2, 8, 1, 3, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
   g_autoptr(StSchedule) s = build(m, &c);
   StExecOptions o;
@@ -294,7 +253,7 @@ test_timeout(void)
 {
   /* Rank 1 never joins rank 0's all-reduce (a schedule that would not pass
    * st_schedule_check): rank 0 gives up after the timeout, naming the op. */
-  g_autoptr(StModel) m = model("models/mlp.json");
+  g_autoptr(StModel) m = st_test_model("models/mlp.json");
   Config c = {"dp", 0, 2, 2, 8, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
   g_autoptr(StSchedule) s = build(m, &c);
   StProgram *lonely = st_program_new("lonely");

@@ -26,16 +26,6 @@
 
 #define MS 1e6 /* ns */
 
-static StModel *
-model(const char *path)
-{
-  g_autofree char *full = st_test_src(path);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(full, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 /* fc1 and fc3 take 0.5 ms (forward) and 1 ms (backward) per sample; fc2
  * takes 1 ms each way at any batch. Everything else keeps the roofline
  * (microseconds, under the planner's 300 us exemption). */
@@ -79,22 +69,6 @@ build(const StModel *m, const char *strategy, int ranks, int micro_batch, int ac
   return s;
 }
 
-static StTimeline *
-execute(const StSchedule *s, StExecResult *result)
-{
-  StExecOptions o;
-  st_exec_options_init(&o);
-  o.device = "host";
-  o.keep_weights = TRUE;
-  o.lr = 0.1;
-  o.timeout_s = 60;
-  g_autoptr(GError) error = NULL;
-  StTimeline *t = st_execute(s, &o, result, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(t);
-  return t;
-}
-
 /* The GPUs each layer runs on: the ranks with a forward of it. [n_layers],
  * transfer full. */
 static int *
@@ -116,22 +90,6 @@ widths(const StSchedule *s)
 }
 
 /* Largest |a - b| / (|b| + 1e-3) over every weight. */
-static double
-weights_differ(const GPtrArray *a, const GPtrArray *b)
-{
-  g_assert_cmpuint(a->len, ==, b->len);
-  double worst = 0;
-  for (guint i = 0; i < a->len; i++) {
-    const GArray *x = g_ptr_array_index(a, i), *y = g_ptr_array_index(b, i);
-    g_assert_cmpuint(x->len, ==, y->len);
-    for (guint j = 0; j < x->len; j++) {
-      double u = g_array_index(x, float, j), v = g_array_index(y, float, j);
-      worst = MAX(worst, fabs(u - v) / (fabs(v) + 1e-3));
-    }
-  }
-  return worst;
-}
-
 static int
 count_kind(const StSchedule *s, StOpKind kind)
 {
@@ -149,7 +107,7 @@ count_kind(const StSchedule *s, StOpKind kind)
 static void
 against_dp(int ranks, int micro_batch, int accumulation)
 {
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   g_autoptr(StSchedule) s = build(m, "burst", ranks, micro_batch, accumulation, 3);
   g_autofree int *w = widths(s);
   /* fc1 (layer 0) wide, fc2 (layer 2) on one GPU, fc3 (layer 4) wide again:
@@ -164,9 +122,9 @@ against_dp(int ranks, int micro_batch, int accumulation)
   g_assert_no_error(error);
   g_autoptr(StSchedule) ref = build(m, "dp", ranks, micro_batch, accumulation, 3);
   StExecResult rb, rd;
-  g_autoptr(StTimeline) tb = execute(s, &rb);
-  g_autoptr(StTimeline) td = execute(ref, &rd);
-  double d = weights_differ(rb.weights, rd.weights);
+  g_autoptr(StTimeline) tb = st_test_execute(s, 0.1, 0, &rb);
+  g_autoptr(StTimeline) td = st_test_execute(ref, 0.1, 0, &rd);
+  double d = st_test_weights_differ(rb.weights, rd.weights);
   double loss = 0;
   g_assert_cmpuint(rb.loss->len, ==, 3);
   for (guint k = 0; k < rb.loss->len; k++)
@@ -212,7 +170,7 @@ test_samples_round_trip(void)
 {
   /* What the ops say about their samples survives the schedule's JSON, so
    * `stagger run --schedule` runs the same burst. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   g_autoptr(StSchedule) s = build(m, "burst", 4, 2, 1, 1);
   g_autoptr(cJSON) json = st_schedule_to_json(s);
   g_autoptr(GError) error = NULL;
@@ -239,7 +197,7 @@ test_samples_checked(void)
 {
   /* A send whose samples differ from its receive's is a schedule error that
    * names both ops; the executor would put samples in the wrong rows. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   g_autoptr(StSchedule) s = build(m, "burst", 4, 2, 1, 1);
   gboolean changed = FALSE;
   for (guint pi = 0; pi < s->programs->len && !changed; pi++) {

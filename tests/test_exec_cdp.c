@@ -30,16 +30,6 @@
 #define LR 0.1
 #define SEED 1234
 
-static StModel *
-model(const char *path)
-{
-  g_autofree char *full = st_test_src(path);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(full, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 typedef struct {
   const char *rule;    /* v1 | v2 | dp */
   const char *reduce;  /* chain | collective */
@@ -81,23 +71,6 @@ build(const StModel *m, const Case *c)
   g_assert_no_error(error);
   st_options_clear(&o);
   return s;
-}
-
-static StTimeline *
-execute(const StSchedule *s, StExecResult *result)
-{
-  StExecOptions o;
-  st_exec_options_init(&o);
-  o.device = "host";
-  o.keep_weights = TRUE;
-  o.lr = LR;
-  o.seed = SEED;
-  o.timeout_s = 60;
-  g_autoptr(GError) error = NULL;
-  StTimeline *t = st_execute(s, &o, result, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(t);
-  return t;
 }
 
 /* The stage of each layer, from the schedule's note "stage_layers"
@@ -180,7 +153,7 @@ against_direct(const StModel *m, const Case *c)
   g_autoptr(StSchedule) s = build(m, c);
   g_autofree int *stage = stage_of(s);
   StExecResult r;
-  g_autoptr(StTimeline) t = execute(s, &r);
+  g_autoptr(StTimeline) t = st_test_execute(s, LR, SEED, &r);
   g_assert_cmpuint(r.loss->len, ==, STEPS);
   for (guint k = 0; k < r.loss->len; k++)
     g_assert_true(isfinite(g_array_index(r.loss, double, k)));
@@ -206,7 +179,7 @@ test_rules(void)
    * 1e-6 relative, is far below what a wrong version or a missed update
    * changes (the rules differ from one another by more than 1e-3 here,
    * asserted too). Measured: 0 (bit for bit). */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   const char *rules[] = {"v1", "v2", "dp"};
   for (gsize i = 0; i < G_N_ELEMENTS(rules); i++) {
     Case c = {rules[i], "chain", 0, FALSE, "params", 1, ST_PRECISION_FP32, ST_OPTIMIZER_SGD};
@@ -244,7 +217,7 @@ test_every_option(void)
    * they finish), so fp32 rounding differs: 1e-5 relative bounds it after 3
    * updates (measured: 0 for one all-reduce per stage and for the splits,
    * 1e-7 to 4e-7 for the relay and model parallelism). */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   const char *rules[] = {"v1", "v2", "dp"};
   for (gsize i = 0; i < G_N_ELEMENTS(rules); i++) {
     Case cases[] = {
@@ -293,7 +266,7 @@ test_tied_head(void)
    * is a sum over every token), so fp32 rounding differs: 1e-5 relative
    * after 3 updates (measured: 1.3e-6 to 1.8e-6, as the pipeline's 2.0e-6
    * against DP in test_exec_pipeline.c). */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-gpt.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-gpt.json");
   Case cases[] = {
     {"v1", "chain", 0, FALSE, "params", 1, ST_PRECISION_FP32, ST_OPTIMIZER_SGD},
     {"v2", "chain", 0, FALSE, "params", 1, ST_PRECISION_FP32, ST_OPTIMIZER_SGD},
@@ -312,7 +285,7 @@ test_shared_devices(void)
    * with a holder of that stage, and the executor runs them as its guests
    * (they own no weights of the stage). Checked here so that
    * test_every_option's model-parallel cases really cover sharing. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   Case c = {"v1", "chain", 0, TRUE, "params", 1, ST_PRECISION_FP32, ST_OPTIMIZER_SGD};
   g_autoptr(StSchedule) s = build(m, &c);
   int guests = 0;
@@ -330,12 +303,12 @@ test_stagger(void)
   /* Staggered starts: worker k's rank issues nothing before k x d
    * (StRank.start_ns), so every op it runs starts at or after it in the
    * measured timeline. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   Case c = {"v1", "chain", 0, FALSE, "params", 1, ST_PRECISION_FP32, ST_OPTIMIZER_SGD};
   g_autoptr(StSchedule) s = build(m, &c);
   g_assert_cmpint(s->ranks[N - 1].start_ns, >, 0);
   StExecResult r;
-  g_autoptr(StTimeline) t = execute(s, &r);
+  g_autoptr(StTimeline) t = st_test_execute(s, LR, SEED, &r);
   for (guint i = 0; i < t->ops->len; i++) {
     const StOpRecord *rec = &g_array_index(t->ops, StOpRecord, i);
     g_assert_cmpint(rec->start_ns, >=, s->ranks[rec->rank].start_ns);
@@ -349,11 +322,11 @@ test_mixed_adam(void)
   /* bf16 weights and fp32 master weights, Adam, v2 with model parallelism:
    * runs, and the loss stays finite (a smoke test: the fp32 checks above
    * pin the math). */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   Case c = {"v2", "chain", 0, TRUE, "params", 1, ST_PRECISION_MIXED, ST_OPTIMIZER_ADAM};
   g_autoptr(StSchedule) s = build(m, &c);
   StExecResult r;
-  g_autoptr(StTimeline) t = execute(s, &r);
+  g_autoptr(StTimeline) t = st_test_execute(s, LR, SEED, &r);
   for (guint k = 0; k < r.loss->len; k++)
     g_assert_true(isfinite(g_array_index(r.loss, double, k)));
   st_exec_result_clear(&r);

@@ -177,16 +177,6 @@ test_admission_records(void)
 
 /* ---- runs ------------------------------------------------------------------------ */
 
-static StModel *
-model(const char *path)
-{
-  g_autofree char *full = st_test_src(path);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(full, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 /* As test_exec_burst.c: fc1 and fc3 scale with the batch, fc2 does not, so
  * burst runs fc2 on one GPU. */
 static StProfile *
@@ -240,37 +230,6 @@ build(const StModel *m, const Case *cs, const char *strategy, const char *backgr
   return s;
 }
 
-static StTimeline *
-execute(const StSchedule *s, StExecResult *result)
-{
-  StExecOptions o;
-  st_exec_options_init(&o);
-  o.device = "host";
-  o.keep_weights = TRUE;
-  o.lr = 0.1;
-  o.timeout_s = 60;
-  g_autoptr(GError) error = NULL;
-  StTimeline *t = st_execute(s, &o, result, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(t);
-  return t;
-}
-
-/* Largest |a - b| over every weight. */
-static double
-weights_differ(const GPtrArray *a, const GPtrArray *b)
-{
-  g_assert_cmpuint(a->len, ==, b->len);
-  double worst = 0;
-  for (guint i = 0; i < a->len; i++) {
-    const GArray *x = g_ptr_array_index(a, i), *y = g_ptr_array_index(b, i);
-    g_assert_cmpuint(x->len, ==, y->len);
-    for (guint j = 0; j < x->len; j++)
-      worst = MAX(worst, fabs(g_array_index(x, float, j) - g_array_index(y, float, j)));
-  }
-  return worst;
-}
-
 static double
 number(const cJSON *obj, const char *key)
 {
@@ -307,14 +266,14 @@ background_alone(const StSchedule *mux, int rank, int steps)
   st_options_clear(&o);
   s->ranks[0].replica = mux->ranks[rank].replica;
   StExecResult r;
-  g_autoptr(StTimeline) t = execute(s, &r);
+  g_autoptr(StTimeline) t = st_test_execute(s, 0.1, 0, &r);
   return r;
 }
 
 static void
 run_case(const Case *cs)
 {
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   g_autoptr(StSchedule) mux = build(m, cs, "multiplex", "tiny-mlp:b8", 3);
   g_assert_cmpint(mux->steps, ==, 6); /* 2 alone, 1 to start, 3 multiplexed */
   g_autoptr(StSchedule) alone = build(m, cs, cs->foreground, NULL, mux->steps);
@@ -324,10 +283,10 @@ run_case(const Case *cs)
     g_assert_cmpint(mux->ranks[r].replica, ==, alone->ranks[r].replica);
   g_assert_cmpfloat(mux->settings.sparsity, ==, alone->settings.sparsity);
   StExecResult rm, ra;
-  g_autoptr(StTimeline) tm = execute(mux, &rm);
-  g_autoptr(StTimeline) ta = execute(alone, &ra);
+  g_autoptr(StTimeline) tm = st_test_execute(mux, 0.1, 0, &rm);
+  g_autoptr(StTimeline) ta = st_test_execute(alone, 0.1, 0, &ra);
 
-  double fg = weights_differ(rm.weights, ra.weights);
+  double fg = st_test_weights_differ(rm.weights, ra.weights);
   g_assert_cmpuint(rm.loss->len, ==, ra.loss->len);
   double loss = 0;
   for (guint k = 0; k < rm.loss->len; k++)
@@ -352,7 +311,7 @@ run_case(const Case *cs)
     g_autoptr(GPtrArray) mine = g_ptr_array_new();
     for (int l = 0; l < bm->n_layers; l++)
       g_ptr_array_add(mine, g_ptr_array_index(b->weights, l));
-    double bw = weights_differ(mine, ref.weights), bl = 0;
+    double bw = st_test_weights_differ(mine, ref.weights), bl = 0;
     for (int k = 0; k < b->iterations; k++)
       bl = MAX(bl, fabs(g_array_index(b->loss, double, k) - g_array_index(ref.loss, double, k)));
     g_test_message("  background rank %d on GPU %d: %d iterations, loss %.4f -> %.4f; weights "
@@ -432,7 +391,7 @@ test_background_trains(void)
   /* tiny-mlp:b8 alone, 8 iterations at lr 0.1 (the reference each copy is
    * compared with): the mean loss of the last 3 is below that of the first
    * 3. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   const Case cs = {"dp", 2, NULL};
   g_autoptr(StSchedule) mux = build(m, &cs, "multiplex", "tiny-mlp:b8", 1);
   StExecResult r = background_alone(mux, mux->n_ranks - 1, 8);

@@ -26,16 +26,6 @@
 #define MB 2
 #define STEPS 3
 
-static StModel *
-model(const char *path)
-{
-  g_autofree char *full = st_test_src(path);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(full, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 static StSchedule *
 build(const StModel *m, const char *strategy, int ranks, const char *const *settings)
 {
@@ -61,59 +51,27 @@ build(const StModel *m, const char *strategy, int ranks, const char *const *sett
   return s;
 }
 
-static StTimeline *
-execute(const StSchedule *s, StExecResult *result)
-{
-  StExecOptions o;
-  st_exec_options_init(&o);
-  o.device = "host";
-  o.keep_weights = TRUE;
-  o.lr = 0.1;
-  o.timeout_s = 60;
-  g_autoptr(GError) error = NULL;
-  StTimeline *t = st_execute(s, &o, result, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(t);
-  return t;
-}
-
 /* Largest |a - b| / (|b| + 1e-3) over every weight. */
-static double
-weights_differ(const GPtrArray *a, const GPtrArray *b)
-{
-  g_assert_cmpuint(a->len, ==, b->len);
-  double worst = 0;
-  for (guint i = 0; i < a->len; i++) {
-    const GArray *x = g_ptr_array_index(a, i), *y = g_ptr_array_index(b, i);
-    g_assert_cmpuint(x->len, ==, y->len);
-    for (guint j = 0; j < x->len; j++) {
-      double u = g_array_index(x, float, j), v = g_array_index(y, float, j);
-      worst = MAX(worst, fabs(u - v) / (fabs(v) + 1e-3));
-    }
-  }
-  return worst;
-}
-
 /* Runs `settings` as pipeline of `stages` and returns the worst relative
  * weight difference to DP on the same global batch (asserting the losses
  * agree too). */
 static double
 against_dp(const char *model_path, int stages, const char *order, gboolean checkpoint)
 {
-  g_autoptr(StModel) m = model(model_path);
+  g_autoptr(StModel) m = st_test_model(model_path);
   const char *dp_settings[] = {NULL};
   g_autoptr(StSchedule) ref = build(m, "dp", G, dp_settings);
   g_assert_cmpint(ref->settings.accumulation, ==, M);
   StExecResult rr;
-  g_autoptr(StTimeline) rt = execute(ref, &rr);
+  g_autoptr(StTimeline) rt = st_test_execute(ref, 0.1, 0, &rr);
   g_autofree char *s_text = g_strdup_printf("%d", stages);
   const char *settings[] = {"pipeline-stages", s_text, "pipeline-schedule", order,
                             "checkpoint", checkpoint ? "true" : "false", NULL};
   g_autoptr(StSchedule) s = build(m, "pipeline", stages * G, settings);
   g_assert_cmpint(s->settings.accumulation, ==, M);
   StExecResult r;
-  g_autoptr(StTimeline) t = execute(s, &r);
-  double d = weights_differ(r.weights, rr.weights);
+  g_autoptr(StTimeline) t = st_test_execute(s, 0.1, 0, &r);
+  double d = st_test_weights_differ(r.weights, rr.weights);
   double loss = 0;
   for (guint k = 0; k < r.loss->len; k++)
     loss = MAX(loss, fabs(g_array_index(r.loss, double, k) - g_array_index(rr.loss, double, k)));
@@ -153,7 +111,7 @@ test_tied_copy(void)
    * stages sum their gradients. The agreement above runs such schedules
    * (the head's gradient reaches the embedding only through that sum); this
    * makes sure they are what it runs. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-gpt.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-gpt.json");
   const char *settings[] = {"pipeline-stages", "3", NULL};
   g_autoptr(StSchedule) s = build(m, "pipeline", 3 * G, settings);
   gboolean copy = FALSE;
@@ -167,7 +125,7 @@ test_replicas(void)
 {
   /* Every stage of pipeline d works on replica d's samples: the schedule
    * says so per rank (StRank.replica), and the executor's data index is it. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   const char *settings[] = {"pipeline-stages", "3", NULL};
   g_autoptr(StSchedule) s = build(m, "pipeline", 3 * G, settings);
   for (int r = 0; r < s->n_ranks; r++)
@@ -179,12 +137,12 @@ test_mixed(void)
 {
   /* bf16 activations, weights and gradients sent between stages, Adam: the
    * run completes and the loss is finite (the fp32 agreement pins the math). */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-gpt.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-gpt.json");
   const char *settings[] = {"pipeline-stages", "2", "precision", "mixed", "optimizer", "adam",
                             "checkpoint", "true", NULL};
   g_autoptr(StSchedule) s = build(m, "pipeline", 2 * G, settings);
   StExecResult r;
-  g_autoptr(StTimeline) t = execute(s, &r);
+  g_autoptr(StTimeline) t = st_test_execute(s, 0.1, 0, &r);
   for (guint k = 0; k < r.loss->len; k++)
     g_assert_true(isfinite(g_array_index(r.loss, double, k)));
   st_exec_result_clear(&r);

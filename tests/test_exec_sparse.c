@@ -29,16 +29,6 @@
 #define LR 0.1
 #define SEED 99
 
-static StModel *
-model(const char *path)
-{
-  g_autofree char *full = st_test_src(path);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(full, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 /* `settings`: option name / value pairs. The global batch is RANKS x MB x
  * `accumulation`. */
 static StSchedule *
@@ -66,23 +56,6 @@ build(const StModel *m, const char *strategy, double p, int accumulation,
   g_assert_no_error(error);
   st_options_clear(&o);
   return s;
-}
-
-static StTimeline *
-execute(const StSchedule *s, StExecResult *result)
-{
-  StExecOptions o;
-  st_exec_options_init(&o);
-  o.device = "host";
-  o.keep_weights = TRUE;
-  o.lr = LR;
-  o.seed = SEED;
-  o.timeout_s = 60;
-  g_autoptr(GError) error = NULL;
-  StTimeline *t = st_execute(s, &o, result, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(t);
-  return t;
 }
 
 /* Keeps the entries of `mask` of every layer's vector, zeroes the others. */
@@ -160,11 +133,11 @@ static double
 against_dense(const char *model_path, const char *strategy, double p, int replicas,
               int accumulation, const char *const *settings, const char *what)
 {
-  g_autoptr(StModel) m = model(model_path);
+  g_autoptr(StModel) m = st_test_model(model_path);
   g_autoptr(StSchedule) s = build(m, strategy, p, accumulation * replicas / RANKS, settings);
   g_assert_cmpfloat(s->settings.sparsity, ==, p);
   StExecResult r;
-  g_autoptr(StTimeline) t = execute(s, &r);
+  g_autoptr(StTimeline) t = st_test_execute(s, LR, SEED, &r);
   RefWeights want = dense_masked(m, p, replicas, accumulation);
   double d = ref_differ(r.weights, &want);
   g_test_message("%s, %s, sparsity %g: weights differ from the masked dense steps by %.3g",
@@ -237,7 +210,7 @@ test_compressed_traffic(void)
 {
   /* What moves is compressed: every collective of sparse dp moves the
    * kept entries of its layers, nnz x 4 bytes (fp32), no index. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-mlp3.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-mlp3.json");
   g_autoptr(StSchedule) s = build(m, "dp", 0.9, 1, NULL);
   const StProgram *p = st_schedule_program_of(s, 0);
   int colls = 0;
@@ -261,13 +234,13 @@ test_mixed(void)
   /* bf16 dense weights, fp32 compressed master weights, Adam (an fp32
    * copy of the compressed gradient): runs, the loss is finite and the
    * pruned weights stay zero. */
-  g_autoptr(StModel) m = model("tests/data/exec/tiny-gpt.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-gpt.json");
   const char *settings[] = {"precision", "mixed", "optimizer", "adam", NULL};
   const char *strategies[] = {"dp", "zero"};
   for (gsize k = 0; k < G_N_ELEMENTS(strategies); k++) {
     g_autoptr(StSchedule) s = build(m, strategies[k], 0.9, 1, settings);
     StExecResult r;
-    g_autoptr(StTimeline) t = execute(s, &r);
+    g_autoptr(StTimeline) t = st_test_execute(s, LR, SEED, &r);
     for (guint i = 0; i < r.loss->len; i++)
       g_assert_true(isfinite(g_array_index(r.loss, double, i)));
     g_assert_cmpint(pruned_nonzero(m, r.weights, 0.9), ==, 0);

@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <stdlib.h>
 
 char *
@@ -61,4 +62,49 @@ st_test_read(const char *path, gsize *length)
   g_file_get_contents(path, &text, length, &error);
   g_assert_no_error(error);
   return text;
+}
+
+StModel *
+st_test_model(const char *relative)
+{
+  g_autofree char *path = st_test_src(relative);
+  g_autoptr(GError) error = NULL;
+  StModel *m = st_model_load(path, &error);
+  g_assert_no_error(error);
+  return m;
+}
+
+StTimeline *
+st_test_execute(const StSchedule *s, double lr, uint64_t seed, StExecResult *result)
+{
+  StExecOptions o;
+  st_exec_options_init(&o);
+  o.device = "host";
+  o.keep_weights = TRUE;
+  o.timeout_s = 60;
+  if (lr > 0)
+    o.lr = lr;
+  if (seed != 0)
+    o.seed = seed;
+  g_autoptr(GError) error = NULL;
+  StTimeline *t = st_execute(s, &o, result, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(t);
+  return t;
+}
+
+double
+st_test_weights_differ(const GPtrArray *a, const GPtrArray *b)
+{
+  g_assert_cmpuint(a->len, ==, b->len);
+  double worst = 0;
+  for (guint i = 0; i < a->len; i++) {
+    const GArray *x = g_ptr_array_index(a, i), *y = g_ptr_array_index(b, i);
+    g_assert_cmpuint(x->len, ==, y->len);
+    for (guint j = 0; j < x->len; j++) {
+      double u = g_array_index(x, float, j), v = g_array_index(y, float, j);
+      worst = MAX(worst, fabs(u - v) / (fabs(v) + 1e-3));
+    }
+  }
+  return worst;
 }
