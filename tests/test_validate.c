@@ -26,14 +26,14 @@ run_clear(Run *r)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Run, run_clear)
 
-/* Runs `stagger validate --backend host ARGS...`; `args` NULL-terminated. */
+/* Runs `stagger COMMAND ARGS...` (`head` then `args`, each NULL-terminated). */
 static void
-validatev(Run *r, const char *const *args)
+stagger(Run *r, const char *const *head, const char *const *args)
 {
   g_autoptr(GPtrArray) argv = g_ptr_array_new();
-  const char *head[] = {STAGGER_BINARY_DIR "/stagger", "validate", "--backend", "host"};
-  for (gsize i = 0; i < G_N_ELEMENTS(head); i++)
-    g_ptr_array_add(argv, (gpointer)head[i]);
+  g_ptr_array_add(argv, STAGGER_BINARY_DIR "/stagger");
+  for (; *head != NULL; head++)
+    g_ptr_array_add(argv, (gpointer)*head);
   for (; *args != NULL; args++)
     g_ptr_array_add(argv, (gpointer)*args);
   g_ptr_array_add(argv, NULL);
@@ -45,6 +45,14 @@ validatev(Run *r, const char *const *args)
   g_assert_no_error(error);
   g_assert_true(WIFEXITED(wait));
   r->status = WEXITSTATUS(wait);
+}
+
+/* `stagger validate --backend host ARGS...` */
+static void
+validatev(Run *r, const char *const *args)
+{
+  const char *head[] = {"validate", "--backend", "host", NULL};
+  stagger(r, head, args);
 }
 
 #define validate(r, ...) validatev(r, (const char *const[]){__VA_ARGS__})
@@ -167,13 +175,10 @@ test_cases(void)
     g_test_message("no gnuplot: plots not checked");
     return;
   }
-  const char *plot[] = {STAGGER_BINARY_DIR "/stagger", "plot", out, NULL};
-  int wait = 0;
-  g_autoptr(GError) error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)plot, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
-                             NULL, NULL, &wait, &error));
-  g_assert_no_error(error);
-  g_assert_true(g_spawn_check_wait_status(wait, NULL));
+  const char *plot[] = {"plot", out, NULL}, *none[] = {NULL};
+  g_auto(Run) plotted;
+  stagger(&plotted, plot, none);
+  g_assert_cmpint(plotted.status, ==, 0);
   const char *images[] = {"validate.png", "dp-r1/validate_gantt.png", "zero-r2/compare_memory.png",
                           "zero-r2/measured/gantt.png"};
   for (gsize i = 0; i < G_N_ELEMENTS(images); i++) {
@@ -225,14 +230,13 @@ test_stored_schedule(void)
                      "{\"intra_node\": {\"bandwidth\": \"10GB/s\", \"latency\": \"5us\"}}}";
   g_assert_true(g_file_set_contents(cluster, text, -1, NULL));
   g_autofree char *schedule = g_build_filename(tmp, "best.json", NULL);
-  const char *build[] = {STAGGER_BINARY_DIR "/stagger", "schedule", "--model", model, "--cluster",
-                         cluster, "--strategy", "zero", "--zero-stage", "2", "--micro-batch", "8",
-                         "--steps", "3", "--out", schedule, NULL};
-  int wait = 0;
-  g_assert_true(g_spawn_sync(NULL, (char **)build, NULL,
-                             G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
-                             NULL, NULL, &wait, NULL));
-  g_assert_true(g_spawn_check_wait_status(wait, NULL));
+  const char *build[] = {"schedule", "--model", model, "--cluster", cluster, "--strategy",
+                         "zero", "--zero-stage", "2", "--micro-batch", "8", "--steps", "3",
+                         "--out", schedule, NULL},
+             *none[] = {NULL};
+  g_auto(Run) built;
+  stagger(&built, build, none);
+  g_assert_cmpint(built.status, ==, 0);
   g_autofree char *out = g_build_filename(tmp, "v", NULL);
   g_auto(Run) r;
   validate(&r, "--schedule", schedule, "--profile", profile, "--out", out, NULL);
