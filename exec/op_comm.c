@@ -303,6 +303,13 @@ p2p_states(Call *c, int peer, GError **error)
   const StOp *op = c->op;
   gboolean sending = op->kind == ST_OP_COMM_SEND;
   gboolean partial = op->data == ST_DATA_GRADS; /* a chain's partial sum */
+  /* A partial sum is received layer after layer into the schedule's buffer
+   * when the receive allocates one (its memory is then predicted: the
+   * largest layer's, each reusing it once the last one is added in, in
+   * stream order), else into blocks of the pool. */
+  size_t room = 0, largest = 0;
+  char *own = partial && !sending ? state_own_scratch(r, c->o, c->step, ST_MEM_COMM, &room)
+                                  : NULL;
   for (int i = op->layer; i <= op->layer_last; i++) {
     size_t n = elems(c, i);
     if (n == 0)
@@ -325,14 +332,31 @@ p2p_states(Call *c, int peer, GError **error)
       continue;
     }
     /* The addition fused into the receive (cdp.h): into scratch, then added. */
-    void *got = op_scratch(r, n * dts(r), ST_MEM_COMM, "a received partial sum", c->step, c->o,
-                           c->stream, error);
+    if (own != NULL && n * dts(r) > room) {
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                  "rank %d, op %u '%s': the schedule's receive buffer of %zu bytes is too small "
+                  "for the gradients of layer %d",
+                  r->rank, c->o, c->what, room, i);
+      return FALSE;
+    }
+    largest = MAX(largest, n * dts(r));
+    void *got = own != NULL ? own
+                            : op_scratch(r, n * dts(r), ST_MEM_COMM, "a received partial sum",
+                                         c->step, c->o, c->stream, error);
     if (got == NULL || !transfer(c, peer, NULL, got, n, error))
       return FALSE;
     if (!state_fresh(r, i, op->data, c->t, c->stream, error))
       return FALSE;
     ST_KCHECK(r->k->axpy(c->stream, data, r->x->dt, 1.0f, got, r->x->dt, n), r->k->name, error);
-    op_scratch_release(r, got, c->step, c->o, c->stream);
+    if (own == NULL)
+      op_scratch_release(r, got, c->step, c->o, c->stream);
+  }
+  if (own != NULL && largest != room) {
+    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "rank %d, op %u '%s': the schedule's receive buffer of %zu bytes is not the "
+                "largest layer's %zu",
+                r->rank, c->o, c->what, room, largest);
+    return FALSE;
   }
   return TRUE;
 }

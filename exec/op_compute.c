@@ -108,6 +108,21 @@ scratch_alloc(gpointer data, size_t bytes)
   return ptr;
 }
 
+/* The schedule's workspace is what the layer takes, exactly: a schedule
+ * that declares more than the layer uses mispredicts memory as surely as
+ * one that declares less. */
+static gboolean
+scratch_all_used(const Scratch *sc, GError **error)
+{
+  if (sc->own == NULL || sc->used == sc->room)
+    return TRUE;
+  g_autofree char *name = st_op_describe(sc->r->x->s, sc->r->p, sc->op);
+  g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+              "rank %d, op %u '%s': the layer took %zu of the schedule's %zu bytes of workspace",
+              sc->r->rank, sc->op, name, sc->used, sc->room);
+  return FALSE;
+}
+
 static void
 scratch_release(Scratch *sc)
 {
@@ -131,11 +146,11 @@ park_tied_grads(Rank *r, uint32_t o, int mb, int tied, int32_t step, void *strea
     return TRUE;
   size_t bytes = (size_t)r->model->layers[tied].params * st_kdt_size(r->x->dt), room = 0;
   void *own = state_own_scratch(r, o, step, ST_MEM_GRADS, &room);
-  if (own != NULL && room < bytes) {
+  if (own != NULL && room != bytes) {
     g_autofree char *name = st_op_describe(r->x->s, r->p, o);
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
                 "rank %d, op %u '%s': the schedule's %zu bytes for a tied head's gradient are "
-                "fewer than its %zu",
+                "not its %zu",
                 r->rank, o, name, room, bytes);
     return FALSE;
   }
@@ -275,14 +290,22 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
         NULL &&
       saved_bytes > 0)
     return FALSE;
-  /* A recomputed loss adds to a sum nobody reads. */
-  float *loss_sink = NULL;
-  if (again && is_loss(l) &&
-      (loss_sink = op_scratch(r, sizeof(float), ST_MEM_WORKSPACE, "a recomputed loss", step, o,
-                              stream, error)) == NULL)
-    return FALSE;
   Scratch sc;
   scratch_init(&sc, r, o, step, stream);
+  /* A recomputed loss adds to a sum nobody reads: a float of the pass's
+   * workspace (st_pass_scratch counts it), else of the pool. */
+  float *loss_sink = NULL;
+  gboolean own_sink = again && is_loss(l) && sc.own != NULL;
+  if (own_sink && (loss_sink = scratch_alloc(&sc, sizeof(float))) == NULL) {
+    scratch_release(&sc);
+    return FALSE;
+  }
+  if (again && is_loss(l) && !own_sink &&
+      (loss_sink = op_scratch(r, sizeof(float), ST_MEM_WORKSPACE, "a recomputed loss", step, o,
+                              stream, error)) == NULL) {
+    scratch_release(&sc);
+    return FALSE;
+  }
   StLayerCtx c;
   ctx_init(&c, r, o, step, &sc);
   if (loss_sink != NULL)
@@ -291,11 +314,14 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return op_missing(error, r, o, "the weights it is tied to");
   int status = impl->forward(&c, l, op->batch, params, in->ptr, out_ptr, *saved);
   scratch_release(&sc);
-  op_scratch_release(r, loss_sink, step, o, stream);
+  if (!own_sink)
+    op_scratch_release(r, loss_sink, step, o, stream);
   if (sc.failed)
     return FALSE;
   if (status != 0)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
+  if (!scratch_all_used(&sc, error))
+    return FALSE;
   acts_use(r, in, step, o, stream);
   if (!again && out->users == 0) /* nobody reads it (a loss's output) */
     acts_use(r, out, step, o, stream);
@@ -416,6 +442,8 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return FALSE;
   if (status != 0)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
+  if (!scratch_all_used(&sc, error))
+    return FALSE;
   if (!add_tied_grads(r, o, mb, i, grads, step, stream, error))
     return FALSE;
   op_scratch_release(r, *saved, step, o, stream);

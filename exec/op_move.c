@@ -11,8 +11,9 @@
  * layer pass (acts_samples), so where a sample sits in a tensor follows:
  * position (s - first) / stride. The narrow side's samples of one peer are
  * every k-th row (k = the ratio of the widths), so they are packed into a
- * contiguous scratch before a send and unpacked after a receive; the comm
- * backend moves contiguous buffers only.
+ * contiguous scratch before a send and unpacked after a receive (the
+ * transfer's buffer in the schedule); the comm backend moves contiguous
+ * buffers only.
  *
  * Tensors: what this rank produced (its layer's output, its input gradient)
  * is read by sends and the copy; the next layer's input (or the previous
@@ -172,10 +173,18 @@ op_move_p2p(Rank *r, uint32_t o, int32_t step, void *stream, int peer, GError **
       (!sending && !ensure(r, &side, row, step, o, stream, error)))
     return FALSE;
   char *base = side.act->ptr;
-  /* Every at-th row: through a contiguous scratch. */
+  /* Every at-th row: through a contiguous scratch, the op's buffer in the
+   * schedule when it allocates one (strategy_burst.c: its memory is then
+   * predicted), else a block of the pool. */
   void *scratch = NULL;
-  if (at != 1 && (scratch = op_scratch(r, bytes, ST_MEM_COMM, "samples packed for a transfer",
-                                       step, o, stream, error)) == NULL)
+  size_t room = 0;
+  void *own = at != 1 ? state_own_scratch(r, o, step, ST_MEM_COMM, &room) : NULL;
+  if (own != NULL && room != bytes)
+    return fail_op(error, r, o, "packs %zu bytes into the schedule's buffer of %zu", bytes, room);
+  if (at != 1 && (scratch = own != NULL ? own
+                                        : op_scratch(r, bytes, ST_MEM_COMM,
+                                                     "samples packed for a transfer", step, o,
+                                                     stream, error)) == NULL)
     return FALSE;
   if (sending && scratch != NULL &&
       !copy_rows(r, stream, scratch, 0, 1, base, pos, at, n, row, error))
@@ -199,7 +208,8 @@ op_move_p2p(Rank *r, uint32_t o, int32_t step, void *stream, int peer, GError **
   if (!sending && scratch != NULL &&
       !copy_rows(r, stream, base, pos, at, scratch, 0, 1, n, row, error))
     return FALSE;
-  op_scratch_release(r, scratch, step, o, stream);
+  if (own == NULL)
+    op_scratch_release(r, scratch, step, o, stream);
   if (sending || side.act->users == 0)
     acts_use(r, side.act, step, o, stream);
   return TRUE;

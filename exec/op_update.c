@@ -16,8 +16,8 @@
  * fp32 copy under mixed precision), and writes the compressed weights that
  * an expand op scatters into the dense weights (or, ZeRO-3, this rank's
  * compressed slice, expanded after each gather). A compress op gathers a
- * layer's dense gradient of one micro-batch through the index list and adds
- * it to the compressed gradient. */
+ * layer's dense gradient of one micro-batch through the index list into
+ * the op's workspace (sparse.h) and adds it to the compressed gradient. */
 #include <string.h>
 
 #include "exec/check.h"
@@ -168,8 +168,21 @@ op_compress(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
                       dense == NULL    ? "the layer's dense gradient"
                       : packed == NULL ? "its compressed gradient"
                                        : "its index list");
-  void *values = op_scratch(r, nnz * dts(r), ST_MEM_WORKSPACE, "compressed values", step, o,
-                            stream, error);
+  /* The gathered values: the op's workspace in the schedule when it
+   * allocates one (its memory is then predicted), else a block of the pool. */
+  size_t room = 0;
+  void *own = state_own_scratch(r, o, step, ST_MEM_WORKSPACE, &room);
+  if (own != NULL && room != nnz * dts(r)) {
+    g_autofree char *name = st_op_describe(r->x->s, r->p, o);
+    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "rank %d, op %u '%s': the schedule's %zu bytes of workspace are not the %zu "
+                "bytes of the compressed values",
+                r->rank, o, name, room, nnz * dts(r));
+    return FALSE;
+  }
+  void *values = own != NULL ? own
+                             : op_scratch(r, nnz * dts(r), ST_MEM_WORKSPACE, "compressed values",
+                                          step, o, stream, error);
   if (values == NULL && nnz > 0)
     return FALSE;
   ST_KCHECK(r->k->compress(stream, values, r->x->dt, dense, r->x->dt, index, nnz), r->k->name,
@@ -178,7 +191,8 @@ op_compress(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return FALSE;
   ST_KCHECK(r->k->axpy(stream, packed, r->x->dt, 1.0f, values, r->x->dt, nnz), r->k->name,
             error);
-  op_scratch_release(r, values, step, o, stream);
+  if (own == NULL)
+    op_scratch_release(r, values, step, o, stream);
   return TRUE;
 }
 

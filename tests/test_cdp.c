@@ -166,9 +166,14 @@ test_activations(void)
    * workers is constant:
    *   sum_{p<L} (p + 1) + sum_{p>=L} (2L - p) = L (L + 1) = 20 layers,
    * against DP's N L = 32 at the end of the forward: (L + 1) / 2L = 62.5 %.
-   * One GPU still peaks at L layers, as in DP. (DP's frame adds, while the
-   * last forward runs, the output it reads and its own: 2 x 10 bytes per
-   * GPU, which nobody keeps; cyclic DP counts per layer only what it keeps.) */
+   * One GPU still peaks at L layers, as in DP. Both also hold the tensors
+   * between layers as the executor makes them (tensors.h): a forward holds
+   * its input and its output (1 byte per sample each; custom layers keep
+   * neither, so each goes with the forward that reads it), the first the
+   * samples instead of an input (input [1] in fp32: 4 bytes per sample). So
+   * a GPU peaks during its last forward, at L layers + 2 x 10 bytes, and the
+   * workers at forward phases 0 .. L-1 add (40 + 10) + (L - 1) x 20 = 110
+   * bytes to the sum, against DP's 2 x 10 per GPU. */
   const int L = 4, N = 8;
   const int64_t a = 1000, per_layer = a * 10;
   g_autoptr(StModel) m = uniform_model(L, 0, a);
@@ -187,11 +192,13 @@ test_activations(void)
   g_autoptr(StSummary) sd = st_summary_new(td);
   g_assert_cmpint(sc->warmup_steps, ==, 1);
   g_assert_cmpint(sc->step_time_ns, ==, 2 * L * U_NS);
-  g_assert_cmpint(sc->total_peak_by_category[ST_MEM_ACTIVATIONS], ==, L * (L + 1) * per_layer);
+  g_assert_cmpint(sc->total_peak_by_category[ST_MEM_ACTIVATIONS], ==,
+                  L * (L + 1) * per_layer + (4 * 10 + 10) + (L - 1) * 2 * 10);
   g_assert_cmpint(sd->total_peak_by_category[ST_MEM_ACTIVATIONS], ==,
                   N * (L * per_layer + 2 * 10));
   for (int d = 0; d < N; d++)
-    g_assert_cmpint(sc->devices[d].peak_by_category[ST_MEM_ACTIVATIONS], ==, L * per_layer);
+    g_assert_cmpint(sc->devices[d].peak_by_category[ST_MEM_ACTIVATIONS], ==,
+                    L * per_layer + 2 * 10);
   st_options_clear(&o);
 }
 

@@ -223,7 +223,10 @@ test_uniform_memory(gconstpointer data)
    * transit (the input a forward consumes and the next one, received
    * ahead; the output being sent and the next one) add at most 4 boundary
    * tensors of 10 kB:  kept <= peak <= kept + 4 x 10 kB. The schedule's
-   * memory estimate counts all of them: it bounds the peak from above. */
+   * memory estimate counts all of them: it bounds the peak from above.
+   * (Custom layers keep nothing but act_bytes, so a layer's input goes with
+   * its forward, or its recompute: the tensors between layers are the
+   * boundaries themselves, tensors.h.) */
   const int *cfg = data;
   Uniform u;
   uniform_init(&u, cfg[0], cfg[1]);

@@ -149,9 +149,16 @@ uint32_t
 st_sparse_emit_compress(const StSparse *sp, StProgram *p, int stream, int layer, int micro,
                         int64_t params, uint32_t bwd, uint32_t dense_grad)
 {
+  /* The values gathered before they are added in: opaque, so the executor
+   * allocates it and op_compress uses it (exec/op_update.c). */
+  g_autofree char *name = g_strdup_printf("compressed values of layer %d m%d", layer, micro);
+  uint32_t values = st_program_add_buffer(p, name, ST_MEM_WORKSPACE,
+                                          st_sparse_nnz(sp, params) * sp->grad, FALSE);
   StOp op = st_sparse_compress_op(sp, stream, layer, micro, params);
   st_program_begin(p, &op);
   st_program_after(p, bwd);
+  st_program_alloc(p, values);
+  st_program_free_buffer(p, values);
   st_program_free_buffer(p, dense_grad);
   return st_program_commit(p);
 }

@@ -145,7 +145,8 @@ uint32_t st_sparse_emit_step(const StSparse *sparse, StProgram *program, int str
 void st_sparse_note(const StSparse *sparse, StSchedule *schedule, int64_t nnz);
 
 /* Emits compress right after `bwd` (its dependency) on `stream`, freeing
- * `dense_grad`; returns the op. */
+ * `dense_grad`; it allocates and frees a workspace of nnz x grad bytes into
+ * which it gathers the values before adding them in. Returns the op. */
 uint32_t st_sparse_emit_compress(const StSparse *sparse, StProgram *program, int stream,
                                  int layer, int micro, int64_t params, uint32_t bwd,
                                  uint32_t dense_grad);

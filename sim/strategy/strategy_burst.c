@@ -15,10 +15,12 @@
  *
  * Streams per rank: compute; sync (gradient all-reduces); send and recv
  * (transfers in program order, so a rank's receives and sends of one
- * boundary follow each other). Buffers: what each layer keeps for backward
- * and the gradient of its input, as data parallelism has them, plus the
- * transfer buffers (category comm): a layer's output before it leaves, the
- * next layer's assembled input, and the assembled gradient of an output.
+ * boundary follow each other). Memory: every tensor of a micro-batch as the
+ * executor makes it (tensors.h, as dp has them, at this rank's share of each
+ * layer), plus the tensors of a change of width: the next layer's input
+ * assembled from the local copy and what arrives (comm), the same for the
+ * gradient of an output, and on the narrow side a packing buffer around
+ * each transfer (comm).
  * Ranks with the same shares everywhere share a program. For the executor,
  * every buffer says what it holds and every transfer and copy what it moves
  * (StData of a layer), and every layer pass, transfer and copy its samples
@@ -51,11 +53,11 @@ typedef struct {
   int compute, sync, send, recv;
   uint32_t last_comp;     /* UINT32_MAX until the first compute op */
   uint32_t last_reduce;   /* UINT32_MAX until the first all-reduce */
+  int *batch;             /* [n]: this rank's samples of each layer, 0 where it runs none */
+  gboolean *moved;        /* [n + 1]: samples change GPU sets at boundary i */
+  StTensors *t;           /* the micro-batch's tensors (tensors.h) */
   /* Per micro-batch, per layer (UINT32_MAX: none). */
   uint32_t *fwd, *bwd;    /* op ids */
-  uint32_t *act, *dx;     /* buffers */
-  uint32_t *out, *in;     /* output leaving the set, assembled input */
-  uint32_t *dy;           /* assembled gradient of the output */
   uint32_t *ready;        /* op after which layer i's input (fwd) is complete */
   uint32_t *gready;       /* op after which layer i's output gradient (bwd) is complete */
 } Emit;
@@ -113,23 +115,23 @@ scomm(Burst *b, int w)
   return comm_for(b, b->scomm, w, name, color);
 }
 
-static uint32_t
-buffer(Emit *e, const char *what, int i, int micro, StMemCategory cat, int64_t bytes, StData data,
-       int layer)
-{
-  g_autofree char *name = g_strdup_printf("%s %s m%d", what, e->b->m->layers[i].name, micro);
-  uint32_t id = st_program_add_buffer(e->p, name, cat, bytes, FALSE);
-  st_program_buffer_holds(e->p, id, data, layer, layer, micro, 1);
-  return id;
-}
-
 /* One transfer op of `samples` samples, the wide rank's share (every
  * `large`-th from `first`, relative to this rank: st_op_samples); `after`
- * (NONE: nothing) and the buffer effects. */
+ * (NONE: nothing) and the buffer effects. On the narrow side, the samples
+ * of one peer are every k-th of the rank's tensor: the executor packs them
+ * into a contiguous buffer of the transfer's size around the send or the
+ * receive (exec/op_move.c), which the op allocates and frees (`packed`). */
 static uint32_t
 transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData data, int layer,
-         uint32_t after, uint32_t after2, uint32_t alloc, uint32_t release)
+         uint32_t after, uint32_t after2, uint32_t alloc, uint32_t release, gboolean packed)
 {
+  uint32_t pack = NONE;
+  if (packed) {
+    g_autofree char *name = g_strdup_printf("packed %s %s m%d",
+                                            data == ST_DATA_OUTPUT ? "samples" : "gradients",
+                                            e->b->m->layers[layer].name, micro);
+    pack = st_program_add_buffer(e->p, name, ST_MEM_COMM, op.bytes, FALSE);
+  }
   op.micro = micro;
   op.batch = samples;
   st_op_moves(&op, data, layer, layer);
@@ -141,47 +143,67 @@ transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData 
     st_program_after(e->p, after2);
   if (alloc != NONE)
     st_program_alloc(e->p, alloc);
+  if (pack != NONE) {
+    st_program_alloc(e->p, pack);
+    st_program_free_buffer(e->p, pack);
+  }
   if (release != NONE)
     st_program_free_buffer(e->p, release);
   return st_program_commit(e->p);
 }
 
-/* Moves `P` bytes per sample from width `a` to width `bw` for this rank.
- * `src` is its data at width a (NONE when it holds none), complete after
- * `src_ready`; *dst receives the buffer of its data at width bw (NONE when
- * it has none). Returns the op after which that data is complete. */
+/* The last op taking boundary k's activations out (tensors.h). */
+static void
+sent(Emit *e, int k, gboolean backward, uint32_t op)
+{
+  if (!backward)
+    st_tensors_sent(e->t, k, op);
+}
+
+/* Moves boundary k (`backward`: its gradient) of `P` bytes per sample from
+ * width `a` to width `bw` for this rank; its data at width a (when it holds
+ * any) is complete after `src_ready`. The tensors come from tensors.h: the
+ * one at width a freed by the last op taking it out, the one at width bw
+ * made by the first op bringing it in (assembled from the local copy and
+ * what arrives: comm; received whole: the layer's own tensor). Returns the
+ * op after which the data at width bw is complete. */
 static uint32_t
-exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, StData data, int layer,
-         uint32_t src, uint32_t src_ready, const char *what, int at_layer, uint32_t *dst)
+exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, gboolean backward, int k,
+         uint32_t src_ready)
 {
   Burst *b = e->b;
-  int j = e->j, small = MIN(a, bw), large = MAX(a, bw), k = large / small;
-  *dst = NONE;
+  int j = e->j, small = MIN(a, bw), large = MAX(a, bw), n_peers = large / small;
   if (j >= large)
     return NONE;
+  StData data = backward ? ST_DATA_INPUT_GRAD : ST_DATA_OUTPUT;
+  int layer = backward ? k : k - 1; /* whose output or input gradient moves */
   int comm = xcomm(b, small, large);
-  if (j < bw)
-    *dst = buffer(e, what, at_layer, micro, ST_MEM_COMM, share(b, bw, j) * P, data, layer);
+  StMemCategory whole = backward ? ST_MEM_WORKSPACE : ST_MEM_ACTIVATIONS;
   uint32_t copy = NONE;
   if (j < small) {
     /* What it already holds of its new share stays on its GPU: a local copy
-     * into the new buffer (its old one goes once the rest has left). */
+     * into the new tensor (its old one goes once the rest has left). */
     int keep = share(b, large, j);
+    uint32_t dst = st_tensors_move_in(e->t, k, backward, ST_MEM_COMM);
     copy = transfer(e, st_op_copy(e->recv, ST_COPY_D2D, keep * P), micro, keep, 0, large, data,
-                    layer, src_ready, NONE, *dst, a > bw ? src : NONE);
+                    layer, src_ready, NONE, dst,
+                    a > bw ? st_tensors_move_out(e->t, k, backward) : NONE, FALSE);
+    if (a > bw)
+      sent(e, k, backward, copy);
   }
   if (a > bw) { /* gather: the narrow side receives, the others send to it */
     if (j >= bw) {
       int n = share(b, a, j);
-      transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, 0, large, data, layer,
-               src_ready, NONE, NONE, src);
+      sent(e, k, backward,
+           transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, 0, large, data, layer,
+                    src_ready, NONE, NONE, st_tensors_move_out(e->t, k, backward), FALSE));
       return NONE;
     }
     uint32_t done = copy;
-    for (int m = 1; m < k; m++) {
+    for (int m = 1; m < n_peers; m++) {
       int n = share(b, a, j + m * bw);
       done = transfer(e, st_op_recv(e->recv, comm, m, tag, n * P), micro, n, m * bw, large, data,
-                      layer, done, NONE, NONE, NONE);
+                      layer, done, NONE, NONE, NONE, TRUE);
     }
     return done;
   }
@@ -189,21 +211,26 @@ exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, StData data, int
   if (j >= a) {
     int n = share(b, bw, j);
     return transfer(e, st_op_recv(e->recv, comm, 0, tag, n * P), micro, n, 0, large, data,
-                    layer, e->last_comp, NONE, *dst, NONE);
+                    layer, e->last_comp, NONE, st_tensors_move_in(e->t, k, backward, whole), NONE,
+                    FALSE);
   }
-  for (int m = 1; m < k; m++) {
+  for (int m = 1; m < n_peers; m++) {
     int n = share(b, bw, j + m * a);
-    gboolean last = m == k - 1;
-    transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, m * a, large, data, layer,
-             src_ready, last ? copy : NONE, NONE, last ? src : NONE);
+    gboolean last = m == n_peers - 1;
+    uint32_t op = transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, m * a, large,
+                           data, layer, src_ready, last ? copy : NONE, NONE,
+                           last ? st_tensors_move_out(e->t, k, backward) : NONE, TRUE);
+    if (last)
+      sent(e, k, backward, op);
   }
   return copy;
 }
 
 static uint32_t
-comp(Emit *e, StPass pass, int i, int micro, uint32_t after, const uint32_t *alloc, int n_alloc,
-     const uint32_t *release, int n_release)
+comp(Emit *e, StPass pass, int i, int micro, uint32_t after)
 {
+  StPassMem pm = {0};
+  st_tensors_pass(e->t, pass, i, &pm);
   StOp op = st_op_comp(e->compute, pass, i, micro, share(e->b, e->b->w[i], e->j));
   /* This rank's samples at width w_i: every w_i-th of the micro-batch from
    * its own index (its replica, st_schedule_new's default). */
@@ -211,12 +238,7 @@ comp(Emit *e, StPass pass, int i, int micro, uint32_t after, const uint32_t *all
   st_program_begin(e->p, &op);
   if (after != NONE)
     st_program_after(e->p, after);
-  for (int k = 0; k < n_alloc; k++)
-    if (alloc[k] != NONE)
-      st_program_alloc(e->p, alloc[k]);
-  for (int k = 0; k < n_release; k++)
-    if (release[k] != NONE)
-      st_program_free_buffer(e->p, release[k]);
+  st_pass_mem_apply(e->p, &pm);
   e->last_comp = st_program_commit(e->p);
   return e->last_comp;
 }
@@ -232,46 +254,32 @@ emit_micro(Emit *e, int micro)
 {
   Burst *b = e->b;
   int n = b->n;
+  StTensorsSpec spec = {
+    .model = b->m,
+    .micro = micro,
+    .dtype = b->bytes.activation,
+    .grad_bytes = b->bytes.grad,
+    .batch = e->batch,
+    .moved = e->moved,
+  };
+  e->t = st_tensors_new(e->p, &spec);
   for (int i = 0; i < n; i++)
-    e->fwd[i] = e->bwd[i] = e->act[i] = e->dx[i] = e->out[i] = e->in[i] = e->dy[i] =
-      e->ready[i] = e->gready[i] = NONE;
+    e->fwd[i] = e->bwd[i] = e->ready[i] = e->gready[i] = NONE;
   for (int i = 0; i < n; i++) {
-    if (i > 0 && b->w[i - 1] != b->w[i])
+    if (e->moved[i])
       e->ready[i] = exchange(e, micro, b->w[i - 1], b->w[i], out_bytes(b, i - 1),
-                             tag_of(b, micro, i - 1, 0), ST_DATA_OUTPUT, i - 1, e->out[i - 1],
-                             e->fwd[i - 1], "input", i, &e->in[i]);
-    if (!part(e, i))
-      continue;
-    const StLayer *l = &b->m->layers[i];
-    int samples = share(b, b->w[i], e->j);
-    e->act[i] = buffer(e, "act", i, micro, ST_MEM_ACTIVATIONS,
-                       st_model_bytes_as(b->m, l->act_bytes, b->bytes.activation) * samples,
-                       ST_DATA_ACTS, i);
-    if (i + 1 < n && b->w[i + 1] != b->w[i])
-      e->out[i] = buffer(e, "output", i, micro, ST_MEM_COMM, out_bytes(b, i) * samples,
-                         ST_DATA_OUTPUT, i);
-    uint32_t alloc[2] = {e->act[i], e->out[i]};
-    e->fwd[i] = comp(e, ST_PASS_FWD, i, micro, e->ready[i], alloc, 2, &e->in[i], 1);
+                             tag_of(b, micro, i - 1, 0), FALSE, i, e->fwd[i - 1]);
+    if (part(e, i))
+      e->fwd[i] = comp(e, ST_PASS_FWD, i, micro, e->ready[i]);
   }
   for (int i = n - 1; i >= 0; i--) {
-    if (i + 1 < n && b->w[i + 1] != b->w[i])
+    if (e->moved[i + 1])
       e->gready[i] = exchange(e, micro, b->w[i + 1], b->w[i], out_bytes(b, i),
-                              tag_of(b, micro, i, 1), ST_DATA_INPUT_GRAD, i + 1, e->dx[i + 1],
-                              e->bwd[i + 1], "grad", i, &e->dy[i]);
+                              tag_of(b, micro, i, 1), TRUE, i + 1, e->bwd[i + 1]);
     if (!part(e, i))
       continue;
     const StLayer *l = &b->m->layers[i];
-    int samples = share(b, b->w[i], e->j);
-    if (i > 0)
-      e->dx[i] = buffer(e, "dx", i, micro, ST_MEM_WORKSPACE,
-                        st_model_bytes_as(b->m, l->in_bytes, b->bytes.activation) * samples,
-                        ST_DATA_INPUT_GRAD, i);
-    /* Frees what it kept, and the gradient of its output: assembled from
-     * another set, or made by the next layer on this same set. */
-    uint32_t release[2] = {e->act[i], e->dy[i]};
-    if (e->dy[i] == NONE && i + 1 < n && b->w[i + 1] == b->w[i])
-      release[1] = e->dx[i + 1];
-    e->bwd[i] = comp(e, ST_PASS_BWD, i, micro, e->gready[i], &e->dx[i], 1, release, 2);
+    e->bwd[i] = comp(e, ST_PASS_BWD, i, micro, e->gready[i]);
     if (micro == b->A - 1 && b->w[i] > 1 && l->params > 0) {
       StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, b->w[i]),
                                l->params * b->bytes.grad);
@@ -281,7 +289,7 @@ emit_micro(Emit *e, int micro)
       e->last_reduce = st_program_commit(e->p);
     }
   }
-  /* The first layer's input gradient is never made: nothing to free. */
+  g_clear_pointer(&e->t, st_tensors_free);
 }
 
 /* Persistent model states of the layers this rank runs, one buffer set per
@@ -326,11 +334,18 @@ emit_program(Burst *b, int j)
   e.sync = st_program_add_stream(e.p, "sync", 0);
   e.send = st_program_add_stream(e.p, "send", 0);
   e.recv = st_program_add_stream(e.p, "recv", 0);
-  uint32_t *arrays[9];
-  for (int k = 0; k < 9; k++)
+  uint32_t *arrays[4];
+  for (int k = 0; k < 4; k++)
     arrays[k] = g_new(uint32_t, b->n);
-  e.fwd = arrays[0], e.bwd = arrays[1], e.act = arrays[2], e.dx = arrays[3], e.out = arrays[4];
-  e.in = arrays[5], e.dy = arrays[6], e.ready = arrays[7], e.gready = arrays[8];
+  e.fwd = arrays[0], e.bwd = arrays[1], e.ready = arrays[2], e.gready = arrays[3];
+  g_autofree int *batch = g_new0(int, b->n);
+  g_autofree gboolean *moved = g_new0(gboolean, b->n + 1);
+  for (int i = 0; i < b->n; i++) {
+    batch[i] = part(&e, i) ? share(b, b->w[i], j) : 0;
+    moved[i] = i > 0 && b->w[i - 1] != b->w[i];
+  }
+  e.batch = batch;
+  e.moved = moved;
   int64_t held = model_states(&e);
   for (int micro = 0; micro < b->A; micro++)
     emit_micro(&e, micro);
@@ -341,7 +356,7 @@ emit_program(Burst *b, int j)
       st_program_after(e.p, e.last_reduce);
     st_program_commit(e.p);
   }
-  for (int k = 0; k < 9; k++)
+  for (int k = 0; k < 4; k++)
     g_free(arrays[k]);
   return e.p;
 }

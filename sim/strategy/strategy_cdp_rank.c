@@ -4,10 +4,9 @@
  * stage's gradient reduced among its holders. Then plain CDP, where every
  * worker holds every stage, as a DP replica does.
  *
- * Memory follows strategy_common.h's conventions, so timelines compare with
- * dp and zero: a forward pass allocates what its layer keeps for backward
- * (freed when that layer's backward ends); a backward pass allocates the
- * gradient of its input (freed when the layer before consumes it).
+ * Memory: every tensor of a micro-batch as the executor makes it
+ * (tensors.h, as dp and zero have them), the stages' boundaries received
+ * and sent under model parallelism.
  */
 #include "strategy/cdp.h"
 
@@ -271,11 +270,28 @@ cdp_emit_p2p(CdpRank *r, gboolean send, int stream, int peer, int tag, int64_t b
 {
   const CdpPlan *c = r->c;
   gboolean whole = data != ST_DATA_NONE;
+  /* A chain's partial sum arrives layer by layer, each layer's into a
+   * buffer before it is added to the receiver's gradient: one buffer of the
+   * stage's largest layer (opaque: the executor allocates it and receives
+   * into it, exec/op_comm.c). */
+  uint32_t got = CDP_NONE;
+  if (!send && data == ST_DATA_GRADS) {
+    int64_t largest = 0;
+    for (int i = c->first[l]; i < c->first[l + 1]; i++)
+      largest = MAX(largest, c->model->layers[i].params * c->bytes.grad);
+    g_autofree char *name = g_strdup_printf("received grads s%d", l);
+    if (largest > 0)
+      got = st_program_add_buffer(r->p, name, ST_MEM_COMM, largest, FALSE);
+  }
   StOp op = cdp_p2p_op(r, send, stream, peer, tag, bytes, data, whole ? c->first[l] : -1,
                        whole ? c->first[l + 1] - 1 : -1, label);
   st_program_begin(r->p, &op);
   for (int i = 0; i < n_after; i++)
     st_program_after(r->p, after[i]);
+  if (got != CDP_NONE) {
+    st_program_alloc(r->p, got);
+    st_program_free_buffer(r->p, got);
+  }
   return st_program_commit(r->p);
 }
 
@@ -351,58 +367,18 @@ cdp_emit_reduction(CdpRank *r, int l, const int32_t *holders, int n, int me,
 
 /* ---- the step ----------------------------------------------------------------------- */
 
-typedef struct {
-  const uint32_t *alloc;
-  int n_alloc;
-  const uint32_t *free;
-  int n_free;
-} Effects;
-
-/* The scratch a pass of `layer` takes while it runs (st_pass_scratch), for
- * the op being built to allocate and free; none when it takes none. Its
- * buffer is made before the op begins. */
-static uint32_t
-pass_scratch(CdpRank *r, StPass pass, int layer, int micro)
-{
-  return st_pass_scratch(r->p, r->c->model, layer, micro, pass, r->c->mb,
-                         r->c->bytes.activation);
-}
-
-static void
-use_scratch(CdpRank *r, uint32_t scratch)
-{
-  if (scratch == CDP_NONE)
-    return;
-  st_program_alloc(r->p, scratch);
-  st_program_free_buffer(r->p, scratch);
-}
-
+/* A layer pass of stage `st` with the memory of `pm`, gated by `gates`. */
 static uint32_t
 emit_pass(CdpRank *r, StPass pass, int layer, int micro, CdpStage *st, const CdpGate *gates,
-          int n_gates, const Effects *fx)
+          int n_gates, const CdpGate *more, int n_more, const StPassMem *pm)
 {
-  uint32_t scratch = pass_scratch(r, pass, layer, micro);
   StOp op = st_op_comp(r->compute, pass, layer, micro, r->c->mb);
   op.version = st->delta;
   st_program_begin(r->p, &op);
   apply_gates(r->p, st, gates, n_gates);
-  use_scratch(r, scratch);
-  for (int i = 0; i < fx->n_alloc; i++)
-    st_program_alloc(r->p, fx->alloc[i]);
-  for (int i = 0; i < fx->n_free; i++)
-    st_program_free_buffer(r->p, fx->free[i]);
+  apply_gates(r->p, st, more, n_more);
+  st_pass_mem_apply(r->p, pm);
   return st_program_commit(r->p);
-}
-
-static uint32_t
-micro_buffer(CdpRank *r, const char *what, int layer, int micro, StMemCategory category,
-             int64_t bytes, StData data)
-{
-  const StLayer *ly = &r->c->model->layers[layer];
-  g_autofree char *name = g_strdup_printf("%s %s m%d", what, ly->name, micro);
-  uint32_t b = st_program_add_buffer(r->p, name, category, bytes, FALSE);
-  st_program_buffer_holds(r->p, b, data, layer, layer, micro, 1);
-  return b;
 }
 
 /* Activations to or from the rank running the next or previous stage. */
@@ -421,41 +397,40 @@ emit_act_p2p(CdpRank *r, gboolean send, int peer_stage, int tag, int64_t bytes, 
   return st_program_commit(r->p);
 }
 
+/* One micro-batch's passes over the rank's layers [lo, end) (tensors.h:
+ * what each allocates and frees), with the activations to and from the
+ * ranks of the neighbouring stages under model parallelism. */
 static void
-emit_micro(CdpRank *r, int micro, uint32_t *act, uint32_t *dx)
+emit_micro(CdpRank *r, int micro, const int *batch, const gboolean *moved)
 {
   const CdpPlan *c = r->c;
   const StModel *m = c->model;
   const CdpHooks *h = r->hooks;
   gboolean first_micro = micro == 0, last_micro = micro == c->a - 1;
   int lo = c->first[r->lo], end = c->first[r->hi]; /* the rank's layers [lo, end) */
-  uint32_t input = CDP_NONE, output = CDP_NONE, dy = CDP_NONE;
-  if (r->lo > 0) {
-    int64_t bytes = cdp_batch_bytes(c, m->layers[lo - 1].out_bytes);
-    input = micro_buffer(r, "input", lo - 1, micro, ST_MEM_ACTIVATIONS, bytes, ST_DATA_OUTPUT);
-    emit_act_p2p(r, FALSE, r->lo - 1, CDP_TAG_ACT, bytes, ST_DATA_OUTPUT, lo - 1, micro, input,
-                 CDP_NONE);
-  }
+  StTensorsSpec spec = {
+    .model = m,
+    .micro = micro,
+    .dtype = c->bytes.activation,
+    .grad_bytes = c->bytes.grad,
+    .batch = batch,
+    .moved = moved,
+  };
+  g_autoptr(StTensors) t = st_tensors_new(r->p, &spec);
+  if (r->lo > 0)
+    emit_act_p2p(r, FALSE, r->lo - 1, CDP_TAG_ACT,
+                 cdp_batch_bytes(c, m->layers[lo - 1].out_bytes), ST_DATA_OUTPUT, lo - 1, micro,
+                 st_tensors_move_in(t, lo, FALSE, ST_MEM_ACTIVATIONS), CDP_NONE);
   for (int l = r->lo; l < r->hi; l++) {
     CdpStage *st = &r->st[l];
     if (first_micro && h->before_pass != NULL)
       h->before_pass(r, l, FALSE);
     for (int i = c->first[l]; i < c->first[l + 1]; i++) {
-      uint32_t alloc[2], free[1];
-      Effects fx = {alloc, 0, free, 0};
-      act[i - lo] = micro_buffer(r, "act", i, micro, ST_MEM_ACTIVATIONS,
-                                 cdp_batch_bytes(c, m->layers[i].act_bytes), ST_DATA_ACTS);
-      alloc[fx.n_alloc++] = act[i - lo];
-      if (i == end - 1 && r->hi < c->s) {
-        output = micro_buffer(r, "output", i, micro, ST_MEM_ACTIVATIONS,
-                              cdp_batch_bytes(c, m->layers[i].out_bytes), ST_DATA_OUTPUT);
-        alloc[fx.n_alloc++] = output;
-      }
-      if (i == lo && input != CDP_NONE)
-        free[fx.n_free++] = input;
+      StPassMem pm = {0};
+      st_tensors_pass(t, ST_PASS_FWD, i, &pm);
       gboolean gated = first_micro && i == c->first[l];
       uint32_t op = emit_pass(r, ST_PASS_FWD, i, micro, st, st->gate_f, gated ? st->n_gate_f : 0,
-                              &fx);
+                              NULL, 0, &pm);
       if (gated) {
         cdp_mark_set(r->p, &st->marks[CDP_MARK_F_FIRST], op);
         if (h->after_forward != NULL)
@@ -464,53 +439,30 @@ emit_micro(CdpRank *r, int micro, uint32_t *act, uint32_t *dx)
     }
   }
   if (r->hi < c->s) {
-    int64_t bytes = cdp_batch_bytes(c, m->layers[end - 1].out_bytes);
-    emit_act_p2p(r, TRUE, r->hi, CDP_TAG_ACT, bytes, ST_DATA_OUTPUT, end - 1, micro, CDP_NONE,
-                 output);
+    st_tensors_sent(t, end,
+                    emit_act_p2p(r, TRUE, r->hi, CDP_TAG_ACT,
+                                 cdp_batch_bytes(c, m->layers[end - 1].out_bytes), ST_DATA_OUTPUT,
+                                 end - 1, micro, CDP_NONE, st_tensors_move_out(t, end, FALSE)));
     /* The gradient of the next stage's input, as that stage sends it. */
-    bytes = cdp_batch_bytes(c, m->layers[end].in_bytes);
-    dy = micro_buffer(r, "dy", end, micro, ST_MEM_WORKSPACE, bytes, ST_DATA_INPUT_GRAD);
-    emit_act_p2p(r, FALSE, r->hi, CDP_TAG_GRAD, bytes, ST_DATA_INPUT_GRAD, end, micro, dy,
-                 CDP_NONE);
+    emit_act_p2p(r, FALSE, r->hi, CDP_TAG_GRAD, cdp_batch_bytes(c, m->layers[end].in_bytes),
+                 ST_DATA_INPUT_GRAD, end, micro,
+                 st_tensors_move_in(t, end, TRUE, ST_MEM_WORKSPACE), CDP_NONE);
   }
   for (int l = r->hi - 1; l >= r->lo; l--) {
     CdpStage *st = &r->st[l];
     if (first_micro && h->before_pass != NULL)
       h->before_pass(r, l, TRUE);
     for (int i = c->first[l + 1] - 1; i >= c->first[l]; i--) {
-      uint32_t alloc[2], free[3];
-      Effects fx = {alloc, 0, free, 0};
       gboolean opens = first_micro && i == c->first[l + 1] - 1;
       gboolean closes = last_micro && i == c->first[l];
-      /* Layer 0's input is data: no gradient of it. */
-      if (i > 0) {
-        dx[i - lo] = micro_buffer(r, "dx", i, micro, ST_MEM_WORKSPACE,
-                                  cdp_batch_bytes(c, m->layers[i].in_bytes), ST_DATA_INPUT_GRAD);
-        alloc[fx.n_alloc++] = dx[i - lo];
-      }
-      if (opens && st->grads_step != CDP_NONE)
-        alloc[fx.n_alloc++] = st->grads_step;
-      free[fx.n_free++] = act[i - lo];
-      if (i + 1 < end)
-        free[fx.n_free++] = dx[i + 1 - lo];
-      else if (dy != CDP_NONE)
-        free[fx.n_free++] = dy;
-      if (closes && st->relayed != CDP_NONE)
-        free[fx.n_free++] = st->relayed;
-      uint32_t scratch = pass_scratch(r, ST_PASS_BWD, i, micro);
-      StOp op = st_op_comp(r->compute, ST_PASS_BWD, i, micro, c->mb);
-      op.version = st->delta;
-      st_program_begin(r->p, &op);
+      StPassMem pm = {0};
+      st_tensors_pass(t, ST_PASS_BWD, i, &pm);
       if (opens)
-        apply_gates(r->p, st, st->gate_b, st->n_gate_b);
+        st_pass_mem_alloc(&pm, st->grads_step);
       if (closes)
-        apply_gates(r->p, st, st->gate_b_last, st->n_gate_b_last);
-      use_scratch(r, scratch);
-      for (int k = 0; k < fx.n_alloc; k++)
-        st_program_alloc(r->p, alloc[k]);
-      for (int k = 0; k < fx.n_free; k++)
-        st_program_free_buffer(r->p, free[k]);
-      uint32_t id = st_program_commit(r->p);
+        st_pass_mem_free(&pm, st->relayed);
+      uint32_t id = emit_pass(r, ST_PASS_BWD, i, micro, st, st->gate_b, opens ? st->n_gate_b : 0,
+                              st->gate_b_last, closes ? st->n_gate_b_last : 0, &pm);
       if (opens)
         cdp_mark_set(r->p, &st->marks[CDP_MARK_B_FIRST], id);
       if (closes)
@@ -521,20 +473,24 @@ emit_micro(CdpRank *r, int micro, uint32_t *act, uint32_t *dx)
   }
   if (r->lo > 0)
     emit_act_p2p(r, TRUE, r->lo - 1, CDP_TAG_GRAD, cdp_batch_bytes(c, m->layers[lo].in_bytes),
-                 ST_DATA_INPUT_GRAD, lo, micro, CDP_NONE, dx[0]);
+                 ST_DATA_INPUT_GRAD, lo, micro, CDP_NONE, st_tensors_move_out(t, lo, TRUE));
 }
 
 StProgram *
 cdp_rank_finish(CdpRank *r)
 {
   const CdpPlan *c = r->c;
-  int n = c->first[r->hi] - c->first[r->lo];
-  g_autofree uint32_t *act = g_new(uint32_t, n);
-  g_autofree uint32_t *dx = g_new(uint32_t, n);
+  int L = c->model->n_layers, lo = c->first[r->lo], end = c->first[r->hi];
+  g_autofree int *batch = g_new0(int, L);
+  g_autofree gboolean *moved = g_new0(gboolean, L + 1);
+  for (int i = lo; i < end; i++)
+    batch[i] = c->mb;
+  moved[lo] = lo > 0;
+  moved[end] = end < L;
   if (r->hooks->step_begin != NULL)
     r->hooks->step_begin(r);
   for (int micro = 0; micro < c->a; micro++)
-    emit_micro(r, micro, act, dx);
+    emit_micro(r, micro, batch, moved);
   /* Every mark handed out as a forward reference must have been built. */
   for (int l = r->lo; l < r->hi; l++)
     for (int k = 0; k < CDP_MARK_N; k++)

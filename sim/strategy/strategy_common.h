@@ -9,28 +9,16 @@
  *   it, with hooks where ZeRO gathers parameters and where gradients leave
  *   for reduction.
  *
- * Memory of a micro-batch in the data-parallel frame, as the executor
- * allocates it (sim/model's st_layer_memory per layer; checked against real
- * runs by tests/test_memory_conformance.c):
- * - a forward allocates its layer's output and what the layer saves for its
- *   backward (activations), the first forward the samples; a tensor between
- *   layers is freed by the last pass that reads it (the next forward, or the
- *   backward of a layer that keeps it), what a layer saves by its backward;
- * - a backward allocates the gradient of its input (workspace), freed when
- *   the backward of the layer before, which consumes it, ends;
- * - every pass allocates the scratch its layer's implementation takes
- *   (workspace, st_pass_scratch) when it starts and frees it when it ends;
- * - a loss's forward allocates its targets (workspace) until its backward,
- *   and a tied head's backward its weights' gradient (grads), until the
- *   backward of the layer it is tied to adds it in.
- * Other strategies (cyclic DP, pipelines) keep per layer the act_bytes the
- * model derives, plus the same pass scratch.
+ * Memory of a micro-batch in the data-parallel frame: every tensor as the
+ * executor allocates it (tensors.h, shared with every strategy's passes;
+ * checked against real runs by tests/test_memory_conformance.c).
  */
 #pragma once
 
 #include "sched/sched.h"
 #include "strategy/options.h"
 #include "strategy/strategy.h"
+#include "strategy/tensors.h"
 
 typedef struct {
   int weight;          /* bytes per parameter of the weights used in compute */
@@ -100,15 +88,6 @@ StSchedule *st_dp_frame_finish(StDpFrame *frame);
 
 /* Forward then backward of micro-batch `micro` on the compute stream. */
 void st_dp_emit_micro_batch(StDpFrame *frame, int micro, const StPassHooks *hooks);
-
-/* A workspace buffer for the scratch that a pass (forward or recompute: the
- * forward's; backward) of `layer` over `batch` samples with activations in
- * `dtype` takes while it runs (st_layer_memory), named "scratch fwd|bwd
- * LAYER mMICRO", for that pass to allocate and free; UINT32_MAX when it takes
- * none. Opaque (ST_DATA_NONE): the executor allocates it and lends it to the
- * layer as its scratch. */
-uint32_t st_pass_scratch(StProgram *program, const StModel *model, int layer, int micro,
-                         StPass pass, int batch, StDtype dtype);
 
 /* ceil(n / parts). */
 int64_t st_shard(int64_t n, int parts);

@@ -80,10 +80,7 @@ typedef struct {
   int64_t *owned;           /* parameters whose states the layer's stage keeps (the tied
                                head counts its copy) */
   int64_t *owned_nnz;       /* their non-zeros (= owned when dense) */
-  gboolean *keeps_input;    /* the layer saves its input for backward */
   gboolean *keeps_output;   /* the layer saves its output for backward */
-  gboolean *input_charged_here; /* its act_bytes includes that input (the producer does not
-                                   keep it as its output) */
 } StPipe;
 
 /* Fills the per-layer facts for `n_stages` stages (no split yet: `first`
@@ -102,9 +99,6 @@ void st_pipe_split(StPipe *pipe, StPipeBalance by);
 /* Bytes per micro-batch (activation dtype) of the tensor crossing into stage
  * s + 1: the output of stage s's last layer, or the gradient going back. */
 int64_t st_pipe_boundary_bytes(const StPipe *pipe, int s);
-/* Bytes layer i keeps for backward per micro-batch on its stage (the stage's
- * first layer excludes the input it received, which is its own buffer). */
-int64_t st_pipe_act_bytes(const StPipe *pipe, int layer);
 /* Bytes of layer i's input per micro-batch (what checkpointing keeps, and
  * the gradient of the input). */
 int64_t st_pipe_input_bytes(const StPipe *pipe, int layer);

@@ -40,21 +40,9 @@ st_pipe_init(StPipe *pp, const StModel *m, const StCluster *c, const StProfile *
   pp->owned = g_new0(int64_t, n);
   pp->stage_of = g_new0(int32_t, n);
   pp->owned_nnz = g_new0(int64_t, n);
-  pp->keeps_input = g_new0(gboolean, n);
   pp->keeps_output = g_new0(gboolean, n);
-  pp->input_charged_here = g_new0(gboolean, n);
-  /* The model charges a tensor kept by two neighbours to the producer
-   * (model.h); follow the loader's walk to know which layers kept their
-   * input in their own act_bytes. */
-  gboolean producer_keeps = FALSE;
-  for (int i = 0; i < n; i++) {
-    unsigned keeps = m->layers[i].type->keeps;
-    pp->keeps_input[i] = (keeps & ST_KEEPS_INPUT) != 0;
-    pp->keeps_output[i] = (keeps & ST_KEEPS_OUTPUT) != 0;
-    pp->input_charged_here[i] = pp->keeps_input[i] && !producer_keeps;
-    if (!(keeps & ST_OUTPUT_IS_VIEW))
-      producer_keeps = pp->keeps_output[i];
-  }
+  for (int i = 0; i < n; i++)
+    pp->keeps_output[i] = (m->layers[i].type->keeps & ST_KEEPS_OUTPUT) != 0;
   /* A tied LM head computes with the embedding's weights. */
   for (int i = 0; i < n; i++) {
     const StLayer *l = &m->layers[i];
@@ -78,9 +66,7 @@ st_pipe_clear(StPipe *pp)
   g_clear_pointer(&pp->owned, g_free);
   g_clear_pointer(&pp->stage_of, g_free);
   g_clear_pointer(&pp->owned_nnz, g_free);
-  g_clear_pointer(&pp->keeps_input, g_free);
   g_clear_pointer(&pp->keeps_output, g_free);
-  g_clear_pointer(&pp->input_charged_here, g_free);
 }
 
 /* ---- per-layer numbers ---------------------------------------------------- */
@@ -102,18 +88,6 @@ int64_t
 st_pipe_boundary_bytes(const StPipe *pp, int s)
 {
   return st_pipe_input_bytes(pp, pp->first[s + 1]);
-}
-
-int64_t
-st_pipe_act_bytes(const StPipe *pp, int layer)
-{
-  const StLayer *l = &pp->model->layers[layer];
-  int64_t kept = l->act_bytes;
-  /* The received input is a buffer of its own, kept until this backward. */
-  int s = pp->first != NULL ? pp->stage_of[layer] : 0;
-  if (s > 0 && pp->first[s] == layer && pp->input_charged_here[layer])
-    kept -= l->in_bytes;
-  return per_micro(pp, MAX(kept, 0));
 }
 
 static StDtype
@@ -209,6 +183,7 @@ int64_t
 st_pipe_stage_memory(const StPipe *pp, int s)
 {
   const StSparse *sp = &pp->sparse;
+  const StModel *m = pp->model;
   int S = pp->n_stages, lo = pp->first[s], hi = pp->first[s + 1];
   gboolean ckpt = pp->options->checkpoint;
   int64_t params = 0, nnz = 0;
@@ -219,39 +194,36 @@ st_pipe_stage_memory(const StPipe *pp, int s)
   int64_t states = st_sparse_on(sp) ? params * sp->dense.weight + nnz * st_sparse_bytes_per_nnz(sp)
                                     : params * (pp->bytes.weight + pp->bytes.grad +
                                                 pp->bytes.optimizer);
-  /* Kept per micro-batch in flight: the layers' activations (or, with
-   * checkpointing, their inputs) and the received input. */
+  /* One micro-batch's tensors as the stage's program allocates them
+   * (tensors.h): what it holds while in flight, and its worst moment. */
+  g_autofree int *batch = g_new0(int, m->n_layers);
+  g_autofree gboolean *moved = g_new0(gboolean, m->n_layers + 1);
+  for (int i = lo; i < hi; i++)
+    batch[i] = pp->options->micro_batch;
+  moved[lo] = s > 0;
+  moved[hi] = s < S - 1;
+  StTensorsSpec spec = {
+    .model = m,
+    .dtype = pp->bytes.activation,
+    .grad_bytes = pp->bytes.grad,
+    .batch = batch,
+    .moved = moved,
+    .recompute = ckpt,
+  };
+  int64_t held, peak;
+  st_tensors_footprint(&spec, &held, &peak);
+  /* Beside them, tensors in transit of other micro-batches (inputs received
+   * ahead of their forwards: the next one and one more; outputs waiting for
+   * their sends: the one being sent and the next), and (sparse) a layer's
+   * dense weight gradient with its compressed values until the compress. */
   int64_t in = s > 0 ? st_pipe_boundary_bytes(pp, s - 1) : 0;
-  int64_t kept = 0;
-  for (int i = lo; i < hi; i++) {
-    if (ckpt)
-      kept += i == lo && s > 0 ? 0 : st_pipe_input_bytes(pp, i);
-    else
-      kept += st_pipe_act_bytes(pp, i);
-  }
-  if (s > 0 && (ckpt || pp->keeps_input[lo]))
-    kept += in;
-  /* One backward's transients: the recomputed activations of a layer, the
-   * gradients of its output and input, its dense weight gradient (sparse),
-   * the scratch of its passes; plus tensors in transit: the input a forward
-   * consumes (when not kept) and one received ahead, the output being sent
-   * and the next one. */
-  int64_t dy = s < S - 1 ? st_pipe_boundary_bytes(pp, s) : 0;
-  int64_t worst = 0;
-  for (int i = lo; i < hi; i++) {
-    StLayerMemory mem;
-    st_layer_memory(pp->model, i, pp->options->micro_batch, pp->bytes.activation, &mem);
-    int64_t here = (ckpt ? st_pipe_act_bytes(pp, i) : 0) +
-                   (i > 0 ? st_pipe_input_bytes(pp, i) : 0) +
-                   (i == hi - 1 ? dy : st_pipe_input_bytes(pp, i + 1)) +
-                   (st_sparse_on(sp) ? pp->owned[i] * sp->grad : 0) +
-                   MAX(mem.fwd_scratch, mem.bwd_scratch);
-    worst = MAX(worst, here);
-  }
-  int64_t out = s < S - 1 && (ckpt || !pp->keeps_output[hi - 1]) ? dy : 0;
-  gboolean in_kept = ckpt || pp->keeps_input[lo];
-  int64_t backward = worst + (in_kept ? 1 : 2) * in + 2 * out;
-  int64_t step = st_sparse_on(sp) ? nnz * sp->temp : 0;
+  int64_t out = s < S - 1 && (ckpt || !pp->keeps_output[hi - 1]) ? st_pipe_boundary_bytes(pp, s)
+                                                                  : 0;
+  int64_t dense = 0;
+  for (int i = lo; st_sparse_on(sp) && i < hi; i++)
+    dense = MAX(dense, (pp->owned[i] + st_sparse_nnz(sp, pp->owned[i])) * sp->grad);
   int in_flight = st_pipe_in_flight(pp->order, s, S, pp->n_micro);
-  return states + MAX(in_flight * kept + backward, step);
+  int64_t acts = (int64_t)(in_flight - 1) * held + peak + 2 * in + 2 * out + dense;
+  int64_t step = st_sparse_on(sp) ? nnz * sp->temp : 0;
+  return states + MAX(acts, step);
 }

@@ -7,20 +7,14 @@
  * transfer waits only for its own channel, in micro-batch order, and sends
  * never hold up compute; "comm" runs the gradient all-reduces.
  *
- * Memory, per micro-batch (the data-parallel frame's conventions, plus the
- * boundaries):
- * - a received input ("in", activations) lives until the stage's first
- *   backward when that layer keeps its input or with checkpointing (it is
- *   then the checkpoint), else until the first forward ends;
- * - a forward keeps its activations until its backward; with --checkpoint
- *   it keeps only its input, and a recompute right before the backward
- *   allocates the activations again;
- * - the last layer's output, when nothing keeps it, lives until its send;
- * - a backward allocates the gradient of its input (workspace), freed by the
- *   next backward or, at the stage's first layer, by its send; the received
- *   output gradient ("dy") is freed by the last layer's backward;
- * - with --sparsity, the dense weight gradient of a layer lives from its
- *   backward to its compress op.
+ * Memory, per micro-batch: every tensor as the executor makes it
+ * (tensors.h, as dp has them), the stage's input made by its receive and
+ * its output freed by its send unless its backward reads it, the gradient
+ * of its output made by its receive and that of its input freed by its
+ * send; with --checkpoint, the forward's saved blocks go at once and each
+ * layer's recompute, right before its backward, makes them again; with
+ * --sparsity, the dense weight gradient of a layer lives from its backward
+ * to its compress op.
  * The last micro-batch's backward launches each gradient bucket's
  * all-reduce across the pipelines; the tied embedding's gradient is then
  * summed between its two stages; the optimizer waits for both.
@@ -35,28 +29,11 @@ typedef struct {
   StProgram *p;
   int s, lo, hi;  /* stage, its layers [lo, hi) */
   int compute, recv_act, send_act, recv_grad, send_grad, comm;
-  gboolean in_kept;
   const StBucket *buckets;
   int n_buckets, next_bucket;
   uint32_t last_reduce;
-  /* Per (micro-batch, layer of the stage): [n_micro * (hi - lo)]. */
-  uint32_t *act, *ckpt;
-  uint32_t *in; /* [n_micro]: the received input */
+  StTensors **tensors; /* [n_micro]: each micro-batch's (tensors.h) */
 } Stage;
-
-#define AT(st, m, i) ((size_t)(m) * (size_t)((st)->hi - (st)->lo) + (size_t)((i) - (st)->lo))
-
-static uint32_t
-buffer(Stage *st, const char *what, int layer, int micro, StMemCategory category, int64_t bytes,
-       StData data, int data_layer)
-{
-  const StLayer *l = &st->pp->model->layers[layer];
-  g_autofree char *name = g_strdup_printf("%s %s m%d", what, l->name, micro);
-  uint32_t b = st_program_add_buffer(st->p, name, category, bytes, FALSE);
-  if (data != ST_DATA_NONE)
-    st_program_buffer_holds(st->p, b, data, data_layer, data_layer, micro, 1);
-  return b;
-}
 
 static uint32_t
 emit_p2p(Stage *st, StOp op, StData data, int layer, int micro, uint32_t after, uint32_t alloc,
@@ -75,64 +52,44 @@ emit_p2p(Stage *st, StOp op, StData data, int layer, int micro, uint32_t after, 
   return st_program_commit(st->p);
 }
 
-/* A pass's scratch (st_pass_scratch), allocated and freed by the op being
- * built. */
-static void
-alloc_scratch(Stage *st, uint32_t scratch)
+/* A layer pass of micro-batch m after `after` (NONE: only its stream),
+ * with what tensors.h says it allocates and frees plus `extra` (NONE: none)
+ * allocated. */
+static uint32_t
+emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
 {
-  if (scratch == NONE)
-    return;
-  st_program_alloc(st->p, scratch);
-  st_program_free_buffer(st->p, scratch);
+  StPassMem pm = {0};
+  st_tensors_pass(st->tensors[m], pass, i, &pm);
+  st_pass_mem_alloc(&pm, extra);
+  StOp op = st_op_comp(st->compute, pass, i, m, st->pp->options->micro_batch);
+  st_program_begin(st->p, &op);
+  if (after != NONE)
+    st_program_after(st->p, after);
+  st_pass_mem_apply(st->p, &pm);
+  return st_program_commit(st->p);
 }
 
 static void
 emit_forward(Stage *st, int m)
 {
   const StPipe *pp = st->pp;
-  const StOptions *o = pp->options;
+  StTensors *t = st->tensors[m];
   int S = pp->n_stages;
-  uint32_t recv = NONE;
+  uint32_t recv = NONE, last = NONE;
   if (st->s > 0) {
     int64_t bytes = st_pipe_boundary_bytes(pp, st->s - 1);
-    st->in[m] = buffer(st, "in", st->lo, m, ST_MEM_ACTIVATIONS, bytes, ST_DATA_OUTPUT, st->lo - 1);
     recv = emit_p2p(st, st_op_recv(st->recv_act, st->comms->pipe, st->s - 1, 0, bytes),
-                    ST_DATA_OUTPUT, st->lo - 1, m, NONE, st->in[m], NONE);
+                    ST_DATA_OUTPUT, st->lo - 1, m, NONE,
+                    st_tensors_move_in(t, st->lo, FALSE, ST_MEM_ACTIVATIONS), NONE);
   }
-  uint32_t out = NONE, last = NONE;
-  for (int i = st->lo; i < st->hi; i++) {
-    uint32_t scratch = st_pass_scratch(st->p, pp->model, i, m, ST_PASS_FWD, o->micro_batch,
-                                       pp->bytes.activation);
-    StOp op = st_op_comp(st->compute, ST_PASS_FWD, i, m, o->micro_batch);
-    st_program_begin(st->p, &op);
-    alloc_scratch(st, scratch);
-    if (i == st->lo && recv != NONE)
-      st_program_after(st->p, recv);
-    if (o->checkpoint) {
-      if (!(i == st->lo && st->s > 0)) {
-        st->ckpt[AT(st, m, i)] = buffer(st, "ckpt", i, m, ST_MEM_ACTIVATIONS,
-                                        st_pipe_input_bytes(pp, i),
-                                        i > 0 ? ST_DATA_OUTPUT : ST_DATA_NONE, i - 1);
-        st_program_alloc(st->p, st->ckpt[AT(st, m, i)]);
-      }
-    } else {
-      st->act[AT(st, m, i)] = buffer(st, "act", i, m, ST_MEM_ACTIVATIONS,
-                                     st_pipe_act_bytes(pp, i), ST_DATA_ACTS, i);
-      st_program_alloc(st->p, st->act[AT(st, m, i)]);
-    }
-    if (i == st->hi - 1 && st->s < S - 1 && (o->checkpoint || !pp->keeps_output[i])) {
-      out = buffer(st, "out", i, m, ST_MEM_ACTIVATIONS, st_pipe_boundary_bytes(pp, st->s),
-                   ST_DATA_OUTPUT, i);
-      st_program_alloc(st->p, out);
-    }
-    if (i == st->lo && st->s > 0 && !st->in_kept)
-      st_program_free_buffer(st->p, st->in[m]);
-    last = st_program_commit(st->p);
-  }
+  for (int i = st->lo; i < st->hi; i++)
+    last = emit_pass(st, ST_PASS_FWD, i, m, i == st->lo ? recv : NONE, NONE);
   if (st->s < S - 1)
-    emit_p2p(st, st_op_send(st->send_act, st->comms->pipe, st->s + 1, 0,
-                            st_pipe_boundary_bytes(pp, st->s)),
-             ST_DATA_OUTPUT, st->hi - 1, m, last, NONE, out);
+    st_tensors_sent(t, st->hi,
+                    emit_p2p(st, st_op_send(st->send_act, st->comms->pipe, st->s + 1, 0,
+                                            st_pipe_boundary_bytes(pp, st->s)),
+                             ST_DATA_OUTPUT, st->hi - 1, m, last, NONE,
+                             st_tensors_move_out(t, st->hi, FALSE)));
 }
 
 /* The all-reduce of the next bucket when layer i's last gradient is ready. */
@@ -162,67 +119,35 @@ emit_backward(Stage *st, int m)
   const StPipe *pp = st->pp;
   const StOptions *o = pp->options;
   const StSparse *sp = &pp->sparse;
+  StTensors *t = st->tensors[m];
   int S = pp->n_stages;
-  uint32_t prev = NONE, recv = NONE;
+  uint32_t recv = NONE;
   if (st->s < S - 1) {
     int64_t bytes = st_pipe_boundary_bytes(pp, st->s);
-    prev = buffer(st, "dy", st->hi - 1, m, ST_MEM_WORKSPACE, bytes, ST_DATA_INPUT_GRAD, st->hi);
     recv = emit_p2p(st, st_op_recv(st->recv_grad, st->comms->pipe, st->s + 1, 1, bytes),
-                    ST_DATA_INPUT_GRAD, st->hi, m, NONE, prev, NONE);
+                    ST_DATA_INPUT_GRAD, st->hi, m, NONE,
+                    st_tensors_move_in(t, st->hi, TRUE, ST_MEM_WORKSPACE), NONE);
   }
   uint32_t bwd = NONE;
   for (int i = st->hi - 1; i >= st->lo; i--) {
-    if (o->checkpoint) {
-      st->act[AT(st, m, i)] = buffer(st, "act", i, m, ST_MEM_ACTIVATIONS,
-                                     st_pipe_act_bytes(pp, i), ST_DATA_ACTS, i);
-      /* As autograd runs it: the recompute starts once the output's
-       * gradient is here, not ahead of it. */
-      uint32_t scratch = st_pass_scratch(st->p, pp->model, i, m, ST_PASS_RECOMPUTE,
-                                         o->micro_batch, pp->bytes.activation);
-      StOp re = st_op_comp(st->compute, ST_PASS_RECOMPUTE, i, m, o->micro_batch);
-      st_program_begin(st->p, &re);
-      alloc_scratch(st, scratch);
-      if (i == st->hi - 1 && recv != NONE)
-        st_program_after(st->p, recv);
-      st_program_alloc(st->p, st->act[AT(st, m, i)]);
-      st_program_commit(st->p);
-    }
-    uint32_t dx = NONE, dense = NONE;
-    if (i > 0)
-      dx = buffer(st, "dx", i, m, ST_MEM_WORKSPACE, st_pipe_input_bytes(pp, i),
-                  ST_DATA_INPUT_GRAD, i);
+    /* As autograd runs it: the recompute starts once the output's gradient
+     * is here, not ahead of it. */
+    if (o->checkpoint)
+      emit_pass(st, ST_PASS_RECOMPUTE, i, m, i == st->hi - 1 ? recv : NONE, NONE);
+    uint32_t dense = NONE;
     if (st_sparse_on(sp) && pp->owned[i] > 0)
       dense = st_sparse_dense_grad_buffer(sp, st->p, pp->model->layers[i].name, i, m,
                                           pp->owned[i]);
-    uint32_t scratch = st_pass_scratch(st->p, pp->model, i, m, ST_PASS_BWD, o->micro_batch,
-                                       pp->bytes.activation);
-    StOp op = st_op_comp(st->compute, ST_PASS_BWD, i, m, o->micro_batch);
-    st_program_begin(st->p, &op);
-    if (i == st->hi - 1 && recv != NONE)
-      st_program_after(st->p, recv);
-    alloc_scratch(st, scratch);
-    if (dx != NONE)
-      st_program_alloc(st->p, dx);
-    if (dense != NONE)
-      st_program_alloc(st->p, dense);
-    st_program_free_buffer(st->p, st->act[AT(st, m, i)]);
-    if (st->ckpt[AT(st, m, i)] != NONE)
-      st_program_free_buffer(st->p, st->ckpt[AT(st, m, i)]);
-    if (prev != NONE)
-      st_program_free_buffer(st->p, prev);
-    if (i == st->lo && st->s > 0 && st->in_kept)
-      st_program_free_buffer(st->p, st->in[m]);
-    bwd = st_program_commit(st->p);
+    bwd = emit_pass(st, ST_PASS_BWD, i, m, i == st->hi - 1 ? recv : NONE, dense);
     uint32_t ready = bwd;
     if (dense != NONE)
       ready = st_sparse_emit_compress(sp, st->p, st->compute, i, m, pp->owned[i], bwd, dense);
     maybe_reduce(st, i, m, ready);
-    prev = dx;
   }
   if (st->s > 0)
     emit_p2p(st, st_op_send(st->send_grad, st->comms->pipe, st->s - 1, 1,
                             st_pipe_boundary_bytes(pp, st->s - 1)),
-             ST_DATA_INPUT_GRAD, st->lo, m, bwd, NONE, prev);
+             ST_DATA_INPUT_GRAD, st->lo, m, bwd, NONE, st_tensors_move_out(t, st->lo, TRUE));
 }
 
 /* Persistent model states of the stage, and of the tied copy on the head's. */
@@ -314,7 +239,6 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
     .recv_act = -1, .send_act = -1, .recv_grad = -1, .send_grad = -1,
     .last_reduce = NONE,
   };
-  st.in_kept = s > 0 && (pp->options->checkpoint || pp->keeps_input[st.lo]);
   st.compute = st_program_add_stream(st.p, "compute", 0);
   if (s > 0)
     st.recv_act = st_program_add_stream(st.p, "recv act", 0);
@@ -337,16 +261,29 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
   st.buckets = (const StBucket *)buckets->data;
   st.n_buckets = (int)buckets->len;
 
-  size_t cells = (size_t)M * (size_t)(st.hi - st.lo);
-  g_autofree uint32_t *act = g_new(uint32_t, cells);
-  g_autofree uint32_t *ckpt = g_new(uint32_t, cells);
-  g_autofree uint32_t *in = g_new(uint32_t, M);
-  memset(act, 0xff, cells * sizeof(uint32_t)); /* NONE */
-  memset(ckpt, 0xff, cells * sizeof(uint32_t));
-  memset(in, 0xff, (size_t)M * sizeof(uint32_t));
-  st.act = act;
-  st.ckpt = ckpt;
-  st.in = in;
+  /* Every micro-batch runs the stage's layers; its boundaries with the
+   * neighbouring stages are received and sent. */
+  int L = pp->model->n_layers;
+  g_autofree int *batch = g_new0(int, L);
+  g_autofree gboolean *moved = g_new0(gboolean, L + 1);
+  for (int i = st.lo; i < st.hi; i++)
+    batch[i] = pp->options->micro_batch;
+  moved[st.lo] = s > 0;
+  moved[st.hi] = s < S - 1;
+  g_autofree StTensors **tensors = g_new(StTensors *, M);
+  for (int m = 0; m < M; m++) {
+    StTensorsSpec spec = {
+      .model = pp->model,
+      .micro = m,
+      .dtype = pp->bytes.activation,
+      .grad_bytes = pp->bytes.grad,
+      .batch = batch,
+      .moved = moved,
+      .recompute = pp->options->checkpoint,
+    };
+    tensors[m] = st_tensors_new(st.p, &spec);
+  }
+  st.tensors = tensors;
 
   g_autoptr(GArray) order = st_pipe_order(pp->order, s, S, M);
   for (guint k = 0; k < order->len; k++) {
@@ -357,5 +294,7 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
       emit_backward(&st, slot->micro);
   }
   emit_update(&st, params, nnz);
+  for (int m = 0; m < M; m++)
+    st_tensors_free(tensors[m]);
   return st.p;
 }

@@ -1,0 +1,435 @@
+/* tensors.c: see tensors.h. */
+#include "strategy/tensors.h"
+
+#include "model/layer_type.h"
+
+#define NONE UINT32_MAX
+
+struct StTensors {
+  StProgram *program;
+  StTensorsSpec spec;
+  int n;                /* layers */
+  StLayerMemory *mem;   /* [n], at each layer's batch on this rank (zero where it runs none) */
+  /* Buffers, NONE until made (or when empty). Boundary k: */
+  uint32_t *made;       /* [n + 1]: x[k] as layer k-1 (or the data) made it */
+  uint32_t *in;         /* [n + 1]: x[k] brought in for layer k (moved boundaries) */
+  uint32_t *grad;       /* [n + 1]: g[k] as the backward of k made it */
+  uint32_t *grad_in;    /* [n + 1]: g[k] brought in for layer k-1 (moved boundaries) */
+  uint32_t *sent;       /* [n + 1]: the last op taking x[k] out (moved boundaries) */
+  gboolean *in_done;    /* [2 (n + 1)]: the first move in happened (forward, backward) */
+  /* Per layer: */
+  uint32_t *saved;      /* what the layer keeps for its backward */
+  uint32_t *again;      /* its recompute's output, when its backward reads it */
+  uint32_t *parked;     /* a tied head's gradient, by the layer it is tied to */
+  uint32_t targets;
+};
+
+void
+st_pass_mem_alloc(StPassMem *pm, uint32_t buffer)
+{
+  if (buffer == NONE)
+    return;
+  g_assert(pm->n_alloc < ST_PASS_MEM_MAX);
+  pm->alloc[pm->n_alloc++] = buffer;
+}
+
+void
+st_pass_mem_free(StPassMem *pm, uint32_t buffer)
+{
+  if (buffer == NONE)
+    return;
+  g_assert(pm->n_free < ST_PASS_MEM_MAX);
+  pm->free[pm->n_free++] = buffer;
+}
+
+void
+st_pass_mem_apply(StProgram *p, const StPassMem *pm)
+{
+  for (int i = 0; i < pm->n_after; i++)
+    st_program_after(p, pm->after[i]);
+  for (int i = 0; i < pm->n_alloc; i++)
+    st_program_alloc(p, pm->alloc[i]);
+  for (int i = 0; i < pm->n_free; i++)
+    st_program_free_buffer(p, pm->free[i]);
+}
+
+uint32_t
+st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pass, int batch,
+                StDtype dtype)
+{
+  StLayerMemory mem;
+  st_layer_memory(m, layer, batch, dtype, &mem);
+  int64_t bytes = pass == ST_PASS_BWD ? mem.bwd_scratch : mem.fwd_scratch;
+  /* The executor sums a recomputed loss into a float of the pass's
+   * workspace: the step's loss was summed by the forward. */
+  if (pass == ST_PASS_RECOMPUTE && mem.targets > 0)
+    bytes += st_layer_aligned(sizeof(float));
+  if (bytes == 0)
+    return NONE;
+  g_autofree char *name = g_strdup_printf("scratch %s %s m%d", pass == ST_PASS_BWD ? "bwd" : "fwd",
+                                          m->layers[layer].name, micro);
+  return st_program_add_buffer(p, name, ST_MEM_WORKSPACE, bytes, FALSE);
+}
+
+StTensors *
+st_tensors_new(StProgram *p, const StTensorsSpec *spec)
+{
+  StTensors *t = g_new0(StTensors, 1);
+  const StModel *m = spec->model;
+  int n = m->n_layers;
+  t->program = p;
+  t->spec = *spec;
+  t->n = n;
+  t->mem = g_new0(StLayerMemory, n);
+  for (int i = 0; i < n; i++)
+    if (spec->batch[i] > 0)
+      st_layer_memory(m, i, spec->batch[i], spec->dtype, &t->mem[i]);
+  uint32_t **arrays[] = {&t->made, &t->in, &t->grad, &t->grad_in, &t->sent};
+  for (gsize k = 0; k < G_N_ELEMENTS(arrays); k++) {
+    *arrays[k] = g_new(uint32_t, n + 1);
+    for (int i = 0; i <= n; i++)
+      (*arrays[k])[i] = NONE;
+  }
+  uint32_t **layer_arrays[] = {&t->saved, &t->again, &t->parked};
+  for (gsize k = 0; k < G_N_ELEMENTS(layer_arrays); k++) {
+    *layer_arrays[k] = g_new(uint32_t, n);
+    for (int i = 0; i < n; i++)
+      (*layer_arrays[k])[i] = NONE;
+  }
+  t->in_done = g_new0(gboolean, 2 * (size_t)(n + 1));
+  t->targets = NONE;
+  return t;
+}
+
+void
+st_tensors_free(StTensors *t)
+{
+  if (t == NULL)
+    return;
+  g_free(t->mem);
+  g_free(t->made);
+  g_free(t->in);
+  g_free(t->grad);
+  g_free(t->grad_in);
+  g_free(t->sent);
+  g_free(t->in_done);
+  g_free(t->saved);
+  g_free(t->again);
+  g_free(t->parked);
+  g_free(t);
+}
+
+/* ---- who reads what ------------------------------------------------------------- */
+
+static gboolean
+runs(const StTensors *t, int layer)
+{
+  return layer >= 0 && layer < t->n && t->spec.batch[layer] > 0;
+}
+
+static gboolean
+moved(const StTensors *t, int k)
+{
+  return t->spec.moved != NULL && k > 0 && k < t->n && t->spec.moved[k];
+}
+
+static gboolean
+keeps(const StTensors *t, int layer, unsigned what)
+{
+  return runs(t, layer) && (t->spec.model->layers[layer].type->keeps & what) != 0;
+}
+
+/* The backward of k-1 reads x[k] as made by k-1: its output, kept (not
+ * under checkpointing, where it reads the recompute's). */
+static gboolean
+bwd_reads_output(const StTensors *t, int k)
+{
+  return keeps(t, k - 1, ST_KEEPS_OUTPUT) && !t->spec.recompute;
+}
+
+/* The last of layer k's passes that read its input: its backward when it
+ * keeps it, else its recompute, else its forward. */
+static StPass
+last_input_reader(const StTensors *t, int k)
+{
+  if (keeps(t, k, ST_KEEPS_INPUT))
+    return ST_PASS_BWD;
+  return t->spec.recompute ? ST_PASS_RECOMPUTE : ST_PASS_FWD;
+}
+
+/* Whether pass (pass, layer) is the last reader of x[k] as layer k-1 made
+ * it (k = layer or layer + 1). Views (flatten) are copies in the executor,
+ * so they end a chain like any layer. */
+static gboolean
+frees_made(const StTensors *t, int k, StPass pass, int layer)
+{
+  if (bwd_reads_output(t, k))
+    return pass == ST_PASS_BWD && layer == k - 1;
+  if (!moved(t, k) && runs(t, k))
+    return layer == k && pass == last_input_reader(t, k);
+  if (moved(t, k))
+    return FALSE; /* its transfers out */
+  /* Nothing reads it (a loss's output): its maker. */
+  return pass == ST_PASS_FWD && layer == k - 1;
+}
+
+/* ---- buffers ---------------------------------------------------------------------- */
+
+/* A buffer of this micro-batch named "WHAT LAYER mMICRO" holding `data` of
+ * `data_layer` (ST_DATA_NONE: opaque); NONE when `bytes` is 0. */
+static uint32_t
+buffer(StTensors *t, const char *what, int layer, StMemCategory category, int64_t bytes,
+       StData data, int data_layer)
+{
+  if (bytes == 0)
+    return NONE;
+  g_autofree char *name = g_strdup_printf("%s %s m%d", what, t->spec.model->layers[layer].name,
+                                          t->spec.micro);
+  uint32_t b = st_program_add_buffer(t->program, name, category, bytes, FALSE);
+  if (data != ST_DATA_NONE)
+    st_program_buffer_holds(t->program, b, data, data_layer, data_layer, t->spec.micro, 1);
+  return b;
+}
+
+static void
+scratch(StTensors *t, StPassMem *pm, StPass pass, int layer)
+{
+  uint32_t b = st_pass_scratch(t->program, t->spec.model, layer, t->spec.micro, pass,
+                               t->spec.batch[layer], t->spec.dtype);
+  st_pass_mem_alloc(pm, b);
+  st_pass_mem_free(pm, b);
+}
+
+/* x[k] as layer k reads it. */
+static uint32_t
+input_of(const StTensors *t, int k)
+{
+  return moved(t, k) ? t->in[k] : t->made[k];
+}
+
+/* Frees x[layer] (its input) and x[layer + 1] (its output) where this pass
+ * reads them last. */
+static void
+free_read(StTensors *t, StPass pass, int layer, StPassMem *pm)
+{
+  if (moved(t, layer)) {
+    if (pass == last_input_reader(t, layer))
+      st_pass_mem_free(pm, t->in[layer]);
+  } else if (frees_made(t, layer, pass, layer)) {
+    st_pass_mem_free(pm, t->made[layer]);
+  }
+  if (frees_made(t, layer + 1, pass, layer))
+    st_pass_mem_free(pm, t->made[layer + 1]);
+}
+
+static void
+forward(StTensors *t, int i, StPassMem *pm)
+{
+  const StLayerMemory *mem = &t->mem[i];
+  if (i == 0) {
+    t->made[0] = buffer(t, "input", 0, ST_MEM_ACTIVATIONS, mem->input, ST_DATA_ACTS, 0);
+    st_pass_mem_alloc(pm, t->made[0]);
+  }
+  g_assert(input_of(t, i) != NONE || mem->input == 0);
+  t->made[i + 1] = buffer(t, "out", i, ST_MEM_ACTIVATIONS, mem->output, ST_DATA_OUTPUT, i);
+  st_pass_mem_alloc(pm, t->made[i + 1]);
+  if (!t->spec.recompute) {
+    t->saved[i] = buffer(t, "kept", i, ST_MEM_ACTIVATIONS, mem->saved, ST_DATA_ACTS, i);
+    st_pass_mem_alloc(pm, t->saved[i]);
+  } else {
+    /* The layer writes its saved block, then the forward lets it go: the
+     * recompute makes it again. */
+    uint32_t once = buffer(t, "kept once", i, ST_MEM_ACTIVATIONS, mem->saved, ST_DATA_ACTS, i);
+    st_pass_mem_alloc(pm, once);
+    st_pass_mem_free(pm, once);
+  }
+  if (mem->targets > 0) {
+    t->targets = buffer(t, "targets", i, ST_MEM_WORKSPACE, mem->targets, ST_DATA_ACTS, i);
+    st_pass_mem_alloc(pm, t->targets);
+  }
+  scratch(t, pm, ST_PASS_FWD, i);
+  free_read(t, ST_PASS_FWD, i, pm);
+}
+
+static void
+recompute(StTensors *t, int i, StPassMem *pm)
+{
+  const StLayerMemory *mem = &t->mem[i];
+  g_assert(t->spec.recompute);
+  t->saved[i] = buffer(t, "kept", i, ST_MEM_ACTIVATIONS, mem->saved, ST_DATA_ACTS, i);
+  st_pass_mem_alloc(pm, t->saved[i]);
+  /* A fresh output: the backward's when it reads it, else dropped. */
+  uint32_t out = buffer(t, "out again", i, ST_MEM_ACTIVATIONS, mem->output, ST_DATA_OUTPUT, i);
+  st_pass_mem_alloc(pm, out);
+  if (keeps(t, i, ST_KEEPS_OUTPUT))
+    t->again[i] = out;
+  else
+    st_pass_mem_free(pm, out);
+  scratch(t, pm, ST_PASS_RECOMPUTE, i);
+  free_read(t, ST_PASS_RECOMPUTE, i, pm);
+}
+
+static void
+backward(StTensors *t, int i, StPassMem *pm)
+{
+  const StLayerMemory *mem = &t->mem[i];
+  const StModel *m = t->spec.model;
+  /* The first layer's input is data: no gradient of it. */
+  if (i > 0) {
+    t->grad[i] = buffer(t, "dx", i, ST_MEM_WORKSPACE, mem->input_grad, ST_DATA_INPUT_GRAD, i);
+    st_pass_mem_alloc(pm, t->grad[i]);
+  }
+  scratch(t, pm, ST_PASS_BWD, i);
+  /* A tied head's weight gradient waits in a buffer of its own until the
+   * backward of the layer it is tied to adds it to that layer's gradient
+   * (which, in a ZeRO bucket, only comes with that backward; the executor
+   * parks it under every strategy, so DP and ZeRO sum in one order). A rank
+   * without that backward (a pipeline stage keeping a copy) adds it in
+   * directly. */
+  int tied = st_model_tied_layer(m, i);
+  if (tied >= 0 && runs(t, tied) && t->parked[tied] == NONE) {
+    t->parked[tied] = buffer(t, "tied grads", tied, ST_MEM_GRADS,
+                             m->layers[tied].params * t->spec.grad_bytes, ST_DATA_NONE, tied);
+    st_pass_mem_alloc(pm, t->parked[tied]);
+  }
+  st_pass_mem_free(pm, t->parked[i]);
+  st_pass_mem_free(pm, t->saved[i]);
+  st_pass_mem_free(pm, t->again[i]);
+  if (mem->targets > 0)
+    st_pass_mem_free(pm, t->targets);
+  /* The gradient of its output, read last here. */
+  if (i + 1 < t->n)
+    st_pass_mem_free(pm, moved(t, i + 1) ? t->grad_in[i + 1] : t->grad[i + 1]);
+  free_read(t, ST_PASS_BWD, i, pm);
+  if (bwd_reads_output(t, i + 1) && moved(t, i + 1) && t->sent[i + 1] != NONE) {
+    g_assert(pm->n_after < (int)G_N_ELEMENTS(pm->after));
+    pm->after[pm->n_after++] = t->sent[i + 1];
+  }
+  /* Nobody here reads the gradient it made (no layer before it here, and
+   * no transfer out): it goes with this pass. */
+  if (i > 0 && !runs(t, i - 1) && !moved(t, i))
+    st_pass_mem_free(pm, t->grad[i]);
+}
+
+void
+st_tensors_pass(StTensors *t, StPass pass, int layer, StPassMem *pm)
+{
+  g_assert(runs(t, layer));
+  switch (pass) {
+  case ST_PASS_FWD:
+    forward(t, layer, pm);
+    return;
+  case ST_PASS_RECOMPUTE:
+    recompute(t, layer, pm);
+    return;
+  case ST_PASS_BWD:
+    backward(t, layer, pm);
+    return;
+  default:
+    g_assert_not_reached();
+  }
+}
+
+/* ---- moves -------------------------------------------------------------------------- */
+
+uint32_t
+st_tensors_move_in(StTensors *t, int k, gboolean backward, StMemCategory category)
+{
+  g_assert(moved(t, k));
+  gboolean *done = &t->in_done[(backward ? t->n + 1 : 0) + k];
+  if (*done)
+    return NONE;
+  *done = TRUE;
+  if (!backward) {
+    g_assert(runs(t, k));
+    t->in[k] = buffer(t, "in", k, category, t->mem[k].input, ST_DATA_OUTPUT, k - 1);
+    return t->in[k];
+  }
+  g_assert(runs(t, k - 1));
+  /* g[k] at layer k-1's batch: the gradient of its output. */
+  t->grad_in[k] =
+    buffer(t, "dy", k - 1, category, t->mem[k - 1].output, ST_DATA_INPUT_GRAD, k);
+  return t->grad_in[k];
+}
+
+uint32_t
+st_tensors_move_out(StTensors *t, int k, gboolean backward)
+{
+  g_assert(moved(t, k));
+  if (backward)
+    return t->grad[k];
+  return bwd_reads_output(t, k) ? NONE : t->made[k];
+}
+
+void
+st_tensors_sent(StTensors *t, int k, uint32_t op)
+{
+  g_assert(moved(t, k));
+  t->sent[k] = op;
+}
+
+/* ---- footprint ---------------------------------------------------------------------- */
+
+typedef struct {
+  const StProgram *program;
+  int64_t live, peak;
+} Tally;
+
+static void
+tally(Tally *y, const StPassMem *pm)
+{
+  for (int k = 0; k < pm->n_alloc; k++)
+    y->live += g_array_index(y->program->buffers, StBuffer, pm->alloc[k]).bytes;
+  y->peak = MAX(y->peak, y->live);
+  for (int k = 0; k < pm->n_free; k++)
+    y->live -= g_array_index(y->program->buffers, StBuffer, pm->free[k]).bytes;
+}
+
+/* The effects of one move as an op of its own. */
+static void
+tally_move(Tally *y, uint32_t alloc, uint32_t free)
+{
+  StPassMem pm = {0};
+  st_pass_mem_alloc(&pm, alloc);
+  st_pass_mem_free(&pm, free);
+  tally(y, &pm);
+}
+
+void
+st_tensors_footprint(const StTensorsSpec *spec, int64_t *held, int64_t *peak)
+{
+  g_autoptr(StProgram) p = st_program_new("footprint");
+  g_autoptr(StTensors) t = st_tensors_new(p, spec);
+  Tally y = {p, 0, 0};
+  int n = t->n;
+  for (int i = 0; i < n; i++) {
+    if (!runs(t, i))
+      continue;
+    if (moved(t, i))
+      tally_move(&y, st_tensors_move_in(t, i, FALSE, ST_MEM_ACTIVATIONS), NONE);
+    StPassMem pm = {0};
+    st_tensors_pass(t, ST_PASS_FWD, i, &pm);
+    tally(&y, &pm);
+    if (moved(t, i + 1))
+      tally_move(&y, NONE, st_tensors_move_out(t, i + 1, FALSE));
+  }
+  *held = y.live;
+  for (int i = n - 1; i >= 0; i--) {
+    if (!runs(t, i))
+      continue;
+    if (moved(t, i + 1))
+      tally_move(&y, st_tensors_move_in(t, i + 1, TRUE, ST_MEM_WORKSPACE), NONE);
+    StPassMem pm = {0};
+    if (spec->recompute) {
+      st_tensors_pass(t, ST_PASS_RECOMPUTE, i, &pm);
+      tally(&y, &pm);
+      pm = (StPassMem){0};
+    }
+    st_tensors_pass(t, ST_PASS_BWD, i, &pm);
+    tally(&y, &pm);
+    if (moved(t, i))
+      tally_move(&y, NONE, st_tensors_move_out(t, i, TRUE));
+  }
+  g_assert(y.live == 0);
+  *peak = y.peak;
+}

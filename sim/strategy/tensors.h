@@ -1,0 +1,121 @@
+/* tensors.h: a rank's tensors of one micro-batch, as the executor makes
+ * them (exec/acts.c, exec/op_compute.c, exec/op_move.c), for every
+ * strategy's pass emission: which op allocates each and which op frees it.
+ *
+ * Boundary k is the tensor x[k] between layers k-1 and k (x[0] the
+ * samples) and, going back, its gradient g[k]. A rank runs some layers
+ * (StTensorsSpec.batch > 0: a data-parallel replica all, a pipeline or
+ * cyclic-DP stage a range, a burst rank those of its GPU sets). A boundary
+ * is `moved` when its tensor crosses between ranks there: then the rank
+ * holds up to two tensors of it, the one its layer k-1 made (sent away by
+ * the strategy's transfers, or copied) and the one its layer k reads (made
+ * by the first transfer or copy that brings it in); otherwise one.
+ *
+ * Who allocates (memory category):
+ * - forward of k: x[k+1] (activations), what the layer saves for its
+ *   backward (activations), a loss its targets (workspace), layer 0 the
+ *   samples (activations); with `recompute` (checkpointing) the saved block
+ *   is allocated and freed by the forward and allocated again by the
+ *   recompute, which also makes a fresh output (activations) that lives
+ *   until the backward when the layer keeps it, else until the recompute's
+ *   end;
+ * - backward of k > 0: g[k] (workspace); a tied head's backward, when this
+ *   rank runs the backward of the layer it is tied to, that layer's weight
+ *   gradient (grads), freed by that backward, which adds it in;
+ * - every pass: its scratch (workspace, st_pass_scratch), allocated and
+ *   freed by the pass itself;
+ * - the first transfer or copy into a moved boundary: the tensor there (the
+ *   category the strategy says: the executor's assembled tensors are comm,
+ *   a received layer input activations, a received gradient workspace).
+ * Who frees: the last reader, as autograd frees what nothing holds. Readers
+ * of x[k] in time order: the transfers out, forward k, its recompute, the
+ * backward of k when the layer keeps its input, the backward of k-1 when it
+ * keeps its output (not under checkpointing: it reads the recomputed one);
+ * of g[k]: the transfers out, the backward of k-1. A tensor nothing reads
+ * (a loss's output) goes with the pass that made it.
+ *
+ * Layers of one rank: its passes may interleave with other micro-batches'
+ * (1F1B) and with transfers; each micro-batch has its own StTensors. The
+ * buffers are created in the rank's program as the calls need them: the
+ * boundaries' before the passes that read them.
+ */
+#pragma once
+
+#include "sched/sched.h"
+
+#define ST_PASS_MEM_MAX 12
+
+/* What one op allocates when it starts and frees when it ends, and the ops
+ * it waits for so that it frees last what they read too. */
+typedef struct {
+  uint32_t alloc[ST_PASS_MEM_MAX], free[ST_PASS_MEM_MAX];
+  int n_alloc, n_free;
+  uint32_t after[2];
+  int n_after;
+} StPassMem;
+
+/* Both ignore UINT32_MAX (no buffer). */
+void st_pass_mem_alloc(StPassMem *pm, uint32_t buffer);
+void st_pass_mem_free(StPassMem *pm, uint32_t buffer);
+/* Adds the effects to the op being built (st_program_begin .. commit):
+ * dependencies, allocations, then frees. */
+void st_pass_mem_apply(StProgram *program, const StPassMem *pm);
+
+typedef struct {
+  const StModel *model;     /* borrowed */
+  int micro;
+  StDtype dtype;            /* of activations */
+  int grad_bytes;           /* per parameter, of a tied head's parked gradient */
+  const int *batch;         /* [n_layers], borrowed: samples of each layer's passes on
+                               this rank, 0 where it runs none */
+  const gboolean *moved;    /* [n_layers + 1], borrowed, or NULL (none): boundaries whose
+                               tensors cross between ranks; [0] and [n_layers] FALSE */
+  gboolean recompute;       /* checkpointing: every layer recomputed before its backward */
+} StTensorsSpec;
+
+typedef struct StTensors StTensors;
+
+/* Transfer full; the spec's arrays must outlive it. */
+StTensors *st_tensors_new(StProgram *program, const StTensorsSpec *spec);
+void st_tensors_free(StTensors *tensors);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTensors, st_tensors_free)
+
+/* Adds to `pm` what a pass (forward, recompute or backward) of `layer`
+ * allocates and frees. */
+void st_tensors_pass(StTensors *tensors, StPass pass, int layer, StPassMem *pm);
+
+/* The buffer the first transfer or copy bringing boundary k in allocates
+ * (forward: x[k], read by this rank's layer k; backward: g[k], read by its
+ * layer k-1), of `category`; UINT32_MAX for later ones. */
+uint32_t st_tensors_move_in(StTensors *tensors, int k, gboolean backward,
+                            StMemCategory category);
+
+/* The buffer the last transfer or copy taking boundary k out frees (what
+ * this rank's layer k-1 made going forward, its layer k's input gradient
+ * going back); UINT32_MAX when a later pass of this rank reads it (a layer
+ * that keeps its output) and frees it then. */
+uint32_t st_tensors_move_out(StTensors *tensors, int k, gboolean backward);
+
+/* Says which op was the last to take x[k] out (forward). When layer k-1's
+ * backward reads it too, that backward waits for this op, as a framework
+ * waits for a send before it lets its buffer go: then the backward frees
+ * it, whatever the timing (the simulator has the backward after it anyway:
+ * its gradient comes back only once the samples have arrived). */
+void st_tensors_sent(StTensors *tensors, int k, uint32_t op);
+
+/* What one micro-batch's tensors cost a rank that runs its passes (and
+ * moves) one after another, forwards then backwards, in bytes: `held`, what
+ * stays allocated between the last forward and the first backward (a
+ * micro-batch in flight), and `peak`, the most allocated at any point, pass
+ * scratch included. Estimates (a pipeline stage's memory) build on these. */
+void st_tensors_footprint(const StTensorsSpec *spec, int64_t *held, int64_t *peak);
+
+/* A workspace buffer for the scratch that a pass (forward or recompute: the
+ * forward's; backward) of `layer` over `batch` samples with activations in
+ * `dtype` takes while it runs (st_layer_memory), named "scratch fwd|bwd
+ * LAYER mMICRO", for that pass to allocate and free; UINT32_MAX when it
+ * takes none. A loss's recompute adds an aligned float for the loss it
+ * computes again and nobody reads. Opaque (ST_DATA_NONE): the executor
+ * allocates it and lends it to the layer as its scratch. */
+uint32_t st_pass_scratch(StProgram *program, const StModel *model, int layer, int micro,
+                         StPass pass, int batch, StDtype dtype);
