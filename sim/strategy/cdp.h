@@ -242,11 +242,13 @@ void cdp_add_gate(CdpGate *gates, int *n, CdpMarkId mark, gboolean prev);
 
 /* A stream, created on first use. */
 int cdp_stream(CdpRank *r, int *slot, const char *name, int priority);
-/* A stream for `what` ("params in <-") exchanged with one peer rank: a send
- * waits for its receiver, so messages to or from different peers go on
- * streams of their own, lest one late peer hold up the others. Past 48
- * streams, further peers share one. */
-int cdp_peer_stream(CdpRank *r, const char *what, int peer);
+/* A stream for `what` ("params in <-") exchanged with one peer rank about
+ * one stage (-1: any): a send waits for its receiver, so messages to or
+ * from different peers go on streams of their own, lest one late peer hold
+ * up the others, and so do different stages', whose order the two ends
+ * need not share (the owner sends in update order, a user receives in
+ * backward order). Past 48 streams, further ones share one. */
+int cdp_peer_stream(CdpRank *r, const char *what, int peer, int stage);
 /* A buffer of stage l's layers. */
 uint32_t cdp_stage_buffer(CdpRank *r, int l, const char *what, StMemCategory category,
                           int64_t bytes, gboolean persistent, StData data);

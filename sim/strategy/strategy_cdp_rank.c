@@ -76,9 +76,10 @@ cdp_stream(CdpRank *r, int *slot, const char *name, int priority)
 }
 
 int
-cdp_peer_stream(CdpRank *r, const char *what, int peer)
+cdp_peer_stream(CdpRank *r, const char *what, int peer, int stage)
 {
-  g_autofree char *name = g_strdup_printf("%s%d", what, peer);
+  g_autofree char *name = stage >= 0 ? g_strdup_printf("%s%d s%d", what, peer, stage)
+                                     : g_strdup_printf("%s%d", what, peer);
   if (r->p->streams->len >= 48 && !g_hash_table_contains(r->peer_streams, name)) {
     g_free(name);
     name = g_strdup_printf("%s(more)", what);

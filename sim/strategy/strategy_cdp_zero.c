@@ -61,7 +61,7 @@ static uint32_t
 emit_owner_send(CdpRank *r, int l, int to, const char *label, uint32_t dep, gboolean prev)
 {
   const CdpPlan *c = r->c;
-  StOp op = cdp_p2p_op(r, TRUE, cdp_peer_stream(r, "params own ->", to), to,
+  StOp op = cdp_p2p_op(r, TRUE, cdp_peer_stream(r, "params own ->", to, l), to,
                        CDP_TAG(CDP_TAG_RELAY, l), c->params[l] * c->bytes.weight,
                        ST_DATA_PARAMS, c->first[l], c->first[l + 1] - 1, label);
   op.version = prev ? 1 : 0; /* w_{t-1}, made by the last step's update, or w_t */
@@ -115,7 +115,7 @@ user_relay(CdpRank *r, int l)
   gboolean forwards = pos + 1 < zs->n_relay[v];
   const char *label = ahead(c, v) ? "params next step" : v ? "params previous" : "params new";
   int64_t bytes = c->params[l] * c->bytes.weight;
-  StOp op = cdp_p2p_op(r, FALSE, cdp_peer_stream(r, "params in <-", from), from,
+  StOp op = cdp_p2p_op(r, FALSE, cdp_peer_stream(r, "params in <-", from, l), from,
                        CDP_TAG(CDP_TAG_RELAY, l), bytes, ST_DATA_PARAMS, c->first[l],
                        c->first[l + 1] - 1, label);
   /* What moves: w_{t-1} for this step's delta-1 readers, else w_t. */
@@ -142,7 +142,7 @@ user_relay(CdpRank *r, int l)
   cdp_mark_set(r->p, &st->marks[CDP_MARK_GATE], got);
   if (forwards) {
     int to = zs->relay[v][pos + 1];
-    StOp fop = cdp_p2p_op(r, TRUE, cdp_peer_stream(r, "params out ->", to), to,
+    StOp fop = cdp_p2p_op(r, TRUE, cdp_peer_stream(r, "params out ->", to, l), to,
                           CDP_TAG(CDP_TAG_RELAY, l), bytes, ST_DATA_PARAMS, c->first[l],
                           c->first[l + 1] - 1, label);
     fop.version = version;
@@ -168,10 +168,10 @@ user_chain(CdpRank *r, int l)
   g_autofree char *label = g_strdup_printf("grads s%d", l);
   uint32_t ready = st->marks[CDP_MARK_B_LAST].op;
   if (me > 0)
-    ready = cdp_emit_p2p(r, FALSE, cdp_peer_stream(r, "grads in <-", chain[me - 1]), chain[me - 1],
+    ready = cdp_emit_p2p(r, FALSE, cdp_peer_stream(r, "grads in <-", chain[me - 1], l), chain[me - 1],
                          CDP_TAG(CDP_TAG_REDUCE, l), bytes, ST_DATA_GRADS, l, label, &ready, 1);
   int to = chain[me + 1];
-  StOp op = cdp_p2p_op(r, TRUE, cdp_peer_stream(r, "grads out ->", to), to,
+  StOp op = cdp_p2p_op(r, TRUE, cdp_peer_stream(r, "grads out ->", to, l), to,
                        CDP_TAG(CDP_TAG_REDUCE, l), bytes, ST_DATA_GRADS, c->first[l],
                        c->first[l + 1] - 1, label);
   st_program_begin(r->p, &op);
@@ -239,7 +239,7 @@ zero_after_backward(CdpRank *r, int l)
      * not hold up this rank's receives as a link of other stages' chains. */
     g_autofree char *label = g_strdup_printf("grads s%d", l);
     int from = z->stages[l].chain[c->n - 2];
-    uint32_t got = cdp_emit_p2p(r, FALSE, cdp_peer_stream(r, "total in <-", from), from,
+    uint32_t got = cdp_emit_p2p(r, FALSE, cdp_peer_stream(r, "total in <-", from, l), from,
                                 CDP_TAG(CDP_TAG_REDUCE, l),
                                 c->params[l] * c->bytes.grad, ST_DATA_GRADS, l, label,
                                 &b_last, 1);
