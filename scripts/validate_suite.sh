@@ -15,9 +15,10 @@
 #   --reprofile  measure again even where traces/profiles/NAME/ has a profile
 #
 # Writes traces/profiles/NAME/{MODEL,links}.json (kept when present),
-# traces/validation/NAME/MODEL/ (validate's outputs and plots; the raw
-# per-op tables are dropped to keep the folder small, report.json and the
-# plots stay), and replaces the part of the doc between
+# traces/validation/NAME/MODEL/ (validate's tables and step-time plot; per
+# case its validate.json and both report.json: the per-op tables and the
+# other plots are dropped to keep it small),
+# and replaces the part of the doc between
 # "<!-- suite:NAME:begin -->" and "<!-- suite:NAME:end -->" (appended when
 # absent); the rest of the doc, the analysis, is kept.
 set -euo pipefail
@@ -96,8 +97,9 @@ for line in "${MODELS[@]}"; do
   else
     echo "validate_suite.sh: no gnuplot here: run 'stagger plot $out' where there is" >&2
   fi
-  # Keep the folder small: the tables the plots were drawn from go.
-  find "$out" \( -name ops.csv -o -name trace.json \) -delete
+  # Keep the folder small: per case its validate.json and both report.json;
+  # the tables and plots go (`stagger validate` again makes them).
+  find "$out" -mindepth 2 -type f ! -name validate.json ! -name report.json -delete
   tables+=("$out/validate.md")
 done
 

@@ -157,3 +157,15 @@ st_comm_plan_p2p(const StCluster *cluster, int device_a, int device_b, int64_t b
   st_comm_plan_add(plan, cluster, st_cluster_link_between(cluster, device_a, device_b),
                    (double)bytes, 1);
 }
+
+void
+st_comm_plan_p2p_profiled(const StCluster *cluster, const StProfile *profile, int device_a,
+                          int device_b, int64_t bytes, StCommPlan *plan)
+{
+  st_comm_plan_p2p(cluster, device_a, device_b, bytes, plan);
+  StLinkClass link = st_cluster_link_between(cluster, device_a, device_b);
+  double measured_ns;
+  if (profile != NULL && cluster->gpu.name != NULL &&
+      st_profile_p2p_time(profile, cluster->gpu.name, link, bytes, &measured_ns))
+    apply_link_profile(plan, link, measured_ns);
+}

@@ -109,6 +109,10 @@ gboolean st_comm_plan_collective(const StCluster *cluster, const StProfile *prof
 /* A point-to-point transfer of `bytes` between two devices (one phase). */
 void st_comm_plan_p2p(const StCluster *cluster, int device_a, int device_b, int64_t bytes,
                       StCommPlan *plan);
+/* The same, or the profile's measured send_recv over that link when it has
+ * one for the cluster's GPU (source LINK_PROFILE). `profile` may be NULL. */
+void st_comm_plan_p2p_profiled(const StCluster *cluster, const StProfile *profile, int device_a,
+                               int device_b, int64_t bytes, StCommPlan *plan);
 
 /* Time of a plan alone on idle links: sum of latency + bytes / bandwidth. */
 double st_comm_plan_ns(const StCommPlan *plan);

@@ -514,7 +514,8 @@ start_transfer(Engine *e, const OpRef *send, const OpRef *recv)
   /* The link is the one between the real sender and its real receiver. */
   int real_dst = e->s->ranks[peer_of(e, send)].device;
   StCommPlan plan;
-  st_comm_plan_p2p(e->s->cluster, src_dev, real_dst, op->bytes, &plan);
+  st_comm_plan_p2p_profiled(e->s->cluster, e->options->profile, src_dev, real_dst, op->bytes,
+                            &plan);
   Flow *f = flow_new(e, PORTS_P2P, &plan, &src_dev, 1, dst_dev);
   g_array_append_val(f->members, *send);
   g_array_append_val(f->members, *recv);

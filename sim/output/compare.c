@@ -42,7 +42,12 @@ classes(const StSummary *sum, int rank, double *out)
     if (r->rank != rank || r->step < sum->warmup_steps)
       continue;
     const StOp *op = st_program_op(st_schedule_program_of(s, rank), r->op);
-    out[class_of(op)] += (double)(r->end_ns - r->start_ns) / steady;
+    /* Communication counts from when this rank could start it: the wait
+     * for its peers included, which the executor cannot tell apart from
+     * the transfer (an NCCL kernel waits inside), so the prediction counts
+     * it too. */
+    int64_t from = op->kind == ST_OP_COMP || op->kind == ST_OP_COPY ? r->start_ns : r->ready_ns;
+    out[class_of(op)] += (double)(r->end_ns - from) / steady;
   }
 }
 

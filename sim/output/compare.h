@@ -2,7 +2,8 @@
  *
  * Step time; time per op class (forward, backward, optimizer, collectives,
  * transfers, copies, other compute), summed over one rank's ops in the steady
- * steps and divided by their number; the memory peak of device 0 and what
+ * steps and divided by their number (communication from when the rank could
+ * start it, its wait for peers included); the memory peak of device 0 and what
  * each category held at that moment.
  * Errors are (predicted - measured) / measured. Both summaries borrowed.
  */
