@@ -250,6 +250,58 @@ elementwise_sizes(const StModel *m)
   return sizes;
 }
 
+/* With --sharing: the kernel of `e` (measured alone in `alone_ns`) as 2 and 4
+ * copies on their own streams and buffers, all started together, and the
+ * fill they give (profile_sharing.c's rule) on its entry: an optimizer step
+ * of every rank sharing a device runs at once. Copies that do not fit are a
+ * note, not an error. */
+static gboolean
+elem_sharing(ProfDev *d, const Elem *e, const char *name, StPass pass, double alone_ns,
+             StProfile *profile, GError **error)
+{
+  static const int counts[] = {2, 4};
+  Elem copies[PROF_STREAMS];
+  copies[0] = *e;
+  int made = 1;
+  GError *local = NULL;
+  for (; made < PROF_STREAMS; made++) {
+    copies[made] = (Elem){.d = d, .kind = e->kind, .n = e->n};
+    if (!elem_setup(&copies[made], &local)) {
+      elem_clear(&copies[made]);
+      break;
+    }
+  }
+  double span[G_N_ELEMENTS(counts)];
+  gboolean ok = local == NULL;
+  for (gsize c = 0; ok && c < G_N_ELEMENTS(counts); c++) {
+    StReplayPart parts[PROF_STREAMS];
+    for (int p = 0; p < counts[c]; p++)
+      parts[p] = (StReplayPart){d->streams[p], elem_body, &copies[p]};
+    ProfTiming t;
+    ok = prof_measure(d, parts, counts[c], TRUE, &t, &local);
+    span[c] = ok ? t.span_ns : 0;
+  }
+  for (int s = 0; s < PROF_N_STREAMS; s++)
+    d->b->stream_sync(d->dev, d->streams[s], NULL);
+  for (int i = 1; i < made; i++)
+    elem_clear(&copies[i]);
+  if (!ok && local != NULL && out_of_memory(local)) {
+    prof_note(d, "%s of %zu elements: sharing skipped: %s", name, e->n, local->message);
+    g_clear_error(&local);
+    return TRUE;
+  }
+  if (!ok) {
+    g_propagate_prefixed_error(error, local, "%s of %zu elements, together: ", name, e->n);
+    return FALSE;
+  }
+  gboolean bound = FALSE;
+  double fill = st_profiler_fill(alone_ns, counts, span, (int)G_N_ELEMENTS(counts),
+                                 PROF_NO_SLOWDOWN, &bound);
+  st_profile_set_layer_fill(profile, d->device_name, name, NULL, pass, (int64_t)e->n, fill,
+                            bound);
+  return TRUE;
+}
+
 static gboolean
 profile_elementwise(ProfDev *d, const GArray *sizes, StProfile *profile, GError **error)
 {
@@ -277,6 +329,15 @@ profile_elementwise(ProfDev *d, const GArray *sizes, StProfile *profile, GError 
       }
       for (int s = 0; s < PROF_N_STREAMS; s++)
         d->b->stream_sync(d->dev, d->streams[s], NULL);
+      /* The entry first: the fill goes onto it. */
+      if (ok)
+        st_profile_add_layer(profile, d->device_name, name, NULL, kinds[k].pass, (int64_t)e.n,
+                             t.span_ns, t.spread_ns);
+      if (ok && d->o->sharing && t.span_ns > 0 &&
+          !elem_sharing(d, &e, name, kinds[k].pass, t.span_ns, profile, error)) {
+        elem_clear(&e);
+        return FALSE;
+      }
       elem_clear(&e);
       if (!ok && out_of_memory(local)) {
         prof_note(d, "%s of %zu elements: skipped: %s", name, e.n, local->message);
@@ -284,9 +345,6 @@ profile_elementwise(ProfDev *d, const GArray *sizes, StProfile *profile, GError 
       } else if (!ok) {
         g_propagate_prefixed_error(error, local, "%s of %zu elements: ", name, e.n);
         return FALSE;
-      } else {
-        st_profile_add_layer(profile, d->device_name, name, NULL, kinds[k].pass, (int64_t)e.n,
-                             t.span_ns, t.spread_ns);
       }
       g_autofree char *what = g_strdup_printf("%s of %zu elements", name, e.n);
       prof_step(d, what);

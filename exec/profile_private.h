@@ -90,6 +90,10 @@ gboolean prof_layer_bwd(gpointer bench, void *stream, GError **error);
 
 /* ---- profile_sharing.c ---- */
 
+/* Relative slowdown below which k copies count as not slowed at all: the
+ * timings' own noise. */
+#define PROF_NO_SLOWDOWN 0.05
+
 /* Runs a layer pass together with copies of itself (`benches`: PROF_STREAMS
  * prepared benches of one layer and batch, benches[0] the one measured
  * alone), records the sharing measurements and sets the fill on the entries

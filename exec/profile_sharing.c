@@ -18,9 +18,6 @@
  */
 #include "exec/profile_private.h"
 
-/* Relative slowdown below which k copies count as not slowed at all: the
- * timings' own noise. */
-#define NO_SLOWDOWN 0.05
 
 double
 st_profiler_fill(double alone_ns, const int *streams, const double *span_ns, int n,
@@ -82,7 +79,7 @@ prof_sharing(ProfDev *d, ProfLayer *const *benches, const StLayer *layer, const 
 
   gboolean bound = FALSE;
   double fill =
-    st_profiler_fill(alone_ns, counts, span, (int)G_N_ELEMENTS(counts), NO_SLOWDOWN, &bound);
+    st_profiler_fill(alone_ns, counts, span, (int)G_N_ELEMENTS(counts), PROF_NO_SLOWDOWN, &bound);
   for (guint i = 0; i < names->len; i++)
     st_profile_set_layer_fill(profile, d->device_name, g_ptr_array_index(names, i),
                               layer->signature, pass, batch, fill, bound);

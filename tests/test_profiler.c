@@ -400,6 +400,15 @@ profile_tiny(const char *model_path, gboolean sharing)
   g_assert_true(st_profile_layer_time(p, "host", "compress", NULL, ST_PASS_COMPRESS, 1000, 0.5,
                                       &t, NULL));
   g_assert_true(st_profile_copy_time(p, "host", ST_COPY_H2D, 4096, &t));
+  /* Every rank sharing a device steps at once: the optimizer's and the
+   * sparse kernels' fill is measured with the layers'. */
+  double fill = -1;
+  g_assert_cmpint(st_profile_layer_fill(p, "host", "adam", NULL, ST_PASS_OPTIM, m->params, &fill),
+                  ==, sharing);
+  g_assert_cmpint(st_profile_layer_fill(p, "host", "expand", NULL, ST_PASS_EXPAND, 1000, &fill),
+                  ==, sharing);
+  if (sharing)
+    g_assert_true(fill > 0 && fill <= 1);
   /* Per layer (tiny-mlp's all differ), batch and pass: 2 and 4 copies, and
    * the pair with priorities. */
   g_assert_cmpint(st_profile_n_sharing_entries(p), ==, sharing ? m->n_layers * 3 * 2 * 3 : 0);

@@ -55,27 +55,34 @@ profile_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCos
   }
 }
 
-/* A measured fill (profile.h: "fill" of layer entries). Layer passes only:
- * elementwise kernels (optimizer, compress, expand) are not measured
- * together. A recompute runs the forward's kernels: the forward's fill. */
+/* A measured fill (profile.h: "fill" of layer entries, and of the
+ * elementwise kernels' entries by name, measured together with --sharing
+ * too). A recompute runs the forward's kernels: the forward's fill. */
 static gboolean
 profile_fill(const StComputeCtx *ctx, const StWork *work, double *fill)
 {
-  if (ctx->profile == NULL || ctx->cluster->gpu.name == NULL || work->layer == NULL ||
-      work->batch <= 0)
+  if (ctx->profile == NULL || ctx->cluster->gpu.name == NULL)
     return FALSE;
   const char *device = ctx->cluster->gpu.name;
   const StLayer *layer = work->layer;
   switch (work->pass) {
   case ST_PASS_FWD:
   case ST_PASS_BWD:
-    return st_profile_layer_fill(ctx->profile, device, layer->name, layer->signature, work->pass,
-                                 work->batch, fill);
-  case ST_PASS_RECOMPUTE:
-    return st_profile_layer_fill(ctx->profile, device, layer->name, layer->signature,
-                                 ST_PASS_RECOMPUTE, work->batch, fill) ||
+    return layer != NULL && work->batch > 0 &&
            st_profile_layer_fill(ctx->profile, device, layer->name, layer->signature,
-                                 ST_PASS_FWD, work->batch, fill);
+                                 work->pass, work->batch, fill);
+  case ST_PASS_RECOMPUTE:
+    return layer != NULL && work->batch > 0 &&
+           (st_profile_layer_fill(ctx->profile, device, layer->name, layer->signature,
+                                  ST_PASS_RECOMPUTE, work->batch, fill) ||
+            st_profile_layer_fill(ctx->profile, device, layer->name, layer->signature,
+                                  ST_PASS_FWD, work->batch, fill));
+  case ST_PASS_OPTIM:
+  case ST_PASS_COMPRESS:
+  case ST_PASS_EXPAND:
+    return work->kernel != NULL && work->elems > 0 &&
+           st_profile_layer_fill(ctx->profile, device, work->kernel, NULL, work->pass,
+                                 work->elems, fill);
   default:
     return FALSE;
   }
