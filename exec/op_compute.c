@@ -349,17 +349,19 @@ tied_target(Rank *r, uint32_t o, int layer, int tied, int32_t step)
   return state_data_of(r, o, step, ST_DATA_GRADS, tied, step);
 }
 
-/* Runs the backward call; with gradients other ranks also add into (a
- * shared device's), one such backward at a time, after the last one. */
+/* Runs the backward call of layer `i`; with gradients other ranks also add
+ * into (a shared device's), one such backward at a time, after the last
+ * one. The layer's own gradients (a tied head's bias: not those of the
+ * weights it is tied to, which go through tied_grads) are made fresh first. */
 static int
-call_backward(Rank *r, const StLayerImpl *impl, const StLayerCtx *c, const StLayer *l, int batch,
-              const void *params, const void *in, const void *out, const void *saved,
+call_backward(Rank *r, const StLayerImpl *impl, const StLayerCtx *c, const StLayer *l, int i,
+              int batch, const void *params, const void *in, const void *out, const void *saved,
               const void *dout, void *din, void *grads, int weights_layer, int64_t t,
               void *stream, GError **error)
 {
   const LayerState *ls = &r->layers[weights_layer];
   if (!ls->shared) {
-    if (l->params > 0 && !state_fresh(r, weights_layer, ST_DATA_GRADS, t, stream, error))
+    if (l->params > 0 && !state_fresh(r, i, ST_DATA_GRADS, t, stream, error))
       return -1;
     return impl->backward(c, l, batch, params, in, out, saved, dout, din, grads);
   }
@@ -429,7 +431,7 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   if (tied >= 0 && c.tied_params == NULL)
     return op_missing(error, r, o, "the weights it is tied to");
   GError *local = NULL;
-  int status = call_backward(r, impl, &c, l, op->batch, params, keeps_in ? in->ptr : NULL,
+  int status = call_backward(r, impl, &c, l, i, op->batch, params, keeps_in ? in->ptr : NULL,
                              keeps_out ? out_ptr : NULL, *saved,
                              dout != NULL ? dout->ptr : NULL, din != NULL ? din->ptr : NULL,
                              grads, state_weights_layer(m, i), step, stream, &local);

@@ -54,16 +54,20 @@ weights_of(const StModel *m, int layer)
   return tied >= 0 ? tied : m->layers[layer].params > 0 ? layer : -1;
 }
 
+/* Gathers the weights of `layer` for a pass of `pass_layer` (the layer
+ * itself, or one whose weights a tied head reads). */
 static uint32_t
-emit_gather(Zero *z, int pass_layer, int micro, StPass pass)
+emit_gather(Zero *z, int layer, int pass_layer, int micro, StPass pass)
 {
   StDpFrame *f = z->frame;
   StProgram *p = f->program;
-  int layer = weights_of(f->model, pass_layer);
   const StLayer *l = &f->model->layers[layer];
   const StLayer *user = &f->model->layers[pass_layer];
-  g_autofree char *name = g_strdup_printf("gathered %s %s m%d", user->name, st_pass_name(pass),
-                                          micro);
+  g_autofree char *name =
+    layer == pass_layer
+      ? g_strdup_printf("gathered %s %s m%d", user->name, st_pass_name(pass), micro)
+      : g_strdup_printf("gathered %s (%s) %s m%d", user->name, l->name, st_pass_name(pass),
+                        micro);
   uint32_t buffer = st_program_add_buffer(p, name, ST_MEM_PARAMS, l->params * f->bytes.weight,
                                           FALSE);
   st_program_buffer_holds(p, buffer, ST_DATA_PARAMS, layer, layer, micro, 1);
@@ -112,10 +116,18 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
   Zero *z = data;
   StDpFrame *f = z->frame;
   const StLayer *l = &f->model->layers[layer];
-  if (z->stage == 3 && weights_of(f->model, layer) >= 0) {
-    uint32_t buffer = emit_gather(z, layer, micro, pass);
-    extra->after[extra->n_after++] = f->program->ops->len - 1;
-    extra->free[extra->n_free++] = buffer;
+  if (z->stage == 3) {
+    /* A tied head reads the weights it is tied to and, when it has one, a
+     * bias of its own: both are gathered. */
+    int tied = st_model_tied_layer(f->model, layer);
+    int owners[2] = {tied, l->params > 0 ? layer : -1};
+    for (int k = 0; k < 2; k++) {
+      if (owners[k] < 0)
+        continue;
+      uint32_t buffer = emit_gather(z, owners[k], layer, micro, pass);
+      extra->after[extra->n_after++] = f->program->ops->len - 1;
+      extra->free[extra->n_free++] = buffer;
+    }
   }
   if (pass == ST_PASS_FWD && layer == 0 && micro == 0 && z->stage < 3)
     extra->after_prev_step[extra->n_after_prev_step++] = z->optimizer_ref; /* see build() */
