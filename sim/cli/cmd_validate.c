@@ -1,18 +1,19 @@
 /* cmd_validate.c: `stagger validate`: the simulator against a real run of
  * the same schedule. Each case (a strategy at a rank count, the ranks
- * sharing this machine's one device) is built once, simulated with a
- * measured profile, executed, and compared (output/compare.h).
+ * sharing this machine's one device; or a stored --schedule, run as
+ * stored) is built once, simulated with a measured profile, executed, and
+ * compared (output/compare.h).
  *
  * --out DIR gets DIR/CASE/{predicted,measured}/ (the outputs of sim and
- * run), DIR/CASE/validate.json, and over all cases DIR/validate.json and
- * DIR/validate.csv. A case that fails (out of memory, a strategy the
- * executor cannot run) is reported and recorded, and the others still run.
+ * run), DIR/CASE/validate.json, and over all cases DIR/validate.json, .csv
+ * and .md (output/validation.h). A case that fails (out of memory, a
+ * strategy the executor cannot run) is reported and recorded, and the
+ * others still run.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/json.h"
-#include "base/units.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "output/output.h"
