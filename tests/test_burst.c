@@ -244,11 +244,7 @@ note_text(const StSchedule *s, const char *key)
 static StSummary *
 simulate(const StSchedule *s, gboolean no_fold, StTimeline **t)
 {
-  g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {NULL, "auto", NULL, no_fold};
-  *t = st_simulate(s, &eo, NULL, &error);
-  g_assert_no_error(error);
-  return st_summary_new(*t);
+  return st_test_simulate(s, "auto", no_fold, t);
 }
 
 static void

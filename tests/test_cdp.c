@@ -29,29 +29,6 @@ unit_cluster(void)
   return c;
 }
 
-static StCluster *
-cluster(const char *name, int nodes, int gpus)
-{
-  g_autofree char *file = g_strdup_printf("models/clusters/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StCluster *c = st_cluster_load(path, &error);
-  g_assert_no_error(error);
-  g_assert_true(st_cluster_resize(c, nodes, gpus, &error));
-  return c;
-}
-
-static StModel *
-model(const char *name)
-{
-  g_autofree char *file = g_strdup_printf("models/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(path, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 /* L uniform layers with `params` parameters and `act` bytes kept per sample;
  * outputs of 1 byte per sample, so moving them between stages is ~free. */
 static StModel *
@@ -88,16 +65,6 @@ set(StOptions *o, const char *name, const char *value)
   g_autoptr(GError) error = NULL;
   g_assert_true(st_options_set(o, name, value, &error));
   g_assert_no_error(error);
-}
-
-static StSchedule *
-build(const char *strategy, const StModel *m, const StCluster *c, const StOptions *o)
-{
-  g_autoptr(GError) error = NULL;
-  StSchedule *s = st_strategy_build(st_strategy_find(strategy), m, c, NULL, o, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(s);
-  return s;
 }
 
 static StTimeline *
@@ -181,8 +148,8 @@ test_activations(void)
   StOptions o;
   options(&o, N, 10, 4);
   set(&o, "stages", "4");
-  g_autoptr(StSchedule) cdp = build("cdp", m, c, &o);
-  g_autoptr(StSchedule) dp = build("dp", m, c, &o);
+  g_autoptr(StSchedule) cdp = st_test_build("cdp", m, c, &o);
+  g_autoptr(StSchedule) dp = st_test_build("dp", m, c, &o);
   g_assert_cmpfloat_with_epsilon(note(cdp, "stagger_delay_s")->number, 100e-6, 1e-12);
   for (int k = 0; k < N; k++)
     g_assert_cmpint(cdp->ranks[k].start_ns, ==, k * U_NS);
@@ -225,7 +192,7 @@ test_gradient_arrival(void)
   g_autoptr(StCluster) c = unit_cluster();
   StOptions o;
   options(&o, N, 10, 2);
-  g_autoptr(StSchedule) s = build("cdp", m, c, &o);
+  g_autoptr(StSchedule) s = st_test_build("cdp", m, c, &o);
   g_assert_cmpfloat_with_epsilon(note(s, "step_estimate_s")->number, T * 1e-9, 1e-12);
   g_autoptr(StTimeline) t = simulate(s, FALSE);
   for (int k = 0; k < N; k++) {
@@ -247,7 +214,7 @@ test_gradient_arrival(void)
     }
   }
   set(&o, "cdp-reduce", "collective");
-  g_autoptr(StSchedule) coll = build("cdp", m, c, &o);
+  g_autoptr(StSchedule) coll = st_test_build("cdp", m, c, &o);
   g_autoptr(StTimeline) tc = simulate(coll, FALSE);
   const StProgram *p0 = st_schedule_program_of(coll, 0);
   for (int l = 0; l < L; l++) {
@@ -277,7 +244,7 @@ test_mp_devices(void)
   StOptions o;
   options(&o, N, 10, 4);
   set(&o, "model-parallel", "true");
-  g_autoptr(StSchedule) s = build("cdp", m, c, &o);
+  g_autoptr(StSchedule) s = st_test_build("cdp", m, c, &o);
   g_assert_cmpint(s->n_ranks, ==, N * L);
   g_assert_cmpstr(note(s, "devices_per_stage")->text, ==, "1,1,1,1");
   g_assert_cmpfloat(note(s, "gpus_dp_model_parallel")->number, ==, N * L);
@@ -311,7 +278,7 @@ test_versions(void)
     StOptions o;
     options(&o, 8, 10, 1);
     set(&o, "update-rule", rules[i]);
-    g_autoptr(StSchedule) s = build("cdp", m, c, &o);
+    g_autoptr(StSchedule) s = st_test_build("cdp", m, c, &o);
     for (int r = 0; r < 8; r++) {
       const StProgram *p = st_schedule_program_of(s, r);
       for (guint k = 0; k < p->ops->len; k++) {
@@ -356,7 +323,7 @@ test_rule_buffers(void)
     StOptions o;
     options(&o, 8, 10, 1);
     set(&o, "update-rule", expect[i].rule);
-    g_autoptr(StSchedule) s = build("cdp", m, c, &o);
+    g_autoptr(StSchedule) s = st_test_build("cdp", m, c, &o);
     int64_t bytes[ST_MEM_N];
     st_program_persistent_bytes(st_schedule_program_of(s, expect[i].rank), bytes);
     g_assert_cmpint(bytes[ST_MEM_PARAMS], ==, expect[i].params);
@@ -392,7 +359,7 @@ test_zero_relay(void)
     StOptions o;
     options(&o, 4, 10, 3);
     o.zero_stage = stage;
-    g_autoptr(StSchedule) s = build("cdp", m, c, &o);
+    g_autoptr(StSchedule) s = st_test_build("cdp", m, c, &o);
     g_assert_cmpstr(note(s, "stage_owners")->text, ==, "0,1,2,3");
     g_assert_cmpfloat(note(s, "collectives_replaced")->number, ==,
                       stage == 1 ? 2 : stage == 2 ? 2 : 1 + 2 * 4);
@@ -472,8 +439,8 @@ test_every_option(void)
   const char *splits[] = {"flops", "params", "memory"};
   for (gsize k = 0; k < G_N_ELEMENTS(setups); k++) {
     const Setup *su = &setups[k];
-    g_autoptr(StModel) m = model(su->model);
-    g_autoptr(StCluster) c = cluster("dgx-h100", su->nodes, su->gpus);
+    g_autoptr(StModel) m = st_test_model_named(su->model);
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", su->nodes, su->gpus);
     for (gsize r = 0; r < G_N_ELEMENTS(rules); r++)
       for (gsize x = 0; x < G_N_ELEMENTS(reduces); x++)
         for (int zero = 0; zero <= 3; zero++)
@@ -510,8 +477,8 @@ static void
 test_mp_too_few_gpus(void)
 {
   /* Under the dp rule nothing is shared: 4 workers x 2 stages need 8 GPUs. */
-  g_autoptr(StModel) m = model("mlp");
-  g_autoptr(StCluster) c = cluster("dgx-h100", 1, 4);
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
   StOptions o;
   options(&o, 4, 8, 1);
   set(&o, "update-rule", "dp");
@@ -531,18 +498,18 @@ test_stages_clamped(void)
   /* --stages beyond the layers is clamped: mlp has 5 layers. The split by
    * parameters differs from the split by FLOPs on ResNet-50 (the last
    * stages hold most parameters, the first most FLOPs per parameter). */
-  g_autoptr(StModel) mlp = model("mlp");
-  g_autoptr(StCluster) c = cluster("dgx-h100", 1, 2);
+  g_autoptr(StModel) mlp = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
   StOptions o;
   options(&o, 2, 8, 1);
   set(&o, "stages", "50");
-  g_autoptr(StSchedule) s = build("cdp", mlp, c, &o);
+  g_autoptr(StSchedule) s = st_test_build("cdp", mlp, c, &o);
   g_assert_cmpfloat(note(s, "stages")->number, ==, mlp->n_layers);
-  g_autoptr(StModel) r50 = model("resnet50");
+  g_autoptr(StModel) r50 = st_test_model_named("resnet50");
   set(&o, "stages", "4");
-  g_autoptr(StSchedule) by_flops = build("cdp", r50, c, &o);
+  g_autoptr(StSchedule) by_flops = st_test_build("cdp", r50, c, &o);
   set(&o, "stage-split", "params");
-  g_autoptr(StSchedule) by_params = build("cdp", r50, c, &o);
+  g_autoptr(StSchedule) by_params = st_test_build("cdp", r50, c, &o);
   g_assert_cmpstr(note(by_flops, "stage_layers")->text, !=,
                   note(by_params, "stage_layers")->text);
   st_options_clear(&o);

@@ -26,17 +26,6 @@ shared_file(const char *name)
   return g_steal_pointer(&path);
 }
 
-static StModel *
-load_model(const char *name)
-{
-  g_autofree char *file = g_strdup_printf("models/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(path, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 static const StLayer *
 layer(const StModel *m, const char *name)
 {
@@ -81,7 +70,7 @@ test_vgg16(void)
   g_autofree char *path = shared_file("vggLayerGpuProfileA100.txt");
   if (path == NULL)
     return;
-  g_autoptr(StModel) m = load_model("vgg16");
+  g_autoptr(StModel) m = st_test_model_named("vgg16");
   StDeepPoolImport stats = {0};
   g_autoptr(GError) error = NULL;
   g_autoptr(StProfile) p = st_profile_import_deeppool(path, m, DEVICE, &stats, &error);
@@ -118,7 +107,7 @@ test_wrn(void)
   g_autofree char *path = shared_file("wrnLayerGpuProfileA100V2.txt");
   if (path == NULL)
     return;
-  g_autoptr(StModel) m = load_model("wide_resnet101_2");
+  g_autoptr(StModel) m = st_test_model_named("wide_resnet101_2");
   StDeepPoolImport stats = {0};
   g_autoptr(GError) error = NULL;
   g_autoptr(StProfile) p = st_profile_import_deeppool(path, m, DEVICE, &stats, &error);
@@ -153,7 +142,7 @@ test_errors(void)
 {
   /* A malformed row names its line; a row that no layer of the model
    * matches says so; a missing file is an I/O error. */
-  g_autoptr(StModel) m = load_model("vgg16");
+  g_autoptr(StModel) m = st_test_model_named("vgg16");
   g_autofree char *dir = st_test_tmpdir();
   struct {
     const char *text, *expect;
@@ -192,7 +181,7 @@ test_plan_vgg16(void)
   g_autofree char *path = shared_file("vggLayerGpuProfileA100.txt");
   if (path == NULL)
     return;
-  g_autoptr(StModel) m = load_model("vgg16");
+  g_autoptr(StModel) m = st_test_model_named("vgg16");
   g_autoptr(GError) error = NULL;
   g_autoptr(StProfile) p = st_profile_import_deeppool(path, m, DEVICE, NULL, &error);
   g_assert_no_error(error);

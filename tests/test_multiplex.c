@@ -294,38 +294,6 @@ test_engine_background_alone(void)
 
 /* ---- the strategy ----------------------------------------------------------- */
 
-static StModel *
-load_model(const char *name)
-{
-  g_autofree char *file = g_strdup_printf("models/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(path, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
-static StCluster *
-load_cluster(const char *name, int nodes, int gpus)
-{
-  g_autofree char *file = g_strdup_printf("models/clusters/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StCluster *c = st_cluster_load(path, &error);
-  g_assert_no_error(error);
-  g_assert_true(st_cluster_resize(c, nodes, gpus, &error));
-  return c;
-}
-
-static StSchedule *
-build(const char *strategy, const StModel *m, const StCluster *c, const StOptions *o)
-{
-  g_autoptr(GError) error = NULL;
-  StSchedule *s = st_strategy_build(st_strategy_find(strategy), m, c, NULL, o, &error);
-  g_assert_no_error(error);
-  return s;
-}
-
 typedef struct {
   const char *model;
   int nodes, gpus, ranks, micro_batch, accumulation;
@@ -365,11 +333,11 @@ test_conformance(void)
   for (gsize k = 0; k < G_N_ELEMENTS(CASES); k++) {
     const Case *cs = &CASES[k];
     g_test_message("case %zu: %s + %s on %s", k, cs->foreground, cs->background, cs->model);
-    g_autoptr(StModel) m = load_model(cs->model);
-    g_autoptr(StCluster) c = load_cluster("dgx-h100", cs->nodes, cs->gpus);
+    g_autoptr(StModel) m = st_test_model_named(cs->model);
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", cs->nodes, cs->gpus);
     StOptions o;
     set_options(&o, cs, c, 2);
-    g_autoptr(StSchedule) s = build("multiplex", m, c, &o);
+    g_autoptr(StSchedule) s = st_test_build("multiplex", m, c, &o);
     g_assert_cmpint(s->jobs->len, ==, strchr(cs->background, ',') ? 2 : 1);
     g_autoptr(StTimeline) tf = simulate(s, FALSE);
     g_autoptr(StTimeline) tu = simulate(s, TRUE);
@@ -405,14 +373,14 @@ test_foreground_untouched(void)
    * background gets work done there, so the cluster's throughput is the
    * foreground's plus a positive background rate, and less GPU time idles
    * than in the alone step. */
-  g_autoptr(StModel) m = load_model("resnet18");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 8);
+  g_autoptr(StModel) m = st_test_model_named("resnet18");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   const Case cs = {"resnet18", 1, 8, 0, 8, 1, "burst", "resnet18:b8"};
   StOptions o;
   set_options(&o, &cs, c, 4);
-  g_autoptr(StSchedule) mux = build("multiplex", m, c, &o);
+  g_autoptr(StSchedule) mux = st_test_build("multiplex", m, c, &o);
   o.steps = mux->steps; /* the alone and start steps come first */
-  g_autoptr(StSchedule) alone = build("burst", m, c, &o);
+  g_autoptr(StSchedule) alone = st_test_build("burst", m, c, &o);
   g_autoptr(StTimeline) tm = simulate(mux, FALSE);
   g_autoptr(StTimeline) ta = simulate(alone, FALSE);
   g_autoptr(StSummary) sm = st_summary_new(tm);
@@ -439,15 +407,15 @@ test_json_round_trip(void)
 {
   /* A background stream and its admission policy survive the schedule's
    * JSON (what `stagger schedule` writes and the executor reads). */
-  g_autoptr(StModel) m = load_model("mlp");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 2);
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
   const Case cs = {"mlp", 1, 2, 0, 4, 1, "dp", "mlp:b2"};
   StOptions o;
   set_options(&o, &cs, c, 1);
   g_autoptr(GError) error = NULL;
   g_assert_true(st_options_set(&o, "mux-piece-us", "250", &error));
   g_assert_true(st_options_set(&o, "mux-slowdown", "5", &error));
-  g_autoptr(StSchedule) s = build("multiplex", m, c, &o);
+  g_autoptr(StSchedule) s = st_test_build("multiplex", m, c, &o);
   g_autoptr(cJSON) json = st_schedule_to_json(s);
   g_autoptr(StSchedule) back = st_schedule_from_json(json, "round-trip", &error);
   g_assert_no_error(error);
@@ -470,8 +438,8 @@ test_bad_background(void)
 {
   /* Errors name the option, the item and what is wrong; an unknown model
    * says where it was looked for. */
-  g_autoptr(StModel) m = load_model("mlp");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 2);
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
   const char *bad[] = {"mlp", "mlp:16", "mlp:b0", "mlp:b4:zero", "no-such-model:b4"};
   const char *why[] = {"not MODEL:bBATCH", "the batch", "the batch", "local or dp", "tried"};
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {

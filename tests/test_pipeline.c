@@ -44,45 +44,16 @@ model_from_text(const char *text)
   return m;
 }
 
-static StModel *
-load_model(const char *name)
-{
-  g_autofree char *file = g_strdup_printf("models/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(path, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
-static StCluster *
-load_cluster(const char *file, int nodes, int gpus)
-{
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StCluster *c = st_cluster_load(path, &error);
-  g_assert_no_error(error);
-  g_assert_true(st_cluster_resize(c, nodes, gpus, &error));
-  return c;
-}
-
 static StSchedule *
 build(const StModel *m, const StCluster *c, const StOptions *o)
 {
-  g_autoptr(GError) error = NULL;
-  StSchedule *s = st_strategy_build(st_strategy_find("pipeline"), m, c, NULL, o, &error);
-  g_assert_no_error(error);
-  return s;
+  return st_test_build("pipeline", m, c, o);
 }
 
 static StSummary *
 simulate(const StSchedule *s, gboolean no_fold, StTimeline **timeline)
 {
-  g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {NULL, "auto", NULL, no_fold};
-  *timeline = st_simulate(s, &eo, NULL, &error);
-  g_assert_no_error(error);
-  return st_summary_new(*timeline);
+  return st_test_simulate(s, "auto", no_fold, timeline);
 }
 
 static double
@@ -152,7 +123,7 @@ static void
 uniform_init(Uniform *u, StPipeOrder order, gboolean checkpoint)
 {
   u->model = model_from_text(UNIFORM_MODEL);
-  u->cluster = load_cluster("tests/data/engine/cluster.json", 1, 4);
+  u->cluster = st_test_cluster("tests/data/engine/cluster.json", 1, 4);
   st_options_init(&u->options);
   u->options.micro_batch = 10;
   u->options.global_batch = 4 * 10 * 2; /* ranks x micro x accumulation 2: M = 4 x 2 */
@@ -277,8 +248,8 @@ test_fit_to_memory(void)
    * parameter (11 GB) fit on one GPU, so the same 512 GPUs run 512
    * data-parallel replicas with no bubble and no p2p. The estimate is an
    * upper bound of the simulated peak, and tight. */
-  g_autoptr(StModel) m = load_model("gpt3-2.7b");
-  g_autoptr(StCluster) c = load_cluster("models/clusters/summit.json", 86, 512);
+  g_autoptr(StModel) m = st_test_model_named("gpt3-2.7b");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/summit.json", 86, 512);
   StOptions o;
   st_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
@@ -320,8 +291,8 @@ static void
 test_bad_stages(void)
 {
   /* 3 stages cannot divide 4 ranks: the error names the option. */
-  g_autoptr(StModel) m = load_model("mlp");
-  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json", 1, 4);
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 1, 4);
   StOptions o;
   st_options_init(&o);
   o.pipeline_stages = 3;
@@ -347,8 +318,8 @@ test_tied_embedding(void)
    * gradient: a ring of 2 sends 2 x 1/2 x 4 V d bytes from each GPU:
    *   comm per step = 2 M x boundary + 2 x 4 V d   (one pipeline: no
    *   data-parallel traffic). */
-  g_autoptr(StModel) m = load_model("gpt2-124m");
-  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json", 1, 2);
+  g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 1, 2);
   StOptions o;
   st_options_init(&o);
   o.micro_batch = 1;
@@ -419,8 +390,8 @@ test_conformance(void)
     {"mlp", 1, 4, 6, 3, 8, 1, ST_PRECISION_FP32},
   };
   for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
-    g_autoptr(StModel) m = load_model(cases[k].model);
-    g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json", cases[k].nodes,
+    g_autoptr(StModel) m = st_test_model_named(cases[k].model);
+    g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", cases[k].nodes,
                                           cases[k].gpus);
     int ranks = cases[k].ranks ? cases[k].ranks : c->gpus;
     for (int variant = 0; variant < 24; variant++) {
@@ -450,8 +421,8 @@ test_scale(void)
 {
   /* GPT-3 13B on 2048 Summit GPUs (342 nodes) in 8 stages: built and
    * simulated in well under a second, because the 256 pipelines fold. */
-  g_autoptr(StModel) m = load_model("gpt3-13b");
-  g_autoptr(StCluster) c = load_cluster("models/clusters/summit.json", 342, 2048);
+  g_autoptr(StModel) m = st_test_model_named("gpt3-13b");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/summit.json", 342, 2048);
   StOptions o;
   st_options_init(&o);
   o.precision = ST_PRECISION_MIXED;

@@ -11,26 +11,6 @@
 #include "plan/plan.h"
 #include "testutil.h"
 
-static StModel *
-load_model(const char *relative)
-{
-  g_autofree char *path = st_test_src(relative);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(path, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
-static StCluster *
-load_cluster(const char *relative)
-{
-  g_autofree char *path = st_test_src(relative);
-  g_autoptr(GError) error = NULL;
-  StCluster *c = st_cluster_load(path, &error);
-  g_assert_no_error(error);
-  return c;
-}
-
 /* A spec from name, value pairs, NULL-terminated. */
 static StPlanSpec *
 spec_of(const char *first, ...)
@@ -159,7 +139,7 @@ test_space_knobs(void)
    * value counts, whatever is registered. A knob the user gives values for
    * takes those values; a list for an option no strategy declares varies
    * for every strategy. */
-  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) spec = spec_of("nodes", "1,2", "micro-batch", "4,8,16", NULL);
   g_autoptr(GStringChunk) strings = g_string_chunk_new(256);
   g_autoptr(GError) error = NULL;
@@ -215,8 +195,8 @@ test_winner_by_hand(void)
    *   step(4) =  300 + 60 + 6 + 28 =  394 us
    * By time per step 4 GPUs win; by GPU-hours (G x step) and by throughput
    * per GPU (40 / (G x step)) 1 GPU wins: 1228 < 1340 < 1576. */
-  g_autoptr(StModel) m = load_model("tests/data/engine/model.json");
-  g_autoptr(StCluster) c = load_cluster("tests/data/engine/cluster.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/engine/model.json");
+  g_autoptr(StCluster) c = st_test_cluster("tests/data/engine/cluster.json", 0, 0);
   const int64_t expect_ns[] = {1228000, 670000, 394000};
   const char *objectives[] = {"time", "gpu-hours", "throughput-per-gpu"};
   const int winner_gpus[] = {4, 1, 1};
@@ -248,8 +228,8 @@ test_dedupe(void)
    * all-reduce: the three configurations build one schedule, simulated
    * once. The communication algorithm changes the simulation, not the
    * schedule: ring and tree stay apart. */
-  g_autoptr(StModel) m = load_model("tests/data/engine/model.json");
-  g_autoptr(StCluster) c = load_cluster("tests/data/engine/cluster.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/engine/model.json");
+  g_autoptr(StCluster) c = st_test_cluster("tests/data/engine/cluster.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
     spec_of("strategy", "dp", "gpus", "4", "micro-batch", "10", "bucket-bytes", "0,25MiB,1GiB",
             "comm-algo", "ring", "prune", "off", NULL);
@@ -321,10 +301,10 @@ test_bounds_valid(void)
   /* Every registered strategy on small spaces, nothing pruned: the bound of
    * each simulated configuration is at most its simulated step time, and
    * its memory bound at most its simulated peak. */
-  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   int checked = 0;
   for (gsize k = 0; k < G_N_ELEMENTS(SPACES); k++) {
-    g_autoptr(StModel) m = load_model(SPACES[k].model);
+    g_autoptr(StModel) m = st_test_model(SPACES[k].model);
     g_autoptr(StPlanSpec) spec = space_spec(&SPACES[k], "off");
     g_autoptr(StPlan) plan = search(spec, m, c);
     for (guint i = 0; i < plan->configs->len; i++) {
@@ -350,11 +330,11 @@ test_prune_keeps_winner(void)
   /* Against the unpruned search: the same winner, and for pruning by the
    * front, the same objective-vs-GPUs front; every pruned configuration
    * either way is beaten by a simulated one. */
-  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   int pruned = 0;
   const char *objectives[] = {"time", "throughput-per-gpu"};
   for (gsize k = 0; k < G_N_ELEMENTS(SPACES); k++) {
-    g_autoptr(StModel) m = load_model(SPACES[k].model);
+    g_autoptr(StModel) m = st_test_model(SPACES[k].model);
     for (gsize o = 0; o < G_N_ELEMENTS(objectives); o++) {
       g_autoptr(StPlanSpec) off = space_spec(&SPACES[k], "off");
       g_autoptr(StPlanSpec) front = space_spec(&SPACES[k], "front");
@@ -386,8 +366,8 @@ static void
 test_threads_deterministic(void)
 {
   /* The same search on 1 and on 3 threads writes the same plan. */
-  g_autoptr(StModel) m = load_model("models/resnet18.json");
-  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  g_autoptr(StModel) m = st_test_model("models/resnet18.json");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   const char *prunes[] = {"front", "winner", "off"};
   for (gsize k = 0; k < G_N_ELEMENTS(prunes); k++) {
     g_autoptr(StPlanSpec) spec = space_spec(&SPACES[3], prunes[k]);
@@ -416,8 +396,8 @@ test_reasons(void)
    *  - 4 GPUs are over a budget of 3: infeasible;
    *  - a cap of 16,059,999 bytes: over by the bound, not simulated;
    *  - a cap of 16,060,000 bytes: fits. */
-  g_autoptr(StModel) m = load_model("tests/data/engine/model.json");
-  g_autoptr(StCluster) c = load_cluster("tests/data/engine/cluster.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/engine/model.json");
+  g_autoptr(StCluster) c = st_test_cluster("tests/data/engine/cluster.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
     spec_of("strategy", "dp", "gpus", "1,2,3,4", "micro-batch", "10", "global-batch", "40",
             "gpu-budget", "3", "mem-cap", "16059999B", NULL);
@@ -464,8 +444,8 @@ test_emit_winner(void)
 {
   /* The winner's schedule, built again, is valid and simulates to the
    * winner's step time. */
-  g_autoptr(StModel) m = load_model("models/resnet18.json");
-  g_autoptr(StCluster) c = load_cluster("models/clusters/dgx-h100.json");
+  g_autoptr(StModel) m = st_test_model("models/resnet18.json");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) spec = space_spec(&SPACES[3], "front");
   g_autoptr(StPlan) plan = search(spec, m, c);
   int w = st_plan_winner(plan);

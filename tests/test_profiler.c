@@ -17,16 +17,6 @@
 
 #define DEV "TestGPU"
 
-static StModel *
-load_model(const char *path)
-{
-  g_autofree char *full = st_test_src(path);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(full, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 static void
 host_options(StProfilerOptions *o)
 {
@@ -356,7 +346,7 @@ host_schedule(const StModel *m, const char *strategy, int ranks, int micro_batch
 static void
 profile_tiny(const char *model_path, gboolean sharing)
 {
-  g_autoptr(StModel) m = load_model(model_path);
+  g_autoptr(StModel) m = st_test_model(model_path);
   StProfilerOptions o;
   host_options(&o);
   o.sharing = sharing;
@@ -476,7 +466,7 @@ test_kernels_tiny_gpt(void)
 static void
 test_kernels_custom(void)
 {
-  g_autoptr(StModel) m = load_model("tests/data/exec/custom.json");
+  g_autoptr(StModel) m = st_test_model("tests/data/exec/custom.json");
   StProfilerOptions o;
   host_options(&o);
   static const int batches[] = {2};
@@ -608,7 +598,7 @@ test_compute_fill(void)
   g_autoptr(GError) error = NULL;
   g_autoptr(StCluster) cluster = st_cluster_load(cpath, &error);
   g_assert_no_error(error);
-  g_autoptr(StModel) model = load_model("tests/data/engine/model.json");
+  g_autoptr(StModel) model = st_test_model("tests/data/engine/model.json");
   g_autoptr(StProfile) profile = st_profile_new();
   st_profile_add_layer(profile, "UNIT", "a", NULL, ST_PASS_FWD, 10, 100e3, 0);
   g_assert_true(st_profile_set_layer_fill(profile, "UNIT", "a", NULL, ST_PASS_FWD, 10, 0.6, FALSE));

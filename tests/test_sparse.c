@@ -14,48 +14,6 @@
 #include "strategy/strategy.h"
 #include "testutil.h"
 
-static StModel *
-load_model(const char *name)
-{
-  g_autofree char *file = g_strdup_printf("models/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(path, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
-static StCluster *
-load_cluster(const char *name, int nodes, int gpus)
-{
-  g_autofree char *file = g_strdup_printf("models/clusters/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StCluster *c = st_cluster_load(path, &error);
-  g_assert_no_error(error);
-  g_assert_true(st_cluster_resize(c, nodes, gpus, &error));
-  return c;
-}
-
-static StSchedule *
-build(const char *strategy, const StModel *m, const StCluster *c, const StOptions *o)
-{
-  g_autoptr(GError) error = NULL;
-  StSchedule *s = st_strategy_build(st_strategy_find(strategy), m, c, NULL, o, &error);
-  g_assert_no_error(error);
-  return s;
-}
-
-static StSummary *
-simulate(const StSchedule *s, const char *algo, gboolean no_fold, StTimeline **timeline)
-{
-  g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {NULL, algo, NULL, no_fold};
-  *timeline = st_simulate(s, &eo, NULL, &error);
-  g_assert_no_error(error);
-  return st_summary_new(*timeline);
-}
-
 static int64_t
 nonzeros(const StModel *m, double p, int shards)
 {
@@ -120,8 +78,8 @@ test_dp_states(void)
    * weights and int32 indices), grads (2 + 4) Z, optimizer 12 Z. At
    * p = 0.3 (below 4/11) the total exceeds dense's 16P; at p = 0.4 it is
    * below. */
-  g_autoptr(StModel) m = load_model("gpt2-124m");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 8);
+  g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
   st_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
@@ -130,7 +88,7 @@ test_dp_states(void)
   const int64_t P = m->params;
   for (gsize k = 0; k < G_N_ELEMENTS(ps); k++) {
     o.sparsity = ps[k];
-    g_autoptr(StSchedule) s = build("dp", m, c, &o);
+    g_autoptr(StSchedule) s = st_test_build("dp", m, c, &o);
     int64_t Z = nonzeros(m, ps[k], 1), bytes[ST_MEM_N];
     st_program_persistent_bytes(g_ptr_array_index(s->programs, 0), bytes);
     g_assert_cmpint(bytes[ST_MEM_PARAMS], ==, 2 * P + 4 * Z);
@@ -150,8 +108,8 @@ test_zero_states(void)
    *   stage 1: params 2P + 4Z, grads 2Z + 4Zs, optimizer 12 Zs
    *   stage 2: params 2P + 4Z, grads (2 + 4) Zs, optimizer 12 Zs
    *   stage 3: params 2Zs + 4Z, grads (2 + 4) Zs, optimizer 12 Zs. */
-  g_autoptr(StModel) m = load_model("resnet50");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 8);
+  g_autoptr(StModel) m = st_test_model_named("resnet50");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
   st_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
@@ -164,7 +122,7 @@ test_zero_states(void)
   };
   for (int stage = 1; stage <= 3; stage++) {
     o.zero_stage = stage;
-    g_autoptr(StSchedule) s = build("zero", m, c, &o);
+    g_autoptr(StSchedule) s = st_test_build("zero", m, c, &o);
     int64_t bytes[ST_MEM_N];
     st_program_persistent_bytes(g_ptr_array_index(s->programs, 0), bytes);
     g_assert_cmpint(bytes[ST_MEM_PARAMS], ==, want[stage - 1][0]);
@@ -183,8 +141,8 @@ test_allreduce_bytes(void)
    * GPU sends 2 (N - 1)/N of the vector, so per step
    *   dense:  N x 2 (N-1)/N x 2P     sparse: N x 2 (N-1)/N x 2Z,
    * the compressed vector only (the mask is shared: no index travels). */
-  g_autoptr(StModel) m = load_model("gpt2-124m");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 8);
+  g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
   st_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
@@ -194,9 +152,9 @@ test_allreduce_bytes(void)
   const double N = 8;
   for (int k = 0; k < 2; k++) {
     o.sparsity = k ? 0.9 : 0;
-    g_autoptr(StSchedule) s = build("dp", m, c, &o);
+    g_autoptr(StSchedule) s = st_test_build("dp", m, c, &o);
     StTimeline *t;
-    g_autoptr(StSummary) sum = simulate(s, "ring", FALSE, &t);
+    g_autoptr(StSummary) sum = st_test_simulate(s, "ring", FALSE, &t);
     double elems = (double)(k ? nonzeros(m, 0.9, 1) : m->params);
     g_assert_cmpfloat_with_epsilon(sum->comm_bytes_total, N * 2 * (N - 1) / N * 2 * elems, 1.0);
     st_timeline_free(t);
@@ -217,8 +175,8 @@ test_dense_gradient_transient(void)
    * mixed precision,
    *   peak grads = (2 + 4) Z + 2 max_l P_l + 2 P_e
    * where dense dp keeps 2P of gradients throughout. */
-  g_autoptr(StModel) m = load_model("gpt2-124m");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 1);
+  g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 1);
   StOptions o;
   st_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
@@ -232,9 +190,9 @@ test_dense_gradient_transient(void)
       tied = m->layers[st_model_tied_layer(m, i)].params;
   }
   g_assert_cmpint(tied, ==, largest);
-  g_autoptr(StSchedule) s = build("dp", m, c, &o);
+  g_autoptr(StSchedule) s = st_test_build("dp", m, c, &o);
   StTimeline *t;
-  g_autoptr(StSummary) sum = simulate(s, "auto", FALSE, &t);
+  g_autoptr(StSummary) sum = st_test_simulate(s, "auto", FALSE, &t);
   g_assert_cmpint(sum->devices[0].peak_by_category[ST_MEM_GRADS], ==,
                   6 * nonzeros(m, 0.9, 1) + 2 * largest + 2 * tied);
   st_timeline_free(t);
@@ -249,17 +207,17 @@ test_compress_expand_cost(void)
    * layer with weights and micro-batch, of
    *   2 P_l (dense gradient) + 4 Z_l (indices) + 2 x 2 Z_l (accumulate)
    * bytes, and one expand of 2 Z + 4 Z + 2 P bytes after the optimizer. */
-  g_autoptr(StModel) m = load_model("mlp");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 2);
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
   StOptions o;
   st_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 8;
   o.global_batch = 2 * 8 * 3;
   o.sparsity = 0.75;
-  g_autoptr(StSchedule) s = build("dp", m, c, &o);
+  g_autoptr(StSchedule) s = st_test_build("dp", m, c, &o);
   StTimeline *t;
-  g_autoptr(StSummary) sum = simulate(s, "auto", FALSE, &t);
+  g_autoptr(StSummary) sum = st_test_simulate(s, "auto", FALSE, &t);
   const StProgram *p = g_ptr_array_index(s->programs, 0);
   int with_params = 0;
   for (int i = 0; i < m->n_layers; i++)
@@ -314,8 +272,8 @@ test_conformance(void)
   };
   const char *strategies[] = {"dp", "zero", "zero", "zero", "pipeline", "pipeline"};
   for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
-    g_autoptr(StModel) m = load_model(cases[k].model);
-    g_autoptr(StCluster) c = load_cluster("dgx-h100", cases[k].nodes, cases[k].gpus);
+    g_autoptr(StModel) m = st_test_model_named(cases[k].model);
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", cases[k].nodes, cases[k].gpus);
     int ranks = cases[k].ranks ? cases[k].ranks : c->gpus;
     for (gsize j = 0; j < G_N_ELEMENTS(strategies); j++) {
       StOptions o;
@@ -330,10 +288,10 @@ test_conformance(void)
       o.zero_stage = j >= 1 && j <= 3 ? (int)j : 0;
       o.pipeline_stages = j == 5 && ranks % 2 == 0 ? 2 : 0; /* 0: fitted, likely 1 */
       g_test_message("case %zu: %s %zu", k, strategies[j], j);
-      g_autoptr(StSchedule) s = build(strategies[j], m, c, &o);
+      g_autoptr(StSchedule) s = st_test_build(strategies[j], m, c, &o);
       StTimeline *tf, *tu;
-      g_autoptr(StSummary) folded = simulate(s, "auto", FALSE, &tf);
-      g_autoptr(StSummary) unfolded = simulate(s, "auto", TRUE, &tu);
+      g_autoptr(StSummary) folded = st_test_simulate(s, "auto", FALSE, &tf);
+      g_autoptr(StSummary) unfolded = st_test_simulate(s, "auto", TRUE, &tu);
       g_assert_cmpint(folded->step_time_ns, >, 0);
       g_assert_cmpint(folded->step_time_ns, ==, unfolded->step_time_ns);
       for (int d = 0; d < s->n_devices; d++)
@@ -361,8 +319,8 @@ test_bad_sparsity(void)
   g_assert_true(st_options_set(&o, "sparsity", "0.9", &error));
   g_assert_cmpfloat(o.sparsity, ==, 0.9);
   o.sparsity = 1;
-  g_autoptr(StModel) m = load_model("mlp");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 2);
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
   const char *names[] = {"dp", "zero", "pipeline"};
   for (int k = 0; k < 3; k++) {
     g_autoptr(StSchedule) s =

@@ -10,54 +10,10 @@
 #include "strategy/strategy_common.h"
 #include "testutil.h"
 
-static StModel *
-load_model(const char *name)
-{
-  g_autofree char *file = g_strdup_printf("models/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StModel *m = st_model_load(path, &error);
-  g_assert_no_error(error);
-  return m;
-}
-
-static StCluster *
-load_cluster(const char *name, int nodes, int gpus)
-{
-  g_autofree char *file = g_strdup_printf("models/clusters/%s.json", name);
-  g_autofree char *path = st_test_src(file);
-  g_autoptr(GError) error = NULL;
-  StCluster *c = st_cluster_load(path, &error);
-  g_assert_no_error(error);
-  g_assert_true(st_cluster_resize(c, nodes, gpus, &error));
-  g_assert_no_error(error);
-  return c;
-}
-
-static StSchedule *
-build(const char *strategy, const StModel *m, const StCluster *c, const StOptions *o)
-{
-  g_autoptr(GError) error = NULL;
-  StSchedule *s = st_strategy_build(st_strategy_find(strategy), m, c, NULL, o, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(s);
-  return s;
-}
-
-static StSummary *
-run_algo(const StSchedule *s, const char *algo, gboolean no_fold, StTimeline **timeline)
-{
-  g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {NULL, algo, NULL, no_fold};
-  *timeline = st_simulate(s, &eo, NULL, &error);
-  g_assert_no_error(error);
-  return st_summary_new(*timeline);
-}
-
 static StSummary *
 run(const StSchedule *s, gboolean no_fold, StTimeline **timeline)
 {
-  return run_algo(s, "auto", no_fold, timeline);
+  return st_test_simulate(s, "auto", no_fold, timeline);
 }
 
 /* ---- conformance ------------------------------------------------------------- */
@@ -89,8 +45,8 @@ test_conformance(void)
    * but the work done. */
   for (gsize k = 0; k < G_N_ELEMENTS(CASES); k++) {
     const Case *cs = &CASES[k];
-    g_autoptr(StModel) m = load_model(cs->model);
-    g_autoptr(StCluster) c = load_cluster("dgx-h100", cs->nodes, cs->gpus);
+    g_autoptr(StModel) m = st_test_model_named(cs->model);
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", cs->nodes, cs->gpus);
     StOptions o;
     st_options_init(&o);
     o.ranks = cs->ranks;
@@ -103,7 +59,7 @@ test_conformance(void)
     o.steps = 2;
     for (const StStrategy *const *st = st_strategies(); *st != NULL; st++) {
       g_test_message("case %zu: %s on %s", k, (*st)->name, cs->model);
-      g_autoptr(StSchedule) s = build((*st)->name, m, c, &o);
+      g_autoptr(StSchedule) s = st_test_build((*st)->name, m, c, &o);
       g_assert_cmpint(s->n_ranks, ==, cs->ranks ? cs->ranks : c->gpus);
       g_assert_cmpint(s->settings.accumulation, ==, cs->accumulation);
       StTimeline *tf, *tu;
@@ -139,8 +95,8 @@ test_zero_model_states(void)
    *   stage 3 (Pos+g+p): (2 + 2 + K) P/N
    * where P/N is each layer's share rounded up, summed (every layer is cut
    * into N slices so that one layer can be gathered). ResNet-50 on 8 GPUs. */
-  g_autoptr(StModel) m = load_model("resnet50");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 8);
+  g_autoptr(StModel) m = st_test_model_named("resnet50");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   const int64_t P = m->params, N = 8, K = 12;
   int64_t shard = 0;
   for (int i = 0; i < m->n_layers; i++)
@@ -164,7 +120,7 @@ test_zero_model_states(void)
   };
   for (gsize i = 0; i < G_N_ELEMENTS(expect); i++) {
     o.zero_stage = MAX(expect[i].stage, 1);
-    g_autoptr(StSchedule) s = build(expect[i].strategy, m, c, &o);
+    g_autoptr(StSchedule) s = st_test_build(expect[i].strategy, m, c, &o);
     int64_t bytes[ST_MEM_N];
     st_program_persistent_bytes(g_ptr_array_index(s->programs, 0), bytes);
     g_assert_cmpint(bytes[ST_MEM_PARAMS], ==, expect[i].params);
@@ -173,7 +129,7 @@ test_zero_model_states(void)
   }
   /* fp32 Adam: DP keeps 4 + 4 + 8 = 16 bytes per parameter too. */
   o.precision = ST_PRECISION_FP32;
-  g_autoptr(StSchedule) dp = build("dp", m, c, &o);
+  g_autoptr(StSchedule) dp = st_test_build("dp", m, c, &o);
   int64_t bytes[ST_MEM_N];
   st_program_persistent_bytes(g_ptr_array_index(dp->programs, 0), bytes);
   g_assert_cmpint(bytes[ST_MEM_PARAMS] + bytes[ST_MEM_GRADS] + bytes[ST_MEM_OPTIMIZER], ==,
@@ -198,8 +154,8 @@ test_dp_activation_peak(void)
    *   A + max(logits + loss output, pooled map - probabilities),
    * reached once per micro-batch (accumulation does not add to it), and the
    * peak over all GPUs together is N times that. */
-  g_autoptr(StModel) m = load_model("resnet50");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 4);
+  g_autoptr(StModel) m = st_test_model_named("resnet50");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
   StOptions o;
   st_options_init(&o);
   o.micro_batch = 16;
@@ -223,7 +179,7 @@ test_dp_activation_peak(void)
   g_assert_cmpstr(loss->type->name, ==, "softmax_cross_entropy");
   g_assert_cmpstr(flatten->type->name, ==, "flatten");
   expected += MAX(loss->in_bytes + loss->out_bytes, flatten->in_bytes - loss->act_bytes) * 16;
-  g_autoptr(StSchedule) s = build("dp", m, c, &o);
+  g_autoptr(StSchedule) s = st_test_build("dp", m, c, &o);
   StTimeline *t;
   g_autoptr(StSummary) sum = run(s, FALSE, &t);
   for (int d = 0; d < 4; d++)
@@ -244,19 +200,19 @@ test_zero3_gathers_per_layer(void)
    * token embedding (P_wte = 50257 x 768), whose weights are gathered again
    * for the head's forward and backward: + (N-1)/N * 2 * 2 P_wte, so the
    * ratio is 1.5 + P_wte / P. */
-  g_autoptr(StModel) m = load_model("gpt2-124m");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 8);
+  g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
   st_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;
   o.zero_stage = 3;
   o.comm_algo = (g_free(o.comm_algo), g_strdup("ring"));
-  g_autoptr(StSchedule) z = build("zero", m, c, &o);
-  g_autoptr(StSchedule) d = build("dp", m, c, &o);
+  g_autoptr(StSchedule) z = st_test_build("zero", m, c, &o);
+  g_autoptr(StSchedule) d = st_test_build("dp", m, c, &o);
   StTimeline *tz, *td;
-  g_autoptr(StSummary) sz = run_algo(z, "ring", FALSE, &tz);
-  g_autoptr(StSummary) sd = run_algo(d, "ring", FALSE, &td);
+  g_autoptr(StSummary) sz = st_test_simulate(z, "ring", FALSE, &tz);
+  g_autoptr(StSummary) sd = st_test_simulate(d, "ring", FALSE, &td);
   double P = (double)m->params, N = 8;
   g_assert_cmpfloat_with_epsilon(sd->comm_bytes_total, N * 2 * (N - 1) / N * 2 * P, 1.0);
   double wte = 50257.0 * 768;
@@ -331,8 +287,8 @@ static void
 test_bad_batch(void)
 {
   /* 100 samples cannot be split into whole micro-batches of 8 on 4 ranks. */
-  g_autoptr(StModel) m = load_model("mlp");
-  g_autoptr(StCluster) c = load_cluster("dgx-h100", 1, 4);
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
   StOptions o;
   st_options_init(&o);
   o.micro_batch = 8;

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "engine/engine.h"
+
 char *
 st_test_src(const char *relative)
 {
@@ -72,6 +74,53 @@ st_test_model(const char *relative)
   StModel *m = st_model_load(path, &error);
   g_assert_no_error(error);
   return m;
+}
+
+StModel *
+st_test_model_named(const char *name)
+{
+  g_autofree char *relative = g_strdup_printf("models/%s.json", name);
+  return st_test_model(relative);
+}
+
+StCluster *
+st_test_cluster(const char *relative, int nodes, int gpus)
+{
+  g_autofree char *path = st_test_src(relative);
+  g_autoptr(GError) error = NULL;
+  StCluster *c = st_cluster_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_true(st_cluster_resize(c, nodes, gpus, &error));
+  g_assert_no_error(error);
+  return c;
+}
+
+StCluster *
+st_test_cluster_named(const char *name, int nodes, int gpus)
+{
+  g_autofree char *relative = g_strdup_printf("models/clusters/%s.json", name);
+  return st_test_cluster(relative, nodes, gpus);
+}
+
+StSchedule *
+st_test_build(const char *strategy, const StModel *m, const StCluster *c, const StOptions *o)
+{
+  g_autoptr(GError) error = NULL;
+  StSchedule *s = st_strategy_build(st_strategy_find(strategy), m, c, NULL, o, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(s);
+  return s;
+}
+
+StSummary *
+st_test_simulate(const StSchedule *s, const char *algo, gboolean no_fold, StTimeline **timeline)
+{
+  g_autoptr(GError) error = NULL;
+  StEngineOptions eo = {NULL, algo, NULL, no_fold};
+  *timeline = st_simulate(s, &eo, NULL, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(*timeline);
+  return st_summary_new(*timeline);
 }
 
 StTimeline *

@@ -13,13 +13,31 @@ char *st_test_tmpdir(void);
 /* Reads a whole file (g_assert on failure). Transfer full. */
 char *st_test_read(const char *path, gsize *length);
 
-/* ---- executor tests -------------------------------------------------------- */
+/* ---- models, clusters, schedules, simulations --------------------------- */
 
 #include "exec/exec.h"
 #include "model/model.h"
+#include "output/output.h"
+#include "strategy/strategy.h"
 
 /* A model file of the source tree, loaded (g_assert on failure). Transfer full. */
 StModel *st_test_model(const char *relative);
+/* A shipped model by name: models/NAME.json. Transfer full. */
+StModel *st_test_model_named(const char *name);
+/* A cluster file of the source tree resized to `nodes` and `gpus` (0 keeps
+ * the file's). Transfer full. */
+StCluster *st_test_cluster(const char *relative, int nodes, int gpus);
+/* A shipped cluster by name: models/clusters/NAME.json, resized. */
+StCluster *st_test_cluster_named(const char *name, int nodes, int gpus);
+/* The strategy's schedule (g_assert on failure). Transfer full. */
+StSchedule *st_test_build(const char *strategy, const StModel *model, const StCluster *cluster,
+                          const StOptions *options);
+/* Simulates without a profile (`algo` as --comm-algo) and summarizes; the
+ * timeline the summary reads goes to *timeline (the caller frees both). */
+StSummary *st_test_simulate(const StSchedule *schedule, const char *algo, gboolean no_fold,
+                            StTimeline **timeline);
+
+/* ---- executor tests -------------------------------------------------------- */
 
 /* Runs `schedule` on the host backend keeping the final weights; `lr` and
  * `seed` 0 take the executor's defaults. g_assert on failure. Transfer full. */
