@@ -20,8 +20,7 @@
  *   masks and all, to fp32 rounding (1e-5 of the largest magnitude);
  * - the bf16 forward agrees with the fp32 forward to 6e-2 of the output's
  *   largest magnitude (a few bf16 roundings of 2^-9 through a block).
- * Then a tiny MLP and a tiny transformer learn: a few SGD steps by hand
- * lower the loss on a fixed batch.
+ * That whole models built of them learn is test_layers_learn.c.
  */
 #include <math.h>
 #include <string.h>
@@ -29,6 +28,7 @@
 #include "base/json.h"
 #include "exec/layer_impl.h"
 #include "model/layer_type.h"
+#include "layer_net.h"
 #include "testutil.h"
 
 static const StKernels *K;
@@ -96,17 +96,6 @@ static const char *const MODELS[] = {
   " {\"name\": \"head\", \"type\": \"lm_head\", \"vocab\": 7},"
   " {\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}",
 };
-
-static StModel *
-parse_model(const char *text)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(cJSON) root = st_json_parse(text, strlen(text), "<inline>", &error);
-  g_assert_no_error(error);
-  StModel *m = st_model_from_json(root, "<inline>", &error);
-  g_assert_no_error(error);
-  return m;
-}
 
 /* ---- a layer on the host: buffers, scratch, context ------------------------ */
 
@@ -303,7 +292,7 @@ static void
 each_layer(LayerFn fn)
 {
   for (size_t k = 0; k < G_N_ELEMENTS(MODELS); k++) {
-    g_autoptr(StModel) m = parse_model(MODELS[k]);
+    g_autoptr(StModel) m = st_test_model_parse(MODELS[k]);
     for (int i = 0; i < m->n_layers; i++)
       fn(m, i);
   }
@@ -327,7 +316,7 @@ test_registry(void)
   for (const StLayerImpl *const *i = st_layer_impls(); *i != NULL; i++, n++)
     g_assert_nonnull(st_layer_type_find((*i)->type));
   g_assert_cmpint(n, ==, 21);
-  g_autoptr(StModel) m = parse_model(MODELS[3]);
+  g_autoptr(StModel) m = st_test_model_parse(MODELS[3]);
   g_assert_true(st_layer_takes_ids(&m->layers[0]));
   g_assert_false(st_layer_takes_ids(&m->layers[1]));
 }
@@ -503,126 +492,6 @@ test_bf16(void)
   each_layer(bf16_one);
 }
 
-/* ---- a whole model learns ----------------------------------------------------- */
-
-/* A model run layer by layer, fp32 on the host, as the executor chains them. */
-typedef struct {
-  StModel *m;
-  int batch;
-  void **params, **grads, **outs, **saved, **dins; /* per layer */
-  void *input;      /* fp32 features or int32 ids */
-  int32_t *targets; /* [rows of the loss] */
-  float loss_sum, loss_scale;
-  GPtrArray *pool;
-} Net;
-
-static void
-net_init(Net *n, const char *json, int batch)
-{
-  memset(n, 0, sizeof(*n));
-  n->m = parse_model(json);
-  n->batch = batch;
-  int L = n->m->n_layers;
-  n->params = g_new0(void *, L);
-  n->grads = g_new0(void *, L);
-  n->outs = g_new0(void *, L);
-  n->saved = g_new0(void *, L);
-  n->dins = g_new0(void *, L);
-  for (int i = 0; i < L; i++) {
-    const StLayer *l = &n->m->layers[i];
-    const StLayerImpl *impl = st_layer_impl_find(l->type->name);
-    n->params[i] = g_new(float, l->params + 1);
-    impl->init(l, n->params[i], 5);
-    n->grads[i] = g_new0(float, l->params + 1);
-    n->outs[i] = g_new(float, st_shape_elems(&l->out_shape) * batch);
-    n->saved[i] = g_malloc(impl->saved_bytes(l, batch, ST_KDT_F32) + 1);
-    n->dins[i] = g_new(float, st_shape_elems(&l->in_shape) * batch);
-  }
-  const StLayer *loss = &n->m->layers[L - 1];
-  n->loss_scale = 1.0f / (float)rows_of(&loss->in_shape, batch);
-  n->pool = g_ptr_array_new_with_free_func(g_free);
-}
-
-static void
-net_clear(Net *n)
-{
-  for (int i = 0; i < n->m->n_layers; i++) {
-    g_free(n->params[i]);
-    g_free(n->grads[i]);
-    g_free(n->outs[i]);
-    g_free(n->saved[i]);
-    g_free(n->dins[i]);
-  }
-  g_free(n->params);
-  g_free(n->grads);
-  g_free(n->outs);
-  g_free(n->saved);
-  g_free(n->dins);
-  g_free(n->input);
-  g_free(n->targets);
-  g_ptr_array_unref(n->pool);
-  st_model_free(n->m);
-}
-
-static StLayerCtx
-net_ctx(Net *n)
-{
-  return (StLayerCtx){.k = K, .dt = ST_KDT_F32, .seed = 3, .scratch = scratch_alloc,
-                      .pool = n->pool, .targets = n->targets, .loss_sum = &n->loss_sum,
-                      .loss_scale = n->loss_scale, .tied_params = n->params[0],
-                      .tied_grads = n->grads[0]}; /* a tied head uses layer 0's table */
-}
-
-static void
-net_forward(Net *n)
-{
-  StLayerCtx c = net_ctx(n);
-  n->loss_sum = 0;
-  for (int i = 0; i < n->m->n_layers; i++) {
-    const StLayer *l = &n->m->layers[i];
-    const void *in = i == 0 ? n->input : n->outs[i - 1];
-    g_assert_cmpint(st_layer_impl_find(l->type->name)->forward(&c, l, n->batch, n->params[i], in,
-                                                                n->outs[i], n->saved[i]),
-                    ==, 0);
-    g_ptr_array_set_size(n->pool, 0);
-  }
-}
-
-/* dout: the last layer's output gradient (NULL after a loss); din: the
- * first layer's input gradient (NULL to skip). Gradients accumulate. */
-static void
-net_backward(Net *n, const void *dout, void *din)
-{
-  StLayerCtx c = net_ctx(n);
-  int L = n->m->n_layers;
-  for (int i = L - 1; i >= 0; i--) {
-    const StLayer *l = &n->m->layers[i];
-    const void *in = i == 0 ? n->input : n->outs[i - 1];
-    g_assert_cmpint(st_layer_impl_find(l->type->name)
-                      ->backward(&c, l, n->batch, n->params[i], in, n->outs[i], n->saved[i],
-                                 i + 1 < L ? n->dins[i + 1] : dout, i > 0 ? n->dins[i] : din,
-                                 n->grads[i]),
-                    ==, 0);
-    g_ptr_array_set_size(n->pool, 0);
-  }
-}
-
-/* One forward and backward over the batch, then params -= lr * grads by
- * hand; the mean loss of the forward. */
-static double
-net_step(Net *n, float lr)
-{
-  net_forward(n);
-  net_backward(n, NULL, NULL);
-  for (int i = 0; i < n->m->n_layers; i++) {
-    size_t np = (size_t)n->m->layers[i].params;
-    g_assert_cmpint(K->axpy(NULL, n->params[i], ST_KDT_F32, -lr, n->grads[i], ST_KDT_F32, np), ==,
-                    0);
-    memset(n->grads[i], 0, np * sizeof(float));
-  }
-  return (double)n->loss_sum * n->loss_scale;
-}
-
 /* ---- residual blocks against their parts ----------------------------------- */
 
 static gboolean
@@ -710,7 +579,7 @@ block_shift_betas(One *o)
   for (int p = 0; p < 2; p++) {
     if ((p == 0 ? mj : sj) == NULL)
       continue;
-    g_autoptr(StModel) m = parse_model(p == 0 ? mj : sj);
+    g_autoptr(StModel) m = st_test_model_parse(p == 0 ? mj : sj);
     for (int j = 0; j < m->n_layers; j++) {
       const StLayer *l = &m->layers[j];
       if (strcmp(l->type->name, "batchnorm2d") == 0)
@@ -801,69 +670,6 @@ test_blocks(void)
   each_layer(block_one);
 }
 
-/* 784-style MLP in small: 8 samples of 16 features into 4 classes, fixed;
- * 30 steps of SGD must at least halve the loss (it starts near log 4). */
-static void
-test_learn_mlp(void)
-{
-  Net n;
-  net_init(&n,
-           "{\"name\": \"mlp\", \"input\": [16], \"layers\": ["
-           " {\"name\": \"fc1\", \"type\": \"linear\", \"out_features\": 32},"
-           " {\"name\": \"relu\", \"type\": \"relu\"},"
-           " {\"name\": \"fc2\", \"type\": \"linear\", \"out_features\": 4},"
-           " {\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}",
-           8);
-  g_autoptr(GRand) r = g_rand_new_with_seed(80);
-  float *x = g_new(float, 8 * 16);
-  for (int k = 0; k < 8 * 16; k++)
-    x[k] = (float)g_rand_double_range(r, -1, 1);
-  n.input = x;
-  n.targets = g_new(int32_t, 8);
-  for (int k = 0; k < 8; k++)
-    n.targets[k] = k % 4;
-  double first = net_step(&n, 0.5f), last = first;
-  for (int s = 0; s < 30; s++)
-    last = net_step(&n, 0.5f);
-  g_test_message("mlp: loss %.4f -> %.4f", first, last);
-  g_assert_cmpfloat(first, >, 1.0);
-  g_assert_cmpfloat(last, <, 0.5 * first);
-  net_clear(&n);
-}
-
-/* A one-block causal transformer learns "the next token is this one + 2
- * (mod 11)" on 4 fixed sequences of 8 tokens; tied head. The loss starts
- * near log 11 = 2.4; 40 steps of SGD must take it below 60% of that. */
-static void
-test_learn_transformer(void)
-{
-  Net n;
-  net_init(&n,
-           "{\"name\": \"gpt\", \"input\": [8], \"layers\": ["
-           " {\"name\": \"wte\", \"type\": \"embedding\", \"vocab\": 11, \"dim\": 16},"
-           " {\"name\": \"wpe\", \"type\": \"position_embedding\"},"
-           " {\"name\": \"h0\", \"type\": \"transformer_block\", \"heads\": 2, \"causal\": true},"
-           " {\"name\": \"ln_f\", \"type\": \"layernorm\"},"
-           " {\"name\": \"head\", \"type\": \"lm_head\", \"vocab\": 11, \"tied\": true},"
-           " {\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}",
-           4);
-  int32_t *ids = g_new(int32_t, 32);
-  n.targets = g_new(int32_t, 32);
-  for (int b = 0; b < 4; b++)
-    for (int t = 0; t < 8; t++) {
-      ids[b * 8 + t] = (3 * b + 2 * t) % 11;
-      n.targets[b * 8 + t] = (ids[b * 8 + t] + 2) % 11;
-    }
-  n.input = ids;
-  double first = net_step(&n, 0.5f), last = first;
-  for (int s = 0; s < 40; s++)
-    last = net_step(&n, 0.5f);
-  g_test_message("transformer: loss %.4f -> %.4f", first, last);
-  g_assert_cmpfloat(first, >, 2.0);
-  g_assert_cmpfloat(last, <, 0.6 * first);
-  net_clear(&n);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -875,7 +681,5 @@ main(int argc, char **argv)
   g_test_add_func("/layers/gradients", test_gradients);
   g_test_add_func("/layers/blocks", test_blocks);
   g_test_add_func("/layers/bf16", test_bf16);
-  g_test_add_func("/layers/learn/mlp", test_learn_mlp);
-  g_test_add_func("/layers/learn/transformer", test_learn_transformer);
   return g_test_run();
 }

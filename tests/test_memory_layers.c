@@ -28,17 +28,6 @@ static const char *const MODELS[] = {
   "tests/data/memory/lm.json",
 };
 
-static StModel *
-parse_model(const char *text)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(cJSON) root = st_json_parse(text, strlen(text), "<inline>", &error);
-  g_assert_no_error(error);
-  StModel *m = st_model_from_json(root, "<inline>", &error);
-  g_assert_no_error(error);
-  return m;
-}
-
 /* ---- per layer ------------------------------------------------------------- */
 
 /* Scratch as the executor lends it from the schedule's workspace: every
@@ -174,7 +163,7 @@ test_conv_chunks(void)
    * 256 * 9 * 1024 * 4 = 9,437,184 bytes, so ST_CONV_COLS_BYTES (32 MiB)
    * holds 3 of them: at batch 4 (fp32) the passes work on 3 images at a
    * time, at batch 2 on both, and in bf16 on 4 of 4. */
-  g_autoptr(StModel) m = parse_model(
+  g_autoptr(StModel) m = st_test_model_parse(
     "{\"name\": \"wide\", \"input\": [256, 32, 32], \"layers\": ["
     " {\"name\": \"c\", \"type\": \"conv2d\", \"out_channels\": 4, \"kernel\": 3,"
     "  \"padding\": 1},"

@@ -4,7 +4,9 @@
 #include <glib/gstdio.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/json.h"
 #include "engine/engine.h"
 
 char *
@@ -72,6 +74,17 @@ st_test_model(const char *relative)
   g_autofree char *path = st_test_src(relative);
   g_autoptr(GError) error = NULL;
   StModel *m = st_model_load(path, &error);
+  g_assert_no_error(error);
+  return m;
+}
+
+StModel *
+st_test_model_parse(const char *json)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(cJSON) root = st_json_parse(json, strlen(json), "<inline>", &error);
+  g_assert_no_error(error);
+  StModel *m = st_model_from_json(root, "<inline>", &error);
   g_assert_no_error(error);
   return m;
 }

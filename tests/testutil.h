@@ -22,6 +22,8 @@ char *st_test_read(const char *path, gsize *length);
 
 /* A model file of the source tree, loaded (g_assert on failure). Transfer full. */
 StModel *st_test_model(const char *relative);
+/* A model from JSON text (an inline test model). Transfer full. */
+StModel *st_test_model_parse(const char *json);
 /* A shipped model by name: models/NAME.json. Transfer full. */
 StModel *st_test_model_named(const char *name);
 /* A cluster file of the source tree resized to `nodes` and `gpus` (0 keeps
