@@ -131,6 +131,15 @@ add_layer_keys(cJSON *obj, const char *name, const char *signature, StPass pass,
   st_json_add_int(obj, "x", x);
 }
 
+/* A measurement's time and, when measured, its spread (p90 - p10). */
+static void
+add_time(cJSON *obj, double time_ns, double spread_ns)
+{
+  cJSON_AddNumberToObject(obj, "time_us", time_ns / 1e3);
+  if (spread_ns > 0)
+    cJSON_AddNumberToObject(obj, "spread_us", spread_ns / 1e3);
+}
+
 static void
 write_layers(cJSON *root, GPtrArray *layers)
 {
@@ -139,9 +148,7 @@ write_layers(cJSON *root, GPtrArray *layers)
     const ProfileLayerEntry *e = g_ptr_array_index(layers, i);
     cJSON *obj = cJSON_CreateObject();
     add_layer_keys(obj, e->name, e->signature, e->pass, e->x);
-    cJSON_AddNumberToObject(obj, "time_us", e->time_ns / 1e3);
-    if (e->spread_ns > 0)
-      cJSON_AddNumberToObject(obj, "spread_us", e->spread_ns / 1e3);
+    add_time(obj, e->time_ns, e->spread_ns);
     if (e->fill > 0) {
       cJSON_AddNumberToObject(obj, "fill", e->fill);
       if (e->fill_bound)
@@ -176,9 +183,7 @@ write_links(cJSON *root, GPtrArray *links)
     cJSON_AddStringToObject(obj, "link", st_link_name(e->link));
     st_json_add_int(obj, "ranks", e->ranks);
     st_json_add_int(obj, "bytes", e->bytes);
-    cJSON_AddNumberToObject(obj, "time_us", e->time_ns / 1e3);
-    if (e->spread_ns > 0)
-      cJSON_AddNumberToObject(obj, "spread_us", e->spread_ns / 1e3);
+    add_time(obj, e->time_ns, e->spread_ns);
     add_bandwidths(obj, e);
     cJSON_AddItemToArray(array, obj);
   }
@@ -195,9 +200,7 @@ write_copies(cJSON *root, GPtrArray *copies)
     cJSON *obj = cJSON_CreateObject();
     cJSON_AddStringToObject(obj, "kind", st_copy_name(e->kind));
     st_json_add_int(obj, "bytes", e->bytes);
-    cJSON_AddNumberToObject(obj, "time_us", e->time_ns / 1e3);
-    if (e->spread_ns > 0)
-      cJSON_AddNumberToObject(obj, "spread_us", e->spread_ns / 1e3);
+    add_time(obj, e->time_ns, e->spread_ns);
     cJSON_AddItemToArray(array, obj);
   }
 }
