@@ -18,22 +18,13 @@
  *   sum_k T[c, k] x[k]: learnable, and cheap to make even for images.
  */
 #include "exec/check.h"
+#include "exec/mix.h"
 #include "exec/runtime.h"
-
-/* splitmix64: a counter-based generator, no state to share between threads. */
-static uint64_t
-mix(uint64_t x)
-{
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 static float
 uniform(uint64_t seed, uint64_t sample, uint64_t k)
 {
-  uint64_t h = mix(seed ^ mix(sample * 0x100000001b3ull + k));
+  uint64_t h = st_splitmix64(seed ^ st_splitmix64(sample * 0x100000001b3ull + k));
   return (float)((double)(h >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
 }
 
@@ -75,7 +66,7 @@ takes_ids(const Rank *r)
 static int32_t
 token(uint64_t seed, uint64_t g, int k, int64_t v)
 {
-  int64_t t = (int64_t)(mix(seed ^ mix(g)) % (uint64_t)v);
+  int64_t t = (int64_t)(st_splitmix64(seed ^ st_splitmix64(g)) % (uint64_t)v);
   for (int i = 0; i < k; i++)
     t = (5 * t + 3) % v;
   return (int32_t)t;
@@ -128,7 +119,7 @@ data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GEr
 static int32_t
 teacher(uint64_t seed, uint64_t g, int64_t classes, size_t inputs)
 {
-  uint64_t tseed = mix(seed ^ 0x7eac4e5ull);
+  uint64_t tseed = st_splitmix64(seed ^ 0x7eac4e5ull);
   int64_t best = 0;
   double best_score = -1e300;
   for (int64_t c = 0; c < classes; c++) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "exec/check.h"
+#include "exec/mix.h"
 #include "exec/profile_private.h"
 
 void
@@ -196,23 +197,13 @@ prof_upload(ProfDev *d, void *dst, const void *src, size_t bytes, GError **error
   return d->b->stream_sync(d->dev, d->streams[0], error);
 }
 
-/* splitmix64: counter-based, so the data depend on the seed only. */
-static uint64_t
-mix(uint64_t x)
-{
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 gboolean
 prof_upload_random(ProfDev *d, void *dst, size_t n, float scale, uint64_t seed, GError **error)
 {
   size_t es = st_kdt_size(d->dt);
   g_autofree char *host = g_malloc(MAX(n * es, 1));
   for (size_t i = 0; i < n; i++) {
-    float u = (float)((double)(mix(seed ^ mix(i)) >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+    float u = (float)((double)(st_splitmix64(seed ^ st_splitmix64(i)) >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
     if (d->dt == ST_KDT_BF16)
       ((uint16_t *)host)[i] = st_f32_to_bf16(u * scale);
     else

@@ -11,15 +11,7 @@
 #include <stdlib.h>
 
 #include "exec/exec.h"
-
-static uint64_t
-mix(uint64_t x)
-{
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+#include "exec/mix.h"
 
 static int
 ascending(const void *a, const void *b)
@@ -41,9 +33,9 @@ st_exec_sparse_mask(const StModel *m, int layer, double p, uint64_t seed, size_t
   int32_t *all = g_new(int32_t, P);
   for (int64_t i = 0; i < P; i++)
     all[i] = (int32_t)i;
-  uint64_t base = mix(seed ^ 0x5a3d0u ^ ((uint64_t)layer << 32));
+  uint64_t base = st_splitmix64(seed ^ 0x5a3d0u ^ ((uint64_t)layer << 32));
   for (int64_t j = 0; j < keep; j++) {
-    int64_t k = j + (int64_t)(mix(base + (uint64_t)j) % (uint64_t)(P - j));
+    int64_t k = j + (int64_t)(st_splitmix64(base + (uint64_t)j) % (uint64_t)(P - j));
     int32_t t = all[j];
     all[j] = all[k];
     all[k] = t;

@@ -2,15 +2,7 @@
  * shape helpers that every layer implementation uses. */
 #include "exec/layers/layers_private.h"
 
-/* splitmix64's finalizer (Steele et al. 2014): a good 64-bit mix, so
- * hash(key + i) is a counter-based generator. */
-static uint64_t
-mix64(uint64_t z)
-{
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
+#include "exec/mix.h"
 
 /* FNV-1a of the layer's name: layers with equal shapes get different weights. */
 static uint64_t
@@ -25,9 +17,9 @@ name_hash(const char *name)
 void
 st_init_uniform(float *x, size_t n, float bound, uint64_t seed, const StLayer *l, int tensor)
 {
-  uint64_t key = mix64(seed ^ mix64(name_hash(l->name) + (uint64_t)tensor));
+  uint64_t key = st_mix64(seed ^ st_mix64(name_hash(l->name) + (uint64_t)tensor));
   for (size_t i = 0; i < n; i++) {
-    uint64_t z = mix64(key + UINT64_C(0x9e3779b97f4a7c15) * (i + 1));
+    uint64_t z = st_mix64(key + UINT64_C(0x9e3779b97f4a7c15) * (i + 1));
     float u = (float)(z >> 40) * (1.0f / 16777216.0f); /* [0, 1), 24 bits */
     x[i] = (2.0f * u - 1.0f) * bound;
   }
@@ -36,7 +28,7 @@ st_init_uniform(float *x, size_t n, float bound, uint64_t seed, const StLayer *l
 uint64_t
 st_layer_subseed(uint64_t seed, int j)
 {
-  return mix64(seed ^ mix64(UINT64_C(0xd1b54a32d192ed03) * (uint64_t)(j + 1)));
+  return st_mix64(seed ^ st_mix64(UINT64_C(0xd1b54a32d192ed03) * (uint64_t)(j + 1)));
 }
 
 void
