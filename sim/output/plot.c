@@ -412,16 +412,13 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
   return run_script(pl, "compare_comm.gp", comm, dir, "compare_comm", error);
 }
 
-/* ---- a validation (stagger validate --out DIR) ------------------------------------------ */
+/* ---- several runs, and a validation (stagger validate --out DIR) ------------------------ */
 
-/* A case: its predicted/ and measured/ runs each, compared, and their
- * Gantts one above the other. */
+/* Every run below `dir`, then the runs compared; a validate case (its runs
+ * are predicted/ and measured/) also gets their Gantts one above the other. */
 static gboolean
-plot_case(Plotter *pl, const char *dir, GError **error)
+plot_runs(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
 {
-  g_autoptr(GPtrArray) runs = list_runs(dir, error);
-  if (runs == NULL)
-    return FALSE;
   for (guint i = 0; i < runs->len; i++) {
     g_autofree char *sub = g_build_filename(dir, g_ptr_array_index(runs, i), NULL);
     if (!plot_run(pl, sub, error))
@@ -466,9 +463,12 @@ plot_validation(Plotter *pl, const char *dir, GError **error)
       g_ptr_array_add(cases, g_steal_pointer(&sub));
   }
   g_ptr_array_sort(cases, compare_names);
-  for (guint i = 0; i < cases->len; i++)
-    if (!plot_case(pl, g_ptr_array_index(cases, i), error))
+  for (guint i = 0; i < cases->len; i++) {
+    const char *one = g_ptr_array_index(cases, i);
+    g_autoptr(GPtrArray) runs = list_runs(one, error);
+    if (runs == NULL || !plot_runs(pl, one, runs, error))
       return FALSE;
+  }
   g_autofree char *table = g_build_filename(dir, "validate.csv", NULL);
   g_autofree char *base = g_path_get_basename(dir);
   g_autofree char *title = g_strdup_printf("%s: step time, predicted and measured", base);
@@ -553,7 +553,6 @@ st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArra
   gboolean single = has_file(dir, "memory.csv");
   gboolean plan = !single && has_file(dir, "plan.csv");
   gboolean validation = !single && has_file(dir, "validate.csv");
-  gboolean one_case = !single && has_file(dir, "validate.json") && !validation;
   g_autoptr(GPtrArray) runs = NULL;
   if (!single && !plan && !validation) {
     runs = list_runs(dir, error);
@@ -587,14 +586,7 @@ st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArra
     return plot_plan(&pl, dir, error);
   if (validation)
     return plot_validation(&pl, dir, error);
-  if (one_case)
-    return plot_case(&pl, dir, error);
   if (single)
     return plot_run(&pl, dir, error);
-  for (guint i = 0; i < runs->len; i++) {
-    g_autofree char *sub = g_build_filename(dir, g_ptr_array_index(runs, i), NULL);
-    if (!plot_run(&pl, sub, error))
-      return FALSE;
-  }
-  return plot_compare(&pl, dir, runs, error);
+  return plot_runs(&pl, dir, runs, error);
 }
