@@ -32,6 +32,9 @@ typedef struct {
 /* NULL-terminated. */
 const StCommand *const *st_commands(void);
 
+/* `stagger model import` (cmd_model_import.c); argv[0] is "import". */
+gboolean st_cli_model_import(int argc, char **argv, GError **error);
+
 /* ---- shared options (cli_options.c) ---------------------------------- */
 
 /* The model, cluster and profile paths and the strategy list, beside the

@@ -1,7 +1,7 @@
 /* cmd_model.c: `stagger model show [--json] MODEL` prints a model's layers
  * with their shapes, parameters, FLOPs and kept bytes (model/model.h);
  * `stagger model types` lists the layer types and their attributes
- * (model/layer_type.h). */
+ * (model/layer_type.h); `stagger model import` is cmd_model_import.c. */
 #include <stdio.h>
 #include <string.h>
 
@@ -64,6 +64,9 @@ list_types(void)
 static gboolean
 run(int argc, char **argv, GError **error)
 {
+  /* import has options of its own. */
+  if (argc >= 2 && strcmp(argv[1], "import") == 0)
+    return st_cli_model_import(argc - 1, argv + 1, error);
   gboolean json = FALSE;
   GOptionEntry entries[] = {
     {"json", 'j', 0, G_OPTION_ARG_NONE, &json,
@@ -71,7 +74,7 @@ run(int argc, char **argv, GError **error)
     {NULL},
   };
   g_set_prgname("stagger model");
-  g_autoptr(GOptionContext) context = g_option_context_new("show [--json] MODEL | types");
+  g_autoptr(GOptionContext) context = g_option_context_new("show [--json] MODEL | types | import ...");
   g_option_context_set_summary(context, "Show a model's layers, parameters and FLOPs.");
   g_option_context_set_description(
     context,
@@ -81,6 +84,8 @@ run(int argc, char **argv, GError **error)
     "               for backward per sample; then the totals. MODEL is a file or\n"
     "               the name of a shipped model (resnet50, gpt2-124m, ...).\n"
     "  types        the layer types a model file may use, with their attributes.\n"
+    "  import       a model file from a Hugging Face config.json or an ONNX file\n"
+    "               ('stagger model import --help').\n"
     "\n"
     "Shipped models are read from $STAGGER_DATA_DIR/models (default: " STAGGER_DATA_DIR
     "/models).\n"
@@ -90,7 +95,7 @@ run(int argc, char **argv, GError **error)
   if (!g_option_context_parse(context, &argc, &argv, error))
     return FALSE;
   if (argc < 2)
-    return st_cli_usage_error(error, "missing command: show MODEL, or types");
+    return st_cli_usage_error(error, "missing command: show MODEL, types, or import");
 
   if (strcmp(argv[1], "show") == 0) {
     if (argc < 3)
@@ -107,7 +112,8 @@ run(int argc, char **argv, GError **error)
     list_types();
     return TRUE;
   }
-  return st_cli_usage_error(error, "unknown command '%s' (expected show or types)", argv[1]);
+  return st_cli_usage_error(error, "unknown command '%s' (expected show, types or import)", argv[1]);
 }
 
-const StCommand st_cmd_model = {"model", "Show a model's layers, parameters and FLOPs", run};
+const StCommand st_cmd_model = {"model", "Show a model's layers, parameters and FLOPs; import one",
+                                run};
