@@ -90,6 +90,8 @@ int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  if (!st_test_have_gpu())
+    return ST_TEST_SKIPPED;
   g_test_add_func("/gpu/exec/mlp-dp", test_mlp_dp);
   g_test_add_func("/gpu/exec/transformer-zero3", test_transformer_zero3);
   g_test_add_func("/gpu/exec/transformer-bf16", test_transformer_bf16);

@@ -26,21 +26,6 @@
 
 static const StKernels *H, *C;
 
-/* Skips the test when there is no CUDA or no device; TRUE when it may run. */
-static gboolean
-have_gpu(void)
-{
-  if (st_kernels_cuda() == NULL) {
-    g_test_skip("built without CUDA");
-    return FALSE;
-  }
-  if (st_kernels_cuda_devices() == 0) {
-    g_test_skip("no CUDA device answers");
-    return FALSE;
-  }
-  return TRUE;
-}
-
 /* ---- a tensor on both sides --------------------------------------------------- */
 
 typedef struct {
@@ -155,8 +140,6 @@ static const StKDtype DTS[] = {ST_KDT_F32, ST_KDT_BF16};
 static void
 test_elementwise(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(1);
   const size_t n = 100003; /* many blocks, a ragged tail */
   for (int d = 0; d < 2; d++) {
@@ -197,8 +180,6 @@ test_elementwise(void)
 static void
 test_gemm(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(2);
   const int m = 67, n = 45, k = 300, batch = 3;
   for (int d = 0; d < 2; d++)
@@ -222,8 +203,6 @@ test_gemm(void)
 static void
 test_bias(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(3);
   const int rows = 1000, cols = 77, n = 5, ch = 33, hw = 49;
   for (int d = 0; d < 2; d++) {
@@ -248,8 +227,6 @@ test_bias(void)
 static void
 test_norms(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(4);
   const int rows = 300, cols = 777;     /* layer norm: more columns than a block's threads */
   const int n = 6, c = 40, hw = 13 * 13; /* batch norm */
@@ -289,8 +266,6 @@ test_norms(void)
 static void
 test_softmax(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(5);
   const int cols = 100, rows = 4 * cols; /* four attention blocks of 100 queries */
   const int ce_rows = 70, classes = 1001;
@@ -328,8 +303,6 @@ test_softmax(void)
 static void
 test_embeddings(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(6);
   const int vocab = 50, dim = 96, n = 500, batch = 4, rows = 33;
   g_autofree int32_t *ids = g_new(int32_t, n);
@@ -358,8 +331,6 @@ test_embeddings(void)
 static void
 test_permute4(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(7);
   const int dims[4] = {3, 17, 12, 33};
   const int perms[][4] = {{2, 0, 1, 3}, {1, 2, 0, 3}, {0, 2, 1, 3}, {3, 2, 1, 0}};
@@ -378,8 +349,6 @@ test_permute4(void)
 static void
 test_conv_pool(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(8);
   const int c = 5, h = 23, w = 19;
   const int windows[][3] = {{3, 1, 1}, {3, 2, 1}, {7, 2, 3}, {2, 2, 0}, {1, 1, 0}};
@@ -429,8 +398,6 @@ test_conv_pool(void)
 static void
 test_optimizers(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(9);
   const size_t n = 5000;
   for (int d = 0; d < 2; d++) {
@@ -458,8 +425,6 @@ test_optimizers(void)
 static void
 test_sparse(void)
 {
-  if (!have_gpu())
-    return;
   g_autoptr(GRand) r = g_rand_new_with_seed(10);
   const size_t dense_n = 10000, n = 3000;
   g_autofree int32_t *idx = g_new(int32_t, n);
@@ -483,8 +448,6 @@ test_sparse(void)
 static void
 test_checks(void)
 {
-  if (!have_gpu())
-    return;
   int d[4] = {1, 2, 3, 4}, bad[4] = {0, 0, 1, 2};
   g_assert_cmpint(C->gemm(NULL, 0, 0, -1, 1, 1, 1, NULL, NULL, 0, NULL, ST_KDT_F32, 1, 0, 0, 0), ==,
                   ST_K_EINVAL);
@@ -499,6 +462,8 @@ int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  if (!st_test_have_gpu())
+    return ST_TEST_SKIPPED;
   H = st_kernels_host();
   C = st_kernels_cuda();
   g_test_add_func("/gpu/kernels/elementwise", test_elementwise);

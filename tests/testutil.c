@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "engine/engine.h"
+#include "exec/device.h"
 
 char *
 st_test_src(const char *relative)
@@ -169,4 +170,17 @@ st_test_weights_differ(const GPtrArray *a, const GPtrArray *b)
     }
   }
   return worst;
+}
+
+gboolean
+st_test_have_gpu(void)
+{
+  g_autoptr(GError) error = NULL;
+  StExecDevice *dev = st_device_cuda.open(0, &error);
+  if (dev == NULL) {
+    printf("1..0 # SKIP %s\n", error->message);
+    return FALSE;
+  }
+  dev->backend->close(dev);
+  return TRUE;
 }

@@ -13,6 +13,10 @@ char *st_test_tmpdir(void);
 /* Reads a whole file (g_assert on failure). Transfer full. */
 char *st_test_read(const char *path, gsize *length);
 
+/* What main returns when the whole program cannot run here: ctest reports
+ * it as skipped (SKIP_RETURN_CODE in tests/CMakeLists.txt), not passed. */
+#define ST_TEST_SKIPPED 77
+
 /* ---- models, clusters, schedules, simulations --------------------------- */
 
 #include "exec/exec.h"
@@ -49,3 +53,8 @@ StTimeline *st_test_execute(const StSchedule *schedule, double lr, uint64_t seed
 /* Largest |a - b| / (|b| + 1e-3) over every weight of two runs' kept
  * weights (b the reference): 0 when they are equal bit for bit. */
 double st_test_weights_differ(const GPtrArray *a, const GPtrArray *b);
+
+/* Whether a CUDA device answers (the cuda backend opens GPU 0). When none
+ * does, prints why as a TAP plan of no tests and returns FALSE: a GPU
+ * program's main then returns ST_TEST_SKIPPED. */
+gboolean st_test_have_gpu(void);

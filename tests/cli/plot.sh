@@ -8,7 +8,7 @@ set -euo pipefail
 
 if [[ -z "${GNUPLOT:-}" ]]; then
   echo "SKIP: no gnuplot"
-  exit 0
+  exit 77
 fi
 
 tmp=$(mktemp -d)
