@@ -1,5 +1,5 @@
 /* admit.h: admission control for GPU multiplexing at run time (DeepPool,
- * Park et al., MLSys 2022; shared/PAPERS.md section 2).
+ * Park et al., MLSys 2022; docs/PAPERS.md section 2).
  *
  * The executor's controller: what it knows about each device, from what the
  * run measures (the foreground's collectives and receives in flight, the

@@ -9,8 +9,8 @@
 #     STAGGER  the binary (default: build/stagger)
 #     OUT      where the runs and the tables go (default: runs/deeppool)
 #     IMG      where the figures go (default: docs/img)
-#   Environment: DEEPPOOL_DATA (default: ../shared/data/deeppool beside the
-#   source tree) when the profiles in traces/profiles must be imported again;
+#   Environment: DEEPPOOL_DATA (default: traces/reference/deeppool) when the
+#   profiles in traces/profiles must be imported again;
 #   GPUS (default: "1 2 4 8 16 32"), STEPS (default: 12).
 #
 # Tables (CSV, one row per GPU count), then one figure per model:
@@ -24,7 +24,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 STAGGER=${1:-$SRC/build/stagger}
 OUT=${2:-$SRC/runs/deeppool}
 IMG=${3:-$SRC/docs/img}
-DATA=${DEEPPOOL_DATA:-$SRC/../shared/data/deeppool}
+DATA=${DEEPPOOL_DATA:-$SRC/traces/reference/deeppool}
 GPUS=${GPUS:-1 2 4 8 16 32}
 STEPS=${STEPS:-12}
 CLUSTER=$SRC/models/clusters/dgx-a100.json

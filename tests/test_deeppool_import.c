@@ -1,7 +1,7 @@
 /* test_deeppool_import.c: DeepPool's published A100 profiles into stagger's
  * profile format (profile/profile_import_deeppool.h), and the burst planner
- * on them. The profiles live in ../shared/data/deeppool beside the source
- * tree; the tests that need them skip when it is absent.
+ * on them. The profiles are in traces/reference/deeppool/ (README there
+ * names their source).
  */
 #include <glib/gstdio.h>
 #include <string.h>
@@ -13,17 +13,14 @@
 
 #define DEVICE "A100-SXM4-80GB"
 
-/* The shared file `name`, or NULL (and the test skipped) when absent. */
+/* DeepPool's profile `name` in traces/reference/deeppool/. */
 static char *
-shared_file(const char *name)
+reference_file(const char *name)
 {
-  g_autofree char *path = g_build_filename(STAGGER_SOURCE_DIR, "..", "shared", "data",
-                                           "deeppool", name, NULL);
-  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-    g_test_skip("../shared/data/deeppool is not here");
-    return NULL;
-  }
-  return g_steal_pointer(&path);
+  g_autofree char *relative = g_build_filename("traces", "reference", "deeppool", name, NULL);
+  char *path = st_test_src(relative);
+  g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
+  return path;
 }
 
 static const StLayer *
@@ -67,9 +64,7 @@ test_vgg16(void)
    * 13.509 ms forward + backward; conv3_2 and conv3_3 (16.238 and 16.248)
    * average to 16.243. ReLU, dropout and the loss have no row. The profile
    * saved and loaded again gives the same numbers. */
-  g_autofree char *path = shared_file("vggLayerGpuProfileA100.txt");
-  if (path == NULL)
-    return;
+  g_autofree char *path = reference_file("vggLayerGpuProfileA100.txt");
   g_autoptr(StModel) m = st_test_model_named("vgg16");
   StDeepPoolImport stats = {0};
   g_autoptr(GError) error = NULL;
@@ -104,9 +99,7 @@ test_wrn(void)
    * identical blocks of stage 3 map to one signature: its entry at batch 32
    * is the mean of their rows, computed here from the text directly. Only
    * bn1 and the loss have no row (DeepPool's profile lists neither). */
-  g_autofree char *path = shared_file("wrnLayerGpuProfileA100V2.txt");
-  if (path == NULL)
-    return;
+  g_autofree char *path = reference_file("wrnLayerGpuProfileA100V2.txt");
   g_autoptr(StModel) m = st_test_model_named("wide_resnet101_2");
   StDeepPoolImport stats = {0};
   g_autoptr(GError) error = NULL;
@@ -178,9 +171,7 @@ test_plan_vgg16(void)
    * 32 on 8 A100s the early convolutions keep scaling while the large
    * fully-connected layers do not, so the plan runs conv1_1 on more GPUs
    * than fc6 and holds less GPU time than data parallelism would. */
-  g_autofree char *path = shared_file("vggLayerGpuProfileA100.txt");
-  if (path == NULL)
-    return;
+  g_autofree char *path = reference_file("vggLayerGpuProfileA100.txt");
   g_autoptr(StModel) m = st_test_model_named("vgg16");
   g_autoptr(GError) error = NULL;
   g_autoptr(StProfile) p = st_profile_import_deeppool(path, m, DEVICE, NULL, &error);

@@ -3,7 +3,7 @@
  * rules' definitions (exec_reference.h: the model's layers run on plain host
  * arrays, no schedule).
  *
- * The rules (shared/PAPERS.md section 1, docs/CDP.md). w_t are the weights
+ * The rules (docs/PAPERS.md section 1, docs/CDP.md). w_t are the weights
  * after t updates, w_{-1} = w_0 the first ones; g_t is the gradient of step
  * t summed over the N workers (the loss is scaled by 1 / global batch, so the
  * sum is the mean). Worker r's pass over stage l in step t reads

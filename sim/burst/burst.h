@@ -1,6 +1,6 @@
 /* burst.h: the burst-parallel planner of DeepPool (Park et al., "Efficient
  * strong scaling through burst parallel training", MLSys 2022; the
- * mechanics in shared/PAPERS.md section 2).
+ * mechanics in docs/PAPERS.md section 2).
  *
  * Strong scaling holds the global batch fixed while GPUs are added, so the
  * per-GPU batch shrinks and layers stop scaling at different points. Burst

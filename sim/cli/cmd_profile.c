@@ -348,7 +348,7 @@ run(int argc, char **argv, GError **error)
     "      --cluster models/clusters/dgx-h100.json --out traces/profiles/h100/links.json\n"
     "  stagger profile --model tests/data/exec/tiny-mlp.json --batches 1,2,4 --backend host \\\n"
     "      --out traces/profiles/host/tiny-mlp.json\n"
-    "  stagger profile import deeppool ../shared/data/deeppool/vggLayerGpuProfileA100.txt \\\n"
+    "  stagger profile import deeppool traces/reference/deeppool/vggLayerGpuProfileA100.txt \\\n"
     "      --model models/vgg16.json --out traces/profiles/a100-deeppool-vgg16.json\n");
   g_option_context_add_main_entries(context, entries, NULL);
   gboolean ok = g_option_context_parse(context, &argc, &argv, error);

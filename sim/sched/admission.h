@@ -1,5 +1,5 @@
 /* admission.h: admission control for GPU multiplexing (DeepPool, Park et al.,
- * MLSys 2022; shared/PAPERS.md section 2).
+ * MLSys 2022; docs/PAPERS.md section 2).
  *
  * A foreground training job runs on high-priority streams; background jobs
  * share its GPUs on low-priority streams, cut into pieces of about

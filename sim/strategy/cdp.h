@@ -1,5 +1,5 @@
 /* cdp.h: cyclic data parallelism (Fournier and Oyallon, arXiv 2403.08837,
- * 2024), private to strategy_cdp*.c. shared/PAPERS.md section 1 describes the
+ * 2024), private to strategy_cdp*.c. docs/PAPERS.md section 1 describes the
  * technique; docs/CDP.md what a user sees.
  *
  * The plan (strategy_cdp.c). N workers each run one micro-batch per step (or

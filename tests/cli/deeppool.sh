@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # DeepPool through the binary: `stagger profile import deeppool`, then burst
 # and multiplex on the imported A100 profile, as docs/DEEPPOOL.md runs them;
-# bad usage exits 2, a bad --background exits 1 naming it. The import needs
-# ../shared/data/deeppool beside the source tree: without it, only the
-# parts that do not are checked.
+# bad usage exits 2, a bad --background exits 1 naming it. The profiles are
+# in traces/reference/deeppool/.
 set -euo pipefail
 : "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
 tmp=$(mktemp -d)
@@ -37,11 +36,7 @@ expect 1 "background vgg16:16" $STAGGER sim --model $SRC/models/mlp.json --clust
 expect 1 "no model 'nosuch'" $STAGGER sim --model $SRC/models/mlp.json --cluster $C \
   --gpus 2 --strategy multiplex --background nosuch:b4
 
-DATA=$SRC/../shared/data/deeppool
-if [ ! -f "$DATA/vggLayerGpuProfileA100.txt" ]; then
-  echo "SKIP: $DATA not present; import and plans not checked"
-  exit 0
-fi
+DATA=$SRC/traces/reference/deeppool
 
 P=$tmp/a100-deeppool-vgg16.json
 $STAGGER profile import deeppool "$DATA/vggLayerGpuProfileA100.txt" --model vgg16 --out "$P" \
