@@ -32,45 +32,72 @@ io_bytes(const StComputeCtx *ctx, double per_sample, int64_t samples)
   return (double)st_model_bytes_as(ctx->model, at_model_dtype, ctx->dtype);
 }
 
-static double
-layer_time_ns(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_t batch)
+/* FLOPs and bytes of a layer pass, as the header counts them. */
+static void
+layer_traffic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_t batch,
+              double *flops, double *bytes)
 {
   double weight_bytes = (double)layer->params * st_dtype_bytes(ctx->dtype);
-  double flops, bytes;
   if (pass == ST_PASS_BWD) {
-    flops = (double)batch * layer->bwd_flops;
-    bytes = io_bytes(ctx, layer->bwd_io_bytes, batch) + 2 * weight_bytes;
+    *flops = (double)batch * layer->bwd_flops;
+    *bytes = io_bytes(ctx, layer->bwd_io_bytes, batch) + 2 * weight_bytes;
   } else {
-    flops = (double)batch * layer->fwd_flops;
-    bytes = io_bytes(ctx, layer->fwd_io_bytes, batch) + weight_bytes;
+    *flops = (double)batch * layer->fwd_flops;
+    *bytes = io_bytes(ctx, layer->fwd_io_bytes, batch) + weight_bytes;
   }
+}
+
+void
+st_compute_work_traffic(const StComputeCtx *ctx, const StWork *work, double *flops,
+                        double *bytes)
+{
+  double f = 0, b = 0;
+  switch (work->pass) {
+  case ST_PASS_FWD:
+  case ST_PASS_BWD:
+  case ST_PASS_RECOMPUTE:
+    g_return_if_fail(work->layer != NULL);
+    layer_traffic(ctx, work->layer, work->pass, work->batch, flops, bytes);
+    return;
+  case ST_PASS_FWDBWD:
+    g_return_if_fail(work->layer != NULL);
+    layer_traffic(ctx, work->layer, ST_PASS_FWD, work->batch, flops, bytes);
+    layer_traffic(ctx, work->layer, ST_PASS_BWD, work->batch, &f, &b);
+    *flops += f;
+    *bytes += b;
+    return;
+  default: /* optim, compress, expand: bandwidth bound, FLOPs not counted */
+    *flops = 0;
+    *bytes = (double)work->bytes;
+    return;
+  }
+}
+
+static double
+time_ns(const StComputeCtx *ctx, double flops, double bytes)
+{
   double compute_s = flops / st_cluster_peak_flops(ctx->cluster, ctx->dtype);
   double memory_s = bytes / ctx->cluster->gpu.memory_bandwidth;
   return MAX(compute_s, memory_s) * 1e9;
 }
 
 static gboolean
-roofline_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCostSource *source)
+roofline_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns_out,
+              StCostSource *source)
 {
-  switch (work->pass) {
-  case ST_PASS_FWD:
-  case ST_PASS_BWD:
-  case ST_PASS_RECOMPUTE:
-    g_return_val_if_fail(work->layer != NULL, FALSE);
-    *time_ns = layer_time_ns(ctx, work->layer, work->pass, work->batch);
-    break;
-  case ST_PASS_FWDBWD:
-    g_return_val_if_fail(work->layer != NULL, FALSE);
-    *time_ns = layer_time_ns(ctx, work->layer, ST_PASS_FWD, work->batch) +
-               layer_time_ns(ctx, work->layer, ST_PASS_BWD, work->batch);
-    break;
-  case ST_PASS_OPTIM:
-  case ST_PASS_COMPRESS:
-  case ST_PASS_EXPAND:
-    *time_ns = (double)work->bytes / ctx->cluster->gpu.memory_bandwidth * 1e9;
-    break;
-  default:
-    g_return_val_if_reached(FALSE);
+  g_return_val_if_fail(work->pass > ST_PASS_INVALID && work->pass < ST_PASS_N, FALSE);
+  double flops = 0, bytes = 0;
+  if (work->pass == ST_PASS_FWDBWD) { /* each pass at its own bound */
+    StWork pass = *work;
+    pass.pass = ST_PASS_FWD;
+    st_compute_work_traffic(ctx, &pass, &flops, &bytes);
+    double fwd = time_ns(ctx, flops, bytes);
+    pass.pass = ST_PASS_BWD;
+    st_compute_work_traffic(ctx, &pass, &flops, &bytes);
+    *time_ns_out = fwd + time_ns(ctx, flops, bytes);
+  } else {
+    st_compute_work_traffic(ctx, work, &flops, &bytes);
+    *time_ns_out = time_ns(ctx, flops, bytes);
   }
   *source = ST_SRC_ROOFLINE;
   return TRUE;

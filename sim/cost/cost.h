@@ -61,6 +61,11 @@ typedef struct {
 const StComputeModel *const *st_compute_models(void);
 /* The first model that answers; the roofline always does. */
 double st_compute_time(const StComputeCtx *ctx, const StWork *work, StCostSource *source);
+/* The FLOPs and memory traffic in bytes of `work` as the roofline counts
+ * them (compute_roofline.c's header): a layer pass's FLOPs and activation
+ * and weight traffic at ctx->dtype; an elementwise pass's bytes, 0 FLOPs. */
+void st_compute_work_traffic(const StComputeCtx *ctx, const StWork *work, double *flops,
+                             double *bytes);
 /* The fill of the first model that knows one (a profile's measured "fill",
  * compute_profile.c), else 1: a kernel fills the device alone. */
 double st_compute_fill(const StComputeCtx *ctx, const StWork *work);

@@ -9,6 +9,7 @@
  * retried when the op completes; each dependency is thus seen met once.
  */
 #include "engine/engine_internal.h"
+#include "sched/work.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -62,22 +63,6 @@ engine_retry_stream(Engine *e, int sim, int stream)
 
 /* ---- per-program facts --------------------------------------------------- */
 
-static StDtype
-compute_dtype(const StSchedule *s)
-{
-  if (s->settings.precision != ST_PRECISION_MIXED)
-    return ST_DTYPE_FP32;
-  return s->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
-}
-
-static const char *
-elementwise_kernel(const StSchedule *s, StPass pass)
-{
-  if (pass == ST_PASS_OPTIM)
-    return st_optimizer_name(s->settings.optimizer);
-  return st_pass_name(pass);
-}
-
 static void
 prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
 {
@@ -88,23 +73,15 @@ prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
   info->cost_ns = g_new0(double, p->ops->len);
   info->source = g_new0(uint8_t, p->ops->len);
   info->fill = g_new(float, p->ops->len);
-  const StModel *model = st_program_model(s, p);
   StComputeCtx ctx = e->compute;
-  ctx.model = model;
+  ctx.model = st_program_model(s, p);
   for (guint i = 0; i < p->ops->len; i++) {
     const StOp *op = st_program_op(p, i);
     g_array_append_val(info->stream_ops[op->stream], i);
     info->fill[i] = 1.0f;
     if (op->kind != ST_OP_COMP)
       continue;
-    StWork work = {
-      .pass = op->sub,
-      .layer = op->layer >= 0 ? &model->layers[op->layer] : NULL,
-      .batch = op->batch,
-      .elems = op->elems,
-      .bytes = op->bytes,
-      .kernel = elementwise_kernel(s, op->sub),
-    };
+    StWork work = st_op_work(s, p, op);
     StCostSource source = ST_SRC_NONE;
     info->cost_ns[i] = st_compute_time(&ctx, &work, &source);
     info->source[i] = (uint8_t)source;
@@ -248,7 +225,8 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
                 options->share_model);
     return FALSE;
   }
-  e->compute = (StComputeCtx){s->cluster, options->profile, s->model, compute_dtype(s)};
+  e->compute = (StComputeCtx){s->cluster, options->profile, s->model,
+                              st_schedule_compute_dtype(s)};
   e->fold = st_fold_new(s, !options->no_fold);
   e->tl = st_timeline_new(s, FALSE, "simulated");
   memcpy(e->tl->rank_rep, e->fold->rank_rep, sizeof(int32_t) * s->n_ranks);

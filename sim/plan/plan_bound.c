@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "cost/cost.h"
+#include "sched/work.h"
 
 /* More sinks than this in one program get the plain bound of their own
  * stream's work, to keep the bound O(ops) for odd programs. */
@@ -148,21 +149,8 @@ copy_ns(const StCluster *c, const StOp *op)
 static int64_t
 compute_ns(const Ctx *x, const StProgram *p, const StOp *op)
 {
-  const StSchedule *s = x->s;
-  const StModel *model = st_program_model(s, p);
-  StDtype dtype = ST_DTYPE_FP32;
-  if (s->settings.precision == ST_PRECISION_MIXED)
-    dtype = s->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
-  StComputeCtx ctx = {s->cluster, x->profile, model, dtype};
-  StWork work = {
-    .pass = op->sub,
-    .layer = op->layer >= 0 ? &model->layers[op->layer] : NULL,
-    .batch = op->batch,
-    .elems = op->elems,
-    .bytes = op->bytes,
-    .kernel = op->sub == ST_PASS_OPTIM ? st_optimizer_name(s->settings.optimizer)
-                                       : st_pass_name(op->sub),
-  };
+  StComputeCtx ctx = st_program_compute_ctx(x->s, p, x->profile);
+  StWork work = st_op_work(x->s, p, op);
   StCostSource source;
   double ns = st_compute_time(&ctx, &work, &source);
   return isfinite(ns) && ns > 0 ? (int64_t)floor(ns) : 0;

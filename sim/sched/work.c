@@ -1,0 +1,33 @@
+/* work.c: see work.h. */
+#include "sched/work.h"
+
+StDtype
+st_schedule_compute_dtype(const StSchedule *s)
+{
+  if (s->settings.precision != ST_PRECISION_MIXED)
+    return ST_DTYPE_FP32;
+  return s->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
+}
+
+StComputeCtx
+st_program_compute_ctx(const StSchedule *s, const StProgram *p, const StProfile *profile)
+{
+  return (StComputeCtx){s->cluster, profile, st_program_model(s, p),
+                        st_schedule_compute_dtype(s)};
+}
+
+StWork
+st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
+{
+  const StModel *model = st_program_model(s, p);
+  StPass pass = (StPass)op->sub;
+  return (StWork){
+    .pass = pass,
+    .layer = op->layer >= 0 ? &model->layers[op->layer] : NULL,
+    .batch = op->batch,
+    .elems = op->elems,
+    .bytes = op->bytes,
+    .kernel = pass == ST_PASS_OPTIM ? st_optimizer_name(s->settings.optimizer)
+                                    : st_pass_name(pass),
+  };
+}
