@@ -300,12 +300,17 @@ each_layer(LayerFn fn)
 
 /* ---- registry and init ------------------------------------------------------ */
 
+/* Types the simulator knows and the executor does not run (yet): custom
+ * has no math; the LLM layers' implementations come with issue 12 part 1. */
+static const char *const NO_IMPL[] = {"custom", "rmsnorm", "attention", "swiglu", "geglu",
+                                      "llama_block", "moe_router", "moe_expert", NULL};
+
 static void
 test_registry(void)
 {
   for (const StLayerType *const *t = st_layer_types(); *t != NULL; t++) {
     const StLayerImpl *impl = st_layer_impl_find((*t)->name);
-    if (strcmp((*t)->name, "custom") == 0)
+    if (g_strv_contains(NO_IMPL, (*t)->name))
       g_assert_null(impl);
     else {
       g_assert_nonnull(impl);

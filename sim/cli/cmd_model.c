@@ -52,10 +52,12 @@ list_types(void)
     printf("%s\n    %s\n", (*t)->name, (*t)->summary);
     for (const StAttrSpec *a = (*t)->attrs; a->key != NULL; a++) {
       g_autofree char *fallback =
-        a->required ? g_strdup("required")
-        : a->flag   ? g_strdup(a->fallback ? "default true" : "default false")
-                    : g_strdup_printf("default %" G_GINT64_FORMAT, a->fallback);
-      printf("    %-18s %-14s %s\n", a->key, fallback, a->help);
+        a->derived    ? g_strdup("derived")
+        : a->required ? g_strdup("required")
+        : a->flag     ? g_strdup(a->fallback ? "default true" : "default false")
+        : a->choices  ? g_strdup_printf("default %s", a->choices[a->fallback])
+                      : g_strdup_printf("default %" G_GINT64_FORMAT, a->fallback);
+      printf("    %-18s %-16s %s\n", a->key, fallback, a->help);
     }
     printf("\n");
   }

@@ -240,12 +240,33 @@ static const StAttrSpec TRANSFORMER_ATTRS[] = {
  *          on the probabilities a s^2, plus one-byte masks a s^2 + 2sd. At
  *          16 bits, f = 4d, with dropout: 34 sd + 5 a s^2 bytes, the paper's
  *          figure. */
+/* Tensor parallel (layer_type.h), t ranks: heads / t and ffn / t per rank
+ * (QKV and fc1 column-parallel, the projection and fc2 row-parallel, their
+ * biases whole on every rank), norms whole; kept per Korthikanti et al.
+ * (section 4.2): 10 s d + 24 s d / t + 5 a s^2 / t bytes at 16 bits with
+ * dropout; with sequence parallelism the norms and dropouts' tensors are
+ * the rank's s / t tokens too: (34 s d + 5 a s^2) / t. */
+typedef struct {
+  int64_t s, rows, d, a, f; /* a, f: the rank's heads and ffn; rows: its tokens */
+  int64_t q;                /* the rank's share of d: a x d / heads */
+  gboolean dropout;
+} Xf;
+
+static Xf
+xf_of(const StLayer *layer)
+{
+  int64_t t = MAX(layer->tp, 1), rows = layer->in_shape.dims[0], d = layer->in_shape.dims[1];
+  Xf x = {rows * (layer->sp ? t : 1), rows, d, st_layer_attr(layer, "heads", 1) / t,
+          st_layer_attr(layer, "ffn", 0) / t, d / t, st_layer_attr(layer, "dropout", 0) != 0};
+  return x;
+}
+
 static gboolean
 transformer_derive(StLayer *layer, int dtype_bytes, GError **error)
 {
   if (!st_layer_check_dims(layer, 2, "[tokens, dim]", error))
     return FALSE;
-  int64_t s = layer->in_shape.dims[0], d = layer->in_shape.dims[1];
+  int64_t d = layer->in_shape.dims[1];
   int64_t a = st_layer_attr(layer, "heads", 1);
   int64_t f = st_layer_attr(layer, "ffn", 0);
   if (d % a != 0)
@@ -254,23 +275,33 @@ transformer_derive(StLayer *layer, int dtype_bytes, GError **error)
                                a, d);
   if (f == 0)
     st_layer_set_attr(layer, "ffn", f = 4 * d);
-  double sd = (double)s * (double)d, ss = (double)s * (double)s;
+  if (!st_layer_check_tp(layer, "heads", a, error) ||
+      !st_layer_check_tp(layer, "ffn", f, error))
+    return FALSE;
+  Xf x = xf_of(layer);
+  double s = (double)x.s, sd = s * (double)d, ss = s * s;
   if (!st_layer_check_size(4.0 * (double)d * (double)d + 2.0 * (double)d * (double)f,
                            ST_MAX_COUNT, "the weights", error) ||
-      !st_layer_check_size(8.0 * sd + 2.0 * (double)s * (double)f + 2.0 * (double)a * ss,
+      !st_layer_check_size(8.0 * sd + 2.0 * s * (double)f + 2.0 * (double)a * ss,
                            ST_MAX_COUNT, "the kept elements", error))
     return FALSE;
   st_layer_same_shape(layer, dtype_bytes);
-  layer->params = 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d;
-  layer->fwd_flops = 8.0 * sd * (double)d + 4.0 * ss * (double)d + 4.0 * sd * (double)f;
+  layer->params = 4 * d * x.q + 3 * x.q + d + 2 * d * x.f + x.f + d + 4 * d;
+  layer->fwd_flops = 8.0 * sd * (double)x.q + 4.0 * ss * (double)x.q + 4.0 * sd * (double)x.f;
   layer->bwd_flops = 2.0 * layer->fwd_flops;
-  int64_t kept = 8 * s * d + 2 * s * f + a * s * s;
+  /* per token, on the rank's rows: LN1 input and output, x1, LN2 input and
+   * output (and two residual masks); at s: Q K V, the attention output, fc1
+   * and GELU outputs, the probabilities (with dropout: twice, and a mask) */
+  int64_t rows_d = x.rows * d, sq = x.s * x.q, probs = x.a * x.s * x.s;
+  int64_t kept = 4 * rows_d + 4 * sq + 2 * x.s * x.f + probs;
   int64_t masks = 0;
-  if (st_layer_attr(layer, "dropout", 0)) {
-    kept += a * s * s;
-    masks = a * s * s + 2 * s * d;
+  if (x.dropout) {
+    kept += probs;
+    masks = probs + 2 * rows_d;
   }
   layer->act_bytes = kept * dtype_bytes + masks;
+  layer->act_again = (x.dropout ? 2 * dtype_bytes + 1 : dtype_bytes) * probs;
+  layer->again_flops = 2.0 * ss * (double)x.q;
   return TRUE;
 }
 
@@ -281,27 +312,34 @@ transformer_derive(StLayer *layer, int dtype_bytes, GError **error)
  * dropped copy, its one-byte mask and the two residual branches' masks), the
  * attention output, x1, LN2's output, fc1's output and GELU's: 7 BTD + 2 BTF
  * + aBT^2 elements, the tensors act_bytes counts but the block's input (the
- * previous layer's output). Its forward takes a [B, T, 3D] scratch (qkv,
- * then the attention output by head and the projection); its backward three
- * [B, T, D] gradients and one block for the branch it is in: the MLP's
- * [B, T, F], or the attention's probabilities' gradient and two gradients of
- * Q K V (by head and by token), whichever is larger. */
+ * previous layer's output). Selective recomputation drops the
+ * probabilities, their dropped copy and its mask (`again`), which the
+ * recompute makes again from the saved Q and K with no scratch. Its forward
+ * takes a [B, T, 3D] scratch (qkv, then the attention output by head and
+ * the projection); its backward three [B, T, D] gradients and one block for
+ * the branch it is in: the MLP's [B, T, F], or the attention's
+ * probabilities' gradient and two gradients of Q K V (by head and by
+ * token), whichever is larger. One rank of a tensor-parallel group: the
+ * same with its heads, its share of D inside the attention, its ffn (the
+ * executor's split layouts are issue 13's). */
 static void
 transformer_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
 {
-  int64_t t = layer->in_shape.dims[0], d = layer->in_shape.dims[1];
-  int64_t a = st_layer_attr(layer, "heads", 1), f = st_layer_attr(layer, "ffn", 0);
-  int64_t e = dtype_bytes, bt = batch * t, btd = bt * d, btf = bt * f, probs = a * batch * t * t;
-  int64_t stats = 2 * st_layer_aligned(bt * (int64_t)sizeof(float));
-  int64_t map = st_layer_aligned(btd * e), qkv = st_layer_aligned(3 * btd * e);
-  out->saved = 2 * stats + 4 * map + qkv + st_layer_aligned(probs * e) +
+  Xf x = xf_of(layer);
+  int64_t e = dtype_bytes, bt = batch * x.s, btq = bt * x.q, btf = bt * x.f;
+  int64_t probs = x.a * batch * x.s * x.s, rows = batch * x.rows;
+  int64_t stats = 2 * st_layer_aligned(rows * (int64_t)sizeof(float));
+  int64_t map = st_layer_aligned(rows * x.d * e), qkv = st_layer_aligned(3 * btq * e);
+  int64_t att = st_layer_aligned(probs * e);
+  out->saved = 2 * stats + 3 * map + st_layer_aligned(btq * e) + qkv + att +
                2 * st_layer_aligned(btf * e);
-  if (st_layer_attr(layer, "dropout", 0))
-    out->saved += st_layer_aligned(probs * e) + st_layer_aligned(probs) +
-                  2 * st_layer_aligned(btd);
+  out->again = att;
+  if (x.dropout) {
+    out->again += att + st_layer_aligned(probs);
+    out->saved += att + st_layer_aligned(probs) + 2 * st_layer_aligned(rows * x.d);
+  }
   out->fwd_scratch = qkv;
-  out->bwd_scratch = 3 * map + MAX(st_layer_aligned(btf * e),
-                                   st_layer_aligned(probs * e) + 2 * qkv);
+  out->bwd_scratch = 3 * map + MAX(st_layer_aligned(btf * e), att + 2 * qkv);
 }
 
 const StLayerType st_layer_transformer_block = {
@@ -311,4 +349,5 @@ const StLayerType st_layer_transformer_block = {
   .derive = transformer_derive,
   .keeps = ST_KEEPS_INPUT,
   .memory = transformer_memory,
+  .tp = ST_TP_PARALLEL,
 };

@@ -93,12 +93,24 @@ embedding_derive(StLayer *layer, int dtype_bytes, GError **error)
   if (!st_layer_check_dims(layer, 1, "[tokens]", error))
     return FALSE;
   int64_t tokens = layer->in_shape.dims[0];
-  int64_t dim = st_layer_attr(layer, "dim", 0);
-  if (!check_dense(tokens, st_layer_attr(layer, "vocab", 0), dim, error))
+  int64_t dim = st_layer_attr(layer, "dim", 0), vocab = st_layer_attr(layer, "vocab", 0);
+  int64_t t = MAX(layer->tp, 1);
+  if (!check_dense(tokens, vocab, dim, error) ||
+      !st_layer_check_tp(layer, "vocab", vocab, error))
     return FALSE;
-  layer->out_shape = (StShape){.n_dims = 2, .dims = {tokens, dim}};
-  layer->out_bytes = tokens * dim * dtype_bytes;
-  layer->params = st_layer_attr(layer, "vocab", 0) * dim;
+  /* Sequence parallel: the sum over the ranks' rows is reduce-scattered
+   * to each rank's tokens. */
+  if (layer->sp && tokens % t != 0) {
+    g_set_error(error, ST_MODEL_ERROR, ST_ERROR_INVALID,
+                "sequence parallelism: the %" G_GINT64_FORMAT
+                " tokens do not divide over %" G_GINT64_FORMAT " ranks",
+                tokens, t);
+    return FALSE;
+  }
+  int64_t rows = layer->sp ? tokens / t : tokens;
+  layer->out_shape = (StShape){.n_dims = 2, .dims = {rows, dim}};
+  layer->out_bytes = rows * dim * dtype_bytes;
+  layer->params = vocab / t * dim;
   layer->fwd_flops = 0;
   layer->bwd_flops = (double)tokens * (double)dim;
   layer->act_bytes = layer->in_bytes;
@@ -113,6 +125,7 @@ const StLayerType st_layer_embedding = {
   .keeps = ST_KEEPS_INPUT,
   .memory = st_layer_no_memory,
   .takes_ids = TRUE,
+  .tp = ST_TP_VOCAB_IN,
 };
 
 /* ---- position_embedding ------------------------------------------------ */
@@ -201,12 +214,20 @@ lm_head_derive(StLayer *layer, int dtype_bytes, GError **error)
   int64_t tokens, in;
   split_tokens(layer, &tokens, &in);
   int64_t vocab = st_layer_attr(layer, "vocab", 0);
-  if (!check_dense(tokens, in, vocab, error))
+  if (!check_dense(tokens, in, vocab, error) || !st_layer_check_tp(layer, "vocab", vocab, error))
     return FALSE;
-  replace_last_dim(layer, vocab, dtype_bytes);
-  layer->params = (st_layer_attr(layer, "tied", 0) ? 0 : in * vocab) +
-                  st_layer_attr(layer, "bias", 0) * vocab;
-  dense_costs(layer, in, vocab, tokens);
+  /* Tensor parallel: this rank's vocab / t logits, for every token (under
+   * sequence parallelism it gathers the ranks' tokens first). */
+  int64_t t = MAX(layer->tp, 1), v = vocab / t;
+  replace_last_dim(layer, v, dtype_bytes);
+  if (layer->sp) {
+    layer->out_shape.dims[0] *= t;
+    layer->out_bytes *= t;
+  }
+  layer->params = (st_layer_attr(layer, "tied", 0) ? 0 : in * v) +
+                  st_layer_attr(layer, "bias", 0) * v;
+  dense_costs(layer, in, v, layer->sp ? tokens * t : tokens);
+  layer->act_bytes = layer->in_bytes;
   return TRUE;
 }
 
@@ -217,4 +238,5 @@ const StLayerType st_layer_lm_head = {
   .derive = lm_head_derive,
   .keeps = ST_KEEPS_INPUT,
   .memory = st_layer_no_memory,
+  .tp = ST_TP_VOCAB_OUT,
 };

@@ -148,4 +148,5 @@ const StLayerType st_layer_softmax_cross_entropy = {
   .derive = softmax_ce_derive,
   .keeps = 0,
   .memory = softmax_ce_memory,
+  .tp = ST_TP_VOCAB_LOSS,
 };

@@ -9,7 +9,7 @@
 #include "model/layer_types_private.h"
 
 /* In the order `stagger model types` lists them: dense, convolution, norm,
- * elementwise, blocks, custom. */
+ * elementwise, blocks, LLM layers, custom. */
 static const StLayerType *const TYPES[] = {
   &st_layer_linear,
   &st_layer_embedding,
@@ -24,6 +24,7 @@ static const StLayerType *const TYPES[] = {
   &st_layer_to_tokens,
   &st_layer_batchnorm2d,
   &st_layer_layernorm,
+  &st_layer_rmsnorm,
   &st_layer_relu,
   &st_layer_gelu,
   &st_layer_dropout,
@@ -32,6 +33,12 @@ static const StLayerType *const TYPES[] = {
   &st_layer_basic_block,
   &st_layer_bottleneck,
   &st_layer_transformer_block,
+  &st_layer_attention,
+  &st_layer_swiglu,
+  &st_layer_geglu,
+  &st_layer_llama_block,
+  &st_layer_moe_router,
+  &st_layer_moe_expert,
   &st_layer_custom,
   NULL,
 };

@@ -13,6 +13,13 @@
  * may rewrite an attr whose default means "derived" (maxpool2d's stride 0 =
  * kernel) to the value it used, so signatures and saved models are explicit.
  *
+ * Attrs are integers; a `choices` attr is written by name in files ("norm":
+ * "rmsnorm") and stored as the index of the name. A type with link() continues
+ * a chain started by an earlier layer (an MoE router's experts): the loader
+ * calls it with the layer before, so that it takes what it shares with the
+ * chain from there; a layer whose output opens a chain (StLayer.chain_open)
+ * may only be followed by layers whose link() accepts it.
+ *
  * memory() says, per micro-batch, what a layer's passes allocate besides its
  * input and output tensors, exactly as its real implementation does
  * (exec/layers/, checked by tests/test_memory_conformance.c): the blocks it
@@ -36,6 +43,13 @@ typedef struct {
   const char *help;   /* one line for `stagger model types` */
   gboolean flag;      /* a switch: accepts true/false (stored 1/0) or 0/1 */
   int64_t max;        /* largest accepted value; 0 = ST_ATTR_MAX */
+  /* Names of the values 0, 1, ... (NULL-terminated), or NULL: a choice
+   * written and printed by name; `fallback` is an index. */
+  const char *const *choices;
+  /* Set by derive() or link() from the shapes or the chain (an MoE expert's
+   * index and capacity), never by a file: listed by `stagger model types`
+   * and in signatures, left out of written models. */
+  gboolean derived;
 } StAttrSpec;
 
 /* Default bound on attrs (and on input dims): 2^24 is wider than any real
@@ -79,7 +93,59 @@ struct StLayerMemory {
                           backward (int32; the executor counts them as workspace) */
   int64_t fwd_scratch; /* workspace the forward takes while it runs */
   int64_t bwd_scratch; /* workspace the backward takes while it runs */
+  /* Selective recomputation (Korthikanti et al. 2022, --recompute
+   * selective): the part of `saved` that is large and cheap to make again
+   * (attention scores and what derives from them); under selective the
+   * forward keeps saved - again (it takes `again` as extra scratch), a
+   * recompute pass before the backward makes `again` anew, taking
+   * again_scratch while it runs. 0 for a layer with no such part. */
+  int64_t again;
+  int64_t again_scratch;
 };
+
+/* ---- tensor parallelism ---------------------------------------------------
+ *
+ * How a layer splits over a tensor-parallel group of t ranks, as Megatron-LM
+ * does it (Shoeybi et al. 2019, arXiv 1909.08053; sequence parallelism:
+ * Korthikanti et al. 2022, arXiv 2205.05198). StLayer.tp = t (and .sp) make
+ * derive() and memory() give ONE rank's numbers: its parameters, FLOPs,
+ * kept bytes, shapes and scratch (st_model_derive_as sets them for a whole
+ * model). Attrs always describe the whole layer. What the rank's passes
+ * need from the group (st_layer_tp_comm in model.h) follows from the kind:
+ *
+ * - REPLICATED: every rank holds and computes the whole layer (norms,
+ *   element-wise layers, position tables, an MoE router). Under sequence
+ *   parallelism it runs on its s/t tokens (its input shape says so). No
+ *   collective.
+ * - PARALLEL: a column-parallel linear in, a row-parallel linear out
+ *   (attention: heads and kv heads / t, each rank its heads' Q K V rows and
+ *   the matching columns of the output projection; MLPs: ffn / t; blocks
+ *   of them; MoE experts). The input is whole on every rank and the output
+ *   a partial sum: forward all-reduces the output, backward the input's
+ *   gradient (Megatron's g and f). Biases of the row-parallel linear are
+ *   added once, after the sum. With SP the layer's input and output are its
+ *   s/t tokens: forward all-gathers the input first and reduce-scatters the
+ *   output; backward all-gathers the output's gradient and reduce-scatters
+ *   the input's.
+ * - VOCAB_IN: an embedding, vocab / t rows per rank (ids outside give zero
+ *   rows): forward all-reduces the output (SP: reduce-scatter).
+ * - VOCAB_OUT: an LM head, column-parallel over the vocabulary: its output
+ *   [s, vocab / t] stays split for the loss; forward needs the whole input
+ *   (SP: all-gather), backward all-reduces the input's gradient (SP:
+ *   reduce-scatter).
+ * - VOCAB_LOSS: cross-entropy over split logits: forward all-reduces three
+ *   fp32 numbers per token (the max, the sum of exponentials, the target's
+ *   logit), backward needs nothing.
+ * A type that cannot split (convolutions) is REPLICATED. derive() fails
+ * when t does not divide what it splits (heads, kv heads, ffn, vocab),
+ * naming the attr. */
+typedef enum {
+  ST_TP_REPLICATED = 0,
+  ST_TP_PARALLEL,
+  ST_TP_VOCAB_IN,
+  ST_TP_VOCAB_OUT,
+  ST_TP_VOCAB_LOSS,
+} StTpKind;
 
 struct StLayerType {
   const char *name;
@@ -103,6 +169,17 @@ struct StLayerType {
   /* Its input is int32 token ids (4 bytes each whatever the dtype), made by
    * the data loader: an embedding. */
   gboolean takes_ids;
+  /* How it splits over a tensor-parallel group (above). */
+  StTpKind tp;
+  /* The collectives of one rank's pass when tp > 1, where they are not the
+   * kind's (an MoE expert all-reduces its expert rows, not the stream):
+   * fills out[] and returns how many (st_layer_tp_comm). NULL: the kind's. */
+  int (*tp_comm)(const StLayer *layer, StPass pass, int dtype_bytes, StTpComm out[2]);
+  /* Continues a chain (see the top): reads what it shares with the chain
+   * from `prev` (the layer before it, NULL for the first) into its attrs,
+   * before derive(); fails when `prev` opens no chain it belongs to. NULL:
+   * the type starts no chain and continues none. */
+  gboolean (*link)(StLayer *layer, const StLayer *prev, GError **error);
 };
 
 const StLayerType *st_layer_type_find(const char *name);

@@ -57,6 +57,21 @@ st_layer_attr(const StLayer *layer, const char *key, int64_t fallback)
   return fallback;
 }
 
+const char *
+st_layer_attr_choice(const StLayer *layer, const char *key)
+{
+  g_return_val_if_fail(layer != NULL && key != NULL, NULL);
+  for (const StAttrSpec *spec = layer->type->attrs; spec->key != NULL; spec++) {
+    if (strcmp(spec->key, key) != 0 || spec->choices == NULL)
+      continue;
+    int64_t v = st_layer_attr(layer, key, 0);
+    for (int64_t k = 0; spec->choices[k] != NULL; k++)
+      if (k == v)
+        return spec->choices[k];
+  }
+  return NULL;
+}
+
 int64_t
 st_model_bytes_as(const StModel *model, int64_t bytes, StDtype dtype)
 {
@@ -118,13 +133,74 @@ shape_to_json(const StShape *shape)
   return array;
 }
 
-static gboolean
-attr_is_flag(const StLayerType *type, const char *key)
+static const StAttrSpec *
+attr_spec(const StLayerType *type, const char *key)
 {
   for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++)
     if (strcmp(spec->key, key) == 0)
-      return spec->flag;
-  return FALSE;
+      return spec;
+  return NULL;
+}
+
+/* What a layer split over a tensor-parallel group needs from it, by kind
+ * (layer_type.h). `in`, `out`: the rank's input and output bytes per
+ * sample. */
+int
+st_layer_tp_comm(const StLayer *layer, StPass pass, int dtype_bytes, StTpComm out[2])
+{
+  g_return_val_if_fail(layer != NULL && out != NULL, 0);
+  if (layer->tp <= 1)
+    return 0;
+  if (layer->type->tp_comm != NULL)
+    return layer->type->tp_comm(layer, pass, dtype_bytes, out);
+  gboolean fwd = pass == ST_PASS_FWD || pass == ST_PASS_RECOMPUTE;
+  g_return_val_if_fail(fwd || pass == ST_PASS_BWD, 0);
+  int64_t in = st_shape_elems(&layer->in_shape) * dtype_bytes;
+  int64_t o = st_shape_elems(&layer->out_shape) * dtype_bytes;
+  int64_t t = layer->tp;
+  gboolean sp = layer->sp;
+  int n = 0;
+  switch (layer->type->tp) {
+  case ST_TP_REPLICATED:
+    break;
+  case ST_TP_PARALLEL:
+    /* SP: the whole sequence is t times the rank's tokens. */
+    if (fwd && sp) {
+      out[n++] = (StTpComm){ST_COLL_ALL_GATHER, in * t, TRUE};
+      out[n++] = (StTpComm){ST_COLL_REDUCE_SCATTER, o * t, FALSE};
+    } else if (fwd) {
+      out[n++] = (StTpComm){ST_COLL_ALL_REDUCE, o, FALSE};
+    } else if (sp) {
+      out[n++] = (StTpComm){ST_COLL_ALL_GATHER, o * t, TRUE};
+      out[n++] = (StTpComm){ST_COLL_REDUCE_SCATTER, in * t, FALSE};
+    } else {
+      out[n++] = (StTpComm){ST_COLL_ALL_REDUCE, in, FALSE};
+    }
+    break;
+  case ST_TP_VOCAB_IN:
+    if (fwd)
+      out[n++] = sp ? (StTpComm){ST_COLL_REDUCE_SCATTER, o * t, FALSE}
+                    : (StTpComm){ST_COLL_ALL_REDUCE, o, FALSE};
+    else if (sp)
+      out[n++] = (StTpComm){ST_COLL_ALL_GATHER, o * t, TRUE};
+    break;
+  case ST_TP_VOCAB_OUT:
+    if (fwd && sp)
+      out[n++] = (StTpComm){ST_COLL_ALL_GATHER, in * t, TRUE};
+    else if (!fwd)
+      out[n++] = sp ? (StTpComm){ST_COLL_REDUCE_SCATTER, in * t, FALSE}
+                    : (StTpComm){ST_COLL_ALL_REDUCE, in, FALSE};
+    break;
+  case ST_TP_VOCAB_LOSS: {
+    /* max, sum of exponentials, the target's logit: fp32 per token */
+    const StShape *s = &layer->in_shape;
+    int64_t tokens = st_shape_elems(s) / s->dims[s->n_dims - 1];
+    if (fwd)
+      out[n++] = (StTpComm){ST_COLL_ALL_REDUCE, 3 * (int64_t)sizeof(float) * tokens, FALSE};
+    break;
+  }
+  }
+  return n;
 }
 
 /* What the loader derived, for readers of `stagger model show --json`; the
@@ -137,9 +213,15 @@ derived_to_json(const StLayer *layer)
   cJSON_AddItemToObject(d, "out_shape", shape_to_json(&layer->out_shape));
   cJSON_AddStringToObject(d, "signature", layer->signature);
   st_json_add_int(d, "params", layer->params);
+  if (layer->active_params != layer->params)
+    st_json_add_int(d, "active_params", layer->active_params);
   cJSON_AddNumberToObject(d, "fwd_flops", layer->fwd_flops);
   cJSON_AddNumberToObject(d, "bwd_flops", layer->bwd_flops);
   st_json_add_int(d, "act_bytes", layer->act_bytes);
+  if (layer->act_again > 0) {
+    st_json_add_int(d, "act_again", layer->act_again);
+    cJSON_AddNumberToObject(d, "again_flops", layer->again_flops);
+  }
   st_json_add_int(d, "in_bytes", layer->in_bytes);
   st_json_add_int(d, "out_bytes", layer->out_bytes);
   cJSON_AddNumberToObject(d, "fwd_io_bytes", layer->fwd_io_bytes);
@@ -163,7 +245,13 @@ st_model_to_json(const StModel *model)
     cJSON_AddStringToObject(obj, "type", layer->type->name);
     for (int a = 0; a < layer->n_attrs; a++) {
       const StAttr *attr = &layer->attrs[a];
-      if (attr_is_flag(layer->type, attr->key))
+      const char *choice = st_layer_attr_choice(layer, attr->key);
+      const StAttrSpec *spec = attr_spec(layer->type, attr->key);
+      if (spec->derived)
+        continue;
+      if (choice != NULL)
+        cJSON_AddStringToObject(obj, attr->key, choice);
+      else if (spec->flag)
         cJSON_AddBoolToObject(obj, attr->key, attr->value != 0);
       else
         st_json_add_int(obj, attr->key, attr->value);
@@ -173,6 +261,7 @@ st_model_to_json(const StModel *model)
   }
   cJSON *totals = cJSON_AddObjectToObject(root, "totals");
   st_json_add_int(totals, "params", model->params);
+  st_json_add_int(totals, "active_params", model->active_params);
   cJSON_AddNumberToObject(totals, "fwd_flops", model->fwd_flops);
   cJSON_AddNumberToObject(totals, "bwd_flops", model->bwd_flops);
   st_json_add_int(totals, "act_bytes", model->act_bytes);

@@ -73,6 +73,8 @@ typedef struct {
   char *signature;          /* "type{k=v,...}[in shape]": the key that carries a profile
                                entry across models with the same layer */
   int64_t params;           /* trainable parameters (elements); 0 for a tied head */
+  int64_t active_params;    /* of them, what one token uses: an MoE expert's params x
+                               top_k / experts (a token visits top_k of them) */
   double fwd_flops;         /* per sample */
   double bwd_flops;         /* per sample: input and weight gradients */
   int64_t act_bytes;        /* kept from forward for backward, per sample, at model dtype */
@@ -80,6 +82,19 @@ typedef struct {
   int64_t in_bytes;         /* input tensor, per sample, at model dtype */
   double fwd_io_bytes;      /* activation memory traffic of forward, per sample (roofline) */
   double bwd_io_bytes;      /* same for backward */
+  /* Selective recomputation (StLayerMemory.again): of act_bytes, the bytes
+   * per sample it drops, and the forward FLOPs per sample of the recompute
+   * pass that makes them again; both 0 for a layer with nothing to drop. */
+  int64_t act_again;
+  double again_flops;
+  /* Tensor parallelism (layer_type.h): the group size these numbers are
+   * one rank's share of (1: the whole layer), and whether sequence
+   * parallelism splits the tokens between layers. Set before derive(). */
+  int tp;
+  gboolean sp;
+  /* Its output is an open chain (an MoE router's or an expert's before the
+   * last): the next layer must continue it (StLayerType.link). */
+  gboolean chain_open;
 } StLayer;
 
 typedef struct {
@@ -91,6 +106,8 @@ typedef struct {
   int n_layers;
   /* Totals over the layers. */
   int64_t params;
+  int64_t active_params; /* used by each token: an MoE expert's count top_k / experts
+                            times (Mixtral: 12.9B of 46.7B); = params without experts */
   double fwd_flops, bwd_flops;
   int64_t act_bytes;
 } StModel;
@@ -111,11 +128,38 @@ StModel *st_model_from_json(const struct cJSON *root, const char *origin, GError
 struct cJSON *st_model_to_json(const StModel *model);
 
 StModel *st_model_copy(const StModel *model);
+
+/* The model derived again for an input of shape `input` (NULL: the model's)
+ * and as one rank of a tensor-parallel group of `tp` ranks (1: whole), with
+ * sequence parallelism when `sp`: every layer's numbers from its attrs, as
+ * the loader derives them (layer_type.h on tensor parallelism). A token
+ * model at another sequence length is `input` = [tokens]. Errors name the
+ * layer and the attr that does not fit ("layer 3 'h.0': key 'kv_heads': 8
+ * is not a multiple of the 16 tensor-parallel ranks"). Transfer full. */
+StModel *st_model_derive_as(const StModel *model, const StShape *input, int tp, gboolean sp,
+                            GError **error);
 void st_model_free(StModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StModel, st_model_free)
 
+/* What a layer split over a tensor-parallel group needs from the group in
+ * one pass (forward or backward; layer_type.h): a collective over `bytes`
+ * per sample (nccl-tests' size: the full buffer) of the rank's input or
+ * output, before or after the pass's compute. */
+typedef struct {
+  StCollKind kind;
+  int64_t bytes;    /* per sample, at `dtype_bytes` (the loss's fp32 statistics: 12 per token) */
+  gboolean before;  /* before the compute (an all-gather of the input), else after */
+} StTpComm;
+
+/* Fills out[0..n) with the collectives of layer->tp ranks for `pass` (FWD or
+ * BWD; a RECOMPUTE is a forward) and returns n (at most 2); 0 when tp = 1. */
+int st_layer_tp_comm(const StLayer *layer, StPass pass, int dtype_bytes, StTpComm out[2]);
+
 /* The attribute `key` of a layer, or `fallback` when the layer has none. */
 int64_t st_layer_attr(const StLayer *layer, const char *key, int64_t fallback);
+/* The name of a choice attr's value ("rmsnorm"), or NULL when `key` is not a
+ * choice of the layer's type. Borrowed. */
+const char *st_layer_attr_choice(const StLayer *layer, const char *key);
 
 /* The layer whose weights layer `i` uses instead of its own (a tied LM head
  * uses the first embedding's), or -1. */

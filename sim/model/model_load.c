@@ -47,22 +47,31 @@ fail(GError **error, const char *format, ...)
   return FALSE;
 }
 
+/* The object's name with "{i}" (and "{j}", inside a nested repeat)
+ * replaced by the repeat indices; NULL when the name is not a string. */
 static char *
-entry_name(const cJSON *obj, const char *index_text)
+entry_name(const cJSON *obj, const char *i_text, const char *j_text)
 {
   const cJSON *name = cJSON_GetObjectItemCaseSensitive(obj, "name");
   if (!cJSON_IsString(name))
     return NULL;
-  if (index_text == NULL)
-    return g_strdup(name->valuestring);
-  g_auto(GStrv) parts = g_strsplit(name->valuestring, "{i}", -1);
-  return g_strjoinv(index_text, parts);
+  char *text = g_strdup(name->valuestring);
+  const char *keys[2] = {"{i}", "{j}"}, *values[2] = {i_text, j_text};
+  for (int k = 0; k < 2; k++) {
+    if (values[k] == NULL)
+      continue;
+    g_auto(GStrv) parts = g_strsplit(text, keys[k], -1);
+    g_free(text);
+    text = g_strjoinv(values[k], parts);
+  }
+  return text;
 }
 
 /* {"repeat": N, "from": k, "layers": [...]}: the body N times, "{i}" in its
- * names replaced by k, k+1, ... */
+ * names replaced by k, k+1, ... A body may hold repeats of its own, one
+ * level deep, whose index is "{j}" (an MoE layer's experts). */
 static gboolean
-expand_repeat(const cJSON *item, GArray *entries, GError **error)
+expand_repeat(const cJSON *item, GArray *entries, const char *outer, GError **error)
 {
   static const char *const KEYS[] = {"repeat", "from", "layers", NULL};
   int64_t count = 0, from = 0;
@@ -79,16 +88,28 @@ expand_repeat(const cJSON *item, GArray *entries, GError **error)
   {
     if (!cJSON_IsObject(layer))
       return fail(error, "key 'layers': expected objects");
-    if (cJSON_HasObjectItem(layer, "repeat"))
-      return fail(error, "key 'repeat': repeat entries cannot be nested");
+    if (cJSON_HasObjectItem(layer, "repeat") && outer != NULL)
+      return fail(error, "key 'repeat': repeat entries can be nested one level deep at most");
   }
   for (int64_t r = 0; r < count; r++) {
     g_autofree char *index = g_strdup_printf("%" G_GINT64_FORMAT, from + r);
+    int k = 0;
     cJSON_ArrayForEach(layer, body)
     {
-      Entry e = {layer, entry_name(layer, index)};
-      g_array_append_val(entries, e);
+      if (cJSON_HasObjectItem(layer, "repeat")) {
+        if (!expand_repeat(layer, entries, index, error)) {
+          g_prefix_error(error, "layers[%d] (repeat): ", k);
+          return FALSE;
+        }
+      } else {
+        Entry e = {layer, outer != NULL ? entry_name(layer, outer, index)
+                                        : entry_name(layer, index, NULL)};
+        g_array_append_val(entries, e);
+      }
+      k++;
     }
+    if (entries->len > MAX_LAYERS)
+      return fail(error, "more than %d layers after expanding repeats", MAX_LAYERS);
   }
   return TRUE;
 }
@@ -103,12 +124,12 @@ expand(const cJSON *layers, GArray *entries, GError **error)
     if (!cJSON_IsObject(item))
       return fail(error, "layers[%d]: expected an object", index);
     if (cJSON_HasObjectItem(item, "repeat")) {
-      if (!expand_repeat(item, entries, error)) {
+      if (!expand_repeat(item, entries, NULL, error)) {
         g_prefix_error(error, "layers[%d] (repeat): ", index);
         return FALSE;
       }
     } else {
-      Entry e = {item, entry_name(item, NULL)};
+      Entry e = {item, entry_name(item, NULL, NULL)};
       g_array_append_val(entries, e);
     }
     index++;
@@ -122,6 +143,20 @@ compare_attrs(const void *a, const void *b)
   return strcmp(((const StAttr *)a)->key, ((const StAttr *)b)->key);
 }
 
+/* A choice attr: one of the names, stored as its index. */
+static gboolean
+read_choice(const StAttrSpec *spec, const cJSON *item, int64_t *value, GError **error)
+{
+  if (cJSON_IsString(item))
+    for (int64_t k = 0; spec->choices[k] != NULL; k++)
+      if (strcmp(spec->choices[k], item->valuestring) == 0) {
+        *value = k;
+        return TRUE;
+      }
+  g_autofree char *names = g_strjoinv(", ", (char **)spec->choices);
+  return fail(error, "key '%s': expected one of %s", spec->key, names);
+}
+
 /* Reads the type's attrs from `obj` (given or default), sorted by key. */
 static gboolean
 read_attrs(StLayer *layer, const cJSON *obj, GError **error)
@@ -133,7 +168,8 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
   g_ptr_array_add(allowed, (gpointer) "derived");
   int n = 0;
   for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++, n++)
-    g_ptr_array_add(allowed, (gpointer)spec->key);
+    if (!spec->derived)
+      g_ptr_array_add(allowed, (gpointer)spec->key);
   g_ptr_array_add(allowed, NULL);
   if (!st_json_check_keys(obj, (const char *const *)allowed->pdata, error))
     return FALSE;
@@ -145,12 +181,16 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
     StAttr *attr = &layer->attrs[i];
     attr->key = g_intern_static_string(spec->key);
     attr->value = spec->fallback;
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, spec->key);
+    const cJSON *item =
+      spec->derived ? NULL : cJSON_GetObjectItemCaseSensitive(obj, spec->key);
     if (item == NULL && spec->required)
       return fail(error, "key '%s': missing (required by %s)", spec->key, type->name);
     if (item == NULL)
       continue;
-    if (spec->flag && cJSON_IsBool(item))
+    if (spec->choices != NULL) {
+      if (!read_choice(spec, item, &attr->value, error))
+        return FALSE;
+    } else if (spec->flag && cJSON_IsBool(item))
       attr->value = cJSON_IsTrue(item) ? 1 : 0;
     else if (!st_json_item_int(item, spec->key, spec->flag ? 0 : spec->min,
                                spec->flag ? 1 : spec->max > 0 ? spec->max : ST_ATTR_MAX,
@@ -161,17 +201,26 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
   return TRUE;
 }
 
+/* "type{k=v,...}[in shape]", and "/tpT" (+"sp") for one rank of a
+ * tensor-parallel group: its costs differ from the whole layer's. */
 static char *
 signature(const StLayer *layer)
 {
   GString *s = g_string_new(layer->type->name);
   g_string_append_c(s, '{');
-  for (int i = 0; i < layer->n_attrs; i++)
-    g_string_append_printf(s, "%s%s=%" G_GINT64_FORMAT, i > 0 ? "," : "", layer->attrs[i].key,
-                           layer->attrs[i].value);
+  for (int i = 0; i < layer->n_attrs; i++) {
+    const char *name = st_layer_attr_choice(layer, layer->attrs[i].key);
+    if (name != NULL)
+      g_string_append_printf(s, "%s%s=%s", i > 0 ? "," : "", layer->attrs[i].key, name);
+    else
+      g_string_append_printf(s, "%s%s=%" G_GINT64_FORMAT, i > 0 ? "," : "",
+                             layer->attrs[i].key, layer->attrs[i].value);
+  }
   g_string_append_c(s, '}');
   g_autofree char *shape = st_shape_format(&layer->in_shape);
   g_string_append(s, shape);
+  if (layer->tp > 1)
+    g_string_append_printf(s, "/tp%d%s", layer->tp, layer->sp ? "sp" : "");
   return g_string_free(s, FALSE);
 }
 
@@ -203,33 +252,27 @@ check_derived(const StLayer *layer, GError **error)
                              error);
 }
 
+/* Derives `layer` (type and attrs read, tp and sp set) on input `in`
+ * after `prev` (NULL for the first layer). */
 static gboolean
-read_layer(StLayer *layer, const Entry *entry, const StShape *in, int dtype_bytes,
-           GError **error)
+derive_layer(StLayer *layer, const StLayer *prev, const StShape *in, int dtype_bytes,
+             GError **error)
 {
-  const char *type_name = NULL;
-  if (entry->name == NULL) {
-    /* Missing or not a string: the getter fails and says which. */
-    if (st_json_get_string(entry->obj, "name", TRUE, &type_name, error))
-      g_assert_not_reached();
-    return FALSE;
+  if (layer->type->link != NULL) {
+    if (!layer->type->link(layer, prev, error))
+      return FALSE;
+  } else if (prev != NULL && prev->chain_open) {
+    return fail(error, "key 'type': a %s cannot follow '%s' (%s), whose chain is still open: "
+                "the layers that continue it come first",
+                layer->type->name, prev->name, prev->type->name);
   }
-  layer->name = g_strdup(entry->name);
-  if (!st_json_get_string(entry->obj, "type", TRUE, &type_name, error))
-    return FALSE;
-  layer->type = st_layer_type_find(type_name);
-  if (layer->type == NULL) {
-    g_autoptr(GString) known = g_string_new(NULL);
-    for (const StLayerType *const *t = st_layer_types(); *t != NULL; t++)
-      g_string_append_printf(known, "%s%s", known->len > 0 ? ", " : "", (*t)->name);
-    return fail(error, "key 'type': unknown layer type '%s' (known: %s)", type_name, known->str);
-  }
-  if (!read_attrs(layer, entry->obj, error))
-    return FALSE;
   layer->in_shape = *in;
   layer->in_bytes = st_shape_elems(in) * dtype_bytes;
+  layer->active_params = -1;
   if (!layer->type->derive(layer, dtype_bytes, error) || !check_derived(layer, error))
     return FALSE;
+  if (layer->active_params < 0)
+    layer->active_params = layer->params;
   /* Generic roofline traffic: forward reads the input and writes the output
    * and what it keeps; backward reads what was kept and the output gradient,
    * writes the input gradient, and touches the kept tensors once more. */
@@ -240,6 +283,30 @@ read_layer(StLayer *layer, const Entry *entry, const StShape *in, int dtype_byte
       (double)(2 * layer->act_bytes + layer->in_bytes + layer->out_bytes);
   layer->signature = signature(layer);
   return TRUE;
+}
+
+static gboolean
+read_layer(StLayer *layer, const Entry *entry, GError **error)
+{
+  const char *type_name = NULL;
+  if (entry->name == NULL) {
+    /* Missing or not a string: the getter fails and says which. */
+    if (st_json_get_string(entry->obj, "name", TRUE, &type_name, error))
+      g_assert_not_reached();
+    return FALSE;
+  }
+  layer->name = g_strdup(entry->name);
+  layer->tp = 1;
+  if (!st_json_get_string(entry->obj, "type", TRUE, &type_name, error))
+    return FALSE;
+  layer->type = st_layer_type_find(type_name);
+  if (layer->type == NULL) {
+    g_autoptr(GString) known = g_string_new(NULL);
+    for (const StLayerType *const *t = st_layer_types(); *t != NULL; t++)
+      g_string_append_printf(known, "%s%s", known->len > 0 ? ", " : "", (*t)->name);
+    return fail(error, "key 'type': unknown layer type '%s' (known: %s)", type_name, known->str);
+  }
+  return read_attrs(layer, entry->obj, error);
 }
 
 /* A tensor kept both by its producer (as output, possibly through views) and
@@ -274,12 +341,38 @@ sum_totals(StModel *model, GError **error)
   }
   if (params > 0x1p62 || act > 0x1p62)
     return fail(error, "the model's parameters or kept bytes pass 2^62");
-  model->params = model->act_bytes = 0;
+  model->params = model->act_bytes = model->active_params = 0;
   for (int i = 0; i < model->n_layers; i++) {
-    model->params += model->layers[i].params;
-    model->act_bytes += model->layers[i].act_bytes;
+    const StLayer *layer = &model->layers[i];
+    model->params += layer->params;
+    model->act_bytes += layer->act_bytes;
+    model->active_params += layer->active_params;
   }
   return TRUE;
+}
+
+/* Derives every layer in order (types, attrs, tp and sp set), each on the
+ * previous one's output, then the totals. */
+static gboolean
+derive_all(StModel *model, GError **error)
+{
+  int dtype_bytes = st_dtype_bytes(model->dtype);
+  StShape shape = model->input;
+  for (int i = 0; i < model->n_layers; i++) {
+    StLayer *layer = &model->layers[i];
+    if (!derive_layer(layer, i > 0 ? &model->layers[i - 1] : NULL, &shape, dtype_bytes,
+                      error)) {
+      g_prefix_error(error, "layer %d '%s': ", i, layer->name);
+      return FALSE;
+    }
+    shape = layer->out_shape;
+  }
+  const StLayer *last = &model->layers[model->n_layers - 1];
+  if (last->chain_open)
+    return fail(error, "layer %d '%s' (%s): the model ends inside its chain: the layers that "
+                "continue it are missing", model->n_layers - 1, last->name, last->type->name);
+  count_shared_once(model);
+  return sum_totals(model, error);
 }
 
 static gboolean
@@ -340,15 +433,13 @@ read_model(const cJSON *root, StModel *model, GError **error)
     return fail(error, "key 'layers': %u layers after expanding repeats, more than %d",
                 entries->len, MAX_LAYERS);
 
-  int dtype_bytes = st_dtype_bytes(model->dtype);
   model->layers = g_new0(StLayer, entries->len);
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
-  StShape shape = model->input;
   for (guint i = 0; i < entries->len; i++) {
     const Entry *entry = &g_array_index(entries, Entry, i);
     StLayer *layer = &model->layers[i];
     model->n_layers = (int)i + 1; /* so st_model_free releases what was read */
-    gboolean ok = read_layer(layer, entry, &shape, dtype_bytes, error);
+    gboolean ok = read_layer(layer, entry, error);
     gpointer other;
     if (ok && g_hash_table_lookup_extended(seen, layer->name, NULL, &other))
       ok = fail(error, "duplicate name (also layer %d)", GPOINTER_TO_INT(other));
@@ -360,10 +451,8 @@ read_model(const cJSON *root, StModel *model, GError **error)
       return FALSE;
     }
     g_hash_table_insert(seen, layer->name, GINT_TO_POINTER(i));
-    shape = layer->out_shape;
   }
-  count_shared_once(model);
-  return sum_totals(model, error);
+  return derive_all(model, error);
 }
 
 StModel *
@@ -398,4 +487,29 @@ st_model_load(const char *path, GError **error)
   if (model != NULL)
     model->path = g_strdup(path);
   return model;
+}
+
+StModel *
+st_model_derive_as(const StModel *model, const StShape *input, int tp, gboolean sp,
+                   GError **error)
+{
+  g_return_val_if_fail(model != NULL && tp >= 1, NULL);
+  g_autoptr(StModel) copy = st_model_copy(model);
+  if (input != NULL)
+    copy->input = *input;
+  for (int i = 0; i < copy->n_layers; i++) {
+    StLayer *layer = &copy->layers[i];
+    g_clear_pointer(&layer->signature, g_free);
+    /* Everything derived starts again from the attrs. */
+    *layer = (StLayer){.name = layer->name, .type = layer->type, .attrs = layer->attrs,
+                       .n_attrs = layer->n_attrs, .tp = tp, .sp = sp && tp > 1};
+  }
+  GError *local = NULL;
+  if (!derive_all(copy, &local)) {
+    g_set_error(error, ST_MODEL_ERROR, local->code, "%s: %s",
+                model->path != NULL ? model->path : model->name, local->message);
+    g_error_free(local);
+    return NULL;
+  }
+  return g_steal_pointer(&copy);
 }

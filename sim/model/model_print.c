@@ -80,6 +80,12 @@ st_model_print(const StModel *model, FILE *out)
   g_autofree char *act_exact = group_digits(model->act_bytes);
   fprintf(out, "\ntotals per sample\n");
   fprintf(out, "  parameters   %s (%s)\n", params, params_si);
+  if (model->active_params != model->params) {
+    g_autofree char *active = group_digits(model->active_params);
+    g_autofree char *active_si = st_format_count((double)model->active_params);
+    fprintf(out, "  active       %s (%s) per token (experts: top_k of them)\n", active,
+            active_si);
+  }
   fprintf(out, "  forward      %.3f GFLOP\n", model->fwd_flops / 1e9);
   fprintf(out, "  backward     %.3f GFLOP\n", model->bwd_flops / 1e9);
   fprintf(out, "  activations  %s (%s bytes kept for backward)\n", act, act_exact);

@@ -1,0 +1,135 @@
+/* layer_decoder.c: llama_block, the pre-norm decoder block of LLaMA-style
+ * models (Touvron et al. 2023), built of the parts of layer_attention.c and
+ * layer_llm.c so that a model file stays one line per block:
+ *
+ *   x1  = x + attention(norm1(x))
+ *   out = x1 + mlp(norm2(x1))                   (sequential, LLaMA, Qwen2)
+ *   out = x + attention(norm1(x)) + mlp(norm2(x))  (parallel_residual, GPT-NeoX)
+ *   out = x1                                    (mlp "none": the attention half,
+ *                                                before an MoE router)
+ *
+ * Costs are the parts' sums (norms and residual adds are element-wise, not
+ * counted, as layer_block.c's transformer_block). Kept, besides the input
+ * (norm1's): norm1's output (the attention's input), the attention's, x1
+ * (norm2's input, sequential with an MLP), norm2's output (the MLP's input)
+ * and the MLP's. With mlp "gelu", ffn = 4 d, MHA, dense attention and no
+ * dropout at 16 bits this is Korthikanti et al.'s 34 s b h + 5 a s^2 b less
+ * the dropouts' 2 s b h + 3 a s^2 b: 32 s d + 2 a s^2 bytes per sample.
+ *
+ * memory(), as exec/layers/layer_decoder.c runs it: saved: norm1's fp32
+ * statistics, h1 = norm1(x), the attention's, then with an MLP: x1
+ * (sequential), norm2's statistics, h2, the MLP's. Forward scratch: the
+ * attention's, and (parallel) the MLP's output before it is added. Backward
+ * scratch: one [B s d] gradient (two with an MLP) and one block for the
+ * branch being differentiated, as large as the larger branch's.
+ */
+#include "model/layer_types_private.h"
+
+/* StNormKind's names a block accepts. */
+static const char *const BLOCK_NORMS[] = {"rmsnorm", "layernorm", NULL};
+
+static const StAttrSpec LLAMA_ATTRS[] = {
+  ST_ATTN_ATTRS,
+  {.key = "ffn", .min = 0, .help = "hidden width of the MLP (required unless mlp is none)"},
+  {.key = "mlp", .fallback = ST_MLP_SWIGLU, .choices = ST_MLP_NAMES,
+   .help = "swiglu, geglu, gelu (not gated) or none (the attention half only)"},
+  {.key = "mlp_bias", .flag = TRUE, .help = "biases on the MLP's projections (GPT-NeoX)"},
+  {.key = "norm", .fallback = ST_NORM_RMS, .choices = BLOCK_NORMS,
+   .help = "rmsnorm or layernorm (with shift: GPT-NeoX)"},
+  {.key = "parallel_residual", .flag = TRUE,
+   .help = "x + attention(norm1(x)) + mlp(norm2(x)) (GPT-NeoX)"},
+  {NULL},
+};
+
+typedef struct {
+  StAttnPart attn;
+  StMlpPart mlp;
+  StNormKind norm;
+  gboolean parallel, has_mlp;
+  int64_t rows, d;
+} Block;
+
+static gboolean
+block_of(const StLayer *layer, Block *b, GError **error)
+{
+  b->rows = layer->in_shape.dims[0];
+  b->d = layer->in_shape.dims[1];
+  b->norm = (StNormKind)st_layer_attr(layer, "norm", ST_NORM_RMS);
+  StMlpKind kind = (StMlpKind)st_layer_attr(layer, "mlp", ST_MLP_SWIGLU);
+  b->has_mlp = kind != ST_MLP_NONE;
+  b->parallel = b->has_mlp && st_layer_attr(layer, "parallel_residual", 0) != 0;
+  int64_t ffn = st_layer_attr(layer, "ffn", 0);
+  if (b->has_mlp && ffn == 0)
+    return st_layer_attr_error(error, "ffn", "missing: the MLP needs its hidden width");
+  st_attn_part(layer, b->rows, b->d, &b->attn);
+  if (!b->has_mlp) {
+    b->mlp = (StMlpPart){.kind = ST_MLP_NONE};
+    return TRUE;
+  }
+  return st_mlp_part(layer, "ffn", b->rows, b->d, ffn, kind,
+                     st_layer_attr(layer, "mlp_bias", 0) != 0, &b->mlp, error);
+}
+
+static gboolean
+llama_derive(StLayer *layer, int dtype_bytes, GError **error)
+{
+  if (!st_layer_check_dims(layer, 2, "[tokens, dim]", error) ||
+      !st_attn_resolve(layer, layer->in_shape.dims[0], layer->in_shape.dims[1], error))
+    return FALSE;
+  Block b;
+  if (!block_of(layer, &b, error))
+    return FALSE;
+  st_layer_same_shape(layer, dtype_bytes);
+  int64_t e = dtype_bytes, map = b.rows * b.d * e;
+  double fwd, bwd;
+  st_attn_flops(&b.attn, &fwd, &bwd, &layer->again_flops);
+  int64_t kept;
+  st_attn_kept(&b.attn, dtype_bytes, &kept, &layer->act_again);
+  layer->params = st_norm_params(b.norm, b.d) + st_attn_params(&b.attn);
+  layer->act_bytes = layer->in_bytes + map + kept;
+  if (b.has_mlp) {
+    double mlp = st_mlp_fwd_flops(&b.mlp);
+    fwd += mlp;
+    bwd += 2.0 * mlp;
+    layer->params += st_norm_params(b.norm, b.d) + st_mlp_params(&b.mlp);
+    layer->act_bytes += (b.parallel ? 0 : map) + map + st_mlp_kept(&b.mlp, dtype_bytes);
+  }
+  layer->fwd_flops = fwd;
+  layer->bwd_flops = bwd;
+  return TRUE;
+}
+
+static void
+llama_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  Block b;
+  gboolean ok = block_of(layer, &b, NULL);
+  g_return_if_fail(ok);
+  int64_t rows = batch * b.rows, map = st_layer_aligned(rows * b.d * dtype_bytes);
+  StPartMemory attn, mlp;
+  st_attn_memory(&b.attn, batch, dtype_bytes, &attn);
+  st_mlp_memory(&b.mlp, batch, dtype_bytes, &mlp);
+  out->saved = st_norm_saved(b.norm, rows) + map + attn.saved;
+  out->again = attn.again;
+  out->again_scratch = attn.again_work;
+  out->fwd_scratch = attn.fwd;
+  if (!b.has_mlp) {
+    out->bwd_scratch = map + attn.bwd;
+    return;
+  }
+  out->saved += (b.parallel ? 0 : map) + st_norm_saved(b.norm, rows) + map + mlp.saved;
+  if (b.parallel)
+    out->fwd_scratch += map;
+  out->bwd_scratch = 2 * map + MAX(attn.bwd, mlp.bwd);
+}
+
+const StLayerType st_layer_llama_block = {
+  .name = "llama_block",
+  .summary = "pre-norm decoder block: RMSNorm, GQA attention with RoPE, RMSNorm, SwiGLU MLP, "
+             "residuals (LLaMA; variants for Qwen2, GPT-NeoX, MoE)",
+  .attrs = LLAMA_ATTRS,
+  .derive = llama_derive,
+  .keeps = ST_KEEPS_INPUT,
+  .memory = llama_memory,
+  .tp = ST_TP_PARALLEL,
+};
