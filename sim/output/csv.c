@@ -4,6 +4,10 @@
  * device are contiguous and in time order, and every table starts at time 0
  * and reaches the end of the run so that step plots span the whole axis.
  *
+ * Every file starts with its header line, so that any CSV reader takes the
+ * column names from it; what a table is about (predicted or measured, what
+ * a folded device stands for) is in report.json beside it.
+ *
  * Each file is built in memory and written atomically with
  * g_file_set_contents: a reader never sees half a table. Numbers are printed
  * without the locale (integers, or fixed decimals through integer
@@ -59,36 +63,7 @@ write_text(const char *path, const GString *text, GError **error)
   return TRUE;
 }
 
-static gboolean
-timeline_folded(const StTimeline *t)
-{
-  for (int d = 0; d < t->schedule->n_devices; d++)
-    if (t->device_rep[d] != d)
-      return TRUE;
-  return FALSE;
-}
-
 /* ---- memory.csv ------------------------------------------------------------ */
-
-/* "0-3,6": the devices that `rep` stands for, runs compressed. */
-static void
-append_represented(GString *out, const StTimeline *t, int rep)
-{
-  int n = t->schedule->n_devices;
-  gboolean first = TRUE;
-  for (int d = 0; d < n; d++) {
-    if (t->device_rep[d] != rep)
-      continue;
-    int last = d;
-    while (last + 1 < n && t->device_rep[last + 1] == rep)
-      last++;
-    g_string_append_printf(out, "%s%d", first ? "" : ",", d);
-    if (last > d)
-      g_string_append_printf(out, "-%d", last);
-    first = FALSE;
-    d = last;
-  }
-}
 
 static void
 memory_row(gpointer data, int device, int64_t t_ns, const int64_t state[ST_MEM_N],
@@ -108,19 +83,7 @@ memory_row(gpointer data, int device, int64_t t_ns, const int64_t state[ST_MEM_N
 gboolean
 st_csv_write_memory(const StTimeline *t, const char *path, GError **error)
 {
-  const StSchedule *s = t->schedule;
   g_autoptr(GString) out = g_string_new(NULL);
-  g_string_append_printf(out, "# stagger memory timeline (%s)\n",
-                         t->measured ? "measured" : "predicted");
-  if (timeline_folded(t)) {
-    for (int d = 0; d < s->n_devices; d++) {
-      if (!st_timeline_device_recorded(t, d))
-        continue;
-      g_string_append_printf(out, "# device %d stands for devices ", d);
-      append_represented(out, t, d);
-      g_string_append_c(out, '\n');
-    }
-  }
   g_string_append(out, "time_us,device");
   for (int c = 0; c < ST_MEM_N; c++)
     g_string_append_printf(out, ",%s", st_mem_name(c));

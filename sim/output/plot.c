@@ -1,9 +1,10 @@
 /* plot.c: runs gnuplot on the scripts in plots/ (see plot.h).
  *
  * The C side only finds what the scripts need that gnuplot cannot work out
- * from the tables itself: the run's name (report.json), which devices
- * memory.csv holds and what each stands for, the terminal, and the files of
- * a comparison. Everything about drawing lives in the scripts. */
+ * from the tables itself: the run's name and what each folded device stands
+ * for (report.json), which devices memory.csv holds, a plan's search
+ * (plan.json), the terminal, and the files of a comparison. Everything about
+ * drawing lives in the scripts. */
 #include "output/plot.h"
 
 #include <errno.h>
@@ -156,14 +157,70 @@ memory_info_clear(MemoryInfo *m)
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(MemoryInfo, memory_info_clear)
 
-static gboolean
-memory_info_read(const char *path, MemoryInfo *m, GError **error)
+/* "0-3,6": the ids of `ids` (ascending), runs compressed. */
+static char *
+id_ranges(const GArray *ids)
 {
-  m->kind = g_strdup("predicted");
+  GString *out = g_string_new(NULL);
+  for (guint i = 0; i < ids->len; i++) {
+    int first = g_array_index(ids, int, i);
+    while (i + 1 < ids->len && g_array_index(ids, int, i + 1) == g_array_index(ids, int, i) + 1)
+      i++;
+    int last = g_array_index(ids, int, i);
+    g_string_append_printf(out, "%s%d", out->len ? "," : "", first);
+    if (last > first)
+      g_string_append_printf(out, "-%d", last);
+  }
+  return g_string_free(out, FALSE);
+}
+
+/* What report.json beside memory.csv says about it: predicted or measured,
+ * and, when identical devices were folded, the devices each recorded one
+ * stands for. Without a report: predicted, nothing folded. */
+static void
+memory_info_from_report(const char *dir, MemoryInfo *m)
+{
+  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
+  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
+                              ? st_json_load_file(path, NULL)
+                              : NULL;
+  const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(report, "kind"));
+  m->kind = g_strdup(kind != NULL ? kind : "predicted");
+  const cJSON *devices = cJSON_GetObjectItem(report, "devices");
+  g_autoptr(GHashTable) members =
+    g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref);
+  gboolean folded = FALSE;
+  const cJSON *dev;
+  cJSON_ArrayForEach(dev, devices) {
+    int id = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "id"));
+    int rep = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "represented_by"));
+    folded = folded || rep != id;
+    GArray *ids = g_hash_table_lookup(members, GINT_TO_POINTER(rep));
+    if (ids == NULL) {
+      ids = g_array_new(FALSE, FALSE, sizeof(int));
+      g_hash_table_insert(members, GINT_TO_POINTER(rep), ids);
+    }
+    g_array_append_val(ids, id);
+  }
+  if (!folded)
+    return;
+  GHashTableIter iter;
+  gpointer rep, ids;
+  g_hash_table_iter_init(&iter, members);
+  while (g_hash_table_iter_next(&iter, &rep, &ids))
+    g_hash_table_replace(m->stands, rep, id_ranges(ids));
+}
+
+/* memory.csv's devices in the order of their rows (the header line first). */
+static gboolean
+memory_info_read(const char *dir, MemoryInfo *m, GError **error)
+{
   m->devices = g_array_new(FALSE, FALSE, sizeof(int));
   m->first = g_array_new(FALSE, FALSE, sizeof(int));
   m->last = g_array_new(FALSE, FALSE, sizeof(int));
   m->stands = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+  memory_info_from_report(dir, m);
+  g_autofree char *path = g_build_filename(dir, "memory.csv", NULL);
   g_autofree char *text = NULL;
   GError *local = NULL;
   if (!g_file_get_contents(path, &text, NULL, &local)) {
@@ -178,17 +235,7 @@ memory_info_read(const char *path, MemoryInfo *m, GError **error)
     if (next != NULL)
       *next++ = '\0';
     int device;
-    char what[64];
-    const char *stands = strstr(line, " stands for devices ");
-    if (line[0] == '#') {
-      if (sscanf(line, "# stagger memory timeline (%63[a-z])", what) == 1) {
-        g_free(m->kind);
-        m->kind = g_strdup(what);
-      } else if (stands != NULL && sscanf(line, "# device %d ", &device) == 1) {
-        g_hash_table_replace(m->stands, GINT_TO_POINTER(device),
-                             g_strdup(stands + strlen(" stands for devices ")));
-      }
-    } else if (!header) {
+    if (!header) {
       header = TRUE; /* the column names */
     } else {
       const char *comma = strchr(line, ',');
@@ -256,7 +303,7 @@ plot_memory(Plotter *pl, const char *dir, const char *name, GError **error)
 {
   g_autofree char *path = g_build_filename(dir, "memory.csv", NULL);
   g_auto(MemoryInfo) info = {0};
-  if (!memory_info_read(path, &info, error))
+  if (!memory_info_read(dir, &info, error))
     return FALSE;
   int n = MIN((int)info.devices->len, MAX_PANELS);
   /* Two columns of panels on a page, one on a terminal. */
@@ -362,7 +409,7 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
     g_autofree char *sub = g_build_filename(dir, run, NULL);
     g_autofree char *memory = g_build_filename(sub, "memory.csv", NULL);
     g_auto(MemoryInfo) info = {0};
-    if (!memory_info_read(memory, &info, error))
+    if (!memory_info_read(sub, &info, error))
       return FALSE;
     g_autofree char *file_key = g_strdup_printf("file%u", i + 1);
     g_autofree char *name_key = g_strdup_printf("name%u", i + 1);
@@ -481,38 +528,47 @@ plot_validation(Plotter *pl, const char *dir, GError **error)
 
 /* ---- a plan (stagger plan --out DIR) ------------------------------------------------------- */
 
-/* plan.csv's "# key: value" lines (objective, strategies, mem_cap_bytes) go
- * to the scripts as variables of the same names. */
+/* What plan.json says about the search (the objective, the strategies in
+ * order, the memory cap) goes to plots/plan.gp as variables; the points are
+ * read from plan.csv. */
 static gboolean
 plot_plan(Plotter *pl, const char *dir, GError **error)
 {
   g_autofree char *path = g_build_filename(dir, "plan.csv", NULL);
-  g_autofree char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &local)) {
-    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
-    g_error_free(local);
+  g_autofree char *json_path = g_build_filename(dir, "plan.json", NULL);
+  g_autoptr(cJSON) plan = st_json_load_file(json_path, error);
+  if (plan == NULL)
+    return FALSE;
+  const cJSON *search = cJSON_GetObjectItem(plan, "search");
+  const char *objective = cJSON_GetStringValue(cJSON_GetObjectItem(search, "objective"));
+  const cJSON *cap = cJSON_GetObjectItem(search, "mem_cap_bytes");
+  if (objective == NULL || !cJSON_IsNumber(cap)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_PARSE,
+                "%s: search.objective or search.mem_cap_bytes missing", json_path);
     return FALSE;
   }
+  g_autoptr(GString) strategies = g_string_new(NULL);
+  const cJSON *name;
+  cJSON_ArrayForEach(name, cJSON_GetObjectItem(search, "strategies"))
+    if (cJSON_IsString(name))
+      g_string_append_printf(strategies, "%s%s", strategies->len ? " " : "", name->valuestring);
+  g_autofree char *cap_text = g_strdup_printf("%.0f", cJSON_GetNumberValue(cap));
   g_autoptr(GString) vars = g_string_new(NULL);
   var_string(vars, "datafile", path);
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-  for (char **line = lines; *line != NULL && (*line)[0] == '#'; line++) {
-    char key[32];
-    int end = 0;
-    if (sscanf(*line, "# %31[a-z_]: %n", key, &end) == 1 && end > 0)
-      var_string(vars, key, *line + end);
-  }
+  var_string(vars, "objective", objective);
+  var_string(vars, "strategies", strategies->str);
+  var_string(vars, "mem_cap_bytes", cap_text);
   g_autofree char *base = g_path_get_basename(dir);
-  const char *scripts[][3] = {{"plan_gpus.gp", "plan_gpus", "against GPUs used"},
-                              {"plan_memory.gp", "plan_memory", "against peak memory per GPU"}};
-  for (gsize i = 0; i < G_N_ELEMENTS(scripts); i++) {
+  const char *axes[][3] = {{"gpus", "plan_gpus", "against GPUs used"},
+                           {"memory", "plan_memory", "against peak memory per GPU"}};
+  for (gsize i = 0; i < G_N_ELEMENTS(axes); i++) {
     g_autoptr(GString) mine = g_string_new(vars->str);
     g_autofree char *title = g_strdup_printf("%s: the configurations searched, %s", base,
-                                             scripts[i][2]);
+                                             axes[i][2]);
     var_string(mine, "title", title);
+    var_string(mine, "axis", axes[i][0]);
     var_size(mine, pl, 1400, 800, 120, 36);
-    if (!run_script(pl, scripts[i][0], mine, dir, scripts[i][1], error))
+    if (!run_script(pl, "plan.gp", mine, dir, axes[i][1], error))
       return FALSE;
   }
   return TRUE;

@@ -22,7 +22,7 @@
  *   plan_run.c     evaluation on a GThreadPool, pruning by the bounds.
  *   plan_prune.c   the best simulated objective so far per GPU count.
  *   plan_rank.c    objectives, the ranking and the Pareto fronts.
- *   plan_json.c    plan.json (every point) and plan.csv (for plots/plan_*.gp).
+ *   plan_json.c    plan.json (every point) and plan.csv (for plots/plan.gp).
  *   plan_print.c   the ranked table and the winner against the runner-up.
  *
  * Determinism: a search gives the same points, ranks, fronts and files

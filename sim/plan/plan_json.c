@@ -1,5 +1,5 @@
 /* plan_json.c: plan.json (the search and every point) and plan.csv (the
- * simulated points, for plots/plan_*.gp). docs/FORMATS.md describes both.
+ * simulated points, for plots/plan.gp). docs/FORMATS.md describes both.
  * Nothing that varies between runs (timings, thread count) goes in, so
  * the same search writes the same bytes. */
 #include "plan/plan.h"
@@ -199,17 +199,7 @@ csv_text(GString *out, const char *text)
 static char *
 plan_csv(const StPlan *plan)
 {
-  GString *out = g_string_new("# stagger plan: the simulated configurations (docs/FORMATS.md)\n");
-  g_string_append_printf(out, "# objective: %s\n", st_plan_objective_name(plan->spec->objective));
-  g_string_append(out, "# strategies:");
-  const StStrategy *last = NULL;
-  for (guint i = 0; i < plan->configs->len; i++) {
-    const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
-    if (c->strategy != last)
-      g_string_append_printf(out, " %s", c->strategy->name);
-    last = c->strategy;
-  }
-  g_string_append_printf(out, "\n# mem_cap_bytes: %" G_GINT64_FORMAT "\n", plan->mem_cap);
+  GString *out = g_string_new(NULL);
   g_string_append(out, "index,strategy,status,gpus,nodes,micro_batch,accumulation,objective,"
                        "step_time_s,samples_per_s,peak_bytes,rank,pareto_gpus,pareto_memory,"
                        "label\n");

@@ -41,8 +41,10 @@ for key in '"format"' '"search"' '"counts"' '"winner"' '"points"' '"status"' '"b
            '"pareto_gpus"' '"peak_by_category"'; do
   grep -q "$key" "$tmp/a/plan.json" || fail "plan.json lacks $key"
 done
-grep -q "^# strategies: " <<<"$(head -5 "$tmp/a/plan.csv")" || fail "plan.csv lacks its strategies line"
-grep -q "^index,strategy,status,gpus" "$tmp/a/plan.csv" || fail "plan.csv header"
+# The header is the first line (csv.DictReader, pandas.read_csv take it from
+# there); what the search was is in plan.json.
+head -1 "$tmp/a/plan.csv" | grep -q "^index,strategy,status,gpus" || fail "plan.csv does not start with its header"
+grep -q "^#" "$tmp/a/plan.csv" && fail "plan.csv holds comment lines"
 
 # The winner's schedule: valid, and simulates.
 $STAGGER schedule --check "$tmp/best.json" >/dev/null || fail "emitted schedule does not check"
@@ -85,6 +87,45 @@ if [[ -n "${GNUPLOT:-}" ]]; then
   grep -q "plan_gpus.png" "$tmp/plots" || fail "no plan_gpus.png"
   grep -q "plan_memory.png" "$tmp/plots" || fail "no plan_memory.png"
   [ -s "$tmp/a/plan_gpus.png" ] || fail "plan_gpus.png empty"
+  # As SVG, read back: the front is a staircase (only horizontal and
+  # vertical segments), each strategy has a marker of its own (shape and
+  # size), so points several strategies reach stay visible, and both log
+  # axes say so. This search has dp, burst, multiplex and pipeline on one
+  # point.
+  $STAGGER plot "$tmp/a" --format svg >/dev/null
+  for fig in plan_gpus plan_memory; do
+    awk -v fig=$fig '
+      /<g id="gnuplot_plot_/ { group = 1; name = ""; marker = "" }
+      group && /<text>/ && name == "" { name = $0; sub(/.*<text>/, "", name); sub(/<\/text>.*/, "", name) }
+      group && /xlink:href=.#gpPt/ && marker == "" {
+        m = $0; sub(/.*#gpPt/, "", m); sub(/\x27.*/, "", m)
+        s = $0; sub(/.*scale\(/, "", s); sub(/\).*/, "", s)
+        marker = m " " s
+        if (name != "over the memory cap") {
+          if (marker in seen) { print fig ": " name " and " seen[marker] " share a marker"; bad = 1 }
+          seen[marker] = name; strategies++
+        }
+      }
+      group && name ~ /^Pareto front/ && /<path/ {
+        d = $0; sub(/.* d=\x27/, "", d); sub(/\x27.*/, "", d)
+        n = split(d, tok, /[ ML]+/); k = 0
+        for (i = 1; i <= n; i++) if (tok[i] ~ /,/) { k++; split(tok[i], xy, ","); px[k] = xy[1]; py[k] = xy[2] }
+        # Points 1-2 are the key sample; the front starts at point 3.
+        for (i = 4; i <= k; i++) {
+          if (px[i] != px[i - 1] && py[i] != py[i - 1]) { print fig ": slanted front segment"; bad = 1 }
+          if (py[i] != py[i - 1]) vertical = 1
+        }
+        front = 1
+      }
+      /log scale/ { logs++ }
+      END {
+        if (!front) { print fig ": no Pareto front drawn"; bad = 1 }
+        if (front && !vertical) { print fig ": the front never steps"; bad = 1 }
+        if (strategies < 4) { print fig ": only " strategies " strategies drawn"; bad = 1 }
+        if (logs < 2) { print fig ": a log axis does not say so"; bad = 1 }
+        exit bad
+      }' "$tmp/a/$fig.svg" || fail "$fig.svg"
+  done
 fi
 
 # Bad input.

@@ -62,6 +62,14 @@ for s in dp zero; do
   done
 done
 grep -q '"traceEvents"' "$tmp/a/dp/trace.json" || fail "trace.json has no traceEvents"
+# Every table starts with its header (csv.DictReader and pandas take the
+# column names from the first line); no comment lines anywhere.
+for f in memory.csv comm.csv ops.csv; do
+  head -1 "$tmp/a/dp/$f" | grep -qE '^time_us,|^[a-z_]+,[a-z_]+' || fail "$f does not start with its header"
+  grep -q '^#' "$tmp/a/dp/$f" && fail "$f holds comment lines"
+done
+head -1 "$tmp/a/dp/memory.csv" | grep -qx "time_us,device,params,grads,optimizer,activations,comm,workspace,total" ||
+  fail "memory.csv header"
 
 # The same input twice gives byte-identical outputs.
 $STAGGER sim --model $M --cluster $C --gpus 4 --strategy dp,zero --zero-stage 3 --steps 2 \
