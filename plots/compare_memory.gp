@@ -27,7 +27,7 @@ last(i) = value(sprintf("last%d", i))
 devs(i) = value(sprintf("devs%d", i))
 wts(i) = value(sprintf("wts%d", i))
 
-# Devices a recorded device stands for (memory.csv's "# device D stands for").
+# Devices a recorded device stands for (report.json's represented_by).
 weight(i, d) = words(devs(i)) == 0 ? 1 : \
   1 + sum [k = 1 : words(devs(i))] (word(devs(i), k) + 0 == d ? word(wts(i), k) - 1 : 0)
 # The sum over GPUs as a running sum of each row's change: rows of one device
