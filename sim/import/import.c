@@ -11,6 +11,7 @@ G_DEFINE_QUARK(st-import-error-quark, st_import_error)
 
 static const StImporter *const IMPORTERS[] = {
   &st_importer_hf,
+  &st_importer_onnx,
   NULL,
 };
 

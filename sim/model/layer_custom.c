@@ -4,7 +4,10 @@
  *
  * Its output is a vector of ceil(output_bytes / element size) elements, so a
  * custom layer can feed any layer that accepts a vector; out_bytes is
- * output_bytes exactly. It accepts any input shape.
+ * output_bytes exactly. Given dim0, dim1, ... (the ONNX importer writes
+ * them), the output has that per-sample shape instead, and output_bytes
+ * must be its elements at the model's element size. It accepts any input
+ * shape.
  */
 #include "model/layer_types_private.h"
 
@@ -22,14 +25,53 @@ static const StAttrSpec CUSTOM_ATTRS[] = {
    .help = "bytes kept from forward for backward, per sample"},
   {.key = "output_bytes", .min = 1, .max = CUSTOM_MAX, .required = TRUE,
    .help = "output bytes per sample"},
+  {.key = "dim0", .fallback = 0, .min = 0, .help = "output shape, dim 0 (0: a vector)"},
+  {.key = "dim1", .fallback = 0, .min = 0, .help = "output shape, dim 1 (0: none)"},
+  {.key = "dim2", .fallback = 0, .min = 0, .help = "output shape, dim 2 (0: none)"},
+  {.key = "dim3", .fallback = 0, .min = 0, .help = "output shape, dim 3 (0: none)"},
   {NULL},
 };
+
+static const char *const DIMS[ST_SHAPE_MAX_DIMS] = {"dim0", "dim1", "dim2", "dim3"};
+
+/* The shape given by dim0.. (n_dims 0 when none is), checked against
+ * output_bytes. */
+static gboolean
+given_shape(StLayer *layer, int dtype_bytes, StShape *shape, GError **error)
+{
+  shape->n_dims = 0;
+  double elems = 1;
+  for (int i = 0; i < ST_SHAPE_MAX_DIMS; i++) {
+    int64_t d = st_layer_attr(layer, DIMS[i], 0);
+    if (d == 0) {
+      for (int j = i + 1; j < ST_SHAPE_MAX_DIMS; j++)
+        if (st_layer_attr(layer, DIMS[j], 0) != 0)
+          return st_layer_attr_error(error, DIMS[j], "given without %s", DIMS[i]);
+      break;
+    }
+    shape->dims[shape->n_dims++] = d;
+    elems *= (double)d;
+  }
+  int64_t out_bytes = st_layer_attr(layer, "output_bytes", 1);
+  if (shape->n_dims > 0 && elems * dtype_bytes != (double)out_bytes)
+    return st_layer_attr_error(error, "output_bytes",
+                               "%" G_GINT64_FORMAT " is not the %.0f elements of the given "
+                               "shape at %d bytes each",
+                               out_bytes, elems, dtype_bytes);
+  return TRUE;
+}
 
 static gboolean
 custom_derive(StLayer *layer, int dtype_bytes, GError **error)
 {
   int64_t out_bytes = st_layer_attr(layer, "output_bytes", 1);
-  layer->out_shape = (StShape){.n_dims = 1, .dims = {(out_bytes + dtype_bytes - 1) / dtype_bytes}};
+  StShape shape;
+  if (!given_shape(layer, dtype_bytes, &shape, error))
+    return FALSE;
+  layer->out_shape = shape.n_dims > 0 ? shape
+                                      : (StShape){.n_dims = 1,
+                                                  .dims = {(out_bytes + dtype_bytes - 1) /
+                                                           dtype_bytes}};
   layer->out_bytes = out_bytes;
   layer->params = st_layer_attr(layer, "params", 0);
   layer->fwd_flops = (double)st_layer_attr(layer, "fwd_flops", 0);

@@ -19,7 +19,7 @@ expect() {
 }
 
 help=$($STAGGER model import --help)
-for option in --hf --out --seq-len; do
+for option in --hf --onnx --out --seq-len --no-loss --dim; do
   grep -q -- "$option" <<<"$help" || fail "model import --help lacks $option"
 done
 grep -q "import" <<<"$($STAGGER model --help)" || fail "model --help lacks import"
@@ -33,8 +33,36 @@ $STAGGER model import --hf "$SRC/tests/data/hf/gpt2.json" --seq-len 128 --name s
 grep -q '"input": \[128\]' "$tmp/small.json" || fail "--seq-len not in the model"
 grep -q '"name": "small"' "$tmp/small.json" || fail "--name not in the model"
 
+# An exported network: the ResNet-50 of tests/data/onnx is the zoo's.
+$STAGGER model import --onnx "$SRC/tests/data/onnx/resnet50.onnx" --out "$tmp/r50.json" >"$tmp/said"
+grep -q "25557032 parameters" "$tmp/said" || fail "onnx import did not report 25557032 parameters"
+grep -q "0 custom layers" "$tmp/said" || fail "resnet50 needed custom layers"
+diff <($STAGGER model show "$tmp/r50.json" | sed 1d) \
+  <($STAGGER model show "$SRC/models/resnet50.json" | sed 1d) >/dev/null ||
+  fail "imported resnet50 differs from models/resnet50.json"
+# What no layer type describes is a custom layer, and a warning says so.
+$STAGGER model import --onnx "$SRC/tests/data/onnx/mobilenet_v2.onnx" --out "$tmp/mb.json" \
+  >/dev/null 2>"$tmp/warn"
+grep -q "^warning: .*custom layers.*(Clip)" "$tmp/warn" || fail "no warning about ReLU6"
+# The imported model simulates.
+$STAGGER sim --model "$tmp/mb.json" --cluster "$SRC/models/clusters/dgx-h100.json" --ranks 2 \
+  --steps 2 --out "$tmp/sim" >/dev/null 2>&1 || fail "the imported mobilenet_v2 does not simulate"
+# Symbolic dims and no loss.
+expect 1 "dim 1 has no size ('seq')" \
+  $STAGGER model import --onnx "$SRC/tests/data/onnx/cases/symbolic_dim.onnx" --out "$tmp/x.json"
+$STAGGER model import --onnx "$SRC/tests/data/onnx/cases/symbolic_dim.onnx" --dim seq=16 \
+  --no-loss --out "$tmp/sym.json" >/dev/null
+grep -q '"input": \[16, 8\]' "$tmp/sym.json" || fail "--dim seq=16 not in the model"
+grep -q "softmax_cross_entropy" "$tmp/sym.json" && fail "--no-loss appended a loss"
+expect 1 "node 'hardmax' (Hardmax): unsupported operator" \
+  $STAGGER model import --onnx "$SRC/tests/data/onnx/cases/unsupported_op.onnx" --out "$tmp/x.json"
+expect 2 "expected NAME=N" $STAGGER model import --onnx "$SRC/tests/data/onnx/resnet50.onnx" \
+  --dim seq --out "$tmp/x.json"
+
 # Bad usage: exit 2.
 expect 2 "give exactly one of" $STAGGER model import --out "$tmp/x.json"
+expect 2 "give exactly one of" $STAGGER model import --hf "$SRC/tests/data/hf/gpt2.json" \
+  --onnx "$SRC/tests/data/onnx/resnet50.onnx" --out "$tmp/x.json"
 expect 2 "out MODEL.json is required" $STAGGER model import --hf "$SRC/tests/data/hf/gpt2.json"
 expect 2 "unexpected argument" $STAGGER model import --hf "$SRC/tests/data/hf/gpt2.json" \
   --out "$tmp/x.json" extra

@@ -1,0 +1,254 @@
+/* onnx_infer.c: shapes, contents and kinds of every value, node by node in
+ * the file's (topological) order, through the operator tables
+ * (onnx_ops.h); then which initializers are trainable parameters.
+ *
+ * Kinds: the sample input is an activation; a float initializer with more
+ * than one element is a weight, any other initializer a constant; a node's
+ * outputs are activations when any input is one, else weights when any
+ * input is one, else constants (Shape and Size give constants whatever they
+ * read: shapes are static here).
+ *
+ * Parameters: ONNX does not say which initializers training updates (a
+ * framework's buffers, BatchNorm's running statistics, are initializers
+ * too). An initializer is counted as a parameter when it reaches, through
+ * weight-side nodes only (a transpose, a cast, a slice), an input that its
+ * operator's entry marks trainable at a node that computes on activations:
+ * a convolution's weight and bias, a normalization's scale and bias (not
+ * the running statistics), either operand of a MatMul, an operand of an
+ * element-wise sum or product (a bias, a position table), an embedding
+ * table gathered from. Each initializer is counted once however many nodes
+ * read it (a tied embedding and head).
+ */
+#include <string.h>
+
+#include "base/error.h"
+#include "import/onnx_ops.h"
+
+static const OnnxOp *const TABLES[] = {st_onnx_shape_ops, st_onnx_math_ops, st_onnx_nn_ops};
+
+const OnnxOp *
+onnx_op_find(const char *op)
+{
+  for (guint t = 0; t < G_N_ELEMENTS(TABLES); t++)
+    for (const OnnxOp *o = TABLES[t]; o->op != NULL; o++)
+      if (strcmp(o->op, op) == 0)
+        return o;
+  return NULL;
+}
+
+/* ---- helpers for the tables (onnx_ops.h) ----------------------------------- */
+
+gboolean
+onnx_need_inputs(const OnnxGraph *g, const OnnxNode *node, int n, GError **error)
+{
+  for (int i = 0; i < n; i++)
+    if (onnx_in(g, node, i) == NULL)
+      return onnx_node_error(g, node, error, "input %d is missing", i);
+  return TRUE;
+}
+
+gboolean
+onnx_set_shape(const OnnxGraph *g, const OnnxNode *node, int i, int elem, int rank,
+               const int64_t *dims, GError **error)
+{
+  OnnxValue *v = onnx_out(g, node, i);
+  if (v == NULL)
+    return TRUE;
+  if (rank < 0 || rank > ONNX_MAX_RANK)
+    return onnx_node_error(g, node, error, "output %d would have %d dims", i, rank);
+  double elems = 1;
+  for (int k = 0; k < rank; k++) {
+    if (dims[k] < 0)
+      return onnx_node_error(g, node, error, "output %d would have a negative dim", i);
+    elems *= (double)dims[k];
+  }
+  if (elems > 0x1p50)
+    return onnx_node_error(g, node, error, "output %d would have more than 2^50 elements", i);
+  v->elem = elem;
+  v->rank = rank;
+  for (int k = 0; k < rank; k++)
+    v->dims[k] = dims[k];
+  return TRUE;
+}
+
+gboolean
+onnx_same_shape(const OnnxGraph *g, const OnnxNode *node, int i, int j, GError **error)
+{
+  const OnnxValue *in = onnx_in(g, node, j);
+  return onnx_set_shape(g, node, i, in->elem, in->rank, in->dims, error);
+}
+
+void
+onnx_set_data(const OnnxGraph *g, const OnnxNode *node, int i, double *data)
+{
+  OnnxValue *v = onnx_out(g, node, i);
+  int64_t n = v != NULL ? onnx_elems(v) : 0;
+  if (v == NULL || n > ONNX_MAX_DATA) {
+    g_free(data);
+    return;
+  }
+  g_free(v->data);
+  v->data = data;
+  v->n_data = n;
+}
+
+gboolean
+onnx_axis(const OnnxGraph *g, const OnnxNode *node, int64_t axis, int rank, const char *what,
+          int *out, GError **error)
+{
+  if (axis < -rank || axis >= rank)
+    return onnx_node_error(g, node, error, "%s %" G_GINT64_FORMAT " is outside %d dims", what,
+                           axis, rank);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return TRUE;
+}
+
+gboolean
+onnx_ints_arg(const OnnxGraph *g, const OnnxNode *node, int i, const char *attr, int64_t **out,
+              int *n, GError **error)
+{
+  const OnnxValue *v = onnx_in(g, node, i);
+  *out = NULL;
+  *n = -1;
+  if (v != NULL) {
+    if (v->data == NULL || v->rank > 1)
+      return onnx_node_error(g, node, error, "input %d ('%s') is not known when importing "
+                             "(export with fixed shapes)", i, v->name);
+    *n = (int)v->n_data;
+    *out = g_new(int64_t, MAX(*n, 1));
+    for (int k = 0; k < *n; k++)
+      (*out)[k] = (int64_t)v->data[k];
+    return TRUE;
+  }
+  int count;
+  const int64_t *ints = onnx_attr_ints(node, attr, &count);
+  if (onnx_attr(node, attr) != NULL) {
+    *n = count;
+    *out = g_memdup2(ints != NULL ? ints : (const int64_t[]){0},
+                     sizeof(int64_t) * (size_t)MAX(count, 1));
+  }
+  return TRUE;
+}
+
+double
+onnx_node_flops(const OnnxGraph *g, const OnnxNode *node, double *dense)
+{
+  const OnnxOp *op = onnx_op_find(node->op);
+  *dense = 0;
+  if (op == NULL)
+    return 0;
+  if (op->flops != NULL)
+    return op->flops(g, node, dense);
+  const OnnxValue *out = onnx_out(g, node, 0);
+  return out != NULL ? op->per_elem * (double)onnx_elems(out) : 0;
+}
+
+/* ---- the pass ------------------------------------------------------------------ */
+
+static gboolean
+floating(int elem)
+{
+  return elem == ONNX_FLOAT || elem == ONNX_DOUBLE || elem == ONNX_FLOAT16 ||
+         elem == ONNX_BFLOAT16;
+}
+
+static OnnxKind
+node_kind(const OnnxGraph *g, const OnnxNode *node)
+{
+  if (strcmp(node->op, "Shape") == 0 || strcmp(node->op, "Size") == 0)
+    return ONNX_CONST;
+  OnnxKind kind = ONNX_CONST;
+  for (int i = 0; i < node->n_in; i++) {
+    const OnnxValue *v = onnx_in(g, node, i);
+    if (v != NULL && v->kind == ONNX_ACT)
+      return ONNX_ACT;
+    if (v != NULL && v->kind == ONNX_WEIGHT)
+      kind = ONNX_WEIGHT;
+  }
+  return kind;
+}
+
+static gboolean
+infer_node(OnnxGraph *g, const OnnxNode *node, GError **error)
+{
+  if (node->domain[0] != '\0' && strcmp(node->domain, "ai.onnx") != 0)
+    return onnx_node_error(g, node, error, "operator of domain '%s' is not supported",
+                           node->domain);
+  const OnnxOp *op = onnx_op_find(node->op);
+  if (op == NULL)
+    return onnx_node_error(g, node, error,
+                           "unsupported operator '%s' (docs/MODELS.md lists those stagger "
+                           "imports)",
+                           node->op);
+  for (int i = 0; i < node->n_in; i++) {
+    const OnnxValue *v = onnx_in(g, node, i);
+    if (v != NULL && v->rank < 0)
+      return onnx_node_error(g, node, error, "input '%s' has no known shape", v->name);
+  }
+  if (!op->infer(g, node, error))
+    return FALSE;
+  OnnxKind kind = node_kind(g, node);
+  for (int i = 0; i < node->n_out; i++) {
+    OnnxValue *v = onnx_out(g, node, i);
+    if (v == NULL)
+      continue;
+    if (v->rank < 0)
+      return onnx_node_error(g, node, error, "output %d is not one stagger can follow", i);
+    v->kind = kind;
+    if (kind == ONNX_ACT) { /* contents are per sample: not constants */
+      g_clear_pointer(&v->data, g_free);
+      v->n_data = 0;
+    }
+  }
+  return TRUE;
+}
+
+/* Marks the initializers `v` is made of as parameters. */
+static void
+mark_params(const OnnxGraph *g, OnnxValue *v)
+{
+  if (v->kind != ONNX_WEIGHT || v->param)
+    return;
+  v->param = TRUE;
+  if (v->initializer || v->producer < 0)
+    return;
+  v->param = FALSE; /* a computed weight (a transpose) is not counted itself */
+  const OnnxNode *node = &g->nodes[v->producer];
+  for (int i = 0; i < node->n_in; i++) {
+    OnnxValue *in = onnx_in(g, node, i);
+    if (in != NULL)
+      mark_params(g, in);
+  }
+}
+
+gboolean
+onnx_graph_infer(OnnxGraph *g, GError **error)
+{
+  for (guint i = 0; i < g->values->len; i++) {
+    OnnxValue *v = onnx_value(g, (int)i);
+    if (v->initializer || (v->producer < 0 && !v->graph_input)) /* tensor attributes too */
+      v->kind = v->initializer && floating(v->elem) && onnx_elems(v) > 1 ? ONNX_WEIGHT
+                                                                         : ONNX_CONST;
+  }
+  onnx_value(g, g->input)->kind = ONNX_ACT;
+  for (int n = 0; n < g->n_nodes; n++)
+    if (!infer_node(g, &g->nodes[n], error))
+      return FALSE;
+  const OnnxValue *out = onnx_value(g, g->output);
+  if (out->kind != ONNX_ACT)
+    return onnx_node_error(g, &g->nodes[MAX(out->producer, 0)], error,
+                           "the graph's output '%s' does not depend on its input", out->name);
+  for (int n = 0; n < g->n_nodes; n++) {
+    const OnnxNode *node = &g->nodes[n];
+    const OnnxOp *op = onnx_op_find(node->op);
+    const OnnxValue *first = onnx_out(g, node, 0);
+    if (first == NULL || first->kind != ONNX_ACT)
+      continue;
+    for (int i = 0; i < node->n_in && i < 32; i++) {
+      OnnxValue *in = onnx_in(g, node, i);
+      if (in != NULL && (op->weights & (1u << i)))
+        mark_params(g, in);
+    }
+  }
+  return TRUE;
+}

@@ -1,0 +1,104 @@
+/* onnx_map.h: an inferred ONNX graph (onnx_graph.h) into a sequence of
+ * stagger layers.
+ *
+ * A stagger model is a chain: each layer reads the previous one's output.
+ * A graph is cut where a single activation tensor carries everything that
+ * follows (a "cut": after the node that makes it, no other activation is
+ * still needed); between two cuts lies a segment, which may branch inside
+ * (a residual block, attention). onnx_segment.c finds the cuts.
+ *
+ * Rules (onnx_map_*.c, listed in import_onnx.c, tried in order) each
+ * recognize a pattern starting at one segment and describe the segments it
+ * covers as stagger layers: a convolution, a ReLU, a bottleneck block (a
+ * segment plus the ReLU after it), the two halves of a pre-LN transformer
+ * block. What a rule proposes is checked before it is taken: loaded through
+ * the model loader from the segment's input shape, it must produce the
+ * segment's output shape and exactly its parameters (and, for blocks whose
+ * type counts only matrix products, exactly its dense FLOPs). A segment no
+ * rule describes, or whose proposal fails the check, becomes a `custom`
+ * layer with the numbers computed from the graph (onnx_segment.c), and a
+ * warning that says why.
+ */
+#pragma once
+
+#include <cjson/cJSON.h>
+
+#include "import/onnx_graph.h"
+
+typedef struct {
+  int in, out;   /* cut values: what the segment reads and what it makes */
+  int *nodes;    /* [n_nodes] activation nodes in file order, owned */
+  int n_nodes;
+} OnnxSegment;
+
+typedef struct {
+  OnnxGraph *g;
+  OnnxSegment *segs;      /* [n_segs] */
+  int n_segs;
+  const char *dtype;      /* the model's ("fp32", "fp16", "bf16") */
+  int dtype_bytes;
+  GHashTable *counted;    /* parameter values already in a layer (index + 1) */
+  GHashTable *names;      /* layer names taken */
+  int embedding_table;    /* the first embedding's table (a value), or -1 */
+  gboolean loss;          /* a loss follows the network (its softmax is the loss's) */
+  GHashTable *customs;    /* custom layers by kind (operators + reason) -> GPtrArray:
+                             operators, reason, then the layers' names */
+  GPtrArray *custom_order; /* the kinds in order of first appearance */
+  StImportResult *result;
+} OnnxMap;
+
+typedef struct {
+  const char *name;       /* for warnings ("bottleneck") */
+  /* Describes segments seg, seg+1, ... as layers appended to `out`;
+   * returns how many segments they cover, 0 when the pattern is not there
+   * (`why` may say what was missing, for the warning). */
+  int (*match)(OnnxMap *m, int seg, cJSON *out, GString *why);
+  /* The layer type counts only matrix products: the check compares FLOPs. */
+  gboolean dense_only;
+} OnnxRule;
+
+/* onnx_map_basic.c, onnx_map_residual.c, onnx_map_transformer.c */
+extern const OnnxRule st_onnx_rules_basic[];
+extern const OnnxRule st_onnx_rules_residual[];
+extern const OnnxRule st_onnx_rules_transformer[];
+
+/* ---- segments (onnx_segment.c) --------------------------------------------- */
+
+/* Finds the cuts of an inferred graph and fills m->segs. */
+gboolean onnx_segments(OnnxMap *m, GError **error);
+void onnx_segments_clear(OnnxMap *m);
+
+/* The per-sample shape of a cut value: its dims after the batch. */
+int onnx_sample_rank(const OnnxValue *v);
+
+/* Parameters (elements) read by segments [first, first + n) not yet counted,
+ * and their dense and total forward FLOPs per sample. */
+int64_t onnx_segments_params(const OnnxMap *m, int first, int n);
+double onnx_segments_flops(const OnnxMap *m, int first, int n, double *dense);
+/* Marks the parameters of segments [first, first + n) as counted. */
+void onnx_segments_count(OnnxMap *m, int first, int n);
+
+/* A layer name from the nodes of segments [first, first + n): the module
+ * path their names share ("/layer1/layer1.0/conv1/Conv" -> "layer1.0.conv1"),
+ * else `fallback`; made unique. Transfer full. */
+char *onnx_layer_name(OnnxMap *m, int first, int n, const char *fallback);
+
+/* Appends to `out` a custom layer for segments [first, first + n), with its
+ * parameters, FLOPs, kept bytes (estimated from what each operator keeps)
+ * and output shape computed from the graph. */
+void onnx_custom_layer(OnnxMap *m, int first, int n, cJSON *out);
+
+/* ---- what rules share (onnx_map_basic.c) ------------------------------------- */
+
+/* The node of segment `seg` when it holds exactly one, of op `op` (NULL:
+ * any), else NULL. */
+const OnnxNode *onnx_single(const OnnxMap *m, int seg, const char *op);
+/* The one node of segment `seg` of op `op`, NULL when none or several. */
+const OnnxNode *onnx_only(const OnnxMap *m, int seg, const char *op);
+/* How many nodes of `op` the segment holds. */
+int onnx_count(const OnnxMap *m, int seg, const char *op);
+/* The initializer a weight value is made of (through weight-side nodes),
+ * when there is exactly one; else NULL. */
+const OnnxValue *onnx_weight_source(const OnnxGraph *g, const OnnxValue *v);
+/* The first consumer of `v` among the segment's nodes with op `op`. */
+const OnnxNode *onnx_consumer(const OnnxMap *m, int seg, const OnnxValue *v, const char *op);
