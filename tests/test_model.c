@@ -338,6 +338,38 @@ test_custom(void)
   g_assert_cmpint(model->params, ==, 1000 + 513 * 2 + 2);
 }
 
+/* Given dim0.. a custom layer's output has that shape (so a convolution
+ * can follow it), and output_bytes must be its elements at the dtype. */
+static void
+test_custom_shape(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StModel) model = parse_model(
+    "{\"name\": \"c\", \"input\": [3, 8, 8], \"dtype\": \"bf16\", \"layers\": ["
+    " {\"name\": \"blob\", \"type\": \"custom\", \"fwd_flops\": 0, \"bwd_flops\": 0,"
+    "  \"output_bytes\": 1024, \"dim0\": 8, \"dim1\": 8, \"dim2\": 8},"
+    " {\"name\": \"conv\", \"type\": \"conv2d\", \"out_channels\": 4, \"kernel\": 1}]}",
+    &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(model->layers[0].out_shape.n_dims, ==, 3);
+  g_assert_cmpint(model->layers[1].params, ==, 8 * 4 + 4);
+  g_autoptr(StModel) wrong = parse_model(
+    "{\"name\": \"c\", \"input\": [16], \"layers\": ["
+    " {\"name\": \"blob\", \"type\": \"custom\", \"fwd_flops\": 0, \"bwd_flops\": 0,"
+    "  \"output_bytes\": 100, \"dim0\": 8}]}",
+    &error);
+  g_assert_null(wrong);
+  g_assert_nonnull(strstr(error->message, "key 'output_bytes': 100 is not the 8 elements"));
+  g_clear_error(&error);
+  g_autoptr(StModel) gap = parse_model(
+    "{\"name\": \"c\", \"input\": [16], \"layers\": ["
+    " {\"name\": \"blob\", \"type\": \"custom\", \"fwd_flops\": 0, \"bwd_flops\": 0,"
+    "  \"output_bytes\": 32, \"dim0\": 8, \"dim2\": 1}]}",
+    &error);
+  g_assert_null(gap);
+  g_assert_nonnull(strstr(error->message, "key 'dim2': given without dim1"));
+}
+
 /* Mixed precision keeps activations in 16 bits: half the fp32 bytes. */
 static void
 test_bytes_as(void)
@@ -525,6 +557,7 @@ main(int argc, char **argv)
   g_test_add_func("/model/copy", test_copy);
   g_test_add_func("/model/repeat", test_repeat);
   g_test_add_func("/model/custom", test_custom);
+  g_test_add_func("/model/custom-shape", test_custom_shape);
   g_test_add_func("/model/bytes-as", test_bytes_as);
   g_test_add_func("/model/print", test_print);
   g_test_add_func("/model/types", test_types);
