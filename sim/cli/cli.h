@@ -19,7 +19,8 @@
 GQuark st_cli_error_quark(void);
 
 typedef enum {
-  ST_CLI_ERROR_USAGE = 1, /* exit 2 */
+  ST_CLI_ERROR_USAGE = 1,       /* exit 2 */
+  ST_CLI_ERROR_INTERRUPTED = 2, /* Ctrl-C: exit 130, as a shell reports SIGINT */
 } StCliError;
 
 typedef struct {
@@ -47,6 +48,7 @@ typedef struct {
   char *out;
   StOptions options;  /* set through the option table (strategy/options.h) */
   gboolean no_fold;   /* --no-fold (sim, plan) */
+  gboolean force;     /* --force (commands that write an output folder) */
   GOptionEntry *entries; /* built from the option table, owned */
   GPtrArray *given;   /* "name", "value" pairs in command-line order, owned */
 } StCliShared;
@@ -121,6 +123,24 @@ void st_cli_exec_catch_sigint(gboolean catching);
 /* A one-device cluster for this machine, its GPU named `gpu_name` (a
  * profile's device, so the simulator finds its entries). Transfer full. */
 StCluster *st_cli_local_cluster(const char *gpu_name, GError **error);
+
+/* ---- the output folder (cli_out.c, output/outdir.h) ------------------- */
+
+#include "output/outdir.h"
+
+/* "stagger sim --model m.json --out runs/r" from a subcommand's argv
+ * (argv[0] its name), for the manifest; call it before parsing. Transfer full. */
+char *st_cli_command_line(int argc, char **argv);
+/* --force: replace an --out that stagger did not write. */
+void st_cli_add_force_entry(GOptionGroup *group, gboolean *force);
+/* Starts writing --out `dir` aside (st_outdir_begin with this stagger's
+ * version); an --out that may not be replaced is a usage error. Transfer full. */
+StOutDir *st_cli_out_begin(const char *dir, gboolean force, const char *command,
+                           GError **error);
+/* Sets ST_CLI_ERROR_INTERRUPTED: "interrupted (Ctrl-C) `what`; ..." saying
+ * that what was measured is in `dir`, or (NULL) that nothing was written.
+ * Returns FALSE. */
+gboolean st_cli_interrupted_error(GError **error, const char *dir, const char *what);
 
 /* Sets a usage error. */
 gboolean st_cli_usage_error(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);

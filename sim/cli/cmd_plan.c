@@ -15,7 +15,9 @@
 typedef struct {
   char *model, *cluster, *profile, *out, *space, *emit;
   int top;
-  gboolean bench, quiet;
+  gboolean bench, quiet, force;
+  char *command;          /* as typed, for the output folder's manifest */
+  StOutDir *outdir;       /* --out, written aside until the plan is complete */
   GPtrArray *given;       /* "name", "value" pairs in command-line order */
   StPlanSpec *scratch;    /* checks each value as it is given */
   GOptionEntry *entries;  /* owned */
@@ -226,8 +228,12 @@ search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
   printf("\n");
   st_plan_print(plan, a->top, stdout);
   fflush(stdout);
-  if (a->out != NULL) {
-    if (!st_plan_write(plan, a->out, error))
+  if (a->outdir != NULL) {
+    if (!st_plan_write(plan, st_outdir_path(a->outdir), error)) {
+      g_prefix_error(error, "nothing written, %s left as it was: ", a->out);
+      return FALSE;
+    }
+    if (!st_outdir_commit(a->outdir, FALSE, NULL, error))
       return FALSE;
     fprintf(stderr, "wrote %s (plan.json, plan.csv); plots: stagger plot %s\n", a->out, a->out);
   } else {
@@ -253,7 +259,7 @@ search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
 static gboolean
 run(int argc, char **argv, GError **error)
 {
-  Args a = {.top = 20};
+  Args a = {.top = 20, .command = st_cli_command_line(argc, argv)};
   a.given = g_ptr_array_new_with_free_func(g_free);
   a.scratch = st_plan_spec_new();
   const GOptionEntry entries[] = {
@@ -303,8 +309,12 @@ run(int argc, char **argv, GError **error)
     "value: --precision fp32,mixed --zero-stage 2,3. An option that some strategy declares\n"
     "as a knob varies only for the strategies that declare it.\n"
     "--out DIR receives plan.json (every configuration: status, reason, bounds, step time,\n"
-    "memory by category, rank, Pareto fronts) and plan.csv (docs/FORMATS.md).\n");
+    "memory by category, rank, Pareto fronts) and plan.csv (docs/FORMATS.md), written\n"
+    "aside and moved into place whole when the search ends (a DIR that stagger did not\n"
+    "write is refused without --force).\n");
   g_option_context_add_main_entries(ctx, entries, NULL);
+  GOptionGroup *main_group = g_option_context_get_main_group(ctx);
+  st_cli_add_force_entry(main_group, &a.force);
   g_option_context_add_group(ctx, search_group(&a));
 
   StCliInputs in = {0};
@@ -313,6 +323,8 @@ run(int argc, char **argv, GError **error)
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
   if (ok && a.top < 0)
     ok = st_cli_usage_error(error, "--top %d: must be 0 or more", a.top);
+  if (ok && a.out != NULL && !a.bench)
+    ok = (a.outdir = st_cli_out_begin(a.out, a.force, a.command, error)) != NULL;
   if (ok) {
     StCliShared sh = {.model = a.model, .cluster = a.cluster, .profile = a.profile};
     ok = st_cli_load_inputs(&sh, &in, error);
@@ -331,6 +343,8 @@ run(int argc, char **argv, GError **error)
   g_free(a.space);
   g_free(a.emit);
   g_free(a.entries);
+  g_free(a.command);
+  st_outdir_free(a.outdir);
   g_ptr_array_unref(a.given);
   st_plan_spec_free(a.scratch);
   return ok;

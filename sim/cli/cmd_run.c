@@ -55,9 +55,56 @@ schedules_of(StCliShared *sh, const char *file, GPtrArray *schedules, GPtrArray 
   return ok;
 }
 
+/* Runs the schedules one after another into the output folder. Ctrl-C stops
+ * the one running: what it measured is written (unless no step completed),
+ * no further schedule runs, and `*stopped` says what was interrupted. */
+static gboolean
+run_all(GPtrArray *schedules, GPtrArray *names, const StExecOptions *o, StOutDir *outdir,
+        GPtrArray *timelines, GPtrArray *summaries, GPtrArray *written, char **stopped,
+        GError **error)
+{
+  for (guint i = 0; i < schedules->len; i++) {
+    const StSchedule *s = g_ptr_array_index(schedules, i);
+    const char *name = g_ptr_array_index(names, i);
+    g_autofree char *admissions = NULL;
+    StSummary *sum = st_cli_exec_run(g_ptr_array_index(schedules, i), name, o, timelines,
+                                     &admissions, error);
+    if (sum == NULL)
+      return FALSE;
+    if (*o->stop) {
+      g_autoptr(GString) what = g_string_new(NULL);
+      g_string_printf(what, "during '%s' after %d of %d steps", name, sum->steps, s->steps);
+      for (guint j = i + 1; j < schedules->len; j++)
+        g_string_append_printf(what, "%s'%s'", j == i + 1 ? "; not run: " : ", ",
+                               (const char *)g_ptr_array_index(names, j));
+      *stopped = g_string_free(g_steal_pointer(&what), FALSE);
+    }
+    if (sum->steps == 0) { /* stopped before a step ended: nothing measured */
+      st_summary_free(sum);
+      return TRUE;
+    }
+    g_ptr_array_add(summaries, sum);
+    if (outdir == NULL)
+      continue;
+    g_autofree char *dir = schedules->len == 1
+                             ? g_strdup(st_outdir_path(outdir))
+                             : g_build_filename(st_outdir_path(outdir), name, NULL);
+    if (!st_output_write_all(sum, dir, error) ||
+        !st_cli_write_admissions(dir, admissions, error)) {
+      g_prefix_error(error, "nothing written, --out left as it was: ");
+      return FALSE;
+    }
+    g_ptr_array_add(written, g_strdup(name));
+    if (*stopped != NULL)
+      return TRUE;
+  }
+  return TRUE;
+}
+
 static gboolean
 run(int argc, char **argv, GError **error)
 {
+  g_autofree char *command = st_cli_command_line(argc, argv);
   StCliShared sh;
   st_cli_shared_init(&sh);
   StCliExec ex;
@@ -74,17 +121,20 @@ run(int argc, char **argv, GError **error)
     ctx, "Builds each --strategy's schedule as 'stagger sim' does (or reads --schedule) and\n"
          "runs it: real layers on synthetic data, real optimizer steps, real collectives.\n"
          "Writes the same report.json, trace.json and CSVs as a simulation, measured, plus\n"
-         "the loss of every step. Ctrl-C stops at the next op and still writes them.");
+         "the loss of every step. Ctrl-C stops at the next op, writes the steps measured so\n"
+         "far (marked partial in manifest.json), runs no further strategy and exits 130.");
   g_option_context_set_description(
     ctx, "Examples:\n"
          "  stagger run --model models/gpt2-124m.json --strategy zero --zero-stage 2 \\\n"
          "      --ranks 4 --micro-batch 8 --steps 20 --out runs/real\n"
          "  stagger run --schedule r50.schedule.json --backend host --out runs/host\n"
          "  stagger plot runs/real\n\n"
-         "Without --cluster the ranks share this machine's one device.\n");
+         "Without --cluster the ranks share this machine's one device. --out DIR is\n"
+         "written aside and replaces DIR whole when the run ends (as 'stagger sim' does).\n");
   GOptionGroup *shared = st_cli_shared_group(&sh);
   g_option_group_add_entries(shared, entries);
   st_cli_exec_add_entries(&ex, shared);
+  st_cli_add_force_entry(shared, &sh.force);
   g_option_context_set_main_group(ctx, shared);
 
   g_autoptr(GPtrArray) schedules =
@@ -94,27 +144,25 @@ run(int argc, char **argv, GError **error)
     g_ptr_array_new_with_free_func((GDestroyNotify)st_timeline_free);
   g_autoptr(GPtrArray) summaries =
     g_ptr_array_new_with_free_func((GDestroyNotify)st_summary_free);
+  g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(StOutDir) outdir = NULL;
+  g_autofree char *stopped = NULL;
   StExecOptions o;
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1])) &&
                 st_cli_exec_options(&ex, &o, error) &&
-                schedules_of(&sh, schedule, schedules, names, error);
-  st_cli_exec_catch_sigint(TRUE);
-  for (guint i = 0; ok && i < schedules->len; i++) {
-    const char *name = g_ptr_array_index(names, i);
-    g_autofree char *admissions = NULL;
-    StSummary *sum = st_cli_exec_run(g_ptr_array_index(schedules, i), name, &o, timelines,
-                                     &admissions, error);
-    if ((ok = sum != NULL)) {
-      g_ptr_array_add(summaries, sum);
-      g_autofree char *dir = sh.out == NULL         ? NULL
-                             : schedules->len == 1  ? g_strdup(sh.out)
-                                                    : g_build_filename(sh.out, name, NULL);
-      ok = dir == NULL || (st_output_write_all(sum, dir, error) &&
-                           st_cli_write_admissions(dir, admissions, error));
-    }
+                (sh.out == NULL ||
+                 (outdir = st_cli_out_begin(sh.out, sh.force, command, error)) != NULL);
+  if (ok) {
+    st_cli_exec_catch_sigint(TRUE);
+    ok = schedules_of(&sh, schedule, schedules, names, error) &&
+         run_all(schedules, names, &o, outdir, timelines, summaries, written, &stopped, error);
+    /* What was measured goes into place, even when stopped; when nothing
+     * was, --out stays as it was. */
+    if (ok && outdir != NULL && written->len > 0)
+      ok = st_outdir_commit(outdir, stopped != NULL, stopped, error);
+    st_cli_exec_catch_sigint(FALSE);
   }
-  st_cli_exec_catch_sigint(FALSE);
   for (guint i = 0; i < summaries->len; i++) {
     printf("\n");
     st_summary_print(g_ptr_array_index(summaries, i), stdout);
@@ -124,6 +172,13 @@ run(int argc, char **argv, GError **error)
                              (const char *const *)names->pdata, (int)summaries->len, stdout);
   if (ok && sh.out == NULL)
     fprintf(stderr, "no --out DIR given: nothing written\n");
+  else if (ok && written->len == 0)
+    fprintf(stderr, "nothing measured: %s left as it was\n", sh.out);
+  else if (ok)
+    fprintf(stderr, "wrote %s%s; plots: stagger plot %s\n", sh.out,
+            stopped != NULL ? " (partial)" : "", sh.out);
+  if (ok && stopped != NULL)
+    ok = st_cli_interrupted_error(error, written->len > 0 ? sh.out : NULL, stopped);
   st_cli_exec_clear(&ex);
   st_cli_shared_clear(&sh);
   return ok;

@@ -113,16 +113,22 @@ build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
   return TRUE;
 }
 
+/* Into the output folder's temporary place, then into place whole. */
 static gboolean
-write_outputs(GPtrArray *runs, const char *out, GError **error)
+write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error)
 {
   for (guint i = 0; i < runs->len; i++) {
     Run *run = g_ptr_array_index(runs, i);
-    g_autofree char *dir = runs->len > 1 ? g_build_filename(out, run->name, NULL)
-                                         : g_strdup(out);
-    if (!st_output_write_all(run->summary, dir, error))
+    g_autofree char *dir = runs->len > 1
+                             ? g_build_filename(st_outdir_path(outdir), run->name, NULL)
+                             : g_strdup(st_outdir_path(outdir));
+    if (!st_output_write_all(run->summary, dir, error)) {
+      g_prefix_error(error, "nothing written, %s left as it was: ", out);
       return FALSE;
+    }
   }
+  if (!st_outdir_commit(outdir, FALSE, NULL, error))
+    return FALSE;
   fprintf(stderr, "wrote %s (report.json, trace.json, memory.csv, comm.csv, ops.csv%s); "
                   "plots: stagger plot %s\n",
           out, runs->len > 1 ? " per strategy" : "", out);
@@ -132,6 +138,7 @@ write_outputs(GPtrArray *runs, const char *out, GError **error)
 static gboolean
 run(int argc, char **argv, GError **error)
 {
+  g_autofree char *command = st_cli_command_line(argc, argv);
   StCliShared sh;
   st_cli_shared_init(&sh);
   gboolean list = FALSE;
@@ -157,16 +164,24 @@ run(int argc, char **argv, GError **error)
          "      --strategy dp,zero --zero-stage 2 --micro-batch 32 --out runs/r50\n"
          "  stagger plot runs/r50\n\n"
          "--out DIR receives report.json, trace.json (open it in https://ui.perfetto.dev),\n"
-         "memory.csv, comm.csv and ops.csv; one subfolder per strategy when several run.\n"
-         "docs/FORMATS.md describes every file.\n");
+         "memory.csv, comm.csv and ops.csv; one subfolder per strategy when several run;\n"
+         "manifest.json says which command wrote it. The folder is written aside and\n"
+         "replaces DIR whole when complete (a failed run leaves DIR as it was); a DIR\n"
+         "that stagger did not write is refused without --force. docs/FORMATS.md\n"
+         "describes every file.\n");
   GOptionGroup *shared = st_cli_shared_group(&sh);
   g_option_group_add_entries(shared, entries);
+  st_cli_add_force_entry(shared, &sh.force);
   g_option_context_set_main_group(ctx, shared);
 
   g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
   StCliInputs in = {0};
+  g_autoptr(StOutDir) outdir = NULL;
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
+  /* An --out that may not be replaced is refused before any work. */
+  if (ok && !list && sh.out != NULL)
+    ok = (outdir = st_cli_out_begin(sh.out, sh.force, command, error)) != NULL;
   if (ok && list) {
     list_strategies();
   } else if (ok && schedule_path != NULL) {
@@ -205,8 +220,8 @@ run(int argc, char **argv, GError **error)
       st_summary_print_compare(sums, names, (int)runs->len, stdout);
     }
     fflush(stdout);
-    if (sh.out != NULL)
-      ok = write_outputs(runs, sh.out, error);
+    if (outdir != NULL)
+      ok = write_outputs(runs, outdir, sh.out, error);
     else
       fprintf(stderr, "no --out DIR given: nothing written\n");
   }

@@ -55,6 +55,7 @@ typedef struct {
   StModel *model;
   StProfile *profile;
   StExecOptions exec;
+  char *command;        /* as typed, for the manifest */
 } Validate;
 
 /* --ranks is the cases' second axis, not a per-strategy list: take it out
@@ -243,17 +244,29 @@ make_cases(Validate *v, GError **error)
 static gboolean
 validate(Validate *v, GError **error)
 {
+  g_autoptr(StOutDir) outdir = NULL;
+  if (v->sh.out != NULL &&
+      (outdir = st_cli_out_begin(v->sh.out, v->sh.force, v->command, error)) == NULL)
+    return FALSE;
   g_autoptr(GPtrArray) cases = make_cases(v, error);
   if (cases == NULL)
     return FALSE;
   int failed = 0;
+  g_autofree char *stopped = NULL; /* the case Ctrl-C stopped */
   st_cli_exec_catch_sigint(TRUE);
-  for (guint i = 0; i < cases->len; i++) {
+  for (guint i = 0; i < cases->len && stopped == NULL; i++) {
     Case *c = g_ptr_array_index(cases, i);
     fprintf(stderr, "[%u/%u] %s: %s with %d ranks on one %s\n", i + 1, cases->len, c->v.name,
             c->v.strategy, c->v.ranks, v->device);
     g_autoptr(GError) local = NULL;
-    if (run_case(v, c, &local)) {
+    gboolean ran = run_case(v, c, &local);
+    if (*v->exec.stop)
+      stopped = g_strdup_printf("during case '%s'", c->v.name);
+    if (ran && c->measured->steps == 0) { /* stopped before a step ended */
+      c->v.error = g_strdup("not run: interrupted before its first step ended");
+      continue;
+    }
+    if (ran) {
       st_compare_print(&c->v.cmp, c->v.name, stdout);
       continue;
     }
@@ -269,31 +282,37 @@ validate(Validate *v, GError **error)
     fprintf(stderr, "  %s: FAILED: %s\n", c->v.name, why);
     c->v.error = g_strdup(why);
     failed++;
-    if (*v->exec.stop)
-      break; /* Ctrl-C: keep what ran */
   }
   for (guint i = 0; i < cases->len; i++) {
     Case *c = g_ptr_array_index(cases, i);
     if (c->measured == NULL && c->v.error == NULL)
       c->v.error = g_strdup("not run: interrupted");
   }
-  st_cli_exec_catch_sigint(FALSE);
   StValidation result = {v->model->name, v->sh.profile, v->device, cases};
   st_validation_print(&result, stdout);
-  if (v->sh.out == NULL) {
+  gboolean ok = TRUE;
+  if (outdir == NULL) {
     fprintf(stderr, "no --out DIR given: nothing written\n");
   } else {
-    for (guint i = 0; i < cases->len; i++) {
+    const char *dir = st_outdir_path(outdir);
+    for (guint i = 0; i < cases->len && ok; i++) {
       const Case *c = g_ptr_array_index(cases, i);
-      if (c->v.error == NULL && !write_case(c, v->sh.out, error))
-        return FALSE;
+      ok = c->v.error != NULL || write_case(c, dir, error);
     }
-    if (!st_validation_write(&result, v->sh.out, error))
-      return FALSE;
-    fprintf(stderr, "wrote %s (validate.json, .csv, .md; per case predicted/ and measured/); "
-                    "plots: stagger plot %s\n",
-            v->sh.out, v->sh.out);
+    ok = ok && st_validation_write(&result, dir, error);
+    if (!ok)
+      g_prefix_error(error, "nothing written, %s left as it was: ", v->sh.out);
+    ok = ok && st_outdir_commit(outdir, stopped != NULL, stopped, error);
+    if (ok)
+      fprintf(stderr, "wrote %s (validate.json, .csv, .md; per case predicted/ and measured/); "
+                      "plots: stagger plot %s\n",
+              v->sh.out, v->sh.out);
   }
+  st_cli_exec_catch_sigint(FALSE);
+  if (!ok)
+    return FALSE;
+  if (stopped != NULL)
+    return st_cli_interrupted_error(error, v->sh.out, stopped);
   if (failed > 0)
     g_set_error(error, ST_CLI_ERROR, 0, "%d of %u cases failed (see above)", failed,
                 cases->len);
@@ -303,7 +322,7 @@ validate(Validate *v, GError **error)
 static gboolean
 run(int argc, char **argv, GError **error)
 {
-  Validate v = {0};
+  Validate v = {.command = st_cli_command_line(argc, argv)};
   st_cli_shared_init(&v.sh);
   st_cli_exec_init(&v.ex);
   const GOptionEntry entries[] = {
@@ -333,10 +352,12 @@ run(int argc, char **argv, GError **error)
          "CASE/predicted/ and CASE/measured/ (the outputs of sim and run) and\n"
          "CASE/validate.json. The first step is warm-up and not compared: give --steps 3\n"
          "or more. A failed case is recorded and the others still run; the exit status\n"
-         "is then 1.\n");
+         "is then 1. Ctrl-C stops the case running, writes what ran (marked partial in\n"
+         "manifest.json) and exits 130. DIR is written aside and replaces --out whole.\n");
   GOptionGroup *shared = st_cli_shared_group(&v.sh);
   g_option_group_add_entries(shared, entries);
   st_cli_exec_add_entries(&v.ex, shared);
+  st_cli_add_force_entry(shared, &v.sh.force);
   g_option_context_set_main_group(ctx, shared);
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1])) &&
@@ -347,6 +368,7 @@ run(int argc, char **argv, GError **error)
   g_free(v.schedule);
   g_strfreev(v.ranks);
   g_free(v.device);
+  g_free(v.command);
   st_cli_exec_clear(&v.ex);
   st_cli_shared_clear(&v.sh);
   return ok;

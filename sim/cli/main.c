@@ -1,6 +1,6 @@
 /* main.c: `stagger SUBCOMMAND [OPTIONS]`. Finds the subcommand in the table,
  * runs it, prints its error once and chooses the exit code: 0 success,
- * 1 failure, 2 bad usage. */
+ * 1 failure, 2 bad usage, 130 stopped by Ctrl-C (after writing what it had). */
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +44,8 @@ main(int argc, char **argv)
       return 0;
     g_assert(error != NULL);
     fprintf(stderr, "stagger %s: %s\n", (*c)->name, error->message);
+    if (g_error_matches(error, ST_CLI_ERROR, ST_CLI_ERROR_INTERRUPTED))
+      return 130;
     gboolean usage = error->domain == G_OPTION_ERROR ||
                      (error->domain == ST_CLI_ERROR && error->code == ST_CLI_ERROR_USAGE);
     if (usage)

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Output folders as a user meets them (sim/output/outdir.h): --out written
+# aside and replaced whole, never mixed with an earlier run; a folder stagger
+# did not write refused unless --force; a full disk leaves --out as it was;
+# every folder says in manifest.json which command wrote it; Ctrl-C during
+# `stagger run` writes what was measured, marked partial, runs no further
+# strategy and exits 130.
+set -euo pipefail
+: "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+M=$SRC/models/mlp.json
+C=$SRC/models/clusters/dgx-h100.json
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() {
+  local code=$1 pattern=$2; shift 2
+  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
+  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
+  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
+}
+leftovers() { find "$tmp" -maxdepth 2 -name '.*.stagger-*' | grep -q . && fail "temporary folders left: $(find "$tmp" -name '.*.stagger-*')" || true; }
+cd "$tmp"
+
+# A re-used --out holds the new run only: no stale strategy folder beside it.
+$STAGGER sim --model $M --cluster $C --gpus 4 --strategy dp,zero --out r >/dev/null 2>&1
+$STAGGER sim --model $M --cluster $C --gpus 4 --strategy cdp,pipeline --out r >/dev/null 2>&1
+[ "$(ls r | tr '\n' ' ')" = "cdp manifest.json pipeline " ] || fail "r holds: $(ls r | tr '\n' ' ')"
+grep -q '"status":[[:space:]]*"complete"' r/manifest.json || fail "manifest not complete"
+grep -q '"command":[[:space:]]*"stagger sim --model .* --strategy cdp,pipeline --out r"' r/manifest.json ||
+  fail "manifest does not name the command"
+grep -q '"stagger":[[:space:]]*"[0-9]' r/manifest.json || fail "manifest has no version"
+grep -qE '"date":[[:space:]]*"20[0-9-]+T[0-9:]+Z"' r/manifest.json || fail "manifest has no date"
+if [[ -n "${GNUPLOT:-}" ]]; then
+  $STAGGER plot r >"$tmp/plots"
+  grep -q "r/dp/" "$tmp/plots" && fail "stagger plot drew a stale run"
+  grep -q "r/cdp/memory.png" "$tmp/plots" || fail "stagger plot did not draw cdp"
+fi
+# One strategy after two: the folder is the one run's, not a mix.
+$STAGGER sim --model $M --cluster $C --gpus 4 --strategy dp --out r >/dev/null 2>&1
+[ -f r/report.json ] && [ ! -e r/cdp ] || fail "a single run was mixed with the earlier ones"
+leftovers
+
+# What stagger did not write is refused (exit 2, nothing touched) unless --force.
+mkdir mine && echo precious >mine/thesis.tex
+expect 2 "mine already holds files that stagger did not write.*--force" \
+  $STAGGER sim --model $M --cluster $C --gpus 4 --out mine
+[ "$(cat mine/thesis.tex)" = precious ] && [ "$(ls mine)" = thesis.tex ] || fail "mine was touched"
+echo x >afile
+expect 2 "afile already holds a file" $STAGGER sim --model $M --cluster $C --out afile
+expect 2 "mine already holds files" $STAGGER plan --model $M --cluster $C --gpus 1,2 --out mine
+expect 2 "mine already holds files" $STAGGER run --model $M --backend host --steps 1 --out mine
+expect 2 "mine already holds files" $STAGGER validate --model $M --backend host \
+  --profile $SRC/traces/profiles/host --out mine
+$STAGGER sim --model $M --cluster $C --gpus 4 --out mine --force >/dev/null 2>&1
+[ ! -e mine/thesis.tex ] && [ -f mine/manifest.json ] || fail "--force did not replace mine"
+# An empty folder is fine; the current directory never is.
+mkdir empty && $STAGGER sim --model $M --cluster $C --out empty >/dev/null 2>&1 ||
+  fail "an empty --out was refused"
+expect 2 "current directory" $STAGGER sim --model $M --cluster $C --out . --force
+expect 2 "current directory" $STAGGER sim --model $M --cluster $C --out .. --force
+leftovers
+
+# A full disk (here: a file size limit) fails, and leaves --out as it was.
+cp -r r r.before
+set +e
+(trap '' XFSZ; ulimit -f 4; $STAGGER sim --model $M --cluster $C --gpus 4 --strategy dp,zero \
+   --out r >/dev/null 2>"$tmp/err")
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || { cat "$tmp/err" >&2; fail "a failed write exited $rc"; }
+grep -q "File too large" "$tmp/err" || { cat "$tmp/err" >&2; fail "no message for the failed write"; }
+diff -r r r.before >/dev/null || fail "a failed run changed r"
+leftovers
+
+# Ctrl-C during a run of three strategies: the first one's steps so far are
+# written, marked partial; the others never start; exit 130.
+$STAGGER run --model $M --strategy dp,zero,cdp --ranks 2 --micro-batch 4 --steps 100000 \
+  --backend host --out ctrlc >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do grep -q "dp: running" "$tmp/err" && break; sleep 0.1; done
+sleep 1.5
+kill -INT $pid
+set +e; wait $pid; rc=$?; set -e
+[ "$rc" -eq 130 ] || { cat "$tmp/err" >&2; fail "Ctrl-C exited $rc, wanted 130"; }
+grep -q "zero: running\|cdp: running" "$tmp/err" && fail "a strategy ran after Ctrl-C"
+grep -q "interrupted (Ctrl-C) during 'dp' after [0-9]* of 100000 steps; not run: 'zero', 'cdp'" "$tmp/err" ||
+  { cat "$tmp/err" >&2; fail "the message does not say what was interrupted"; }
+if grep -q "nothing measured" "$tmp/err"; then
+  [ ! -e ctrlc ] || fail "nothing measured, yet ctrlc was written"
+else
+  [ "$(ls ctrlc | tr '\n' ' ')" = "dp manifest.json " ] || fail "ctrlc holds: $(ls ctrlc | tr '\n' ' ')"
+  grep -q '"status":[[:space:]]*"partial"' ctrlc/manifest.json || fail "manifest not partial"
+  grep -q "interrupted after [1-9][0-9]* of 100000 steps" ctrlc/dp/report.json ||
+    fail "the report does not say it was interrupted"
+fi
+leftovers
+echo "outdir: ok"
