@@ -13,6 +13,7 @@
 
 #include "base/json.h"
 #include "import/import.h"
+#include "model/layer_type.h"
 #include "testutil.h"
 
 static StModel *
@@ -67,14 +68,138 @@ test_gpt2(void)
   st_import_result_clear(&result);
 }
 
+/* The architectures' published configs against the counts published for
+ * them: the sum over the released checkpoint's tensors (the hub shows it
+ * rounded: "6.74B params"), and for Mixtral the paper's active count per
+ * token too (Jiang et al. 2024: 47B total, 13B active). Where the zoo has the
+ * same network (models/NAME.json), the import must count the same. */
+typedef struct {
+  const char *file;
+  int64_t params, active;
+  const char *zoo;
+} Published;
+
+static const Published PUBLISHED[] = {
+  {"llama-2-7b", 6738415616, 6738415616, "llama-2-7b"},
+  {"llama-3-8b", 8030261248, 8030261248, "llama-3-8b"},
+  {"mistral-7b", 7241732096, 7241732096, "mistral-7b"},
+  {"mixtral-8x7b", 46702792704, 12879925248, "mixtral-8x7b"},
+  {"qwen2-7b", 7615616512, 7615616512, "qwen2-7b"},
+  /* EleutherAI's model card: 162,322,944 (and 85,056,000 without the two
+   * embeddings, checked below). */
+  {"pythia-160m", 162322944, 162322944, NULL},
+};
+
+static void
+test_published(gconstpointer data)
+{
+  const Published *p = data;
+  StImportResult result;
+  g_autoptr(StModel) model = import_published(p->file, &result);
+  g_assert_cmpint(model->params, ==, p->params);
+  g_assert_cmpint(model->active_params, ==, p->active);
+  g_autofree char *relative = g_strdup_printf("models/%s.json", p->zoo != NULL ? p->zoo : "");
+  g_autofree char *zoo_path = st_test_src(relative);
+  if (p->zoo != NULL && g_file_test(zoo_path, G_FILE_TEST_EXISTS)) {
+    g_autoptr(StModel) zoo = st_test_model(relative);
+    g_assert_cmpint(model->params, ==, zoo->params);
+    g_assert_cmpint(model->active_params, ==, zoo->active_params);
+  }
+  st_import_result_clear(&result);
+}
+
+static int64_t
+params_of(const StModel *model, const char *type)
+{
+  int64_t n = 0;
+  for (int i = 0; i < model->n_layers; i++)
+    if (strcmp(model->layers[i].type->name, type) == 0)
+      n += model->layers[i].params;
+  return n;
+}
+
+/* What each reader makes of its keys, where a count alone would not tell. */
+static void
+test_structure(void)
+{
+  StImportResult result;
+  /* Pythia: parallel residual, LayerNorm, rotary on a quarter of each head;
+   * 85,056,000 parameters besides embed_in and embed_out. */
+  g_autoptr(StModel) pythia = import_published("pythia-160m", &result);
+  const StLayer *block = &pythia->layers[1];
+  g_assert_cmpstr(block->type->name, ==, "llama_block");
+  g_assert_cmpint(st_layer_attr(block, "parallel_residual", 0), ==, 1);
+  g_assert_cmpint(st_layer_attr(block, "rope_dim", 0), ==, 16);
+  g_assert_cmpint(pythia->params - params_of(pythia, "embedding") - params_of(pythia, "lm_head"),
+                  ==, 85056000);
+  st_import_result_clear(&result);
+
+  /* Mistral's sliding window; Llama-3's rope base and GQA. */
+  g_autoptr(StModel) mistral = import_published("mistral-7b", &result);
+  g_assert_cmpint(st_layer_attr(&mistral->layers[1], "window", 0), ==, 4096);
+  g_assert_cmpint(mistral->input.dims[0], ==, 32768);
+  g_assert_cmpint(mistral->dtype, ==, ST_DTYPE_BF16);
+  st_import_result_clear(&result);
+  g_autoptr(StModel) llama3 = import_published("llama-3-8b", &result);
+  g_assert_cmpint(st_layer_attr(&llama3->layers[1], "kv_heads", 0), ==, 8);
+  g_assert_cmpint(st_layer_attr(&llama3->layers[1], "rope_theta", 0), ==, 500000);
+  g_assert_cmpuint(result.warnings->len, ==, 0);
+  st_import_result_clear(&result);
+
+  /* Qwen2: Q, K, V biases and no output bias. */
+  g_autoptr(StModel) qwen = import_published("qwen2-7b", &result);
+  g_assert_cmpint(st_layer_attr(&qwen->layers[1], "qkv_bias", 0), ==, 1);
+  g_assert_cmpint(st_layer_attr(&qwen->layers[1], "out_bias", 1), ==, 0);
+  g_assert_cmpint(st_layer_attr(&qwen->layers[1], "window", -1), ==, 0);
+  st_import_result_clear(&result);
+
+  /* Mixtral: per layer the attention half, a router, 8 experts; the
+   * import says that the load is taken as balanced. */
+  g_autoptr(StModel) mixtral = import_published("mixtral-8x7b", &result);
+  g_assert_cmpint(mixtral->n_layers, ==, 1 + 32 * 10 + 3);
+  g_assert_cmpstr(mixtral->layers[2].type->name, ==, "moe_router");
+  g_assert_cmpint(st_layer_attr(&mixtral->layers[2], "top_k", 0), ==, 2);
+  g_assert_cmpuint(result.warnings->len, ==, 1);
+  g_assert_nonnull(strstr(result.warnings->pdata[0], "capacity factor 1.0"));
+  st_import_result_clear(&result);
+}
+
+/* Qwen2 with use_sliding_window: layers from max_window_layers on have the
+ * window, the ones below attend to everything. */
+static void
+test_qwen2_window(void)
+{
+  g_autofree char *src = st_test_src("tests/data/hf/qwen2-7b.json");
+  g_autofree char *text = st_test_read(src, NULL);
+  g_autoptr(cJSON) root = cJSON_Parse(text);
+  cJSON_ReplaceItemInObjectCaseSensitive(root, "use_sliding_window", cJSON_CreateTrue());
+  cJSON_ReplaceItemInObjectCaseSensitive(root, "sliding_window", cJSON_CreateNumber(4096));
+  cJSON_ReplaceItemInObjectCaseSensitive(root, "max_window_layers", cJSON_CreateNumber(20));
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *path = g_build_filename(dir, "config.json", NULL);
+  g_autofree char *out = cJSON_Print(root);
+  g_assert_true(g_file_set_contents(path, out, -1, NULL));
+  StImportResult result;
+  g_autoptr(GError) error = NULL;
+  StImportOptions options = {.seq_len = 8192};
+  g_autoptr(StModel) model = import_file(path, &options, &result, &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(st_layer_attr(&model->layers[20], "window", -1), ==, 0);
+  g_assert_cmpstr(model->layers[21].name, ==, "layers.20");
+  g_assert_cmpint(st_layer_attr(&model->layers[21], "window", -1), ==, 4096);
+  g_assert_cmpint(model->params, ==, 7615616512);
+  st_import_result_clear(&result);
+}
+
 /* ---- refusals ------------------------------------------------------------ */
 
-/* tests/data/hf/gpt2.json with `edit` applied (a key set, or removed when
- * `value` is NULL), imported; the error must contain `expected`. */
+/* tests/data/hf/FILE.json with a key set (or removed when `value` is
+ * NULL), imported; the error must contain `expected`. */
 static void
-assert_refused(const char *key, const char *value, const char *expected)
+assert_refused_in(const char *file, const char *key, const char *value, const char *expected)
 {
-  g_autofree char *src = st_test_src("tests/data/hf/gpt2.json");
+  g_autofree char *relative = g_strdup_printf("tests/data/hf/%s.json", file);
+  g_autofree char *src = st_test_src(relative);
   g_autofree char *text = st_test_read(src, NULL);
   g_autoptr(cJSON) root = cJSON_Parse(text);
   g_assert_nonnull(root);
@@ -97,6 +222,12 @@ assert_refused(const char *key, const char *value, const char *expected)
 }
 
 static void
+assert_refused(const char *key, const char *value, const char *expected)
+{
+  assert_refused_in("gpt2", key, value, expected);
+}
+
+static void
 test_refusals(void)
 {
   assert_refused("model_type", "\"bert\"", "unknown architecture 'bert'");
@@ -112,6 +243,21 @@ test_refusals(void)
   assert_refused("n_layer", NULL, "key 'n_layer': missing");
   assert_refused("attn_pdrop", "1.5", "dropout probability must be below 1");
   assert_refused("layer_norm_epsilon", "\"small\"", "key 'layer_norm_epsilon': expected a number");
+  assert_refused("torch_dtype", "\"int8\"", "key 'torch_dtype': 'int8' is not supported");
+  assert_refused_in("llama-3-8b", "num_key_value_heads", "5",
+                    "key 'num_key_value_heads': 5 does not divide num_attention_heads 32");
+  assert_refused_in("llama-3-8b", "hidden_act", "\"relu\"", "'relu' is not supported");
+  assert_refused_in("llama-3-8b", "rope_scaling", "4", "key 'rope_scaling': expected an object");
+  assert_refused_in("mistral-7b", "attention_bias", "true",
+                    "key 'attention_bias': unknown to stagger's mistral reader");
+  assert_refused_in("mixtral-8x7b", "num_experts_per_tok", "9",
+                    "key 'num_experts_per_tok': 9 is more than the 8 experts");
+  assert_refused_in("mixtral-8x7b", "num_local_experts", NULL,
+                    "key 'num_local_experts': missing");
+  assert_refused_in("pythia-160m", "rotary_pct", "0.3",
+                    "key 'rotary_pct': must give a whole number of rotary dims");
+  assert_refused_in("qwen2-7b", "architectures", "[\"Qwen2ForTokenClassification\"]",
+                    "is not a causal language model");
 }
 
 /* null means "the default" in transformers' files: n_inner null is 4 d. */
@@ -168,6 +314,12 @@ main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/import/hf/gpt2", test_gpt2);
+  for (guint i = 0; i < G_N_ELEMENTS(PUBLISHED); i++) {
+    g_autofree char *name = g_strdup_printf("/import/hf/published/%s", PUBLISHED[i].file);
+    g_test_add_data_func(name, &PUBLISHED[i], test_published);
+  }
+  g_test_add_func("/import/hf/structure", test_structure);
+  g_test_add_func("/import/hf/qwen2-window", test_qwen2_window);
   g_test_add_func("/import/hf/refusals", test_refusals);
   g_test_add_func("/import/hf/null-is-default", test_null_is_default);
   g_test_add_func("/import/hf/seq-len", test_seq_len);

@@ -17,13 +17,13 @@ struct HfConfig {
 
 /* Keys of transformers' PretrainedConfig and of the published configs that
  * change neither the computation of a training step nor its costs: what the
- * file is (names, versions, the checkpoint's storage dtype), tokenizer ids,
+ * file is (names, versions), tokenizer ids,
  * generation defaults, inference switches (the KV cache), output switches,
  * initialization, fine-tuning labels. docs/MODELS.md lists them. */
 static const char *const HF_IGNORED[] = {
   /* identity and provenance */
-  "_name_or_path", "transformers_version", "model_type", "architectures", "torch_dtype",
-  "dtype", "_commit_hash", "name_or_path",
+  "_name_or_path", "transformers_version", "model_type", "architectures", "_commit_hash",
+  "name_or_path",
   /* tokenizer */
   "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
   "tokenizer_class", "prefix",

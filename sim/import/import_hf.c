@@ -8,7 +8,8 @@
  * architecture's reader takes every key that changes the computation;
  * hf_config_finish() then refuses any key neither read nor on the
  * documented ignore list. The model's tokens per sample are the config's
- * context length unless --seq-len says otherwise.
+ * context length unless --seq-len says otherwise; its dtype is the
+ * published weights' (torch_dtype).
  */
 #include <string.h>
 
@@ -17,7 +18,12 @@
 #include "import/import_private.h"
 
 static const HfArch *const ARCHS[] = {
+  &st_hf_llama,
+  &st_hf_mistral,
+  &st_hf_mixtral,
+  &st_hf_qwen2,
   &st_hf_gpt2,
+  &st_hf_gpt_neox,
   NULL,
 };
 
@@ -77,6 +83,25 @@ check_classes(HfConfig *config, const HfArch *arch, GError **error)
   return TRUE;
 }
 
+/* torch_dtype (newer files: dtype), the weights' type as published, is the
+ * model's dtype; fp32 when absent. */
+static gboolean
+read_dtype(HfConfig *config, const char **dtype, GError **error)
+{
+  static const char *const TYPES[] = {"float32", "float16", "bfloat16", NULL};
+  static const char *const STAGGER[] = {"fp32", "fp16", "bf16"};
+  const char *value = NULL;
+  const char *key = hf_get_item(config, "dtype") != NULL ? "dtype" : "torch_dtype";
+  if (!hf_get_choice(config, key, FALSE, TYPES, "stagger's model dtypes", &value, error))
+    return FALSE;
+  if (key[0] == 'd')
+    hf_get_item(config, "torch_dtype");
+  for (int i = 0; value != NULL && TYPES[i] != NULL; i++)
+    if (strcmp(value, TYPES[i]) == 0)
+      *dtype = STAGGER[i];
+  return TRUE;
+}
+
 /* The model's name: the option, else the config's folder ("Llama-3-8B/
  * config.json" -> "Llama-3-8B"), else the file's base name. */
 static char *
@@ -111,7 +136,9 @@ import_hf(const char *path, const StImportOptions *options, StImportResult *resu
   g_autoptr(cJSON) layers = cJSON_CreateArray();
   g_autoptr(GString) note = g_string_new(NULL);
   HfModel model = {.layers = layers, .note = note, .result = result};
-  if (!arch->build(config, &model, error) || !hf_config_finish(config, arch->model_type, error))
+  const char *dtype = "fp32";
+  if (!read_dtype(config, &dtype, error) || !arch->build(config, &model, error) ||
+      !hf_config_finish(config, arch->model_type, error))
     return FALSE;
   g_assert(model.context > 0);
 
@@ -138,6 +165,8 @@ import_hf(const char *path, const StImportOptions *options, StImportResult *resu
   cJSON_AddStringToObject(root, "note", note->str);
   cJSON *input = cJSON_AddArrayToObject(root, "input");
   cJSON_AddItemToArray(input, cJSON_CreateNumber((double)tokens));
+  if (strcmp(dtype, "fp32") != 0)
+    cJSON_AddStringToObject(root, "dtype", dtype);
   cJSON_AddItemToObject(root, "layers", g_steal_pointer(&layers));
   result->model = root;
   return TRUE;
@@ -146,7 +175,8 @@ import_hf(const char *path, const StImportOptions *options, StImportResult *resu
 const StImporter st_importer_hf = {
   .name = "hf",
   .arg = "CONFIG.json",
-  .summary = "a Hugging Face transformers config.json (model_type gpt2)",
+  .summary = "a Hugging Face transformers config.json (model_type llama, mistral, mixtral, "
+             "qwen2, gpt2, gpt_neox)",
   .run = import_hf,
 };
 

@@ -46,5 +46,10 @@ typedef struct {
   gboolean (*build)(HfConfig *config, HfModel *model, GError **error);
 } HfArch;
 
-/* hf_gpt2.c */
+/* hf_gpt2.c, hf_llama.c, hf_neox.c */
 extern const HfArch st_hf_gpt2;
+extern const HfArch st_hf_llama;
+extern const HfArch st_hf_mistral;
+extern const HfArch st_hf_mixtral;
+extern const HfArch st_hf_qwen2;
+extern const HfArch st_hf_gpt_neox;

@@ -33,6 +33,22 @@ $STAGGER model import --hf "$SRC/tests/data/hf/gpt2.json" --seq-len 128 --name s
 grep -q '"input": \[128\]' "$tmp/small.json" || fail "--seq-len not in the model"
 grep -q '"name": "small"' "$tmp/small.json" || fail "--name not in the model"
 
+# Every architecture's published config imports with its published count.
+while read -r file count; do
+  $STAGGER model import --hf "$SRC/tests/data/hf/$file.json" --out "$tmp/$file.json" \
+    >"$tmp/said" 2>/dev/null
+  grep -q " $count parameters" "$tmp/said" || fail "$file: not $count parameters"
+done <<'LIST'
+llama-2-7b 6738415616
+llama-3-8b 8030261248
+mistral-7b 7241732096
+mixtral-8x7b 46702792704
+qwen2-7b 7615616512
+pythia-160m 162322944
+LIST
+$STAGGER model show "$tmp/mixtral-8x7b.json" | grep -q "12,879,925,248" ||
+  fail "mixtral's active parameters not shown"
+
 # An exported network: the ResNet-50 of tests/data/onnx is the zoo's.
 $STAGGER model import --onnx "$SRC/tests/data/onnx/resnet50.onnx" --out "$tmp/r50.json" >"$tmp/said"
 grep -q "25557032 parameters" "$tmp/said" || fail "onnx import did not report 25557032 parameters"
