@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "interop/chakra.h"
 #include "output/output.h"
 
 typedef struct {
@@ -113,6 +114,71 @@ build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
   return TRUE;
 }
 
+/* Whether option `name` was on the command line. */
+static gboolean
+given(const StCliShared *sh, const char *name)
+{
+  for (guint i = 0; sh->given != NULL && i < sh->given->len; i += 2)
+    if (strcmp(g_ptr_array_index(sh->given, i), name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* `stagger sim --chakra PREFIX`: a Chakra trace, imported onto --cluster
+ * (resized by --nodes / --gpus); a foreign trace's COMP durations become
+ * entries of the profile (--profile's, or a new one). */
+static gboolean
+import_chakra(StCliShared *sh, const char *prefix, const char *groups, GPtrArray *runs,
+              StCliInputs *in, GError **error)
+{
+  if (sh->model != NULL || sh->strategy != NULL)
+    return st_cli_usage_error(error, "--chakra PREFIX already holds the ops and their model; "
+                                     "drop --model and --strategy");
+  if (sh->cluster == NULL)
+    return st_cli_usage_error(error, "--cluster FILE is required with --chakra");
+  StOptions options;
+  if (!st_cli_options_for(sh, 0, 1, &options, error))
+    return FALSE;
+  g_autoptr(StCluster) cluster = NULL;
+  gboolean ok = (in->cluster = st_cluster_load(sh->cluster, error)) != NULL &&
+                (cluster = st_cli_cluster_for(sh, in, &options, error)) != NULL;
+  if (ok && sh->profile != NULL)
+    ok = (in->profile = st_profile_load(sh->profile, error)) != NULL;
+  else if (ok)
+    in->profile = st_profile_new();
+  Run *r = g_new0(Run, 1);
+  r->name = g_path_get_basename(prefix);
+  g_ptr_array_add(runs, r);
+  StChakraImportOptions io = {
+    .cluster = cluster,
+    .profile = in->profile,
+    .precision = options.precision,
+    .optimizer = options.optimizer,
+    .global_batch = options.global_batch,
+    .steps = given(sh, "steps") ? options.steps : 0,
+    .groups_path = groups,
+  };
+  StChakraImportStats stats = {0};
+  if (ok) {
+    fprintf(stderr, "importing the Chakra trace %s onto %d x %s\n", prefix, cluster->gpus,
+            cluster->gpu.name);
+    r->schedule = st_chakra_import(prefix, &io, &stats, error);
+    ok = r->schedule != NULL;
+  }
+  if (ok) {
+    fprintf(stderr, "  %s: %d ranks, %" G_GINT64_FORMAT " nodes -> %" G_GINT64_FORMAT
+                    " ops (%s)\n", r->name, stats.ranks, stats.nodes, stats.ops,
+            stats.from_stagger ? "written by stagger: its own model and settings"
+                               : "foreign: costs from durations, else num_ops / tensor_size");
+    if (stats.warning != NULL)
+      fprintf(stderr, "  %s: warning: %s\n", r->name, stats.warning);
+    ok = simulate(r, in->profile, &options, sh->no_fold, error);
+  }
+  st_chakra_import_stats_clear(&stats);
+  st_options_clear(&options);
+  return ok;
+}
+
 /* Into the output folder's temporary place, then into place whole. */
 static gboolean
 write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error)
@@ -142,11 +208,16 @@ run(int argc, char **argv, GError **error)
   StCliShared sh;
   st_cli_shared_init(&sh);
   gboolean list = FALSE;
-  g_autofree char *schedule_path = NULL;
+  g_autofree char *schedule_path = NULL, *chakra = NULL, *chakra_groups = NULL;
   const GOptionEntry entries[] = {
     {"list-strategies", 0, 0, G_OPTION_ARG_NONE, &list, "List the strategies and exit", NULL},
     {"schedule", 0, 0, G_OPTION_ARG_FILENAME, &schedule_path,
      "Simulate a stored schedule (from 'stagger schedule') instead of building one", "FILE"},
+    {"chakra", 0, 0, G_OPTION_ARG_FILENAME, &chakra,
+     "Simulate a Chakra execution trace PREFIX.<rank>.et on --cluster (docs/INTEROP.md)",
+     "PREFIX"},
+    {"chakra-groups", 0, 0, G_OPTION_ARG_FILENAME, &chakra_groups,
+     "Its communicator-group file (default PREFIX.comm_groups.json, when there)", "FILE"},
     {"no-fold", 0, 0, G_OPTION_ARG_NONE, &sh.no_fold,
      "Simulate every rank, even where identical ranks could be folded into one", NULL},
     {NULL},
@@ -162,7 +233,8 @@ run(int argc, char **argv, GError **error)
     ctx, "Example:\n"
          "  stagger sim --model models/resnet50.json --cluster models/clusters/dgx-h100.json \\\n"
          "      --strategy dp,zero --zero-stage 2 --micro-batch 32 --out runs/r50\n"
-         "  stagger plot runs/r50\n\n"
+         "  stagger plot runs/r50\n"
+         "  stagger sim --chakra et/r50 --cluster models/clusters/dgx-h100.json --out runs/et\n\n"
          "--out DIR receives report.json, trace.json (open it in https://ui.perfetto.dev),\n"
          "memory.csv, comm.csv and ops.csv; one subfolder per strategy when several run;\n"
          "manifest.json says which command wrote it. The folder is written aside and\n"
@@ -184,6 +256,10 @@ run(int argc, char **argv, GError **error)
     ok = (outdir = st_cli_out_begin(sh.out, sh.force, command, error)) != NULL;
   if (ok && list) {
     list_strategies();
+  } else if (ok && chakra != NULL) {
+    ok = schedule_path == NULL ||
+         st_cli_usage_error(error, "give --schedule FILE or --chakra PREFIX, not both");
+    ok = ok && import_chakra(&sh, chakra, chakra_groups, runs, &in, error);
   } else if (ok && schedule_path != NULL) {
     if (sh.model || sh.cluster || sh.strategy) {
       ok = st_cli_usage_error(error, "--schedule FILE already holds the model, cluster and "

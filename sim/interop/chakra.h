@@ -75,3 +75,39 @@ gboolean st_chakra_export(const StSchedule *schedule, const char *prefix,
 /* A one-line summary of `stats` ("8 files, 1200 nodes: 800 COMP_NODE, ...").
  * Transfer full. */
 char *st_chakra_export_describe(const StChakraExportStats *stats);
+/* ---- import --------------------------------------------------------------- */
+
+typedef struct {
+  const StCluster *cluster; /* borrowed: the cluster to simulate on (copied) */
+  /* Costs of foreign COMP nodes with a duration_micros are added to this
+   * profile (for cluster->gpu.name); may be NULL when the trace was
+   * written by stagger (then nothing is added). */
+  StProfile *profile;
+  /* Settings a foreign trace does not say (a stagger trace carries its
+   * own): precision (for the compute dtype), optimizer, global batch
+   * (samples per step, for samples/s; 0: unknown). */
+  StPrecision precision;
+  StOptimizer optimizer;
+  int64_t global_batch;
+  int32_t steps;            /* > 0: run this many steps; 0: the trace's (1 if foreign) */
+  const char *groups_path;  /* NULL: PREFIX.comm_groups.json when it exists */
+} StChakraImportOptions;
+
+typedef struct {
+  int ranks;
+  gboolean from_stagger;  /* written by st_chakra_export */
+  int64_t nodes;          /* nodes read */
+  int64_t ops;            /* ops of the schedule made from them */
+  /* One line naming everything read and not used, with counts ("not
+   * simulated: 12 METADATA_NODE; not understood: attribute 'rf_id' on 400
+   * nodes, ..."), or NULL when everything was used. */
+  char *warning;
+} StChakraImportStats;
+
+void st_chakra_import_stats_clear(StChakraImportStats *stats);
+
+/* Reads PREFIX.<rank>.et for ranks 0, 1, ... (the trace says how many, or
+ * the files do) into a Schedule on `options->cluster`, checked. `stats`
+ * may be NULL. Transfer full. */
+StSchedule *st_chakra_import(const char *prefix, const StChakraImportOptions *options,
+                             StChakraImportStats *stats, GError **error);

@@ -2,6 +2,9 @@
  * per sample (the contract in docs/ARCHITECTURE.md). For layers no type
  * describes, or to pin numbers measured elsewhere.
  *
+ * fwd_io_bytes / bwd_io_bytes pin the memory traffic the roofline charges
+ * (a Chakra trace's tensor_size, sim/interop/); 0 keeps the estimate.
+ *
  * Its output is a vector of ceil(output_bytes / element size) elements, so a
  * custom layer can feed any layer that accepts a vector; out_bytes is
  * output_bytes exactly. Given dim0, dim1, ... (the ONNX importer writes
@@ -29,6 +32,10 @@ static const StAttrSpec CUSTOM_ATTRS[] = {
   {.key = "dim1", .fallback = 0, .min = 0, .help = "output shape, dim 1 (0: none)"},
   {.key = "dim2", .fallback = 0, .min = 0, .help = "output shape, dim 2 (0: none)"},
   {.key = "dim3", .fallback = 0, .min = 0, .help = "output shape, dim 3 (0: none)"},
+  {.key = "fwd_io_bytes", .fallback = 0, .min = 0, .max = CUSTOM_MAX,
+   .help = "memory traffic of forward per sample, for the roofline (0: input + output + kept)"},
+  {.key = "bwd_io_bytes", .fallback = 0, .min = 0, .max = CUSTOM_MAX,
+   .help = "memory traffic of backward per sample, for the roofline (0: estimated likewise)"},
   {NULL},
 };
 
@@ -77,6 +84,9 @@ custom_derive(StLayer *layer, int dtype_bytes, GError **error)
   layer->fwd_flops = (double)st_layer_attr(layer, "fwd_flops", 0);
   layer->bwd_flops = (double)st_layer_attr(layer, "bwd_flops", 0);
   layer->act_bytes = st_layer_attr(layer, "activation_bytes", 0);
+  /* Left at 0, the loader estimates them from the tensors. */
+  layer->fwd_io_bytes = (double)st_layer_attr(layer, "fwd_io_bytes", 0);
+  layer->bwd_io_bytes = (double)st_layer_attr(layer, "bwd_io_bytes", 0);
   return TRUE;
 }
 

@@ -1,0 +1,108 @@
+/* chakra_import_foreign.c: what a trace that stagger did not write lacks
+ * and the importer makes up, each choice documented in docs/INTEROP.md.
+ *
+ * Model. One custom layer per distinct COMP node (name, num_ops,
+ * tensor_size, duration_micros, CPU or not), run as a forward pass of one
+ * sample: fwd_flops = num_ops, fwd_io_bytes = tensor_size, so that without
+ * a duration the compute cost model charges max(FLOPs / peak, bytes /
+ * bandwidth), ASTRA-sim's roofline for the same node.
+ *
+ * Costs. A COMP node with duration_micros > 0 costs exactly that: the
+ * duration becomes a profile entry for its layer on the cluster's GPU (a
+ * measured time, as a profile holds), which the compute models try before
+ * the roofline. A CPU op (is_cpu_op) runs on a "cpu" stream of its rank and
+ * is given a fill of CPU_FILL, so it takes time without taking the GPU from
+ * the kernels beside it.
+ */
+#include "interop/chakra_import_private.h"
+
+#include <string.h>
+
+#include "base/json.h"
+
+/* The device fraction a CPU op takes in the GPU-sharing model: next to
+ * nothing (a fill must be > 0). */
+#define CPU_FILL 1e-6
+
+int
+im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tensor_size,
+                 gboolean cpu)
+{
+  const char *base = n->name != NULL && *n->name != '\0' ? n->name : "node";
+  g_autofree char *key = g_strdup_printf("%s\x1f%" G_GINT64_FORMAT "\x1f%" G_GINT64_FORMAT
+                                         "\x1f%" G_GUINT64_FORMAT "\x1f%d", base, num_ops,
+                                         tensor_size, (guint64)n->duration_micros, cpu);
+  gpointer v = g_hash_table_lookup(im->layer_of, key);
+  if (v != NULL)
+    return GPOINTER_TO_INT(v) - 1;
+  int index = cJSON_GetArraySize(im->layers);
+  /* Names are unique in a model: a repeated name gets the layer's index. */
+  g_autofree char *name = g_strdup(base);
+  const cJSON *l;
+  cJSON_ArrayForEach(l, im->layers)
+  {
+    if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(l, "name")), name) == 0) {
+      g_free(name);
+      name = g_strdup_printf("%s #%d", base, index);
+      break;
+    }
+  }
+  cJSON *layer = cJSON_CreateObject();
+  cJSON_AddStringToObject(layer, "name", name);
+  cJSON_AddStringToObject(layer, "type", "custom");
+  st_json_add_int(layer, "fwd_flops", num_ops);
+  st_json_add_int(layer, "bwd_flops", 0);
+  st_json_add_int(layer, "output_bytes", MAX(tensor_size, 1));
+  st_json_add_int(layer, "fwd_io_bytes", tensor_size);
+  cJSON_AddItemToArray(im->layers, layer);
+  g_hash_table_insert(im->layer_of, g_steal_pointer(&key), GINT_TO_POINTER(index + 1));
+  if (n->duration_micros > 0) {
+    const char *device = im->o->cluster->gpu.name;
+    st_profile_add_layer(im->o->profile, device, name, NULL, ST_PASS_FWD, 1,
+                         (double)n->duration_micros * 1e3, 0);
+    if (cpu)
+      st_profile_set_layer_fill(im->o->profile, device, name, NULL, ST_PASS_FWD, 1, CPU_FILL,
+                                FALSE);
+  }
+  return index;
+}
+
+cJSON *
+im_foreign_model(Import *im)
+{
+  g_autofree char *base = g_path_get_basename(im->prefix);
+  cJSON *model = cJSON_CreateObject();
+  g_autofree char *name = g_strdup_printf("chakra:%s", base);
+  cJSON_AddStringToObject(model, "name", name);
+  cJSON *input = cJSON_AddArrayToObject(model, "input");
+  cJSON_AddItemToArray(input, cJSON_CreateNumber(1));
+  if (cJSON_GetArraySize(im->layers) == 0) { /* a model has a layer; no op uses this one */
+    cJSON *layer = cJSON_CreateObject();
+    cJSON_AddStringToObject(layer, "name", "(no compute)");
+    cJSON_AddStringToObject(layer, "type", "custom");
+    st_json_add_int(layer, "fwd_flops", 0);
+    st_json_add_int(layer, "bwd_flops", 0);
+    st_json_add_int(layer, "output_bytes", 1);
+    cJSON_AddItemToArray(im->layers, layer);
+  }
+  cJSON_AddItemToObject(model, "layers", im->layers);
+  im->layers = NULL;
+  return model;
+}
+
+cJSON *
+im_foreign_settings(Import *im)
+{
+  g_autofree char *base = g_path_get_basename(im->prefix);
+  g_autofree char *description =
+    g_strdup_printf("Chakra trace %s: %d ranks", base, im->n_ranks);
+  cJSON *s = cJSON_CreateObject();
+  cJSON_AddStringToObject(s, "strategy", "chakra");
+  cJSON_AddStringToObject(s, "description", description);
+  cJSON_AddStringToObject(s, "precision", st_precision_name(im->o->precision));
+  cJSON_AddStringToObject(s, "optimizer", st_optimizer_name(im->o->optimizer));
+  st_json_add_int(s, "micro_batch", 0);
+  st_json_add_int(s, "accumulation", 1);
+  st_json_add_int(s, "global_batch", im->o->global_batch);
+  return s;
+}

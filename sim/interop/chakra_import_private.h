@@ -1,0 +1,72 @@
+/* chakra_import_private.h: what the importer's files share (chakra.h has
+ * the contract; docs/INTEROP.md the mapping).
+ *
+ * The importer writes the schedule's JSON (docs/FORMATS.md, "Schedule
+ * JSON") from the trace and reads it with st_schedule_from_json, so every
+ * index and value meets the schedule reader's strict checks. What can only
+ * be wrong in the trace (a dangling dependency, a cycle, a process group no
+ * file defines, a send whose comm_src is not its rank) is found first and
+ * reported with the file and the node.
+ *
+ *   chakra_import.c          the files, the schedule-wide parts, the warning
+ *   chakra_import_ops.c      one rank's nodes -> its program's ops
+ *   chakra_import_foreign.c  what a trace not written by stagger lacks:
+ *                            a model, streams, buffers, costs
+ */
+#pragma once
+
+#include <cjson/cJSON.h>
+
+#include "interop/chakra.h"
+#include "interop/chakra_private.h"
+
+typedef struct {
+  int comm;  /* index in the schedule's communicators */
+  int group; /* index of the group in that communicator */
+} PgRef;
+
+typedef struct {
+  const StChakraImportOptions *o;
+  const char *prefix;
+  int n_ranks;
+  EtFile **files;         /* [n_ranks] */
+  gboolean stagger;       /* written by st_chakra_export: the stagger_* parts are there */
+  EtGroups groups;        /* the communicator-group file, or empty */
+  char *groups_path;      /* it, or NULL when there is none */
+  cJSON *comms;           /* the schedule's "comms", built as process groups are met */
+  GHashTable *pg;         /* pg_name -> PgRef * */
+  /* Foreign traces: the synthesized model's custom layers, one per distinct
+   * (name, num_ops, tensor_size, duration, CPU or not). */
+  cJSON *layers;
+  GHashTable *layer_of;   /* key -> GINT_TO_POINTER(layer + 1) */
+  /* Read and not used: "METADATA_NODE" -> count (not simulated), and
+   * "attribute 'rf_id'" -> count (not understood). */
+  GHashTable *skipped, *unused;
+  int64_t n_nodes, n_ops;
+} Import;
+
+/* Sets `error` to "FILE: node #k (id I 'NAME'): ..." and returns FALSE. */
+gboolean im_node_fail(GError **error, const EtFile *f, guint k, const char *format, ...)
+  G_GNUC_PRINTF(4, 5);
+/* Counts one `what` in `table` (im->skipped or im->unused). */
+void im_count(GHashTable *table, const char *what);
+
+/* Rank `rank`'s program as schedule JSON (streams, buffers, labels, ops),
+ * from its trace file. Transfer full. (chakra_import_ops.c) */
+cJSON *im_rank_program(Import *im, int rank, GError **error);
+
+/* The communicator and group of process group `pg_name` for `rank`'s node
+ * k, made on first use for a foreign trace ("" and "0": every rank). */
+gboolean im_process_group(Import *im, int rank, guint k, const char *pg_name, PgRef *out,
+                          GError **error);
+
+/* ---- foreign traces (chakra_import_foreign.c) ------------------------------ */
+
+/* The index of the custom layer that costs foreign COMP node `n` (made on
+ * first use), adding its duration to the profile when it has one. */
+int im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tensor_size,
+                     gboolean cpu);
+/* The synthesized model's JSON. Transfer full. */
+cJSON *im_foreign_model(Import *im);
+/* Settings of a foreign trace, from the import options. Transfer full. */
+cJSON *im_foreign_settings(Import *im);
