@@ -10,9 +10,11 @@
  * - Malformed traces: each error names the file and the node.
  */
 #include <glib/gstdio.h>
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
+#include "cost/cost.h"
 #include "engine/engine.h"
 #include "interop/chakra.h"
 #include "interop/chakra_private.h"
@@ -119,10 +121,290 @@ test_round_trip(void)
     }
 }
 
+/* ---- traces written node by node ------------------------------------------------------ */
+
+typedef struct {
+  EtWriter *w;
+} Trace;
+
+static EtWriter *
+trace_open(const char *prefix, int rank)
+{
+  g_autofree char *path = st_chakra_rank_path(prefix, rank);
+  g_autoptr(GError) error = NULL;
+  EtWriter *w = et_writer_open(path, &error);
+  g_assert_no_error(error);
+  EtMeta meta;
+  chakra_proto_msg__global_metadata__init(&meta);
+  meta.version = (char *)"0.0.4";
+  g_assert_true(et_writer_add(w, &meta.base, &error));
+  return w;
+}
+
+static void
+trace_close(EtWriter *w)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true(et_writer_close(w, &error));
+}
+
+/* Writes a node; `a` may be NULL; `deps` ends with 0 (ids start at 1). */
+static void
+trace_node(EtWriter *w, uint64_t id, const char *name, int type, uint64_t duration_us,
+           const uint64_t *deps, EtAttrs *a)
+{
+  EtNode n;
+  chakra_proto_msg__node__init(&n);
+  n.id = id;
+  n.name = (char *)name;
+  n.type = type;
+  n.duration_micros = duration_us;
+  while (deps != NULL && deps[n.n_data_deps] != 0)
+    n.n_data_deps++;
+  n.data_deps = (uint64_t *)deps;
+  if (a != NULL)
+    et_attrs_attach(a, &n);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(et_writer_add(w, &n.base, &error));
+}
+
+#define DEPS(...) ((const uint64_t[]){__VA_ARGS__, 0})
+
+static const StOpRecord *
+record_of(const StTimeline *t, int rank, uint32_t op)
+{
+  for (guint i = 0; i < t->ops->len; i++) {
+    const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);
+    if (r->rank == rank && r->op == op)
+      return r;
+  }
+  g_assert_not_reached();
+}
+
+static void
+test_foreign_gpu_trace(void)
+{
+  /* Two ranks of a GPU-shaped trace (as Chakra's PyTorch converter writes
+   * them), on two H100s (fp32 peak 67 TFLOP/s, 3.35 TB/s):
+   *   1 gemm       COMP, duration 100 us             -> 100 us, profiled
+   *   2 softmax    COMP, num_ops 67e9, tensor 3.35e6 -> max(67e9 / 67e12,
+   *                3.35e6 / 3.35e12) s = 1000 us, roofline
+   *   3 allreduce  COMM_COLL ALL_REDUCE, 64 MiB, after 2
+   *   4 metadata   METADATA_NODE after 3: contracted, 5 waits for 3
+   *   5 tail       COMP, duration 10 us, after 4
+   *   6 launch     COMP on the CPU (is_cpu_op), 50 us, beside the gemm
+   * so the step is 100 + 1000 + t(all-reduce alone) + 10 us, the gemm is
+   * not slowed by the CPU op, and the warning counts the METADATA nodes and
+   * the attribute 'rf_id' stagger does not use. */
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *prefix = g_build_filename(dir, "gpu", NULL);
+  const int64_t ar_bytes = 64 << 20;
+  for (int r = 0; r < 2; r++) {
+    EtWriter *w = trace_open(prefix, r);
+    EtAttrs a;
+    et_attrs_init(&a);
+    et_attrs_bool(&a, "is_cpu_op", FALSE);
+    et_attrs_int64(&a, "rf_id", 7);
+    trace_node(w, 1, "gemm", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 100, NULL, &a);
+    et_attrs_clear(&a);
+    et_attrs_init(&a);
+    et_attrs_int64(&a, "num_ops", 67000000000);
+    et_attrs_uint64(&a, "tensor_size", 3350000);
+    trace_node(w, 2, "softmax", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 0, DEPS(1), &a);
+    et_attrs_clear(&a);
+    et_attrs_init(&a);
+    et_attrs_int64(&a, "comm_type", 0); /* ALL_REDUCE */
+    et_attrs_int64(&a, "comm_size", ar_bytes);
+    trace_node(w, 3, "allreduce", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, DEPS(2), &a);
+    et_attrs_clear(&a);
+    trace_node(w, 4, "metadata", CHAKRA_PROTO_MSG__NODE_TYPE__METADATA_NODE, 0, DEPS(3), NULL);
+    trace_node(w, 5, "tail", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 10, DEPS(4), NULL);
+    et_attrs_init(&a);
+    et_attrs_bool(&a, "is_cpu_op", TRUE);
+    trace_node(w, 6, "launch", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 50, NULL, &a);
+    et_attrs_clear(&a);
+    trace_close(w);
+  }
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
+  g_autoptr(StProfile) profile = st_profile_new();
+  g_autoptr(GError) error = NULL;
+  StChakraImportStats stats = {0};
+  g_autoptr(StSchedule) s = import(prefix, c, profile, &stats, &error);
+  g_assert_no_error(error);
+  g_assert_false(stats.from_stagger);
+  g_assert_cmpint(stats.nodes, ==, 12);
+  g_assert_cmpint(stats.ops, ==, 10);
+  g_assert_nonnull(strstr(stats.warning, "METADATA_NODE (2 nodes)"));
+  g_assert_nonnull(strstr(stats.warning, "attribute 'rf_id' (2 times)"));
+  st_chakra_import_stats_clear(&stats);
+  g_assert_cmpint(s->programs->len, ==, 1); /* both ranks run the same */
+
+  StEngineOptions eo = {profile, "auto", NULL, FALSE};
+  g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
+  g_assert_no_error(error);
+  /* Ops in dependency order: launch is last (it depends on nothing, and
+   * comes last in the file). */
+  const StOpRecord *gemm = record_of(t, 0, 0), *softmax = record_of(t, 0, 1),
+                   *ar = record_of(t, 0, 2), *tail = record_of(t, 0, 3),
+                   *launch = record_of(t, 0, 4);
+  /* The CPU op shares the device at fill 1e-3 (the least a profile
+   * holds): while they overlap, both run at 1 / 1.001. */
+  g_assert_cmpint(labs((long)(gemm->end_ns - gemm->start_ns - 100050)), <=, 1); /* ns rounding */
+  g_assert_cmpint(gemm->source, ==, ST_SRC_PROFILED);
+  g_assert_cmpint(softmax->end_ns - softmax->start_ns, ==, 1000000);
+  g_assert_cmpint(softmax->source, ==, ST_SRC_ROOFLINE);
+  g_assert_cmpint(labs((long)(launch->end_ns - launch->start_ns - 50050)), <=, 1);
+  g_assert_cmpint(ar->start_ns, ==, softmax->end_ns);
+  StGroupShape shape;
+  st_schedule_group_shape(s, 0, 0, &shape);
+  StCommPlan plan;
+  g_assert_true(st_comm_plan_collective(c, NULL, "auto", ST_COLL_ALL_REDUCE, ar_bytes, &shape,
+                                        &plan, &error));
+  g_assert_cmpfloat_with_epsilon((double)(ar->end_ns - ar->start_ns), st_comm_plan_ns(&plan),
+                                 2);
+  g_assert_cmpint(tail->start_ns, ==, ar->end_ns);
+  g_assert_cmpint(tail->end_ns - tail->start_ns, ==, 10000);
+}
+
+/* Writes `bytes` as file `name` in `dir`. */
+static char *
+write_bytes(const char *dir, const char *name, const guint8 *bytes, gsize n)
+{
+  char *path = g_build_filename(dir, name, NULL);
+  g_autoptr(GError) error = NULL;
+  g_file_set_contents(path, (const char *)bytes, (gssize)n, &error);
+  g_assert_no_error(error);
+  return path;
+}
+
+static void
+expect_error(const char *prefix, const char *pattern)
+{
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
+  g_autoptr(StProfile) profile = st_profile_new();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StSchedule) s = import(prefix, c, profile, NULL, &error);
+  g_assert_null(s);
+  g_assert_nonnull(error);
+  if (!g_pattern_match_simple(pattern, error->message))
+    g_error("'%s' does not match '%s'", error->message, pattern);
+}
+
+static void
+test_malformed(void)
+{
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *p = g_build_filename(dir, "bad", NULL);
+  g_autofree char *f0 = st_chakra_rank_path(p, 0);
+
+  /* No file at all, then an empty one. */
+  expect_error(p, "*bad.0.et: no such file*");
+  g_free(write_bytes(dir, "bad.0.et", (const guint8 *)"", 0));
+  expect_error(p, "*bad.0.et: empty file*");
+
+  /* A length prefix whose varint never ends. */
+  g_free(write_bytes(dir, "bad.0.et", (const guint8[]){0x80, 0x80}, 2));
+  expect_error(p, "*bad.0.et: the global metadata (byte 0): length prefix: truncated varint*");
+
+  /* Metadata, then a node whose length runs past the end of the file. */
+  g_free(write_bytes(dir, "bad.0.et", (const guint8[]){0x00, 0x05, 0x08, 0x01}, 4));
+  expect_error(p, "*bad.0.et: node #0 (byte 1): length prefix says 5 bytes, but only 2 are "
+                  "left*");
+
+  /* Node field 7 (duration_micros, a varint) sent as length-delimited. */
+  g_free(write_bytes(dir, "bad.0.et",
+                     (const guint8[]){0x00, 0x05, 0x08, 0x01, 0x3a, 0x01, 0x00}, 7));
+  expect_error(p, "*node #0 (byte 4): Node field 7 ('duration_micros'): wire type "
+                  "length-delimited, but the schema gives it varint*");
+
+  /* A dangling dependency, then a cycle. */
+  EtWriter *w = trace_open(p, 0);
+  trace_node(w, 1, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  trace_node(w, 2, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(1, 99), NULL);
+  trace_close(w);
+  expect_error(p, "*bad.0.et: node #1 (id 2 'b', byte *): depends on node 99, which this file "
+                  "does not have (a dangling dependency)*");
+  w = trace_open(p, 0);
+  trace_node(w, 1, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(2), NULL);
+  trace_node(w, 2, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(1), NULL);
+  trace_close(w);
+  expect_error(p, "*bad.0.et: node #* is in a dependency cycle*");
+
+  /* A collective without its size; a send whose comm_src is another rank. */
+  w = trace_open(p, 0);
+  EtAttrs a;
+  et_attrs_init(&a);
+  et_attrs_int64(&a, "comm_type", 0);
+  trace_node(w, 1, "ar", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, NULL, &a);
+  et_attrs_clear(&a);
+  trace_close(w);
+  expect_error(p, "*bad.0.et: node #0 (id 1 'ar'*): a COMM_COLL_NODE needs the attribute "
+                  "'comm_size'*");
+  w = trace_open(p, 0);
+  et_attrs_init(&a);
+  et_attrs_int32(&a, "comm_src", 1);
+  et_attrs_int32(&a, "comm_dst", 0);
+  et_attrs_int64(&a, "comm_size", 8);
+  trace_node(w, 1, "send", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE, 0, NULL, &a);
+  et_attrs_clear(&a);
+  trace_close(w);
+  expect_error(p, "*bad.0.et: node #0 (id 1 'send'*): comm_src is 1, but this is rank 0's "
+                  "file*");
+
+  /* A process group that no group file defines. */
+  w = trace_open(p, 0);
+  et_attrs_init(&a);
+  et_attrs_int64(&a, "comm_type", 0);
+  et_attrs_int64(&a, "comm_size", 8);
+  et_attrs_string(&a, "pg_name", "5");
+  trace_node(w, 1, "ar", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, NULL, &a);
+  et_attrs_clear(&a);
+  trace_close(w);
+  expect_error(p, "*node #0 (id 1 'ar'*): process group '5' is in no communicator-group file "
+                  "(*bad.comm_groups.json does not exist)*");
+}
+
+static void
+test_missing_rank(void)
+{
+  /* A stagger trace of 4 ranks without rank 2's file; then a stray file
+   * for a rank the trace does not have. */
+  g_autofree char *dir = st_test_tmpdir();
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
+  StOptions o;
+  st_options_init(&o);
+  o.micro_batch = 4;
+  g_autoptr(StSchedule) s = st_test_build("dp", m, c, &o);
+  st_options_clear(&o);
+  g_autofree char *p = g_build_filename(dir, "dp", NULL);
+  g_autoptr(GError) error = NULL;
+  StChakraExportOptions eo = {NULL, "auto"};
+  g_assert_true(st_chakra_export(s, p, &eo, NULL, &error));
+  g_autofree char *f2 = st_chakra_rank_path(p, 2), *f4 = st_chakra_rank_path(p, 4);
+  g_autofree char *f3 = st_chakra_rank_path(p, 3);
+  g_autofree char *moved = g_strconcat(f2, ".away", NULL);
+  g_assert_cmpint(g_rename(f2, moved), ==, 0);
+  expect_error(p, "*dp.2.et: missing: the trace has ranks 0 to 3 (its metadata says so), but "
+                  "no file for rank 2*");
+  g_assert_cmpint(g_rename(moved, f2), ==, 0);
+  gsize n;
+  g_autofree char *bytes = st_test_read(f3, &n);
+  g_assert_true(g_file_set_contents(f4, bytes, (gssize)n, NULL));
+  expect_error(p, "*dp.4.et: rank 4, but *dp.0.et says the trace has 4 ranks*");
+  g_unlink(f4);
+  /* A truncated rank file: the message it ends in is named. */
+  g_assert_true(g_file_set_contents(f3, bytes, (gssize)n - 3, NULL));
+  expect_error(p, "*dp.3.et: node #* (byte *): *");
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/chakra/import/round-trip", test_round_trip);
+  g_test_add_func("/chakra/import/foreign-gpu-trace", test_foreign_gpu_trace);
+  g_test_add_func("/chakra/import/malformed", test_malformed);
+  g_test_add_func("/chakra/import/missing-rank", test_missing_rank);
   return g_test_run();
 }
