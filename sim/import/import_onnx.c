@@ -242,7 +242,7 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
             GError **error)
 {
   g_autoptr(OnnxGraph) g = onnx_graph_read(path, options->dims, error);
-  if (g == NULL || !onnx_graph_infer(g, error))
+  if (g == NULL || !onnx_graph_infer(g, result, error))
     return FALSE;
   graph_totals(g, result);
   OnnxMap m = {

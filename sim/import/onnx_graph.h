@@ -63,6 +63,12 @@ typedef struct {
                                    or NULL when unknown or larger than ONNX_MAX_DATA */
   int64_t n_data;
   int n_consumers;              /* node inputs that read it (graph outputs not counted) */
+  /* A matrix initializer whose elements are in the file: the bytes of its
+   * rows 0, n/2, n-1 and of its columns 0, m/2, m-1, so that a transposed
+   * copy of another (a tied head that an exporter folded into a weight of
+   * its own) can be told from a weight of its own (onnx_infer.c). */
+  GBytes *probe_rows, *probe_cols;
+  int copy_of;                  /* the initializer this one copies, or -1 */
 } OnnxValue;
 
 typedef struct {

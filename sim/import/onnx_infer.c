@@ -221,8 +221,57 @@ mark_params(const OnnxGraph *g, OnnxValue *v)
   }
 }
 
+/* Probes that say something: not all one value (zero-initialized weights
+ * of one shape would all look alike). */
+static gboolean
+telling(GBytes *probe, int elem_bytes)
+{
+  gsize n;
+  const uint8_t *b = g_bytes_get_data(probe, &n);
+  for (gsize i = (gsize)elem_bytes; i + (gsize)elem_bytes <= n; i += (gsize)elem_bytes)
+    if (memcmp(b, b + i, (gsize)elem_bytes) != 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* Exporters that fold constants turn a tied head's Transpose of the
+ * embedding table into a transposed copy, an initializer of its own:
+ * torch's count has it once. A parameter matrix whose probed columns are
+ * the probed rows of one stored before it (or whose rows are, for an
+ * untransposed copy) is that one's copy: not counted, and read as the
+ * original. Exporters store the model's own tensors first. */
+static void
+find_copies(OnnxGraph *g, StImportResult *result)
+{
+  for (guint i = 0; i < g->values->len; i++) {
+    OnnxValue *w = onnx_value(g, (int)i);
+    if (!w->param || w->probe_cols == NULL)
+      continue;
+    for (guint j = 0; j < i && w->copy_of < 0; j++) {
+      const OnnxValue *e = onnx_value(g, (int)j);
+      if (!e->param || e->probe_rows == NULL || e->elem != w->elem ||
+          e->copy_of >= 0 || !telling(e->probe_rows, onnx_elem_bytes(e->elem)))
+        continue;
+      gboolean transposed = w->dims[0] == e->dims[1] && w->dims[1] == e->dims[0] &&
+                            g_bytes_equal(w->probe_cols, e->probe_rows);
+      gboolean same = w->dims[0] == e->dims[0] && w->dims[1] == e->dims[1] &&
+                      g_bytes_equal(w->probe_rows, e->probe_rows) &&
+                      g_bytes_equal(w->probe_cols, e->probe_cols);
+      if (!transposed && !same)
+        continue;
+      w->copy_of = (int)j;
+      w->param = FALSE;
+      if (result != NULL)
+        st_import_warn(result,
+                       "initializer '%s' is a%s copy of '%s' (a tied weight that the exporter "
+                       "folded into a tensor of its own): counted once, as tied",
+                       w->name, transposed ? " transposed" : "n exact", e->name);
+    }
+  }
+}
+
 gboolean
-onnx_graph_infer(OnnxGraph *g, GError **error)
+onnx_graph_infer(OnnxGraph *g, StImportResult *result, GError **error)
 {
   for (guint i = 0; i < g->values->len; i++) {
     OnnxValue *v = onnx_value(g, (int)i);
@@ -250,5 +299,6 @@ onnx_graph_infer(OnnxGraph *g, GError **error)
         mark_params(g, in);
     }
   }
+  find_copies(g, result);
   return TRUE;
 }

@@ -78,6 +78,8 @@ onnx_weight_source(const OnnxGraph *g, const OnnxValue *v)
     }
     v = next;
   }
+  if (v != NULL && v->copy_of >= 0)
+    v = onnx_value(g, v->copy_of);
   return v != NULL && v->initializer && v->param ? v : NULL;
 }
 

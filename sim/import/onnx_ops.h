@@ -45,8 +45,10 @@ typedef struct {
 const OnnxOp *onnx_op_find(const char *op);
 
 /* Shapes, contents and kinds of every value of `g`, then its parameters
- * (onnx_infer.c). An operator in no table fails, naming it and its node. */
-gboolean onnx_graph_infer(OnnxGraph *g, GError **error);
+ * (onnx_infer.c), with a warning in `result` (may be NULL) for each copy of
+ * a weight it counts once. An operator in no table fails, naming it and its
+ * node. */
+gboolean onnx_graph_infer(OnnxGraph *g, StImportResult *result, GError **error);
 
 /* Forward FLOPs of one node over the exported batch; *dense the part in
  * matrix products. */

@@ -40,6 +40,10 @@ value_free(gpointer data)
   OnnxValue *v = data;
   g_free(v->name);
   g_free(v->data);
+  if (v->probe_rows != NULL)
+    g_bytes_unref(v->probe_rows);
+  if (v->probe_cols != NULL)
+    g_bytes_unref(v->probe_cols);
   g_free(v);
 }
 
@@ -50,6 +54,7 @@ add_value(OnnxGraph *g, const char *name)
   v->name = g_strdup(name);
   v->rank = -1;
   v->producer = -1;
+  v->copy_of = -1;
   g_ptr_array_add(g->values, v);
   int index = (int)g->values->len - 1;
   if (name[0] != '\0')
@@ -153,6 +158,34 @@ read_contents(const char *path, const Onnx__TensorProto *t, OnnxValue *v, GError
   return TRUE;
 }
 
+/* Probes of a matrix whose elements are in the file (onnx_graph.h): rows
+ * 0, n/2, n-1 and columns 0, m/2, m-1, as raw little-endian elements. */
+static void
+read_probes(const Onnx__TensorProto *t, OnnxValue *v)
+{
+  const uint8_t *raw = NULL;
+  int bytes = onnx_elem_bytes(v->elem);
+  if (v->rank != 2 || bytes == 0 || v->dims[0] < 1 || v->dims[1] < 1)
+    return;
+  int64_t n = v->dims[0], m = v->dims[1];
+  if (t->has_raw_data && t->raw_data.len == (size_t)(n * m * bytes))
+    raw = t->raw_data.data;
+  else if (v->elem == ONNX_FLOAT && t->n_float_data == (size_t)(n * m))
+    raw = (const uint8_t *)t->float_data;
+  if (raw == NULL)
+    return;
+  const int64_t rows[3] = {0, n / 2, n - 1}, cols[3] = {0, m / 2, m - 1};
+  GByteArray *r = g_byte_array_sized_new((guint)(3 * m * bytes));
+  GByteArray *c = g_byte_array_sized_new((guint)(3 * n * bytes));
+  for (int k = 0; k < 3; k++) {
+    g_byte_array_append(r, raw + rows[k] * m * bytes, (guint)(m * bytes));
+    for (int64_t i = 0; i < n; i++)
+      g_byte_array_append(c, raw + (i * m + cols[k]) * bytes, (guint)bytes);
+  }
+  v->probe_rows = g_byte_array_free_to_bytes(r);
+  v->probe_cols = g_byte_array_free_to_bytes(c);
+}
+
 /* A TensorProto (an initializer, a tensor attribute) as value `index`. */
 static gboolean
 read_tensor(OnnxGraph *g, const Onnx__TensorProto *t, int index, GError **error)
@@ -172,6 +205,7 @@ read_tensor(OnnxGraph *g, const Onnx__TensorProto *t, int index, GError **error)
   }
   if (elems > 0x1p50)
     return read_error(g->path, error, "tensor '%s': more than 2^50 elements", v->name);
+  read_probes(t, v);
   return read_contents(g->path, t, v, error);
 }
 

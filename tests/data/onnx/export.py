@@ -13,6 +13,9 @@ runs them), constant folding off (a tied LM head stays a Transpose of the
 embedding's table instead of a second copy of it), opset 17, batch 1. Its
 weights are then moved out to external data (NAME.onnx.data, deleted: stagger
 reads shapes, never weight bytes), which keeps the committed files small.
+One small network, tiny_gpt_folded, is exported with torch.onnx's defaults
+instead (eval mode, constant folding) and keeps its weights: its tied head
+is a folded copy of the table that only the bytes reveal.
 
 It also writes, with onnx.helper, the small graphs of tests/data/onnx/cases/
 that the tests feed the importer to see it refuse or handle what it must:
@@ -113,22 +116,39 @@ class TinyGPT(nn.Module):
 
 
 def networks():
+    """(name, model, sample input, input name, exported as for training)"""
     torch.manual_seed(0)
-    yield "resnet50", torchvision.models.resnet50(), torch.randn(1, 3, 224, 224), "image"
-    yield "mobilenet_v2", torchvision.models.mobilenet_v2(), torch.randn(1, 3, 224, 224), "image"
-    yield "tiny_gpt", TinyGPT(), torch.randint(0, 512, (1, 64)), "tokens"
+    yield "resnet50", torchvision.models.resnet50(), torch.randn(1, 3, 224, 224), "image", True
+    yield ("mobilenet_v2", torchvision.models.mobilenet_v2(), torch.randn(1, 3, 224, 224),
+           "image", True)
+    yield "tiny_gpt", TinyGPT(), torch.randint(0, 512, (1, 64)), "tokens", True
+    # torch.onnx.export's defaults (eval mode, constant folding), weights kept in
+    # the file: the tied head becomes a transposed copy of the table, which
+    # only the weights' bytes tell apart from a head of its own. Weights drawn
+    # at random, as trained ones would be: the exporter merges initializers of
+    # equal values, and fresh LayerNorms are all ones.
+    folded = TinyGPT(vocab=64, tokens=16, d=32, heads=2, layers=1)
+    with torch.no_grad():
+        for p in folded.parameters():
+            p.normal_()
+    yield "tiny_gpt_folded", folded, torch.randint(0, 64, (1, 16)), "tokens", False
 
 
-def export(name, model, sample, input_name):
+def export(name, model, sample, input_name, training):
     path = os.path.join(HERE, name + ".onnx")
-    model.train()
-    torch.onnx.export(model, sample, path, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, opset_version=17,
-                      input_names=[input_name], output_names=["logits"])
-    proto = onnx.load(path)
-    onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=name + ".onnx.data", size_threshold=1024)
-    os.remove(path + ".data")
+    if training:
+        model.train()
+        torch.onnx.export(model, sample, path, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, opset_version=17,
+                          input_names=[input_name], output_names=["logits"])
+        proto = onnx.load(path)
+        onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=name + ".onnx.data", size_threshold=1024)
+        os.remove(path + ".data")
+    else:
+        model.eval()
+        torch.onnx.export(model, sample, path, opset_version=17, input_names=[input_name],
+                          output_names=["logits"])
     counter = DenseFlops()
     with counter:
         model(sample)
@@ -168,8 +188,8 @@ def main():
     cases()
     counts = {"torch": torch.__version__, "torchvision": torchvision.__version__,
               "onnx": onnx.__version__, "networks": {}}
-    for name, model, sample, input_name in networks():
-        counts["networks"][name] = export(name, model, sample, input_name)
+    for name, model, sample, input_name, training in networks():
+        counts["networks"][name] = export(name, model, sample, input_name, training)
         print(name, counts["networks"][name], file=sys.stderr)
     with open(os.path.join(HERE, "counts.json"), "w") as out:
         json.dump(counts, out, indent=2, sort_keys=True)
