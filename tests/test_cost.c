@@ -104,18 +104,39 @@ test_ring(void)
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 0, 1e-12);
 }
 
-/* A flat ring is as slow as the slowest link it crosses. 16 ranks on 2
- * nodes: t = 2*15/16*S/B_e + 30*alpha_e. */
+/* A flat ring over N nodes of g GPUs: each node's g - 1 hops ride NVLink
+ * and one crosses nodes, NCCL's rings spreading those crossings over the
+ * node's NICs. Each GPU sends x, its NVLink ports carry (g-1)/g x, each
+ * node's NICs together x: x = min(B_i g/(g-1), nics B_e). Latency per
+ * NCCL's tuner: 2(n-1) steps of which 2(N-1) cross nodes. */
 static void
 test_ring_across_nodes(void)
 {
   g_autoptr(StCluster) c = h100(2);
   StGroupShape g = first_gpus(c, 16);
   const double s = 64 * MIB;
+  /* 16 ranks on 2 nodes, 8 NICs each: x = min(450*8/7, 8*50) = 400 GB/s,
+   * t = 2*15/16*S/(8 B_e) + 28 alpha_i + 2 alpha_e. */
   StCommPlan plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
   g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTER_NODE);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].bandwidth, 8 * B_E, 1e-3);
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
-                                 2.0 * 15 / 16 * s / B_E * 1e9 + 30 * ALPHA_E, 1e-3);
+                                 2.0 * 15 / 16 * s / (8 * B_E) * 1e9 + 28 * ALPHA_I + 2 * ALPHA_E,
+                                 1e-3);
+  /* With 2 NICs per node the NICs bind at x = 2 B_e. */
+  c->fabric.nics = 2;
+  g = first_gpus(c, 16);
+  plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
+                                 2.0 * 15 / 16 * s / (2 * B_E) * 1e9 + 28 * ALPHA_I + 2 * ALPHA_E,
+                                 1e-3);
+  /* One GPU per node (GPUs 0 and 8): no NVLink hop, the NIC carries all of
+   * it: t = 2*1/2*S/B_e + 2 alpha_e. */
+  c->fabric.nics = 8;
+  const int32_t pair[] = {0, 8};
+  StGroupShape two = shape_of(c, pair, 2);
+  plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &two);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_E * 1e9 + 2 * ALPHA_E, 1e-3);
 }
 
 /* Several ranks on one device: the device sends for each of them, over its
@@ -143,21 +164,26 @@ test_tree(void)
   g_autoptr(StCluster) c = h100(1);
   StGroupShape g = first_gpus(c, 8);
   const double s = 4 * MIB;
-  /* 8 ranks, double binary tree all-reduce (depth ceil(log2 8) = 3):
-   * t = 2*S/B + 2*3*alpha. */
+  /* 8 ranks in one node: a chain, every GPU sends 2S at 0.92 of its port,
+   * t = 2*S/(0.92 B_i) + 2*(8-1)*alpha_i. */
   StCommPlan plan = plan_ok(c, NULL, "tree", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
   g_assert_cmpstr(plan.algo, ==, "tree");
   g_assert_cmpint(plan.n_phases, ==, 1);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 2 * s / B_I * 1e9 + 6 * ALPHA_I, 1e-3);
-  /* Broadcast: t = S/B + 3*alpha. 5 ranks: depth ceil(log2 5) = 3 too. */
-  plan = plan_ok(c, NULL, "tree", ST_COLL_BROADCAST, (int64_t)s, &g);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_I * 1e9 + 3 * ALPHA_I, 1e-3);
-  StGroupShape five = first_gpus(c, 5);
-  plan = plan_ok(c, NULL, "tree", ST_COLL_REDUCE, (int64_t)s, &five);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_I * 1e9 + 3 * ALPHA_I, 1e-3);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 2 * s / (0.92 * B_I) * 1e9 + 14 * ALPHA_I,
+                                 1e-3);
+  /* 4 nodes x 8 GPUs: chains of 8, a double binary tree over 4 nodes; each
+   * node's 8 NICs carry 2S as each GPU sends 2S: x = 0.92 min(B_i, 8 B_e),
+   * t = 2*S/(0.92*400 GB/s) + 2*((32/4 - 1) alpha_i + log2(4) alpha_e). */
+  g_autoptr(StCluster) c4 = h100(4);
+  StGroupShape g4 = first_gpus(c4, 32);
+  plan = plan_ok(c4, NULL, "tree", ST_COLL_ALL_REDUCE, (int64_t)s, &g4);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
+                                 2 * s / (0.92 * 8 * B_E) * 1e9 + 2 * (7 * ALPHA_I + 2 * ALPHA_E),
+                                 1e-3);
 
-  /* No tree all-gather: the algorithm declines, a forced name is an error. */
+  /* Only all-reduce: the algorithm declines the others, a forced name is an error. */
   g_assert_false(st_comm_algo_find("tree")->plan(c, ST_COLL_ALL_GATHER, (int64_t)s, &g, &plan));
+  g_assert_false(st_comm_algo_find("tree")->plan(c, ST_COLL_BROADCAST, (int64_t)s, &g, &plan));
   g_autoptr(GError) error = NULL;
   g_assert_false(st_comm_plan_collective(c, NULL, "tree", ST_COLL_ALL_GATHER, (int64_t)s, &g,
                                          &plan, &error));
@@ -188,10 +214,22 @@ test_hierarchical(void)
   g_assert_cmpfloat_with_epsilon(plan.phases[1].bytes, s / 8, 1e-6);
   double expected = 2 * (7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I) + s / 8 / B_E * 1e9 + 2 * ALPHA_E;
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), expected, 1e-3);
-  /* It beats the flat ring, which moves 2*15/16*S over the slow link, so
-   * auto picks it for a large buffer. */
+  /* The flat ring moves 2*15/16*S at 8 B_e = 400 GB/s (its node crossings
+   * spread over 8 NICs): 5.0 ms against 6.9 ms, so auto takes the ring. */
   plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpstr(plan.algo, ==, "ring");
+  /* With one NIC per node the ring gets x = B_e (t = 2*15/16*S/B_e = 40 ms)
+   * while each GPU's shard ring shares the NIC 8 ways, S/8/(B_e/8) = 21 ms
+   * (+ 4.2 ms in the node): auto takes the hierarchical one. */
+  c->fabric.nics = 1;
+  StGroupShape g1 = first_gpus(c, 16);
+  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)s, &g1);
   g_assert_cmpstr(plan.algo, ==, "hierarchical");
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
+                                 2 * (7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I) + s / B_E * 1e9 +
+                                   2 * ALPHA_E,
+                                 1e-3);
+  c->fabric.nics = 8;
 
   /* Reduce-scatter: t = 7/8*S/B_i + 7 alpha_i + 1/2*(S/8)/B_e + alpha_e. */
   plan = plan_ok(c, NULL, "hierarchical", ST_COLL_REDUCE_SCATTER, (int64_t)s, &g);
@@ -221,22 +259,38 @@ test_hierarchical(void)
 
 /* ---- auto ---------------------------------------------------------------- */
 
-/* 8 ranks on one switch. ring - tree = (14 - 6) alpha - (2 - 7/4) S/B, so
- * the tree wins below S* = 32 alpha B = 28.8 MB and the ring above it. */
+/* Auto takes the fastest alone, as NCCL's tuner does. In one node the
+ * tree's chain has the ring's 2(n-1) latencies and more bytes: the ring
+ * always. Over 16 nodes x 8 GPUs (n = 128) the tree's latency is
+ * 2(7 alpha_i + 4 alpha_e) = 68 us against the ring's
+ * (254 - 30) alpha_i + 30 alpha_e = 598 us, for bandwidth terms
+ * 2S/(0.92*400 GB/s) and 2*127/128*S/(400 GB/s): the tree wins below
+ * S* = 530 us / (2/(0.92*400e9) - 1.984375/400e9) = 1.12 GB. */
 static void
 test_auto(void)
 {
   g_autoptr(StCluster) c = h100(1);
   StGroupShape g = first_gpus(c, 8);
   StCommPlan plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, 1024, &g);
-  g_assert_cmpstr(plan.algo, ==, "tree");
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 2 * 1024 / B_I * 1e9 + 6 * ALPHA_I, 1e-6);
+  g_assert_cmpstr(plan.algo, ==, "ring");
   plan = plan_ok(c, NULL, NULL, ST_COLL_ALL_REDUCE, 1 << 30, &g);
   g_assert_cmpstr(plan.algo, ==, "ring");
-  const double crossover = 32 * ALPHA_I / 1e9 * B_I;
-  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)(crossover * 0.99), &g);
+  g_autoptr(StCluster) c16 = h100(16);
+  int32_t all[128];
+  for (int i = 0; i < 128; i++)
+    all[i] = i;
+  StGroupShape g16 = shape_of(c16, all, 128);
+  plan = plan_ok(c16, NULL, "auto", ST_COLL_ALL_REDUCE, 1024, &g16);
   g_assert_cmpstr(plan.algo, ==, "tree");
-  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)(crossover * 1.01), &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
+                                 2 * 1024 / (0.92 * 8 * B_E) * 1e9 + 2 * (7 * ALPHA_I + 4 * ALPHA_E),
+                                 1e-6);
+  const double crossover =
+    (224 * ALPHA_I + 30 * ALPHA_E - 2 * (7 * ALPHA_I + 4 * ALPHA_E)) / 1e9 /
+    (2 / (0.92 * 8 * B_E) - 2.0 * 127 / 128 / (8 * B_E));
+  plan = plan_ok(c16, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)(crossover * 0.99), &g16);
+  g_assert_cmpstr(plan.algo, ==, "tree");
+  plan = plan_ok(c16, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)(crossover * 1.01), &g16);
   g_assert_cmpstr(plan.algo, ==, "ring");
   /* All-gather has only the ring here. */
   plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_GATHER, 1024, &g);
@@ -271,6 +325,10 @@ test_link_profile(void)
   g_assert_cmpfloat_with_epsilon(plan.phases[0].bytes, 1.75 * MIB, 1e-6);
   g_assert_cmpfloat_with_epsilon(plan.phases[0].bandwidth, 1.75 * MIB / 40e-6, 1e-3);
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 40e3, 1e-6);
+  /* Slower than the links allow (45.9 GB/s against 450): the measured rate
+   * caps the flow, which loads the links as the ring does. */
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].cap, 1.75 * MIB / 40e-6, 1e-3);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].use.gpu, 1, 1e-12);
   /* Auto too; at 2 MiB the single point scales proportionally: 80 us. */
   plan = plan_ok(c, p, "auto", ST_COLL_ALL_REDUCE, 2 << 20, &g);
   g_assert_cmpint(plan.source, ==, ST_SRC_LINK_PROFILE);
@@ -281,6 +339,15 @@ test_link_profile(void)
   g_assert_cmpint(plan.source, ==, ST_SRC_ALPHA_BETA);
   plan = plan_ok(c, p, "auto", ST_COLL_ALL_GATHER, 1 << 20, &g);
   g_assert_cmpint(plan.source, ==, ST_SRC_ALPHA_BETA);
+  /* Faster than the links allow (1.75 MiB in 1 us: 1835 GB/s, as an
+   * in-switch reduction may be): it is taken to load the links less in that
+   * ratio, so alone the links allow exactly the measured rate. */
+  st_profile_add_link(p, "H100-SXM", ST_COLL_REDUCE_SCATTER, ST_LINK_INTRA_NODE, 8, 1 << 20, 1e3);
+  plan = plan_ok(c, p, "ring", ST_COLL_REDUCE_SCATTER, 1 << 20, &g);
+  double rate = 7.0 / 8 * MIB / 1e-6;
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].use.gpu, B_I / rate, 1e-12);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].cap, rate, 1e-3);
+  g_assert_cmpfloat_with_epsilon(st_comm_use_rate(c, &plan.phases[0].use, &g), rate, 1e-3);
 }
 
 /* ---- p2p ----------------------------------------------------------------- */

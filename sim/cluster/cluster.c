@@ -3,6 +3,7 @@
  * derived LOCAL link and the link checks live here so that every consumer
  * can rely on the classes it needs being present. */
 #include "cluster/cluster.h"
+#include "cluster/links.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -33,14 +34,31 @@ fail(GError **error, GError *local, const char *origin, const char *where)
   return FALSE;
 }
 
+/* inter_node's keys for the network between nodes (cluster.h). */
+static gboolean
+parse_fabric(const cJSON *obj, StCluster *c, const char *origin, GError **error)
+{
+  GError *local = NULL;
+  int64_t nics = c->gpus_per_node, leaf_nodes = 1;
+  double over = 1;
+  if (!st_json_get_int(obj, "nics", FALSE, 1, c->gpus_per_node, &nics, &local) ||
+      !st_json_get_int(obj, "leaf_nodes", FALSE, 1, 1 << 20, &leaf_nodes, &local) ||
+      !st_json_get_double(obj, "oversubscription", FALSE, 1, &over, &local))
+    return fail(error, local, origin, "links.inter_node"); /* a GPU uses one NIC: nics <= GPUs */
+  c->fabric = (StFabric){(int)nics, (int)leaf_nodes, over};
+  return TRUE;
+}
+
 static gboolean
 parse_link(const cJSON *obj, StLinkClass cls, StLink *link, const char *origin, GError **error)
 {
   static const char *const keys[] = {"bandwidth", "latency", "topology", NULL};
+  static const char *const inter_keys[] = {"bandwidth", "latency", "topology", "nics",
+                                           "leaf_nodes", "oversubscription", NULL};
   g_autofree char *where = g_strdup_printf("links.%s", LINK_KEYS[cls]);
   GError *local = NULL;
   const char *topology = "switch";
-  if (!st_json_check_keys(obj, keys, &local) ||
+  if (!st_json_check_keys(obj, cls == ST_LINK_INTER_NODE ? inter_keys : keys, &local) ||
       !st_json_get_bandwidth(obj, "bandwidth", TRUE, &link->bandwidth, &local) ||
       !st_json_get_duration(obj, "latency", TRUE, &link->latency_ns, &local) ||
       !st_json_get_string(obj, "topology", FALSE, &topology, &local))
@@ -187,6 +205,7 @@ st_cluster_from_json(const cJSON *root, const char *origin, GError **error)
     return NULL;
   }
   c->gpus = gpus > 0 ? (int)gpus : c->nodes * c->gpus_per_node;
+  c->fabric = (StFabric){c->gpus_per_node, 1, 1.0};
   if (!parse_gpu(gpu, &c->gpu, origin, error))
     return NULL;
   if (links != NULL) {
@@ -204,6 +223,8 @@ st_cluster_from_json(const cJSON *root, const char *origin, GError **error)
         return NULL;
       }
       if (obj != NULL && !parse_link(obj, (StLinkClass)l, &c->links[l], origin, error))
+        return NULL;
+      if (obj != NULL && l == ST_LINK_INTER_NODE && !parse_fabric(obj, c, origin, error))
         return NULL;
     }
   }
@@ -354,6 +375,14 @@ st_cluster_to_json(const StCluster *c)
     add_owned_string(obj, "bandwidth", format_bandwidth_exact(link->bandwidth));
     add_owned_string(obj, "latency", format_duration_exact(link->latency_ns));
     cJSON_AddStringToObject(obj, "topology", link->topology == ST_TOPO_RING ? "ring" : "switch");
+    if (l != ST_LINK_INTER_NODE)
+      continue;
+    if (c->fabric.nics != c->gpus_per_node)
+      st_json_add_int(obj, "nics", c->fabric.nics);
+    if (c->fabric.leaf_nodes != 1)
+      st_json_add_int(obj, "leaf_nodes", c->fabric.leaf_nodes);
+    if (c->fabric.oversubscription != 1)
+      cJSON_AddNumberToObject(obj, "oversubscription", c->fabric.oversubscription);
   }
   return root;
 }
@@ -454,22 +483,45 @@ st_cluster_group_shape(const StCluster *c, const int32_t *member_gpus, int n, St
   g_autofree int32_t *sorted = g_new(int32_t, n);
   memcpy(sorted, member_gpus, sizeof(int32_t) * (size_t)n);
   qsort(sorted, (size_t)n, sizeof(int32_t), compare_int32);
-  int run_members = 0, run_devices = 0;
-  for (int i = 0; i < n; i++) {
+  /* NICs and leaves are numbered in GPU order too. Per node, the devices on
+   * each of its NICs are kept until the node's count is known. */
+  int run_members = 0, run_devices = 0, run_nic = 0, node_first_nic = 0;
+  g_autofree int32_t *nic_devices = g_new0(int32_t, c->fabric.nics);
+  for (int i = 0; i <= n; i++) {
+    int node = i < n ? st_cluster_node_of(c, sorted[i]) : -1;
+    gboolean new_node = i == 0 || i == n || node != st_cluster_node_of(c, sorted[i - 1]);
+    if (new_node && i > 0) {
+      /* The node before is complete: its NICs' shares of its traffic. */
+      for (int k = 0; k < c->fabric.nics; k++) {
+        shape->nic_share = MAX(shape->nic_share, (double)nic_devices[k] / run_devices);
+        nic_devices[k] = 0;
+      }
+    }
+    if (i == n)
+      break;
     gboolean new_device = i == 0 || sorted[i] != sorted[i - 1];
-    gboolean new_node = i == 0 || st_cluster_node_of(c, sorted[i]) !=
-                                      st_cluster_node_of(c, sorted[i - 1]);
+    gboolean new_nic = i == 0 || st_net_nic_of(c, sorted[i]) != st_net_nic_of(c, sorted[i - 1]);
+    gboolean new_leaf = i == 0 || node / c->fabric.leaf_nodes !=
+                                    st_cluster_node_of(c, sorted[i - 1]) / c->fabric.leaf_nodes;
     run_members = new_device ? 1 : run_members + 1;
-    if (new_device)
-      shape->devices++;
     if (new_node) {
       shape->nodes++;
       run_devices = 0;
+      node_first_nic = node * c->fabric.nics;
     }
-    if (new_device)
+    if (new_leaf)
+      shape->leaves++;
+    if (new_nic)
+      run_nic = 0;
+    if (new_device) {
+      shape->devices++;
       run_devices++;
+      run_nic++;
+      nic_devices[st_net_nic_of(c, sorted[i]) - node_first_nic]++;
+    }
     shape->per_device = MAX(shape->per_device, run_members);
     shape->per_node = MAX(shape->per_node, run_devices);
+    shape->per_nic = MAX(shape->per_nic, run_nic);
   }
 }
 

@@ -8,15 +8,23 @@
  *              "inter_node": {"bandwidth": "50GB/s", "latency": "5us", "topology": "switch"},
  *              "pcie":       {"bandwidth": "64GB/s", "latency": "1us"}}}
  *
- * Every quantity carries its unit. `bandwidth` is per GPU and one direction;
- * `topology` (optional, default "switch") is "switch" (any pair at full
- * per-GPU bandwidth) or "ring" (GPUs talk to their ring neighbours;
- * collectives use rings). `intra_node` is required when a node has several
- * GPUs, `inter_node` when there are several nodes; `pcie` is optional (host
- * copies). GPU `flops` keys: fp32 (required, the last fallback), tf32, fp16,
- * bf16, fp8. Optional top-level keys: `note` (free text: where the numbers
- * come from) and `gpus` (GPUs in use; written by st_cluster_to_json so a
- * resized cluster reads back equal).
+ * Every quantity carries its unit. `bandwidth` is one direction, per GPU
+ * (intra_node, pcie) or per NIC (inter_node); `topology` (optional, default
+ * "switch") is "switch" (any pair at full per-GPU bandwidth) or "ring" (GPUs
+ * talk to their ring neighbours; collectives use rings). `intra_node` is
+ * required when a node has several GPUs, `inter_node` when there are several
+ * nodes; `pcie` is optional (host copies). GPU `flops` keys: fp32 (required,
+ * the last fallback), tf32, fp16, bf16, fp8. Optional top-level keys: `note`
+ * (free text: where the numbers come from) and `gpus` (GPUs in use; written
+ * by st_cluster_to_json so a resized cluster reads back equal).
+ *
+ * The network between nodes (optional keys of `inter_node`, see
+ * cluster/links.h for the links they make): `nics` NICs per node (default
+ * one per GPU, as rail-optimised nodes have; GPU i of a node uses NIC
+ * i * nics / gpus_per_node), `leaf_nodes` nodes under one leaf switch
+ * (default 1) and `oversubscription` of each leaf's uplink into the core
+ * (default 1: non-blocking; 2 means the uplink carries half of what the
+ * leaf's NICs inject).
  *
  * `--nodes N` makes N copies of the file's node; `--gpus G` uses the first G
  * GPUs. GPU g sits on node g / gpus_per_node.
@@ -43,6 +51,13 @@ typedef struct {
   StTopology topology;
 } StLink;
 
+/* The network between nodes (inter_node's optional keys). */
+typedef struct {
+  int nics;                /* NICs per node, 1 .. gpus_per_node */
+  int leaf_nodes;          /* nodes under one leaf switch, >= 1 */
+  double oversubscription; /* leaf uplink = leaf's NIC bandwidth / this, >= 1 */
+} StFabric;
+
 typedef struct {
   char *name;                    /* matched against a profile's "device" */
   int64_t memory_bytes;
@@ -59,6 +74,7 @@ typedef struct {
   int gpus;           /* GPUs in use: nodes * gpus_per_node unless --gpus said fewer */
   StGpuSpec gpu;
   StLink links[ST_LINK_N]; /* ST_LINK_LOCAL is derived from the GPU's memory bandwidth */
+  StFabric fabric;
 } StCluster;
 
 StCluster *st_cluster_load(const char *path, GError **error);
@@ -95,6 +111,11 @@ typedef struct {
   int nodes;      /* distinct nodes among them */
   int per_node;   /* most devices of the group on one node */
   int per_device; /* most members on one device */
+  int per_nic;    /* most devices of the group on one NIC */
+  int leaves;     /* distinct leaf switches among its nodes */
+  double nic_share; /* most, over NICs, of the group's devices on the NIC over the group's
+                       devices on its node: the share of a node's inter-node traffic that
+                       its busiest NIC carries when the traffic is spread over the devices */
 } StGroupShape;
 
 /* The shape of a group whose i-th member sits on GPU member_gpus[i]. */

@@ -1,11 +1,25 @@
 /* comm_plan.c: choosing and building communication plans (see cost.h).
  *
- * A measured link profile for the case wins over the models: it becomes one
- * phase of the algorithm's wire bytes at the measured effective bandwidth
- * (bytes / time, no separate latency), so concurrent transfers still share
- * the link in the engine. Otherwise "auto" takes the applicable algorithm
- * that is fastest alone on idle links; ties go to the earlier one in the
- * registry (ring, tree, hierarchical).
+ * "auto" takes the applicable algorithm that is fastest alone on idle links,
+ * which is how NCCL's tuner chooses: for each algorithm and protocol it
+ * predicts latency + bytes / bandwidth from the topology and takes the least
+ * (NCCL src/graph/tuning.cc, ncclTopoTuneModel and ncclTopoGetAlgoTime);
+ * like NCCL, only all-reduce has a tree, and broadcast, reduce, all-gather
+ * and reduce-scatter run as rings (NCCL's PAT, NVLS and CollNet algorithms
+ * are not modelled; "hierarchical" stands for the two-level ones). Ties go
+ * to the earlier algorithm in the registry (ring, tree, hierarchical).
+ *
+ * A measured link profile for the case wins over the models. It becomes one
+ * phase of the algorithm's wire bytes that loads the links as a flat ring
+ * over the group would, and it combines with sharing this way: the measured
+ * time sets the flow's rate alone, as a cap it never exceeds (the overheads
+ * a measurement includes do not vanish beside other traffic), and the flow
+ * shares its links max-min with every other flow, so two equal measured
+ * all-reduces on the same links each get half of what the links allow.
+ * When the measurement is faster than the model's links allow alone
+ * (in-switch reduction, a cluster file below the hardware), the flow is
+ * taken to load the links less in that ratio, so that alone it still runs
+ * at its measured rate and no link carries more than its capacity.
  */
 #include "cost/cost_impl.h"
 
@@ -13,6 +27,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "cluster/links.h"
 
 StLinkClass
 st_comm_flat_link(const StGroupShape *group)
@@ -24,6 +39,37 @@ st_comm_flat_link(const StGroupShape *group)
   return ST_LINK_INTER_NODE;
 }
 
+StLinkUse
+st_comm_flat_use(const StGroupShape *group)
+{
+  if (group->devices <= 1)
+    return (StLinkUse){.mem = 1};
+  if (group->nodes <= 1)
+    return (StLinkUse){.gpu = 1};
+  double g = MAX(group->per_node, 1);
+  return (StLinkUse){.gpu = (g - 1) / g, .nic_node = 1, .leaf = 1};
+}
+
+double
+st_comm_use_rate(const StCluster *c, const StLinkUse *use, const StGroupShape *shape)
+{
+  double rate = INFINITY;
+  if (use->gpu > 0)
+    rate = MIN(rate, c->links[ST_LINK_INTRA_NODE].bandwidth / use->gpu);
+  if (use->mem > 0)
+    rate = MIN(rate, st_cluster_link_bandwidth(c, ST_LINK_LOCAL) / use->mem);
+  double nic = use->nic_dev * MAX(shape->per_nic, 1) + use->nic_node * shape->nic_share;
+  if (nic > 0)
+    rate = MIN(rate, c->links[ST_LINK_INTER_NODE].bandwidth / nic);
+  if (use->leaf > 0 && shape->leaves > 1 && st_net_fabric_binds(c)) {
+    /* A full leaf's links: a partial last leaf may bind earlier. */
+    double leaf = c->fabric.leaf_nodes * c->fabric.nics * c->links[ST_LINK_INTER_NODE].bandwidth /
+                  c->fabric.oversubscription;
+    rate = MIN(rate, leaf / use->leaf);
+  }
+  return rate;
+}
+
 void
 st_comm_plan_init(StCommPlan *plan, const char *algo, StCostSource source)
 {
@@ -31,16 +77,20 @@ st_comm_plan_init(StCommPlan *plan, const char *algo, StCostSource source)
 }
 
 void
-st_comm_plan_add(StCommPlan *plan, const StCluster *cluster, StLinkClass link, double bytes,
-                 double alphas)
+st_comm_plan_add(StCommPlan *plan, const StCluster *cluster, const StGroupShape *group,
+                 StLinkClass link, double bytes, StLinkUse use, double intra_steps,
+                 double inter_steps)
 {
   g_return_if_fail(plan->n_phases < ST_COMM_MAX_PHASES);
-  double latency = alphas * (double)st_cluster_link_latency(cluster, link);
+  StLinkClass near = group->devices <= 1 ? ST_LINK_LOCAL : ST_LINK_INTRA_NODE;
+  double latency = intra_steps * (double)st_cluster_link_latency(cluster, near) +
+                   inter_steps * (double)st_cluster_link_latency(cluster, ST_LINK_INTER_NODE);
   plan->phases[plan->n_phases++] = (StCommPhase){
     .link = link,
     .latency_ns = (int64_t)llround(latency),
     .bytes = bytes,
-    .bandwidth = st_cluster_link_bandwidth(cluster, link),
+    .use = use,
+    .bandwidth = st_comm_use_rate(cluster, &use, group),
   };
 }
 
@@ -96,16 +146,25 @@ plan_auto(const StCluster *cluster, StCollKind kind, int64_t bytes, const StGrou
   return best;
 }
 
-/* Replaces `plan` with one phase of its wire bytes at the measured speed. */
+/* Replaces `plan` with one phase of its wire bytes at the measured speed,
+ * loading the links as `use` says (scaled down when the measurement beats
+ * what the links allow alone; see the top of this file). */
 static void
-apply_link_profile(StCommPlan *plan, StLinkClass link, double time_ns)
+apply_link_profile(StCommPlan *plan, const StCluster *cluster, const StGroupShape *shape,
+                   StLinkClass link, StLinkUse use, double time_ns)
 {
   double bytes = plan_bytes(plan);
   st_comm_plan_init(plan, "link-profile", ST_SRC_LINK_PROFILE);
   if (time_ns <= 0 || bytes <= 0)
     return; /* measured as instant */
+  double rate = bytes / (time_ns / 1e9);
+  double alone = st_comm_use_rate(cluster, &use, shape);
+  if (rate > alone) {
+    double k = alone / rate;
+    use = (StLinkUse){use.gpu * k, use.mem * k, use.nic_dev * k, use.nic_node * k, use.leaf * k};
+  }
   plan->phases[0] = (StCommPhase){
-    .link = link, .latency_ns = 0, .bytes = bytes, .bandwidth = bytes / (time_ns / 1e9)};
+    .link = link, .latency_ns = 0, .bytes = bytes, .use = use, .bandwidth = rate, .cap = rate};
   plan->n_phases = 1;
 }
 
@@ -144,8 +203,32 @@ st_comm_plan_collective(const StCluster *cluster, const StProfile *profile, cons
   if (profile != NULL && group->ranks > 1 && cluster->gpu.name != NULL &&
       st_profile_link_time(profile, cluster->gpu.name, kind, link, group->ranks, bytes,
                            &measured_ns, NULL))
-    apply_link_profile(plan, link, measured_ns);
+    apply_link_profile(plan, cluster, group, link, st_comm_flat_use(group), measured_ns);
   return TRUE;
+}
+
+/* The shape of a group of two devices (or one), for a transfer's rate. */
+static void
+pair_shape(const StCluster *cluster, int a, int b, StGroupShape *shape)
+{
+  int32_t gpus[2] = {a, b};
+  st_cluster_group_shape(cluster, gpus, a == b ? 1 : 2, shape);
+}
+
+/* A transfer loads the sender's out side and the receiver's in side of one
+ * link each: the memory, the NVLink ports, or the NICs (and the leaves when
+ * it changes leaf). */
+static StLinkUse
+p2p_use(StLinkClass link)
+{
+  switch (link) {
+  case ST_LINK_LOCAL:
+    return (StLinkUse){.mem = 1};
+  case ST_LINK_INTRA_NODE:
+    return (StLinkUse){.gpu = 1};
+  default:
+    return (StLinkUse){.nic_dev = 1, .leaf = 1};
+  }
 }
 
 void
@@ -154,8 +237,14 @@ st_comm_plan_p2p(const StCluster *cluster, int device_a, int device_b, int64_t b
 {
   g_return_if_fail(cluster != NULL && plan != NULL);
   st_comm_plan_init(plan, "p2p", ST_SRC_ALPHA_BETA);
-  st_comm_plan_add(plan, cluster, st_cluster_link_between(cluster, device_a, device_b),
-                   (double)bytes, 1);
+  StLinkClass link = st_cluster_link_between(cluster, device_a, device_b);
+  StGroupShape shape;
+  pair_shape(cluster, device_a, device_b, &shape);
+  /* Each end sends or receives through a NIC of its own, whatever the pair shape says. */
+  shape.per_nic = 1;
+  gboolean inter = link == ST_LINK_INTER_NODE;
+  st_comm_plan_add(plan, cluster, &shape, link, (double)bytes, p2p_use(link), inter ? 0 : 1,
+                   inter ? 1 : 0);
 }
 
 void
@@ -166,6 +255,10 @@ st_comm_plan_p2p_profiled(const StCluster *cluster, const StProfile *profile, in
   StLinkClass link = st_cluster_link_between(cluster, device_a, device_b);
   double measured_ns;
   if (profile != NULL && cluster->gpu.name != NULL &&
-      st_profile_p2p_time(profile, cluster->gpu.name, link, bytes, &measured_ns))
-    apply_link_profile(plan, link, measured_ns);
+      st_profile_p2p_time(profile, cluster->gpu.name, link, bytes, &measured_ns)) {
+    StGroupShape shape;
+    pair_shape(cluster, device_a, device_b, &shape);
+    shape.per_nic = 1;
+    apply_link_profile(plan, cluster, &shape, link, p2p_use(link), measured_ns);
+  }
 }

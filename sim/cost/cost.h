@@ -7,8 +7,9 @@
  *   interpolated) before "roofline" (peak FLOP/s and memory bandwidth).
  * - comm: how a collective or a transfer moves bytes over links, as a short
  *   list of phases (ring, tree, hierarchical; a measured link profile when
- *   one covers the case). The engine runs the phases and lets concurrent
- *   phases share link bandwidth; st_comm_plan_ns() is the time alone.
+ *   one covers the case), each saying how it loads the links of the cluster
+ *   (StLinkUse). The engine runs the phases as flows that share every link
+ *   they cross max-min fairly; st_comm_plan_ns() is the time alone.
  * - share: how kernels of several streams on one GPU split it.
  *
  * All are pure functions of their inputs: no state, safe from many threads.
@@ -72,13 +73,31 @@ double st_compute_fill(const StComputeCtx *ctx, const StWork *work);
 
 /* ---- communication ---------------------------------------------------- */
 
-/* One phase of a collective: every member device sends `bytes` over `link`,
- * after a fixed `latency_ns`. Phases run one after another. */
+/* How a phase loads the links of the cluster (cluster/links.h) per byte of
+ * its progress (StCommPhase.bytes, what each member device sends): a link
+ * carries its coefficient times the phase's rate. A collective loads every
+ * member device's links in both directions; a point-to-point transfer the
+ * sender's out side and the receiver's in side. A phase uses at most one of
+ * nic_dev and nic_node. */
 typedef struct {
-  StLinkClass link;
+  double gpu;      /* each member device's NVLink / NVSwitch ports */
+  double mem;      /* each member device's memory (members sharing one device) */
+  double nic_dev;  /* each member device's NIC: traffic of its own */
+  double nic_node; /* each node's NICs: the node's traffic, shared over the NICs of the
+                      group's devices on that node in proportion to those devices */
+  double leaf;     /* each up- and downlink of the group's leaf switches, when it spans
+                      several */
+} StLinkUse;
+
+/* One phase of a collective: every member device sends `bytes`, after a
+ * fixed `latency_ns`. Phases run one after another. */
+typedef struct {
+  StLinkClass link;  /* the slowest link class it crosses (labels, profile lookups) */
   int64_t latency_ns;
   double bytes;      /* per device, one direction */
-  double bandwidth;  /* bytes/s per device when alone on the link */
+  StLinkUse use;
+  double bandwidth;  /* bytes/s per device alone on idle links */
+  double cap;        /* bytes/s it never exceeds, even alone (a measured rate); 0: none */
 } StCommPhase;
 
 #define ST_COMM_MAX_PHASES 4
@@ -96,7 +115,7 @@ typedef struct {
   const char *citation;
   /* Fills `plan` for `kind` over `bytes` (the full buffer); FALSE when the
    * algorithm does not apply (hierarchical inside one node, tree for
-   * all-gather). A group of one rank gets zero phases. */
+   * anything but all-reduce). A group of one rank gets zero phases. */
   gboolean (*plan)(const StCluster *cluster, StCollKind kind, int64_t bytes,
                    const StGroupShape *group, StCommPlan *plan);
 } StCommAlgo;
@@ -104,9 +123,11 @@ typedef struct {
 const StCommAlgo *const *st_comm_algos(void);
 const StCommAlgo *st_comm_algo_find(const char *name);
 
-/* Plans a collective: `algo` "auto" takes the fastest applicable algorithm
- * alone on idle links (as NCCL's tuner would), a name forces one. A measured
- * link profile for this case wins over the models (source LINK_PROFILE). */
+/* Plans a collective: `algo` "auto" takes the applicable algorithm fastest
+ * alone on idle links, as NCCL's tuner does (comm_plan.c), a name forces
+ * one. A measured link profile for this case wins over the models (source
+ * LINK_PROFILE): one phase at the measured rate that loads the links as the
+ * ring would (comm_plan.c says how it shares). */
 gboolean st_comm_plan_collective(const StCluster *cluster, const StProfile *profile,
                                  const char *algo, StCollKind kind, int64_t bytes,
                                  const StGroupShape *group, StCommPlan *plan, GError **error);
@@ -121,6 +142,11 @@ void st_comm_plan_p2p_profiled(const StCluster *cluster, const StProfile *profil
 
 /* Time of a plan alone on idle links: sum of latency + bytes / bandwidth. */
 double st_comm_plan_ns(const StCommPlan *plan);
+
+/* Bytes/s per device that `use` allows alone on idle links for a group of
+ * `shape` (a point-to-point transfer: a group of its two devices): the least
+ * over the links it loads of capacity / load. */
+double st_comm_use_rate(const StCluster *cluster, const StLinkUse *use, const StGroupShape *shape);
 
 /* ---- GPU sharing ------------------------------------------------------- */
 

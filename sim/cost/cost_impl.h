@@ -19,13 +19,24 @@ extern const StShareModel st_share_priority;      /* share_priority.c */
  * INTRA_NODE within one node, INTER_NODE otherwise. */
 StLinkClass st_comm_flat_link(const StGroupShape *group);
 
+/* How a flat ring (or chain) through every member device loads the links:
+ * within one device its memory; within one node every device's ports; over
+ * N nodes of g devices each, g - 1 of each node's g hops on NVLink and one
+ * through the NICs (NCCL spreads its rings' node crossings over the NICs),
+ * so each device's ports carry (g-1)/g of what it sends, each node's NICs
+ * together as much as one device sends, and each leaf boundary the same. */
+StLinkUse st_comm_flat_use(const StGroupShape *group);
+
 /* Empties `plan` and names it. */
 void st_comm_plan_init(StCommPlan *plan, const char *algo, StCostSource source);
 
-/* Appends a phase on `link`: `bytes` per device (one direction) after
- * `alphas` times the link's latency; bandwidth from the cluster. */
-void st_comm_plan_add(StCommPlan *plan, const StCluster *cluster, StLinkClass link,
-                      double bytes, double alphas);
+/* Appends a phase: `bytes` per device (one direction) loading the links as
+ * `use` says, after `intra_steps` latencies of the group's fastest link
+ * class that it spans (memory: none; intra_node) and `inter_steps` of the
+ * inter_node link; its bandwidth alone from the cluster and the shape. */
+void st_comm_plan_add(StCommPlan *plan, const StCluster *cluster, const StGroupShape *group,
+                      StLinkClass link, double bytes, StLinkUse use, double intra_steps,
+                      double inter_steps);
 
 /* Bytes each device moves for `full_bytes` of one member: several members
  * on one device (group->per_device > 1) each send their own share through

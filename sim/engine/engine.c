@@ -349,7 +349,13 @@ st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *
   }
   drain_ready(&e);
   StEventNode *node;
-  while (!engine_failed(&e) && (node = st_queue_pop(&e.queue)) != NULL) {
+  for (;;) {
+    /* Links re-rated once per instant, after everything that happens in it. */
+    if (share_pending(&e) && (st_queue_peek(&e.queue) == NULL ||
+                              st_queue_peek(&e.queue)->time_ns > e.now))
+      share_flush(&e);
+    if (engine_failed(&e) || (node = st_queue_pop(&e.queue)) == NULL)
+      break;
     e.now = node->time_ns;
     e.events++;
     Event *ev = (Event *)node;

@@ -13,6 +13,7 @@
 
 #include <glib.h>
 
+#include "cluster/links.h"
 #include "cost/cost.h"
 #include "engine/engine.h"
 #include "engine/queue.h"
@@ -88,30 +89,44 @@ typedef struct {
   GPtrArray *kernels;    /* Kernel *, running now */
 } DeviceState;
 
-/* A port is one direction of one link class of one device. */
+/* A flow on a link: it loads the link with coef x its rate. */
 typedef struct {
-  int32_t load;          /* flows moving bytes through it now */
-  GPtrArray *flows;      /* those flows */
-} Port;
+  struct Flow *flow;
+  double coef;
+} Attach;
 
+/* A link the run uses (engine_links.c gives it a slot: the index of its
+ * StNetLink in the timeline), with the flows on it (engine_share.c). */
 typedef struct {
+  double capacity;       /* bytes/s */
+  Attach *on;            /* [n_on] flows moving bytes through it now */
+  int32_t n_on, max_on;
+  uint32_t mark;         /* component search stamp */
+  gboolean dirty;        /* a flow arrived or left since the last re-rating */
+  double left, weight;   /* progressive filling: capacity not yet given, sum of the
+                            unfrozen flows' coefficients */
+  int32_t open;          /* progressive filling: unfrozen flows on it */
+} NetLink;
+
+typedef struct Flow {
   Event ev;
   StCommPlan plan;
+  int32_t lists[ST_COMM_MAX_PHASES]; /* each phase's use list (StNetTrace) */
   int32_t phase;
   gboolean in_latency;
+  gboolean attached;     /* on its links (the bandwidth part of a phase) */
   double remaining;      /* bytes of the current phase, per device */
-  double rate;           /* bytes/s per device */
+  double share;          /* bytes/s per device its links give it */
+  double rate;           /* bytes/s per device it moves at: its share, a hair less so that
+                            it ends on a whole nanosecond */
+  double recorded;       /* the rate last written to the trace */
+  int32_t trace_id;      /* flow phase id in the trace */
   int64_t last_ns;
-  int64_t phase_start_ns;
   int64_t start_ns;      /* every member had arrived */
-  int32_t *devices;      /* distinct (representative) devices that send */
-  int32_t n_devices;
-  int32_t recv_device;   /* p2p: the receiving device; -1 otherwise */
-  uint8_t mode;          /* which ports of its devices it uses (engine_net.c) */
-  int32_t *ports;        /* ports of the current bandwidth phase */
-  int32_t n_ports;
   GArray *members;       /* OpRef: ops that complete when the flow ends */
-  uint64_t stamp;        /* recompute round that last updated it */
+  uint32_t mark;         /* component search stamp */
+  gboolean frozen;       /* progressive filling: its rate is fixed */
+  int32_t slot;          /* index in Engine.flows */
 } Flow;
 
 /* Admission control of one (representative) device, for multiplexing. */
@@ -156,15 +171,33 @@ typedef struct {
   int32_t n_sims;
   int32_t *sim_of_rank;   /* [n_ranks]: index into sims, -1 when folded away */
   DeviceState *devices;   /* [n_devices] (only representatives are used) */
-  Port *ports;            /* [n_devices * ST_LINK_N * 2] */
-  uint64_t stamp;
+
+  /* Links (engine_links.c): real link ids (cluster/links.h) map to the
+   * representative that stands for them and, once used, to a slot. */
+  int32_t n_real_links;
+  int32_t *rep_link;      /* [n_real_links] */
+  int32_t *stands_for;    /* [n_real_links]: for a representative, the links it stands for */
+  int32_t *slot_of;       /* [n_real_links]: slot of a representative, -1 until used */
+  GArray *links;          /* NetLink, by slot */
+  double *acc;            /* [n_real_links] scratch: a use list's load per real link */
+  GArray *touched;        /* int32 scratch: the real links with acc != 0 */
+  int32_t *rep_offsets;   /* [n_sims + 1]: ranks each simulated rank stands for are */
+  int32_t *rep_ranks;     /* rep_ranks[rep_offsets[i] .. [i + 1]) (folded runs) */
+  GHashTable *lists;      /* UseKey -> use list index + 1 */
+  StNetTrace *trace;      /* = tl->net */
+
+  /* Sharing (engine_share.c). */
+  GArray *dirty;          /* int32 slots with dirty set */
+  GPtrArray *comp;        /* Flow *: scratch, a component being re-rated */
+  GArray *comp_links;     /* int32 slots: scratch */
+  uint32_t stamp;
 
   GQueue ready;           /* (sim << 16 | stream) as pointers: streams to (re)try now */
   GHashTable *instances;  /* collective rendezvous, by (comm, group, seq) */
   GHashTable *p2p;        /* pending sends/receives, by (src, dst, tag) */
   GHashTable *plans;      /* StCommPlan by (comm, group, kind, bytes) */
   GHashTable *group_devices; /* (comm, group) -> distinct representative devices */
-  GHashTable *flows;      /* Flow *: every flow alive, for cleanup after a failure */
+  GPtrArray *flows;       /* Flow *: every flow alive (Flow.slot), for cleanup after a failure */
 
   int64_t events;
   int64_t ops_done;
@@ -214,6 +247,34 @@ void net_copy(Engine *e, const OpRef *ref);
 void net_on_event(Engine *e, Flow *f);
 /* Describes what an op that never started is waiting for (deadlock reports). */
 char *net_describe_wait(Engine *e, const SimRank *sr, uint32_t op, int32_t step);
+
+/* engine_links.c: use lists, each the links a flow phase loads (the
+ * representatives of the real links, with the load of the most loaded link
+ * each stands for), cached. */
+void links_init(Engine *e);
+void links_clear(Engine *e);
+/* A collective phase over group `group` of `comm`. */
+int links_collective(Engine *e, int comm, int group, const StLinkUse *use,
+                     const StGroupShape *shape);
+/* A transfer from simulated rank `sim` (op `op`, to its peer) whose plan
+ * loads `scale` per byte of the unit point-to-point use (1 unless measured). */
+int links_p2p(Engine *e, int sim, const StOp *op, double scale);
+/* A copy on `device` through its link of `kind` (PCIe up or down, memory). */
+int links_copy(Engine *e, int device, StNetKind kind);
+
+/* engine_share.c: flows sharing links max-min fairly (progressive filling).
+ * Attach and detach mark the flow's links; share_flush re-rates the
+ * components of marked links once, before time moves on. */
+void share_init(Engine *e);
+void share_clear(Engine *e);
+void share_attach(Engine *e, Flow *f, int list);
+void share_detach(Engine *e, Flow *f);
+static inline gboolean
+share_pending(const Engine *e)
+{
+  return e->dirty->len > 0;
+}
+void share_flush(Engine *e);
 
 /* engine_memory.c */
 void memory_persistent(Engine *e);

@@ -4,25 +4,15 @@
  * (the n-th collective of each member on that group meets the n-th of the
  * others); a send waits for its receive and the other way round. Then the
  * ops become one flow that runs the plan's phases one after another: a fixed
- * latency, then the phase's bytes at a rate shared with the other flows on
- * the same ports. A port is one direction of one link class of one device;
- * a flow's rate is the least, over its ports, of its bandwidth divided by the
- * number of flows moving bytes through that port. Whenever a flow enters or
- * leaves a port, the flows there are brought up to date and rescheduled.
- * Collectives send and receive on every member device; a transfer sends on
- * one device and receives on the other; a copy uses its device's memory or
- * PCIe link.
+ * latency, then the phase's bytes as a flow over the links its use list
+ * names (engine_links.c), sharing each of them max-min fairly with every
+ * other flow there (engine_share.c). Collectives load every member device's
+ * links, a transfer the sender's out side and the receiver's in side, a
+ * copy its device's PCIe link or memory.
  */
 #include "engine/engine_internal.h"
 
-#include <math.h>
-
-typedef enum {
-  PORTS_GROUP = 0, /* out and in on every device */
-  PORTS_P2P,       /* out on devices[0], in on recv_device */
-  PORTS_OUT,       /* out on devices[0] */
-  PORTS_IN,        /* in on devices[0] */
-} PortMode;
+#include <string.h>
 
 typedef struct {
   int32_t comm, group;
@@ -58,9 +48,14 @@ typedef struct {
 typedef struct {
   GroupKey key;
   int32_t n_sim;     /* simulated members */
-  int32_t n_devices; /* distinct representative devices */
-  int32_t *devices;
+  StGroupShape shape;
 } GroupInfo;
+
+/* A collective's plan with the use list of each phase. */
+typedef struct {
+  StCommPlan plan;
+  int32_t lists[ST_COMM_MAX_PHASES];
+} Prepared;
 
 /* ---- hashing of the small keys ------------------------------------------- */
 
@@ -144,186 +139,55 @@ peer_queue_free(gpointer p)
   g_free(q);
 }
 
-static void
-group_info_free(gpointer p)
-{
-  GroupInfo *g = p;
-  g_free(g->devices);
-  g_free(g);
-}
-
 void
 net_init(Engine *e)
 {
-  int n_ports = e->s->n_devices * ST_LINK_N * 2;
-  e->ports = g_new0(Port, n_ports);
-  for (int i = 0; i < n_ports; i++)
-    e->ports[i].flows = g_ptr_array_new();
   e->instances = g_hash_table_new_full(inst_hash, inst_equal, NULL, instance_free);
   e->p2p = g_hash_table_new_full(peer_hash, peer_equal, NULL, peer_queue_free);
   e->plans = g_hash_table_new_full(plan_hash, plan_equal, g_free, g_free);
-  e->group_devices = g_hash_table_new_full(group_hash, group_equal, NULL, group_info_free);
-  e->flows = g_hash_table_new(g_direct_hash, g_direct_equal);
+  e->group_devices = g_hash_table_new_full(group_hash, group_equal, NULL, g_free);
+  e->flows = g_ptr_array_new();
+  links_init(e);
+  share_init(e);
 }
 
 static void
-flow_destroy(gpointer data)
+flow_destroy(Flow *f)
 {
-  Flow *f = data;
-  g_free(f->devices);
-  g_free(f->ports);
   g_array_unref(f->members);
   g_free(f);
-}
-
-static void
-flow_free(Engine *e, Flow *f)
-{
-  g_hash_table_remove(e->flows, f);
-  flow_destroy(f);
 }
 
 void
 net_clear(Engine *e)
 {
-  if (e->ports == NULL)
+  if (e->flows == NULL)
     return;
   /* Flows still alive after a failure. */
-  GHashTableIter it;
-  gpointer f;
-  g_hash_table_iter_init(&it, e->flows);
-  while (g_hash_table_iter_next(&it, &f, NULL))
-    flow_destroy(f);
-  g_clear_pointer(&e->flows, g_hash_table_unref);
-  for (int i = 0; i < e->s->n_devices * ST_LINK_N * 2; i++)
-    g_ptr_array_unref(e->ports[i].flows);
-  g_clear_pointer(&e->ports, g_free);
+  for (guint i = 0; i < e->flows->len; i++)
+    flow_destroy(g_ptr_array_index(e->flows, i));
+  g_clear_pointer(&e->flows, g_ptr_array_unref);
   g_clear_pointer(&e->instances, g_hash_table_unref);
   g_clear_pointer(&e->p2p, g_hash_table_unref);
   g_clear_pointer(&e->plans, g_hash_table_unref);
   g_clear_pointer(&e->group_devices, g_hash_table_unref);
-}
-
-/* ---- ports and rates ---------------------------------------------------- */
-
-static inline int32_t
-port_id(int device, StLinkClass link, int out)
-{
-  return (device * ST_LINK_N + (int)link) * 2 + (out ? 0 : 1);
-}
-
-static void
-flow_set_ports(Flow *f, PortMode mode, StLinkClass link)
-{
-  f->n_ports = 0;
-  switch (mode) {
-  case PORTS_GROUP:
-    for (int i = 0; i < f->n_devices; i++) {
-      f->ports[f->n_ports++] = port_id(f->devices[i], link, 1);
-      f->ports[f->n_ports++] = port_id(f->devices[i], link, 0);
-    }
-    break;
-  case PORTS_P2P:
-    f->ports[f->n_ports++] = port_id(f->devices[0], link, 1);
-    f->ports[f->n_ports++] = port_id(f->recv_device, link, 0);
-    break;
-  case PORTS_OUT:
-    f->ports[f->n_ports++] = port_id(f->devices[0], link, 1);
-    break;
-  case PORTS_IN:
-    f->ports[f->n_ports++] = port_id(f->devices[0], link, 0);
-    break;
-  }
-}
-
-/* Work done since the last update, then the new rate and finish time. */
-static void
-flow_update(Engine *e, Flow *f)
-{
-  f->remaining -= (double)(e->now - f->last_ns) * 1e-9 * f->rate;
-  if (f->remaining < 0)
-    f->remaining = 0;
-  f->last_ns = e->now;
-  const StCommPhase *ph = &f->plan.phases[f->phase];
-  double rate = ph->bandwidth;
-  for (int i = 0; i < f->n_ports; i++) {
-    double share = ph->bandwidth / e->ports[f->ports[i]].load;
-    if (share < rate)
-      rate = share;
-  }
-  f->rate = rate;
-  st_queue_reschedule(&e->queue, &f->ev.node,
-                      e->now + (int64_t)ceil(f->remaining / rate * 1e9 - 1e-6));
-}
-
-/* Updates every flow on the ports of `f` (and f itself if attached). */
-static void
-recompute_around(Engine *e, const Flow *f)
-{
-  uint64_t stamp = ++e->stamp;
-  for (int i = 0; i < f->n_ports; i++) {
-    GPtrArray *fs = e->ports[f->ports[i]].flows;
-    for (guint j = 0; j < fs->len; j++) {
-      Flow *g = g_ptr_array_index(fs, j);
-      if (g->stamp == stamp)
-        continue;
-      g->stamp = stamp;
-      flow_update(e, g);
-    }
-  }
-}
-
-static void
-attach(Engine *e, Flow *f)
-{
-  for (int i = 0; i < f->n_ports; i++) {
-    Port *p = &e->ports[f->ports[i]];
-    p->load++;
-    g_ptr_array_add(p->flows, f);
-  }
-  f->rate = 0;
-  f->last_ns = e->now;
-  recompute_around(e, f);
-}
-
-static void
-detach(Engine *e, Flow *f)
-{
-  for (int i = 0; i < f->n_ports; i++) {
-    Port *p = &e->ports[f->ports[i]];
-    p->load--;
-    g_ptr_array_remove_fast(p->flows, f);
-  }
-  recompute_around(e, f);
+  share_clear(e);
+  links_clear(e);
 }
 
 /* ---- flows --------------------------------------------------------------- */
-
-static void
-record_phase(Engine *e, Flow *f)
-{
-  const StCommPhase *ph = &f->plan.phases[f->phase];
-  const OpRef *first = &g_array_index(f->members, OpRef, 0);
-  for (int i = 0; i < f->n_devices; i++) {
-    StCommRecord rec = {
-      .start_ns = f->phase_start_ns,
-      .end_ns = e->now,
-      .bytes = ph->bytes,
-      .device = f->devices[i],
-      .rank = e->sims[first->sim].rank,
-      .op = first->op,
-      .link = (uint8_t)ph->link,
-    };
-    g_array_append_val(e->tl->comm, rec);
-  }
-}
 
 static void
 flow_finish(Engine *e, Flow *f)
 {
   for (guint i = 0; i < f->members->len; i++)
     engine_complete(e, &g_array_index(f->members, OpRef, i), f->start_ns, f->plan.source);
-  flow_free(e, f);
+  /* Out of the list of live flows: the last one takes its place. */
+  Flow *last = g_ptr_array_index(e->flows, e->flows->len - 1);
+  last->slot = f->slot;
+  g_ptr_array_index(e->flows, f->slot) = last;
+  g_ptr_array_set_size(e->flows, e->flows->len - 1);
+  flow_destroy(f);
 }
 
 /* Enters the bandwidth part of the current phase; FALSE when it has no bytes. */
@@ -334,9 +198,7 @@ enter_bandwidth(Engine *e, Flow *f)
   if (ph->bytes <= 0)
     return FALSE;
   f->remaining = ph->bytes;
-  f->phase_start_ns = e->now;
-  flow_set_ports(f, (PortMode)f->mode, ph->link);
-  attach(e, f);
+  share_attach(e, f, f->lists[f->phase]);
   return TRUE;
 }
 
@@ -366,29 +228,25 @@ net_on_event(Engine *e, Flow *f)
     if (enter_bandwidth(e, f))
       return;
   } else {
-    detach(e, f);
-    record_phase(e, f);
+    share_detach(e, f);
   }
   f->phase++;
   flow_advance(e, f);
 }
 
+/* A flow over `plan` whose phase i loads lists[i]. */
 static Flow *
-flow_new(Engine *e, PortMode mode, const StCommPlan *plan, const int32_t *devices,
-         int n_devices, int recv_device)
+flow_new(Engine *e, const StCommPlan *plan, const int32_t *lists)
 {
   Flow *f = g_new0(Flow, 1);
-  f->mode = (uint8_t)mode;
   st_event_node_init(&f->ev.node);
   f->ev.kind = EV_FLOW;
   f->plan = *plan;
-  f->devices = g_memdup2(devices, sizeof(int32_t) * n_devices);
-  f->n_devices = n_devices;
-  f->recv_device = recv_device;
-  f->ports = g_new(int32_t, 2 * n_devices + 2);
+  memcpy(f->lists, lists, sizeof f->lists);
   f->members = g_array_new(FALSE, FALSE, sizeof(OpRef));
   f->start_ns = e->now;
-  g_hash_table_add(e->flows, f);
+  f->slot = (int32_t)e->flows->len;
+  g_ptr_array_add(e->flows, f);
   return f;
 }
 
@@ -404,46 +262,37 @@ group_info(Engine *e, int comm, int group)
   const StComm *c = st_schedule_comm(e->s, comm);
   info = g_new0(GroupInfo, 1);
   info->key = key;
-  int n = c->offsets[group + 1] - c->offsets[group];
-  info->devices = g_new(int32_t, n);
-  for (int i = 0; i < n; i++) {
-    int m = c->members[c->offsets[group] + i];
-    info->n_sim += e->sim_of_rank[m] >= 0;
-    int d = e->fold->device_rep[e->s->ranks[m].device];
-    gboolean seen = FALSE;
-    for (int j = 0; j < info->n_devices && !seen; j++)
-      seen = info->devices[j] == d;
-    if (!seen)
-      info->devices[info->n_devices++] = d;
-  }
+  for (int i = c->offsets[group]; i < c->offsets[group + 1]; i++)
+    info->n_sim += e->sim_of_rank[c->members[i]] >= 0;
+  st_schedule_group_shape(e->s, comm, group, &info->shape);
   g_hash_table_insert(e->group_devices, &info->key, info);
   return info;
 }
 
-static const StCommPlan *
+static const Prepared *
 collective_plan(Engine *e, int comm, int group, StCollKind kind, int64_t bytes)
 {
   PlanKey key = {comm, group, kind, bytes};
-  StCommPlan *plan = g_hash_table_lookup(e->plans, &key);
-  if (plan != NULL)
-    return plan;
-  StGroupShape shape;
-  st_schedule_group_shape(e->s, comm, group, &shape);
-  plan = g_new0(StCommPlan, 1);
+  Prepared *p = g_hash_table_lookup(e->plans, &key);
+  if (p != NULL)
+    return p;
+  const GroupInfo *info = group_info(e, comm, group);
+  p = g_new0(Prepared, 1);
   GError *error = NULL;
   if (!st_comm_plan_collective(e->s->cluster, e->options->profile, e->comm_algo, kind, bytes,
-                               &shape, plan, &error)) {
+                               &info->shape, &p->plan, &error)) {
     engine_fail(e, "%s on communicator '%s': %s", st_coll_name(kind),
                 st_schedule_comm(e->s, comm)->name, error->message);
     g_error_free(error);
-    plan->n_phases = 0;
+    p->plan.n_phases = 0;
   }
-  g_hash_table_insert(e->plans, g_memdup2(&key, sizeof key), plan);
-  return plan;
+  for (int i = 0; i < p->plan.n_phases; i++)
+    p->lists[i] = links_collective(e, comm, group, &p->plan.phases[i].use, &info->shape);
+  g_hash_table_insert(e->plans, g_memdup2(&key, sizeof key), p);
+  return p;
 }
 
-static void start_copy(Engine *e, const OpRef *ref, StLinkClass link, PortMode mode,
-                       int64_t bytes);
+static void start_copy(Engine *e, const OpRef *ref, StNetKind kind, int64_t bytes);
 
 void
 net_collective(Engine *e, const OpRef *ref)
@@ -469,12 +318,11 @@ net_collective(Engine *e, const OpRef *ref)
    * does with one rank: a device-to-device copy. */
   if (c->offsets[key.group + 1] - c->offsets[key.group] == 1 && op->n_alloc > 0) {
     g_hash_table_remove(e->instances, &key);
-    start_copy(e, ref, ST_LINK_LOCAL, PORTS_OUT, op->bytes);
+    start_copy(e, ref, ST_NET_MEM, op->bytes);
     return;
   }
-  const GroupInfo *info = group_info(e, key.comm, key.group);
-  const StCommPlan *plan = collective_plan(e, key.comm, key.group, op->sub, op->bytes);
-  Flow *f = flow_new(e, PORTS_GROUP, plan, info->devices, info->n_devices, -1);
+  const Prepared *p = collective_plan(e, key.comm, key.group, op->sub, op->bytes);
+  Flow *f = flow_new(e, &p->plan, p->lists);
   g_array_append_vals(f->members, inst->members->data, inst->members->len);
   g_hash_table_remove(e->instances, &key);
   flow_advance(e, f);
@@ -505,18 +353,27 @@ peer_of(Engine *e, const OpRef *ref)
   return st_schedule_peer_rank(e->s, e->sims[ref->sim].rank, op->comm, op->peer);
 }
 
+/* What a measured transfer loads per byte of the unit use (1 when modelled). */
+static double
+p2p_scale(const StCommPhase *ph)
+{
+  return MAX(ph->use.gpu, MAX(ph->use.mem, ph->use.nic_dev));
+}
+
 static void
 start_transfer(Engine *e, const OpRef *send, const OpRef *recv)
 {
   const StOp *op = engine_op(e, send);
   int src_dev = e->sims[send->sim].device;
-  int dst_dev = e->sims[recv->sim].device;
   /* The link is the one between the real sender and its real receiver. */
   int real_dst = e->s->ranks[peer_of(e, send)].device;
   StCommPlan plan;
   st_comm_plan_p2p_profiled(e->s->cluster, e->options->profile, src_dev, real_dst, op->bytes,
                             &plan);
-  Flow *f = flow_new(e, PORTS_P2P, &plan, &src_dev, 1, dst_dev);
+  int32_t lists[ST_COMM_MAX_PHASES] = {0};
+  if (plan.n_phases > 0)
+    lists[0] = links_p2p(e, send->sim, op, p2p_scale(&plan.phases[0]));
+  Flow *f = flow_new(e, &plan, lists);
   g_array_append_val(f->members, *send);
   g_array_append_val(f->members, *recv);
   flow_advance(e, f);
@@ -546,17 +403,21 @@ net_p2p(Engine *e, const OpRef *ref)
 /* ---- copies --------------------------------------------------------------- */
 
 static void
-start_copy(Engine *e, const OpRef *ref, StLinkClass link, PortMode mode, int64_t bytes)
+start_copy(Engine *e, const OpRef *ref, StNetKind kind, int64_t bytes)
 {
   int dev = e->sims[ref->sim].device;
+  StLinkClass link = st_net_kind_class(kind);
   StCommPlan plan = {
     .algo = "copy",
     .source = ST_SRC_ALPHA_BETA,
     .n_phases = 1,
-    .phases = {{link, st_cluster_link_latency(e->s->cluster, link), (double)bytes,
-                st_cluster_link_bandwidth(e->s->cluster, link)}},
+    .phases = {{.link = link,
+                .latency_ns = st_cluster_link_latency(e->s->cluster, link),
+                .bytes = (double)bytes,
+                .bandwidth = st_cluster_link_bandwidth(e->s->cluster, link)}},
   };
-  Flow *f = flow_new(e, mode, &plan, &dev, 1, -1);
+  int32_t lists[ST_COMM_MAX_PHASES] = {links_copy(e, dev, kind)};
+  Flow *f = flow_new(e, &plan, lists);
   g_array_append_val(f->members, *ref);
   flow_advance(e, f);
 }
@@ -565,13 +426,15 @@ void
 net_copy(Engine *e, const OpRef *ref)
 {
   const StOp *op = engine_op(e, ref);
-  StLinkClass link = op->sub == ST_COPY_D2D ? ST_LINK_LOCAL : ST_LINK_PCIE;
-  if (!e->s->cluster->links[link].present && link != ST_LINK_LOCAL) {
+  StNetKind kind = op->sub == ST_COPY_D2D   ? ST_NET_MEM
+                   : op->sub == ST_COPY_H2D ? ST_NET_PCIE_DOWN
+                                            : ST_NET_PCIE_UP;
+  if (kind != ST_NET_MEM && !e->s->cluster->links[ST_LINK_PCIE].present) {
     engine_fail(e, "a %s copy needs the cluster's pcie link, and '%s' has none",
                 st_copy_name(op->sub), e->s->cluster->name);
     return;
   }
-  start_copy(e, ref, link, op->sub == ST_COPY_H2D ? PORTS_IN : PORTS_OUT, op->bytes);
+  start_copy(e, ref, kind, op->bytes);
 }
 
 /* ---- deadlock reports ------------------------------------------------------ */

@@ -136,9 +136,40 @@ append_comm_row(GString *out, int64_t t_ns, const double rate[ST_LINK_N])
   g_string_append_c(out, '\n');
 }
 
+/* From the links' record (simulated runs): rates in bytes/s. */
+typedef struct {
+  GString *out;
+  int64_t last;
+} NetRows;
+
+static void
+net_row(gpointer data, int64_t t_ns, const double rate[ST_LINK_N])
+{
+  NetRows *x = data;
+  double gbps[ST_LINK_N];
+  for (int l = 0; l < ST_LINK_N; l++)
+    gbps[l] = rate[l] * 1e-9;
+  append_comm_row(x->out, t_ns, gbps);
+  x->last = t_ns;
+}
+
 gboolean
 st_csv_write_comm(const StTimeline *t, const char *path, GError **error)
 {
+  if (t->net != NULL) {
+    NetRows x = {g_string_new(NULL), INT64_MIN};
+    g_string_append(x.out, "time_us");
+    for (int l = 0; l < ST_LINK_N; l++)
+      g_string_append_printf(x.out, ",%s", st_link_name(l));
+    g_string_append(x.out, ",total\n");
+    st_net_trace_class_rates(t->net, net_row, &x);
+    if (x.last < t->end_ns) {
+      double zero[ST_LINK_N] = {0};
+      append_comm_row(x.out, t->end_ns, zero);
+    }
+    g_autoptr(GString) out = x.out;
+    return write_text(path, out, error);
+  }
   g_autofree int32_t *weight = st_timeline_device_weights(t);
   g_autoptr(GArray) changes = g_array_new(FALSE, FALSE, sizeof(RateChange));
   for (guint i = 0; i < t->comm->len; i++) {

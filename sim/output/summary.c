@@ -248,10 +248,58 @@ compare_step(gconstpointer a, gconstpointer b)
   return (x->t > y->t) - (x->t < y->t);
 }
 
+/* From the links' record: each class's send rate is a step function. */
+typedef struct {
+  StSummary *sum;
+  Window w;
+  int64_t t;               /* the current step began */
+  double rate[ST_LINK_N];  /* bytes/s over it */
+  double peak;
+} NetSweep;
+
+static void
+net_interval(NetSweep *x, int64_t until)
+{
+  int64_t a = MAX(x->t, x->w.start), b = MIN(until, x->w.end);
+  if (b <= a)
+    return;
+  double total = 0;
+  for (int c = 0; c < ST_LINK_N; c++) {
+    double bytes = x->rate[c] * (double)(b - a) * 1e-9;
+    x->sum->comm_bytes_by_link[c] += bytes;
+    x->sum->comm_bytes_total += bytes;
+    total += x->rate[c];
+  }
+  x->peak = MAX(x->peak, total);
+}
+
+static void
+net_step(gpointer data, int64_t t_ns, const double rate[ST_LINK_N])
+{
+  NetSweep *x = data;
+  net_interval(x, t_ns);
+  x->t = t_ns;
+  memcpy(x->rate, rate, sizeof x->rate);
+}
+
+static void
+communication_net(StSummary *sum)
+{
+  NetSweep x = {.sum = sum, .w = steady_window(sum)};
+  st_net_trace_class_rates(sum->timeline->net, net_step, &x);
+  net_interval(&x, sum->makespan_ns);
+  double mean = sum->comm_bytes_total / ((double)(x.w.end - x.w.start) * 1e-9);
+  sum->comm_peak_to_mean = mean > 0 ? x.peak / mean : 0;
+}
+
 static void
 communication(StSummary *sum, const int64_t *shift)
 {
   const StTimeline *t = sum->timeline;
+  if (t->net != NULL) {
+    communication_net(sum);
+    return;
+  }
   Window steady = steady_window(sum), w = steady;
   g_autoptr(GArray) steps = g_array_new(FALSE, FALSE, sizeof(RateStep));
   g_autofree int32_t *weight_of = st_timeline_device_weights(t);

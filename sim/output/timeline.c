@@ -35,6 +35,7 @@ st_timeline_free(StTimeline *t)
   g_array_unref(t->ops);
   g_array_unref(t->mem);
   g_array_unref(t->comm);
+  st_net_trace_free(t->net);
   g_free(t);
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/kinds.h"
+#include "output/nettrace.h"
 #include "sched/sched.h"
 
 typedef struct {
@@ -44,7 +45,8 @@ typedef struct {
 } StMemEvent;
 
 /* One device sending over one link class for an interval: a phase of a
- * collective, or a transfer. */
+ * collective, or a transfer, as the executor measures it (the simulator
+ * records its links instead: StTimeline.net). */
 typedef struct {
   int64_t start_ns, end_ns;
   double bytes;      /* sent by this device in the interval */
@@ -63,7 +65,8 @@ typedef struct {
   int32_t *device_rep;        /* [n_devices] */
   GArray *ops;                /* StOpRecord */
   GArray *mem;                /* StMemEvent, in time order per device */
-  GArray *comm;               /* StCommRecord */
+  GArray *comm;               /* StCommRecord (measured runs) */
+  StNetTrace *net;            /* the links and their loads (simulated runs), or NULL */
   int64_t end_ns;             /* when the last op ended */
   int32_t steps;              /* steps it holds: the schedule's, or fewer when a run was
                                  stopped early */
