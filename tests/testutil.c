@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "cluster/links.h"
 #include "engine/engine.h"
 #include "exec/device.h"
 
@@ -134,7 +135,117 @@ st_test_simulate(const StSchedule *s, const char *algo, gboolean no_fold, StTime
   *timeline = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   g_assert_nonnull(*timeline);
+  st_test_assert_links(*timeline);
   return st_summary_new(*timeline);
+}
+
+/* ---- engine worked examples ------------------------------------------------ */
+
+StSchedule *
+st_test_unit_schedule(int n_ranks, const int32_t *placement)
+{
+  StModel *model = st_test_model("tests/data/engine/model.json");
+  StCluster *cluster = st_test_cluster("tests/data/engine/cluster.json", 0, 0);
+  StSchedule *s = st_schedule_new(model, cluster, n_ranks, placement);
+  s->settings.global_batch = 10;
+  s->settings.micro_batch = 10;
+  s->settings.accumulation = 1;
+  return s;
+}
+
+StProgram *
+st_test_program_for(StSchedule *s, int rank, int n_streams)
+{
+  StProgram *p = st_program_new("test");
+  for (int i = 0; i < n_streams; i++) {
+    g_autofree char *name = g_strdup_printf("s%d", i);
+    st_program_add_stream(p, name, 0);
+  }
+  s->ranks[rank].program = st_schedule_add_program(s, p);
+  return p;
+}
+
+uint32_t
+st_test_add(StProgram *p, StOp op)
+{
+  st_program_begin(p, &op);
+  return st_program_commit(p);
+}
+
+StTimeline *
+st_test_run(const StSchedule *s, const char *algo, gboolean no_fold)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_schedule_check(s, &error));
+  g_assert_no_error(error);
+  StEngineOptions o = {NULL, algo, NULL, no_fold};
+  StTimeline *t = st_simulate(s, &o, NULL, &error);
+  g_assert_no_error(error);
+  st_test_assert_links(t);
+  return t;
+}
+
+StTimeline *
+st_test_collective(int n_ranks, const int32_t *placement, StCollKind kind, int64_t bytes,
+                   const char *algo)
+{
+  StSchedule *s = st_test_unit_schedule(n_ranks, placement);
+  int world = st_schedule_add_world(s, "world");
+  StProgram *p = st_program_new("coll");
+  st_program_add_stream(p, "comm", 0);
+  st_test_add(p, st_op_coll(0, kind, world, bytes));
+  int prog = st_schedule_add_program(s, p);
+  for (int r = 0; r < n_ranks; r++)
+    s->ranks[r].program = prog;
+  StTimeline *t = st_test_run(s, algo, TRUE);
+  /* The timeline borrows the schedule: keep it alive with the test's data. */
+  g_test_queue_destroy((GDestroyNotify)st_schedule_free, s);
+  return t;
+}
+
+int64_t
+st_test_end_of(const StTimeline *t, int rank, uint32_t op)
+{
+  for (guint i = 0; i < t->ops->len; i++) {
+    const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);
+    if (r->rank == rank && r->op == op)
+      return r->end_ns;
+  }
+  g_assert_not_reached();
+}
+
+/* The class rates of a timeline against the class's capacity. */
+static void
+class_within(gpointer data, int64_t t_ns, const double rate[ST_LINK_N])
+{
+  const double *capacity = data;
+  for (int c = 0; c < ST_LINK_N; c++)
+    if (rate[c] > capacity[c] * (1 + 1e-9) + 1e-3)
+      g_error("at %" G_GINT64_FORMAT " ns class %s sends %.6g B/s, over its %.6g",
+              t_ns, st_link_name(c), rate[c], capacity[c]);
+}
+
+void
+st_test_assert_links(const StTimeline *t)
+{
+  g_assert_nonnull(t->net);
+  const StCluster *c = t->schedule->cluster;
+  /* Per link: its peak over the whole run. */
+  g_autofree StNetLinkStats *stats = st_net_trace_link_stats(t->net, 0, t->end_ns + 1);
+  for (guint l = 0; l < t->net->links->len; l++) {
+    const StNetLink *link = &g_array_index(t->net->links, StNetLink, l);
+    if (stats[l].peak > link->capacity * (1 + 1e-9))
+      g_error("link %s carries %.9g B/s, over its capacity %.9g", link->name, stats[l].peak,
+              link->capacity);
+  }
+  /* Per class: what the cluster's links of the class can send at once. */
+  double capacity[ST_LINK_N] = {0};
+  for (int l = 0; l < st_net_n_links(c); l++) {
+    StNetKind kind = st_net_link_kind(c, l);
+    if (st_net_kind_sends(kind))
+      capacity[st_net_kind_class(kind)] += st_net_link_capacity(c, l);
+  }
+  st_net_trace_class_rates(t->net, class_within, capacity);
 }
 
 StTimeline *

@@ -38,10 +38,36 @@ StCluster *st_test_cluster_named(const char *name, int nodes, int gpus);
 /* The strategy's schedule (g_assert on failure). Transfer full. */
 StSchedule *st_test_build(const char *strategy, const StModel *model, const StCluster *cluster,
                           const StOptions *options);
-/* Simulates without a profile (`algo` as --comm-algo) and summarizes; the
+/* Simulates without a profile (`algo` as --comm-algo), checks that every
+ * link stays within its capacity (st_test_assert_links) and summarizes; the
  * timeline the summary reads goes to *timeline (the caller frees both). */
 StSummary *st_test_simulate(const StSchedule *schedule, const char *algo, gboolean no_fold,
                             StTimeline **timeline);
+
+/* ---- engine worked examples ---------------------------------------------- */
+
+/* A schedule on the unit cluster and model (tests/data/engine/: 2 nodes x 4
+ * GPUs at 100 TFLOP/s fp32 and 1 TB/s; intra-node 100 GB/s, 1 us; inter-node
+ * 10 GB/s per NIC, one NIC per GPU, 5 us; one layer of 1e10 FLOP forward and
+ * 2e10 backward at batch 10), `n_ranks` ranks on the GPUs `placement` names
+ * (NULL: rank r on GPU r), a batch of 10. Programs are the test's to add.
+ * Transfer full. */
+StSchedule *st_test_unit_schedule(int n_ranks, const int32_t *placement);
+/* A new program of `n_streams` streams (priority 0) run by `rank`. Borrowed. */
+StProgram *st_test_program_for(StSchedule *s, int rank, int n_streams);
+uint32_t st_test_add(StProgram *p, StOp op);
+/* Checks `s` and simulates it (`algo` as --comm-algo, NULL auto); every
+ * link within its capacity (st_test_assert_links). Transfer full. */
+StTimeline *st_test_run(const StSchedule *s, const char *algo, gboolean no_fold);
+/* Every rank of a world group (placed as in st_test_unit_schedule) runs one
+ * collective of `bytes`, unfolded. The schedule lives as long as the test. */
+StTimeline *st_test_collective(int n_ranks, const int32_t *placement, StCollKind kind,
+                               int64_t bytes, const char *algo);
+/* The end of the first record of (rank, op). */
+int64_t st_test_end_of(const StTimeline *t, int rank, uint32_t op);
+/* No link of a simulated timeline ever carries more than its capacity, and
+ * no link class sends more than its links' capacity over the cluster. */
+void st_test_assert_links(const StTimeline *t);
 
 /* ---- executor tests -------------------------------------------------------- */
 

@@ -271,9 +271,9 @@ links_collective(Engine *e, int comm, int group, const StLinkUse *use, const StG
   gboolean leaves = shape->leaves > 1 && st_net_fabric_binds(c);
   for (int i = 0, node_start = 0; i < nd; i++) {
     int d = dev[i], node = st_cluster_node_of(c, d);
-    for (int out = 0; out < 2; out++) {
-      load(e, st_net_gpu_link(c, d, out ? ST_NET_GPU_OUT : ST_NET_GPU_IN), use->gpu);
-      load(e, st_net_nic_link(c, st_net_nic_of(c, d), out), use->nic_dev);
+    for (int in = 0; in < 2; in++) {
+      load(e, st_net_gpu_link(c, d, in ? ST_NET_GPU_IN : ST_NET_GPU_OUT), use->gpu);
+      load(e, st_net_nic_link(c, st_net_nic_of(c, d), !in), use->nic_dev);
     }
     load(e, st_net_gpu_link(c, d, ST_NET_MEM), use->mem);
     if (i + 1 < nd && st_cluster_node_of(c, dev[i + 1]) == node)
@@ -282,13 +282,13 @@ links_collective(Engine *e, int comm, int group, const StLinkUse *use, const StG
      * and its leaf's (once per leaf). */
     double per_device = use->nic_node / (i + 1 - node_start);
     for (int j = node_start; j <= i; j++)
-      for (int out = 0; out < 2; out++)
-        load(e, st_net_nic_link(c, st_net_nic_of(c, dev[j]), out), per_device);
+      for (int in = 0; in < 2; in++)
+        load(e, st_net_nic_link(c, st_net_nic_of(c, dev[j]), !in), per_device);
     int leaf = st_net_leaf_of(c, node);
     gboolean last_of_leaf = i + 1 == nd || st_net_leaf_of(c, st_cluster_node_of(c, dev[i + 1])) != leaf;
     if (leaves && last_of_leaf)
-      for (int up = 0; up < 2; up++)
-        load(e, st_net_leaf_link(c, leaf, up), use->leaf);
+      for (int down = 0; down < 2; down++)
+        load(e, st_net_leaf_link(c, leaf, !down), use->leaf);
     node_start = i + 1;
   }
   return remember(e, &key, emit(e));
