@@ -102,13 +102,15 @@ test_dgx_v100(void)
   g_assert_cmpfloat_with_epsilon(st_cluster_peak_flops(c, ST_DTYPE_FP32), 15.7e12, 1);
   g_assert_cmpfloat_with_epsilon(c->gpu.memory_bandwidth, 900e9, 1);
   assert_link(c, ST_LINK_INTRA_NODE, 150e9, 2000, ST_TOPO_RING);
-  assert_link(c, ST_LINK_INTER_NODE, 6.25e9, 5000, ST_TOPO_SWITCH);
+  /* 4 EDR ports of 12.5 GB/s, each shared by 2 GPUs. */
+  assert_link(c, ST_LINK_INTER_NODE, 12.5e9, 5000, ST_TOPO_SWITCH);
+  g_assert_cmpint(c->fabric.nics, ==, 4);
 }
 
 static void
 test_summit(void)
 {
-  /* One Summit node: 6 x V100 16 GB, 50 GB/s NVLink2, 12.5 GB/s per GPU
+  /* One Summit node: 6 x V100 16 GB, 50 GB/s NVLink2, two 12.5 GB/s rails
    * between nodes, fp16 125 TFLOP/s, fp32 15.7 TFLOP/s, 900 GB/s HBM2. */
   g_autoptr(StCluster) c = load_shipped("summit");
   g_assert_cmpint(c->nodes, ==, 1);
@@ -119,6 +121,9 @@ test_summit(void)
   g_assert_cmpfloat_with_epsilon(c->gpu.memory_bandwidth, 900e9, 1);
   assert_link(c, ST_LINK_INTRA_NODE, 50e9, 2000, ST_TOPO_RING);
   assert_link(c, ST_LINK_INTER_NODE, 12.5e9, 5000, ST_TOPO_SWITCH);
+  g_assert_cmpint(c->fabric.nics, ==, 2);
+  g_assert_cmpint(c->fabric.leaf_nodes, ==, 1);
+  g_assert_true(c->fabric.oversubscription == 1);
 }
 
 static void
@@ -140,6 +145,9 @@ assert_clusters_equal(const StCluster *a, const StCluster *b)
     g_assert_cmpint(a->links[l].latency_ns, ==, b->links[l].latency_ns);
     g_assert_cmpint(a->links[l].topology, ==, b->links[l].topology);
   }
+  g_assert_cmpint(a->fabric.nics, ==, b->fabric.nics);
+  g_assert_cmpint(a->fabric.leaf_nodes, ==, b->fabric.leaf_nodes);
+  g_assert_true(a->fabric.oversubscription == b->fabric.oversubscription);
 }
 
 /* to_json reads back to an equal cluster, bit for bit, resized or not. */
@@ -159,6 +167,13 @@ test_round_trip(void)
     assert_clusters_equal(c, copy);
     g_assert_cmpstr(copy->path, ==, c->path);
   }
+  /* The fabric's keys too. */
+  g_autoptr(StCluster) f = load_shipped("dgx-h100");
+  f->fabric = (StFabric){2, 4, 2.5};
+  g_autoptr(cJSON) fj = st_cluster_to_json(f);
+  g_autoptr(StCluster) fb = st_cluster_from_json(fj, "round-trip", NULL);
+  g_assert_nonnull(fb);
+  assert_clusters_equal(f, fb);
   /* Readable units where they are exact. */
   g_autoptr(StCluster) h100 = load_shipped("dgx-h100");
   g_autoptr(cJSON) json = st_cluster_to_json(h100);
@@ -250,6 +265,25 @@ test_links_and_groups(void)
   g_assert_cmpint(s.nodes, ==, 2);
   g_assert_cmpint(s.per_node, ==, 2);
   g_assert_cmpint(s.per_device, ==, 2);
+  /* The network: one NIC per GPU, one node per leaf. GPU 9 alone on its
+   * node carries all of the node's traffic; 8 devices of a node spread it
+   * over 8 NICs. */
+  g_assert_cmpint(s.per_nic, ==, 1);
+  g_assert_cmpfloat(s.nic_share, ==, 1);
+  g_assert_cmpint(s.leaves, ==, 2);
+  st_cluster_group_shape(c, all, 16, &s);
+  g_assert_cmpint(s.per_nic, ==, 1);
+  g_assert_cmpfloat(s.nic_share, ==, 1.0 / 8);
+  /* 4 NICs per node (GPUs 2i and 2i+1 share NIC i), 2 nodes per leaf: GPUs
+   * 0, 1, 2 put 2 devices on NIC 0 of their node's 3 (share 2/3), GPUs 8-11
+   * 2 of 4 on each NIC of node 1 (1/2); one leaf. */
+  c->fabric = (StFabric){4, 2, 1};
+  const int32_t three[] = {0, 1, 2, 8, 9, 10, 11};
+  st_cluster_group_shape(c, three, 7, &s);
+  g_assert_cmpint(s.per_nic, ==, 2);
+  g_assert_cmpfloat_with_epsilon(s.nic_share, 2.0 / 3, 1e-12);
+  g_assert_cmpint(s.leaves, ==, 1);
+  c->fabric = (StFabric){8, 1, 1};
   /* 4 ranks on one GPU. */
   const int32_t one[] = {5, 5, 5, 5};
   st_cluster_group_shape(c, one, 4, &s);
@@ -284,6 +318,9 @@ test_bad_files(void)
     {"no-inter.json", ST_ERROR_INVALID, {"links: missing key 'inter_node'", NULL}},
     {"bad-topology.json", ST_ERROR_INVALID, {"key 'topology'", "'mesh'", NULL}},
     {"no-fp32.json", ST_ERROR_INVALID, {"gpu.flops: missing key 'fp32'", NULL}},
+    {"too-many-nics.json", ST_ERROR_INVALID, {"links.inter_node: key 'nics'", "out of range", NULL}},
+    {"undersubscribed.json", ST_ERROR_INVALID,
+     {"links.inter_node: key 'oversubscription'", NULL}},
     {"does-not-exist.json", ST_ERROR_IO, {NULL}},
   };
   for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
