@@ -72,6 +72,22 @@ key_equal(gconstpointer a, gconstpointer b)
   return x->comm == y->comm && x->group == y->group && x->tag == y->tag && x->seq == y->seq;
 }
 
+/* A meeting and the events of its members. Open meetings of a failed run
+ * (a member timed out, another rank failed) are freed with the table. */
+static void
+meeting_free(gpointer p)
+{
+  Meeting *m = p;
+  for (int j = 0; j < m->expected; j++)
+    if (m->members[j].ready != NULL)
+      m->members[j].dev->backend->event_free(m->members[j].dev, m->members[j].ready);
+  if (m->done_event != NULL)
+    m->done_dev->backend->event_free(m->done_dev, m->done_event);
+  g_clear_error(&m->error);
+  g_free(m->members);
+  g_free(m);
+}
+
 static void
 local_close(StCommCtx *ctx)
 {
@@ -104,7 +120,7 @@ local_open(const StSchedule *s, StExecDevice *const *devices, double timeout_s, 
   ctx->timeout_s = timeout_s;
   g_mutex_init(&ctx->lock);
   g_cond_init(&ctx->cond);
-  ctx->meetings = g_hash_table_new(key_hash, key_equal);
+  ctx->meetings = g_hash_table_new_full(key_hash, key_equal, NULL, meeting_free);
   ctx->coll_seq = g_new0(int64_t, (size_t)s->n_ranks * MAX(1u, s->comms->len));
   ctx->p2p_seq = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   return ctx;
@@ -263,7 +279,7 @@ meet(StCommCtx *ctx, const Key *key, int expected, int index, const StCommCall *
     return FALSE;
   }
   if (leader) {
-    g_hash_table_remove(ctx->meetings, &m->key); /* later calls on the key start anew */
+    g_hash_table_steal(ctx->meetings, &m->key); /* later calls on the key start anew */
     g_mutex_unlock(&ctx->lock);
     lead(m, index, work);
     g_mutex_lock(&ctx->lock);
@@ -281,9 +297,12 @@ meet(StCommCtx *ctx, const Key *key, int expected, int index, const StCommCall *
         else
           g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_FAILED,
                       "rank %d: %s abandoned: another rank failed", call->rank, call->what);
-        /* The meeting is left as it is: the run is failing, nobody leads it. */
+        /* The run is failing. A meeting still open is freed with the table; one
+         * that its leader took out is freed by the last member to leave. */
         ctx->aborted = TRUE;
         g_cond_broadcast(&ctx->cond);
+        if (++m->left == m->expected)
+          meeting_free(m);
         g_mutex_unlock(&ctx->lock);
         return FALSE;
       }
@@ -295,15 +314,8 @@ meet(StCommCtx *ctx, const Key *key, int expected, int index, const StCommCall *
                 call->what, m->error->message);
   else if (!leader)
     ok = b->stream_wait(dev, call->stream, m->done_event, error);
-  if (++m->left == m->expected) {
-    for (int j = 0; j < m->expected; j++)
-      m->members[j].dev->backend->event_free(m->members[j].dev, m->members[j].ready);
-    if (m->done_event != NULL)
-      m->done_dev->backend->event_free(m->done_dev, m->done_event);
-    g_clear_error(&m->error);
-    g_free(m->members);
-    g_free(m);
-  }
+  if (++m->left == m->expected)
+    meeting_free(m);
   g_mutex_unlock(&ctx->lock);
   return ok;
 }

@@ -366,6 +366,7 @@ st_execute(const StSchedule *s, const StExecOptions *o, StExecResult *result, GE
                                                             ST_EXEC_ERROR_INTERRUPTED);
   if (x.error != NULL && !interrupted) {
     g_propagate_error(error, g_steal_pointer(&x.error));
+    st_exec_result_clear(result);
     exec_clear(&x);
     return NULL;
   }

@@ -105,6 +105,6 @@ char *st_exec_admissions_csv(const GArray *admissions);
 
 /* Runs `schedule` (borrowed; it must outlive the timeline). On an error after
  * some steps completed (SIGINT), the timeline of those steps is returned and
- * `result->interrupted` set. Transfer full. */
+ * `result->interrupted` set; on failure `result` holds nothing. Transfer full. */
 StTimeline *st_execute(const StSchedule *schedule, const StExecOptions *options,
                        StExecResult *result, GError **error);

@@ -118,7 +118,8 @@ bind(Rank *r, const StBuffer *b, char *base)
   int slot = MAX(b->slot, 0), n = n_slots(r, b);
   for (int i = b->layer; i <= b->layer_last; i++) {
     LayerState *ls = &r->layers[i];
-    ls->at[b->data][slot] = base + offset_of(r, b, i);
+    /* An empty buffer (layers without weights) has no storage. */
+    ls->at[b->data][slot] = base != NULL ? base + offset_of(r, b, i) : NULL;
     ls->stale[b->data][slot] = FALSE;
     ls->slots[b->data] = (int8_t)n;
     if (b->parts > 1)

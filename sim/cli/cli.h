@@ -97,7 +97,7 @@ char **st_cli_strategy_names(const StCliShared *shared, GError **error);
 #include "output/output.h"
 
 typedef struct {
-  char *backend, *comm;
+  char *backend, *comm; /* NULL: auto */
   gint64 seed;
   double lr, timeout;
   char *memory_limit;

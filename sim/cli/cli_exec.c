@@ -11,7 +11,8 @@
 void
 st_cli_exec_init(StCliExec *e)
 {
-  *e = (StCliExec){g_strdup("auto"), g_strdup("auto"), 1234, 0, 600, NULL};
+  /* Strings start NULL ("auto"): GOption replaces a string without freeing it. */
+  *e = (StCliExec){NULL, NULL, 1234, 0, 600, NULL};
 }
 
 void
@@ -59,15 +60,17 @@ st_cli_exec_options(const StCliExec *e, StExecOptions *o, GError **error)
 {
   static const char *const backends[] = {"auto", "host", "cuda", NULL};
   static const char *const comms[] = {"auto", "local", "nccl", NULL};
-  if (!g_strv_contains(backends, e->backend))
-    return st_cli_usage_error(error, "--backend %s: expected auto, host or cuda", e->backend);
-  if (!g_strv_contains(comms, e->comm))
-    return st_cli_usage_error(error, "--comm %s: expected auto, local or nccl", e->comm);
+  const char *backend = e->backend != NULL ? e->backend : "auto";
+  const char *comm = e->comm != NULL ? e->comm : "auto";
+  if (!g_strv_contains(backends, backend))
+    return st_cli_usage_error(error, "--backend %s: expected auto, host or cuda", backend);
+  if (!g_strv_contains(comms, comm))
+    return st_cli_usage_error(error, "--comm %s: expected auto, local or nccl", comm);
   if (e->timeout <= 0)
     return st_cli_usage_error(error, "--timeout %g: must be positive", e->timeout);
   st_exec_options_init(o);
-  o->device = e->backend;
-  o->comm = e->comm;
+  o->device = backend;
+  o->comm = comm;
   o->seed = (uint64_t)e->seed;
   o->lr = e->lr;
   o->timeout_s = e->timeout;

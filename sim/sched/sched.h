@@ -100,6 +100,8 @@ typedef struct {
                        the gradient of k steps ago; a COMM op moves the parameters or
                        gradients of k steps ago (StBuffer.slot) */
   uint8_t data;     /* COMM/COPY: what moves (StData), of layers [layer, layer_last] */
+  uint8_t zero;     /* always 0: named so that no padding byte is left undefined, and
+                       equal ops compare equal byte for byte */
   /* Samples (st_op_samples), for the executor: 0 when not said, the rank's
    * own contiguous share as its replica computes it; else the op's `batch`
    * samples are s = replica + sample_first + t * sample_stride, t < batch,
@@ -312,22 +314,25 @@ st_program_op(const StProgram *p, uint32_t op)
   return &g_array_index(p->ops, StOp, op);
 }
 
+/* The lists of one op. A program with no deps (or no buffers) has no array
+ * storage at all: then the list is NULL, and its length 0. */
 static inline const StDep *
 st_program_deps(const StProgram *p, const StOp *op)
 {
-  return &g_array_index(p->deps, StDep, op->dep_first);
+  return p->deps->len > 0 ? &g_array_index(p->deps, StDep, op->dep_first) : NULL;
 }
 
 static inline const uint32_t *
 st_program_allocs(const StProgram *p, const StOp *op)
 {
-  return &g_array_index(p->mem, uint32_t, op->mem_first);
+  return p->mem->len > 0 ? &g_array_index(p->mem, uint32_t, op->mem_first) : NULL;
 }
 
 static inline const uint32_t *
 st_program_frees(const StProgram *p, const StOp *op)
 {
-  return &g_array_index(p->mem, uint32_t, op->mem_first + op->n_alloc);
+  return p->mem->len > 0 ? &g_array_index(p->mem, uint32_t, op->mem_first + op->n_alloc)
+                         : NULL;
 }
 
 /* Jobs: 0 is the main one (schedule->model, ->settings). */
