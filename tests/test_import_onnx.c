@@ -9,8 +9,8 @@
  * count sees them run) exactly. The model built from the graph must hold
  * the same parameters; its forward FLOPs are the products plus the
  * element-wise work its layer types count (docs/MODELS.md), a few percent
- * more. Where the zoo has the network (ResNet-50) the import must be the
- * zoo's model, layer for layer; the small GPT must be what one writes by
+ * more. Where the zoo has the network (ResNet-50, ViT-B/16) the import must
+ * be the zoo's model, layer for layer; the small GPT must be what one writes by
  * hand for it; MobileNetV2's inverted residuals and ReLU6, which no stagger
  * type describes, become custom layers whose numbers are checked against
  * their closed form. Then the refusals, each naming what is wrong.
@@ -100,6 +100,25 @@ test_resnet50(void)
   g_assert_cmpfloat(result.graph_dense_flops, <, 8.19e9);
   g_autoptr(StModel) zoo = st_test_model_named("resnet50");
   assert_same_layers(model, zoo, TRUE);
+  g_assert_cmpint(result.custom_layers, ==, 0);
+  g_assert_cmpuint(result.warnings->len, ==, 0);
+  st_import_result_clear(&result);
+}
+
+/* torchvision vit_b_16: 86,567,656 parameters and 17.56 G multiply-adds
+ * (torchvision's table): 35.13 GFLOP of products. Its attention is torch's
+ * MultiheadAttention, laid out [batch x heads, s, s]; its dropouts have p 0.
+ * The import is models/vit_b16.json layer for layer (names aside). */
+static void
+test_vit_b_16(void)
+{
+  StImportResult result;
+  g_autoptr(StModel) model = import_checked("vit_b_16", &result);
+  g_assert_cmpint(model->params, ==, 86567656);
+  g_assert_cmpfloat(result.graph_dense_flops, >, 35.12e9);
+  g_assert_cmpfloat(result.graph_dense_flops, <, 35.14e9);
+  g_autoptr(StModel) zoo = st_test_model_named("vit_b16");
+  assert_same_layers(model, zoo, FALSE);
   g_assert_cmpint(result.custom_layers, ==, 0);
   g_assert_cmpuint(result.warnings->len, ==, 0);
   st_import_result_clear(&result);
@@ -308,6 +327,7 @@ main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/import/onnx/resnet50", test_resnet50);
+  g_test_add_func("/import/onnx/vit-b-16", test_vit_b_16);
   g_test_add_func("/import/onnx/tiny-gpt", test_tiny_gpt);
   g_test_add_func("/import/onnx/folded-tie", test_folded_tie);
   g_test_add_func("/import/onnx/mobilenet-v2", test_mobilenet_v2);

@@ -100,5 +100,8 @@ int onnx_count(const OnnxMap *m, int seg, const char *op);
 /* The initializer a weight value is made of (through weight-side nodes),
  * when there is exactly one; else NULL. */
 const OnnxValue *onnx_weight_source(const OnnxGraph *g, const OnnxValue *v);
+/* Is `node` a Dropout that drops something: not a probability known to be
+ * 0, nor training_mode known to be off? */
+gboolean onnx_dropout_active(const OnnxGraph *g, const OnnxNode *node);
 /* The first consumer of `v` among the segment's nodes with op `op`. */
 const OnnxNode *onnx_consumer(const OnnxMap *m, int seg, const OnnxValue *v, const char *op);

@@ -6,10 +6,13 @@
  *   LayerNormalization over the last dim    -> layernorm
  *   Relu                                    -> relu
  *   Gelu, or its erf / tanh expansion       -> gelu
- *   Dropout                                 -> dropout
+ *   Dropout                                 -> dropout (nothing when p is 0)
  *   MaxPool / AveragePool (2-D, square)     -> maxpool2d / avgpool2d
  *   GlobalAveragePool                       -> adaptive_avgpool2d (1)
  *   Flatten / Reshape to one dim            -> flatten
+ *   Reshape [C,H,W] -> [C,HW], Transpose     -> to_tokens
+ *   Concat of a [1, d] weight before tokens -> class_token
+ *   Gather of one token (axis 1)            -> select_token
  *   Gather from a table by the input ids    -> embedding
  *   Add of a [tokens, dim] weight           -> position_embedding
  *   MatMul or Gemm by a weight (+ bias Add) -> linear, or lm_head when it
@@ -96,6 +99,19 @@ onnx_consumer(const OnnxMap *m, int seg, const OnnxValue *v, const char *op)
         return node;
   }
   return NULL;
+}
+
+gboolean
+onnx_dropout_active(const OnnxGraph *g, const OnnxNode *node)
+{
+  if (strcmp(node->op, "Dropout") != 0)
+    return FALSE;
+  const OnnxValue *ratio = onnx_in(g, node, 1), *training = onnx_in(g, node, 2);
+  if (ratio != NULL && ratio->data != NULL && ratio->data[0] == 0)
+    return FALSE;
+  if (ratio == NULL && onnx_attr_float(node, "ratio", 0.5) == 0)
+    return FALSE;
+  return !(training != NULL && training->data != NULL && training->data[0] == 0);
 }
 
 /* A new layer in `out`, named after segments [seg, seg + n). */
@@ -198,6 +214,8 @@ plain(OnnxMap *m, int seg, cJSON *out, GString *why)
     {"BatchNormalization", "batchnorm2d"},
   };
   const OnnxNode *node = onnx_single(m, seg, NULL);
+  if (node != NULL && strcmp(node->op, "Dropout") == 0 && !onnx_dropout_active(m->g, node))
+    return 1; /* p = 0: no layer */
   for (guint i = 0; node != NULL && i < G_N_ELEMENTS(PLAIN); i++) {
     if (strcmp(node->op, PLAIN[i].op) != 0)
       continue;
@@ -286,6 +304,60 @@ reshape(OnnxMap *m, int seg, cJSON *out, GString *why)
     return 1;
   }
   return 0;
+}
+
+/* Patches to tokens (ViT): [C, H, W] reshaped to [C, H W], then swapped to
+ * [H W, C]: two segments. */
+static int
+to_tokens(OnnxMap *m, int seg, cJSON *out, GString *why)
+{
+  const OnnxNode *flat = onnx_single(m, seg, "Reshape");
+  if (flat == NULL)
+    flat = onnx_single(m, seg, "Flatten");
+  const OnnxNode *swap = seg + 1 < m->n_segs ? onnx_single(m, seg + 1, "Transpose") : NULL;
+  if (flat == NULL || swap == NULL)
+    return 0;
+  const OnnxValue *in = onnx_value(m->g, m->segs[seg].in), *mid = onnx_out(m->g, flat, 0);
+  int n;
+  const int64_t *perm = onnx_attr_ints(swap, "perm", &n);
+  if (in->rank != 4 || mid->rank != 3 || mid->dims[1] != in->dims[1] ||
+      mid->dims[2] != in->dims[2] * in->dims[3] || perm == NULL || n != 3 || perm[0] != 0 ||
+      perm[1] != 2 || perm[2] != 1)
+    return 0;
+  add_layer(m, seg, 2, out, "to_tokens");
+  return 2;
+}
+
+/* A learned token put before the others (ViT's [class]): Concat on the
+ * token axis of a [1, d] weight (expanded to the batch) and the tokens. */
+static int
+class_token(OnnxMap *m, int seg, cJSON *out, GString *why)
+{
+  const OnnxNode *node = onnx_single(m, seg, "Concat");
+  if (node == NULL || node->n_in != 2)
+    return 0;
+  const OnnxValue *token = onnx_in(m->g, node, 0), *x = onnx_in(m->g, node, 1);
+  if (token->kind != ONNX_WEIGHT || x->kind != ONNX_ACT || x->rank != 3 ||
+      onnx_attr_int(node, "axis", 0) != 1 || token->rank != 3 || token->dims[1] != 1)
+    return 0;
+  add_layer(m, seg, 1, out, "class_token");
+  return 1;
+}
+
+/* x[:, index]: one token of [tokens, d] (ViT's classifier input). */
+static int
+select_token(OnnxMap *m, int seg, cJSON *out, GString *why)
+{
+  const OnnxNode *node = onnx_single(m, seg, "Gather");
+  if (node == NULL || onnx_attr_int(node, "axis", 0) != 1)
+    return 0;
+  const OnnxValue *x = onnx_in(m->g, node, 0), *index = onnx_in(m->g, node, 1);
+  if (x->kind != ONNX_ACT || x->rank != 3 || index->rank != 0 || index->data == NULL)
+    return 0;
+  int64_t i = (int64_t)index->data[0];
+  cJSON *layer = add_layer(m, seg, 1, out, "select_token");
+  set_int(layer, "index", i < 0 ? i + x->dims[1] : i);
+  return 1;
 }
 
 /* The ids -> rows lookup of a token embedding. */
@@ -390,6 +462,9 @@ const OnnxRule st_onnx_rules_basic[] = {
   {"gelu", gelu_expanded, FALSE},
   {"reshape", reshape, FALSE},
   {"embedding", embedding, FALSE},
+  {"to_tokens", to_tokens, FALSE},
+  {"class_token", class_token, FALSE},
+  {"select_token", select_token, FALSE},
   {"position_embedding", position_embedding, FALSE},
   {"linear", dense, FALSE},
   {"softmax", final_softmax, FALSE},

@@ -12,9 +12,10 @@
  *              erf or tanh expansion); [f, d] with bias
  *
  * The heads are the second dim of the scores (Q K^T is [batch, heads, s,
- * s]); the mask makes the block causal when the attention half holds a
- * Trilu or selects with a constant condition (a stored triangle); dropout
- * when either half holds a Dropout. The check that follows (onnx_map.h)
+ * s], or [batch x heads, s, s] as torch's MultiheadAttention lays them out);
+ * the mask makes the block causal when the attention half holds a Trilu or
+ * selects with a constant condition (a stored triangle); dropout when
+ * either half holds a Dropout with a probability above 0. The check that follows (onnx_map.h)
  * compares parameters and the matrix products' FLOPs with the block's, so a
  * variant that differs in either (no biases, another MLP) falls back to
  * custom layers.
@@ -97,19 +98,27 @@ transformer(OnnxMap *m, int seg, cJSON *out, GString *why)
   const OnnxValue *scores = onnx_out(m->g, attn.first_between, 0);
   const OnnxValue *x = onnx_value(m->g, m->segs[seg].in);
   const OnnxValue *fc = onnx_in(m->g, mlp.first_weighted, 1);
-  if (scores->rank != 4 || scores->dims[2] != x->dims[1] || fc->rank != 2) {
+  /* [batch, heads, s, s], or [batch x heads, s, s] (torch's
+   * MultiheadAttention) */
+  int64_t heads = scores->rank == 4 ? scores->dims[1]
+                  : scores->rank == 3 && scores->dims[0] % m->g->batch == 0
+                    ? scores->dims[0] / m->g->batch : 0;
+  if (heads == 0 || scores->dims[scores->rank - 2] != x->dims[1] || fc->rank != 2) {
     g_string_append(why, "its scores are not [batch, heads, tokens, tokens]");
     return 0;
   }
   gboolean trans = strcmp(mlp.first_weighted->op, "Gemm") == 0 &&
                    onnx_attr_int(mlp.first_weighted, "transB", 0) != 0;
   int64_t ffn = fc->dims[trans ? 0 : 1];
-  gboolean dropout = onnx_count(m, seg, "Dropout") + onnx_count(m, seg + 1, "Dropout") > 0;
+  gboolean dropout = FALSE;
+  for (int h = seg; h <= seg + 1; h++)
+    for (int k = 0; k < m->segs[h].n_nodes; k++)
+      dropout = dropout || onnx_dropout_active(m->g, &m->g->nodes[m->segs[h].nodes[k]]);
   g_autofree char *name = onnx_layer_name(m, seg, 2, "block");
   cJSON *layer = cJSON_CreateObject();
   cJSON_AddStringToObject(layer, "name", name);
   cJSON_AddStringToObject(layer, "type", "transformer_block");
-  cJSON_AddNumberToObject(layer, "heads", (double)scores->dims[1]);
+  cJSON_AddNumberToObject(layer, "heads", (double)heads);
   cJSON_AddNumberToObject(layer, "ffn", (double)ffn);
   cJSON_AddBoolToObject(layer, "causal", causal_mask(m, seg));
   cJSON_AddBoolToObject(layer, "dropout", dropout);

@@ -44,9 +44,9 @@ onnx_segments(OnnxMap *m, GError **error)
   /* Readers left per activation value. */
   g_autofree int *left = g_new0(int, g->values->len);
   for (int n = 0; n < g->n_nodes; n++)
-    for (int i = 0; i < g->nodes[n].n_in; i++)
+    for (int i = 0; i < g->nodes[n].n_in && act_node(g, &g->nodes[n]); i++)
       if (g->nodes[n].in[i] >= 0 && onnx_value(g, g->nodes[n].in[i])->kind == ONNX_ACT)
-        left[g->nodes[n].in[i]]++;
+        left[g->nodes[n].in[i]]++; /* a Shape reads an activation but makes a constant */
   left[g->output]++;
 
   g_autoptr(GArray) segs = g_array_new(FALSE, TRUE, sizeof(OnnxSegment));

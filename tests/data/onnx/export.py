@@ -132,6 +132,7 @@ def networks():
         for p in folded.parameters():
             p.normal_()
     yield "tiny_gpt_folded", folded, torch.randint(0, 64, (1, 16)), "tokens", False
+    yield "vit_b_16", torchvision.models.vit_b_16(), torch.randn(1, 3, 224, 224), "image", True
 
 
 def export(name, model, sample, input_name, training):
