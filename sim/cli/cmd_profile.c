@@ -3,9 +3,12 @@
  *   stagger profile --model M --batches LIST --out P   kernels of a model
  *   stagger profile --links --out P                    collectives and p2p
  *   stagger profile import deeppool FILE --model M --out P
+ *   stagger profile --import-kineto TRACE --model M --out P
  * The first two measure on this machine through the executor's backends
  * (exec/profiler.h); the third turns a per-layer profile published by the
- * DeepPool authors into a stagger profile (profile/profile_import_deeppool.h).
+ * DeepPool authors into a stagger profile (profile/profile_import_deeppool.h),
+ * the fourth a PyTorch profiler trace of the user's own job
+ * (profile/profile_import_kineto.h).
  * Progress goes to stderr, one line redrawn when it is a terminal. */
 #include <glib/gstdio.h>
 #include <stdio.h>
@@ -16,6 +19,7 @@
 #include "cli/cli.h"
 #include "exec/profiler.h"
 #include "profile/profile_import_deeppool.h"
+#include "profile/profile_import_kineto.h"
 
 /* The GPU name of models/clusters/dgx-a100.json, so that the simulator uses
  * DeepPool's A100 numbers on that cluster; --device names another. */
@@ -76,6 +80,40 @@ import_deeppool(const char *file, const char *model_arg, const char *out, const 
   return TRUE;
 }
 
+static gboolean
+import_kineto(const char *file, const char *model_arg, const char *out,
+              const StKinetoOptions *options, GError **error)
+{
+  g_autofree char *model_path = resolve_model(model_arg);
+  g_autoptr(StModel) model = st_model_load(model_path, error);
+  if (model == NULL)
+    return FALSE;
+  StKinetoImport stats = {0};
+  g_autoptr(StProfile) profile = st_profile_import_kineto(file, model, options, &stats, error);
+  gboolean ok = profile != NULL && make_parent(out, error) && st_profile_save(profile, out, error);
+  if (ok) {
+    printf("%s: %d layer entries (forward and backward apart) at batch %" G_GINT64_FORMAT
+           "%s, %d link entries, for %s on %s, from %d %s events over %d steps\n",
+           out, stats.entries, stats.batch, stats.optimizer ? ", the optimizer step" : "",
+           stats.links, model->name, stats.device, stats.events, stats.gpu ? "GPU" : "CPU",
+           stats.steps);
+    if (stats.missing->len > 0) {
+      printf("layers without a range in the trace (they keep the simulator's estimates):");
+      for (guint i = 0; i < stats.missing->len; i++)
+        printf("%s %s", i ? "," : "", (const char *)g_ptr_array_index(stats.missing, i));
+      printf("\n");
+    }
+    if (stats.unattributed_ns > 0)
+      printf("not attributed to a layer, the optimizer or a collective: %.1f us per step (%s)\n",
+             stats.unattributed_ns / 1e3, stats.unattributed_top);
+    if (stats.comm_unknown > 0)
+      printf("NCCL kernels without a known size or group (no link entry): %d\n",
+             stats.comm_unknown);
+  }
+  st_kineto_import_clear(&stats);
+  return ok;
+}
+
 /* ---- progress on stderr ------------------------------------------------------- */
 
 typedef struct {
@@ -110,6 +148,8 @@ progress(gpointer data, int done, int total, const char *what)
 
 typedef struct {
   char *model, *out, *device, *cluster, *backend, *comm, *precision, *batches, *ranks, *sizes;
+  char *kineto, *link;
+  gint64 batch;
   gboolean links, sharing;
   int warmup, repeats;
   double timeout;
@@ -119,7 +159,8 @@ static void
 args_clear(Args *a)
 {
   char **strings[] = {&a->model,    &a->out,       &a->device,  &a->cluster, &a->backend,
-                      &a->comm,     &a->precision, &a->batches, &a->ranks,   &a->sizes};
+                      &a->comm,     &a->precision, &a->batches, &a->ranks,   &a->sizes,
+                      &a->kineto,   &a->link};
   for (gsize i = 0; i < G_N_ELEMENTS(strings); i++)
     g_clear_pointer(strings[i], g_free);
 }
@@ -315,6 +356,18 @@ run(int argc, char **argv, GError **error)
      "NAME"},
     {"cluster", 0, 0, G_OPTION_ARG_FILENAME, &a.cluster,
      "Name the entries after this cluster's gpu.name", "FILE"},
+    {"import-kineto", 0, 0, G_OPTION_ARG_FILENAME, &a.kineto,
+     "Import a PyTorch profiler trace (export_chrome_trace's JSON) of --model's training: "
+     "per-layer forward and backward times from its record_function ranges named after the "
+     "layers, NCCL collectives as links (docs/INTEROP.md)",
+     "TRACE"},
+    {"batch", 0, 0, G_OPTION_ARG_INT64, &a.batch,
+     "With --import-kineto: samples per traced micro-batch (default: from the traced shapes)",
+     "N"},
+    {"link", 0, 0, G_OPTION_ARG_STRING, &a.link,
+     "With --import-kineto: the link class the traced collectives ran over (intra_node, "
+     "inter_node, pcie; default: intra_node)",
+     "CLASS"},
     {NULL},
   };
   g_autoptr(GOptionContext) context =
@@ -338,7 +391,11 @@ run(int argc, char **argv, GError **error)
     "  import deeppool FILE      a per-layer profile published by the DeepPool authors (rows\n"
     "                            of TYPE{params}[batch]shape and fwd+bwd ms per batch size)\n"
     "                            into this format for --model: each row becomes an entry under\n"
-    "                            the signature of the layers it matches.");
+    "                            the signature of the layers it matches.\n"
+    "  --import-kineto TRACE     a torch.profiler trace of your own training of --model: each\n"
+    "                            layer's forward and backward (kernels on a GPU, operators on\n"
+    "                            the CPU) from record_function ranges named after its layers,\n"
+    "                            the optimizer step, NCCL collectives whose sizes are known.");
   g_option_context_set_description(
     context,
     "Examples:\n"
@@ -349,9 +406,32 @@ run(int argc, char **argv, GError **error)
     "  stagger profile --model tests/data/exec/tiny-mlp.json --batches 1,2,4 --backend host \\\n"
     "      --out traces/profiles/host/tiny-mlp.json\n"
     "  stagger profile import deeppool traces/reference/deeppool/vggLayerGpuProfileA100.txt \\\n"
-    "      --model models/vgg16.json --out traces/profiles/a100-deeppool-vgg16.json\n");
+    "      --model models/vgg16.json --out traces/profiles/a100-deeppool-vgg16.json\n"
+    "  stagger profile --import-kineto trace.json --model models/gpt2-124m.json \\\n"
+    "      --cluster models/clusters/dgx-h100.json --out traces/profiles/mine.json\n");
   g_option_context_add_main_entries(context, entries, NULL);
   gboolean ok = g_option_context_parse(context, &argc, &argv, error);
+  if (ok && a.kineto != NULL) {
+    StKinetoOptions ko = {.device = a.device, .batch = a.batch, .link = ST_LINK_INTRA_NODE};
+    g_autoptr(StCluster) cluster = NULL;
+    GError *bad = NULL;
+    if (argc > 1)
+      ok = st_cli_usage_error(error, "--import-kineto: unexpected argument '%s'", argv[1]);
+    else if (a.model == NULL || a.out == NULL)
+      ok = st_cli_usage_error(error, "--import-kineto: --model M and --out P are required");
+    else if (a.batch < 0)
+      ok = st_cli_usage_error(error, "--batch %" G_GINT64_FORMAT ": expected N >= 1", a.batch);
+    else if (a.link != NULL && !st_link_parse(a.link, &ko.link, &bad)) {
+      ok = st_cli_usage_error(error, "--link: %s", bad->message);
+      g_error_free(bad);
+    } else if (a.cluster != NULL && a.device == NULL) {
+      ok = (cluster = st_cluster_load(a.cluster, error)) != NULL;
+      ko.device = ok ? cluster->gpu.name : NULL;
+    }
+    ok = ok && import_kineto(a.kineto, a.model, a.out, &ko, error);
+    args_clear(&a);
+    return ok;
+  }
   if (ok && argc < 2 && a.model == NULL && !a.links)
     ok = st_cli_usage_error(error, "missing command: import deeppool FILE, --model M --batches "
                                    "LIST, or --links");

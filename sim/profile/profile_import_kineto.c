@@ -1,0 +1,792 @@
+/* profile_import_kineto.c: see profile_import_kineto.h. */
+#include "profile/profile_import_kineto.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/json.h"
+
+#define EVAL_PREFIX "autograd::engine::evaluate_function: "
+
+typedef enum {
+  EV_OP,     /* a CPU operator (or any CPU event that is no marker) */
+  EV_LAYER,  /* a range naming a layer */
+  EV_STEP,   /* ProfilerStep#k */
+  EV_OPTIM,  /* Optimizer.step#CLASS.step */
+  EV_MARK,   /* other ranges: user annotations, Optimizer.zero_grad# */
+  EV_DEVICE, /* a kernel or copy on the GPU */
+  EV_NCCL,   /* an NCCL kernel */
+} Kind;
+
+typedef struct {
+  const char *name;
+  const cJSON *args;
+  int64_t ts, end; /* ns */
+  int thread;      /* index of its (pid, tid) */
+  uint8_t kind;
+  uint8_t pass;    /* EV_LAYER */
+  gboolean eval, comm, outer;
+  int layer;       /* EV_LAYER */
+  int64_t seq, corr;
+  /* CPU events: the innermost layer range, evaluate_function, optimizer
+   * step and communication operator holding it (itself for the last
+   * three), -1 when none; the step its start falls in. */
+  int in_layer, in_eval, in_optim, in_comm;
+  int step;
+} Ev;
+
+typedef struct {
+  const char *path;
+  const StModel *model;
+  GArray *ev;          /* Ev */
+  GArray *steps;       /* int: EV_STEP events by start */
+  int n_steps;
+  gboolean gpu;
+  int n_keys;          /* 2 per layer (fwd, bwd) + the optimizer */
+  double *sum;         /* [n_keys][n_steps] */
+  int *occ;            /* [n_keys][n_steps]: ranges of that pass */
+  double unattributed; /* ns over all steps */
+  GHashTable *unattributed_by_name; /* name -> double * (ns) */
+} Kineto;
+
+void
+st_kineto_import_clear(StKinetoImport *stats)
+{
+  g_free(stats->device);
+  g_free(stats->unattributed_top);
+  if (stats->missing != NULL)
+    g_ptr_array_unref(stats->missing);
+  *stats = (StKinetoImport){0};
+}
+
+static int64_t
+arg_int(const cJSON *args, const char *key, int64_t fallback)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
+  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : fallback;
+}
+
+/* ---- reading the events -------------------------------------------------------- */
+
+static int
+layer_index(const StModel *m, const char *name, StPass *pass)
+{
+  size_t n = strlen(name);
+  *pass = ST_PASS_FWD;
+  for (int pass_i = 0; pass_i < 3; pass_i++) {
+    static const char *const suffix[] = {"", ".forward", ".backward"};
+    size_t k = strlen(suffix[pass_i]);
+    if (n <= k || strcmp(name + n - k, suffix[pass_i]) != 0)
+      continue;
+    for (int i = 0; i < m->n_layers; i++)
+      if (strlen(m->layers[i].name) == n - k && strncmp(m->layers[i].name, name, n - k) == 0) {
+        *pass = pass_i == 2 ? ST_PASS_BWD : ST_PASS_FWD;
+        return i;
+      }
+  }
+  return -1;
+}
+
+static gboolean
+is_device_cat(const char *cat)
+{
+  return strcmp(cat, "kernel") == 0 || strcmp(cat, "gpu_memcpy") == 0 ||
+         strcmp(cat, "gpu_memset") == 0;
+}
+
+static Kind
+classify(const Kineto *k, const char *name, const char *cat, Ev *e)
+{
+  if (is_device_cat(cat))
+    return g_str_has_prefix(name, "nccl") ? EV_NCCL : EV_DEVICE;
+  StPass pass;
+  if ((e->layer = layer_index(k->model, name, &pass)) >= 0) {
+    e->pass = (uint8_t)pass;
+    return EV_LAYER;
+  }
+  if (g_str_has_prefix(name, "ProfilerStep#"))
+    return EV_STEP;
+  if (g_str_has_prefix(name, "Optimizer.step#"))
+    return EV_OPTIM;
+  if (g_str_has_prefix(name, "Optimizer.") || strcmp(cat, "user_annotation") == 0 ||
+      strcmp(cat, "gpu_user_annotation") == 0 || strcmp(cat, "python_function") == 0)
+    return EV_MARK;
+  e->eval = g_str_has_prefix(name, EVAL_PREFIX);
+  e->comm = g_str_has_prefix(name, "nccl:") || strcmp(name, "record_param_comms") == 0;
+  return EV_OP;
+}
+
+static const char *
+text_of(const cJSON *v, char *buf, size_t n)
+{
+  if (cJSON_IsString(v))
+    return v->valuestring;
+  if (cJSON_IsNumber(v)) {
+    g_snprintf(buf, n, "%.0f", v->valuedouble);
+    return buf;
+  }
+  return "";
+}
+
+static gboolean
+read_events(Kineto *k, const cJSON *events, GError **error)
+{
+  g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  const cJSON *item;
+  int index = -1;
+  cJSON_ArrayForEach(item, events)
+  {
+    index++;
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(item, "ph");
+    if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0)
+      continue;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(item, "ts");
+    const cJSON *dur = cJSON_GetObjectItemCaseSensitive(item, "dur");
+    const cJSON *cat = cJSON_GetObjectItemCaseSensitive(item, "cat");
+    if (!cJSON_IsString(name) || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) ||
+        dur->valuedouble < 0) {
+      g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
+                  "%s: event %d: a complete event (\"ph\": \"X\") needs \"name\", \"ts\" and "
+                  "\"dur\" >= 0", k->path, index);
+      return FALSE;
+    }
+    char pid_buf[32], tid_buf[32];
+    g_autofree char *thread = g_strdup_printf(
+      "%s/%s", text_of(cJSON_GetObjectItemCaseSensitive(item, "pid"), pid_buf, sizeof pid_buf),
+      text_of(cJSON_GetObjectItemCaseSensitive(item, "tid"), tid_buf, sizeof tid_buf));
+    gpointer t = g_hash_table_lookup(threads, thread);
+    if (t == NULL) {
+      t = GINT_TO_POINTER(g_hash_table_size(threads) + 1);
+      g_hash_table_insert(threads, g_steal_pointer(&thread), t);
+    }
+    Ev e = {.name = name->valuestring, .thread = GPOINTER_TO_INT(t) - 1,
+            .in_layer = -1, .in_eval = -1, .in_optim = -1, .in_comm = -1, .step = -1};
+    e.args = cJSON_GetObjectItemCaseSensitive(item, "args");
+    e.ts = llround(ts->valuedouble * 1e3);
+    e.end = e.ts + llround(dur->valuedouble * 1e3);
+    e.seq = arg_int(e.args, "Sequence number", -1);
+    e.corr = arg_int(e.args, "correlation", -1);
+    e.kind = (uint8_t)classify(k, e.name, cJSON_IsString(cat) ? cat->valuestring : "", &e);
+    k->gpu = k->gpu || e.kind == EV_DEVICE || e.kind == EV_NCCL;
+    g_array_append_val(k->ev, e);
+  }
+  if (k->ev->len == 0) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
+                "%s: no complete events (\"ph\": \"X\"): not a profiler trace", k->path);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- where each CPU event sits --------------------------------------------------- */
+
+static Ev *
+ev_at(const Kineto *k, int i)
+{
+  return &g_array_index(k->ev, Ev, i);
+}
+
+static gint
+by_thread_then_start(gconstpointer a, gconstpointer b, gpointer data)
+{
+  const Kineto *k = data;
+  const Ev *x = ev_at(k, *(const int *)a), *y = ev_at(k, *(const int *)b);
+  if (x->thread != y->thread)
+    return x->thread < y->thread ? -1 : 1;
+  if (x->ts != y->ts)
+    return x->ts < y->ts ? -1 : 1;
+  if (x->end != y->end)
+    return x->end > y->end ? -1 : 1; /* the longer first: it holds the other */
+  return *(const int *)a - *(const int *)b;
+}
+
+static gboolean
+is_container(const Ev *e)
+{
+  return e->kind == EV_OPTIM || e->eval || e->comm;
+}
+
+/* One sweep per thread, in start order: the innermost evaluate_function,
+ * optimizer step and communication operator holding each event (operators
+ * nest properly), and whether an operator is outermost. Layer ranges are
+ * found apart (layer_ranges). */
+static void
+nest(Kineto *k)
+{
+  guint n = k->ev->len;
+  g_autoptr(GArray) sorted = g_array_sized_new(FALSE, FALSE, sizeof(int), n);
+  for (guint i = 0; i < n; i++) {
+    int v = (int)i;
+    g_array_append_val(sorted, v);
+  }
+  g_array_sort_with_data(sorted, by_thread_then_start, k);
+  const int *order = (const int *)(const void *)sorted->data;
+  g_autoptr(GArray) active = g_array_new(FALSE, FALSE, sizeof(int));
+  int thread = -1;
+  int64_t outer_end = INT64_MIN;
+  for (guint o = 0; o < n; o++) {
+    Ev *e = ev_at(k, order[o]);
+    if (e->kind == EV_DEVICE || e->kind == EV_NCCL)
+      continue;
+    if (e->thread != thread) {
+      thread = e->thread;
+      g_array_set_size(active, 0);
+      outer_end = INT64_MIN;
+    }
+    for (guint a = active->len; a-- > 0;)
+      if (ev_at(k, g_array_index(active, int, a))->end <= e->ts)
+        g_array_remove_index(active, a);
+    for (guint a = active->len; a-- > 0;) {
+      int c = g_array_index(active, int, a);
+      const Ev *ce = ev_at(k, c);
+      if (ce->ts > e->ts || e->end > ce->end)
+        continue;
+      if (ce->kind == EV_OPTIM && e->in_optim < 0)
+        e->in_optim = c;
+      if (ce->eval && e->in_eval < 0)
+        e->in_eval = c;
+      if (ce->comm && e->in_comm < 0)
+        e->in_comm = c;
+    }
+    if (e->eval)
+      e->in_eval = order[o];
+    if (e->comm)
+      e->in_comm = order[o];
+    if (e->kind == EV_OPTIM)
+      e->in_optim = order[o];
+    if (e->kind == EV_OP && e->ts >= outer_end) {
+      e->outer = TRUE;
+      outer_end = e->end;
+    }
+    if (is_container(e))
+      g_array_append_val(active, order[o]);
+  }
+}
+
+/* Layer ranges need not nest with the operators: a backward range opened
+ * and closed by autograd hooks starts just after the first autograd node of
+ * its layer began and ends just after the next layer's began. So an event
+ * belongs to the innermost layer range (latest start) holding its last
+ * nanosecond. Per thread, ranges by start with the running maximum of
+ * their ends, so that a lookup stops where no earlier range reaches. */
+static gint
+by_start_then_index(gconstpointer a, gconstpointer b, gpointer data)
+{
+  const Ev *x = ev_at(data, *(const int *)a), *y = ev_at(data, *(const int *)b);
+  if (x->thread != y->thread)
+    return x->thread < y->thread ? -1 : 1;
+  if (x->ts != y->ts)
+    return x->ts < y->ts ? -1 : 1;
+  return *(const int *)a - *(const int *)b;
+}
+
+static void
+layer_ranges(Kineto *k)
+{
+  g_autoptr(GArray) ranges = g_array_new(FALSE, FALSE, sizeof(int));
+  for (guint i = 0; i < k->ev->len; i++)
+    if (ev_at(k, i)->kind == EV_LAYER) {
+      int v = (int)i;
+      g_array_append_val(ranges, v);
+    }
+  g_array_sort_with_data(ranges, by_start_then_index, k);
+  const int *r = (const int *)(const void *)ranges->data;
+  guint n = ranges->len;
+  g_autofree int64_t *reach = g_new(int64_t, MAX(n, 1)); /* max end of r[0..i] on its thread */
+  for (guint i = 0; i < n; i++) {
+    const Ev *e = ev_at(k, r[i]);
+    gboolean same = i > 0 && ev_at(k, r[i - 1])->thread == e->thread;
+    reach[i] = same ? MAX(reach[i - 1], e->end) : e->end;
+  }
+  for (guint i = 0; i < k->ev->len; i++) {
+    Ev *e = ev_at(k, i);
+    if (e->kind == EV_DEVICE || e->kind == EV_NCCL || e->kind == EV_LAYER)
+      continue;
+    int64_t point = MAX(e->ts, e->end - 1);
+    /* The last range of the thread starting at or before `point`. */
+    guint lo = 0, hi = n;
+    while (lo < hi) {
+      guint mid = (lo + hi) / 2;
+      const Ev *m = ev_at(k, r[mid]);
+      if (m->thread < e->thread || (m->thread == e->thread && m->ts <= point))
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    for (guint j = lo; j-- > 0;) {
+      const Ev *c = ev_at(k, r[j]);
+      if (c->thread != e->thread || reach[j] <= point)
+        break;
+      if (point < c->end) {
+        e->in_layer = r[j];
+        break;
+      }
+    }
+  }
+}
+
+static gint
+by_start(gconstpointer a, gconstpointer b, gpointer data)
+{
+  const Ev *x = ev_at(data, *(const int *)a), *y = ev_at(data, *(const int *)b);
+  return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* Steps: ProfilerStep ranges by start; an event is in the one holding its
+ * start. Without any, the whole trace is step 0. */
+static void
+assign_steps(Kineto *k)
+{
+  for (guint i = 0; i < k->ev->len; i++)
+    if (ev_at(k, i)->kind == EV_STEP) {
+      int v = (int)i;
+      g_array_append_val(k->steps, v);
+    }
+  g_array_sort_with_data(k->steps, by_start, k);
+  k->n_steps = MAX((int)k->steps->len, 1);
+  for (guint i = 0; i < k->ev->len; i++) {
+    Ev *e = ev_at(k, i);
+    if (k->steps->len == 0) {
+      e->step = 0;
+      continue;
+    }
+    for (guint s = 0; s < k->steps->len && e->step < 0; s++) {
+      const Ev *st = ev_at(k, g_array_index(k->steps, int, s));
+      if (st->ts <= e->ts && e->ts < st->end)
+        e->step = (int)s;
+    }
+  }
+}
+
+/* ---- attributing the work --------------------------------------------------------- */
+
+/* The key of what `anchor` did: 2 * layer + (bwd), the optimizer, or -1. */
+static int
+key_of(const Kineto *k, const Ev *anchor, GHashTable *seq_layer)
+{
+  if (anchor->in_layer >= 0) {
+    const Ev *r = ev_at(k, anchor->in_layer);
+    return 2 * r->layer + (r->pass == ST_PASS_BWD);
+  }
+  if (anchor->in_eval >= 0) {
+    int64_t seq = ev_at(k, anchor->in_eval)->seq;
+    gpointer l = seq >= 0 ? g_hash_table_lookup(seq_layer, &seq) : NULL;
+    if (l != NULL)
+      return 2 * (GPOINTER_TO_INT(l) - 1) + 1;
+  }
+  if (anchor->in_optim >= 0)
+    return k->n_keys - 1;
+  return -1;
+}
+
+static void
+attribute(Kineto *k, GHashTable *seq_layer, GHashTable *launch)
+{
+  for (guint i = 0; i < k->ev->len; i++) {
+    const Ev *e = ev_at(k, i);
+    const Ev *anchor = NULL;
+    if (k->gpu && e->kind == EV_DEVICE) {
+      gpointer l = e->corr >= 0 ? g_hash_table_lookup(launch, &e->corr) : NULL;
+      anchor = l != NULL ? ev_at(k, GPOINTER_TO_INT(l) - 1) : NULL;
+    } else if (!k->gpu && e->kind == EV_OP && e->outer) {
+      anchor = e;
+    } else {
+      continue;
+    }
+    int step = anchor != NULL ? anchor->step : e->step;
+    if (step < 0)
+      continue; /* outside the profiled steps */
+    int key = anchor != NULL ? key_of(k, anchor, seq_layer) : -1;
+    double ns = (double)(e->end - e->ts);
+    if (key >= 0) {
+      k->sum[key * k->n_steps + step] += ns;
+      continue;
+    }
+    k->unattributed += ns;
+    double *by = g_hash_table_lookup(k->unattributed_by_name, e->name);
+    if (by == NULL) {
+      by = g_new0(double, 1);
+      g_hash_table_insert(k->unattributed_by_name, (gpointer)e->name, by);
+    }
+    *by += ns;
+  }
+  for (guint i = 0; i < k->ev->len; i++) {
+    const Ev *e = ev_at(k, i);
+    if (e->step < 0)
+      continue;
+    if (e->kind == EV_LAYER)
+      k->occ[(2 * e->layer + (e->pass == ST_PASS_BWD)) * k->n_steps + e->step]++;
+    if (e->kind == EV_OPTIM)
+      k->occ[(k->n_keys - 1) * k->n_steps + e->step]++;
+  }
+}
+
+static int
+compare_doubles(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double
+quantile(const double *sorted, int n, double q)
+{
+  double at = q * (n - 1);
+  int lo = (int)floor(at), hi = MIN(lo + 1, n - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo);
+}
+
+/* The per-occurrence time of `key` in each step that ran it: its median and
+ * spread (p90 - p10). FALSE when no step did. */
+static gboolean
+time_of(const Kineto *k, int key, double *median, double *spread)
+{
+  g_autofree double *v = g_new(double, k->n_steps);
+  int n = 0;
+  gboolean bwd = key < k->n_keys - 1 && key % 2 == 1;
+  for (int s = 0; s < k->n_steps; s++) {
+    double sum = k->sum[key * k->n_steps + s];
+    int occ = k->occ[key * k->n_steps + s];
+    if (occ == 0 && bwd) /* backward found through sequence numbers: per forward */
+      occ = k->occ[(key - 1) * k->n_steps + s];
+    if (sum <= 0 && occ == 0)
+      continue;
+    v[n++] = sum / MAX(occ, 1);
+  }
+  if (n == 0)
+    return FALSE;
+  qsort(v, (size_t)n, sizeof *v, compare_doubles);
+  *median = quantile(v, n, 0.5);
+  *spread = quantile(v, n, 0.9) - quantile(v, n, 0.1);
+  return TRUE;
+}
+
+/* The batch from the shapes: the first dimension of the first input of the
+ * first operator inside the first forward range. */
+static int64_t
+batch_from_shapes(const Kineto *k)
+{
+  int64_t best_ts = INT64_MAX, batch = 0;
+  for (guint i = 0; i < k->ev->len; i++) {
+    const Ev *e = ev_at(k, i);
+    if (e->kind != EV_OP || e->in_layer < 0 || ev_at(k, e->in_layer)->pass != ST_PASS_FWD ||
+        e->ts >= best_ts)
+      continue;
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(e->args, "Input Dims");
+    const cJSON *first = cJSON_GetArrayItem(dims, 0);
+    const cJSON *d0 = cJSON_GetArrayItem(first, 0);
+    if (cJSON_IsNumber(d0) && d0->valuedouble >= 1) {
+      best_ts = e->ts;
+      batch = (int64_t)d0->valuedouble;
+    }
+  }
+  return batch;
+}
+
+/* ---- collectives ------------------------------------------------------------------ */
+
+static int
+dtype_bytes(const char *t)
+{
+  g_autofree char *s = g_ascii_strdown(t, -1);
+  if (strstr(s, "double") || strstr(s, "float64") || strstr(s, "long") || strstr(s, "int64"))
+    return 8;
+  if (strstr(s, "half") || strstr(s, "bfloat16") || strstr(s, "float16") || strstr(s, "short"))
+    return 2;
+  if (strstr(s, "float") || strstr(s, "int"))
+    return 4;
+  if (strstr(s, "byte") || strstr(s, "char") || strstr(s, "bool") || strstr(s, "int8"))
+    return 1;
+  return 0;
+}
+
+/* The collective of an NCCL kernel: from its operator's name, else the
+ * kernel's. FALSE for a point-to-point one (*p2p) or an unknown one. */
+static gboolean
+collective_of(const char *op, const char *kernel, StCollKind *coll, gboolean *p2p)
+{
+  static const struct { const char *key; StCollKind coll; } names[] = {
+    {"allreduce", ST_COLL_ALL_REDUCE},     {"all_reduce", ST_COLL_ALL_REDUCE},
+    {"reducescatter", ST_COLL_REDUCE_SCATTER}, {"reduce_scatter", ST_COLL_REDUCE_SCATTER},
+    {"allgather", ST_COLL_ALL_GATHER},     {"all_gather", ST_COLL_ALL_GATHER},
+    {"broadcast", ST_COLL_BROADCAST},      {"reduce", ST_COLL_REDUCE},
+  };
+  *p2p = FALSE;
+  for (int pass = 0; pass < 2; pass++) {
+    const char *text = pass == 0 ? op : kernel;
+    if (text == NULL || (pass == 0 && strcmp(text, "record_param_comms") == 0))
+      continue;
+    g_autofree char *low = g_ascii_strdown(text, -1);
+    if (strstr(low, "sendrecv") || strstr(low, "send") || strstr(low, "recv")) {
+      *p2p = TRUE;
+      return FALSE;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(names); i++)
+      if (strstr(low, names[i].key)) {
+        *coll = names[i].coll;
+        return TRUE;
+      }
+  }
+  return FALSE;
+}
+
+/* Elements of the first tensor of "Input Dims". */
+static int64_t
+first_input_elems(const cJSON *args)
+{
+  const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(args, "Input Dims"), 0);
+  if (!cJSON_IsArray(first))
+    return -1;
+  int64_t n = 1;
+  const cJSON *d;
+  cJSON_ArrayForEach(d, first) n *= cJSON_IsNumber(d) ? (int64_t)d->valuedouble : 0;
+  return n;
+}
+
+typedef struct {
+  StCollKind coll;
+  gboolean p2p;
+  int ranks;
+  int64_t bytes;
+  GArray *ns; /* double */
+} Link;
+
+static void
+free_link(gpointer p)
+{
+  Link *l = p;
+  g_array_unref(l->ns);
+  g_free(l);
+}
+
+/* One NCCL kernel as a measurement, or FALSE when its size or group is unknown. */
+static gboolean
+link_of(const Kineto *k, const Ev *kernel, const Ev *op, int world, Link *out)
+{
+  if (!collective_of(op->name, kernel->name, &out->coll, &out->p2p) && !out->p2p)
+    return FALSE;
+  const cJSON *a = op->args;
+  const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(a, "dtype");
+  const cJSON *types = cJSON_GetObjectItemCaseSensitive(a, "Input type");
+  int elem = cJSON_IsString(dtype) ? dtype_bytes(dtype->valuestring)
+             : cJSON_IsString(cJSON_GetArrayItem(types, 0))
+               ? dtype_bytes(cJSON_GetArrayItem(types, 0)->valuestring)
+               : 0;
+  int64_t in = arg_int(a, "In msg nelems", first_input_elems(a));
+  int64_t outn = arg_int(a, "Out msg nelems", -1);
+  out->ranks = (int)arg_int(a, "Group size", world);
+  if (elem <= 0 || in < 0 || out->ranks < 2 - out->p2p)
+    return FALSE;
+  int64_t elems = in;
+  if (!out->p2p && out->coll == ST_COLL_ALL_GATHER) /* nccl-tests' size: the output */
+    elems = outn > 0 ? outn : in * out->ranks;
+  out->bytes = elems * elem;
+  return out->bytes > 0;
+}
+
+static void
+add_links(const Kineto *k, StProfile *p, const char *device, StLinkClass link_class,
+          GHashTable *launch, int world, StKinetoImport *stats)
+{
+  g_autoptr(GHashTable) links = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_link);
+  g_autoptr(GPtrArray) order = g_ptr_array_new();
+  for (guint i = 0; i < k->ev->len; i++) {
+    const Ev *e = ev_at(k, i);
+    if (e->kind != EV_NCCL)
+      continue;
+    gpointer l = e->corr >= 0 ? g_hash_table_lookup(launch, &e->corr) : NULL;
+    const Ev *anchor = l != NULL ? ev_at(k, GPOINTER_TO_INT(l) - 1) : NULL;
+    Link m = {0};
+    if (anchor == NULL || anchor->in_comm < 0 ||
+        !link_of(k, e, ev_at(k, anchor->in_comm), world, &m)) {
+      stats->comm_unknown++;
+      continue;
+    }
+    g_autofree char *key = g_strdup_printf("%d/%d/%d/%" G_GINT64_FORMAT, m.coll, m.p2p, m.ranks,
+                                           m.bytes);
+    Link *found = g_hash_table_lookup(links, key);
+    if (found == NULL) {
+      found = g_new(Link, 1);
+      *found = m;
+      found->ns = g_array_new(FALSE, FALSE, sizeof(double));
+      g_hash_table_insert(links, g_steal_pointer(&key), found);
+      g_ptr_array_add(order, found);
+    }
+    double ns = (double)(e->end - e->ts);
+    g_array_append_val(found->ns, ns);
+  }
+  for (guint i = 0; i < order->len; i++) {
+    Link *m = g_ptr_array_index(order, i);
+    qsort(m->ns->data, m->ns->len, sizeof(double), compare_doubles);
+    const double *v = (const double *)(const void *)m->ns->data;
+    int n = (int)m->ns->len;
+    double median = quantile(v, n, 0.5), spread = quantile(v, n, 0.9) - quantile(v, n, 0.1);
+    if (m->p2p)
+      st_profile_add_p2p(p, device, link_class, m->bytes, median, spread);
+    else
+      st_profile_add_link_measured(p, device, m->coll, link_class, m->ranks, m->bytes, median,
+                                   spread);
+    stats->links++;
+  }
+}
+
+/* ---- the whole ----------------------------------------------------------------------- */
+
+static gint
+by_time_desc(gconstpointer a, gconstpointer b, gpointer table)
+{
+  double x = *(double *)g_hash_table_lookup(table, *(const char *const *)a);
+  double y = *(double *)g_hash_table_lookup(table, *(const char *const *)b);
+  return (x < y) - (x > y);
+}
+
+static char *
+top_unattributed(const Kineto *k)
+{
+  if (g_hash_table_size(k->unattributed_by_name) == 0)
+    return NULL;
+  g_autoptr(GPtrArray) names = g_ptr_array_new();
+  GHashTableIter it;
+  gpointer key;
+  g_hash_table_iter_init(&it, k->unattributed_by_name);
+  while (g_hash_table_iter_next(&it, &key, NULL))
+    g_ptr_array_add(names, key);
+  g_ptr_array_sort_with_data(names, by_time_desc, k->unattributed_by_name);
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < names->len && i < 4; i++) {
+    const char *name = g_ptr_array_index(names, i);
+    double ns = *(double *)g_hash_table_lookup(k->unattributed_by_name, name);
+    g_string_append_printf(s, "%s%s %.1f us", i ? ", " : "", name, ns / k->n_steps / 1e3);
+  }
+  return g_string_free(s, FALSE);
+}
+
+static const char *
+trace_device(const cJSON *root, gboolean gpu)
+{
+  const cJSON *props = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root,
+                                                                           "deviceProperties"), 0);
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(props, "name");
+  return cJSON_IsString(name) ? name->valuestring : gpu ? "gpu" : "host";
+}
+
+static void
+kineto_clear(Kineto *k)
+{
+  g_clear_pointer(&k->ev, g_array_unref);
+  g_clear_pointer(&k->steps, g_array_unref);
+  g_clear_pointer(&k->sum, g_free);
+  g_clear_pointer(&k->occ, g_free);
+  g_clear_pointer(&k->unattributed_by_name, g_hash_table_unref);
+}
+
+/* The profile from the events read into `k`; `stats` filled. */
+static StProfile *
+build(Kineto *k, const cJSON *root, const StKinetoOptions *options, StKinetoImport *stats,
+      GError **error)
+{
+  const StModel *model = k->model;
+  nest(k);
+  layer_ranges(k);
+  assign_steps(k);
+  /* Sequence numbers of forward operators, and the launches of kernels. */
+  g_autoptr(GHashTable) seq_layer = g_hash_table_new(g_int64_hash, g_int64_equal);
+  g_autoptr(GHashTable) launch = g_hash_table_new(g_int64_hash, g_int64_equal);
+  for (guint i = 0; i < k->ev->len; i++) {
+    Ev *e = ev_at(k, i);
+    if (e->kind == EV_DEVICE || e->kind == EV_NCCL)
+      continue;
+    if (e->seq >= 0 && e->in_layer >= 0 && ev_at(k, e->in_layer)->pass == ST_PASS_FWD &&
+        !g_hash_table_contains(seq_layer, &e->seq))
+      g_hash_table_insert(seq_layer, &e->seq, GINT_TO_POINTER(ev_at(k, e->in_layer)->layer + 1));
+    if (e->corr >= 0)
+      g_hash_table_insert(launch, &e->corr, GINT_TO_POINTER((int)i + 1));
+  }
+  k->sum = g_new0(double, (gsize)k->n_keys * k->n_steps);
+  k->occ = g_new0(int, (gsize)k->n_keys * k->n_steps);
+  attribute(k, seq_layer, launch);
+
+  stats->events = (int)k->ev->len;
+  stats->steps = k->n_steps;
+  stats->gpu = k->gpu;
+  stats->batch = options->batch > 0 ? options->batch : batch_from_shapes(k);
+  stats->device = g_strdup(options->device != NULL ? options->device : trace_device(root, k->gpu));
+  if (stats->batch <= 0) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_INVALID,
+                "%s: the traced batch size is not in the trace (profile with record_shapes=True, "
+                "or give --batch N)", k->path);
+    return NULL;
+  }
+  g_autoptr(StProfile) p = st_profile_new();
+  g_autofree char *base = g_path_get_basename(k->path);
+  g_autofree char *source = g_strdup_printf(
+    "imported from the PyTorch profiler trace %s (%s, %d steps): per-layer %s time by "
+    "record_function ranges, median over steps", base, k->gpu ? "GPU kernels" : "CPU operators",
+    k->n_steps, k->gpu ? "kernel" : "operator");
+  st_profile_set_device(p, stats->device, "unknown", "unknown", "unknown", source);
+  stats->missing = g_ptr_array_new_with_free_func(g_free);
+  double t, spread;
+  for (int l = 0; l < model->n_layers; l++) {
+    const StLayer *layer = &model->layers[l];
+    for (int bwd = 0; bwd < 2; bwd++)
+      if (time_of(k, 2 * l + bwd, &t, &spread)) {
+        st_profile_add_layer(p, stats->device, layer->name, layer->signature,
+                             bwd ? ST_PASS_BWD : ST_PASS_FWD, stats->batch, t, spread);
+        stats->entries++;
+      } else if (!bwd) {
+        g_ptr_array_add(stats->missing, g_strdup(layer->name));
+      }
+  }
+  for (guint i = 0; i < k->ev->len && !stats->optimizer; i++) {
+    const Ev *e = ev_at(k, i);
+    if (e->kind != EV_OPTIM || !time_of(k, k->n_keys - 1, &t, &spread) || model->params <= 0)
+      continue;
+    g_autofree char *cls = g_ascii_strdown(e->name + strlen("Optimizer.step#"), -1);
+    const char *name = g_str_has_prefix(cls, "sgd.") ? "sgd"
+                       : g_str_has_prefix(cls, "adam") ? "adam" : NULL;
+    if (name != NULL) {
+      st_profile_add_layer(p, stats->device, name, NULL, ST_PASS_OPTIM, model->params, t,
+                           spread);
+      stats->optimizer = TRUE;
+    }
+  }
+  const cJSON *dist = cJSON_GetObjectItemCaseSensitive(root, "distributedInfo");
+  int world = (int)arg_int(dist, "world_size", 0);
+  add_links(k, p, stats->device, options->link, launch, world, stats);
+  stats->unattributed_ns = k->unattributed / k->n_steps;
+  stats->unattributed_top = top_unattributed(k);
+  return g_steal_pointer(&p);
+}
+
+StProfile *
+st_profile_import_kineto(const char *path, const StModel *model, const StKinetoOptions *options,
+                         StKinetoImport *stats_out, GError **error)
+{
+  g_return_val_if_fail(path != NULL && model != NULL && options != NULL, NULL);
+  g_autoptr(cJSON) root = st_json_load_file(path, error);
+  if (root == NULL)
+    return NULL;
+  const cJSON *events = cJSON_IsArray(root) ? root
+                                            : cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+  if (!cJSON_IsArray(events)) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE, "%s: expected a Chrome trace: an array "
+                "of events or an object with \"traceEvents\"", path);
+    return NULL;
+  }
+  Kineto k = {.path = path, .model = model, .n_keys = 2 * model->n_layers + 1};
+  k.ev = g_array_new(FALSE, FALSE, sizeof(Ev));
+  k.steps = g_array_new(FALSE, FALSE, sizeof(int));
+  k.unattributed_by_name = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+  StKinetoImport stats = {0};
+  StProfile *p = read_events(&k, events, error) ? build(&k, root, options, &stats, error) : NULL;
+  kineto_clear(&k);
+  if (p != NULL && stats_out != NULL)
+    *stats_out = stats;
+  else
+    st_kineto_import_clear(&stats);
+  return p;
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# stagger profile --import-kineto through the binary: a CPU trace made by
+# Debian's python3-torch and a hand-written GPU-shaped one become profiles
+# that stagger sim reads; bad usage and bad files say what is wrong.
+set -euo pipefail
+: "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+M=$SRC/models/mlp.json
+C=$SRC/models/clusters/dgx-h100.json
+D=$SRC/tests/data/kineto
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() {
+  local code=$1 pattern=$2; shift 2
+  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
+  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
+  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
+}
+
+grep -q -- "--import-kineto" <<<"$($STAGGER profile --help)" || fail "profile --help lacks --import-kineto"
+
+# The GPU-shaped trace, named after the cluster's GPU; sim reads the result.
+$STAGGER profile --import-kineto $D/gpu-shaped.json --model $M --cluster $C \
+  --out "$tmp/gpu.json" >"$tmp/said"
+grep -q "4 layer entries .* at batch 16, the optimizer step, 1 link entries, for mlp on H100-SXM" \
+  "$tmp/said" || { cat "$tmp/said"; fail "import summary"; }
+grep -q "relu1, relu2, fc3, loss" "$tmp/said" || fail "layers without ranges are not listed"
+grep -q '"device":[[:space:]]*"H100-SXM"' "$tmp/gpu.json" || fail "entries are not for H100-SXM"
+$STAGGER sim --model $M --cluster $C --gpus 1 --micro-batch 16 --profile "$tmp/gpu.json" \
+  --out "$tmp/run" >/dev/null 2>&1
+grep -q "profiled" "$tmp/run/report.json" || fail "the simulator did not use the imported entries"
+
+# The CPU trace from Debian's torch (no shapes in it: --batch).
+$STAGGER profile --import-kineto $D/mlp-cpu.json --model $M --batch 32 --out "$tmp/cpu.json" \
+  >"$tmp/said"
+grep -q "12 layer entries .* at batch 32, the optimizer step, 0 link entries, for mlp on host" \
+  "$tmp/said" || { cat "$tmp/said"; fail "CPU import summary"; }
+
+expect 2 "--model M and --out P are required" $STAGGER profile --import-kineto $D/mlp-cpu.json
+expect 2 "--link" $STAGGER profile --import-kineto $D/mlp-cpu.json --model $M --out "$tmp/x" \
+  --batch 32 --link ethernet
+expect 1 "batch size is not in the trace" \
+  $STAGGER profile --import-kineto $D/mlp-cpu.json --model $M --out "$tmp/x"
+expect 1 "nothere.json" $STAGGER profile --import-kineto $D/nothere.json --model $M --out "$tmp/x"
+echo "cli kineto: ok"
