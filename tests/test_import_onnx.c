@@ -149,6 +149,28 @@ test_tiny_gpt(void)
   st_import_result_clear(&result);
 }
 
+/* export.py's TinyLlama, by hand: RMSNorm written out, GQA (4 heads, 2 for
+ * keys and values), RoPE, SwiGLU of 344, an untied head. The graph computes
+ * its scores whole: dense attention (flash off), whose FLOPs the check
+ * held against the graph's products. */
+static void
+test_tiny_llama(void)
+{
+  StImportResult result;
+  g_autoptr(StModel) model = import_checked("tiny_llama", &result);
+  g_autoptr(StModel) by_hand = st_test_model_parse(
+    "{\"name\": \"tiny_llama\", \"input\": [64], \"layers\": ["
+    " {\"name\": \"embed_tokens\", \"type\": \"embedding\", \"vocab\": 512, \"dim\": 128},"
+    " {\"repeat\": 2, \"layers\": [{\"name\": \"layers.{i}\", \"type\": \"llama_block\","
+    "   \"heads\": 4, \"kv_heads\": 2, \"ffn\": 344, \"flash\": false}]},"
+    " {\"name\": \"norm\", \"type\": \"rmsnorm\"},"
+    " {\"name\": \"lm_head\", \"type\": \"lm_head\", \"vocab\": 512},"
+    " {\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}");
+  assert_same_layers(model, by_hand, TRUE);
+  g_assert_cmpint(result.custom_layers, ==, 0);
+  st_import_result_clear(&result);
+}
+
 /* The same network at toy size exported with torch.onnx.export's defaults
  * (eval mode, constant folding, weights in the file): the tied head is a
  * transposed copy of the table, an initializer of its own, which the
@@ -329,6 +351,7 @@ main(int argc, char **argv)
   g_test_add_func("/import/onnx/resnet50", test_resnet50);
   g_test_add_func("/import/onnx/vit-b-16", test_vit_b_16);
   g_test_add_func("/import/onnx/tiny-gpt", test_tiny_gpt);
+  g_test_add_func("/import/onnx/tiny-llama", test_tiny_llama);
   g_test_add_func("/import/onnx/folded-tie", test_folded_tie);
   g_test_add_func("/import/onnx/mobilenet-v2", test_mobilenet_v2);
   g_test_add_func("/import/onnx/symbolic-dim", test_symbolic_dim);

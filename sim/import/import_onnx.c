@@ -25,6 +25,7 @@
 static const OnnxRule *const RULES[] = {
   st_onnx_rules_residual,
   st_onnx_rules_transformer,
+  st_onnx_rules_llama,
   st_onnx_rules_basic,
 };
 

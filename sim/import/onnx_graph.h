@@ -134,6 +134,20 @@ double onnx_attr_float(const OnnxNode *node, const char *name, double fallback);
 /* The ints of an INTS attribute (borrowed), *n = 0 and NULL when absent. */
 const int64_t *onnx_attr_ints(const OnnxNode *node, const char *name, int *n);
 
+/* A known element as an integer, saturated at +-2^62 (exporters write
+ * INT64_MAX for "to the end", which no double holds exactly) and NaN as 0. */
+static inline int64_t
+onnx_int(double x)
+{
+  if (x != x)
+    return 0;
+  if (x >= 0x1p62)
+    return INT64_C(1) << 62;
+  if (x <= -0x1p62)
+    return -(INT64_C(1) << 62);
+  return (int64_t)x;
+}
+
 /* Elements of a value's shape (1 for a scalar). */
 int64_t onnx_elems(const OnnxValue *v);
 /* Bytes of one element of `elem` (0 when unknown: strings, undefined). */

@@ -117,7 +117,7 @@ onnx_ints_arg(const OnnxGraph *g, const OnnxNode *node, int i, const char *attr,
     *n = (int)v->n_data;
     *out = g_new(int64_t, MAX(*n, 1));
     for (int k = 0; k < *n; k++)
-      (*out)[k] = (int64_t)v->data[k];
+      (*out)[k] = onnx_int(v->data[k]);
     return TRUE;
   }
   int count;

@@ -57,10 +57,12 @@ typedef struct {
   gboolean dense_only;
 } OnnxRule;
 
-/* onnx_map_basic.c, onnx_map_residual.c, onnx_map_transformer.c */
+/* onnx_map_basic.c, onnx_map_residual.c, onnx_map_transformer.c,
+ * onnx_map_llama.c */
 extern const OnnxRule st_onnx_rules_basic[];
 extern const OnnxRule st_onnx_rules_residual[];
 extern const OnnxRule st_onnx_rules_transformer[];
+extern const OnnxRule st_onnx_rules_llama[];
 
 /* ---- segments (onnx_segment.c) --------------------------------------------- */
 

@@ -354,7 +354,7 @@ select_token(OnnxMap *m, int seg, cJSON *out, GString *why)
   const OnnxValue *x = onnx_in(m->g, node, 0), *index = onnx_in(m->g, node, 1);
   if (x->kind != ONNX_ACT || x->rank != 3 || index->rank != 0 || index->data == NULL)
     return 0;
-  int64_t i = (int64_t)index->data[0];
+  int64_t i = onnx_int(index->data[0]);
   cJSON *layer = add_layer(m, seg, 1, out, "select_token");
   set_int(layer, "index", i < 0 ? i + x->dims[1] : i);
   return 1;

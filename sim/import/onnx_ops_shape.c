@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "import/onnx_ops.h"
+#include "model/layer_type.h"
 
 /* Copies input `j`'s contents to output `i` (a view: same elements). */
 static void
@@ -158,7 +159,7 @@ reshape_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
   int infer = -1;
   gboolean allowzero = onnx_attr_int(node, "allowzero", 0) != 0;
   for (int k = 0; k < rank; k++) {
-    int64_t d = (int64_t)target->data[k];
+    int64_t d = onnx_int(target->data[k]);
     if (d == 0 && !allowzero) {
       if (k >= in->rank)
         return onnx_node_error(g, node, error, "dim %d copies an input dim it has not", k);
@@ -445,7 +446,7 @@ gather_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
   if (data->data != NULL && index->data != NULL && data->rank == 1) {
     double *out = g_new(double, MAX(index->n_data, 1));
     for (int64_t k = 0; k < index->n_data; k++) {
-      int64_t i = (int64_t)index->data[k];
+      int64_t i = onnx_int(index->data[k]);
       if (i < 0)
         i += data->dims[0];
       if (i < 0 || i >= data->dims[0]) {
@@ -473,7 +474,7 @@ shape_arg(const OnnxGraph *g, const OnnxNode *node, int i, int64_t *dims, int *r
                            "shapes)");
   *rank = (int)v->n_data;
   for (int k = 0; k < *rank; k++) {
-    dims[k] = (int64_t)v->data[k];
+    dims[k] = onnx_int(v->data[k]);
     if (dims[k] < 0)
       return onnx_node_error(g, node, error, "a negative dim in its shape input");
   }
@@ -531,7 +532,9 @@ range_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
   const OnnxValue *s = onnx_in(g, node, 0), *l = onnx_in(g, node, 1), *d = onnx_in(g, node, 2);
   if (s->data == NULL || l->data == NULL || d->data == NULL || d->data[0] == 0)
     return onnx_node_error(g, node, error, "its bounds are not known when importing");
-  int64_t n = (int64_t)MAX(ceil((l->data[0] - s->data[0]) / d->data[0]), 0);
+  int64_t n = onnx_int(MAX(ceil((l->data[0] - s->data[0]) / d->data[0]), 0));
+  if (n > ST_ATTR_MAX)
+    return onnx_node_error(g, node, error, "a range of %" G_GINT64_FORMAT " elements", n);
   if (!onnx_set_shape(g, node, 0, s->elem, 1, &n, error))
     return FALSE;
   if (n <= ONNX_MAX_DATA) {

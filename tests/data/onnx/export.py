@@ -115,6 +115,79 @@ class TinyGPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class RMSNorm(nn.Module):
+    """x / rms(x) * g, written out as LLaMA's reference code does."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope(x, theta=10000.0):
+    """Rotary positions on [b, heads, t, head_dim], tables made in the forward
+    (a registered buffer would be an initializer, counted as a weight)."""
+    t, hd = x.shape[2], x.shape[3]
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    angles = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]
+    cos, sin = torch.cos(angles).repeat(1, 2), torch.sin(angles).repeat(1, 2)
+    return x * cos + torch.cat((-x[..., hd // 2:], x[..., : hd // 2]), dim=-1) * sin
+
+
+class LlamaBlock(nn.Module):
+    """LLaMA's decoder layer: RMSNorm, GQA attention with RoPE, RMSNorm, SwiGLU."""
+
+    def __init__(self, d, heads, kv_heads, ffn):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, d // heads
+        self.input_layernorm = RMSNorm(d)
+        self.post_attention_layernorm = RMSNorm(d)
+        self.q_proj = nn.Linear(d, heads * self.hd, bias=False)
+        self.k_proj = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.v_proj = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.o_proj = nn.Linear(heads * self.hd, d, bias=False)
+        self.gate_proj = nn.Linear(d, ffn, bias=False)
+        self.up_proj = nn.Linear(d, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, d, bias=False)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.input_layernorm(x)
+        q = self.q_proj(h).view(b, t, self.heads, self.hd).transpose(1, 2)
+        k = self.k_proj(h).view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+        v = self.v_proj(h).view(b, t, self.kv_heads, self.hd).transpose(1, 2)
+        q, k = rope(q), rope(k)
+        shape = (b, self.kv_heads, self.heads // self.kv_heads, t, self.hd)
+        k = k[:, :, None].expand(shape).reshape(b, self.heads, t, self.hd)
+        v = v[:, :, None].expand(shape).reshape(b, self.heads, t, self.hd)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(self.hd)
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        att = torch.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        x = x + self.o_proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(nn.functional.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class TinyLlama(nn.Module):
+    """LLaMA's shape at toy size: grouped-query heads, an untied head."""
+
+    def __init__(self, vocab=512, d=128, heads=4, kv_heads=2, ffn=344, layers=2):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(LlamaBlock(d, heads, kv_heads, ffn) for _ in range(layers))
+        self.norm = RMSNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
 def networks():
     """(name, model, sample input, input name, exported as for training)"""
     torch.manual_seed(0)
@@ -133,6 +206,7 @@ def networks():
             p.normal_()
     yield "tiny_gpt_folded", folded, torch.randint(0, 64, (1, 16)), "tokens", False
     yield "vit_b_16", torchvision.models.vit_b_16(), torch.randn(1, 3, 224, 224), "image", True
+    yield "tiny_llama", TinyLlama(), torch.randint(0, 512, (1, 64)), "tokens", True
 
 
 def export(name, model, sample, input_name, training):
