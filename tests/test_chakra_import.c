@@ -10,6 +10,7 @@
  * - Malformed traces: each error names the file and the node.
  */
 #include <glib/gstdio.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
@@ -193,9 +194,10 @@ test_foreign_gpu_trace(void)
    *   4 metadata   METADATA_NODE after 3: contracted, 5 waits for 3
    *   5 tail       COMP, duration 10 us, after 4
    *   6 launch     COMP on the CPU (is_cpu_op), 50 us, beside the gemm
-   * so the step is 100 + 1000 + t(all-reduce alone) + 10 us, the gemm is
-   * not slowed by the CPU op, and the warning counts the METADATA nodes and
-   * the attribute 'rf_id' stagger does not use. */
+   * so the step is 100 + 1000 + t(all-reduce alone) + 10 us (+ 50 ns: while
+   * the CPU op runs beside it, at fill 1e-3, both run at 1 / 1.001), and the
+   * warning counts the METADATA nodes and the attribute 'rf_id' stagger does
+   * not use. */
   g_autofree char *dir = st_test_tmpdir();
   g_autofree char *prefix = g_build_filename(dir, "gpu", NULL);
   const int64_t ar_bytes = 64 << 20;
@@ -398,6 +400,67 @@ test_missing_rank(void)
   expect_error(p, "*dp.3.et: node #* (byte *): *");
 }
 
+static void
+test_mutations(void)
+{
+  /* A deterministic stand-in for fuzzing until the loader fuzz harness
+   * exists: a valid two-rank trace with bytes flipped, cut, or inserted
+   * (1000 variants, a fixed seed) either imports or fails with a GError;
+   * it never crashes and never reaches the builder's g_return_if_fail
+   * (G_DEBUG=fatal-criticals makes that fatal in ctest). */
+  g_autofree char *dir = st_test_tmpdir();
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
+  StOptions o;
+  st_options_init(&o);
+  o.micro_batch = 4;
+  o.zero_stage = 3;
+  g_autoptr(StSchedule) s = st_test_build("zero", m, c, &o);
+  st_options_clear(&o);
+  g_autofree char *p = g_build_filename(dir, "m", NULL);
+  g_autoptr(GError) error = NULL;
+  StChakraExportOptions eo = {NULL, "auto"};
+  g_assert_true(st_chakra_export(s, p, &eo, NULL, &error));
+  g_autofree char *f1 = st_chakra_rank_path(p, 1);
+  gsize n;
+  g_autofree guint8 *orig = (guint8 *)st_test_read(f1, &n);
+  GRand *rand = g_rand_new_with_seed(14);
+  int imported = 0, refused = 0;
+  for (int i = 0; i < 1000; i++) {
+    GByteArray *b = g_byte_array_new();
+    g_byte_array_append(b, orig, (guint)n);
+    int kind = g_rand_int_range(rand, 0, 4);
+    guint at = (guint)g_rand_int_range(rand, 0, (gint32)n);
+    if (kind == 0) /* flip a few bits */
+      for (int k = 0; k < 1 + g_rand_int_range(rand, 0, 4); k++)
+        b->data[(at + (guint)k * 7) % n] ^= (guint8)(1u << g_rand_int_range(rand, 0, 8));
+    else if (kind == 1) /* cut the file */
+      g_byte_array_set_size(b, at);
+    else if (kind == 2) /* set a byte */
+      b->data[at] = (guint8)g_rand_int_range(rand, 0, 256);
+    else { /* insert a byte */
+      guint8 v = (guint8)g_rand_int_range(rand, 0, 256);
+      g_array_insert_val((GArray *)b, at, v);
+    }
+    FILE *out = fopen(f1, "wb"); /* not g_file_set_contents: no fsync per variant */
+    g_assert_nonnull(out);
+    g_assert_cmpuint(fwrite(b->data, 1, b->len, out), ==, b->len);
+    g_assert_cmpint(fclose(out), ==, 0);
+    g_byte_array_unref(b);
+    g_autoptr(StProfile) profile = st_profile_new();
+    g_autoptr(GError) e = NULL;
+    g_autoptr(StSchedule) back = import(p, c, profile, NULL, &e);
+    g_assert_true((back == NULL) == (e != NULL));
+    if (back != NULL)
+      imported++;
+    else
+      refused++;
+  }
+  g_rand_free(rand);
+  g_test_message("%d mutated traces imported, %d refused", imported, refused);
+  g_assert_cmpint(refused, >, 500);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -406,5 +469,6 @@ main(int argc, char **argv)
   g_test_add_func("/chakra/import/foreign-gpu-trace", test_foreign_gpu_trace);
   g_test_add_func("/chakra/import/malformed", test_malformed);
   g_test_add_func("/chakra/import/missing-rank", test_missing_rank);
+  g_test_add_func("/chakra/import/mutations", test_mutations);
   return g_test_run();
 }
