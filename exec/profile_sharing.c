@@ -1,17 +1,17 @@
 /* profile_sharing.c: a layer pass run together with copies of itself, to
- * calibrate the simulator's GPU sharing model ("priority",
- * sim/cost/share_priority.c), and the fill inferred from it.
+ * calibrate the simulator's GPU sharing models (sim/cost/share_*.c): the
+ * fill inferred from it, and the priority leak.
  *
  * Measured per layer pass and batch, each kernel on its own stream and
  * buffers, all started together (the backend's replay, device.h):
  *   - k = 2 and 4 copies at equal priority: how the pass slows when others
  *     run. In the model, k kernels of fill f share the device at rate
  *     min(1, 1 / (k f)) each: st_profiler_fill inverts that.
- *   - a pair, one stream of higher priority: in the model the high one runs
- *     as if alone (t_hi = t_1) and the low one gets what is left, rate
- *     r = min(1, (1 - f) / f) while both run, so t_lo = (2 - r) t_1. Kept as
- *     a check of the model (a GPU's priorities only order the block
- *     scheduler's queue; kernels already resident are not preempted), not
+ *   - a pair, one stream of higher priority: a GPU's priorities only order
+ *     the block scheduler's queue (kernels already resident are not
+ *     preempted), so the high one is slowed too; against the equal pair
+ *     this gives the pass's priority leak, (s_hi - 1) / (s_eq - 1), the
+ *     "interference" share model's parameter (st_profile_layer_leak). Not
  *     used for the fill.
  * Every measurement goes into the profile's "sharing" section, the fill
  * onto the layer entries.

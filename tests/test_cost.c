@@ -146,7 +146,7 @@ static void
 test_shared_device(void)
 {
   g_autoptr(StCluster) c = h100(1);
-  const int32_t gpus[] = {0, 0, 0, 0};
+  const int32_t gpus[] = {0, 0, 0, 0, 0, 0};
   StGroupShape g = shape_of(c, gpus, 4);
   const double s = 16 * MIB;
   StCommPlan plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
@@ -504,24 +504,24 @@ test_share_priority(void)
   g_assert_cmpfloat_with_epsilon(one[0].rate, 1, 1e-12);
 
   /* Two full kernels of one priority: demand 2 > 1, each gets 1/2. */
-  StShareClient two[] = {{0, 1.0, 1, 0}, {0, 1.0, 1, 0}};
+  StShareClient two[] = {{0, 1.0, 1, 0, 0, 0}, {0, 1.0, 1, 0, 0, 0}};
   share(two, 2);
   g_assert_cmpfloat_with_epsilon(two[0].rate, 0.5, 1e-12);
   g_assert_cmpfloat_with_epsilon(two[1].rate, 0.5, 1e-12);
 
   /* Two half-filling kernels fit side by side: rate 1 each. */
-  StShareClient halves[] = {{0, 0.5, 1, 0}, {0, 0.5, 1, 0}};
+  StShareClient halves[] = {{0, 0.5, 1, 0, 0, 0}, {0, 0.5, 1, 0, 0, 0}};
   share(halves, 2);
   g_assert_cmpfloat_with_epsilon(halves[0].rate, 1, 1e-12);
 
   /* Background beside a full foreground kernel: 0 (it waits). */
-  StShareClient fg_full[] = {{-1, 0.5, 1, 0}, {1, 1.0, 1, 0}};
+  StShareClient fg_full[] = {{-1, 0.5, 1, 0, 0, 0}, {1, 1.0, 1, 0, 0, 0}};
   share(fg_full, 2);
   g_assert_cmpfloat_with_epsilon(fg_full[1].rate, 1, 1e-12);
   g_assert_cmpfloat_with_epsilon(fg_full[0].rate, 0, 1e-12);
 
   /* Foreground fill 0.6 leaves 0.4; background asks 0.8: rate 0.4/0.8 = 0.5. */
-  StShareClient fg_part[] = {{1, 0.6, 1, 0}, {0, 0.8, 1, 0}};
+  StShareClient fg_part[] = {{1, 0.6, 1, 0, 0, 0}, {0, 0.8, 1, 0, 0, 0}};
   share(fg_part, 2);
   g_assert_cmpfloat_with_epsilon(fg_part[0].rate, 1, 1e-12);
   g_assert_cmpfloat_with_epsilon(fg_part[1].rate, 0.5, 1e-12);
@@ -529,7 +529,7 @@ test_share_priority(void)
   /* Folded kernels count `weight` times: 3 x fill 0.5 beside 1 x fill 0.5
    * at one priority asks 2, so every kernel runs at 1/2. Three levels:
    * the third gets nothing. */
-  StShareClient folded[] = {{2, 0.5, 3, 0}, {2, 0.5, 1, 0}, {0, 0.1, 1, 0}};
+  StShareClient folded[] = {{2, 0.5, 3, 0, 0, 0}, {2, 0.5, 1, 0, 0, 0}, {0, 0.1, 1, 0, 0, 0}};
   share(folded, 3);
   g_assert_cmpfloat_with_epsilon(folded[0].rate, 0.5, 1e-12);
   g_assert_cmpfloat_with_epsilon(folded[1].rate, 0.5, 1e-12);
@@ -552,7 +552,8 @@ test_registries(void)
   g_assert_null(algos[3]);
   g_assert_true(st_comm_algo_find("tree") == algos[1]);
   g_assert_null(st_comm_algo_find("auto"));
-  g_assert_cmpstr(st_share_models()[0]->name, ==, "priority");
+  g_assert_cmpstr(st_share_models()[0]->name, ==, "interference");
+  g_assert_cmpstr(st_share_models()[1]->name, ==, "priority");
   g_assert_null(st_share_model_find("fair"));
   /* Every entry says what it is and where it comes from. */
   for (int i = 0; algos[i] != NULL; i++)

@@ -99,20 +99,49 @@ test_compute_shared(void)
   g_assert_cmpint(st_test_end_of(t, 1, 0), ==, 200000);
 }
 
-static void
-test_compute_priority(void)
+/* Two ranks on one GPU, 100 us of work each (compute bound: no memory
+ * contention), rank 0's stream of higher priority, under `share`. */
+static StTimeline *
+two_priorities(StSchedule **out, const char *share)
 {
-  /* Same, but rank 0's stream has the higher priority: it runs alone (ends at
-   * 100 us); rank 1 waits, then runs alone (ends at 200 us). */
   int32_t placement[] = {0, 0};
-  g_autoptr(StSchedule) s = st_test_unit_schedule(2, placement);
+  StSchedule *s = st_test_unit_schedule(2, placement);
   for (int r = 0; r < 2; r++) {
     StProgram *p = st_test_program_for(s, r, 1);
     g_array_index(p->streams, StStream, 0).priority = r == 0 ? 1 : 0;
     st_test_add(p, st_op_comp(0, ST_PASS_FWD, 0, 0, 10));
   }
-  g_autoptr(StTimeline) t = st_test_run(s, NULL, FALSE);
+  g_autoptr(GError) error = NULL;
+  StEngineOptions o = {NULL, "auto", share, FALSE};
+  StTimeline *t = st_simulate(s, &o, NULL, &error);
+  g_assert_no_error(error);
+  *out = s;
+  return t;
+}
+
+static void
+test_compute_priority(void)
+{
+  /* The "priority" model: rank 0 runs alone (ends at 100 us); rank 1
+   * waits, then runs alone (ends at 200 us). */
+  g_autoptr(StSchedule) s = NULL;
+  g_autoptr(StTimeline) t = two_priorities(&s, "priority");
   g_assert_cmpint(st_test_end_of(t, 0, 0), ==, 100000);
+  g_assert_cmpint(st_test_end_of(t, 1, 0), ==, 200000);
+}
+
+static void
+test_compute_interference(void)
+{
+  /* The "interference" model (the default), leak 0.80 from the default GPU
+   * performance file: both fill the GPU, so at equal priority each would
+   * run at 1/2; the high one runs at 1 / (1 + 0.8 (2 - 1)) = 1/1.8 and ends
+   * at 180 us. The low one gets the rest, 1 - 1/1.8 = 4/9: 80 us of its
+   * work by 180 us, the last 20 us alone: it ends at 200 us, as at equal
+   * priority (the SMs never idle). */
+  g_autoptr(StSchedule) s = NULL;
+  g_autoptr(StTimeline) t = two_priorities(&s, NULL);
+  g_assert_cmpint(st_test_end_of(t, 0, 0), ==, 180000);
   g_assert_cmpint(st_test_end_of(t, 1, 0), ==, 200000);
 }
 
@@ -281,6 +310,7 @@ main(int argc, char **argv)
   g_test_add_func("/engine/compute/alone", test_compute_alone);
   g_test_add_func("/engine/compute/shared-equal", test_compute_shared);
   g_test_add_func("/engine/compute/shared-priority", test_compute_priority);
+  g_test_add_func("/engine/compute/shared-interference", test_compute_interference);
   g_test_add_func("/engine/deadlock", test_deadlock);
   g_test_add_func("/engine/steps-and-memory", test_steps_and_memory);
   g_test_add_func("/engine/out-of-memory", test_out_of_memory);

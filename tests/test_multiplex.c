@@ -146,16 +146,25 @@ background_rank(StSchedule *s, int rank, int piece_us, int ops)
   s->ranks[rank].program = st_schedule_add_program(s, p);
 }
 
+/* The admission tests state their closed forms under the "priority" share
+ * model (a background kernel gets only what the foreground leaves), which
+ * keeps the mechanics visible; test_foreground_slowed runs the default. */
 static StTimeline *
-simulate(const StSchedule *s, gboolean no_fold)
+simulate_share(const StSchedule *s, const char *share, gboolean no_fold)
 {
   g_autoptr(GError) error = NULL;
   g_assert_true(st_schedule_check(s, &error));
   g_assert_no_error(error);
-  StEngineOptions o = {NULL, "auto", NULL, no_fold};
+  StEngineOptions o = {NULL, "auto", share, no_fold};
   StTimeline *t = st_simulate(s, &o, NULL, &error);
   g_assert_no_error(error);
   return t;
+}
+
+static StTimeline *
+simulate(const StSchedule *s, gboolean no_fold)
+{
+  return simulate_share(s, "priority", no_fold);
 }
 
 /* The records of `rank`, in completion order. */
@@ -403,6 +412,47 @@ test_foreground_untouched(void)
 }
 
 static void
+test_foreground_slowed(void)
+{
+  /* The same run under the default "interference" model: a background
+   * kernel beside a foreground one still takes 1 - 1/(1 + leak) of the
+   * SMs when both fill the GPU, so the foreground is slowed (the report's
+   * slowdown is above 1) and its steps end no earlier than alone; the
+   * background, no longer starved while a foreground kernel runs, gets
+   * more done than under "priority", where it only runs in the gaps. */
+  g_autoptr(StModel) m = st_test_model_named("resnet18");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
+  const Case cs = {"resnet18", 1, 8, 0, 8, 1, "burst", "resnet18:b8"};
+  StOptions o;
+  set_options(&o, &cs, c, 4);
+  g_autoptr(StSchedule) mux = st_test_build("multiplex", m, c, &o);
+  o.steps = mux->steps;
+  g_autoptr(StSchedule) alone = st_test_build("burst", m, c, &o);
+  g_autoptr(StTimeline) ti = simulate_share(mux, NULL, FALSE);
+  g_autoptr(StTimeline) tp = simulate_share(mux, "priority", FALSE);
+  g_autoptr(StTimeline) ta = simulate(alone, FALSE);
+  g_autoptr(StSummary) si = st_summary_new(ti);
+  g_autoptr(StSummary) sp = st_summary_new(tp);
+  g_autoptr(StSummary) sa = st_summary_new(ta);
+  for (int k = 0; k < si->steps; k++)
+    g_assert_cmpint(si->step_end_ns[k], >=, sa->step_end_ns[k]);
+  g_autoptr(cJSON) ri = st_report_to_json(si);
+  g_autoptr(cJSON) rp = st_report_to_json(sp);
+  const cJSON *mi = cJSON_GetObjectItemCaseSensitive(ri, "multiplex");
+  const cJSON *mp = cJSON_GetObjectItemCaseSensitive(rp, "multiplex");
+  g_assert_cmpfloat(number(mi, "foreground_slowdown"), >, 1.0 + 1e-6);
+  double bg_i = number(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(mi, "background"), 0),
+                       "samples_per_s");
+  double bg_p = number(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(mp, "background"), 0),
+                       "samples_per_s");
+  g_assert_cmpfloat(bg_p, >, 0);
+  g_assert_cmpfloat(bg_i, >, bg_p);
+  g_assert_cmpfloat(number(mi, "foreground_samples_per_s"), <,
+                    number(mp, "foreground_samples_per_s"));
+  st_options_clear(&o);
+}
+
+static void
 test_json_round_trip(void)
 {
   /* A background stream and its admission policy survive the schedule's
@@ -469,6 +519,7 @@ main(int argc, char **argv)
   g_test_add_func("/multiplex/engine/no-foreground", test_engine_background_alone);
   g_test_add_func("/multiplex/strategy/conformance", test_conformance);
   g_test_add_func("/multiplex/strategy/foreground-untouched", test_foreground_untouched);
+  g_test_add_func("/multiplex/strategy/foreground-slowed", test_foreground_slowed);
   g_test_add_func("/multiplex/strategy/json-round-trip", test_json_round_trip);
   g_test_add_func("/multiplex/strategy/bad-background", test_bad_background);
   return g_test_run();

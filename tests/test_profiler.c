@@ -47,7 +47,7 @@ test_fill_inference(void)
     for (int c = 0; c < 2; c++) {
       StShareClient clients[4];
       for (int k = 0; k < streams[c]; k++)
-        clients[k] = (StShareClient){0, fills[i], 1.0, 0.0};
+        clients[k] = (StShareClient){0, fills[i], 1.0, 0.0, 0.0, 0.0};
       model->rates(clients, streams[c]);
       span[c] = t1 / clients[0].rate;
     }

@@ -38,7 +38,7 @@ static gboolean
 simulate(Run *run, const StProfile *profile, const StOptions *options, gboolean no_fold,
          GError **error)
 {
-  StEngineOptions eo = {profile, options->comm_algo, NULL, no_fold};
+  StEngineOptions eo = {profile, options->comm_algo, options->share_model, no_fold};
   StEngineStats stats = {0};
   gint64 t0 = g_get_monotonic_time();
   run->timeline = st_simulate(run->schedule, &eo, &stats, error);

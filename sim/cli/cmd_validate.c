@@ -171,7 +171,7 @@ run_case(Validate *v, Case *c, GError **error)
                  (cluster = st_cli_local_cluster(v->device, error)) != NULL &&
                  (c->schedule = st_strategy_build(st_strategy_find(c->v.strategy), v->model,
                                                   cluster, v->profile, &o, error)) != NULL);
-  StEngineOptions eo = {v->profile, o.comm_algo, NULL, FALSE};
+  StEngineOptions eo = {v->profile, o.comm_algo, o.share_model, FALSE};
   StEngineStats stats = {0};
   ok = ok && (c->predicted_t = st_simulate(c->schedule, &eo, &stats, error)) != NULL;
   st_engine_stats_clear(&stats);

@@ -109,10 +109,43 @@ parse_flops(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error
   return TRUE;
 }
 
+/* gpu.performance: a path (relative to the cluster file's folder), the
+ * object inline, or absent (models/gpus/default.json). */
+static gboolean
+parse_perf(const cJSON *gpu_obj, StGpuSpec *gpu, const char *origin, GError **error)
+{
+  const cJSON *perf = cJSON_GetObjectItemCaseSensitive(gpu_obj, "performance");
+  GError *local = NULL;
+  if (perf == NULL) {
+    gpu->perf = st_gpu_perf_load_default(&local);
+  } else if (cJSON_IsObject(perf)) {
+    g_autofree char *where = g_strdup_printf("%s: gpu.performance", origin);
+    gpu->perf = st_gpu_perf_from_json(perf, where, &local);
+  } else if (cJSON_IsString(perf)) {
+    g_autofree char *dir = g_path_get_dirname(origin);
+    g_autofree char *path = g_path_is_absolute(perf->valuestring) ||
+                                !g_file_test(origin, G_FILE_TEST_IS_REGULAR)
+                              ? g_strdup(perf->valuestring)
+                              : g_build_filename(dir, perf->valuestring, NULL);
+    gpu->perf = st_gpu_perf_load(path, &local);
+  } else {
+    g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
+                "%s: gpu: key 'performance': expected a file name or an object", origin);
+    return FALSE;
+  }
+  if (gpu->perf != NULL)
+    return TRUE;
+  g_set_error(error, ST_CLUSTER_ERROR, local->code, "%s: gpu.performance: %s", origin,
+              local->message);
+  g_error_free(local);
+  return FALSE;
+}
+
 static gboolean
 parse_gpu(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error)
 {
-  static const char *const keys[] = {"name", "memory", "flops", "memory_bandwidth", NULL};
+  static const char *const keys[] = {"name", "memory", "flops", "memory_bandwidth",
+                                     "performance", NULL};
   GError *local = NULL;
   const char *name = NULL;
   const cJSON *flops = NULL;
@@ -133,7 +166,7 @@ parse_gpu(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error)
     return FALSE;
   }
   gpu->name = g_strdup(name);
-  return parse_flops(flops, gpu, origin, error);
+  return parse_flops(flops, gpu, origin, error) && parse_perf(obj, gpu, origin, error);
 }
 
 /* The link classes a cluster of `nodes` x `per_node` needs when `gpus` are in use. */
@@ -365,6 +398,8 @@ st_cluster_to_json(const StCluster *c)
   if (c->gpu.tf32_flops > 0)
     add_owned_string(flops, "tf32", format_flops_exact(c->gpu.tf32_flops));
   add_owned_string(gpu, "memory_bandwidth", format_bandwidth_exact(c->gpu.memory_bandwidth));
+  if (c->gpu.perf != NULL)
+    cJSON_AddItemToObject(gpu, "performance", st_gpu_perf_to_json(c->gpu.perf));
 
   cJSON *links = cJSON_AddObjectToObject(root, "links");
   for (int l = 0; l < ST_LINK_N; l++) {
@@ -396,6 +431,8 @@ st_cluster_copy(const StCluster *c)
   copy->name = g_strdup(c->name);
   copy->path = g_strdup(c->path);
   copy->gpu.name = g_strdup(c->gpu.name);
+  if (c->gpu.perf != NULL)
+    copy->gpu.perf = st_gpu_perf_ref(c->gpu.perf);
   return copy;
 }
 
@@ -407,6 +444,7 @@ st_cluster_free(StCluster *c)
   g_free(c->name);
   g_free(c->path);
   g_free(c->gpu.name);
+  st_gpu_perf_unref(c->gpu.perf);
   g_free(c);
 }
 

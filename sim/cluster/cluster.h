@@ -14,7 +14,10 @@
  * talk to their ring neighbours; collectives use rings). `intra_node` is
  * required when a node has several GPUs, `inter_node` when there are several
  * nodes; `pcie` is optional (host copies). GPU `flops` keys: fp32 (required,
- * the last fallback), tf32, fp16, bf16, fp8. Optional top-level keys: `note`
+ * the last fallback), tf32, fp16, bf16, fp8. GPU `performance` (optional):
+ * the GPU performance file (gpu_perf.h: achievable rates, with their
+ * sources), a path relative to the cluster file or the object itself;
+ * default models/gpus/default.json. Optional top-level keys: `note`
  * (free text: where the numbers come from) and `gpus` (GPUs in use; written
  * by st_cluster_to_json so a resized cluster reads back equal).
  *
@@ -35,6 +38,7 @@
 #include <stdint.h>
 
 #include "base/kinds.h"
+#include "cluster/gpu_perf.h"
 
 #define ST_CLUSTER_ERROR (st_cluster_error_quark())
 GQuark st_cluster_error_quark(void);
@@ -64,6 +68,8 @@ typedef struct {
   double flops[ST_DTYPE_N];      /* peak FLOP/s per dtype; 0 when not given */
   double tf32_flops;             /* 0 when not given */
   double memory_bandwidth;       /* bytes/s */
+  StGpuPerf *perf;               /* what it achieves (gpu_perf.h): the file `performance`
+                                    names, else models/gpus/default.json; shared by copies */
 } StGpuSpec;
 
 typedef struct {

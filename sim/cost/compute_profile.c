@@ -8,7 +8,8 @@
  * it takes the forward's. Optimizer / compress / expand steps look up
  * work->kernel ("adam", "compress") at x = elements. Layer passes also get
  * the fill the profile measured for them (profile_fill), which the engine
- * gives the share model.
+ * gives the share model, and the priority leak their sharing
+ * measurements show (profile_leak).
  */
 #include "cost/cost_impl.h"
 
@@ -88,6 +89,22 @@ profile_fill(const StComputeCtx *ctx, const StWork *work, double *fill)
   }
 }
 
+/* The profile's sharing measurement of this pass (profile.h:
+ * st_profile_layer_leak): a high-priority copy beside a low-priority one,
+ * against two at equal priority. Layer passes only. */
+static gboolean
+profile_leak(const StComputeCtx *ctx, const StWork *work, double *leak)
+{
+  if (ctx->profile == NULL || ctx->cluster->gpu.name == NULL || work->layer == NULL ||
+      work->batch <= 0)
+    return FALSE;
+  StPass pass = work->pass == ST_PASS_RECOMPUTE ? ST_PASS_FWD : work->pass;
+  if (pass != ST_PASS_FWD && pass != ST_PASS_BWD)
+    return FALSE;
+  return st_profile_layer_leak(ctx->profile, ctx->cluster->gpu.name, work->layer->name,
+                               work->layer->signature, pass, work->batch, leak);
+}
+
 const StComputeModel st_compute_profile = {
   .name = "profile",
   .summary = "measured kernel times, interpolated between profiled batch sizes",
@@ -95,4 +112,5 @@ const StComputeModel st_compute_profile = {
               "(Zhu et al., USENIX ATC 2020)",
   .cost = profile_cost,
   .fill = profile_fill,
+  .leak = profile_leak,
 };

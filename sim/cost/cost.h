@@ -10,7 +10,9 @@
  *   one covers the case), each saying how it loads the links of the cluster
  *   (StLinkUse). The engine runs the phases as flows that share every link
  *   they cross max-min fairly; st_comm_plan_ns() is the time alone.
- * - share: how kernels of several streams on one GPU split it.
+ * - share: how kernels of several streams on one GPU split it: "interference"
+ *   (the default: SM occupancy by priority with a measured leak, and memory
+ *   bandwidth shared regardless of priority) or "priority" (priority alone).
  *
  * All are pure functions of their inputs: no state, safe from many threads.
  */
@@ -56,6 +58,10 @@ typedef struct {
   /* Optional (NULL: never knows): TRUE with the fraction of the device the
    * work fills alone, in (0, 1], for the share model (StShareClient.fill). */
   gboolean (*fill)(const StComputeCtx *ctx, const StWork *work, double *fill);
+  /* Optional (NULL: never knows): TRUE with the measured share of a
+   * lower-priority neighbour's slowdown that priority does not remove, in
+   * [0, 1] (StShareClient.leak). */
+  gboolean (*leak)(const StComputeCtx *ctx, const StWork *work, double *leak);
 } StComputeModel;
 
 /* NULL-terminated, in the order they are tried. */
@@ -70,6 +76,21 @@ void st_compute_work_traffic(const StComputeCtx *ctx, const StWork *work, double
 /* The fill of the first model that knows one (a profile's measured "fill",
  * compute_profile.c), else 1: a kernel fills the device alone. */
 double st_compute_fill(const StComputeCtx *ctx, const StWork *work);
+
+/* What the sharing model needs to know of a kernel besides its priority. */
+typedef struct {
+  double fill;  /* fraction of the SMs it occupies alone, (0, 1] */
+  double mem;   /* fraction of the achievable memory bandwidth it uses alone, [0, 1] */
+  double leak;  /* share of a lower priority's slowdown its priority leaves, [0, 1] */
+} StShareTraits;
+
+/* The traits of `work`, whose time alone is `time_ns`: the fill as
+ * st_compute_fill; mem = the bytes st_compute_work_traffic counts /
+ * (time_ns x memory bandwidth x the GPU's achievable fraction), at most 1; leak from the profile's sharing
+ * measurement of this pass when it has one, else the GPU performance file's
+ * sharing.priority_leak (cluster/gpu_perf.h). */
+StShareTraits st_compute_share_traits(const StComputeCtx *ctx, const StWork *work,
+                                      double time_ns);
 
 /* ---- communication ---------------------------------------------------- */
 
@@ -156,6 +177,8 @@ typedef struct {
   double fill;    /* fraction of the device the kernel uses alone, (0, 1] */
   double weight;  /* identical kernels folded into this one (>= 1) */
   double rate;    /* out: speed relative to running alone, (0, 1] ... or 0 */
+  double mem;     /* fraction of the achievable memory bandwidth it uses alone, [0, 1] */
+  double leak;    /* share of lower priorities' slowdown its priority leaves, [0, 1] */
 } StShareClient;
 
 typedef struct {
@@ -166,5 +189,6 @@ typedef struct {
   void (*rates)(StShareClient *clients, int n);
 } StShareModel;
 
+/* NULL-terminated; the first is the default. */
 const StShareModel *const *st_share_models(void);
 const StShareModel *st_share_model_find(const char *name);

@@ -12,6 +12,7 @@ extern const StComputeModel st_compute_roofline;  /* compute_roofline.c */
 extern const StCommAlgo st_comm_ring;             /* comm_ring.c */
 extern const StCommAlgo st_comm_tree;             /* comm_tree.c */
 extern const StCommAlgo st_comm_hierarchical;     /* comm_hierarchical.c */
+extern const StShareModel st_share_interference;  /* share_interference.c */
 extern const StShareModel st_share_priority;      /* share_priority.c */
 
 /* The link class a flat (single-level) algorithm over `group` is limited

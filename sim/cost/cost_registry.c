@@ -21,7 +21,9 @@ static const StCommAlgo *const COMM_ALGOS[] = {
   NULL,
 };
 
+/* The first is the default. */
 static const StShareModel *const SHARE_MODELS[] = {
+  &st_share_interference,
   &st_share_priority,
   NULL,
 };
@@ -92,4 +94,31 @@ st_compute_fill(const StComputeCtx *ctx, const StWork *work)
       return fill;
   }
   return 1.0;
+}
+
+StShareTraits
+st_compute_share_traits(const StComputeCtx *ctx, const StWork *work, double time_ns)
+{
+  StShareTraits t = {st_compute_fill(ctx, work), 0.0, 1.0};
+  const StGpuPerf *perf = ctx->cluster->gpu.perf;
+  double bandwidth = ctx->cluster->gpu.memory_bandwidth * (perf ? perf->memory_fraction.value : 1);
+  double flops = 0, bytes = 0;
+  if (time_ns > 0 && bandwidth > 0 && (work->layer != NULL || work->pass == ST_PASS_OPTIM ||
+                                       work->pass == ST_PASS_COMPRESS ||
+                                       work->pass == ST_PASS_EXPAND)) {
+    st_compute_work_traffic(ctx, work, &flops, &bytes);
+    t.mem = CLAMP(bytes / (time_ns * 1e-9 * bandwidth), 0.0, 1.0);
+  }
+  /* Without a measurement nor a performance file, priority is taken to
+   * protect nothing: the cautious end. */
+  if (perf != NULL)
+    t.leak = perf->priority_leak.value;
+  for (const StComputeModel *const *m = COMPUTE_MODELS; *m != NULL; m++) {
+    double leak = 0;
+    if ((*m)->leak != NULL && (*m)->leak(ctx, work, &leak) && leak >= 0 && leak <= 1) {
+      t.leak = leak;
+      break;
+    }
+  }
+  return t;
 }

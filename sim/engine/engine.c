@@ -72,20 +72,19 @@ prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
     info->stream_ops[i] = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   info->cost_ns = g_new0(double, p->ops->len);
   info->source = g_new0(uint8_t, p->ops->len);
-  info->fill = g_new(float, p->ops->len);
+  info->share = g_new0(StShareTraits, p->ops->len);
   StComputeCtx ctx = e->compute;
   ctx.model = st_program_model(s, p);
   for (guint i = 0; i < p->ops->len; i++) {
     const StOp *op = st_program_op(p, i);
     g_array_append_val(info->stream_ops[op->stream], i);
-    info->fill[i] = 1.0f;
     if (op->kind != ST_OP_COMP)
       continue;
     StWork work = st_op_work(s, p, op);
     StCostSource source = ST_SRC_NONE;
     info->cost_ns[i] = st_compute_time(&ctx, &work, &source);
     info->source[i] = (uint8_t)source;
-    info->fill[i] = (float)st_compute_fill(&ctx, &work);
+    info->share[i] = st_compute_share_traits(&ctx, &work, info->cost_ns[i]);
   }
 }
 
@@ -97,7 +96,7 @@ prog_info_clear(ProgInfo *info, const StProgram *p)
   g_free(info->stream_ops);
   g_free(info->cost_ns);
   g_free(info->source);
-  g_free(info->fill);
+  g_free(info->share);
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -219,7 +218,8 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   e->s = s;
   e->options = options;
   e->comm_algo = options->comm_algo != NULL ? options->comm_algo : "auto";
-  e->share = st_share_model_find(options->share_model ? options->share_model : "priority");
+  e->share = options->share_model != NULL ? st_share_model_find(options->share_model)
+                                          : st_share_models()[0];
   if (e->share == NULL) {
     g_set_error(error, ST_ENGINE_ERROR, ST_ERROR_INVALID, "unknown GPU sharing model '%s'",
                 options->share_model);

@@ -30,7 +30,7 @@ GQuark st_engine_error_quark(void);
 typedef struct {
   const StProfile *profile; /* borrowed, may be NULL: roofline and alpha-beta only */
   const char *comm_algo;    /* "auto" (default when NULL), "ring", "tree", "hierarchical" */
-  const char *share_model;  /* GPU sharing model; NULL: "priority" */
+  const char *share_model;  /* GPU sharing model; NULL: the registry's first ("interference") */
   gboolean no_fold;         /* simulate every rank even when identical ranks could fold */
 } StEngineOptions;
 

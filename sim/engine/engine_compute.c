@@ -1,8 +1,10 @@
 /* engine_compute.c: kernels sharing a device.
  *
- * A COMP op becomes a kernel holding its work in ns at full speed and the
- * fraction of the device it fills alone (1 unless a profile measured it:
- * ProgInfo.fill). The kernels running on one device get rates from the
+ * A COMP op becomes a kernel holding its work in ns at full speed and what
+ * the share model needs to know of it (ProgInfo.share: the fraction of the
+ * device it fills alone, 1 unless a profile measured it; the share of the
+ * memory bandwidth it uses; its priority leak). The kernels running on one
+ * device get rates from the
  * share model (a kernel alone runs at rate 1); whenever one arrives or
  * leaves, every kernel of the device is brought up to date (work done at the
  * old rate since its last update) and its finish time is recomputed at the
@@ -27,7 +29,11 @@ reshare(Engine *e, DeviceState *dev)
     if (k->remaining_ns < 0)
       k->remaining_ns = 0;
     k->last_ns = e->now;
-    clients[i] = (StShareClient){k->priority, k->fill, 1.0, 0.0};
+    clients[i] = (StShareClient){.priority = k->priority,
+                                 .fill = k->share.fill,
+                                 .weight = 1.0,
+                                 .mem = k->share.mem,
+                                 .leak = k->share.leak};
   }
   e->share->rates(clients, n);
   for (int i = 0; i < n; i++) {
@@ -59,7 +65,7 @@ compute_start(Engine *e, const OpRef *ref)
   k->priority = g_array_index(sr->program->streams, StStream,
                               st_program_op(sr->program, ref->op)->stream)
                   .priority;
-  k->fill = sr->info->fill[ref->op];
+  k->share = sr->info->share[ref->op];
   k->remaining_ns = sr->info->cost_ns[ref->op];
   k->last_ns = e->now;
   k->start_ns = e->now;

@@ -44,8 +44,8 @@ typedef struct {
   GArray **stream_ops;   /* [n_streams] of uint32 op indices in stream order */
   double *cost_ns;       /* [n_ops] COMP: time alone on the device */
   uint8_t *source;       /* [n_ops] StCostSource */
-  float *fill;           /* [n_ops] COMP: fraction of the device it fills alone, (0, 1];
-                            1 unless a profile measured it (st_compute_fill) */
+  StShareTraits *share; /* [n_ops] COMP: what the share model needs (fill, memory,
+                            priority leak: st_compute_share_traits) */
 } ProgInfo;
 
 typedef struct {
@@ -78,7 +78,7 @@ typedef struct {
   OpRef ref;
   int32_t device;
   int32_t priority;
-  double fill;
+  StShareTraits share;   /* its op's (ProgInfo.share) */
   double remaining_ns;   /* work left, in ns at rate 1 */
   double rate;
   int64_t last_ns;

@@ -190,7 +190,8 @@ evaluate(Run *run, int i)
     st_options_clear(&options);
     return;
   }
-  StEngineOptions eo = {run->profile, options.comm_algo, NULL, plan->spec->no_fold};
+  StEngineOptions eo = {run->profile, options.comm_algo, options.share_model,
+                        plan->spec->no_fold};
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
   if (t == NULL) {
     set_reason(pt, ST_PLAN_FAILED, "simulation failed: %s", error->message);

@@ -15,8 +15,8 @@
  *   - top level: "machine" (what measured: the backend's description) and
  *     "precision" (fp32 or mixed: the storage type the layers ran in);
  *   - layer entries: "fill" in (0, 1], the fraction of the device the kernel
- *     fills alone, inferred from the sharing measurements (the "priority"
- *     share model's parameter, sim/cost/share_priority.c), with
+ *     fills alone, inferred from the sharing measurements (the share
+ *     models' SM occupancy, sim/cost/share_*.c), with
  *     "fill_bound": true when the measurement only bounds it from above;
  *   - link entries: "spread_us", and "algbw_GBps" / "busbw_GBps" as
  *     nccl-tests defines them (derived from bytes and time_us: written by
@@ -153,6 +153,16 @@ typedef struct {
 
 /* Adds (or replaces: same keys, streams and priorities) a measurement. */
 void st_profile_add_sharing(StProfile *profile, const char *device, const StProfileSharing *m);
+
+/* The priority leak of a layer pass at exactly x (name first, then
+ * signature), from its two-stream measurements: s_eq, the mean slowdown of
+ * two copies at equal priority, and s_hi, the high-priority copy's beside a
+ * low-priority one; leak = (s_hi - 1) / (s_eq - 1), clamped to [0, 1]: the
+ * share of the neighbour's effect that priority leaves (the "interference"
+ * share model's parameter). FALSE when either is missing or the copies did
+ * not slow each other measurably (s_eq < 1.05: nothing to leak). */
+gboolean st_profile_layer_leak(const StProfile *profile, const char *device, const char *name,
+                               const char *signature, StPass pass, int64_t x, double *leak);
 
 int st_profile_n_copy_entries(const StProfile *profile);
 int st_profile_n_sharing_entries(const StProfile *profile);

@@ -184,6 +184,48 @@ st_profile_add_sharing(StProfile *p, const char *device, const StProfileSharing 
   g_hash_table_replace(p->share_entries, key, e);
 }
 
+/* The two-stream entry of (device, name or signature, pass, x) with or
+ * without priorities; `by` 'n' matches the name, 's' the signature. */
+static const ProfileShareEntry *
+find_pair(const StProfile *p, const char *device, char by, const char *key, StPass pass,
+          int64_t x, gboolean priorities)
+{
+  GHashTableIter it;
+  gpointer value;
+  g_hash_table_iter_init(&it, p->share_entries);
+  while (g_hash_table_iter_next(&it, NULL, &value)) {
+    const ProfileShareEntry *e = value;
+    const char *k = by == 'n' ? e->name : e->signature;
+    if (e->streams == 2 && e->priorities == priorities && e->pass == pass && e->x == x &&
+        e->alone_ns > 0 && k != NULL && strcmp(k, key) == 0 && strcmp(e->device, device) == 0)
+      return e;
+  }
+  return NULL;
+}
+
+gboolean
+st_profile_layer_leak(const StProfile *p, const char *device, const char *name,
+                      const char *signature, StPass pass, int64_t x, double *leak)
+{
+  g_return_val_if_fail(p != NULL && device != NULL && leak != NULL, FALSE);
+  const char *keys[2] = {name, signature};
+  for (int i = 0; i < 2; i++) {
+    if (keys[i] == NULL)
+      continue;
+    const ProfileShareEntry *eq = find_pair(p, device, "ns"[i], keys[i], pass, x, FALSE);
+    const ProfileShareEntry *hi = find_pair(p, device, "ns"[i], keys[i], pass, x, TRUE);
+    if (eq == NULL || hi == NULL)
+      continue;
+    double s_eq = (eq->end_ns[0] + eq->end_ns[1]) / 2 / eq->alone_ns;
+    double s_hi = hi->end_ns[0] / hi->alone_ns;
+    if (s_eq < 1.05)
+      return FALSE;
+    *leak = CLAMP((s_hi - 1) / (s_eq - 1), 0.0, 1.0);
+    return TRUE;
+  }
+  return FALSE;
+}
+
 int
 st_profile_n_copy_entries(const StProfile *p)
 {

@@ -117,13 +117,16 @@ typedef struct {
   /* Estimates from the cost model, ns, for one worker alone on idle devices. */
   double *fwd_ns, *bwd_ns;  /* [s]: one micro-batch's forward / backward of the stage */
   double *update_ns;        /* [s]: the stage's optimizer step */
-  double *hop_ns;           /* [s], model parallelism: moving stage l's output to stage
-                               l+1 (and its gradient back), mean over the workers */
+  double *hop_ns;           /* [n * s], model parallelism: worker k moving stage l's
+                               output to stage l+1 (and its gradient back) at
+                               [k * s + l], between the devices it is placed on */
   double step_ns;           /* T: one worker's step */
   int64_t delay_ns;         /* d = T / N: worker k starts k * d after worker 0 */
   int32_t *owner;           /* [s], ZeRO: the worker owning the stage's states; else NULL */
   int32_t *hosts;           /* [s], model parallelism: devices of each stage; else NULL */
   int32_t *base;            /* [s], model parallelism: the first of them */
+  int gpus_free_hops;       /* model parallelism: the devices the stagger would need if
+                               moving activations between stages cost nothing */
 } CdpPlan;
 
 /* The parameter version (0 or 1 steps old) a pass of `worker` reads in `stage`. */
@@ -295,8 +298,13 @@ gboolean cdp_build_zero(CdpPlan *c, GError **error);
 /* Per step, the collectives that ZeRO-DP of the same stage would issue. */
 int cdp_zero_collectives_replaced(const CdpPlan *c);
 /* Model parallelism (strategy_cdp_mp.c): devices per stage from the
- * estimated stagger (sets hosts and base; returns the devices used), the
- * check that the cluster has them, then the ranks' programs. */
+ * estimated stagger, each worker's passes and transfers between the devices
+ * it is placed on, a stage's devices inside one node when they fit (sets
+ * hosts and base; returns the GPUs the layout spans, idle ones between
+ * included: the cluster must have that many). A stage
+ * never gets fewer devices than `hosts` already gives it, so calling it
+ * again after the transfers were re-estimated for the new placement reaches
+ * a fixed point (strategy_cdp.c). */
 int cdp_mp_place(CdpPlan *c);
 gboolean cdp_mp_check(const CdpPlan *c, int used, GError **error);
 gboolean cdp_build_mp(CdpPlan *c, GError **error);

@@ -24,6 +24,19 @@ check_comm_algo(const char *value, GError **error)
   return FALSE;
 }
 
+static gboolean
+check_share_model(const char *value, GError **error)
+{
+  if (st_share_model_find(value) != NULL)
+    return TRUE;
+  g_autoptr(GString) known = g_string_new(NULL);
+  for (const StShareModel *const *m = st_share_models(); *m != NULL; m++)
+    g_string_append_printf(known, "%s%s", known->len ? ", " : "", (*m)->name);
+  g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID, "unknown GPU sharing model (known: %s)",
+              known->str);
+  return FALSE;
+}
+
 #define F(field) offsetof(StOptions, field)
 #define BIG 1e15
 
@@ -57,6 +70,10 @@ static const StOptionSpec SPECS[] = {
    "ZeRO-3: parameter gathers issued ahead of the layer that needs them (default: 1)"},
   {"comm-algo", ST_OPT_STRING, F(comm_algo), 0, 0, NULL, check_comm_algo, "NAME",
    "Collective algorithm: auto (the fastest alone), ring, tree, hierarchical (default: auto)"},
+  {"share-model", ST_OPT_STRING, F(share_model), 0, 0, NULL, check_share_model, "NAME",
+   "How kernels of several ranks or jobs on one GPU slow each other: interference (SMs by "
+   "priority with a measured leak, memory bandwidth shared) or priority (priority isolates "
+   "perfectly) (default: interference)"},
   {"pipeline-stages", ST_OPT_INT, F(pipeline_stages), 0, 1e6, NULL, NULL, "N",
    "pipeline: stages per pipeline (G_inter), dividing the ranks; 0 = the fewest whose "
    "estimated memory per GPU fits (default: 0)"},

@@ -34,6 +34,7 @@ typedef struct {
   int zero_stage;       /* --zero-stage: 1, 2 or 3; 0 = not given (zero then uses 1) */
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
   char *comm_algo;      /* --comm-algo: auto, ring, tree, hierarchical */
+  char *share_model;    /* --share-model: GPU sharing model (cost.h); NULL = the default */
   int pipeline_stages;   /* --pipeline-stages: G_inter, stages per pipeline; 0 = auto (the fewest
                             whose estimated memory per GPU fits) */
   int pipeline_schedule; /* --pipeline-schedule: StPipeOrder (strategy_pipeline.h), 0 = 1f1b */

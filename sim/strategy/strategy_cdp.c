@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <string.h>
 
 #include "cost/cost.h"
 #include "strategy/cdp.h"
@@ -148,38 +149,77 @@ estimate(CdpPlan *c)
       updates = MAX(updates, owned[c->owner[l]]);
     }
   }
-  if (c->mp) {
+  if (c->mp && c->hop_ns != NULL) {
     /* Updates run on the stages' devices between the passes they host;
-     * each micro-batch crosses S-1 boundaries forward and back. */
+     * each micro-batch crosses S-1 boundaries forward and back, between the
+     * devices the worker is placed on: the slowest worker sets the pace. */
     updates = 0;
-    for (int l = 0; l + 1 < c->s; l++)
-      passes += c->a * 2.0 * c->hop_ns[l];
+    double hops = 0;
+    for (int k = 0; k < c->n; k++) {
+      double mine = 0;
+      for (int l = 0; l + 1 < c->s; l++)
+        mine += c->a * 2.0 * c->hop_ns[k * c->s + l];
+      hops = MAX(hops, mine);
+    }
+    passes += hops;
   }
   c->step_ns = passes + updates;
   c->delay_ns = (int64_t)llround(c->step_ns / c->n);
 }
 
-/* Moving a stage boundary's activations, mean over the workers: between
- * the devices of the placement once there is one, else between two GPUs of
- * one node (model parallelism puts stages on neighbouring GPUs). */
+/* Moving a stage boundary's activations, per worker: between the devices of
+ * the placement once there is one, else between two GPUs of one node (model
+ * parallelism puts stages on neighbouring GPUs). `free_hops` makes every
+ * transfer cost nothing (the paper's idealised count). */
 static void
-hop_estimate(CdpPlan *c)
+hop_estimate(CdpPlan *c, gboolean free_hops)
 {
-  if (c->hop_ns == NULL)
-    c->hop_ns = g_new0(double, c->s);
-  for (int l = 0; l + 1 < c->s && c->cluster->gpus > 1; l++) {
+  g_free(c->hop_ns);
+  c->hop_ns = g_new0(double, (gsize)c->n * c->s);
+  for (int l = 0; l + 1 < c->s && c->cluster->gpus > 1 && !free_hops; l++) {
     int64_t bytes = cdp_batch_bytes(c, c->model->layers[c->first[l + 1] - 1].out_bytes);
-    double total = 0;
-    int workers = c->hosts != NULL ? c->n : 1;
-    for (int k = 0; k < workers; k++) {
+    for (int k = 0; k < c->n; k++) {
       int a = c->hosts ? c->base[l] + k % c->hosts[l] : 0;
       int b = c->hosts ? c->base[l + 1] + k % c->hosts[l + 1] : 1;
       StCommPlan plan;
-      st_comm_plan_p2p(c->cluster, a, MIN(b, c->cluster->gpus - 1), bytes, &plan);
-      total += st_comm_plan_ns(&plan);
+      st_comm_plan_p2p(c->cluster, MIN(a, c->cluster->gpus - 1), MIN(b, c->cluster->gpus - 1),
+                       bytes, &plan);
+      c->hop_ns[k * c->s + l] = st_comm_plan_ns(&plan);
     }
-    c->hop_ns[l] = total / workers;
   }
+}
+
+/* Places the stages by the estimate, then again with the transfers between
+ * the devices placed, until the placement holds (a stage never loses a
+ * device from one round to the next, so this ends within N rounds per
+ * stage). Also counts the devices the paper's idealisation would need
+ * (transfers free, no room kept for the optimizer steps). Returns the GPUs
+ * the layout spans (cdp_mp_place). */
+static int
+place(CdpPlan *c)
+{
+  /* The paper's idealised count: transfers free, optimizer steps ignored. */
+  hop_estimate(c, TRUE);
+  estimate(c);
+  memset(c->update_ns, 0, sizeof(double) * c->s);
+  cdp_mp_place(c);
+  c->gpus_free_hops = 0;
+  for (int l = 0; l < c->s; l++)
+    c->gpus_free_hops += c->hosts[l];
+  g_clear_pointer(&c->hosts, g_free);
+  g_clear_pointer(&c->base, g_free);
+  hop_estimate(c, FALSE);
+  estimate(c);
+  int used = cdp_mp_place(c);
+  for (int round = 0; round < c->n * c->s; round++) {
+    g_autofree int32_t *before = g_memdup2(c->hosts, sizeof(int32_t) * c->s);
+    hop_estimate(c, FALSE);
+    estimate(c);
+    used = cdp_mp_place(c);
+    if (memcmp(before, c->hosts, sizeof(int32_t) * c->s) == 0)
+      break;
+  }
+  return used;
 }
 
 /* ---- the report -------------------------------------------------------------------- */
@@ -225,6 +265,7 @@ notes(const CdpPlan *c, StSchedule *s)
       g_string_append_printf(hosts, "%s%d", l ? "," : "", c->hosts[l]);
     }
     st_schedule_note_number(s, "gpus_needed", used);
+    st_schedule_note_number(s, "gpus_free_transfers", c->gpus_free_hops);
     st_schedule_note_number(s, "gpus_dp_model_parallel", (double)c->n * c->s);
     st_schedule_note_text(s, "devices_per_stage", hosts->str);
   }
@@ -277,18 +318,11 @@ build(const StStrategyInput *in, GError **error)
     for (int l = 0; l < c.s; l++)
       c.owner[l] = (int32_t)((int64_t)l * c.n / c.s);
   }
-  if (c.mp)
-    hop_estimate(&c);
   estimate(&c);
   g_autofree int32_t *placement = NULL;
   int n_ranks = c.n;
   if (c.mp) {
-    /* Place by the estimate, then once more with the transfers between the
-     * devices placed (a stage boundary may cross nodes). */
-    cdp_mp_place(&c);
-    hop_estimate(&c);
-    estimate(&c);
-    if (!cdp_mp_check(&c, cdp_mp_place(&c), error))
+    if (!cdp_mp_check(&c, place(&c), error))
       return NULL;
     n_ranks = c.n * c.s;
     placement = g_new(int32_t, n_ranks);

@@ -7,13 +7,17 @@
  * late like the worker; it receives its input from the rank of stage l-1 and
  * sends its output to that of l+1, and the gradients back.
  *
- * Devices. From the estimated timeline of one worker (its passes and the
- * transfers between stages) the busy intervals of stage l within the cycle
- * T are known; workers k and k + i*m are i*m*d apart, so stage l fits on m
- * devices (worker k on device k mod m) when no two workers of one device
- * overlap. cdp_mp_place takes the least such m per stage. Under the dp rule
- * every worker waits for the same reduction, the stagger does not survive
- * step 0, and no device is shared.
+ * Devices. From the estimated timeline of each worker (its passes, and its
+ * transfers between the devices it is placed on: a boundary that crosses
+ * nodes costs more) the busy intervals of stage l within the cycle T are
+ * known; worker k starts k d after worker 0, so stage l fits on m devices
+ * (worker k on device k mod m) when no two workers of one device overlap.
+ * cdp_mp_place takes the least such m per stage; the plan places again with
+ * the transfers of the new placement until it holds (strategy_cdp.c), and
+ * also counts the devices free transfers would need, the paper's idealised
+ * max(N, S) for uniform stages. Under the dp rule every worker waits for the
+ * same reduction, the stagger does not survive step 0, and no device is
+ * shared.
  *
  * A shared device keeps one copy of the stage's states, held by its first
  * worker (the holder); the others (guests) compute with it: a guest's
@@ -33,24 +37,26 @@ typedef struct {
   double start, end; /* ns within the cycle [0, T) */
 } Span;
 
-/* Busy spans of each stage in one worker's cycle, from the estimates. */
+/* Busy spans of each stage in worker k's cycle, from the estimates and the
+ * transfers between the devices worker k is placed on: [s] arrays. */
 static GArray **
-stage_spans(const CdpPlan *c)
+worker_spans(const CdpPlan *c, int k)
 {
   GArray **spans = g_new(GArray *, c->s);
   for (int l = 0; l < c->s; l++)
     spans[l] = g_array_new(FALSE, FALSE, sizeof(Span));
+  const double *hop = c->hop_ns + (gsize)k * c->s;
   double t = 0;
   for (int m = 0; m < c->a; m++) {
     for (int l = 0; l < c->s; l++) {
       Span sp = {t, t + c->fwd_ns[l]};
       g_array_append_val(spans[l], sp);
-      t = sp.end + (l + 1 < c->s ? c->hop_ns[l] : 0);
+      t = sp.end + (l + 1 < c->s ? hop[l] : 0);
     }
     for (int l = c->s - 1; l >= 0; l--) {
       Span sp = {t, t + c->bwd_ns[l]};
       g_array_append_val(spans[l], sp);
-      t = sp.end + (l > 0 ? c->hop_ns[l - 1] : 0);
+      t = sp.end + (l > 0 ? hop[l - 1] : 0);
     }
   }
   return spans;
@@ -62,6 +68,8 @@ meets(Span a, Span b, double shift, double T)
 {
   double tol = 1e-9 * T;
   double len = b.end - b.start, x = fmod(b.start + shift, T);
+  if (x < 0)
+    x += T;
   Span pieces[2] = {{x, MIN(x + len, T)}, {0, x + len - T}};
   for (int i = 0; i < 2; i++)
     if (pieces[i].end > pieces[i].start && MAX(a.start, pieces[i].start) <
@@ -70,42 +78,90 @@ meets(Span a, Span b, double shift, double T)
   return FALSE;
 }
 
-/* Whether m devices hold the stage: the workers of one device, i*m*d apart
- * (i = 1 .. q-1), never use it at once. */
+/* Whether m devices hold stage l: the workers of one device (k, k + m, ...,
+ * each with its own transfers, started (k' - k) d after k) never use it at
+ * once, and the device's cycle also has room for the stage's optimizer step,
+ * which its holder runs once per step when the gradient is in (where in the
+ * cycle depends on the reduction, so only its length is checked).
+ * spans[k][l] are worker k's. */
 static gboolean
-fits(const CdpPlan *c, const GArray *spans, int m)
+fits(const CdpPlan *c, GArray ***spans, int l, int m)
 {
   double T = c->step_ns, d = T / c->n;
-  int q = (c->n + m - 1) / m;
-  for (int i = 1; i < q; i++)
-    for (guint a = 0; a < spans->len; a++)
-      for (guint b = 0; b < spans->len; b++)
-        if (meets(g_array_index(spans, Span, a), g_array_index(spans, Span, b), i * m * d, T))
-          return FALSE;
+  int most = (c->n + m - 1) / m; /* workers on device 0, the busiest */
+  if (most > 1 && most * c->a * (c->fwd_ns[l] + c->bwd_ns[l]) + c->update_ns[l] > T)
+    return FALSE;
+  for (int k = 0; k < c->n; k++)
+    for (int k2 = k + m; k2 < c->n; k2 += m) {
+      const GArray *a = spans[k][l], *b = spans[k2][l];
+      for (guint i = 0; i < a->len; i++)
+        for (guint j = 0; j < b->len; j++)
+          if (meets(g_array_index(a, Span, i), g_array_index(b, Span, j), (k2 - k) * d, T))
+            return FALSE;
+    }
   return TRUE;
+}
+
+/* Device indices: each stage's devices consecutive, and inside one node
+ * whenever they fit in one, first fit in stage order, so that the gradient
+ * chain between a stage's devices stays on the node's links (crossing nodes
+ * it runs at the inter-node bandwidth, 9x slower on a DGX H100). Sets base;
+ * returns the GPUs the layout spans (idle ones left in a node included). */
+static int
+lay_out(CdpPlan *c)
+{
+  int per = c->cluster->gpus_per_node > 0 ? c->cluster->gpus_per_node : 1;
+  int nodes = 0;
+  for (int l = 0; l < c->s; l++)
+    nodes += (c->hosts[l] + per - 1) / per;
+  g_autofree int *fill = g_new0(int, nodes); /* devices taken in each node, from its start */
+  g_free(c->base);
+  c->base = g_new(int32_t, c->s);
+  int span = 0;
+  for (int l = 0; l < c->s; l++) {
+    int m = c->hosts[l], node = 0;
+    if (m <= per)
+      while (per - fill[node] < m)
+        node++;
+    else
+      /* Whole nodes, after every node in use. */
+      for (node = nodes - 1; node > 0 && fill[node - 1] == 0; node--)
+        ;
+    c->base[l] = node * per + fill[node];
+    for (int left = m; left > 0; node++) {
+      int take = MIN(left, per - fill[node]);
+      fill[node] += take;
+      left -= take;
+    }
+    span = MAX(span, c->base[l] + m);
+  }
+  return span;
 }
 
 int
 cdp_mp_place(CdpPlan *c)
 {
-  GArray **spans = stage_spans(c);
-  g_free(c->hosts);
-  g_free(c->base);
-  c->hosts = g_new(int32_t, c->s);
-  c->base = g_new(int32_t, c->s);
-  int used = 0;
+  GArray ***spans = g_new(GArray **, c->n);
+  for (int k = 0; k < c->n; k++)
+    spans[k] = worker_spans(c, k);
+  int32_t *hosts = g_new(int32_t, c->s);
   for (int l = 0; l < c->s; l++) {
     int m = c->n;
     if (c->rule != CDP_RULE_DP && c->step_ns > 0)
-      for (m = 1; m < c->n && !fits(c, spans[l], m); m++)
+      for (m = c->hosts ? c->hosts[l] : 1; m < c->n && !fits(c, spans, l, m); m++)
         ;
-    c->hosts[l] = m;
-    c->base[l] = used;
-    used += m;
-    g_array_unref(spans[l]);
+    hosts[l] = m;
+  }
+  g_free(c->hosts);
+  c->hosts = hosts;
+  int span = lay_out(c);
+  for (int k = 0; k < c->n; k++) {
+    for (int l = 0; l < c->s; l++)
+      g_array_unref(spans[k][l]);
+    g_free(spans[k]);
   }
   g_free(spans);
-  return used;
+  return span;
 }
 
 gboolean

@@ -35,6 +35,8 @@ expect 1 "background vgg16:16" $STAGGER sim --model $SRC/models/mlp.json --clust
   --gpus 2 --strategy multiplex --background vgg16:16
 expect 1 "no model 'nosuch'" $STAGGER sim --model $SRC/models/mlp.json --cluster $C \
   --gpus 2 --strategy multiplex --background nosuch:b4
+expect 2 "unknown GPU sharing model (known: interference, priority)" $STAGGER sim --model $M \
+  --cluster $C --strategy multiplex --share-model fair
 
 DATA=$SRC/traces/reference/deeppool
 
@@ -68,4 +70,17 @@ $STAGGER sim --model $M --cluster $C --profile "$P" --strategy multiplex \
   --background vgg16:b16 --global-batch 32 --gpus 8 --micro-batch 4 --steps 4 \
   --out "$tmp/again" >/dev/null 2>&1
 cmp -s "$X" "$tmp/again/report.json" || fail "multiplex report differs between two runs"
+
+# GPU sharing (docs/DEEPPOOL.md section 6): the default interference model
+# slows the foreground beside its background; --share-model priority is the
+# leak-free model, under which it runs as alone; an unknown model is bad usage.
+slowdown() { jq -r .multiplex.foreground_slowdown "$1"; }
+if command -v jq >/dev/null; then
+  $STAGGER sim --model $M --cluster $C --profile "$P" --strategy multiplex \
+    --background vgg16:b16 --global-batch 32 --gpus 8 --micro-batch 4 --steps 4 \
+    --share-model priority --out "$tmp/prio" >/dev/null 2>&1
+  awk -v s="$(slowdown "$X")" 'BEGIN { exit !(s > 1.01) }' || fail "interference: slowdown $(slowdown "$X")"
+  awk -v s="$(slowdown "$tmp/prio/report.json")" 'BEGIN { exit !(s == 1) }' ||
+    fail "priority: slowdown $(slowdown "$tmp/prio/report.json")"
+fi
 echo "ok"
