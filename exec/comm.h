@@ -53,10 +53,13 @@ typedef struct StCommBackendS {
   gboolean (*recv)(StCommCtx *ctx, const StCommCall *call, int peer, GError **error);
 } StCommBackend;
 
+/* The built-in backend (comm_local.c); nccl lives in its module
+ * (comm_nccl.c, libstagger-nccl.so). */
 extern const StCommBackend st_comm_local;
-extern const StCommBackend st_comm_nccl;
 
-const StCommBackend *st_comm_backend_find(const char *name);
+/* The backend named `name` ("local", "nccl"), loading its module when it is
+ * one (exec/module.h); NULL with an error as st_device_backend_load. Borrowed. */
+const StCommBackend *st_comm_backend_load(const char *name, GError **error);
 
 /* Slice i of n of a buffer of `total` elements: [*first, *first + *count). */
 static inline void

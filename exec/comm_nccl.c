@@ -12,6 +12,9 @@
  * ordered). A watchdog thread polls every collective's completion and
  * NCCL's asynchronous errors; past --timeout, or on an error, it aborts every
  * communicator, so the streams fail instead of hanging.
+ *
+ * Built into the module libstagger-nccl.so (exec/module.h), which only
+ * processes that run under torchrun or mpirun load.
  */
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -24,6 +27,11 @@
 
 #include "exec/comm.h"
 #include "exec/exec.h"
+#include "exec/module.h"
+
+/* What the module exports: its table (defined at the end) and its stamp. */
+extern const StCommBackend st_comm_nccl;
+const StModuleStamp st_module_stamp = ST_MODULE_STAMP;
 
 typedef struct {
   cudaEvent_t done;

@@ -110,10 +110,17 @@ typedef struct StDeviceBackendS {
                      int warmup, int runs, int64_t *times_ns, GError **error);
 } StDeviceBackend;
 
-/* NULL-terminated: host, cuda. */
-const StDeviceBackend *const *st_device_backends(void);
-const StDeviceBackend *st_device_backend_find(const char *name);
+/* The backend named `name` ("host", "cuda"), loading its module when it is
+ * one (exec/module.h): NULL with ST_EXEC_ERROR_NO_DEVICE when the module is
+ * not built, missing or unloadable, ST_EXEC_ERROR_UNSUPPORTED for an unknown
+ * name. Borrowed. */
+const StDeviceBackend *st_device_backend_load(const char *name, GError **error);
 
-/* The backends' tables (device_host.c, device_cuda.c or device_cuda_stub.c). */
+/* Opens GPU `gpu` of backend `name`, or for "auto" the cuda backend's when
+ * it loads and a device answers, else the host. The device's `backend` is
+ * the table that opened it. Transfer full (dev->backend->close). */
+StExecDevice *st_device_open(const char *name, int gpu, GError **error);
+
+/* The built-in backend (device_host.c); cuda lives in its module
+ * (device_cuda.c, libstagger-cuda.so). */
 extern const StDeviceBackend st_device_host;
-extern const StDeviceBackend st_device_cuda;

@@ -8,13 +8,21 @@
  * clear CUDA's sticky error and say the call and CUDA's message. No device
  * (no driver, or none visible) is ST_EXEC_ERROR_NO_DEVICE, so "auto" falls
  * back to the host.
+ *
+ * Built into the module libstagger-cuda.so with kernels/cuda (exec/module.h),
+ * which only processes that run on a GPU load.
  */
 #include <cuda_runtime_api.h>
 #include <string.h>
 
 #include "exec/device.h"
 #include "exec/exec.h"
+#include "exec/module.h"
 #include "exec/profile_lockstep.h"
+
+/* What the module exports: its table (defined at the end) and its stamp. */
+extern const StDeviceBackend st_device_cuda;
+const StModuleStamp st_module_stamp = ST_MODULE_STAMP;
 
 typedef struct {
   int device;
@@ -51,9 +59,22 @@ cuda_open(int gpu, GError **error)
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice || count == 0) {
     (void)cudaGetLastError();
-    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_NO_DEVICE,
-                "no CUDA device answers here (%s)",
-                status == cudaSuccess ? "none visible" : cudaGetErrorString(status));
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    if (status == cudaErrorInsufficientDriver && driver == 0)
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_NO_DEVICE,
+                  "no NVIDIA driver here (libcuda.so.1 not found): no GPU to run on; use "
+                  "--backend host");
+    else if (status == cudaErrorInsufficientDriver)
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_NO_DEVICE,
+                  "the NVIDIA driver supports CUDA %d.%d, older than this build's CUDA "
+                  "runtime %d.%d: update the driver, or use --backend host",
+                  driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    else
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_NO_DEVICE,
+                  "no CUDA device answers here (%s)",
+                  status == cudaSuccess ? "none visible" : cudaGetErrorString(status));
     return NULL;
   }
   if (!cuda_ok(status, "cudaGetDeviceCount", error))

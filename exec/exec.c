@@ -38,7 +38,8 @@ st_exec_status_text(const char *device, int status)
 {
   if (status == ST_K_ENOMEM)
     return "out of memory";
-  const StDeviceBackend *b = st_device_backend_find(device);
+  /* A status comes from a backend already loaded: this finds it. */
+  const StDeviceBackend *b = st_device_backend_load(device, NULL);
   if (b != NULL && b->status_text != NULL)
     return b->status_text(status);
   return status == ST_K_EINVAL ? "invalid argument" : "error";
@@ -92,11 +93,7 @@ pick_comm(const char *name, GError **error)
       world = g_getenv("PMI_SIZE");
     name = world != NULL && atoi(world) > 1 ? "nccl" : "local";
   }
-  const StCommBackend *b = st_comm_backend_find(name);
-  if (b == NULL)
-    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                "unknown comm backend '%s' (known: local, nccl, auto)", name);
-  return b;
+  return st_comm_backend_load(name, error);
 }
 
 /* The device of the ranks this process runs: with local comm every rank is
@@ -104,25 +101,10 @@ pick_comm(const char *name, GError **error)
 static gboolean
 open_devices(Exec *x, GError **error)
 {
-  const char *name = x->o->device;
-  const StDeviceBackend *b = NULL;
-  StExecDevice *dev = NULL;
-  if (g_strcmp0(name, "auto") == 0) {
-    g_autoptr(GError) no_gpu = NULL;
-    dev = st_device_cuda.open(0, &no_gpu);
-    b = dev != NULL ? &st_device_cuda : &st_device_host;
-    if (dev == NULL && (dev = st_device_host.open(0, error)) == NULL)
-      return FALSE;
-  } else {
-    b = st_device_backend_find(name);
-    if (b == NULL) {
-      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                  "unknown device backend '%s' (known: host, cuda, auto)", name);
-      return FALSE;
-    }
-    if ((dev = b->open(0, error)) == NULL)
-      return FALSE;
-  }
+  StExecDevice *dev = st_device_open(x->o->device, 0, error);
+  if (dev == NULL)
+    return FALSE;
+  const StDeviceBackend *b = dev->backend;
   x->device_backend = b;
   g_ptr_array_add(x->open_devices, dev);
   if (b != &st_device_host && x->s->n_devices > 1) {

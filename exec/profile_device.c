@@ -49,26 +49,10 @@ prof_open(ProfDev *d, const StProfilerOptions *o, int gpu, StProfilerReport *rep
   if (report->notes == NULL)
     report->notes = g_ptr_array_new_with_free_func(g_free);
   report->writer = TRUE;
-  const char *name = o->backend != NULL ? o->backend : "auto";
-  if (g_strcmp0(name, "auto") == 0) {
-    g_autoptr(GError) no_gpu = NULL;
-    d->b = &st_device_cuda;
-    d->dev = st_device_cuda.open(gpu, &no_gpu);
-    if (d->dev == NULL) {
-      d->b = &st_device_host;
-      d->dev = st_device_host.open(0, error);
-    }
-  } else {
-    d->b = st_device_backend_find(name);
-    if (d->b == NULL) {
-      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                  "unknown device backend '%s' (known: host, cuda, auto)", name);
-      return FALSE;
-    }
-    d->dev = d->b->open(gpu, error);
-  }
+  d->dev = st_device_open(o->backend != NULL ? o->backend : "auto", gpu, error);
   if (d->dev == NULL)
     return FALSE;
+  d->b = d->dev->backend;
   if (d->b->replay == NULL) {
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
                 "the %s backend cannot replay work for timing", d->b->name);

@@ -144,13 +144,10 @@ links_place(Links *ln, const StProfilerOptions *o, const int *counts, int n_coun
   int world = env_int(size_vars, 0);
   if (g_strcmp0(comm, "auto") == 0)
     comm = world > 1 ? "nccl" : "local";
-  ln->cb = st_comm_backend_find(comm);
-  if (ln->cb == NULL) {
-    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                "unknown comm backend '%s' (known: local, nccl, auto)", comm);
+  ln->cb = st_comm_backend_load(comm, error);
+  if (ln->cb == NULL)
     return FALSE;
-  }
-  ln->nccl = ln->cb == &st_comm_nccl;
+  ln->nccl = strcmp(ln->cb->name, "nccl") == 0;
   int most = 0;
   for (int c = 0; c < n_counts; c++)
     most = MAX(most, counts[c]);

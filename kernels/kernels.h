@@ -209,14 +209,11 @@ typedef struct StKernels {
                               int oh, int ow, StKDtype dt);
 } StKernels;
 
-/* The host table (always built) and the CUDA table (NULL when built without
- * CUDA, see exec/). */
+/* The host table (always built) and the CUDA table (kernels/cuda, built into
+ * the cuda device backend's module with exec/device_cuda.c: reach it through
+ * that backend's kernels(), exec/device.h). */
 const StKernels *st_kernels_host(void);
 const StKernels *st_kernels_cuda(void);
-/* CUDA devices that answer (cudaGetDeviceCount), 0 when there is none, no
- * driver, or CUDA is not built in: lets plain C code (tests) ask without
- * linking the CUDA runtime. */
-int st_kernels_cuda_devices(void);
 
 /* bf16 helpers for host code: round to nearest even. */
 static inline uint16_t

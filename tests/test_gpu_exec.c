@@ -4,6 +4,7 @@
 
 #include "exec/exec.h"
 #include "strategy/strategy.h"
+#include "exec/device.h"
 #include "testutil.h"
 
 static StTimeline *
@@ -90,8 +91,10 @@ int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  if (!st_test_have_gpu())
+  StExecDevice *gpu = st_test_open_gpu();
+  if (gpu == NULL)
     return ST_TEST_SKIPPED;
+  gpu->backend->close(gpu);
   g_test_add_func("/gpu/exec/mlp-dp", test_mlp_dp);
   g_test_add_func("/gpu/exec/transformer-zero3", test_transformer_zero3);
   g_test_add_func("/gpu/exec/transformer-bf16", test_transformer_bf16);

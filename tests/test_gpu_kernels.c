@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "exec/device.h"
 #include "testutil.h"
 
 static const StKernels *H, *C;
@@ -462,10 +463,11 @@ int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  if (!st_test_have_gpu())
+  StExecDevice *gpu = st_test_open_gpu();
+  if (gpu == NULL)
     return ST_TEST_SKIPPED;
   H = st_kernels_host();
-  C = st_kernels_cuda();
+  C = gpu->backend->kernels(gpu);
   g_test_add_func("/gpu/kernels/elementwise", test_elementwise);
   g_test_add_func("/gpu/kernels/gemm", test_gemm);
   g_test_add_func("/gpu/kernels/bias", test_bias);
@@ -477,5 +479,7 @@ main(int argc, char **argv)
   g_test_add_func("/gpu/kernels/optimizers", test_optimizers);
   g_test_add_func("/gpu/kernels/sparse", test_sparse);
   g_test_add_func("/gpu/kernels/checks", test_checks);
-  return g_test_run();
+  int status = g_test_run();
+  gpu->backend->close(gpu);
+  return status;
 }

@@ -283,15 +283,12 @@ st_test_weights_differ(const GPtrArray *a, const GPtrArray *b)
   return worst;
 }
 
-gboolean
-st_test_have_gpu(void)
+StExecDevice *
+st_test_open_gpu(void)
 {
   g_autoptr(GError) error = NULL;
-  StExecDevice *dev = st_device_cuda.open(0, &error);
-  if (dev == NULL) {
+  StExecDevice *dev = st_device_open("cuda", 0, &error);
+  if (dev == NULL)
     printf("1..0 # SKIP %s\n", error->message);
-    return FALSE;
-  }
-  dev->backend->close(dev);
-  return TRUE;
+  return dev;
 }

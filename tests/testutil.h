@@ -80,7 +80,8 @@ StTimeline *st_test_execute(const StSchedule *schedule, double lr, uint64_t seed
  * weights (b the reference): 0 when they are equal bit for bit. */
 double st_test_weights_differ(const GPtrArray *a, const GPtrArray *b);
 
-/* Whether a CUDA device answers (the cuda backend opens GPU 0). When none
- * does, prints why as a TAP plan of no tests and returns FALSE: a GPU
- * program's main then returns ST_TEST_SKIPPED. */
-gboolean st_test_have_gpu(void);
+/* GPU 0 opened by the cuda backend (loading its module), or NULL when no
+ * device answers (or the module is not built), after printing why as a TAP
+ * plan of no tests: a GPU program's main then returns ST_TEST_SKIPPED.
+ * Transfer full (dev->backend->close). */
+struct StExecDevice *st_test_open_gpu(void);

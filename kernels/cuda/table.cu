@@ -1,6 +1,6 @@
 /* table.cu: the CUDA kernel table (kernels.h), in the order the struct lists
- * its entries, and the device count that lets C code ask whether a GPU
- * answers without linking the CUDA runtime itself. */
+ * its entries. A new kernel: its .cu file in kernels/cuda/ (picked up by
+ * name) and its row here. */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.cuh"
 
@@ -63,16 +63,4 @@ extern "C" const StKernels *
 st_kernels_cuda(void)
 {
   return &CUDA_TABLE;
-}
-
-extern "C" int
-st_kernels_cuda_devices(void)
-{
-  int n = 0;
-  cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) { /* no driver, no device: not sticky, clear it */
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
 }
