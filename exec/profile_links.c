@@ -144,10 +144,7 @@ links_place(Links *ln, const StProfilerOptions *o, const int *counts, int n_coun
   int world = env_int(size_vars, 0);
   if (g_strcmp0(comm, "auto") == 0)
     comm = world > 1 ? "nccl" : "local";
-  ln->cb = st_comm_backend_load(comm, error);
-  if (ln->cb == NULL)
-    return FALSE;
-  ln->nccl = strcmp(ln->cb->name, "nccl") == 0;
+  ln->nccl = strcmp(comm, "nccl") == 0;
   int most = 0;
   for (int c = 0; c < n_counts; c++)
     most = MAX(most, counts[c]);
@@ -167,8 +164,11 @@ links_place(Links *ln, const StProfilerOptions *o, const int *counts, int n_coun
                   "--ranks asks for %d ranks, and %d processes were started", most, world);
       return FALSE;
     }
-    return prof_open(&ln->d, o, env_int(local_rank_vars, 0), ln->d.report, error);
+    return (ln->cb = st_comm_backend_load(comm, error)) != NULL &&
+           prof_open(&ln->d, o, env_int(local_rank_vars, 0), ln->d.report, error);
   }
+  if ((ln->cb = st_comm_backend_load(comm, error)) == NULL)
+    return FALSE;
   ln->rank = 0;
   ln->world = ln->n_here = most;
   ln->local_world = most;
