@@ -4,22 +4,27 @@
  * --emit-schedule. --bench runs the same search serially and on the thread
  * pool in this process and compares them. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/json.h"
+#include "base/units.h"
 #include "cli/cli.h"
+#include "engine/engine.h"
+#include "interop/chakra.h"
 #include "plan/plan.h"
 
 typedef struct {
-  char *model, *cluster, *profile, *out, *space, *emit;
+  char *model, *cluster, *profile, *out, *space, *emit, *chakra;
   int top;
   gboolean bench, quiet, force;
   char *command;          /* as typed, for the output folder's manifest */
   StOutDir *outdir;       /* --out, written aside until the plan is complete */
   GPtrArray *given;       /* "name", "value" pairs in command-line order */
   StPlanSpec *scratch;    /* checks each value as it is given */
+  StSchedule *traced;     /* --chakra: the imported schedule */
   GOptionEntry *entries;  /* owned */
 } Args;
 
@@ -212,6 +217,69 @@ bench(StPlanSpec *spec, const StCliInputs *in, GError **error)
   return TRUE;
 }
 
+/* --chakra PREFIX: the traced schedule, imported onto the cluster as
+ * loaded, for `steps` steps; its model is what the plan is for. */
+static StSchedule *
+import_trace(const Args *a, const StCliInputs *in, int steps, GError **error)
+{
+  StChakraImportOptions io = {.cluster = in->cluster, .steps = steps};
+  StChakraImportStats stats = {0};
+  g_autoptr(StSchedule) s = st_chakra_import(a->chakra, &io, &stats, error);
+  gboolean foreign = s != NULL && !stats.from_stagger;
+  st_chakra_import_stats_clear(&stats);
+  if (foreign) {
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_INVALID,
+                "--chakra %s: a trace stagger did not write has no model of layers to plan "
+                "for; simulate it with 'stagger sim --chakra'", a->chakra);
+    return NULL;
+  }
+  return g_steal_pointer(&s);
+}
+
+/* What the plan does not say and the trace does: its global batch,
+ * precision and optimizer, so that the plan trains the same way. */
+static gboolean
+spec_from_trace(StPlanSpec *spec, const StSchedule *s, GError **error)
+{
+  g_autofree char *batch = g_strdup_printf("%" G_GINT64_FORMAT, s->settings.global_batch);
+  return (spec->global_batch > 0 || spec->gpu_batch > 0 || s->settings.global_batch <= 0 ||
+          st_plan_spec_set(spec, "global-batch", batch, error)) &&
+         (st_plan_spec_values(spec, "precision") != NULL ||
+          st_plan_spec_set(spec, "precision", st_precision_name(s->settings.precision), error)) &&
+         (st_plan_spec_values(spec, "optimizer") != NULL ||
+          st_plan_spec_set(spec, "optimizer", st_optimizer_name(s->settings.optimizer), error));
+}
+
+/* The traced schedule simulated as the plan simulates, set beside the
+ * winner. */
+static gboolean
+print_trace(const Args *a, const StSchedule *s, const StCliInputs *in, const StPlan *plan,
+            GError **error)
+{
+  StEngineOptions eo = {in->profile, "auto", NULL, plan->spec->no_fold};
+  g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, error);
+  if (t == NULL) {
+    g_prefix_error(error, "%s: ", a->chakra);
+    return FALSE;
+  }
+  g_autoptr(StSummary) sum = st_summary_new(t);
+  int64_t peak = 0;
+  for (int d = 0; d < s->n_devices; d++)
+    peak = MAX(peak, sum->devices[d].peak_bytes);
+  g_autofree char *mem = st_format_bytes(peak);
+  printf("\nthe traced schedule (%s): %.3f ms per step, %.1f samples/s on %d GPUs, peak %s "
+         "per GPU\n", s->settings.description, sum->step_time_ns / 1e6, sum->samples_per_s,
+         sum->gpus_used, mem);
+  int w = st_plan_winner(plan);
+  if (w >= 0) {
+    const StPlanPoint *p = &plan->points[w];
+    printf("the plan's winner (%s): %.3f ms per step, %.1f samples/s on %d GPUs: %.2fx the "
+           "trace's step time\n", p->description, p->step_time_ns / 1e6, p->samples_per_s,
+           p->gpus_used, (double)p->step_time_ns / MAX(sum->step_time_ns, 1));
+  }
+  return TRUE;
+}
+
 static gboolean
 search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
 {
@@ -227,6 +295,8 @@ search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
     print_timing(plan, stderr);
   printf("\n");
   st_plan_print(plan, a->top, stdout);
+  if (a->traced != NULL && !print_trace(a, a->traced, in, plan, error))
+    return FALSE;
   fflush(stdout);
   if (a->outdir != NULL) {
     if (!st_plan_write(plan, st_outdir_path(a->outdir), error)) {
@@ -280,6 +350,11 @@ run(int argc, char **argv, GError **error)
      "Write the winner's schedule (as 'stagger schedule' does), for 'stagger run --schedule' "
      "or 'stagger validate --schedule'",
      "FILE"},
+    {"chakra", 0, 0, G_OPTION_ARG_FILENAME, &a.chakra,
+     "Plan for the model of a Chakra trace stagger wrote (instead of --model), at its global "
+     "batch, precision and optimizer unless given, and set the traced schedule beside the "
+     "winner (docs/INTEROP.md)",
+     "PREFIX"},
     {"top", 0, 0, G_OPTION_ARG_INT, &a.top, "Rows of the ranked table (default: 20)", "N"},
     {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a.quiet, "No progress on stderr", NULL},
     {"bench", 0, 0, G_OPTION_ARG_NONE, &a.bench,
@@ -325,7 +400,15 @@ run(int argc, char **argv, GError **error)
     ok = st_cli_usage_error(error, "--top %d: must be 0 or more", a.top);
   if (ok && a.out != NULL && !a.bench)
     ok = (a.outdir = st_cli_out_begin(a.out, a.force, a.command, error)) != NULL;
-  if (ok) {
+  if (ok && a.chakra != NULL && a.model != NULL)
+    ok = st_cli_usage_error(error, "give --model FILE or --chakra PREFIX, not both");
+  if (ok && a.chakra != NULL && a.cluster == NULL)
+    ok = st_cli_usage_error(error, "--cluster FILE is required");
+  if (ok && a.chakra != NULL) {
+    /* The model comes from the trace; the cluster and profile as usual. */
+    ok = (in.cluster = st_cluster_load(a.cluster, error)) != NULL &&
+         (a.profile == NULL || (in.profile = st_profile_load(a.profile, error)) != NULL);
+  } else if (ok) {
     StCliShared sh = {.model = a.model, .cluster = a.cluster, .profile = a.profile};
     ok = st_cli_load_inputs(&sh, &in, error);
   }
@@ -333,9 +416,19 @@ run(int argc, char **argv, GError **error)
     spec = make_spec(&a, error);
     ok = spec != NULL;
   }
+  if (ok && a.chakra != NULL) {
+    const StPlanValues *steps = st_plan_spec_values(spec, "steps");
+    int n = steps != NULL ? atoi(g_ptr_array_index(steps->values, 0)) : 2;
+    ok = (a.traced = import_trace(&a, &in, n, error)) != NULL &&
+         spec_from_trace(spec, a.traced, error);
+    if (ok)
+      in.model = st_model_copy(a.traced->model);
+  }
   if (ok)
     ok = a.bench ? bench(spec, &in, error) : search(&a, spec, &in, error);
   st_cli_inputs_clear(&in);
+  st_schedule_free(a.traced);
+  g_free(a.chakra);
   g_free(a.model);
   g_free(a.cluster);
   g_free(a.profile);

@@ -43,6 +43,21 @@ $STAGGER sim --chakra "$tmp/et/r18" --cluster $C --nodes 2 --gpus 8 --steps 3 \
   --out "$tmp/three" >/dev/null 2>&1
 grep -q '"steps":[[:space:]]*3' "$tmp/three/report.json" || fail "--steps is not applied"
 
+# Plan on a trace: the trace's model at its global batch; the traced
+# configuration is in the space, so the winner is never slower than it.
+$STAGGER schedule --model $SRC/models/mlp.json --cluster $C --gpus 4 --strategy zero \
+  --zero-stage 2 --micro-batch 8 --format chakra --out "$tmp/et/mlp" >/dev/null
+$STAGGER plan --chakra "$tmp/et/mlp" --cluster $C --gpus 4 --strategy dp,zero \
+  --micro-batch 2,4,8 --quiet >"$tmp/plan" 2>/dev/null
+grep -q "the traced schedule (zero stage 2: 4 ranks, micro-batch 8" "$tmp/plan" ||
+  fail "plan --chakra does not show the traced schedule"
+ratio=$(grep -o "[0-9.]*x the trace's step time" "$tmp/plan" | grep -o "^[0-9.]*")
+awk -v r="$ratio" 'BEGIN { exit !(r != "" && r <= 1.0) }' || fail "the winner is slower than the trace ($ratio)"
+split=$(grep "plan's winner" "$tmp/plan" | grep -o "micro-batch [0-9]* x [0-9]*")
+awk -v s="$split" 'BEGIN { split(s, w, " "); exit !(w[2] * w[4] == 8) }' ||
+  fail "the plan did not keep the trace's global batch of 32 on 4 GPUs ($split)"
+expect 2 "not both" $STAGGER plan --chakra "$tmp/et/mlp" --model $M --cluster $C
+
 # Bad usage, bad traces.
 expect 2 "unknown format 'onnx'" $STAGGER schedule --model $M --cluster $C --format onnx --out "$tmp/x"
 expect 2 "drop --model" $STAGGER sim --chakra "$tmp/et/r18" --model $M --cluster $C
