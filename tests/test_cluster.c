@@ -340,6 +340,80 @@ test_bad_files(void)
   }
 }
 
+/* The H100 node with one key's text replaced, read from JSON. */
+static StCluster *
+h100_with(const char *from, const char *to, GError **error)
+{
+  g_autofree char *path = st_test_src("models/clusters/dgx-h100.json");
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  g_assert_nonnull(strstr(text, from));
+  g_autoptr(GString) changed = g_string_new(text);
+  g_string_replace(changed, from, to, 1);
+  g_autoptr(cJSON) root = cJSON_Parse(changed->str);
+  g_assert_nonnull(root);
+  return st_cluster_from_json(root, "h100.json", error);
+}
+
+static void
+expect_refused(const char *from, const char *to, const char *const *fragments)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StCluster) c = h100_with(from, to, &error);
+  g_assert_null(c);
+  g_assert_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID);
+  for (int i = 0; fragments[i] != NULL; i++)
+    if (strstr(error->message, fragments[i]) == NULL)
+      g_error("'%s' lacks '%s'", error->message, fragments[i]);
+}
+
+/* Numbers that parse but no hardware has are refused with the file, the key
+ * and the value (issue 15: 1e-300 GB/s gave negative timestamps and exit 0). */
+static void
+test_physical_ranges(void)
+{
+  expect_refused("\"450GB/s\"", "\"1e-300GB/s\"",
+                 (const char *const[]){"h100.json", "links.intra_node", "'bandwidth'",
+                                       "'1e-300GB/s'", "below", "1MB/s", NULL});
+  expect_refused("\"989TFLOP/s\"", "\"1e-300TFLOP/s\"",
+                 (const char *const[]){"gpu.flops", "'bf16'", "'1e-300TFLOP/s'", NULL});
+  expect_refused("\"67TFLOP/s\"", "\"1e30TFLOP/s\"",
+                 (const char *const[]){"'fp32'", "above", "100PFLOP/s", NULL});
+  expect_refused("\"2us\"", "\"2000s\"",
+                 (const char *const[]){"'latency'", "'2000s'", "1s", NULL});
+  expect_refused("\"80GiB\"", "\"1kB\"", (const char *const[]){"'memory'", "1MiB", NULL});
+  expect_refused("\"3.35TB/s\"", "\"0B/s\"",
+                 (const char *const[]){"'memory_bandwidth'", "'0B/s'", NULL});
+  /* The edges themselves are accepted. */
+  g_autoptr(StCluster) slow = h100_with("\"450GB/s\"", "\"1MB/s\"", NULL);
+  g_assert_nonnull(slow);
+  g_assert_cmpfloat(slow->links[ST_LINK_INTRA_NODE].bandwidth, ==, 1e6);
+}
+
+/* nodes x gpus_per_node is formed in 64 bits and bounded: 2^20 x 4096 once
+ * wrapped to "0 x H100" and an error about --ranks. */
+static void
+test_gpu_count_overflow(void)
+{
+  expect_refused("\"nodes\": 1,", "\"nodes\": 1048576, \"gpus_per_node\": 4096,",
+                 (const char *const[]){"h100.json", "'nodes'", "'gpus_per_node'",
+                                       "4294967296 GPUs", NULL});
+  /* --nodes on a wide node: the option is named, not --ranks. */
+  g_autoptr(StCluster) wide = h100_with("\"gpus_per_node\": 8", "\"gpus_per_node\": 65536",
+                                        NULL);
+  g_assert_nonnull(wide);
+  g_autoptr(GError) error = NULL;
+  g_assert_false(st_cluster_resize(wide, 1000000, 0, &error));
+  g_assert_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "--nodes 1000000"));
+  g_assert_nonnull(strstr(error->message, "65536000000 GPUs"));
+  g_assert_cmpint(wide->nodes, ==, 1);
+  /* 2^62 nodes: out of range, not "not an integer". */
+  g_clear_error(&error);
+  expect_refused("\"nodes\": 1,", "\"nodes\": 4611686018427387904,",
+                 (const char *const[]){"'nodes'", "4611686018427387904 is out of range", NULL});
+}
+
 int
 main(int argc, char **argv)
 {
@@ -354,5 +428,7 @@ main(int argc, char **argv)
   g_test_add_func("/cluster/resize-needs-inter-node", test_resize_needs_inter_node);
   g_test_add_func("/cluster/links-and-groups", test_links_and_groups);
   g_test_add_func("/cluster/bad-files", test_bad_files);
+  g_test_add_func("/cluster/physical-ranges", test_physical_ranges);
+  g_test_add_func("/cluster/gpu-count-overflow", test_gpu_count_overflow);
   return g_test_run();
 }

@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "base/error.h"
 #include "base/json.h"
 #include "engine/engine.h"
 #include "engine/queue.h"
@@ -83,6 +84,38 @@ test_compute_alone(void)
   g_assert_cmpint(st_test_end_of(t, 0, f), ==, 100000);
   g_assert_cmpint(st_test_end_of(t, 0, b), ==, 300000);
   g_assert_cmpint(g_array_index(t->ops, StOpRecord, 0).source, ==, ST_SRC_ROOFLINE);
+}
+
+/* A run longer than int64 ns hold (292 years) is an error, not a wrapped
+ * clock: 1e10 FLOP at 1e-9 FLOP/s is 1e19 s, and 2^40 bytes at 1e-3 B/s
+ * 1.1e15 s. The loaders refuse such rates (units.h ranges); the engine must
+ * still not convert them into negative timestamps (issue 15: a "3 us" step). */
+static void
+expect_clock_overflow(StSchedule *s)
+{
+  StEngineOptions o = {0};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StTimeline) t = st_simulate(s, &o, NULL, &error);
+  g_assert_null(t);
+  g_assert_error(error, ST_ENGINE_ERROR, ST_ERROR_FAILED);
+  g_assert_nonnull(strstr(error->message, "292 years"));
+}
+
+static void
+test_clock_overflow(void)
+{
+  g_autoptr(StSchedule) c = st_test_unit_schedule(1, NULL);
+  st_test_add(st_test_program_for(c, 0, 1), st_op_comp(0, ST_PASS_FWD, 0, 0, 10));
+  for (int d = 0; d < ST_DTYPE_N; d++)
+    c->cluster->gpu.flops[d] = 1e-9;
+  expect_clock_overflow(c);
+
+  g_autoptr(StSchedule) n = st_test_unit_schedule(2, NULL);
+  int world = st_schedule_add_world(n, "world");
+  st_test_add(st_test_program_for(n, 0, 1), st_op_send(0, world, 1, 0, INT64_C(1) << 40));
+  st_test_add(st_test_program_for(n, 1, 1), st_op_recv(0, world, 0, 0, INT64_C(1) << 40));
+  n->cluster->links[ST_LINK_INTRA_NODE].bandwidth = 1e-3;
+  expect_clock_overflow(n);
 }
 
 static void
@@ -308,6 +341,7 @@ main(int argc, char **argv)
   g_test_add_func("/engine/queue/tie-order", test_queue_ties);
   g_test_add_func("/engine/queue/order", test_queue_order);
   g_test_add_func("/engine/compute/alone", test_compute_alone);
+  g_test_add_func("/engine/clock-overflow", test_clock_overflow);
   g_test_add_func("/engine/compute/shared-equal", test_compute_shared);
   g_test_add_func("/engine/compute/shared-priority", test_compute_priority);
   g_test_add_func("/engine/compute/shared-interference", test_compute_interference);

@@ -8,6 +8,7 @@
 #include "output/output.h"
 #include "strategy/strategy.h"
 #include "strategy/strategy_common.h"
+#include "base/limits.h"
 #include "testutil.h"
 
 static StSummary *
@@ -270,6 +271,42 @@ test_options_by_name(void)
   g_clear_error(&error);
   g_assert_false(st_options_set(&o, "warp-speed", "9", &error));
   g_assert_nonnull(strstr(error->message, "--warp-speed"));
+  g_clear_error(&error);
+  /* Integral limits print as integers, whatever their size. */
+  g_assert_false(st_options_set(&o, "nodes", "4611686018427387904", &error));
+  g_assert_nonnull(strstr(error->message, "between 0 and 1000000"));
+  g_clear_error(&error);
+  g_assert_false(st_options_set(&o, "steps", "2000000000", &error));
+  g_assert_nonnull(strstr(error->message, "--steps 2000000000"));
+  g_clear_error(&error);
+  g_assert_false(st_options_set(&o, "bucket-bytes", "99999999999999999999", &error));
+  g_assert_nonnull(strstr(error->message, "1.00 PiB"));
+  st_options_clear(&o);
+}
+
+/* More ranks than GPUs share them, up to ST_MAX_RANKS_PER_GPU each; beyond,
+ * --ranks is named (issue 15: --ranks 1000000 on 8 GPUs spun silently). */
+static void
+test_ranks_per_gpu(void)
+{
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 0);
+  StOptions o;
+  st_options_init(&o);
+  o.ranks = 8 * ST_MAX_RANKS_PER_GPU;
+  g_assert_true(st_options_resolve(&o, c, NULL));
+  o.ranks = 1000000;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(st_options_resolve(&o, c, &error));
+  g_assert_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "--ranks 1000000"));
+  g_assert_nonnull(strstr(error->message, "125000 ranks per GPU"));
+  g_clear_error(&error);
+  /* A bad field is blamed alone. */
+  o.ranks = 8;
+  o.steps = 0;
+  g_assert_false(st_options_resolve(&o, c, &error));
+  g_assert_nonnull(strstr(error->message, "--steps 0"));
+  g_assert_null(strstr(error->message, "--ranks"));
   st_options_clear(&o);
 }
 
@@ -313,5 +350,6 @@ main(int argc, char **argv)
   g_test_add_func("/strategy/knobs", test_knobs);
   g_test_add_func("/strategy/options-by-name", test_options_by_name);
   g_test_add_func("/strategy/bad-batch", test_bad_batch);
+  g_test_add_func("/strategy/ranks-per-gpu", test_ranks_per_gpu);
   return g_test_run();
 }

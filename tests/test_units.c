@@ -1,9 +1,11 @@
 /* test_units.c: the unit parsers (every accepted spelling family and every
  * kind of error) and the human formatting of sizes, times, rates, counts. */
 #include <glib.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "base/units.h"
 
 static void
@@ -210,6 +212,80 @@ test_round_trip(void)
   g_assert_cmpint(bytes, ==, 1536LL << 20);
 }
 
+/* Each documented range reads as written: its texts parse to its bounds, and
+ * a value beyond either bound is refused with the value and the bound. */
+static void
+test_ranges(void)
+{
+  const StRange *const ranges[] = {&ST_RANGE_LINK_BANDWIDTH, &ST_RANGE_MEMORY_BANDWIDTH,
+                                   &ST_RANGE_FLOP_RATE,      &ST_RANGE_LATENCY,
+                                   &ST_RANGE_DEVICE_MEMORY,  &ST_RANGE_SIZE};
+  for (gsize i = 0; i < G_N_ELEMENTS(ranges); i++) {
+    const StRange *r = ranges[i];
+    double lo = -1, hi = -1;
+    int64_t lo_i = -1, hi_i = -1;
+    if (r == &ST_RANGE_LINK_BANDWIDTH || r == &ST_RANGE_MEMORY_BANDWIDTH) {
+      g_assert_true(st_parse_bandwidth(r->min_text, &lo, NULL));
+      g_assert_true(st_parse_bandwidth(r->max_text, &hi, NULL));
+    } else if (r == &ST_RANGE_FLOP_RATE) {
+      g_assert_true(st_parse_flop_rate(r->min_text, &lo, NULL));
+      g_assert_true(st_parse_flop_rate(r->max_text, &hi, NULL));
+    } else if (r == &ST_RANGE_LATENCY) {
+      g_assert_true(st_parse_duration(r->min_text, &lo_i, NULL));
+      g_assert_true(st_parse_duration(r->max_text, &hi_i, NULL));
+      lo = (double)lo_i, hi = (double)hi_i;
+    } else {
+      g_assert_true(st_parse_bytes(r->min_text, &lo_i, NULL));
+      g_assert_true(st_parse_bytes(r->max_text, &hi_i, NULL));
+      lo = (double)lo_i, hi = (double)hi_i;
+    }
+    g_assert_cmpfloat(lo, ==, r->min);
+    g_assert_cmpfloat(hi, ==, r->max);
+    g_assert_true(st_range_check(r, r->min, r->min_text, NULL));
+    g_assert_true(st_range_check(r, r->max, r->max_text, NULL));
+    g_autoptr(GError) error = NULL;
+    g_assert_false(st_range_check(r, r->max * 2, "big", &error));
+    g_assert_error(error, ST_BASE_ERROR, ST_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, "'big' is above"));
+    g_assert_nonnull(strstr(error->message, r->max_text));
+  }
+  /* The case: a link of 1e-300 GB/s parses, and is refused. */
+  double bw = 0;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_parse_bandwidth("1e-300GB/s", &bw, NULL));
+  g_assert_false(st_range_check(&ST_RANGE_LINK_BANDWIDTH, bw, "1e-300GB/s", &error));
+  g_assert_nonnull(strstr(error->message, "'1e-300GB/s' is below the smallest link bandwidth"));
+  g_assert_false(st_range_check(&ST_RANGE_FLOP_RATE, NAN, "nan", NULL));
+}
+
+/* The clock saturates instead of overflowing; products report overflow. */
+static void
+test_checked(void)
+{
+  g_assert_cmpint(st_ns_ceil(1.0), ==, 1);
+  g_assert_cmpint(st_ns_ceil(1.00001), ==, 2);
+  g_assert_cmpint(st_ns_ceil(1.0 + 1e-7), ==, 1); /* rounding error, not a nanosecond */
+  g_assert_cmpint(st_ns_ceil(-5), ==, 0);
+  g_assert_cmpint(st_ns_ceil(NAN), ==, 0);
+  g_assert_cmpint(st_ns_ceil(1e19), ==, ST_TIME_MAX);
+  g_assert_cmpint(st_ns_ceil(INFINITY), ==, ST_TIME_MAX);
+  g_assert_cmpint(st_ns_ceil(9223372036854774784.0), ==, INT64_C(9223372036854774784));
+  g_assert_cmpint(st_ns_floor(2.9), ==, 2);
+  g_assert_cmpint(st_ns_floor(1e300), ==, ST_TIME_MAX);
+  g_assert_cmpint(st_time_add(5, 7), ==, 12);
+  g_assert_cmpint(st_time_add(ST_TIME_MAX - 1, 2), ==, ST_TIME_MAX);
+  g_assert_cmpint(st_time_add(ST_TIME_MAX, ST_TIME_MAX), ==, ST_TIME_MAX);
+  int64_t out = 42;
+  g_assert_true(st_mul_i64(INT64_C(1) << 31, INT64_C(1) << 31, &out));
+  g_assert_cmpint(out, ==, INT64_C(1) << 62);
+  g_assert_false(st_mul_i64(INT64_C(1) << 32, INT64_C(1) << 31, &out));
+  g_assert_cmpint(out, ==, INT64_C(1) << 62);
+  g_assert_false(st_mul_i64(-(INT64_C(1) << 62), 4, &out));
+  /* 2^20 nodes x 4096 GPUs: the wrap to "0 x H100", in 64 bits. */
+  g_assert_true(st_mul_i64(1 << 20, 4096, &out));
+  g_assert_cmpint(out, >, ST_MAX_GPUS);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -221,5 +297,7 @@ main(int argc, char **argv)
   g_test_add_func("/units/errors", test_errors);
   g_test_add_func("/units/format", test_format);
   g_test_add_func("/units/round-trip", test_round_trip);
+  g_test_add_func("/units/ranges", test_ranges);
+  g_test_add_func("/units/checked", test_checked);
   return g_test_run();
 }

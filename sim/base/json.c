@@ -1,6 +1,7 @@
 /* json.c: see json.h. */
 #include "json.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -177,20 +178,19 @@ st_json_item_int(const cJSON *item, const char *what, int64_t min, int64_t max, 
   if (!cJSON_IsNumber(item))
     return wrong_type(what, "an integer", item, error);
   double v = item->valuedouble;
-  if (!isfinite(v) || v != floor(v) || fabs(v) > 9.0e15) {
+  if (!isfinite(v) || v != floor(v)) {
     g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID, "key '%s': %g is not an integer", what,
                 v);
     return FALSE;
   }
-  if (v < (double)min || v > (double)max) {
-    if (max == INT64_MAX)
-      g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID,
-                  "key '%s': %.0f is out of range (at least %" G_GINT64_FORMAT ")", what, v,
-                  min);
-    else
-      g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID,
-                  "key '%s': %.0f is out of range [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
-                  what, v, min, max);
+  /* Beyond 2^53 a JSON number is no longer exact (and beyond 2^63 no int64):
+   * out of range, whatever the key allows. */
+  const int64_t exact = INT64_C(1) << 53;
+  int64_t lo = MAX(min, -exact), hi = MIN(max, exact);
+  if (v < (double)lo || v > (double)hi) {
+    g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID,
+                "key '%s': %.0f is out of range [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                what, v, lo, hi);
     return FALSE;
   }
   *out = (int64_t)v;
@@ -210,8 +210,8 @@ st_json_get_int(const cJSON *obj, const char *key, gboolean required, int64_t mi
 }
 
 gboolean
-st_json_get_double(const cJSON *obj, const char *key, gboolean required, double min, double *out,
-                   GError **error)
+st_json_get_double_range(const cJSON *obj, const char *key, gboolean required, double min,
+                         double max, double *out, GError **error)
 {
   const cJSON *item;
   if (!lookup(obj, key, required, &item, error))
@@ -220,13 +220,22 @@ st_json_get_double(const cJSON *obj, const char *key, gboolean required, double 
     return TRUE;
   if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
     return wrong_type(key, "a number", item, error);
-  if (item->valuedouble < min) {
-    g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID, "key '%s': %g is below the minimum %g",
-                key, item->valuedouble, min);
+  if (item->valuedouble < min || item->valuedouble > max) {
+    g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID, "key '%s': %g is %s the %s %g", key,
+                item->valuedouble, item->valuedouble < min ? "below" : "above",
+                item->valuedouble < min ? "minimum" : "maximum",
+                item->valuedouble < min ? min : max);
     return FALSE;
   }
   *out = item->valuedouble;
   return TRUE;
+}
+
+gboolean
+st_json_get_double(const cJSON *obj, const char *key, gboolean required, double min, double *out,
+                   GError **error)
+{
+  return st_json_get_double_range(obj, key, required, min, DBL_MAX, out, error);
 }
 
 gboolean
@@ -269,44 +278,81 @@ name_key(gboolean ok, const char *key, GError **error)
   return ok;
 }
 
-gboolean
-st_json_get_bytes(const cJSON *obj, const char *key, gboolean required, int64_t *out,
-                  GError **error)
+/* A parsed quantity (`parsed`: whether parsing gave `value`), then its
+ * range; errors get the key. */
+static gboolean
+ranged(gboolean parsed, double value, const char *text, const StRange *range, const char *key,
+       GError **error)
 {
-  const char *text;
-  if (!get_unit_text(obj, key, required, &text, error))
-    return FALSE;
-  return text == NULL || name_key(st_parse_bytes(text, out, error), key, error);
+  return name_key(parsed && st_range_check(range, value, text, error), key, error);
 }
 
 gboolean
-st_json_get_bandwidth(const cJSON *obj, const char *key, gboolean required, double *out,
-                      GError **error)
+st_json_get_bytes(const cJSON *obj, const char *key, gboolean required, const StRange *range,
+                  int64_t *out, GError **error)
 {
   const char *text;
+  int64_t v = 0;
   if (!get_unit_text(obj, key, required, &text, error))
     return FALSE;
-  return text == NULL || name_key(st_parse_bandwidth(text, out, error), key, error);
+  if (text == NULL)
+    return TRUE;
+  gboolean parsed = st_parse_bytes(text, &v, error);
+  if (!ranged(parsed, (double)v, text, range, key, error))
+    return FALSE;
+  *out = v;
+  return TRUE;
 }
 
 gboolean
-st_json_get_duration(const cJSON *obj, const char *key, gboolean required, int64_t *out,
-                     GError **error)
+st_json_get_bandwidth(const cJSON *obj, const char *key, gboolean required,
+                      const StRange *range, double *out, GError **error)
 {
   const char *text;
+  double v = 0;
   if (!get_unit_text(obj, key, required, &text, error))
     return FALSE;
-  return text == NULL || name_key(st_parse_duration(text, out, error), key, error);
+  if (text == NULL)
+    return TRUE;
+  gboolean parsed = st_parse_bandwidth(text, &v, error);
+  if (!ranged(parsed, v, text, range, key, error))
+    return FALSE;
+  *out = v;
+  return TRUE;
 }
 
 gboolean
-st_json_get_flop_rate(const cJSON *obj, const char *key, gboolean required, double *out,
-                      GError **error)
+st_json_get_duration(const cJSON *obj, const char *key, gboolean required, const StRange *range,
+                     int64_t *out, GError **error)
 {
   const char *text;
+  int64_t v = 0;
   if (!get_unit_text(obj, key, required, &text, error))
     return FALSE;
-  return text == NULL || name_key(st_parse_flop_rate(text, out, error), key, error);
+  if (text == NULL)
+    return TRUE;
+  gboolean parsed = st_parse_duration(text, &v, error);
+  if (!ranged(parsed, (double)v, text, range, key, error))
+    return FALSE;
+  *out = v;
+  return TRUE;
+}
+
+gboolean
+st_json_get_flop_rate(const cJSON *obj, const char *key, gboolean required,
+                      const StRange *range, double *out, GError **error)
+{
+  const char *text;
+  double v = 0;
+  if (!get_unit_text(obj, key, required, &text, error))
+    return FALSE;
+  if (text == NULL)
+    return TRUE;
+  gboolean parsed = st_parse_flop_rate(text, &v, error);
+  if (!ranged(parsed, v, text, range, key, error))
+    return FALSE;
+  *out = v;
+  return TRUE;
 }
 
 cJSON *

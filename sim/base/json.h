@@ -14,6 +14,8 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "base/units.h"
+
 /* Parses a whole file. A syntax error says the file, line and column.
  * Transfer full: free with cJSON_Delete (or g_autoptr(cJSON)). */
 cJSON *st_json_load_file(const char *path, GError **error);
@@ -42,17 +44,21 @@ gboolean st_json_get_int(const cJSON *obj, const char *key, gboolean required, i
 /* A finite number >= min. */
 gboolean st_json_get_double(const cJSON *obj, const char *key, gboolean required, double min,
                             double *out, GError **error);
+/* A finite number in [min, max]. */
+gboolean st_json_get_double_range(const cJSON *obj, const char *key, gboolean required,
+                                  double min, double max, double *out, GError **error);
 gboolean st_json_get_bool(const cJSON *obj, const char *key, gboolean required, gboolean *out,
                           GError **error);
-/* Strings with units, see units.h ("80GiB", "450GB/s", "2us", "989TFLOP/s"). */
-gboolean st_json_get_bytes(const cJSON *obj, const char *key, gboolean required, int64_t *out,
-                           GError **error);
+/* Strings with units, see units.h ("80GiB", "450GB/s", "2us", "989TFLOP/s"),
+ * within `range` (units.h: ST_RANGE_LINK_BANDWIDTH, ...). */
+gboolean st_json_get_bytes(const cJSON *obj, const char *key, gboolean required,
+                           const StRange *range, int64_t *out, GError **error);
 gboolean st_json_get_bandwidth(const cJSON *obj, const char *key, gboolean required,
-                               double *out, GError **error);
+                               const StRange *range, double *out, GError **error);
 gboolean st_json_get_duration(const cJSON *obj, const char *key, gboolean required,
-                              int64_t *out, GError **error);
+                              const StRange *range, int64_t *out, GError **error);
 gboolean st_json_get_flop_rate(const cJSON *obj, const char *key, gboolean required,
-                               double *out, GError **error);
+                               const StRange *range, double *out, GError **error);
 
 /* An item of an array that must be an integer in [min, max]; `what` names it. */
 gboolean st_json_item_int(const cJSON *item, const char *what, int64_t min, int64_t max,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "limits.h"
 
 G_DEFINE_QUARK(st-base-error-quark, st_base_error)
 
@@ -19,7 +20,7 @@ static const UnitSuffix BYTE_UNITS[] = {
   {"B", 1.0},
   {"kB", 1e3},  {"KB", 1e3},  {"MB", 1e6},  {"GB", 1e9},  {"TB", 1e12}, {"PB", 1e15},
   {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-  {"TiB", 1099511627776.0},
+  {"TiB", 1099511627776.0}, {"PiB", 1125899906842624.0},
   {NULL, 0},
 };
 
@@ -142,6 +143,28 @@ gboolean
 st_parse_flop_rate(const char *text, double *flop_per_s, GError **error)
 {
   return parse_with_units(text, FLOP_RATE_UNITS, "FLOP rate", flop_per_s, error);
+}
+
+const StRange ST_RANGE_LINK_BANDWIDTH = {"link bandwidth", 1e6, 1e14, "1MB/s", "100TB/s"};
+const StRange ST_RANGE_MEMORY_BANDWIDTH = {"memory bandwidth", 1e9, 1e14, "1GB/s", "100TB/s"};
+const StRange ST_RANGE_FLOP_RATE = {"FLOP rate", 1e9, 1e17, "1GFLOP/s", "100PFLOP/s"};
+const StRange ST_RANGE_LATENCY = {"latency", 0, 1e9, "0s", "1s"};
+const StRange ST_RANGE_DEVICE_MEMORY = {"device memory", 1048576.0, 1125899906842624.0, "1MiB",
+                                        "1PiB"};
+const StRange ST_RANGE_SIZE = {"size", 0, (double)ST_MAX_BYTES, "0B", "1PiB"};
+
+gboolean
+st_range_check(const StRange *range, double value, const char *text, GError **error)
+{
+  g_return_val_if_fail(range != NULL, FALSE);
+  if (value >= range->min && value <= range->max)
+    return TRUE;
+  gboolean low = !(value >= range->min); /* NaN counts as low */
+  g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID,
+              "'%s' is %s the %s %s accepted, %s (docs/RELIABILITY.md)", text,
+              low ? "below" : "above", low ? "smallest" : "largest", range->what,
+              low ? range->min_text : range->max_text);
+  return FALSE;
 }
 
 char *

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/limits.h"
 #include "base/units.h"
 
 G_DEFINE_QUARK(st-cluster-error-quark, st_cluster_error)
@@ -43,7 +44,7 @@ parse_fabric(const cJSON *obj, StCluster *c, const char *origin, GError **error)
   double over = 1;
   if (!st_json_get_int(obj, "nics", FALSE, 1, c->gpus_per_node, &nics, &local) ||
       !st_json_get_int(obj, "leaf_nodes", FALSE, 1, 1 << 20, &leaf_nodes, &local) ||
-      !st_json_get_double(obj, "oversubscription", FALSE, 1, &over, &local))
+      !st_json_get_double_range(obj, "oversubscription", FALSE, 1, 1000, &over, &local))
     return fail(error, local, origin, "links.inter_node"); /* a GPU uses one NIC: nics <= GPUs */
   c->fabric = (StFabric){(int)nics, (int)leaf_nodes, over};
   return TRUE;
@@ -59,15 +60,11 @@ parse_link(const cJSON *obj, StLinkClass cls, StLink *link, const char *origin, 
   GError *local = NULL;
   const char *topology = "switch";
   if (!st_json_check_keys(obj, cls == ST_LINK_INTER_NODE ? inter_keys : keys, &local) ||
-      !st_json_get_bandwidth(obj, "bandwidth", TRUE, &link->bandwidth, &local) ||
-      !st_json_get_duration(obj, "latency", TRUE, &link->latency_ns, &local) ||
+      !st_json_get_bandwidth(obj, "bandwidth", TRUE, &ST_RANGE_LINK_BANDWIDTH, &link->bandwidth,
+                             &local) ||
+      !st_json_get_duration(obj, "latency", TRUE, &ST_RANGE_LATENCY, &link->latency_ns, &local) ||
       !st_json_get_string(obj, "topology", FALSE, &topology, &local))
     return fail(error, local, origin, where);
-  if (link->bandwidth <= 0) {
-    g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
-                "%s: %s: key 'bandwidth': must be more than 0", origin, where);
-    return FALSE;
-  }
   if (strcmp(topology, "switch") == 0) {
     link->topology = ST_TOPO_SWITCH;
   } else if (strcmp(topology, "ring") == 0) {
@@ -88,24 +85,14 @@ parse_flops(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error
   static const char *const keys[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
   GError *local = NULL;
   double fp8 = 0; /* accepted for completeness; no compute dtype uses it yet */
+  const StRange *r = &ST_RANGE_FLOP_RATE;
   if (!st_json_check_keys(obj, keys, &local) ||
-      !st_json_get_flop_rate(obj, "fp32", TRUE, &gpu->flops[ST_DTYPE_FP32], &local) ||
-      !st_json_get_flop_rate(obj, "tf32", FALSE, &gpu->tf32_flops, &local) ||
-      !st_json_get_flop_rate(obj, "fp16", FALSE, &gpu->flops[ST_DTYPE_FP16], &local) ||
-      !st_json_get_flop_rate(obj, "bf16", FALSE, &gpu->flops[ST_DTYPE_BF16], &local) ||
-      !st_json_get_flop_rate(obj, "fp8", FALSE, &fp8, &local))
+      !st_json_get_flop_rate(obj, "fp32", TRUE, r, &gpu->flops[ST_DTYPE_FP32], &local) ||
+      !st_json_get_flop_rate(obj, "tf32", FALSE, r, &gpu->tf32_flops, &local) ||
+      !st_json_get_flop_rate(obj, "fp16", FALSE, r, &gpu->flops[ST_DTYPE_FP16], &local) ||
+      !st_json_get_flop_rate(obj, "bf16", FALSE, r, &gpu->flops[ST_DTYPE_BF16], &local) ||
+      !st_json_get_flop_rate(obj, "fp8", FALSE, r, &fp8, &local))
     return fail(error, local, origin, "gpu.flops");
-  const cJSON *item;
-  cJSON_ArrayForEach(item, obj)
-  {
-    double v = 0;
-    st_parse_flop_rate(item->valuestring, &v, NULL);
-    if (v <= 0) {
-      g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
-                  "%s: gpu.flops: key '%s': must be more than 0", origin, item->string);
-      return FALSE;
-    }
-  }
   return TRUE;
 }
 
@@ -151,18 +138,15 @@ parse_gpu(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error)
   const cJSON *flops = NULL;
   if (!st_json_check_keys(obj, keys, &local) ||
       !st_json_get_string(obj, "name", TRUE, &name, &local) ||
-      !st_json_get_bytes(obj, "memory", TRUE, &gpu->memory_bytes, &local) ||
+      !st_json_get_bytes(obj, "memory", TRUE, &ST_RANGE_DEVICE_MEMORY, &gpu->memory_bytes,
+                         &local) ||
       !st_json_get_object(obj, "flops", TRUE, &flops, &local) ||
-      !st_json_get_bandwidth(obj, "memory_bandwidth", TRUE, &gpu->memory_bandwidth, &local))
+      !st_json_get_bandwidth(obj, "memory_bandwidth", TRUE, &ST_RANGE_MEMORY_BANDWIDTH,
+                             &gpu->memory_bandwidth, &local))
     return fail(error, local, origin, "gpu");
   if (*name == '\0') {
     g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
                 "%s: gpu: key 'name': must not be empty", origin);
-    return FALSE;
-  }
-  if (gpu->memory_bytes <= 0 || gpu->memory_bandwidth <= 0) {
-    g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID, "%s: gpu: key '%s': must be more than 0",
-                origin, gpu->memory_bytes <= 0 ? "memory" : "memory_bandwidth");
     return FALSE;
   }
   gpu->name = g_strdup(name);
@@ -226,6 +210,14 @@ st_cluster_from_json(const cJSON *root, const char *origin, GError **error)
       !st_json_get_object(root, "gpu", TRUE, &gpu, &local) ||
       !st_json_get_object(root, "links", FALSE, &links, &local)) {
     fail(error, local, origin, NULL);
+    return NULL;
+  }
+  /* Each count is bounded above, so the product fits in int64. */
+  if (nodes * per_node > ST_MAX_GPUS) {
+    g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
+                "%s: keys 'nodes' and 'gpus_per_node': %" G_GINT64_FORMAT " x %" G_GINT64_FORMAT
+                " = %" G_GINT64_FORMAT " GPUs, more than the %d a cluster may have "
+                "(docs/RELIABILITY.md)", origin, nodes, per_node, nodes * per_node, ST_MAX_GPUS);
     return NULL;
   }
   c->name = g_strdup(name);
@@ -461,12 +453,21 @@ st_cluster_resize(StCluster *c, int nodes, int gpus, GError **error)
   }
   gboolean was_full = c->gpus == c->nodes * c->gpus_per_node;
   int new_nodes = nodes > 0 ? nodes : c->nodes;
-  int total = new_nodes * c->gpus_per_node;
-  int new_gpus = gpus > 0 ? gpus : was_full ? total : MIN(c->gpus, total);
+  /* In 64 bits: --nodes and the file's GPUs per node are each bounded, their
+   * product is not (a file's own product is checked when it is read). */
+  int64_t total = (int64_t)new_nodes * c->gpus_per_node;
+  if (total > ST_MAX_GPUS) {
+    g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
+                "--nodes %d: %d nodes x %d GPUs per node = %" G_GINT64_FORMAT
+                " GPUs, more than the %d a cluster may have (docs/RELIABILITY.md)",
+                new_nodes, new_nodes, c->gpus_per_node, total, ST_MAX_GPUS);
+    return FALSE;
+  }
+  int new_gpus = gpus > 0 ? gpus : was_full ? (int)total : MIN(c->gpus, (int)total);
   if (new_gpus > total) {
     g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
-                "--gpus %d: %s holds only %d GPUs (%d node%s x %d)", new_gpus, origin, total,
-                new_nodes, new_nodes == 1 ? "" : "s", c->gpus_per_node);
+                "--gpus %d: %s holds only %" G_GINT64_FORMAT " GPUs (%d node%s x %d)", new_gpus,
+                origin, total, new_nodes, new_nodes == 1 ? "" : "s", c->gpus_per_node);
     return FALSE;
   }
   if (!check_links(c, new_gpus, origin, error))

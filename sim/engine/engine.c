@@ -356,6 +356,13 @@ st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *
       share_flush(&e);
     if (engine_failed(&e) || (node = st_queue_pop(&e.queue)) == NULL)
       break;
+    if (node->time_ns == ST_TIME_MAX) {
+      /* Saturated (limits.h): a rate too slow for the work it was given. */
+      engine_fail(&e, "the simulated run would last longer than the clock holds (292 years "
+                      "in int64 ns): a bandwidth or FLOP rate too small for the bytes or "
+                      "FLOPs of an op, or far too many steps");
+      break;
+    }
     e.now = node->time_ns;
     e.events++;
     Event *ev = (Event *)node;

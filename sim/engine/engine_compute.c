@@ -45,7 +45,7 @@ reshare(Engine *e, DeviceState *dev)
       st_queue_reschedule(&e->queue, &k->ev.node, e->now);
     else if (k->rate > 0)
       st_queue_reschedule(&e->queue, &k->ev.node,
-                          e->now + (int64_t)ceil(k->remaining_ns / k->rate - 1e-6));
+                          st_time_add(e->now, st_ns_ceil(k->remaining_ns / k->rate)));
     else if (st_event_queued(&k->ev.node))
       st_queue_remove(&e->queue, &k->ev.node);
   }

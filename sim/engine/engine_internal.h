@@ -13,6 +13,7 @@
 
 #include <glib.h>
 
+#include "base/limits.h"
 #include "cluster/links.h"
 #include "cost/cost.h"
 #include "engine/engine.h"

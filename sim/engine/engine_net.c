@@ -211,7 +211,7 @@ flow_advance(Engine *e, Flow *f)
     const StCommPhase *ph = &f->plan.phases[f->phase];
     if (ph->latency_ns > 0) {
       f->in_latency = TRUE;
-      st_queue_push(&e->queue, &f->ev.node, e->now + ph->latency_ns);
+      st_queue_push(&e->queue, &f->ev.node, st_time_add(e->now, ph->latency_ns));
       return;
     }
     if (enter_bandwidth(e, f))

@@ -292,9 +292,9 @@ rerate(Engine *e, Flow *f, double share)
     f->remaining = 0;
   f->last_ns = e->now;
   f->share = share;
-  int64_t ns = (int64_t)ceil(f->remaining / share * 1e9 - 1e-6);
+  int64_t ns = st_ns_ceil(f->remaining / share * 1e9);
   f->rate = ns > 0 ? MIN(share, f->remaining / ((double)ns * 1e-9)) : share;
-  st_queue_reschedule(&e->queue, &f->ev.node, e->now + MAX(ns, 0));
+  st_queue_reschedule(&e->queue, &f->ev.node, st_time_add(e->now, ns));
   record(e, f, f->rate);
 }
 

@@ -43,6 +43,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/limits.h"
 #include "cost/cost.h"
 #include "sched/work.h"
 
@@ -114,7 +115,7 @@ collective_ns(Ctx *x, const StOp *op)
   }
   /* No plan: the engine fails the run; nothing to bound. */
   int64_t *ns = g_new(int64_t, 1);
-  *ns = isfinite(least) ? (int64_t)floor(least) : 0;
+  *ns = isfinite(least) ? st_ns_floor(least) : 0;
   g_hash_table_insert(x->coll_ns, g_memdup2(&key, sizeof key), ns);
   return *ns;
 }
@@ -132,7 +133,7 @@ transfer_ns(const StCluster *c, int64_t bytes)
     if (bw > 0)
       least = MIN(least, (double)st_cluster_link_latency(c, links[i]) + (double)bytes / bw * 1e9);
   }
-  return isfinite(least) ? (int64_t)floor(least) : 0;
+  return isfinite(least) ? st_ns_floor(least) : 0;
 }
 
 static int64_t
@@ -142,7 +143,7 @@ copy_ns(const StCluster *c, const StOp *op)
   double bw = st_cluster_link_bandwidth(c, link);
   if (bw <= 0 || (link != ST_LINK_LOCAL && !c->links[link].present))
     return 0;
-  return (int64_t)floor((double)st_cluster_link_latency(c, link) + (double)op->bytes / bw * 1e9);
+  return st_ns_floor((double)st_cluster_link_latency(c, link) + (double)op->bytes / bw * 1e9);
 }
 
 /* As the engine computes a COMP op (engine.c: compute dtype, kernel names). */
@@ -153,7 +154,7 @@ compute_ns(const Ctx *x, const StProgram *p, const StOp *op)
   StWork work = st_op_work(x->s, p, op);
   StCostSource source;
   double ns = st_compute_time(&ctx, &work, &source);
-  return isfinite(ns) && ns > 0 ? (int64_t)floor(ns) : 0;
+  return isfinite(ns) ? st_ns_floor(ns) : 0;
 }
 
 static int64_t
@@ -204,7 +205,7 @@ prog_init(Prog *g, Ctx *x, const StProgram *p)
     const StOp *op = st_program_op(p, i);
     g->dur[i] = op_ns(x, p, op);
     g->prev[i] = g->last[op->stream];
-    g->work[op->stream] += g->dur[i];
+    g->work[op->stream] = st_time_add(g->work[op->stream], g->dur[i]);
     if (g->first[op->stream] < 0)
       g->first[op->stream] = (int32_t)i;
     g->last[op->stream] = (int32_t)i;
@@ -249,7 +250,7 @@ latest_end(const Prog *g, int steps, int64_t *prev, int64_t *cur)
       const StDep *deps = st_program_deps(g->p, op);
       for (guint d = 0; d < op->n_deps; d++)
         t = MAX(t, deps[d].step_offset == 0 ? cur[deps[d].op] : prev[deps[d].op]);
-      cur[i] = t == UNKNOWN ? UNKNOWN : t + g->dur[i];
+      cur[i] = t == UNKNOWN ? UNKNOWN : st_time_add(t, g->dur[i]);
       latest = MAX(latest, cur[i]);
     }
     int64_t *swap = prev;
@@ -366,7 +367,8 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
         after = MAX(0, end);
       } else {
         /* Too many to follow each: its own stream's steps alone. */
-        after = (int64_t)(steps - w) * g.work[st_program_op(g.p, o)->stream];
+        if (!st_mul_i64(steps - w, g.work[st_program_op(g.p, o)->stream], &after))
+          after = ST_TIME_MAX;
       }
       window = MIN(window, after);
     }
@@ -374,7 +376,7 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
   }
   if (w == 0) {
     for (int r = 0; r < s->n_ranks; r++) {
-      int64_t end = s->ranks[r].start_ns + latest[s->ranks[r].program];
+      int64_t end = st_time_add(s->ranks[r].start_ns, latest[s->ranks[r].program]);
       out->step_time_ns = MAX(out->step_time_ns, end / steps);
     }
   } else if (window != INT64_MAX) {

@@ -7,6 +7,10 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/limits.h"
+
+/* A measured time, us: at most 11.6 days (a kernel or a transfer). */
+#define MAX_US 1e12
 
 /* ---- reading files ------------------------------------------------------ */
 
@@ -44,7 +48,7 @@ parse_layer_keys(const cJSON *item, const char **name, const char **signature, S
     g_prefix_error(local, "key 'pass': ");
     return FALSE;
   }
-  if (!st_json_get_int(item, "x", TRUE, 1, INT64_MAX, x, local))
+  if (!st_json_get_int(item, "x", TRUE, 1, G_MAXINT32, x, local))
     return FALSE;
   if (*name == NULL && *signature == NULL) {
     g_set_error(local, ST_PROFILE_ERROR, ST_ERROR_INVALID,
@@ -66,8 +70,8 @@ parse_layer(const cJSON *item, const char *device, GPtrArray *out, GError **loca
   StPass pass;
   if (!expect_object(item, local) || !st_json_check_keys(item, keys, local) ||
       !parse_layer_keys(item, &name, &signature, &pass, &x, local) ||
-      !st_json_get_double(item, "time_us", TRUE, 0, &time_us, local) ||
-      !st_json_get_double(item, "spread_us", FALSE, 0, &spread_us, local) ||
+      !st_json_get_double_range(item, "time_us", TRUE, 0, MAX_US, &time_us, local) ||
+      !st_json_get_double_range(item, "spread_us", FALSE, 0, MAX_US, &spread_us, local) ||
       !st_json_get_double(item, "fill", FALSE, 0, &fill, local) ||
       !st_json_get_bool(item, "fill_bound", FALSE, &bound, local))
     return FALSE;
@@ -121,9 +125,9 @@ parse_link(const cJSON *item, const char *device, GPtrArray *out, GError **local
   }
   /* algbw and busbw follow from bytes and time: checked as numbers, not kept. */
   if (!st_json_get_int(item, "ranks", TRUE, 1, INT32_MAX, &ranks, local) ||
-      !st_json_get_int(item, "bytes", TRUE, 1, INT64_MAX, &bytes, local) ||
-      !st_json_get_double(item, "time_us", TRUE, 0, &time_us, local) ||
-      !st_json_get_double(item, "spread_us", FALSE, 0, &spread_us, local) ||
+      !st_json_get_int(item, "bytes", TRUE, 1, ST_MAX_BYTES, &bytes, local) ||
+      !st_json_get_double_range(item, "time_us", TRUE, 0, MAX_US, &time_us, local) ||
+      !st_json_get_double_range(item, "spread_us", FALSE, 0, MAX_US, &spread_us, local) ||
       !st_json_get_double(item, "algbw_GBps", FALSE, 0, &derived, local) ||
       !st_json_get_double(item, "busbw_GBps", FALSE, 0, &derived, local))
     return FALSE;
@@ -155,9 +159,9 @@ parse_copy(const cJSON *item, const char *device, GPtrArray *out, GError **local
     g_prefix_error(local, "key 'kind': ");
     return FALSE;
   }
-  if (!st_json_get_int(item, "bytes", TRUE, 1, INT64_MAX, &bytes, local) ||
-      !st_json_get_double(item, "time_us", TRUE, 0, &time_us, local) ||
-      !st_json_get_double(item, "spread_us", FALSE, 0, &spread_us, local))
+  if (!st_json_get_int(item, "bytes", TRUE, 1, ST_MAX_BYTES, &bytes, local) ||
+      !st_json_get_double_range(item, "time_us", TRUE, 0, MAX_US, &time_us, local) ||
+      !st_json_get_double_range(item, "spread_us", FALSE, 0, MAX_US, &spread_us, local))
     return FALSE;
   ProfileCopyEntry *e = g_new0(ProfileCopyEntry, 1);
   *e = (ProfileCopyEntry){g_strdup(device), kind, bytes, time_us * 1e3, spread_us * 1e3};
@@ -180,7 +184,7 @@ parse_share(const cJSON *item, const char *device, GPtrArray *out, GError **loca
       !parse_layer_keys(item, &name, &signature, &pass, &x, local) ||
       !st_json_get_int(item, "streams", TRUE, 2, 1024, &streams, local) ||
       !st_json_get_bool(item, "priorities", TRUE, &priorities, local) ||
-      !st_json_get_double(item, "alone_us", TRUE, 0, &alone_us, local) ||
+      !st_json_get_double_range(item, "alone_us", TRUE, 0, MAX_US, &alone_us, local) ||
       !st_json_get_array(item, "end_us", TRUE, &ends, local))
     return FALSE;
   if (cJSON_GetArraySize(ends) != streams) {
@@ -194,9 +198,9 @@ parse_share(const cJSON *item, const char *device, GPtrArray *out, GError **loca
   const cJSON *v;
   cJSON_ArrayForEach(v, ends)
   {
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0)) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= MAX_US)) {
       g_set_error(local, ST_PROFILE_ERROR, ST_ERROR_INVALID,
-                  "key 'end_us': item %d: expected a number >= 0", i);
+                  "key 'end_us': item %d: expected a number in [0, %g]", i, MAX_US);
       g_free(end_ns);
       return FALSE;
     }

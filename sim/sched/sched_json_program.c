@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/limits.h"
 #include "sched/sched_json_private.h"
 
 /* ---- reading: programs ---------------------------------------------------- */
@@ -20,10 +21,11 @@ read_admission(const cJSON *obj, StAdmissionPolicy *a, GError **error)
   st_admission_policy_init(a);
   double long_recv_us = (double)a->long_recv_ns / 1e3, piece_us = (double)a->piece_ns / 1e3;
   if (!sj_expect_object(obj, keys, error) ||
-      !st_json_get_double(obj, "slowdown_limit", FALSE, 0, &a->slowdown_limit, error) ||
-      !st_json_get_double(obj, "recover", FALSE, 0, &a->recover, error) ||
-      !st_json_get_double(obj, "long_recv_us", FALSE, 0, &long_recv_us, error) ||
-      !st_json_get_double(obj, "piece_us", FALSE, 0, &piece_us, error) ||
+      !st_json_get_double_range(obj, "slowdown_limit", FALSE, 0, 1e6, &a->slowdown_limit,
+                                error) ||
+      !st_json_get_double_range(obj, "recover", FALSE, 0, 1e6, &a->recover, error) ||
+      !st_json_get_double_range(obj, "long_recv_us", FALSE, 0, 1e9, &long_recv_us, error) ||
+      !st_json_get_double_range(obj, "piece_us", FALSE, 0, 1e9, &piece_us, error) ||
       !sj_get_int32(obj, "fg_pieces", FALSE, &a->fg_pieces, error) ||
       !sj_get_int32(obj, "bg_pieces", FALSE, &a->bg_pieces, error) ||
       !sj_get_int32(obj, "bg_pieces_alone", FALSE, &a->bg_pieces_alone, error) ||
@@ -74,7 +76,7 @@ read_buffer(const cJSON *item, int i, gpointer ctx, GError **error)
   if (!sj_expect_object(item, keys, error) || !st_json_get_string(item, "name", TRUE, &name, error) ||
       !st_json_get_string(item, "category", TRUE, &category, error) ||
       !st_mem_parse(category, &cat, error) ||
-      !st_json_get_int(item, "bytes", TRUE, 0, INT64_MAX, &bytes, error) ||
+      !st_json_get_int(item, "bytes", TRUE, 0, ST_MAX_BYTES, &bytes, error) ||
       !st_json_get_bool(item, "persistent", FALSE, &persistent, error) ||
       !st_json_get_string(item, "data", FALSE, &data_text, error) ||
       (data_text != NULL && !st_data_parse(data_text, &data, error)) ||
@@ -209,7 +211,7 @@ read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
                      error);
     else if (item != NULL || required)
       ok = st_json_get_int(obj, key, TRUE, ST_OP_FIELDS[f].min,
-                           ST_OP_FIELDS[f].wide ? INT64_MAX : G_MAXINT32, &v, error);
+                           ST_OP_FIELDS[f].wide ? ST_MAX_BYTES : G_MAXINT32, &v, error);
     if (!ok)
       return FALSE;
     st_op_field_set(op, f, ST_OP_FIELDS[f].index != INDEX_NONE ? index : v);

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/limits.h"
 #include "sched/sched_json_private.h"
 
 /* ---- reading: helpers ----------------------------------------------------- */
@@ -119,7 +120,8 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
       !st_optimizer_parse(optimizer, &st->optimizer, error) ||
       !st_json_get_int(obj, "micro_batch", TRUE, 0, G_MAXINT32, &micro, error) ||
       !st_json_get_int(obj, "accumulation", TRUE, 0, G_MAXINT32, &accumulation, error) ||
-      !st_json_get_int(obj, "global_batch", TRUE, 0, INT64_MAX, &st->global_batch, error))
+      !st_json_get_int(obj, "global_batch", TRUE, 0, INT64_C(1000000000000000),
+                       &st->global_batch, error))
     return FALSE;
   const cJSON *sparsity = cJSON_GetObjectItemCaseSensitive(obj, "sparsity");
   if (sparsity != NULL) {
@@ -196,7 +198,7 @@ read_rank(const cJSON *item, int r, gpointer ctx, GError **error)
                    &rk->device[r], error) &&
          sj_get_index(item, "program", TRUE, rk->n_programs, "the schedule", "programs",
                    &rk->program[r], error) &&
-         st_json_get_int(item, "start_ns", FALSE, 0, INT64_MAX, &rk->start_ns[r], error) &&
+         st_json_get_int(item, "start_ns", FALSE, 0, ST_MAX_TIME_NS, &rk->start_ns[r], error) &&
          st_json_get_int(item, "replica", FALSE, 0, G_MAXINT32, &replica, error);
   rk->replica[r] = (int32_t)replica;
   return ok;
@@ -274,8 +276,8 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
               *programs = NULL, *jobs = NULL;
   int64_t steps = 1, warmup = -1;
   if (!st_json_get_object(root, "settings", TRUE, &settings, error) ||
-      !st_json_get_int(root, "steps", TRUE, 1, G_MAXINT32, &steps, error) ||
-      !st_json_get_int(root, "warmup_steps", FALSE, 0, G_MAXINT32, &warmup, error) ||
+      !st_json_get_int(root, "steps", TRUE, 1, ST_MAX_STEPS, &steps, error) ||
+      !st_json_get_int(root, "warmup_steps", FALSE, 0, ST_MAX_STEPS, &warmup, error) ||
       !st_json_get_object(root, "notes", FALSE, &notes, error) ||
       !st_json_get_array(root, "devices", TRUE, &devices, error) ||
       !st_json_get_array(root, "ranks", TRUE, &ranks, error) ||

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "base/limits.h"
 #include "base/units.h"
 #include "cost/cost.h"
 #include "strategy/options.h"
@@ -53,14 +54,14 @@ static const StOptionSpec SPECS[] = {
   {"global-batch", ST_OPT_INT64, F(global_batch), 0, BIG, NULL, NULL, "N",
    "Samples per step over all ranks; a multiple of ranks x micro-batch, the quotient is "
    "gradient accumulation (default: ranks x micro-batch)"},
-  {"steps", ST_OPT_INT, F(steps), 1, 1e6, NULL, NULL, "N",
+  {"steps", ST_OPT_INT, F(steps), 1, ST_MAX_STEPS, NULL, NULL, "N",
    "Training steps; with more than one, the first is warm-up (default: 1)"},
   {"optimizer", ST_OPT_CHOICE, F(optimizer), 0, 0, OPTIMIZERS, NULL, "sgd|adam",
    "sgd (with momentum) or adam (AdamW) (default: adam)"},
   {"precision", ST_OPT_CHOICE, F(precision), 0, 0, PRECISIONS, NULL, "fp32|mixed",
    "fp32, or mixed: 16-bit weights, gradients and activations with fp32 master weights "
    "(default: fp32)"},
-  {"bucket-bytes", ST_OPT_BYTES, F(bucket_bytes), 0, BIG, NULL, NULL, "SIZE",
+  {"bucket-bytes", ST_OPT_BYTES, F(bucket_bytes), 0, 1125899906842624.0 /* 1 PiB */, NULL, NULL, "SIZE",
    "Gradient bucket size, bytes or with a unit such as 25MiB; 0 = one bucket per layer "
    "(default: 25MiB)"},
   {"zero-stage", ST_OPT_INT, F(zero_stage), 1, 3, NULL, NULL, "1|2|3",
@@ -179,7 +180,7 @@ parse_number(const StOptionSpec *spec, const char *value, gboolean fractional, d
   if (end == value || *end != '\0' || !isfinite(v) || (!fractional && v != floor(v)))
     return invalid(error, spec, value, "not %s", fractional ? "a number" : "an integer");
   if (v < spec->min || v > spec->max)
-    return invalid(error, spec, value, "must be between %g and %g", spec->min, spec->max);
+    return invalid(error, spec, value, "must be between %.16g and %.16g", spec->min, spec->max);
   *out = v;
   return TRUE;
 }
@@ -217,8 +218,10 @@ st_options_set(StOptions *o, const char *name, const char *value, GError **error
       bytes = g_ascii_strtoll(value, NULL, 10);
     else if (!st_parse_bytes(value, &bytes, &local))
       return invalid(error, spec, value, "%s", local->message);
-    if (bytes < spec->min || bytes > spec->max)
-      return invalid(error, spec, value, "out of range");
+    if (bytes < spec->min || bytes > spec->max) {
+      g_autofree char *max = st_format_bytes((int64_t)spec->max);
+      return invalid(error, spec, value, "must be between 0 and %s", max);
+    }
     *(int64_t *)(void *)field = bytes;
     return TRUE;
   }

@@ -3,6 +3,8 @@
 
 #include <stdarg.h>
 
+#include "base/limits.h"
+
 G_DEFINE_QUARK(st-options-error-quark, st_options_error)
 
 void
@@ -80,8 +82,23 @@ st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
     o->ranks = cluster->gpus;
   if (o->ranks > 0 && o->micro_batch == 0)
     o->micro_batch = default_micro_batch(o);
-  if (o->ranks < 0 || o->micro_batch <= 0 || o->global_batch < 0 || o->steps <= 0)
-    return bad(error, "--ranks, --micro-batch, --global-batch and --steps must be positive");
+  /* Each message names the option at fault: the table's ranges keep what
+   * the command line gives in range, so these catch callers that set fields. */
+  if (o->ranks < 0)
+    return bad(error, "--ranks %d: must be positive", o->ranks);
+  if (o->micro_batch <= 0)
+    return bad(error, "--micro-batch %d: must be positive", o->micro_batch);
+  if (o->global_batch < 0)
+    return bad(error, "--global-batch %" G_GINT64_FORMAT ": cannot be negative",
+               o->global_batch);
+  if (o->steps <= 0 || o->steps > ST_MAX_STEPS)
+    return bad(error, "--steps %d: must be between 1 and %d", o->steps, ST_MAX_STEPS);
+  if (cluster != NULL && o->ranks > (int64_t)cluster->gpus * ST_MAX_RANKS_PER_GPU)
+    return bad(error,
+               "--ranks %d: %d ranks per GPU on %d GPU%s; at most %d ranks may share a GPU "
+               "(docs/RELIABILITY.md): give fewer ranks or more --nodes",
+               o->ranks, (o->ranks + cluster->gpus - 1) / cluster->gpus, cluster->gpus,
+               cluster->gpus == 1 ? "" : "s", ST_MAX_RANKS_PER_GPU);
   if (o->bucket_bytes < 0)
     return bad(error, "--bucket-bytes cannot be negative");
   if (o->zero_stage < 0 || o->zero_stage > 3)
