@@ -191,6 +191,28 @@ test_qwen2_window(void)
   st_import_result_clear(&result);
 }
 
+/* A dropout the block cannot hold is left out, and said. */
+static void
+test_dropout_warning(void)
+{
+  g_autofree char *src = st_test_src("tests/data/hf/llama-3-8b.json");
+  g_autofree char *text = st_test_read(src, NULL);
+  g_autoptr(cJSON) root = cJSON_Parse(text);
+  cJSON_ReplaceItemInObjectCaseSensitive(root, "attention_dropout", cJSON_CreateNumber(0.1));
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *path = g_build_filename(dir, "config.json", NULL);
+  g_autofree char *out = cJSON_Print(root);
+  g_assert_true(g_file_set_contents(path, out, -1, NULL));
+  StImportResult result;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StModel) model = import_file(path, NULL, &result, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(result.warnings->len, ==, 1);
+  g_assert_nonnull(strstr(result.warnings->pdata[0], "attention_dropout is ignored"));
+  g_assert_cmpint(model->params, ==, 8030261248);
+  st_import_result_clear(&result);
+}
+
 /* ---- refusals ------------------------------------------------------------ */
 
 /* tests/data/hf/FILE.json with a key set (or removed when `value` is
@@ -320,6 +342,7 @@ main(int argc, char **argv)
   }
   g_test_add_func("/import/hf/structure", test_structure);
   g_test_add_func("/import/hf/qwen2-window", test_qwen2_window);
+  g_test_add_func("/import/hf/dropout-warning", test_dropout_warning);
   g_test_add_func("/import/hf/refusals", test_refusals);
   g_test_add_func("/import/hf/null-is-default", test_null_is_default);
   g_test_add_func("/import/hf/seq-len", test_seq_len);

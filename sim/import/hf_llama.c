@@ -90,18 +90,6 @@ read_rope(HfConfig *c, const char *key, HfModel *m, int64_t *theta, GError **err
   return TRUE;
 }
 
-/* A dropout probability the blocks cannot hold: 0, or a warning. */
-static gboolean
-no_dropout(HfConfig *c, HfModel *m, const char *key, GError **error)
-{
-  gboolean on = FALSE;
-  if (!hf_get_dropout(c, key, &on, error))
-    return FALSE;
-  if (on)
-    st_import_warn(m->result, "%s is ignored: stagger's llama_block has no dropout", key);
-  return TRUE;
-}
-
 static gboolean
 read_common(HfConfig *c, HfModel *m, Shape *s, GError **error)
 {
@@ -120,7 +108,7 @@ read_common(HfConfig *c, HfModel *m, Shape *s, GError **error)
                      "stagger's gated MLPs are SwiGLU (silu) and GeGLU (gelu)", &act, error) ||
       !hf_get_bool(c, "tie_word_embeddings", FALSE, &s->tied, error) ||
       !read_rope(c, "rope_theta", m, &s->rope_theta, error) ||
-      !no_dropout(c, m, "attention_dropout", error) || !hf_numerics(c, NUMERICS, error))
+      !hf_no_dropout(c, m, "attention_dropout", error) || !hf_numerics(c, NUMERICS, error))
     return FALSE;
   s->gelu = strncmp(act, "gelu", 4) == 0;
   if (s->kv_heads == 0)

@@ -36,18 +36,6 @@ neox_fail(HfConfig *c, GError **error, const char *key, const char *message)
   return FALSE;
 }
 
-/* A dropout the block cannot hold: 0, or a warning. */
-static gboolean
-no_dropout(HfConfig *c, HfModel *m, const char *key, GError **error)
-{
-  gboolean on = FALSE;
-  if (!hf_get_dropout(c, key, &on, error))
-    return FALSE;
-  if (on)
-    st_import_warn(m->result, "%s is ignored: stagger's llama_block has no dropout", key);
-  return TRUE;
-}
-
 static gboolean
 neox_build(HfConfig *c, HfModel *m, GError **error)
 {
@@ -69,8 +57,8 @@ neox_build(HfConfig *c, HfModel *m, GError **error)
       !hf_get_bool(c, "tie_word_embeddings", FALSE, &tied, error) ||
       !hf_get_choice(c, "hidden_act", FALSE, GELUS, "stagger's GPT-NeoX MLP is a GELU", &act,
                      error) ||
-      !no_dropout(c, m, "attention_dropout", error) ||
-      !no_dropout(c, m, "hidden_dropout", error) || !hf_numerics(c, NUMERICS, error))
+      !hf_no_dropout(c, m, "attention_dropout", error) ||
+      !hf_no_dropout(c, m, "hidden_dropout", error) || !hf_numerics(c, NUMERICS, error))
     return FALSE;
   hf_get_item(c, "classifier_dropout");
   const cJSON *scaling = hf_get_item(c, "rope_scaling");

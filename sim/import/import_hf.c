@@ -180,6 +180,17 @@ const StImporter st_importer_hf = {
   .run = import_hf,
 };
 
+gboolean
+hf_no_dropout(HfConfig *config, HfModel *model, const char *key, GError **error)
+{
+  gboolean on = FALSE;
+  if (!hf_get_dropout(config, key, &on, error))
+    return FALSE;
+  if (on)
+    st_import_warn(model->result, "%s is ignored: stagger's llama_block has no dropout", key);
+  return TRUE;
+}
+
 /* ---- building a model file (import_private.h) ---------------------------- */
 
 cJSON *

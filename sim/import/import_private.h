@@ -46,6 +46,10 @@ typedef struct {
   gboolean (*build)(HfConfig *config, HfModel *model, GError **error);
 } HfArch;
 
+/* A dropout probability `key` that stagger's llama_block cannot hold: 0
+ * (or absent), else a warning that it is left out (import_hf.c). */
+gboolean hf_no_dropout(HfConfig *config, HfModel *model, const char *key, GError **error);
+
 /* hf_gpt2.c, hf_llama.c, hf_neox.c */
 extern const HfArch st_hf_gpt2;
 extern const HfArch st_hf_llama;

@@ -102,6 +102,14 @@ int onnx_count(const OnnxMap *m, int seg, const char *op);
 /* The initializer a weight value is made of (through weight-side nodes),
  * when there is exactly one; else NULL. */
 const OnnxValue *onnx_weight_source(const OnnxGraph *g, const OnnxValue *v);
+/* Does segment `seg` end in Add(its input, a branch), on [batch, s, d]? */
+gboolean onnx_residual_end(const OnnxMap *m, int seg);
+/* Is its attention masked to the past: a Trilu in it, or a Where on a
+ * constant condition (a stored triangle)? */
+gboolean onnx_causal(const OnnxMap *m, int seg);
+/* Heads of attention scores [batch, heads, s, s] or [batch x heads, s, s]
+ * (torch's MultiheadAttention) over `tokens`; 0 when they are neither. */
+int64_t onnx_heads(const OnnxMap *m, const OnnxValue *scores, int64_t tokens);
 /* Is `node` a Dropout that drops something: not a probability known to be
  * 0, nor training_mode known to be off? */
 gboolean onnx_dropout_active(const OnnxGraph *g, const OnnxNode *node);

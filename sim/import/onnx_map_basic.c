@@ -102,6 +102,42 @@ onnx_consumer(const OnnxMap *m, int seg, const OnnxValue *v, const char *op)
 }
 
 gboolean
+onnx_residual_end(const OnnxMap *m, int seg)
+{
+  const OnnxSegment *s = &m->segs[seg];
+  const OnnxNode *add = &m->g->nodes[s->nodes[s->n_nodes - 1]];
+  const OnnxValue *x = onnx_value(m->g, s->in);
+  return strcmp(add->op, "Add") == 0 && x->rank == 3 &&
+         (onnx_in(m->g, add, 0) == x || onnx_in(m->g, add, 1) == x);
+}
+
+gboolean
+onnx_causal(const OnnxMap *m, int seg)
+{
+  if (onnx_count(m, seg, "Trilu") > 0)
+    return TRUE;
+  const OnnxSegment *s = &m->segs[seg];
+  for (int k = 0; k < s->n_nodes; k++) {
+    const OnnxNode *node = &m->g->nodes[s->nodes[k]];
+    if (strcmp(node->op, "Where") == 0 && onnx_in(m->g, node, 0)->kind == ONNX_CONST)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+int64_t
+onnx_heads(const OnnxMap *m, const OnnxValue *scores, int64_t tokens)
+{
+  if (scores->rank < 3 || scores->dims[scores->rank - 2] != tokens ||
+      scores->dims[scores->rank - 1] != tokens)
+    return 0;
+  if (scores->rank == 4)
+    return scores->dims[1];
+  return scores->rank == 3 && scores->dims[0] % m->g->batch == 0
+           ? scores->dims[0] / m->g->batch : 0;
+}
+
+gboolean
 onnx_dropout_active(const OnnxGraph *g, const OnnxNode *node)
 {
   if (strcmp(node->op, "Dropout") != 0)

@@ -121,17 +121,6 @@ products(const OnnxMap *m, int seg)
   return p;
 }
 
-/* The segment ends in Add(its input, branch). */
-static gboolean
-residual(const OnnxMap *m, int seg)
-{
-  const OnnxSegment *s = &m->segs[seg];
-  const OnnxNode *add = &m->g->nodes[s->nodes[s->n_nodes - 1]];
-  const OnnxValue *x = onnx_value(m->g, s->in);
-  return strcmp(add->op, "Add") == 0 && x->rank == 3 &&
-         (onnx_in(m->g, add, 0) == x || onnx_in(m->g, add, 1) == x);
-}
-
 /* Is `v` made from a Sin or Cos within a few weight- or constant-side
  * nodes (the rotary tables, computed from the positions)? */
 static gboolean
@@ -162,25 +151,11 @@ rotary(const OnnxMap *m, int seg)
   return FALSE;
 }
 
-static gboolean
-causal(const OnnxMap *m, int seg)
-{
-  if (onnx_count(m, seg, "Trilu") > 0)
-    return TRUE;
-  const OnnxSegment *s = &m->segs[seg];
-  for (int k = 0; k < s->n_nodes; k++) {
-    const OnnxNode *node = &m->g->nodes[s->nodes[k]];
-    if (strcmp(node->op, "Where") == 0 && onnx_in(m->g, node, 0)->kind == ONNX_CONST)
-      return TRUE;
-  }
-  return FALSE;
-}
-
 static int
 llama_block(OnnxMap *m, int seg, cJSON *out, GString *why)
 {
-  if (seg + 1 >= m->n_segs || !residual(m, seg) || !residual(m, seg + 1) || !has_rms(m, seg) ||
-      !has_rms(m, seg + 1))
+  if (seg + 1 >= m->n_segs || !onnx_residual_end(m, seg) || !onnx_residual_end(m, seg + 1) ||
+      !has_rms(m, seg) || !has_rms(m, seg + 1))
     return 0;
   Products attn = products(m, seg), mlp = products(m, seg + 1);
   if (attn.between != 2 || attn.weighted != 4 || onnx_count(m, seg, "Softmax") != 1)
@@ -194,9 +169,7 @@ llama_block(OnnxMap *m, int seg, cJSON *out, GString *why)
   }
   const OnnxValue *scores = onnx_out(m->g, attn.first_between, 0);
   const OnnxValue *x = onnx_value(m->g, m->segs[seg].in);
-  int64_t heads = scores->rank == 4 ? scores->dims[1]
-                  : scores->rank == 3 && scores->dims[0] % m->g->batch == 0
-                    ? scores->dims[0] / m->g->batch : 0;
+  int64_t heads = onnx_heads(m, scores, x->dims[1]);
   if (heads == 0 || attn.width[0] % heads != 0) {
     g_string_append(why, "its scores are not [batch, heads, tokens, tokens]");
     return 0;
@@ -211,7 +184,7 @@ llama_block(OnnxMap *m, int seg, cJSON *out, GString *why)
     cJSON_AddNumberToObject(layer, "kv_heads", (double)kv_heads);
   if (head_dim * heads != x->dims[2])
     cJSON_AddNumberToObject(layer, "head_dim", (double)head_dim);
-  cJSON_AddBoolToObject(layer, "causal", causal(m, seg));
+  cJSON_AddBoolToObject(layer, "causal", onnx_causal(m, seg));
   cJSON_AddBoolToObject(layer, "flash", FALSE);
   if (!rotary(m, seg))
     cJSON_AddNumberToObject(layer, "rope_theta", 0);

@@ -57,27 +57,9 @@ products(const OnnxMap *m, int seg)
 static gboolean
 pre_ln_residual(const OnnxMap *m, int seg)
 {
-  const OnnxSegment *s = &m->segs[seg];
-  const OnnxNode *add = &m->g->nodes[s->nodes[s->n_nodes - 1]];
-  const OnnxValue *x = onnx_value(m->g, s->in);
-  return strcmp(add->op, "Add") == 0 && x->rank == 3 &&
-         (onnx_in(m->g, add, 0) == x || onnx_in(m->g, add, 1) == x) &&
-         onnx_count(m, seg, "LayerNormalization") == 1 &&
+  const OnnxValue *x = onnx_value(m->g, m->segs[seg].in);
+  return onnx_residual_end(m, seg) && onnx_count(m, seg, "LayerNormalization") == 1 &&
          onnx_consumer(m, seg, x, "LayerNormalization") != NULL;
-}
-
-static gboolean
-causal_mask(const OnnxMap *m, int seg)
-{
-  if (onnx_count(m, seg, "Trilu") > 0)
-    return TRUE;
-  const OnnxSegment *s = &m->segs[seg];
-  for (int k = 0; k < s->n_nodes; k++) {
-    const OnnxNode *node = &m->g->nodes[s->nodes[k]];
-    if (strcmp(node->op, "Where") == 0 && onnx_in(m->g, node, 0)->kind == ONNX_CONST)
-      return TRUE;
-  }
-  return FALSE;
 }
 
 static int
@@ -98,12 +80,8 @@ transformer(OnnxMap *m, int seg, cJSON *out, GString *why)
   const OnnxValue *scores = onnx_out(m->g, attn.first_between, 0);
   const OnnxValue *x = onnx_value(m->g, m->segs[seg].in);
   const OnnxValue *fc = onnx_in(m->g, mlp.first_weighted, 1);
-  /* [batch, heads, s, s], or [batch x heads, s, s] (torch's
-   * MultiheadAttention) */
-  int64_t heads = scores->rank == 4 ? scores->dims[1]
-                  : scores->rank == 3 && scores->dims[0] % m->g->batch == 0
-                    ? scores->dims[0] / m->g->batch : 0;
-  if (heads == 0 || scores->dims[scores->rank - 2] != x->dims[1] || fc->rank != 2) {
+  int64_t heads = onnx_heads(m, scores, x->dims[1]);
+  if (heads == 0 || fc->rank != 2) {
     g_string_append(why, "its scores are not [batch, heads, tokens, tokens]");
     return 0;
   }
@@ -120,7 +98,7 @@ transformer(OnnxMap *m, int seg, cJSON *out, GString *why)
   cJSON_AddStringToObject(layer, "type", "transformer_block");
   cJSON_AddNumberToObject(layer, "heads", (double)heads);
   cJSON_AddNumberToObject(layer, "ffn", (double)ffn);
-  cJSON_AddBoolToObject(layer, "causal", causal_mask(m, seg));
+  cJSON_AddBoolToObject(layer, "causal", onnx_causal(m, seg));
   cJSON_AddBoolToObject(layer, "dropout", dropout);
   cJSON_AddItemToArray(out, layer);
   return 2;

@@ -15,13 +15,16 @@
 #include "import/onnx_ops.h"
 #include "model/layer_type.h"
 
-/* Copies input `j`'s contents to output `i` (a view: same elements). */
-static void
-pass_data(const OnnxGraph *g, const OnnxNode *node, int i, int j)
+/* Output 0 is input 0 seen with another shape: its type, its contents. */
+static gboolean
+view(OnnxGraph *g, const OnnxNode *node, int rank, const int64_t *dims, GError **error)
 {
-  const OnnxValue *in = onnx_in(g, node, j);
+  const OnnxValue *in = onnx_in(g, node, 0);
+  if (!onnx_set_shape(g, node, 0, in->elem, rank, dims, error))
+    return FALSE;
   if (in->data != NULL)
-    onnx_set_data(g, node, i, g_memdup2(in->data, sizeof(double) * (size_t)MAX(in->n_data, 1)));
+    onnx_set_data(g, node, 0, g_memdup2(in->data, sizeof(double) * (size_t)MAX(in->n_data, 1)));
+  return TRUE;
 }
 
 /* ---- Constant, Identity, Shape, Size, Cast ---------------------------------- */
@@ -69,10 +72,8 @@ constant_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
 static gboolean
 identity_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
 {
-  if (!onnx_need_inputs(g, node, 1, error) || !onnx_same_shape(g, node, 0, 0, error))
-    return FALSE;
-  pass_data(g, node, 0, 0);
-  return TRUE;
+  return onnx_need_inputs(g, node, 1, error) &&
+         view(g, node, onnx_in(g, node, 0)->rank, onnx_in(g, node, 0)->dims, error);
 }
 
 /* Trilu keeps the shape; its contents (a mask, usually) are not followed. */
@@ -184,10 +185,7 @@ reshape_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
     return onnx_node_error(g, node, error, "cannot reshape %s (%" G_GINT64_FORMAT
                            " elements) as asked", shape, total);
   }
-  if (!onnx_set_shape(g, node, 0, in->elem, rank, dims, error))
-    return FALSE;
-  pass_data(g, node, 0, 0);
-  return TRUE;
+  return view(g, node, rank, dims, error);
 }
 
 static gboolean
@@ -202,10 +200,7 @@ flatten_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
   int64_t dims[2] = {1, 1};
   for (int k = 0; k < in->rank; k++)
     dims[k < axis ? 0 : 1] *= in->dims[k];
-  if (!onnx_set_shape(g, node, 0, in->elem, 2, dims, error))
-    return FALSE;
-  pass_data(g, node, 0, 0);
-  return TRUE;
+  return view(g, node, 2, dims, error);
 }
 
 static gboolean
@@ -233,10 +228,7 @@ squeeze_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
   for (int k = 0; k < in->rank; k++)
     if (!(n_axes < 0 ? in->dims[k] == 1 : drop[k]))
       dims[rank++] = in->dims[k];
-  if (!onnx_set_shape(g, node, 0, in->elem, rank, dims, error))
-    return FALSE;
-  pass_data(g, node, 0, 0);
-  return TRUE;
+  return view(g, node, rank, dims, error);
 }
 
 static gboolean
@@ -266,10 +258,7 @@ unsqueeze_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
   int64_t dims[ONNX_MAX_RANK];
   for (int k = 0, j = 0; k < rank; k++)
     dims[k] = added[k] ? 1 : in->dims[j++];
-  if (!onnx_set_shape(g, node, 0, in->elem, rank, dims, error))
-    return FALSE;
-  pass_data(g, node, 0, 0);
-  return TRUE;
+  return view(g, node, rank, dims, error);
 }
 
 static gboolean
