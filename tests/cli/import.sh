@@ -48,6 +48,12 @@ pythia-160m 162322944
 LIST
 $STAGGER model show "$tmp/mixtral-8x7b.json" | grep -q "12,879,925,248" ||
   fail "mixtral's active parameters not shown"
+# An imported LLM simulates as it is (a short sequence keeps it quick).
+$STAGGER model import --hf "$SRC/tests/data/hf/pythia-160m.json" --seq-len 256 \
+  --out "$tmp/pythia.json" >/dev/null
+$STAGGER sim --model "$tmp/pythia.json" --cluster "$SRC/models/clusters/dgx-h100.json" \
+  --strategy zero --zero-stage 2 --ranks 2 --steps 2 --out "$tmp/sim-pythia" >/dev/null 2>&1 ||
+  fail "the imported pythia-160m does not simulate"
 
 # An exported network: the ResNet-50 of tests/data/onnx is the zoo's.
 $STAGGER model import --onnx "$SRC/tests/data/onnx/resnet50.onnx" --out "$tmp/r50.json" >"$tmp/said"
