@@ -189,6 +189,23 @@ test_qwen2_window(void)
   g_assert_cmpint(st_layer_attr(&model->layers[21], "window", -1), ==, 4096);
   g_assert_cmpint(model->params, ==, 7615616512);
   st_import_result_clear(&result);
+
+  /* Newer files say it per layer: layer_types wins. */
+  cJSON *types = cJSON_CreateArray();
+  for (int i = 0; i < 28; i++)
+    cJSON_AddItemToArray(types, cJSON_CreateString(i % 2 ? "sliding_attention"
+                                                          : "full_attention"));
+  cJSON_AddItemToObject(root, "layer_types", types);
+  g_free(out);
+  out = cJSON_Print(root);
+  g_assert_true(g_file_set_contents(path, out, -1, NULL));
+  g_autoptr(StModel) alternating = import_file(path, &options, &result, &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(st_layer_attr(&alternating->layers[1], "window", -1), ==, 0);
+  g_assert_cmpint(st_layer_attr(&alternating->layers[2], "window", -1), ==, 4096);
+  g_assert_cmpstr(alternating->layers[2].name, ==, "layers.1");
+  g_assert_cmpint(alternating->params, ==, 7615616512);
+  st_import_result_clear(&result);
 }
 
 /* A dropout the block cannot hold is left out, and said. */
@@ -280,6 +297,8 @@ test_refusals(void)
                     "key 'rotary_pct': must give a whole number of rotary dims");
   assert_refused_in("qwen2-7b", "architectures", "[\"Qwen2ForTokenClassification\"]",
                     "is not a causal language model");
+  assert_refused_in("qwen2-7b", "layer_types", "[\"full_attention\"]",
+                    "key 'layer_types': expected one entry per layer (28)");
 }
 
 /* null means "the default" in transformers' files: n_inner null is 4 d. */

@@ -23,7 +23,7 @@ struct HfConfig {
 static const char *const HF_IGNORED[] = {
   /* identity and provenance */
   "_name_or_path", "transformers_version", "model_type", "architectures", "_commit_hash",
-  "name_or_path",
+  "name_or_path", "_attn_implementation_autoset",
   /* tokenizer */
   "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
   "tokenizer_class", "prefix",

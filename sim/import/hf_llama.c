@@ -11,9 +11,10 @@
  *
  *   llama    attention_bias (Q, K, V and output biases), mlp_bias
  *   mistral  sliding_window (the attention's window)
- *   qwen2    Q, K, V biases always, no output bias; use_sliding_window,
- *            sliding_window and max_window_layers (layers from that index on
- *            use the window)
+ *   qwen2    Q, K, V biases always, no output bias; the window on the
+ *            layers layer_types says ("sliding_attention"), or, in older
+ *            files, with use_sliding_window on those from max_window_layers
+ *            on; sliding_window its size
  *   mixtral  num_local_experts experts of intermediate_size each, the best
  *            num_experts_per_tok per token, instead of the MLP: each layer
  *            is an attention-only llama_block, a moe_router (with the
@@ -51,7 +52,8 @@ typedef struct {
   int64_t vocab, dim, ffn, layers, heads, kv_heads, head_dim, context, rope_theta;
   gboolean tied, gelu, qkv_bias, out_bias, mlp_bias;
   int64_t window;        /* 0: none */
-  int64_t window_from;   /* first layer with the window (qwen2), else 0 */
+  guint8 *windowed;      /* [layers]: which layers have the window (qwen2), owned;
+                            NULL: all of them */
   int64_t experts, top_k;
 } Shape;
 
@@ -132,12 +134,48 @@ read_window(HfConfig *c, Shape *s, GError **error)
   return hf_get_int(c, "sliding_window", FALSE, 1, ST_ATTR_MAX, &s->window, error);
 }
 
+/* Qwen2's layers with the window: layer_types when given (newer files:
+ * "full_attention" or "sliding_attention" per layer), else, with
+ * use_sliding_window, those from max_window_layers on. */
+static gboolean
+read_qwen2_windows(HfConfig *c, Shape *s, GError **error)
+{
+  gboolean use_window = FALSE;
+  int64_t from = s->layers;
+  if (!hf_get_bool(c, "use_sliding_window", FALSE, &use_window, error) ||
+      !read_window(c, s, error) ||
+      !hf_get_int(c, "max_window_layers", FALSE, 0, 100000, &from, error))
+    return FALSE;
+  s->windowed = g_new0(guint8, s->layers);
+  const cJSON *types = hf_get_item(c, "layer_types");
+  if (types == NULL) {
+    for (int64_t i = from; use_window && i < s->layers; i++)
+      s->windowed[i] = 1;
+  } else if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != s->layers) {
+    return fail(c, error, "layer_types", "expected one entry per layer (%" G_GINT64_FORMAT ")",
+                s->layers);
+  } else {
+    for (int64_t i = 0; i < s->layers; i++) {
+      const cJSON *t = cJSON_GetArrayItem(types, (int)i);
+      gboolean sliding = cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0;
+      if (!sliding && !(cJSON_IsString(t) && strcmp(t->valuestring, "full_attention") == 0))
+        return fail(c, error, "layer_types", "entry %" G_GINT64_FORMAT " is not "
+                    "full_attention or sliding_attention", i);
+      s->windowed[i] = sliding;
+    }
+  }
+  for (int64_t i = 0; i < s->layers; i++)
+    if (s->windowed[i] && s->window == 0)
+      return fail(c, error, "sliding_window", "layer %" G_GINT64_FORMAT " has a sliding window "
+                  "but no size is given", i);
+  return TRUE;
+}
+
 static gboolean
 read_variant(HfConfig *c, HfModel *m, Variant v, Shape *s, GError **error)
 {
   static const char *const ROUTER_NUMERICS[] = {"router_aux_loss_coef", "router_jitter_noise",
                                                 NULL};
-  gboolean use_window = FALSE;
   switch (v) {
   case VARIANT_LLAMA: {
     gboolean bias = FALSE;
@@ -161,16 +199,7 @@ read_variant(HfConfig *c, HfModel *m, Variant v, Shape *s, GError **error)
                  G_GINT64_FORMAT " experts", s->top_k, s->experts));
   case VARIANT_QWEN2:
     s->qkv_bias = TRUE;
-    s->window_from = s->layers;
-    if (!hf_get_bool(c, "use_sliding_window", FALSE, &use_window, error) ||
-        !read_window(c, s, error) ||
-        !hf_get_int(c, "max_window_layers", FALSE, 0, 100000, &s->window_from, error))
-      return FALSE;
-    if (!use_window) /* the window keys then change nothing */
-      s->window = 0;
-    if (s->window_from >= s->layers)
-      s->window = 0;
-    return TRUE;
+    return read_qwen2_windows(c, s, error);
   }
   g_assert_not_reached();
 }
@@ -231,16 +260,19 @@ static gboolean
 build(HfConfig *c, HfModel *m, Variant v, const char *what, GError **error)
 {
   Shape s = {0};
-  if (!read_common(c, m, &s, error) || !read_variant(c, m, v, &s, error))
+  gboolean ok = read_common(c, m, &s, error) && read_variant(c, m, v, &s, error);
+  g_autofree guint8 *windowed = s.windowed;
+  if (!ok)
     return FALSE;
   cJSON *embed = st_import_layer(m->layers, "embed_tokens", "embedding");
   st_import_int(embed, "vocab", s.vocab);
   st_import_int(embed, "dim", s.dim);
-  if (v == VARIANT_QWEN2) { /* full attention below max_window_layers, windowed above */
-    append_blocks(m, &s, 0, MIN(s.window_from, s.layers), 0);
-    append_blocks(m, &s, s.window_from, s.layers - MIN(s.window_from, s.layers), s.window);
-  } else {
-    append_blocks(m, &s, 0, s.layers, s.window);
+  /* One repeat per run of layers with (or without) the window. */
+  for (int64_t first = 0, last; first < s.layers; first = last) {
+    gboolean w = windowed == NULL || windowed[first];
+    for (last = first + 1; last < s.layers && (windowed == NULL || windowed[last] == w); last++)
+      ;
+    append_blocks(m, &s, first, last - first, w ? s.window : 0);
   }
   st_import_layer(m->layers, "norm", "rmsnorm");
   cJSON *head = st_import_layer(m->layers, "lm_head", "lm_head");
