@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include "base/util.h"
 #include "exec/check.h"
 #include "exec/mix.h"
 #include "exec/profile_private.h"
@@ -102,22 +103,6 @@ prof_name_profile(ProfDev *d, StProfile *profile)
 
 /* ---- timing -------------------------------------------------------------------- */
 
-static int
-compare_doubles(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* The q-quantile of sorted values, linear between ranks. */
-static double
-quantile(const double *sorted, int n, double q)
-{
-  double at = q * (double)(n - 1);
-  int lo = (int)at, hi = MIN(lo + 1, n - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - (double)lo);
-}
-
 gboolean
 prof_measure(ProfDev *d, const StReplayPart *parts, int n, gboolean graph, ProfTiming *t,
              GError **error)
@@ -137,13 +122,13 @@ prof_measure(ProfDev *d, const StReplayPart *parts, int n, gboolean graph, ProfT
   for (int p = 0; p < n; p++) {
     for (int r = 0; r < runs; r++)
       v[r] = (double)times[(size_t)r * n + p];
-    qsort(v, runs, sizeof(double), compare_doubles);
-    t->end_ns[p] = round(quantile(v, runs, 0.5));
+    qsort(v, runs, sizeof(double), st_compare_double);
+    t->end_ns[p] = round(st_quantile(v, runs, 0.5));
   }
   /* Whole ns: the clocks resolve no finer, and files stay short. */
-  qsort(span, runs, sizeof(double), compare_doubles);
-  t->span_ns = round(quantile(span, runs, 0.5));
-  t->spread_ns = round(quantile(span, runs, 0.9)) - round(quantile(span, runs, 0.1));
+  qsort(span, runs, sizeof(double), st_compare_double);
+  t->span_ns = round(st_quantile(span, runs, 0.5));
+  t->spread_ns = round(st_quantile(span, runs, 0.9)) - round(st_quantile(span, runs, 0.1));
   d->report->measured++;
   return TRUE;
 }

@@ -268,6 +268,76 @@ test_foreign_gpu_trace(void)
   g_assert_cmpint(tail->end_ns - tail->start_ns, ==, 10000);
 }
 
+static void
+add_tensors(EtAttrs *a, const char *name, const char *tensor, const char *bytes)
+{
+  char *pair[2] = {(char *)tensor, (char *)bytes};
+  et_attrs_string_list(a, name, pair, tensor != NULL ? 2 : 0);
+}
+
+static void
+test_foreign_memory(void)
+{
+  /* ASTRA-sim's memory attributes on a foreign trace: a tensor lives from
+   * the start of the node listing it in outputs to the end of the last
+   * listing it in inputs, when that one depends on the writer:
+   *   1 COMP  outputs a (1000 B), inputs w (never written: live throughout)
+   *   2 COMP  after 1, inputs a, outputs b (300 B)
+   *   3 COMM  (its own stream, depends on nothing) inputs b: not after b's
+   *           writer, so b is live throughout, and the warning says so. */
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *prefix = g_build_filename(dir, "mem", NULL);
+  EtWriter *w = trace_open(prefix, 0);
+  EtAttrs a;
+  et_attrs_init(&a);
+  add_tensors(&a, "outputs", "a", "1000");
+  add_tensors(&a, "inputs", "w", "64");
+  trace_node(w, 1, "one", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 5, NULL, &a);
+  et_attrs_clear(&a);
+  et_attrs_init(&a);
+  add_tensors(&a, "inputs", "a", "1000");
+  add_tensors(&a, "outputs", "b", "300");
+  trace_node(w, 2, "two", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 5, DEPS(1), &a);
+  et_attrs_clear(&a);
+  et_attrs_init(&a);
+  et_attrs_int64(&a, "comm_type", 0);
+  et_attrs_int64(&a, "comm_size", 0);
+  add_tensors(&a, "inputs", "b", "300");
+  trace_node(w, 3, "three", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, NULL, &a);
+  et_attrs_clear(&a);
+  trace_close(w);
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 1);
+  g_autoptr(StProfile) profile = st_profile_new();
+  g_autoptr(GError) error = NULL;
+  StChakraImportStats stats = {0};
+  g_autoptr(StSchedule) s = import(prefix, c, profile, &stats, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(strstr(stats.warning, "tensor lifetime"));
+  st_chakra_import_stats_clear(&stats);
+  const StProgram *p = st_schedule_program_of(s, 0);
+  g_assert_cmpuint(p->buffers->len, ==, 3); /* a, w, b in order of mention */
+  const StBuffer *ba = &g_array_index(p->buffers, StBuffer, 0);
+  const StBuffer *bw = &g_array_index(p->buffers, StBuffer, 1);
+  const StBuffer *bb = &g_array_index(p->buffers, StBuffer, 2);
+  g_assert_cmpstr(ba->name, ==, "a");
+  g_assert_false(ba->persistent);
+  g_assert_cmpint(ba->bytes, ==, 1000);
+  g_assert_true(bw->persistent);
+  g_assert_true(bb->persistent);
+  /* a: allocated by op 0 (one), freed by op 1 (two). */
+  const StOp *one = st_program_op(p, 0), *two = st_program_op(p, 1);
+  g_assert_cmpuint(one->n_alloc, ==, 1);
+  g_assert_cmpuint(st_program_allocs(p, one)[0], ==, 0);
+  g_assert_cmpuint(two->n_free, ==, 1);
+  g_assert_cmpuint(st_program_frees(p, two)[0], ==, 0);
+  /* The peak: w + b live throughout, a while one and two run. */
+  StEngineOptions eo = {profile, "auto", NULL, FALSE};
+  g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
+  g_assert_no_error(error);
+  g_autoptr(StSummary) sum = st_summary_new(t);
+  g_assert_cmpint(sum->devices[0].peak_bytes, ==, 64 + 300 + 1000);
+}
+
 /* Writes `bytes` as file `name` in `dir`. */
 static char *
 write_bytes(const char *dir, const char *name, const guint8 *bytes, gsize n)
@@ -467,6 +537,7 @@ main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/chakra/import/round-trip", test_round_trip);
   g_test_add_func("/chakra/import/foreign-gpu-trace", test_foreign_gpu_trace);
+  g_test_add_func("/chakra/import/foreign-memory", test_foreign_memory);
   g_test_add_func("/chakra/import/malformed", test_malformed);
   g_test_add_func("/chakra/import/missing-rank", test_missing_rank);
   g_test_add_func("/chakra/import/mutations", test_mutations);

@@ -21,3 +21,12 @@ st_compare_double(gconstpointer a, gconstpointer b)
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
+
+double
+st_quantile(const double *sorted, int n, double q)
+{
+  g_return_val_if_fail(n >= 1, 0);
+  double at = q * (double)(n - 1);
+  int lo = (int)at, hi = MIN(lo + 1, n - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - (double)lo);
+}

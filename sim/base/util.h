@@ -9,6 +9,10 @@ int st_compare_int32(gconstpointer a, gconstpointer b);
 int st_compare_int64(gconstpointer a, gconstpointer b);
 int st_compare_double(gconstpointer a, gconstpointer b);
 
+/* The q-quantile (q in [0, 1]) of `n` >= 1 sorted values, linear between
+ * ranks: the median at 0.5; p90 - p10 is the spread profiles record. */
+double st_quantile(const double *sorted, int n, double q);
+
 /* ceil(a / b) for positive b. */
 static inline int64_t
 st_div_ceil(int64_t a, int64_t b)

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/util.h"
 #include "interop/chakra.h"
 
 static void
@@ -60,13 +61,6 @@ et_groups_save(const EtGroups *g, const char *path, GError **error)
   return st_json_write_file(path, root, error);
 }
 
-static int
-compare_int32(gconstpointer a, gconstpointer b)
-{
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return (x > y) - (x < y);
-}
-
 gboolean
 et_groups_load(const char *path, int n_ranks, EtGroups *g, GError **error)
 {
@@ -111,7 +105,7 @@ et_groups_load(const char *path, int n_ranks, EtGroups *g, GError **error)
       int32_t v = (int32_t)rank;
       g_array_append_val(m, v);
     }
-    g_array_sort(m, compare_int32);
+    g_array_sort(m, st_compare_int32);
     for (guint i = 1; i < m->len; i++)
       if (g_array_index(m, int32_t, i) == g_array_index(m, int32_t, i - 1)) {
         g_set_error(error, ST_CHAKRA_ERROR, ST_ERROR_INVALID, "%s: group '%s': rank %d twice",

@@ -11,17 +11,7 @@
  * ctrl_dep on its stream predecessor, which the stream's order implies (the
  * exporter writes each op's stream predecessor as its ctrl_dep). A node
  * stagger does not simulate is contracted: its dependents wait for what it
- * waited for.
- *
- * Memory. The "outputs" / "inputs" attributes ([tensor, bytes] pairs, as
- * ASTRA-sim's memory tracker reads them): in a stagger trace the tensors
- * are the program's buffers ("<index>:<name>"), allocated by the ops that
- * list them in outputs and freed by those that list them in inputs. In a
- * foreign trace a tensor is allocated when the node that writes it starts
- * and freed when the last node that reads it ends (ASTRA-sim's lifetime),
- * when that reader depends on the writer; otherwise (never written, never
- * read, or read by a node not ordered after its writer) it is counted live
- * for the whole run, and the warning says how many.
+ * waited for. Memory effects: chakra_import_memory.c.
  */
 #include "interop/chakra_import_private.h"
 
@@ -32,38 +22,6 @@
 #include "base/json.h"
 #include "sched/sched_json_private.h"
 
-typedef struct {
-  int64_t bytes;
-  int32_t writer, reader; /* ops, -1 when none */
-  char *name;
-} Tensor;
-
-typedef struct {
-  Import *im;
-  int rank;
-  const EtFile *f;
-  guint n;
-  GHashTable *pos_of;    /* &node->id -> position + 1 */
-  GArray *order;         /* guint positions, dependencies first */
-  int32_t *op_of;        /* [n]: op index, or -1 when contracted */
-  GArray **through;      /* [n]: a contracted node's dependencies, as ops */
-  cJSON *streams, *buffers;
-  GPtrArray *ops;        /* cJSON * of each op (borrowed from the program's "ops") */
-  GArray *last;          /* int32_t per stream: its latest op, -1 */
-  GHashTable *stream_of; /* foreign: stream name -> index + 1 */
-  GPtrArray *op_deps;    /* GArray of int32_t per op: every op it waits for (foreign memory) */
-  GHashTable *tensor_of; /* foreign: name -> Tensor * */
-  GPtrArray *tensors;    /* Tensor *, in order of first mention */
-} Rank;
-
-static void
-free_tensor(gpointer p)
-{
-  Tensor *t = p;
-  g_free(t->name);
-  g_free(t);
-}
-
 static void
 free_garray(gpointer p)
 {
@@ -71,24 +29,11 @@ free_garray(gpointer p)
     g_array_unref(p);
 }
 
-static const EtNode *
-node_at(const Rank *x, guint k)
-{
-  return g_ptr_array_index(x->f->nodes, k);
-}
-
-static const EtAttr *
-find(const EtNode *n, const char *name)
-{
-  return et_attr_find(n->attr, n->n_attr, name);
-}
-
-/* An integer attribute; `*present` says whether it was there. */
 static gboolean
-get_int(const Rank *x, guint k, const char *name, int64_t *out, gboolean *present,
+get_int(const ImRank *x, guint k, const char *name, int64_t *out, gboolean *present,
         GError **error)
 {
-  const EtAttr *a = find(node_at(x, k), name);
+  const EtAttr *a = im_attr(im_node(x, k), name);
   if (present != NULL)
     *present = a != NULL;
   if (a == NULL)
@@ -103,9 +48,9 @@ get_int(const Rank *x, guint k, const char *name, int64_t *out, gboolean *presen
 }
 
 static gboolean
-get_string(const Rank *x, guint k, const char *name, const char **out, GError **error)
+get_string(const ImRank *x, guint k, const char *name, const char **out, GError **error)
 {
-  const EtAttr *a = find(node_at(x, k), name);
+  const EtAttr *a = im_attr(im_node(x, k), name);
   if (a == NULL)
     return TRUE;
   GError *local = NULL;
@@ -120,7 +65,7 @@ get_string(const Rank *x, guint k, const char *name, const char **out, GError **
 /* ---- order ---------------------------------------------------------------------- */
 
 static gboolean
-dep_position(const Rank *x, guint k, uint64_t id, guint *out, GError **error)
+dep_position(const ImRank *x, guint k, uint64_t id, guint *out, GError **error)
 {
   gpointer v = g_hash_table_lookup(x->pos_of, &id);
   if (v == NULL)
@@ -137,7 +82,7 @@ dep_id(const EtNode *n, size_t c)
 }
 
 static gboolean
-order_nodes(Rank *x, GError **error)
+order_nodes(ImRank *x, GError **error)
 {
   g_autofree guint8 *state = g_new0(guint8, MAX(x->n, 1)); /* 0 new, 1 on the path, 2 done */
   g_autofree size_t *cursor = g_new0(size_t, MAX(x->n, 1));
@@ -149,7 +94,7 @@ order_nodes(Rank *x, GError **error)
     g_array_append_val(stack, s);
     while (stack->len > 0) {
       guint t = g_array_index(stack, guint, stack->len - 1);
-      const EtNode *n = node_at(x, t);
+      const EtNode *n = im_node(x, t);
       gboolean pushed = FALSE;
       while (!pushed && cursor[t] < n->n_data_deps + n->n_ctrl_deps) {
         guint d;
@@ -157,7 +102,7 @@ order_nodes(Rank *x, GError **error)
           return FALSE;
         if (state[d] == 1)
           return im_node_fail(error, x->f, t, "is in a dependency cycle (it waits for node "
-                              "%" PRIu64 ", which waits for it)", node_at(x, d)->id);
+                              "%" PRIu64 ", which waits for it)", im_node(x, d)->id);
         if (state[d] == 0) {
           state[d] = 1;
           g_array_append_val(stack, d);
@@ -198,7 +143,7 @@ attr_used(const Import *im, int type, const char *name)
 }
 
 static void
-count_unused(const Rank *x, const EtNode *n)
+count_unused(const ImRank *x, const EtNode *n)
 {
   Import *im = x->im;
   for (size_t i = 0; i < n->n_attr; i++)
@@ -221,7 +166,7 @@ count_unused(const Rank *x, const EtNode *n)
 /* The stream of node k: stagger's index, or a foreign trace's by its
  * "stream" attribute, else where it runs. */
 static gboolean
-node_stream(Rank *x, guint k, StOpKind kind, int *out, GError **error)
+node_stream(ImRank *x, guint k, StOpKind kind, int *out, GError **error)
 {
   int64_t stream = 0, cpu = 0;
   gboolean has_stream = FALSE;
@@ -255,10 +200,10 @@ node_stream(Rank *x, guint k, StOpKind kind, int *out, GError **error)
 /* The op kind of a node, or INVALID (with what to count) when it is
  * contracted. `coll` gets a collective's kind. */
 static gboolean
-node_kind(Rank *x, guint k, StOpKind *kind, StCollKind *coll, gboolean *barrier,
+node_kind(ImRank *x, guint k, StOpKind *kind, StCollKind *coll, gboolean *barrier,
           GError **error)
 {
-  const EtNode *n = node_at(x, k);
+  const EtNode *n = im_node(x, k);
   *kind = ST_OP_INVALID;
   *barrier = FALSE;
   switch (n->type) {
@@ -301,9 +246,9 @@ node_kind(Rank *x, guint k, StOpKind *kind, StCollKind *coll, gboolean *barrier,
 /* Resolves node k's dependencies (data_deps, then ctrl_deps other than
  * `pred`) into ops, without repeats. */
 static GArray *
-resolve_deps(const Rank *x, guint k, int32_t pred)
+resolve_deps(const ImRank *x, guint k, int32_t pred)
 {
-  const EtNode *n = node_at(x, k);
+  const EtNode *n = im_node(x, k);
   GArray *deps = g_array_new(FALSE, FALSE, sizeof(int32_t));
   g_autoptr(GHashTable) seen = g_hash_table_new(g_direct_hash, g_direct_equal);
   for (size_t c = 0; c < n->n_data_deps + n->n_ctrl_deps; c++) {
@@ -323,9 +268,9 @@ resolve_deps(const Rank *x, guint k, int32_t pred)
 
 /* stagger_prev_deps: dependencies on ops of the previous step. */
 static gboolean
-prev_deps(Rank *x, guint k, cJSON *deps, GError **error)
+prev_deps(ImRank *x, guint k, cJSON *deps, GError **error)
 {
-  const EtAttr *a = find(node_at(x, k), "stagger_prev_deps");
+  const EtAttr *a = im_attr(im_node(x, k), "stagger_prev_deps");
   if (a == NULL)
     return TRUE;
   g_autoptr(GArray) ids = NULL;
@@ -350,7 +295,7 @@ prev_deps(Rank *x, guint k, cJSON *deps, GError **error)
 
 /* The op fields a stagger trace carries as stagger_<field>. */
 static gboolean
-stagger_fields(Rank *x, guint k, StOpKind kind, cJSON *op, GError **error)
+stagger_fields(ImRank *x, guint k, StOpKind kind, cJSON *op, GError **error)
 {
   const char *pass = NULL, *copy = NULL, *data = NULL;
   if (!get_string(x, k, "stagger_pass", &pass, error) ||
@@ -376,7 +321,7 @@ stagger_fields(Rank *x, guint k, StOpKind kind, cJSON *op, GError **error)
     if (present)
       st_json_add_int(op, ST_OP_FIELDS[f].key, v);
   }
-  const EtAttr *samples = find(node_at(x, k), "stagger_samples");
+  const EtAttr *samples = im_attr(im_node(x, k), "stagger_samples");
   if (samples != NULL) {
     g_autoptr(GArray) v = NULL;
     if (!et_attr_int_list(samples, &v, NULL) || v->len != 2)
@@ -390,9 +335,9 @@ stagger_fields(Rank *x, guint k, StOpKind kind, cJSON *op, GError **error)
 
 /* What a foreign node adds: a COMP node's layer, a copy's direction, bytes. */
 static gboolean
-foreign_fields(Rank *x, guint k, StOpKind kind, cJSON *op, GError **error)
+foreign_fields(ImRank *x, guint k, StOpKind kind, cJSON *op, GError **error)
 {
-  const EtNode *n = node_at(x, k);
+  const EtNode *n = im_node(x, k);
   int64_t num_ops = 0, tensor_size = 0, cpu = 0;
   if (!get_int(x, k, "num_ops", &num_ops, NULL, error) ||
       !get_int(x, k, "tensor_size", &tensor_size, NULL, error) ||
@@ -418,7 +363,7 @@ foreign_fields(Rank *x, guint k, StOpKind kind, cJSON *op, GError **error)
 
 /* comm, peer, tag and bytes of a communication node. */
 static gboolean
-comm_fields(Rank *x, guint k, StOpKind kind, gboolean barrier, cJSON *op, GError **error)
+comm_fields(ImRank *x, guint k, StOpKind kind, gboolean barrier, cJSON *op, GError **error)
 {
   const char *pg_name = "";
   int64_t size = 0, src = x->rank, dst = x->rank, tag = 0;
@@ -439,7 +384,7 @@ comm_fields(Rank *x, guint k, StOpKind kind, gboolean barrier, cJSON *op, GError
   st_json_add_int(op, "comm", pg.comm);
   if (!has_size && !barrier && !x->im->stagger)
     return im_node_fail(error, x->f, k, "a %s needs the attribute 'comm_size'",
-                        et_node_type_name(node_at(x, k)->type));
+                        et_node_type_name(im_node(x, k)->type));
   if (size < 0)
     return im_node_fail(error, x->f, k, "comm_size %" G_GINT64_FORMAT " is negative", size);
   if (kind == ST_OP_COMM_COLL) {
@@ -473,163 +418,12 @@ comm_fields(Rank *x, guint k, StOpKind kind, gboolean barrier, cJSON *op, GError
   return TRUE;
 }
 
-/* ---- memory --------------------------------------------------------------------------- */
-
-/* The [tensor, bytes] pairs of attribute `name`. */
-static gboolean
-tensor_pairs(Rank *x, guint k, const char *name, const ChakraProtoMsg__StringList **out,
-             GError **error)
-{
-  const EtAttr *a = find(node_at(x, k), name);
-  *out = NULL;
-  if (a == NULL)
-    return TRUE;
-  if (a->value_case != CHAKRA_PROTO_MSG__ATTRIBUTE_PROTO__VALUE_STRING_LIST ||
-      a->string_list->n_values % 2 != 0)
-    return im_node_fail(error, x->f, k, "attribute '%s': expected a string_list of [tensor, "
-                        "bytes] pairs", name);
-  *out = a->string_list;
-  return TRUE;
-}
-
-static gboolean
-parse_bytes(Rank *x, guint k, const char *text, int64_t *out, GError **error)
-{
-  char *end = NULL;
-  *out = g_ascii_strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || *out < 0)
-    return im_node_fail(error, x->f, k, "tensor size '%s' is not a byte count", text);
-  return TRUE;
-}
-
-/* A stagger trace's tensor "<index>:<name>" as its program's buffer. */
-static gboolean
-stagger_buffer(Rank *x, guint k, const char *tensor, int *out, gboolean *persistent,
-               GError **error)
-{
-  char *end = NULL;
-  int64_t b = g_ascii_strtoll(tensor, &end, 10);
-  const cJSON *buf = end != tensor && *end == ':' ? cJSON_GetArrayItem(x->buffers, (int)b) : NULL;
-  if (b < 0 || buf == NULL ||
-      g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItem(buf, "name")), end + 1) != 0)
-    return im_node_fail(error, x->f, k, "tensor '%s' is not a buffer of its program", tensor);
-  *out = (int)b;
-  *persistent = cJSON_IsTrue(cJSON_GetObjectItem(buf, "persistent"));
-  return TRUE;
-}
-
-static Tensor *
-foreign_tensor(Rank *x, const char *name, int64_t bytes)
-{
-  Tensor *t = g_hash_table_lookup(x->tensor_of, name);
-  if (t == NULL) {
-    t = g_new0(Tensor, 1);
-    t->name = g_strdup(name);
-    t->bytes = bytes;
-    t->writer = t->reader = -1;
-    g_hash_table_insert(x->tensor_of, t->name, t);
-    g_ptr_array_add(x->tensors, t);
-  }
-  return t;
-}
-
-static gboolean
-node_memory(Rank *x, guint k, int32_t op_index, cJSON *op, GError **error)
-{
-  for (int side = 0; side < 2; side++) { /* outputs: allocations, inputs: frees */
-    const ChakraProtoMsg__StringList *list;
-    if (!tensor_pairs(x, k, side == 0 ? "outputs" : "inputs", &list, error))
-      return FALSE;
-    for (size_t i = 0; list != NULL && i < list->n_values; i += 2) {
-      int64_t bytes;
-      if (!parse_bytes(x, k, list->values[i + 1], &bytes, error))
-        return FALSE;
-      if (x->im->stagger) {
-        int b = 0;
-        gboolean persistent = FALSE;
-        if (!stagger_buffer(x, k, list->values[i], &b, &persistent, error))
-          return FALSE;
-        if (persistent)
-          continue; /* listed once, for ASTRA-sim's memory tracker */
-        const char *key = side == 0 ? "alloc" : "free";
-        cJSON *a = cJSON_GetObjectItem(op, key);
-        if (a == NULL)
-          a = cJSON_AddArrayToObject(op, key);
-        cJSON_AddItemToArray(a, cJSON_CreateNumber(b));
-      } else {
-        Tensor *t = foreign_tensor(x, list->values[i], bytes);
-        if (side == 1)
-          t->reader = op_index;
-        else if (t->writer < 0 && t->reader < 0)
-          t->writer = op_index;
-        else
-          im_count(x->im->unused, "tensor written again, or after it was read (the first write "
-                                  "counts)");
-      }
-    }
-  }
-  return TRUE;
-}
-
-/* Whether op `to` waits, directly or not, for op `from` (< to). */
-static gboolean
-reaches(const Rank *x, int32_t from, int32_t to, int32_t *mark, int32_t stamp)
-{
-  g_autoptr(GArray) todo = g_array_new(FALSE, FALSE, sizeof(int32_t));
-  g_array_append_val(todo, to);
-  while (todo->len > 0) {
-    int32_t o = g_array_index(todo, int32_t, todo->len - 1);
-    g_array_set_size(todo, todo->len - 1);
-    const GArray *deps = g_ptr_array_index(x->op_deps, o);
-    for (guint i = 0; i < deps->len; i++) {
-      int32_t d = g_array_index(deps, int32_t, i);
-      if (d == from)
-        return TRUE;
-      if (d > from && mark[d] != stamp) { /* ops before `from` cannot lead to it */
-        mark[d] = stamp;
-        g_array_append_val(todo, d);
-      }
-    }
-  }
-  return FALSE;
-}
-
-/* A foreign trace's tensors as buffers, with their allocations and frees. */
-static void
-foreign_buffers(Rank *x)
-{
-  g_autofree int32_t *mark = g_new0(int32_t, MAX(x->ops->len, 1));
-  for (guint i = 0; i < x->tensors->len; i++) {
-    const Tensor *t = g_ptr_array_index(x->tensors, i);
-    gboolean lives = t->writer >= 0 && t->reader > t->writer &&
-                     reaches(x, t->writer, t->reader, mark, (int32_t)i + 1);
-    cJSON *b = cJSON_CreateObject();
-    cJSON_AddStringToObject(b, "name", t->name);
-    cJSON_AddStringToObject(b, "category", "activations");
-    st_json_add_int(b, "bytes", t->bytes);
-    if (!lives) {
-      cJSON_AddTrueToObject(b, "persistent");
-      im_count(x->im->unused, "tensor lifetime (never written, never read, or read by a node "
-                              "not after its writer): counted live for the whole run");
-    }
-    cJSON_AddItemToArray(x->buffers, b);
-    for (int side = 0; lives && side < 2; side++) {
-      cJSON *op = g_ptr_array_index(x->ops, side == 0 ? t->writer : t->reader);
-      const char *key = side == 0 ? "alloc" : "free";
-      cJSON *a = cJSON_GetObjectItem(op, key);
-      if (a == NULL)
-        a = cJSON_AddArrayToObject(op, key);
-      cJSON_AddItemToArray(a, cJSON_CreateNumber(cJSON_GetArraySize(x->buffers) - 1));
-    }
-  }
-}
-
 /* ---- one node, one rank ---------------------------------------------------------------- */
 
 static gboolean
-node_op(Rank *x, guint k, cJSON *ops, GError **error)
+node_op(ImRank *x, guint k, cJSON *ops, GError **error)
 {
-  const EtNode *n = node_at(x, k);
+  const EtNode *n = im_node(x, k);
   StOpKind kind;
   StCollKind coll = ST_COLL_INVALID;
   gboolean barrier;
@@ -666,7 +460,7 @@ node_op(Rank *x, guint k, cJSON *ops, GError **error)
   cJSON *dj = cJSON_AddArrayToObject(op, "deps");
   for (guint i = 0; i < deps->len; i++)
     cJSON_AddItemToArray(dj, cJSON_CreateNumber(g_array_index(deps, int32_t, i)));
-  if (!prev_deps(x, k, dj, error) || !node_memory(x, k, op_index, op, error))
+  if (!prev_deps(x, k, dj, error) || !im_node_memory(x, k, op_index, op, error))
     return FALSE;
   if (pred >= 0)
     g_array_append_val(deps, pred);
@@ -679,7 +473,7 @@ node_op(Rank *x, guint k, cJSON *ops, GError **error)
 /* Previous-step dependencies were written as node positions: now that
  * every node has its op, they become op indices. */
 static gboolean
-fix_prev_deps(Rank *x, GError **error)
+fix_prev_deps(ImRank *x, GError **error)
 {
   for (guint i = 0; i < x->order->len; i++) {
     guint k = g_array_index(x->order, guint, i);
@@ -693,7 +487,7 @@ fix_prev_deps(Rank *x, GError **error)
       guint d = (guint)item->child->valuedouble;
       if (x->op_of[d] < 0)
         return im_node_fail(error, x->f, k, "stagger_prev_deps names node %" PRIu64 ", which "
-                            "is not an op", node_at(x, d)->id);
+                            "is not an op", im_node(x, d)->id);
       cJSON_SetNumberValue(item->child, x->op_of[d]);
     }
   }
@@ -701,7 +495,7 @@ fix_prev_deps(Rank *x, GError **error)
 }
 
 static void
-rank_clear(Rank *x)
+rank_clear(ImRank *x)
 {
   g_clear_pointer(&x->pos_of, g_hash_table_unref);
   g_clear_pointer(&x->order, g_array_unref);
@@ -744,7 +538,7 @@ stagger_program(Import *im, int rank, GError **error)
 cJSON *
 im_rank_program(Import *im, int rank, GError **error)
 {
-  Rank x = {.im = im, .rank = rank, .f = im->files[rank]};
+  ImRank x = {.im = im, .rank = rank, .f = im->files[rank]};
   x.n = x.f->nodes->len;
   g_autoptr(cJSON) program = NULL;
   if (im->stagger) {
@@ -772,7 +566,7 @@ im_rank_program(Import *im, int rank, GError **error)
   x.stream_of = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   x.op_deps = g_ptr_array_new_with_free_func(free_garray);
   x.tensor_of = g_hash_table_new(g_str_hash, g_str_equal);
-  x.tensors = g_ptr_array_new_with_free_func(free_tensor);
+  x.tensors = g_ptr_array_new_with_free_func(im_tensor_free);
   int32_t none = -1;
   for (int s = 0; s < cJSON_GetArraySize(x.streams); s++)
     g_array_append_val(x.last, none);
@@ -791,7 +585,7 @@ im_rank_program(Import *im, int rank, GError **error)
   ok = ok && fix_prev_deps(&x, error);
   if (ok) {
     if (!im->stagger)
-      foreign_buffers(&x);
+      im_foreign_buffers(&x);
     im->n_ops += x.ops->len;
   }
   rank_clear(&x);

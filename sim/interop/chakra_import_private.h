@@ -10,6 +10,7 @@
  *
  *   chakra_import.c          the files, the schedule-wide parts, the warning
  *   chakra_import_ops.c      one rank's nodes -> its program's ops
+ *   chakra_import_memory.c   their memory effects -> allocations and frees
  *   chakra_import_foreign.c  what a trace not written by stagger lacks:
  *                            a model, streams, buffers, costs
  */
@@ -50,6 +51,51 @@ gboolean im_node_fail(GError **error, const EtFile *f, guint k, const char *form
   G_GNUC_PRINTF(4, 5);
 /* Counts one `what` in `table` (im->skipped or im->unused). */
 void im_count(GHashTable *table, const char *what);
+
+/* ---- one rank (chakra_import_ops.c, chakra_import_memory.c) ------------- */
+
+typedef struct {
+  int64_t bytes;
+  int32_t writer, reader; /* ops, -1 when none */
+  char *name;
+} ImTensor;
+
+typedef struct {
+  Import *im;
+  int rank;
+  const EtFile *f;
+  guint n;
+  GHashTable *pos_of;    /* &node->id -> position + 1 */
+  GArray *order;         /* guint positions, dependencies first */
+  int32_t *op_of;        /* [n]: op index, or -1 when contracted */
+  GArray **through;      /* [n]: a contracted node's dependencies, as ops */
+  cJSON *streams, *buffers;
+  GPtrArray *ops;        /* cJSON * of each op (borrowed from the program's "ops") */
+  GArray *last;          /* int32_t per stream: its latest op, -1 */
+  GHashTable *stream_of; /* foreign: stream name -> index + 1 */
+  GPtrArray *op_deps;    /* GArray of int32_t per op: every op it waits for (foreign memory) */
+  GHashTable *tensor_of; /* foreign: name -> ImTensor * */
+  GPtrArray *tensors;    /* ImTensor *, in order of first mention */
+} ImRank;
+
+static inline const EtNode *
+im_node(const ImRank *x, guint k)
+{
+  return g_ptr_array_index(x->f->nodes, k);
+}
+
+static inline const EtAttr *
+im_attr(const EtNode *n, const char *name)
+{
+  return et_attr_find(n->attr, n->n_attr, name);
+}
+
+/* Node k's memory effects: allocations and frees of op `op` (JSON `op_json`)
+ * in a stagger trace; a foreign trace's tensors are recorded, and become
+ * buffers once every op is made (im_foreign_buffers). */
+gboolean im_node_memory(ImRank *x, guint k, int32_t op, cJSON *op_json, GError **error);
+void im_foreign_buffers(ImRank *x);
+void im_tensor_free(gpointer tensor);
 
 /* Rank `rank`'s program as schedule JSON (streams, buffers, labels, ops),
  * from its trace file. Transfer full. (chakra_import_ops.c) */

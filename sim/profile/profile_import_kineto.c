@@ -1,5 +1,5 @@
 /* profile_import_kineto.c: see profile_import_kineto.h. */
-#include "profile/profile_import_kineto.h"
+#include "profile/profile_kineto_private.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -8,49 +8,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
-
-#define EVAL_PREFIX "autograd::engine::evaluate_function: "
-
-typedef enum {
-  EV_OP,     /* a CPU operator (or any CPU event that is no marker) */
-  EV_LAYER,  /* a range naming a layer */
-  EV_STEP,   /* ProfilerStep#k */
-  EV_OPTIM,  /* Optimizer.step#CLASS.step */
-  EV_MARK,   /* other ranges: user annotations, Optimizer.zero_grad# */
-  EV_DEVICE, /* a kernel or copy on the GPU */
-  EV_NCCL,   /* an NCCL kernel */
-} Kind;
-
-typedef struct {
-  const char *name;
-  const cJSON *args;
-  int64_t ts, end; /* ns */
-  int thread;      /* index of its (pid, tid) */
-  uint8_t kind;
-  uint8_t pass;    /* EV_LAYER */
-  gboolean eval, comm, outer;
-  int layer;       /* EV_LAYER */
-  int64_t seq, corr;
-  /* CPU events: the innermost layer range, evaluate_function, optimizer
-   * step and communication operator holding it (itself for the last
-   * three), -1 when none; the step its start falls in. */
-  int in_layer, in_eval, in_optim, in_comm;
-  int step;
-} Ev;
-
-typedef struct {
-  const char *path;
-  const StModel *model;
-  GArray *ev;          /* Ev */
-  GArray *steps;       /* int: EV_STEP events by start */
-  int n_steps;
-  gboolean gpu;
-  int n_keys;          /* 2 per layer (fwd, bwd) + the optimizer */
-  double *sum;         /* [n_keys][n_steps] */
-  int *occ;            /* [n_keys][n_steps]: ranges of that pass */
-  double unattributed; /* ns over all steps */
-  GHashTable *unattributed_by_name; /* name -> double * (ns) */
-} Kineto;
+#include "base/util.h"
 
 void
 st_kineto_import_clear(StKinetoImport *stats)
@@ -60,13 +18,6 @@ st_kineto_import_clear(StKinetoImport *stats)
   if (stats->missing != NULL)
     g_ptr_array_unref(stats->missing);
   *stats = (StKinetoImport){0};
-}
-
-static int64_t
-arg_int(const cJSON *args, const char *key, int64_t fallback)
-{
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
-  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : fallback;
 }
 
 /* ---- reading the events -------------------------------------------------------- */
@@ -183,12 +134,6 @@ read_events(Kineto *k, const cJSON *events, GError **error)
 }
 
 /* ---- where each CPU event sits --------------------------------------------------- */
-
-static Ev *
-ev_at(const Kineto *k, int i)
-{
-  return &g_array_index(k->ev, Ev, i);
-}
 
 static gint
 by_thread_then_start(gconstpointer a, gconstpointer b, gpointer data)
@@ -425,21 +370,6 @@ attribute(Kineto *k, GHashTable *seq_layer, GHashTable *launch)
   }
 }
 
-static int
-compare_doubles(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double
-quantile(const double *sorted, int n, double q)
-{
-  double at = q * (n - 1);
-  int lo = (int)floor(at), hi = MIN(lo + 1, n - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo);
-}
-
 /* The per-occurrence time of `key` in each step that ran it: its median and
  * spread (p90 - p10). FALSE when no step did. */
 static gboolean
@@ -459,9 +389,9 @@ time_of(const Kineto *k, int key, double *median, double *spread)
   }
   if (n == 0)
     return FALSE;
-  qsort(v, (size_t)n, sizeof *v, compare_doubles);
-  *median = quantile(v, n, 0.5);
-  *spread = quantile(v, n, 0.9) - quantile(v, n, 0.1);
+  qsort(v, (size_t)n, sizeof *v, st_compare_double);
+  *median = st_quantile(v, n, 0.5);
+  *spread = st_quantile(v, n, 0.9) - st_quantile(v, n, 0.1);
   return TRUE;
 }
 
@@ -485,153 +415,6 @@ batch_from_shapes(const Kineto *k)
     }
   }
   return batch;
-}
-
-/* ---- collectives ------------------------------------------------------------------ */
-
-static int
-dtype_bytes(const char *t)
-{
-  g_autofree char *s = g_ascii_strdown(t, -1);
-  if (strstr(s, "double") || strstr(s, "float64") || strstr(s, "long") || strstr(s, "int64"))
-    return 8;
-  if (strstr(s, "half") || strstr(s, "bfloat16") || strstr(s, "float16") || strstr(s, "short"))
-    return 2;
-  if (strstr(s, "float") || strstr(s, "int"))
-    return 4;
-  if (strstr(s, "byte") || strstr(s, "char") || strstr(s, "bool") || strstr(s, "int8"))
-    return 1;
-  return 0;
-}
-
-/* The collective of an NCCL kernel: from its operator's name, else the
- * kernel's. FALSE for a point-to-point one (*p2p) or an unknown one. */
-static gboolean
-collective_of(const char *op, const char *kernel, StCollKind *coll, gboolean *p2p)
-{
-  static const struct { const char *key; StCollKind coll; } names[] = {
-    {"allreduce", ST_COLL_ALL_REDUCE},     {"all_reduce", ST_COLL_ALL_REDUCE},
-    {"reducescatter", ST_COLL_REDUCE_SCATTER}, {"reduce_scatter", ST_COLL_REDUCE_SCATTER},
-    {"allgather", ST_COLL_ALL_GATHER},     {"all_gather", ST_COLL_ALL_GATHER},
-    {"broadcast", ST_COLL_BROADCAST},      {"reduce", ST_COLL_REDUCE},
-  };
-  *p2p = FALSE;
-  for (int pass = 0; pass < 2; pass++) {
-    const char *text = pass == 0 ? op : kernel;
-    if (text == NULL || (pass == 0 && strcmp(text, "record_param_comms") == 0))
-      continue;
-    g_autofree char *low = g_ascii_strdown(text, -1);
-    if (strstr(low, "sendrecv") || strstr(low, "send") || strstr(low, "recv")) {
-      *p2p = TRUE;
-      return FALSE;
-    }
-    for (gsize i = 0; i < G_N_ELEMENTS(names); i++)
-      if (strstr(low, names[i].key)) {
-        *coll = names[i].coll;
-        return TRUE;
-      }
-  }
-  return FALSE;
-}
-
-/* Elements of the first tensor of "Input Dims". */
-static int64_t
-first_input_elems(const cJSON *args)
-{
-  const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(args, "Input Dims"), 0);
-  if (!cJSON_IsArray(first))
-    return -1;
-  int64_t n = 1;
-  const cJSON *d;
-  cJSON_ArrayForEach(d, first) n *= cJSON_IsNumber(d) ? (int64_t)d->valuedouble : 0;
-  return n;
-}
-
-typedef struct {
-  StCollKind coll;
-  gboolean p2p;
-  int ranks;
-  int64_t bytes;
-  GArray *ns; /* double */
-} Link;
-
-static void
-free_link(gpointer p)
-{
-  Link *l = p;
-  g_array_unref(l->ns);
-  g_free(l);
-}
-
-/* One NCCL kernel as a measurement, or FALSE when its size or group is unknown. */
-static gboolean
-link_of(const Kineto *k, const Ev *kernel, const Ev *op, int world, Link *out)
-{
-  if (!collective_of(op->name, kernel->name, &out->coll, &out->p2p) && !out->p2p)
-    return FALSE;
-  const cJSON *a = op->args;
-  const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(a, "dtype");
-  const cJSON *types = cJSON_GetObjectItemCaseSensitive(a, "Input type");
-  int elem = cJSON_IsString(dtype) ? dtype_bytes(dtype->valuestring)
-             : cJSON_IsString(cJSON_GetArrayItem(types, 0))
-               ? dtype_bytes(cJSON_GetArrayItem(types, 0)->valuestring)
-               : 0;
-  int64_t in = arg_int(a, "In msg nelems", first_input_elems(a));
-  int64_t outn = arg_int(a, "Out msg nelems", -1);
-  out->ranks = (int)arg_int(a, "Group size", world);
-  if (elem <= 0 || in < 0 || out->ranks < 2 - out->p2p)
-    return FALSE;
-  int64_t elems = in;
-  if (!out->p2p && out->coll == ST_COLL_ALL_GATHER) /* nccl-tests' size: the output */
-    elems = outn > 0 ? outn : in * out->ranks;
-  out->bytes = elems * elem;
-  return out->bytes > 0;
-}
-
-static void
-add_links(const Kineto *k, StProfile *p, const char *device, StLinkClass link_class,
-          GHashTable *launch, int world, StKinetoImport *stats)
-{
-  g_autoptr(GHashTable) links = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_link);
-  g_autoptr(GPtrArray) order = g_ptr_array_new();
-  for (guint i = 0; i < k->ev->len; i++) {
-    const Ev *e = ev_at(k, i);
-    if (e->kind != EV_NCCL)
-      continue;
-    gpointer l = e->corr >= 0 ? g_hash_table_lookup(launch, &e->corr) : NULL;
-    const Ev *anchor = l != NULL ? ev_at(k, GPOINTER_TO_INT(l) - 1) : NULL;
-    Link m = {0};
-    if (anchor == NULL || anchor->in_comm < 0 ||
-        !link_of(k, e, ev_at(k, anchor->in_comm), world, &m)) {
-      stats->comm_unknown++;
-      continue;
-    }
-    g_autofree char *key = g_strdup_printf("%d/%d/%d/%" G_GINT64_FORMAT, m.coll, m.p2p, m.ranks,
-                                           m.bytes);
-    Link *found = g_hash_table_lookup(links, key);
-    if (found == NULL) {
-      found = g_new(Link, 1);
-      *found = m;
-      found->ns = g_array_new(FALSE, FALSE, sizeof(double));
-      g_hash_table_insert(links, g_steal_pointer(&key), found);
-      g_ptr_array_add(order, found);
-    }
-    double ns = (double)(e->end - e->ts);
-    g_array_append_val(found->ns, ns);
-  }
-  for (guint i = 0; i < order->len; i++) {
-    Link *m = g_ptr_array_index(order, i);
-    qsort(m->ns->data, m->ns->len, sizeof(double), compare_doubles);
-    const double *v = (const double *)(const void *)m->ns->data;
-    int n = (int)m->ns->len;
-    double median = quantile(v, n, 0.5), spread = quantile(v, n, 0.9) - quantile(v, n, 0.1);
-    if (m->p2p)
-      st_profile_add_p2p(p, device, link_class, m->bytes, median, spread);
-    else
-      st_profile_add_link_measured(p, device, m->coll, link_class, m->ranks, m->bytes, median,
-                                   spread);
-    stats->links++;
-  }
 }
 
 /* ---- the whole ----------------------------------------------------------------------- */
@@ -756,7 +539,7 @@ build(Kineto *k, const cJSON *root, const StKinetoOptions *options, StKinetoImpo
   }
   const cJSON *dist = cJSON_GetObjectItemCaseSensitive(root, "distributedInfo");
   int world = (int)arg_int(dist, "world_size", 0);
-  add_links(k, p, stats->device, options->link, launch, world, stats);
+  kineto_add_links(k, p, stats->device, options->link, launch, world, stats);
   stats->unattributed_ns = k->unattributed / k->n_steps;
   stats->unattributed_top = top_unattributed(k);
   return g_steal_pointer(&p);

@@ -1,0 +1,74 @@
+/* profile_kineto_private.h: what the PyTorch profiler trace importer's
+ * files share (profile_import_kineto.h has the contract):
+ * profile_import_kineto.c reads the events, nests them, attributes the
+ * work and writes the layer entries; profile_import_kineto_links.c turns
+ * NCCL kernels into link entries. Private to sim/profile/.
+ */
+#pragma once
+
+#include <cjson/cJSON.h>
+
+#include "profile/profile_import_kineto.h"
+
+#define EVAL_PREFIX "autograd::engine::evaluate_function: "
+
+typedef enum {
+  EV_OP,     /* a CPU operator (or any CPU event that is no marker) */
+  EV_LAYER,  /* a range naming a layer */
+  EV_STEP,   /* ProfilerStep#k */
+  EV_OPTIM,  /* Optimizer.step#CLASS.step */
+  EV_MARK,   /* other ranges: user annotations, Optimizer.zero_grad# */
+  EV_DEVICE, /* a kernel or copy on the GPU */
+  EV_NCCL,   /* an NCCL kernel */
+} Kind;
+
+typedef struct {
+  const char *name;
+  const cJSON *args;
+  int64_t ts, end; /* ns */
+  int thread;      /* index of its (pid, tid) */
+  uint8_t kind;
+  uint8_t pass;    /* EV_LAYER */
+  gboolean eval, comm, outer;
+  int layer;       /* EV_LAYER */
+  int64_t seq, corr;
+  /* CPU events: the innermost layer range, evaluate_function, optimizer
+   * step and communication operator holding it (itself for the last
+   * three), -1 when none; the step its start falls in. */
+  int in_layer, in_eval, in_optim, in_comm;
+  int step;
+} Ev;
+
+typedef struct {
+  const char *path;
+  const StModel *model;
+  GArray *ev;          /* Ev */
+  GArray *steps;       /* int: EV_STEP events by start */
+  int n_steps;
+  gboolean gpu;
+  int n_keys;          /* 2 per layer (fwd, bwd) + the optimizer */
+  double *sum;         /* [n_keys][n_steps] */
+  int *occ;            /* [n_keys][n_steps]: ranges of that pass */
+  double unattributed; /* ns over all steps */
+  GHashTable *unattributed_by_name; /* name -> double * (ns) */
+} Kineto;
+
+static inline Ev *
+ev_at(const Kineto *k, int i)
+{
+  return &g_array_index(k->ev, Ev, i);
+}
+
+/* An integer argument of an event, or `fallback`. */
+static inline int64_t
+arg_int(const cJSON *args, const char *key, int64_t fallback)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
+  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : fallback;
+}
+
+/* Link entries for the NCCL kernels whose size and group are known, the
+ * rest counted in stats->comm_unknown. `launch`: correlation id -> CPU
+ * event index + 1; `world`: the trace's world size, 0 when unknown. */
+void kineto_add_links(const Kineto *k, StProfile *p, const char *device, StLinkClass link_class,
+                      GHashTable *launch, int world, StKinetoImport *stats);
