@@ -222,7 +222,9 @@ bench(StPlanSpec *spec, const StCliInputs *in, GError **error)
 static StSchedule *
 import_trace(const Args *a, const StCliInputs *in, int steps, GError **error)
 {
-  StChakraImportOptions io = {.cluster = in->cluster, .steps = steps};
+  /* A foreign trace's durations would go into this profile; it is refused. */
+  g_autoptr(StProfile) scratch = st_profile_new();
+  StChakraImportOptions io = {.cluster = in->cluster, .profile = scratch, .steps = steps};
   StChakraImportStats stats = {0};
   g_autoptr(StSchedule) s = st_chakra_import(a->chakra, &io, &stats, error);
   gboolean foreign = s != NULL && !stats.from_stagger;

@@ -58,6 +58,15 @@ awk -v s="$split" 'BEGIN { split(s, w, " "); exit !(w[2] * w[4] == 8) }' ||
   fail "the plan did not keep the trace's global batch of 32 on 4 GPUs ($split)"
 expect 2 "not both" $STAGGER plan --chakra "$tmp/et/mlp" --model $M --cluster $C
 
+# A foreign trace, written byte by byte: empty metadata, then one node
+# (id 1, COMP_NODE, duration_micros 5): simulated for 5 us; no plan for it.
+printf '\x00\x06\x08\x01\x18\x04\x38\x05' >"$tmp/et/tiny.0.et"
+$STAGGER sim --chakra "$tmp/et/tiny" --cluster $C --gpus 1 --out "$tmp/tiny" >"$tmp/table" 2>"$tmp/err"
+grep -q "foreign" "$tmp/err" || fail "a foreign trace is not said to be one"
+grep -q '"step_time_s":[[:space:]]*5e-06' "$tmp/tiny/report.json" || fail "the node does not take 5 us"
+expect 1 "did not write has no model of layers" \
+  $STAGGER plan --chakra "$tmp/et/tiny" --cluster $C --strategy dp --quiet
+
 # Bad usage, bad traces.
 expect 2 "unknown format 'onnx'" $STAGGER schedule --model $M --cluster $C --format onnx --out "$tmp/x"
 expect 2 "drop --model" $STAGGER sim --chakra "$tmp/et/r18" --model $M --cluster $C
