@@ -133,18 +133,16 @@ node_type(const StOp *op)
   }
 }
 
-/* Chakra's CollectiveCommType of a stagger collective. */
+/* Chakra's CollectiveCommType of a stagger collective: the same name in
+ * capitals ("all_reduce" is ALL_REDUCE), so a collective kind stagger adds
+ * later maps by itself when Chakra has it; -1 when it does not. */
 static int
 comm_type(StCollKind kind)
 {
-  switch (kind) {
-  case ST_COLL_ALL_REDUCE: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_REDUCE;
-  case ST_COLL_REDUCE_SCATTER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__REDUCE_SCATTER;
-  case ST_COLL_ALL_GATHER: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_GATHER;
-  case ST_COLL_BROADCAST: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__BROADCAST;
-  case ST_COLL_REDUCE: return CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__REDUCE;
-  default: g_return_val_if_reached(-1);
-  }
+  g_autofree char *name = g_ascii_strup(st_coll_name(kind), -1);
+  const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value_by_name(
+    &chakra_proto_msg__collective_comm_type__descriptor, name);
+  return v != NULL ? v->value : -1;
 }
 
 /* Memory effects as [tensor, bytes] pairs: tensor "<buffer>:<name>". */
@@ -265,7 +263,15 @@ write_node(Export *x, EtWriter *w, int rank, uint32_t i, int64_t prev_on_stream,
     g_autofree char *pg = g_strdup_printf("%d", x->pg_base[op->comm] + group);
     int64_t size = op->bytes;
     if (op->kind == ST_OP_COMM_COLL) {
-      et_attrs_int64(&a, "comm_type", comm_type((StCollKind)op->sub));
+      int type = comm_type((StCollKind)op->sub);
+      if (type < 0) {
+        g_set_error(error, ST_CHAKRA_ERROR, ST_ERROR_UNSUPPORTED,
+                    "rank %d, op %u (%s): Chakra has no collective type for %s", rank, i, name,
+                    st_coll_name((StCollKind)op->sub));
+        et_attrs_clear(&a);
+        return FALSE;
+      }
+      et_attrs_int64(&a, "comm_type", type);
       if (op->sub == ST_COLL_ALL_GATHER)
         size /= comm->offsets[group + 1] - comm->offsets[group];
     } else {
