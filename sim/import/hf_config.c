@@ -46,12 +46,6 @@ static const char *const HF_IGNORED[] = {
   NULL,
 };
 
-const char *const *
-hf_ignored_keys(void)
-{
-  return HF_IGNORED;
-}
-
 static gboolean
 fail(HfConfig *config, GError **error, const char *format, ...) G_GNUC_PRINTF(3, 4);
 

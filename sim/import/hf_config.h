@@ -66,6 +66,3 @@ gboolean hf_get_dropout(HfConfig *config, const char *key, gboolean *on, GError 
 /* Fails on the first key neither read nor ignored, naming it and the
  * architecture ("llama"). */
 gboolean hf_config_finish(HfConfig *config, const char *arch, GError **error);
-
-/* The documented list of keys ignored for every architecture. NULL-terminated. */
-const char *const *hf_ignored_keys(void);

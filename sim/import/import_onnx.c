@@ -297,6 +297,6 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
 const StImporter st_importer_onnx = {
   .name = "onnx",
   .arg = "MODEL.onnx",
-  .summary = "an exported ONNX network (weights are not read: external data may be absent)",
+  .summary = "an exported ONNX network (weights need not be there: external data may be absent)",
   .run = import_onnx,
 };

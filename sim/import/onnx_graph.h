@@ -11,10 +11,11 @@
  * was exported with (a symbolic batch counts as 1). Per-sample numbers
  * divide by it.
  *
- * Weight bytes are never read: an initializer is its dims and type (so a
+ * Weight bytes are barely read: an initializer is its dims and type (so a
  * file whose weights live in external data, absent here, imports the same),
- * except small integer or float tensors whose contents shape arithmetic
- * needs.
+ * plus the contents of small tensors that shape arithmetic needs, and three
+ * rows and columns of each matrix in the file (probes that tell a folded
+ * copy of a tied weight).
  *
  * Ownership: the graph owns everything in it.
  */

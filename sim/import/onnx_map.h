@@ -70,9 +70,6 @@ extern const OnnxRule st_onnx_rules_llama[];
 gboolean onnx_segments(OnnxMap *m, GError **error);
 void onnx_segments_clear(OnnxMap *m);
 
-/* The per-sample shape of a cut value: its dims after the batch. */
-int onnx_sample_rank(const OnnxValue *v);
-
 /* Parameters (elements) read by segments [first, first + n) not yet counted,
  * and their dense and total forward FLOPs per sample. */
 int64_t onnx_segments_params(const OnnxMap *m, int first, int n);
@@ -95,8 +92,6 @@ void onnx_custom_layer(OnnxMap *m, int first, int n, cJSON *out);
 /* The node of segment `seg` when it holds exactly one, of op `op` (NULL:
  * any), else NULL. */
 const OnnxNode *onnx_single(const OnnxMap *m, int seg, const char *op);
-/* The one node of segment `seg` of op `op`, NULL when none or several. */
-const OnnxNode *onnx_only(const OnnxMap *m, int seg, const char *op);
 /* How many nodes of `op` the segment holds. */
 int onnx_count(const OnnxMap *m, int seg, const char *op);
 /* The initializer a weight value is made of (through weight-side nodes),

@@ -39,22 +39,6 @@ onnx_single(const OnnxMap *m, int seg, const char *op)
   return op == NULL || strcmp(node->op, op) == 0 ? node : NULL;
 }
 
-const OnnxNode *
-onnx_only(const OnnxMap *m, int seg, const char *op)
-{
-  const OnnxNode *found = NULL;
-  const OnnxSegment *s = &m->segs[seg];
-  for (int k = 0; k < s->n_nodes; k++) {
-    const OnnxNode *node = &m->g->nodes[s->nodes[k]];
-    if (strcmp(node->op, op) != 0)
-      continue;
-    if (found != NULL)
-      return NULL;
-    found = node;
-  }
-  return found;
-}
-
 int
 onnx_count(const OnnxMap *m, int seg, const char *op)
 {

@@ -14,12 +14,6 @@
 #include "import/onnx_map.h"
 #include "import/onnx_ops.h"
 
-int
-onnx_sample_rank(const OnnxValue *v)
-{
-  return v->rank - 1;
-}
-
 static gboolean
 cuttable(const OnnxGraph *g, const OnnxValue *v)
 {
