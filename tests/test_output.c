@@ -220,6 +220,86 @@ test_comm_csv(void)
                   "5.200,0.000000,0.000000,0.000000,0.000000,0.000000\n");
 }
 
+/* A simulated run's links on the tiny timeline (one step: the window is the
+ * whole run, 5.2 us): gpu0 out (100 GB/s, standing for 3 ports) carries
+ * flow 0 at 40 GB/s over [3.5, 4.5) us and half of flow 1 (10 GB/s over
+ * [3.5, 4) us); node0 nic0 out (10 GB/s) all of flow 1.
+ *   gpu0 out: 45 then 40 GB/s: 42500 B, utilization 42500 / (100e9 x 5.2 us)
+ *             = 0.081731, busy 1/5.2 = 0.192308, peak 45 GB/s;
+ *   nic0 out: 10 GB/s for 0.5 us: 5000 B, utilization 5000 / 52000 = 0.096154,
+ *             busy 0.096154, peak 10 GB/s: the bottleneck, alone of its kind
+ *             (imbalance 1). */
+static void
+add_links(StTimeline *t)
+{
+  t->net = st_net_trace_new();
+  StNetLink links[] = {
+    {g_strdup("gpu0 out"), 0, 0, ST_LINK_INTRA_NODE, TRUE, 100e9, 3},
+    {g_strdup("node0 nic0 out"), 40, 5, ST_LINK_INTER_NODE, TRUE, 10e9, 1},
+  };
+  g_array_append_vals(t->net->links, links, 2);
+  StNetUse l0[] = {{0, 1.0}}, l1[] = {{0, 0.5}, {1, 1.0}};
+  st_net_trace_add_list(t->net, l0, 1);
+  st_net_trace_add_list(t->net, l1, 2);
+  StNetRate r[] = {{3500, 0, 0, 40e9}, {3500, 1, 1, 10e9}, {4000, 1, 1, 0}, {4500, 0, 0, 0}};
+  g_array_append_vals(t->net->rates, r, 4);
+  t->net->n_flows = 2;
+}
+
+static char *
+write_summary_and_read(gboolean (*write)(const StSummary *, const char *, GError **),
+                       const StSummary *sum, const char *dir, const char *file)
+{
+  g_autofree char *path = g_build_filename(dir, file, NULL);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(write(sum, path, &error));
+  g_assert_no_error(error);
+  return st_test_read(path, NULL);
+}
+
+static void
+test_links_csv(void)
+{
+  g_autoptr(StSchedule) s = tiny_schedule();
+  g_autoptr(StTimeline) t = tiny_timeline(s);
+  add_links(t);
+  g_autoptr(StSummary) sum = st_summary_new(t);
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *links = write_summary_and_read(st_csv_write_links, sum, dir, "links.csv");
+  g_assert_cmpstr(links, ==,
+                  "link,name,class,sends,capacity_GBps,stands_for,bytes,utilization,"
+                  "busy_fraction,peak_GBps\n"
+                  "0,gpu0 out,intra_node,1,100.000000,3,42500,0.081731,0.192308,45.000000\n"
+                  "1,node0 nic0 out,inter_node,1,10.000000,1,5000,0.096154,0.096154,10.000000\n");
+  /* The busiest first; rows at 0, at each change, at the end. */
+  g_autofree char *rates = write_summary_and_read(st_csv_write_link_rates, sum, dir,
+                                                  "link_rates.csv");
+  g_assert_cmpstr(rates, ==,
+                  "time_us,node0 nic0 out,gpu0 out\n"
+                  "0.000,0.000000,0.000000\n"
+                  "3.500,10.000000,45.000000\n"
+                  "4.000,0.000000,40.000000\n"
+                  "4.500,0.000000,0.000000\n"
+                  "5.200,0.000000,0.000000\n");
+  /* The report names the bottleneck; comm.csv sums each class over the
+   * links it stands for: intra 3 x 45 then 3 x 40, inter 10. */
+  g_assert_cmpint(sum->bottleneck, ==, 1);
+  g_assert_cmpfloat_with_epsilon(sum->link_imbalance, 1, 1e-12);
+  g_autoptr(cJSON) report = st_report_to_json(sum);
+  const cJSON *b = cJSON_GetObjectItem(cJSON_GetObjectItem(report, "comm"), "bottleneck");
+  g_assert_cmpstr(cJSON_GetObjectItem(b, "link")->valuestring, ==, "node0 nic0 out");
+  g_assert_cmpfloat_with_epsilon(cJSON_GetObjectItem(b, "utilization")->valuedouble,
+                                 5000.0 / 52000, 1e-12);
+  g_autofree char *comm = write_and_read(st_csv_write_comm, t, dir, "comm.csv");
+  g_assert_cmpstr(comm, ==,
+                  "time_us,intra_node,inter_node,pcie,local,total\n"
+                  "0.000,0.000000,0.000000,0.000000,0.000000,0.000000\n"
+                  "3.500,135.000000,10.000000,0.000000,0.000000,145.000000\n"
+                  "4.000,120.000000,0.000000,0.000000,0.000000,120.000000\n"
+                  "4.500,0.000000,0.000000,0.000000,0.000000,0.000000\n"
+                  "5.200,0.000000,0.000000,0.000000,0.000000,0.000000\n");
+}
+
 static void
 test_ops_csv(void)
 {
@@ -504,6 +584,7 @@ main(int argc, char **argv)
   g_test_add_func("/output/memory-csv", test_memory_csv);
   g_test_add_func("/output/memory-csv-unfolded", test_memory_csv_unfolded);
   g_test_add_func("/output/comm-csv", test_comm_csv);
+  g_test_add_func("/output/links-csv", test_links_csv);
   g_test_add_func("/output/ops-csv", test_ops_csv);
   g_test_add_func("/output/trace", test_trace);
   g_test_add_func("/output/deterministic", test_deterministic);

@@ -3,6 +3,7 @@
  */
 #include <string.h>
 
+#include "cluster/links.h"
 #include "engine/engine.h"
 #include "model/layer_type.h"
 #include "output/output.h"
@@ -19,8 +20,47 @@ run(const StSchedule *s, gboolean no_fold, StTimeline **timeline)
 
 /* ---- conformance ------------------------------------------------------------- */
 
+/* The files a user reads say no link carries more than it can: comm.csv's
+ * rate of each link class never above what the class's links can send at
+ * once over the cluster (for intra_node, GPUs x the port bandwidth), and
+ * links.csv's peak of each link never above its capacity. */
+static void
+assert_csv_within_capacity(const StSummary *sum)
+{
+  const StTimeline *t = sum->timeline;
+  const StCluster *c = t->schedule->cluster;
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *comm = g_build_filename(dir, "comm.csv", NULL);
+  g_autofree char *links = g_build_filename(dir, "links.csv", NULL);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_csv_write_comm(t, comm, &error) && st_csv_write_links(sum, links, &error));
+  double capacity[ST_LINK_N] = {0};
+  for (int l = 0; l < st_net_n_links(c); l++)
+    if (st_net_kind_sends(st_net_link_kind(c, l)))
+      capacity[st_net_kind_class(st_net_link_kind(c, l))] += st_net_link_capacity(c, l) * 1e-9;
+  g_autofree char *text = st_test_read(comm, NULL);
+  g_auto(GStrv) rows = g_strsplit(text, "\n", -1);
+  g_assert_cmpstr(rows[0], ==, "time_us,intra_node,inter_node,pcie,local,total");
+  for (int i = 1; rows[i] != NULL && rows[i][0] != '\0'; i++) {
+    g_auto(GStrv) f = g_strsplit(rows[i], ",", -1);
+    for (int k = 0; k < ST_LINK_N; k++)
+      if (g_ascii_strtod(f[k + 1], NULL) > capacity[k] * (1 + 1e-9) + 1e-6)
+        g_error("comm.csv row %d: %s %s GB/s over the class's %.3f", i, st_link_name(k),
+                f[k + 1], capacity[k]);
+  }
+  g_autofree char *table = st_test_read(links, NULL);
+  g_auto(GStrv) lines = g_strsplit(table, "\n", -1);
+  for (int i = 1; lines[i] != NULL && lines[i][0] != '\0'; i++) {
+    g_auto(GStrv) f = g_strsplit(lines[i], ",", -1);
+    if (g_ascii_strtod(f[9], NULL) > g_ascii_strtod(f[4], NULL) * (1 + 1e-9) + 1e-6)
+      g_error("links.csv: %s peaks at %s GB/s over its %s", f[1], f[9], f[4]);
+  }
+}
+
+
 typedef struct {
   const char *model;
+  const char *cluster; /* NULL: dgx-h100 */
   int nodes, gpus, ranks;
   int micro_batch, accumulation;
   StPrecision precision;
@@ -29,12 +69,16 @@ typedef struct {
 } Case;
 
 static const Case CASES[] = {
-  {"mlp", 1, 1, 0, 16, 1, ST_PRECISION_FP32, 1, 0},
-  {"mlp", 1, 4, 0, 16, 3, ST_PRECISION_MIXED, 2, 1 << 20},
-  {"mlp", 1, 4, 6, 8, 1, ST_PRECISION_FP32, 3, 0},          /* 6 ranks on 4 GPUs */
-  {"mlp", 2, 0, 0, 4, 2, ST_PRECISION_FP32, 3, 1 << 16},    /* 16 GPUs on 2 nodes */
-  {"resnet18", 1, 8, 0, 8, 1, ST_PRECISION_MIXED, 2, 25 << 20},
-  {"gpt2-124m", 1, 2, 4, 1, 2, ST_PRECISION_MIXED, 3, 0},   /* 2 ranks per GPU */
+  {"mlp", NULL, 1, 1, 0, 16, 1, ST_PRECISION_FP32, 1, 0},
+  {"mlp", NULL, 1, 4, 0, 16, 3, ST_PRECISION_MIXED, 2, 1 << 20},
+  {"mlp", NULL, 1, 4, 6, 8, 1, ST_PRECISION_FP32, 3, 0},          /* 6 ranks on 4 GPUs */
+  {"mlp", NULL, 2, 0, 0, 4, 2, ST_PRECISION_FP32, 3, 1 << 16},    /* 16 GPUs on 2 nodes */
+  {"resnet18", NULL, 1, 8, 0, 8, 1, ST_PRECISION_MIXED, 2, 25 << 20},
+  {"gpt2-124m", NULL, 1, 2, 4, 1, 2, ST_PRECISION_MIXED, 3, 0},   /* 2 ranks per GPU */
+  /* 2 NICs shared by 6 GPUs per node, 3 nodes */
+  {"resnet18", "models/clusters/summit.json", 3, 0, 0, 4, 1, ST_PRECISION_MIXED, 3, 0},
+  /* 4 nodes, 2 per leaf, 2:1 oversubscribed core, 2 NICs for 4 GPUs */
+  {"mlp", "tests/data/clusters/oversubscribed.json", 4, 0, 0, 8, 2, ST_PRECISION_FP32, 2, 0},
 };
 
 static void
@@ -43,11 +87,14 @@ test_conformance(void)
   /* Every strategy, on several models and cluster sizes, builds a schedule
    * that passes st_schedule_check (st_strategy_build runs it) and simulates
    * to the end without deadlock; folding identical ranks changes nothing
-   * but the work done. */
+   * but the work done; no link, and no link class, ever carries more than
+   * its capacity (st_test_simulate checks the record, here the files). */
   for (gsize k = 0; k < G_N_ELEMENTS(CASES); k++) {
     const Case *cs = &CASES[k];
     g_autoptr(StModel) m = st_test_model_named(cs->model);
-    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", cs->nodes, cs->gpus);
+    g_autoptr(StCluster) c = st_test_cluster(cs->cluster ? cs->cluster
+                                                         : "models/clusters/dgx-h100.json",
+                                             cs->nodes, cs->gpus);
     StOptions o;
     st_options_init(&o);
     o.ranks = cs->ranks;
@@ -73,6 +120,8 @@ test_conformance(void)
         g_assert_cmpint(folded->devices[d].peak_bytes, ==, unfolded->devices[d].peak_bytes);
       g_assert_cmpfloat_with_epsilon(folded->comm_bytes_total, unfolded->comm_bytes_total,
                                      1e-6 * (1 + unfolded->comm_bytes_total));
+      assert_csv_within_capacity(folded);
+      assert_csv_within_capacity(unfolded);
       for (int cat = 0; cat < ST_MEM_N; cat++)
         g_assert_cmpint(folded->total_peak_by_category[cat], ==,
                         unfolded->total_peak_by_category[cat]);

@@ -195,7 +195,8 @@ write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error
   }
   if (!st_outdir_commit(outdir, FALSE, NULL, error))
     return FALSE;
-  fprintf(stderr, "wrote %s (report.json, trace.json, memory.csv, comm.csv, ops.csv%s); "
+  fprintf(stderr, "wrote %s (report.json, trace.json, memory.csv, comm.csv, links.csv, "
+                  "link_rates.csv, ops.csv%s); "
                   "plots: stagger plot %s\n",
           out, runs->len > 1 ? " per strategy" : "", out);
   return TRUE;
@@ -236,7 +237,9 @@ run(int argc, char **argv, GError **error)
          "  stagger plot runs/r50\n"
          "  stagger sim --chakra et/r50 --cluster models/clusters/dgx-h100.json --out runs/et\n\n"
          "--out DIR receives report.json, trace.json (open it in https://ui.perfetto.dev),\n"
-         "memory.csv, comm.csv and ops.csv; one subfolder per strategy when several run;\n"
+         "memory.csv, comm.csv (send rate per link class), links.csv (every link: capacity,\n"
+         "utilization, peak), link_rates.csv (the busiest links over time) and ops.csv;\n"
+         "one subfolder per strategy when several run;\n"
          "manifest.json says which command wrote it. The folder is written aside and\n"
          "replaces DIR whole when complete (a failed run leaves DIR as it was); a DIR\n"
          "that stagger did not write is refused without --force. docs/FORMATS.md\n"

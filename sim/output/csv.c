@@ -219,6 +219,79 @@ st_csv_write_comm(const StTimeline *t, const char *path, GError **error)
   return write_text(path, out, error);
 }
 
+/* ---- links.csv, link_rates.csv ------------------------------------------- */
+
+static void
+append_double(GString *out, const char *format, double v)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  if (fabs(v) < 5e-10)
+    v = 0.0;
+  g_string_append_printf(out, ",%s", g_ascii_formatd(buf, sizeof buf, format, v));
+}
+
+gboolean
+st_csv_write_links(const StSummary *sum, const char *path, GError **error)
+{
+  g_return_val_if_fail(sum->links != NULL, FALSE);
+  const StNetTrace *net = sum->timeline->net;
+  g_autoptr(GString) out = g_string_new("link,name,class,sends,capacity_GBps,stands_for,bytes,"
+                                        "utilization,busy_fraction,peak_GBps\n");
+  for (guint l = 0; l < net->links->len; l++) {
+    const StNetLink *link = &g_array_index(net->links, StNetLink, l);
+    const StNetLinkStats *st = &sum->links[l];
+    g_string_append_printf(out, "%u,", l);
+    append_field(out, link->name);
+    g_string_append_printf(out, ",%s,%d", st_link_name(link->link_class), link->sends ? 1 : 0);
+    append_double(out, "%.6f", link->capacity * 1e-9);
+    g_string_append_printf(out, ",%d,%.0f", link->stands_for, st->bytes);
+    append_double(out, "%.6f", st->utilization);
+    append_double(out, "%.6f", st->busy_fraction);
+    append_double(out, "%.6f", st->peak * 1e-9);
+    g_string_append_c(out, '\n');
+  }
+  return write_text(path, out, error);
+}
+
+typedef struct {
+  GString *out;
+  int n;
+  int64_t last;
+} RateRows;
+
+static void
+rate_row(gpointer data, int64_t t_ns, const double *load)
+{
+  RateRows *x = data;
+  append_us(x->out, t_ns);
+  for (int i = 0; i < x->n; i++)
+    append_rate(x->out, load[i] * 1e-9);
+  g_string_append_c(x->out, '\n');
+  x->last = t_ns;
+}
+
+gboolean
+st_csv_write_link_rates(const StSummary *sum, const char *path, GError **error)
+{
+  g_return_val_if_fail(sum->links != NULL, FALSE);
+  const StNetTrace *net = sum->timeline->net;
+  int32_t busiest[ST_BUSIEST_LINKS];
+  int n = st_summary_busiest_links(sum, busiest, ST_BUSIEST_LINKS);
+  RateRows x = {g_string_new("time_us"), n, INT64_MIN};
+  g_autoptr(GString) out = x.out;
+  for (int i = 0; i < n; i++) {
+    g_string_append_c(out, ',');
+    append_field(out, g_array_index(net->links, StNetLink, busiest[i]).name);
+  }
+  g_string_append_c(out, '\n');
+  st_net_trace_link_loads(net, busiest, n, rate_row, &x);
+  if (x.last < sum->makespan_ns) {
+    double zero[ST_BUSIEST_LINKS] = {0};
+    rate_row(&x, sum->makespan_ns, zero);
+  }
+  return write_text(path, out, error);
+}
+
 /* ---- ops.csv --------------------------------------------------------------- */
 
 typedef struct {

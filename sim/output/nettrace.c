@@ -149,6 +149,8 @@ st_net_trace_link_stats(const StNetTrace *t, int64_t start_ns, int64_t end_ns)
     double capacity = g_array_index(t->links, StNetLink, l).capacity;
     if (end_ns > start_ns && capacity > 0)
       x.stats[l].utilization = x.stats[l].bytes / (capacity * (double)(end_ns - start_ns) * 1e-9);
+    if (end_ns > start_ns)
+      x.stats[l].busy_fraction = (double)x.stats[l].busy_ns / (double)(end_ns - start_ns);
   }
   return x.stats;
 }

@@ -85,6 +85,7 @@ typedef struct {
   double bytes;        /* carried in the window (one link, not those it stands for) */
   double peak;         /* highest load in the window, bytes/s */
   int64_t busy_ns;     /* time it carried anything */
+  double busy_fraction; /* busy_ns over the window */
   double utilization;  /* bytes / (capacity x window): the mean load's share of capacity */
 } StNetLinkStats;
 

@@ -58,6 +58,13 @@ typedef struct {
   double comm_bytes_total;    /* sent over all links by all devices in the steady steps */
   double comm_bytes_by_link[ST_LINK_N];
   double comm_peak_to_mean;   /* bytes in flight per second: peak over mean, steady steps */
+  /* Links, over the steady steps (simulated runs; NULL / -1 for measured ones). */
+  StNetLinkStats *links;      /* [timeline->net->links->len] */
+  int32_t bottleneck;         /* the link with the highest utilization, -1 when none carried
+                                 anything */
+  double link_imbalance;      /* the bottleneck's utilization over the mean utilization of
+                                 the links of its kind (each counted as many times as it
+                                 stands for): 1 is even */
   int64_t comm_exposed_ns;    /* time of the steady step with no COMP op running on device 0's
                                  representative (communication not hidden) */
   int64_t ops_by_source[ST_SRC_N]; /* recorded op counts by cost source */
@@ -78,6 +85,16 @@ gboolean st_report_write(const StSummary *summary, const char *path, GError **er
 gboolean st_trace_write(const StTimeline *timeline, const char *path, GError **error);
 gboolean st_csv_write_memory(const StTimeline *timeline, const char *path, GError **error);
 gboolean st_csv_write_comm(const StTimeline *timeline, const char *path, GError **error);
+/* links.csv: one row per link of a simulated run, with its figures over the
+ * steady steps; link_rates.csv: the send rate over time of the busiest
+ * ST_BUSIEST_LINKS links. Only for simulated runs (summary->links). */
+#define ST_BUSIEST_LINKS 8
+gboolean st_csv_write_links(const StSummary *summary, const char *path, GError **error);
+gboolean st_csv_write_link_rates(const StSummary *summary, const char *path, GError **error);
+/* The busiest links of a simulated run, by utilization over the steady
+ * steps (ties by link), that carried anything: at most `max` into `out`;
+ * returns how many. */
+int st_summary_busiest_links(const StSummary *summary, int32_t *out, int max);
 gboolean st_csv_write_ops(const StTimeline *timeline, const char *path, GError **error);
 
 /* The human table of one run, and of several side by side (`names[i]`

@@ -352,6 +352,48 @@ plot_table(Plotter *pl, const char *dir, const char *name, const char *table,
   return run_script(pl, script, vars, dir, stem, error);
 }
 
+/* link_rates.csv's columns with their capacities from links.csv, for links.gp. */
+static gboolean
+plot_links(Plotter *pl, const char *dir, const char *name, GError **error)
+{
+  g_autofree char *rates = g_build_filename(dir, "link_rates.csv", NULL);
+  g_autofree char *table = g_build_filename(dir, "links.csv", NULL);
+  g_autofree char *rates_text = NULL, *links_text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents(rates, &rates_text, NULL, &local) ||
+      !g_file_get_contents(table, &links_text, NULL, &local)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return FALSE;
+  }
+  /* links.csv: name is column 2, capacity_GBps column 5 (docs/FORMATS.md). */
+  g_autoptr(GHashTable) capacity = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  g_auto(GStrv) rows = g_strsplit(links_text, "\n", -1);
+  for (int i = 1; rows[i] != NULL; i++) {
+    g_auto(GStrv) f = g_strsplit(rows[i], ",", -1);
+    if (g_strv_length(f) >= 5)
+      g_hash_table_insert(capacity, g_strdup(f[1]), g_strdup(f[4]));
+  }
+  g_autoptr(GString) caps = g_string_new(NULL);
+  g_autofree char *header = g_strndup(rates_text, strcspn(rates_text, "\n"));
+  g_auto(GStrv) cols = g_strsplit(header, ",", -1);
+  for (int i = 1; cols[i] != NULL; i++) {
+    const char *cap = g_hash_table_lookup(capacity, cols[i]);
+    if (cap == NULL) {
+      g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_INVALID, "%s: link '%s' is not in %s", rates,
+                  cols[i], table);
+      return FALSE;
+    }
+    g_string_append_printf(caps, "%s%s", i > 1 ? " " : "", cap);
+  }
+  g_autoptr(GString) vars = g_string_new(NULL);
+  var_string(vars, "datafile", rates);
+  var_string(vars, "name", name);
+  var_string(vars, "caps", caps->str);
+  var_size(vars, pl, 1400, 600, 120, 30);
+  return run_script(pl, "links.gp", vars, dir, "links", error);
+}
+
 static gboolean
 plot_run(Plotter *pl, const char *dir, GError **error)
 {
@@ -360,6 +402,9 @@ plot_run(Plotter *pl, const char *dir, GError **error)
     return FALSE;
   if (has_file(dir, "comm.csv") &&
       !plot_table(pl, dir, name, "comm.csv", "comm.gp", "comm", error))
+    return FALSE;
+  if (has_file(dir, "link_rates.csv") && has_file(dir, "links.csv") &&
+      !plot_links(pl, dir, name, error))
     return FALSE;
   if (has_file(dir, "ops.csv") &&
       !plot_table(pl, dir, name, "ops.csv", "gantt.gp", "gantt", error))

@@ -130,6 +130,21 @@ st_report_to_json(const StSummary *sum)
     cJSON_AddNumberToObject(by_link, st_link_name(l), sum->comm_bytes_by_link[l]);
   cJSON_AddNumberToObject(comm, "peak_to_mean", sum->comm_peak_to_mean);
   cJSON_AddNumberToObject(comm, "exposed_s", sum->comm_exposed_ns * 1e-9);
+  if (sum->bottleneck >= 0) {
+    const StNetLink *link = &g_array_index(t->net->links, StNetLink, sum->bottleneck);
+    const StNetLinkStats *st = &sum->links[sum->bottleneck];
+    cJSON *b = cJSON_AddObjectToObject(comm, "bottleneck");
+    cJSON_AddStringToObject(b, "link", link->name);
+    cJSON_AddStringToObject(b, "class", st_link_name(link->link_class));
+    cJSON_AddNumberToObject(b, "capacity_Bps", link->capacity);
+    st_json_add_int(b, "stands_for", link->stands_for);
+    cJSON_AddNumberToObject(b, "utilization", st->utilization);
+    cJSON_AddNumberToObject(b, "busy_fraction", st->busy_fraction);
+    cJSON_AddNumberToObject(b, "peak_fraction", st->peak / link->capacity);
+    cJSON_AddNumberToObject(comm, "link_imbalance", sum->link_imbalance);
+  } else {
+    cJSON_AddNullToObject(comm, "bottleneck");
+  }
 
   cJSON_AddItemToObject(root, "out_of_memory", oom_json(sum));
   cJSON *multiplex = st_report_multiplex_json(sum);
@@ -185,7 +200,11 @@ st_output_write_all(const StSummary *sum, const char *dir, GError **error)
   g_autofree char *memory = g_build_filename(dir, "memory.csv", NULL);
   g_autofree char *comm = g_build_filename(dir, "comm.csv", NULL);
   g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
+  g_autofree char *links = g_build_filename(dir, "links.csv", NULL);
+  g_autofree char *rates = g_build_filename(dir, "link_rates.csv", NULL);
   return st_report_write(sum, report, error) && st_trace_write(t, trace, error) &&
          st_csv_write_memory(t, memory, error) && st_csv_write_comm(t, comm, error) &&
-         st_csv_write_ops(t, ops, error);
+         st_csv_write_ops(t, ops, error) &&
+         (sum->links == NULL ||
+          (st_csv_write_links(sum, links, error) && st_csv_write_link_rates(sum, rates, error)));
 }

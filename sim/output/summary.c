@@ -282,6 +282,53 @@ net_step(gpointer data, int64_t t_ns, const double rate[ST_LINK_N])
   memcpy(x->rate, rate, sizeof x->rate);
 }
 
+/* Each link's figures over the window; the bottleneck, and how far above
+ * the links of its kind it is. */
+static void
+link_balance(StSummary *sum, Window w)
+{
+  const StNetTrace *net = sum->timeline->net;
+  sum->links = st_net_trace_link_stats(net, w.start, w.end);
+  int busiest[1];
+  if (st_summary_busiest_links(sum, busiest, 1) == 0)
+    return;
+  sum->bottleneck = busiest[0];
+  int kind = g_array_index(net->links, StNetLink, busiest[0]).kind;
+  double used = 0, count = 0;
+  for (guint l = 0; l < net->links->len; l++) {
+    const StNetLink *link = &g_array_index(net->links, StNetLink, l);
+    if (link->kind != kind)
+      continue;
+    used += sum->links[l].utilization * link->stands_for;
+    count += link->stands_for;
+  }
+  sum->link_imbalance = sum->links[busiest[0]].utilization / (used / count);
+}
+
+int
+st_summary_busiest_links(const StSummary *sum, int32_t *out, int max)
+{
+  if (sum->links == NULL)
+    return 0;
+  int n = 0;
+  guint n_links = sum->timeline->net->links->len;
+  for (guint l = 0; l < n_links; l++) {
+    if (sum->links[l].bytes <= 0)
+      continue;
+    /* Insertion into the sorted top `max`. */
+    int at = n;
+    while (at > 0 && sum->links[out[at - 1]].utilization < sum->links[l].utilization)
+      at--;
+    if (at >= max)
+      continue;
+    if (n < max)
+      n++;
+    memmove(&out[at + 1], &out[at], sizeof(int32_t) * (size_t)(n - 1 - at));
+    out[at] = (int32_t)l;
+  }
+  return n;
+}
+
 static void
 communication_net(StSummary *sum)
 {
@@ -290,6 +337,7 @@ communication_net(StSummary *sum)
   net_interval(&x, sum->makespan_ns);
   double mean = sum->comm_bytes_total / ((double)(x.w.end - x.w.start) * 1e-9);
   sum->comm_peak_to_mean = mean > 0 ? x.peak / mean : 0;
+  link_balance(sum, x.w);
 }
 
 static void
@@ -342,6 +390,7 @@ st_summary_new(const StTimeline *t)
   StSummary *sum = g_new0(StSummary, 1);
   sum->timeline = t;
   sum->makespan_ns = t->end_ns;
+  sum->bottleneck = -1;
   step_ends(sum, t);
   if (sum->step_time_ns > 0)
     sum->samples_per_s = (double)s->settings.global_batch / (sum->step_time_ns * 1e-9);
@@ -381,6 +430,7 @@ st_summary_free(StSummary *sum)
   g_free(sum->step_end_ns);
   g_free(sum->devices);
   g_free(sum->oom);
+  g_free(sum->links);
   if (sum->loss != NULL)
     g_array_unref(sum->loss);
   g_free(sum);

@@ -86,6 +86,13 @@ st_summary_print(const StSummary *sum, FILE *out)
   fprintf(out, "\n  %-18s %.1f %%\n", "busy (GPU 0)", 100.0 * sum->devices[0].busy_fraction);
   fprintf(out, "  %-18s %s per step over all GPUs; peak/mean %.2f; exposed %s per step on GPU 0\n",
           "communication", comm, sum->comm_peak_to_mean, exposed);
+  if (sum->bottleneck >= 0) {
+    const StNetLink *link = &g_array_index(t->net->links, StNetLink, sum->bottleneck);
+    const StNetLinkStats *st = &sum->links[sum->bottleneck];
+    fprintf(out, "  %-18s %s: %.1f %% of its capacity over the steady steps, busy %.1f %%; "
+            "%.2fx the mean of its kind\n", "busiest link", link->name, 100 * st->utilization,
+            100 * st->busy_fraction, sum->link_imbalance);
+  }
   fprintf(out, "  %-18s", "cost sources");
   gboolean first = TRUE;
   for (int src = ST_SRC_PROFILED; src < ST_SRC_N; src++) {
@@ -157,6 +164,14 @@ cell_ptm(const StSummary *sum)
 }
 
 static char *
+cell_bottleneck(const StSummary *sum)
+{
+  if (sum->bottleneck < 0)
+    return g_strdup("-");
+  return g_strdup_printf("%.1f %%", 100 * sum->links[sum->bottleneck].utilization);
+}
+
+static char *
 cell_exposed(const StSummary *sum)
 {
   return st_format_duration(sum->comm_exposed_ns / MAX(1, sum->steps - sum->warmup_steps));
@@ -194,6 +209,7 @@ static const struct {
   {"activations, all GPUs", cell_total_act},
   {"comm per step", cell_comm},
   {"comm peak/mean", cell_ptm},
+  {"busiest link used", cell_bottleneck},
   {"exposed comm / step", cell_exposed},
   {"busy GPU 0", cell_busy},
   {"fits in memory", cell_fits},
