@@ -1,6 +1,6 @@
 /* test_golden.c: whole timelines of small cases, pinned in tests/golden/ and
- * compared byte for byte: report.json, ops.csv, memory.csv, comm.csv and
- * trace.json. A change in the engine, a cost model or a strategy that moves
+ * compared byte for byte: report.json, ops.csv, memory.csv, comm.csv,
+ * links.csv, link_rates.csv and trace.json. A change in the engine, a cost model or a strategy that moves
  * any op shows up here.
  *
  * After an intended change, regenerate and review the diff:
@@ -24,8 +24,8 @@ static const Golden CASES[] = {
   {"zero3-mlp-4gpu", "zero", 3},
 };
 
-static const char *const FILES[] = {"report.json", "ops.csv", "memory.csv", "comm.csv",
-                                    "trace.json"};
+static const char *const FILES[] = {"report.json", "ops.csv",        "memory.csv", "comm.csv",
+                                    "links.csv",   "link_rates.csv", "trace.json"};
 
 static void
 test_golden(gconstpointer data)
