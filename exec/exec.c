@@ -355,6 +355,7 @@ st_execute(const StSchedule *s, const StExecOptions *o, StExecResult *result, GE
   int32_t steps = exec_completed_steps(&x);
   g_autofree char *origin = g_strdup_printf("measured: %s", result->device);
   StTimeline *t = st_timeline_new(s, TRUE, origin);
+  t->on_host = dev0->backend == &st_device_host;
   result->loss = g_array_new(FALSE, FALSE, sizeof(double));
   result->interrupted = interrupted;
   for (int r = 0; r < s->n_ranks; r++)

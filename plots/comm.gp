@@ -4,6 +4,7 @@
 #
 # Set with -e by `stagger plot` (sim/output/plot.c):
 #   datafile, outfile ('' = stdout), term, width, height, name: as in memory.gp
+#   dev          what the devices are called: GPU, or CPU on the host
 
 eval sprintf("set terminal %s size %d,%d", term, width, height)
 if (outfile ne "") set output outfile
@@ -23,7 +24,7 @@ do for [l = 1 : 4] {
   n_used = n_used + used[l]
 }
 
-set title sprintf("%s: send rate over all GPUs by link class", name) font ",13"
+set title sprintf("%s: send rate over all %ss by link class", name, dev) font ",13"
 set xlabel "time (ms)"
 set ylabel "send rate (GB/s)"
 set grid ytics lc rgb "#dddddd"

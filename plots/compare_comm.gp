@@ -3,6 +3,7 @@
 #
 # Set with -e by `stagger plot` (sim/output/plot.c):
 #   outfile ('' = stdout), term, width, height: as in memory.gp
+#   dev          what the devices are called: GPU, or CPU on the host
 #   title      the figure's title
 #   n          number of runs
 #   file1..    each run's comm.csv; name1.. its label
@@ -26,7 +27,7 @@ do for [i = 1 : n] {
 
 set title title font ",13"
 set xlabel "time (ms)"
-set ylabel "send rate over all GPUs (GB/s)"
+set ylabel sprintf("send rate over all %ss (GB/s)", dev)
 set grid ytics lc rgb "#dddddd"
 set key outside right top Left reverse samplen 2
 set xrange [0:end_us > 0 ? end_us / 1000.0 : 1]

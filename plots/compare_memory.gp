@@ -7,6 +7,7 @@
 #
 # Set with -e by `stagger plot` (sim/output/plot.c):
 #   outfile ('' = stdout), term, width, height: as in memory.gp
+#   dev          what the devices are called: GPU, or CPU on the host
 #   title      the figure's title
 #   n          number of runs
 #   file1..    each run's memory.csv; name1.. its label; first1.., last1.. the
@@ -65,12 +66,12 @@ set xrange [0:end_us > 0 ? end_us / 1000.0 : 1]
 set yrange [0:*]
 set offsets 0, 0, graph 0.05, 0
 
-set title "total memory of each run's first GPU"
+set title sprintf("total memory of each run's first %s", dev)
 set ylabel sprintf("memory (%s)", unitname(peak))
 plot for [i = 1 : n] file(i) every ::first(i)::last(i) using ($1 / 1000.0):($9 / unit) \
      with steps lw 2 title label(i)
 
-set title "activations of each run's first GPU"
+set title sprintf("activations of each run's first %s", dev)
 plot for [i = 1 : n] file(i) every ::first(i)::last(i) using ($1 / 1000.0):($6 / unit) \
      with steps lw 2 title label(i)
 
@@ -80,7 +81,7 @@ do for [i = 1 : n] {
   eval sprintf("stats $sum%d using 2 nooutput", i)
   total = STATS_max > total ? STATS_max : total
 }
-set title "activations summed over all GPUs"
+set title sprintf("activations summed over all %ss", dev)
 set ylabel sprintf("activations (%s)", unitname(total))
 plot for [i = 1 : n] sprintf("$sum%d", i) using ($1 / 1000.0):($2 / unitof(total)) \
      with steps lw 2 title label(i)

@@ -6,6 +6,7 @@
 #
 # Set with -e by `stagger plot` (sim/output/plot.c):
 #   datafile, outfile ('' = stdout), term, width, height, name: as in memory.gp
+#   dev          what the devices are called: GPU, or CPU on the host
 #   datafile2, name2 (optional) the second table and its title
 #   lane_size  height per lane (pixels, or lines for dumb): the height grows
 #              with the number of lanes so that lane names stay legible
@@ -61,7 +62,7 @@ set ytics scale 0
 set grid xtics lc rgb "#dddddd"
 set key outside right top Left reverse samplen 1
 
-lane_label = 'sprintf("GPU %d rank %d %s", column(2), column(1), strcol(4))'
+lane_label = 'sprintf("%s %d rank %d %s", dev, column(2), column(1), strcol(4))'
 # A box: x at the middle, from start to end; y on the lane, 0.8 lanes high.
 t0 = 0
 mid(dummy) = (column(16) + column(17) - 2 * t0) / 2000.0
@@ -69,7 +70,7 @@ in_class(c) = class(strcol(8), strcol(9)) == c ? column(5) : NaN
 do for [p = 1 : panels] {
   f = files[p]
   t0 = first_us[p]
-  set title sprintf("%s: ops per GPU, rank and stream", titles[p]) font ",13"
+  set title sprintf("%s: ops per %s, rank and stream", titles[p], dev) font ",13"
   set yrange [lanes[p] - 0.5 : -0.5]
   # Thin white borders separate neighbouring ops while boxes are a few
   # pixels wide on average; on a crowded Gantt they would paint everything

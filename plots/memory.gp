@@ -8,6 +8,7 @@
 #   width, height   terminal size (pixels, or characters for dumb)
 #   name       the run's name, for the title
 #   kind       "predicted" or "measured"
+#   dev        what the devices are called: GPU, or CPU on the host
 #   ndev       panels to draw (1..8)
 #   columns    panels side by side (2 on a page, 1 on a terminal)
 #   dev1..dev8 the device id of each panel; label1..label8 its title;
@@ -31,7 +32,7 @@ unitname = peak >= 2**30 ? "GiB" : peak >= 2**20 ? "MiB" : peak >= 2**10 ? "KiB"
 cols = columns
 rows = (ndev + cols - 1) / cols
 
-heading = sprintf("%s: memory per GPU by category (%s)", name, kind)
+heading = sprintf("%s: memory per %s by category (%s)", name, dev, kind)
 if (note ne "") heading = heading . "\n" . note
 set multiplot layout rows, cols title heading font ",13"
 

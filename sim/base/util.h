@@ -19,3 +19,10 @@ st_div_ceil(int64_t a, int64_t b)
 {
   return (a + b - 1) / b;
 }
+
+/* "s" unless n is 1: "%d GPU%s", n, st_plural(n). */
+static inline const char *
+st_plural(int64_t n)
+{
+  return n == 1 ? "" : "s";
+}

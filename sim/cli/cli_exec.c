@@ -6,6 +6,7 @@
 
 #include "base/json.h"
 #include "base/units.h"
+#include "base/util.h"
 #include "cli/cli.h"
 
 void
@@ -113,8 +114,8 @@ StSummary *
 st_cli_exec_run(StSchedule *schedule, const char *name, const StExecOptions *o,
                 GPtrArray *timelines, char **admissions_csv, GError **error)
 {
-  fprintf(stderr, "  %s: running %d ranks for %d steps...\n", name, schedule->n_ranks,
-          schedule->steps);
+  fprintf(stderr, "  %s: running %d rank%s for %d step%s...\n", name, schedule->n_ranks,
+          st_plural(schedule->n_ranks), schedule->steps, st_plural(schedule->steps));
   StExecResult result;
   gint64 t0 = g_get_monotonic_time();
   StTimeline *t = st_execute(schedule, o, &result, error);

@@ -4,6 +4,7 @@
  * for ASTRA-sim and other tools), or check a stored one. */
 #include <string.h>
 
+#include "base/util.h"
 #include "cli/cli.h"
 #include "interop/formats.h"
 
@@ -11,16 +12,19 @@ static void
 describe(const StSchedule *s, const char *written)
 {
   printf("%s\n", s->settings.description ? s->settings.description : "(no description)");
-  printf("  %d ranks on %d devices (%d nodes), %u programs, %u communicators, %d steps\n",
-         s->n_ranks, s->n_devices, s->cluster->nodes, s->programs->len, s->comms->len,
-         s->steps);
+  printf("  %d rank%s on %d device%s (%d node%s), %u program%s, %u communicator%s, %d step%s\n",
+         s->n_ranks, st_plural(s->n_ranks), s->n_devices, st_plural(s->n_devices),
+         s->cluster->nodes, st_plural(s->cluster->nodes), s->programs->len,
+         st_plural(s->programs->len), s->comms->len, st_plural(s->comms->len), s->steps,
+         st_plural(s->steps));
   for (guint i = 0; i < s->programs->len; i++) {
     const StProgram *p = g_ptr_array_index(s->programs, i);
     int users = 0;
     for (int r = 0; r < s->n_ranks; r++)
       users += s->ranks[r].program == (int)i;
-    printf("  program '%s': %u streams, %u ops, %u buffers, run by %d ranks\n", p->name,
-           p->streams->len, p->ops->len, p->buffers->len, users);
+    printf("  program '%s': %u stream%s, %u op%s, %u buffer%s, run by %d rank%s\n", p->name,
+           p->streams->len, st_plural(p->streams->len), p->ops->len, st_plural(p->ops->len),
+           p->buffers->len, st_plural(p->buffers->len), users, st_plural(users));
   }
   if (written != NULL)
     printf("  %s\n", written);

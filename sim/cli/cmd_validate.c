@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "base/util.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "output/output.h"
@@ -256,8 +257,8 @@ validate(Validate *v, GError **error)
   st_cli_exec_catch_sigint(TRUE);
   for (guint i = 0; i < cases->len && stopped == NULL; i++) {
     Case *c = g_ptr_array_index(cases, i);
-    fprintf(stderr, "[%u/%u] %s: %s with %d ranks on one %s\n", i + 1, cases->len, c->v.name,
-            c->v.strategy, c->v.ranks, v->device);
+    fprintf(stderr, "[%u/%u] %s: %s with %d rank%s on one %s\n", i + 1, cases->len, c->v.name,
+            c->v.strategy, c->v.ranks, st_plural(c->v.ranks), v->device);
     g_autoptr(GError) local = NULL;
     gboolean ran = run_case(v, c, &local);
     if (*v->exec.stop)

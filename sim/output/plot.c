@@ -25,6 +25,7 @@ typedef struct {
   const char *plots_dir; /* borrowed */
   const char *ext;       /* "png", "svg"; NULL for dumb (text on stdout) */
   const char *term;      /* terminal name and options, without size */
+  const char *dev;       /* what the devices are called: "GPU", or "CPU" on the host */
   GPtrArray *written;    /* borrowed */
 } Plotter;
 
@@ -65,6 +66,7 @@ run_script(Plotter *pl, const char *script, GString *vars, const char *dir, cons
   g_autofree char *tmp = out ? g_strconcat(out, ".tmp", NULL) : NULL;
   var_string(vars, "outfile", tmp ? tmp : "");
   var_string(vars, "term", pl->term);
+  var_string(vars, "dev", pl->dev);
 
   char *argv[] = {pl->gnuplot, "-e", vars->str, script_path, NULL};
   g_autofree char *err_text = NULL;
@@ -288,14 +290,14 @@ stands_count(const char *stands)
 
 /* "GPU 0 (stands for 4 GPUs: 0-3)"; long lists are left out of the title. */
 static char *
-panel_label(int device, const char *stands)
+panel_label(const char *dev, int device, const char *stands)
 {
   int count = stands_count(stands);
   if (count <= 1)
-    return g_strdup_printf("GPU %d", device);
+    return g_strdup_printf("%s %d", dev, device);
   if (strlen(stands) <= 40)
-    return g_strdup_printf("GPU %d (stands for %d GPUs: %s)", device, count, stands);
-  return g_strdup_printf("GPU %d (stands for %d GPUs)", device, count);
+    return g_strdup_printf("%s %d (stands for %d %ss: %s)", dev, device, count, dev, stands);
+  return g_strdup_printf("%s %d (stands for %d %ss)", dev, device, count, dev);
 }
 
 static gboolean
@@ -326,12 +328,12 @@ plot_memory(Plotter *pl, const char *dir, const char *name, GError **error)
     g_autofree char *last_key = g_strdup_printf("last%d", i + 1);
     var_int(vars, last_key, g_array_index(info.last, int, i));
     g_autofree char *label_key = g_strdup_printf("label%d", i + 1);
-    g_autofree char *label = panel_label(d, stands);
+    g_autofree char *label = panel_label(pl->dev, d, stands);
     var_string(vars, label_key, label);
   }
   g_autofree char *note =
     (int)info.devices->len > n
-      ? g_strdup_printf("first %d of %u recorded GPUs", n, info.devices->len)
+      ? g_strdup_printf("first %d of %u recorded %ss", n, info.devices->len, pl->dev)
       : g_strdup("");
   var_string(vars, "note", note);
   return run_script(pl, "memory.gp", vars, dir, "memory", error);
@@ -497,7 +499,8 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
     return FALSE;
   if (n_comm == 0)
     return TRUE;
-  g_autofree char *comm_title = g_strdup_printf("%s: send rate over all GPUs of each run", base);
+  g_autofree char *comm_title =
+    g_strdup_printf("%s: send rate over all %ss of each run", base, pl->dev);
   var_string(comm, "title", comm_title);
   var_int(comm, "n", n_comm);
   var_size(comm, pl, 1400, 700, 120, 32);
@@ -619,6 +622,36 @@ plot_plan(Plotter *pl, const char *dir, GError **error)
   return TRUE;
 }
 
+/* What the devices of the runs under `dir` are called: report.json's
+ * device_kind of the run there, or of the first run (or validation case)
+ * below it; "GPU" when no report says. */
+static const char *
+device_noun(const char *dir)
+{
+  const char *candidates[] = {"report.json", "*/report.json", "*/predicted/report.json"};
+  for (gsize i = 0; i < G_N_ELEMENTS(candidates); i++) {
+    g_autofree char *pattern = g_build_filename(dir, candidates[i], NULL);
+    g_autoptr(GPtrArray) found = g_ptr_array_new_with_free_func(g_free);
+    if (strchr(candidates[i], '*') == NULL) {
+      g_ptr_array_add(found, g_strdup(pattern));
+    } else {
+      g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+      for (const char *name; d != NULL && (name = g_dir_read_name(d)) != NULL;)
+        g_ptr_array_add(found, g_build_filename(dir, name, candidates[i] + 2, NULL));
+      g_ptr_array_sort(found, compare_names);
+    }
+    for (guint k = 0; k < found->len; k++) {
+      const char *path = g_ptr_array_index(found, k);
+      if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
+        continue;
+      g_autoptr(cJSON) report = st_json_load_file(path, NULL);
+      const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(report, "device_kind"));
+      return g_strcmp0(kind, "CPU") == 0 ? "CPU" : "GPU";
+    }
+  }
+  return "GPU";
+}
+
 /* ---- entry ----------------------------------------------------------------------------- */
 
 /* pngcairo draws antialiased text and lines; gd's png is the fallback that
@@ -682,6 +715,7 @@ st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArra
             : strcmp(format, "svg") == 0 ? "svg noenhanced background '#ffffff'"
                                          : "dumb noenhanced",
     .written = written,
+    .dev = device_noun(dir),
   };
   if (plan)
     return plot_plan(&pl, dir, error);

@@ -93,6 +93,7 @@ st_report_to_json(const StSummary *sum)
   cJSON_AddStringToObject(root, "model", s->model->name);
   cJSON_AddStringToObject(root, "cluster", s->cluster->name);
   cJSON_AddStringToObject(root, "gpu", s->cluster->gpu.name);
+  cJSON_AddStringToObject(root, "device_kind", st_timeline_device_noun(t));
   st_json_add_int(root, "ranks", s->n_ranks);
   cJSON_AddItemToObject(root, "settings", settings_json(s));
   cJSON_AddItemToObject(root, "notes", notes_json(s));

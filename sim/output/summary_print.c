@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/units.h"
+#include "base/util.h"
 
 /* The device with the highest peak (the lowest id on ties). */
 static const StDeviceSummary *
@@ -35,8 +36,11 @@ static char *
 oom_text(const StSummary *sum)
 {
   const StOutOfMemory *o = sum->oom;
+  const char *dev = st_timeline_device_noun(sum->timeline);
+  if (o == NULL && sum->timeline->measured)
+    return g_strdup("no: the run allocated all it needed");
   if (o == NULL)
-    return g_strdup("no: every GPU fits");
+    return g_strdup_printf("no: every %s fits", dev);
   const StSchedule *s = sum->timeline->schedule;
   g_autofree char *peak = st_format_bytes(o->peak_bytes);
   g_autofree char *cap = st_format_bytes(o->capacity_bytes);
@@ -51,8 +55,23 @@ oom_text(const StSummary *sum)
   } else {
     what = g_strdup("with the persistent model states alone");
   }
-  return g_strdup_printf("YES: GPU %d peaks at %s > %s (over by %s) %s", o->device, peak, cap,
-                         over, what);
+  return g_strdup_printf("YES: %s %d peaks at %s > %s (over by %s) %s", dev, o->device, peak,
+                         cap, over, what);
+}
+
+/* "measured on host: 2 CPU cores, reference kernels" (the device the run
+ * used) or "predicted for 8 x H100-SXM" (the cluster's). Transfer full. */
+static char *
+origin_text(const StSummary *sum)
+{
+  const StTimeline *t = sum->timeline;
+  const char *origin = t->origin != NULL ? t->origin : "";
+  if (t->measured)
+    return g_strdup_printf("measured on %s", g_str_has_prefix(origin, "measured: ")
+                                                 ? origin + strlen("measured: ")
+                                                 : origin);
+  return g_strdup_printf("predicted for %d x %s", t->schedule->n_devices,
+                         t->schedule->cluster->gpu.name);
 }
 
 void
@@ -60,32 +79,38 @@ st_summary_print(const StSummary *sum, FILE *out)
 {
   const StTimeline *t = sum->timeline;
   const StSchedule *s = t->schedule;
+  const char *dev = st_timeline_device_noun(t);
   const StDeviceSummary *worst = worst_device(sum);
   g_autofree char *step = st_format_duration(sum->step_time_ns);
   g_autofree char *note = steps_note(sum);
   g_autofree char *peak = st_format_bytes(worst->peak_bytes);
-  g_autofree char *cap = st_format_bytes(s->cluster->gpu.memory_bytes);
   g_autofree char *comm = st_format_bytes((int64_t)(sum->comm_bytes_total /
                                                     MAX(1, sum->steps - sum->warmup_steps)));
   g_autofree char *exposed = st_format_duration(sum->comm_exposed_ns /
                                                 MAX(1, sum->steps - sum->warmup_steps));
   g_autofree char *oom = oom_text(sum);
+  g_autofree char *origin = origin_text(sum);
+  /* The capacity is the cluster's, which a measured run did not run on (the
+   * executor reports running out of memory itself). */
+  g_autofree char *cap_bytes = st_format_bytes(s->cluster->gpu.memory_bytes);
+  g_autofree char *cap = t->measured ? g_strdup("") : g_strdup_printf(" (capacity %s)", cap_bytes);
+  g_autofree char *peak_row = g_strdup_printf("peak memory/%s", dev);
+  g_autofree char *busy_row = g_strdup_printf("busy (%s 0)", dev);
 
-  fprintf(out, "%s  [%s on %s]\n", s->settings.description ? s->settings.description : "",
-          t->measured ? "measured" : "predicted", s->cluster->gpu.name);
+  fprintf(out, "%s  [%s]\n", s->settings.description ? s->settings.description : "", origin);
   fprintf(out, "  %-18s %s  (%s)\n", "step time", step, note);
-  fprintf(out, "  %-18s %.1f samples/s on %d GPUs (%.1f per GPU)\n", "throughput",
-          sum->samples_per_s, sum->gpus_used,
-          sum->gpus_used ? sum->samples_per_s / sum->gpus_used : 0.0);
-  fprintf(out, "  %-18s %s on GPU %d (capacity %s)\n", "peak memory/GPU", peak, worst->id, cap);
+  fprintf(out, "  %-18s %.1f samples/s on %d %s%s (%.1f per %s)\n", "throughput",
+          sum->samples_per_s, sum->gpus_used, dev, st_plural(sum->gpus_used),
+          sum->gpus_used ? sum->samples_per_s / sum->gpus_used : 0.0, dev);
+  fprintf(out, "  %-18s %s on %s %d%s\n", peak_row, peak, dev, worst->id, cap);
   fprintf(out, "  %-18s", "  at the peak");
   for (int c = 0; c < ST_MEM_N; c++) {
     g_autofree char *b = st_format_bytes(worst->at_peak_by_category[c]);
     fprintf(out, "%s %s %s", c ? " |" : "", st_mem_name(c), b);
   }
-  fprintf(out, "\n  %-18s %.1f %%\n", "busy (GPU 0)", 100.0 * sum->devices[0].busy_fraction);
-  fprintf(out, "  %-18s %s per step over all GPUs; peak/mean %.2f; exposed %s per step on GPU 0\n",
-          "communication", comm, sum->comm_peak_to_mean, exposed);
+  fprintf(out, "\n  %-18s %.1f %%\n", busy_row, 100.0 * sum->devices[0].busy_fraction);
+  fprintf(out, "  %-18s %s per step over all %ss; peak/mean %.2f; exposed %s per step on %s 0\n",
+          "communication", comm, dev, sum->comm_peak_to_mean, exposed, dev);
   if (sum->bottleneck >= 0) {
     const StNetLink *link = &g_array_index(t->net->links, StNetLink, sum->bottleneck);
     const StNetLinkStats *st = &sum->links[sum->bottleneck];
@@ -222,12 +247,18 @@ st_summary_print_compare(const StSummary *const *sums, const char *const *names,
   int width = 14;
   for (int i = 0; i < n; i++)
     width = MAX(width, (int)strlen(names[i]) + 2);
+  /* Rows name the devices as the runs do (all on the host: CPUs). */
+  gboolean host = TRUE;
+  for (int i = 0; i < n; i++)
+    host = host && sums[i]->timeline->on_host;
   fprintf(out, "%-24s", "");
   for (int i = 0; i < n; i++)
     fprintf(out, "%*s", width, names[i]);
   fputc('\n', out);
   for (gsize r = 0; r < G_N_ELEMENTS(ROWS); r++) {
-    fprintf(out, "%-24s", ROWS[r].name);
+    g_auto(GStrv) parts = g_strsplit(ROWS[r].name, "GPU", -1);
+    g_autofree char *name = g_strjoinv(host ? "CPU" : "GPU", parts);
+    fprintf(out, "%-24s", name);
     for (int i = 0; i < n; i++) {
       g_autofree char *cell = ROWS[r].cell(sums[i]);
       fprintf(out, "%*s", width, cell);

@@ -9,6 +9,7 @@ st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origi
   StTimeline *t = g_new0(StTimeline, 1);
   t->schedule = schedule;
   t->measured = measured;
+  t->on_host = g_strcmp0(schedule->cluster->gpu.name, "host") == 0;
   t->origin = g_strdup(origin);
   t->rank_rep = g_new(int32_t, schedule->n_ranks);
   for (int r = 0; r < schedule->n_ranks; r++)

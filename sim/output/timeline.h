@@ -59,6 +59,8 @@ typedef struct {
 typedef struct {
   const StSchedule *schedule; /* borrowed */
   gboolean measured;          /* FALSE: predicted by the simulator */
+  gboolean on_host;           /* the devices are CPUs: the host backend ran it, or the
+                                 cluster's "gpu" is "host" (host profiles) */
   char *origin;               /* "simulated" or a device description */
   char *note;                 /* a remark for the report (why folding was off), or NULL */
   int32_t *rank_rep;          /* [n_ranks] */
@@ -72,7 +74,15 @@ typedef struct {
                                  stopped early */
 } StTimeline;
 
-/* An empty timeline over `schedule` with identity folding. */
+/* What the devices are called in tables and figures: "CPU" or "GPU". */
+static inline const char *
+st_timeline_device_noun(const StTimeline *t)
+{
+  return t->on_host ? "CPU" : "GPU";
+}
+
+/* An empty timeline over `schedule` with identity folding; on_host when the
+ * cluster's device is "host". */
 StTimeline *st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origin);
 void st_timeline_free(StTimeline *timeline);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTimeline, st_timeline_free)

@@ -87,9 +87,11 @@ put_metadata(Writer *w, const StTimeline *t, const int32_t *lane_first)
     if (!st_timeline_device_recorded(t, d))
       continue;
     g_autofree char *name =
-      weight[d] > 1 ? g_strdup_printf("GPU %d (node %d) stands for %d devices", d,
-                                      s->devices[d].node, weight[d])
-                    : g_strdup_printf("GPU %d (node %d)", d, s->devices[d].node);
+      weight[d] > 1 ? g_strdup_printf("%s %d (node %d) stands for %d devices",
+                                      st_timeline_device_noun(t), d, s->devices[d].node,
+                                      weight[d])
+                    : g_strdup_printf("%s %d (node %d)", st_timeline_device_noun(t), d,
+                                      s->devices[d].node);
     begin_event(w, "M", d + 1);
     fputs(",\"name\":\"process_name\",\"args\":{\"name\":", w->f);
     put_string(w->f, name);

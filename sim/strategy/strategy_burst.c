@@ -28,6 +28,7 @@
  * written relative to it so that programs stay shared); the simulator
  * reads none of it.
  */
+#include "base/util.h"
 #include "burst/burst.h"
 #include "strategy/strategy_common.h"
 
@@ -460,9 +461,9 @@ build(const StStrategyInput *in, GError **error)
   for (int i = 0; i < b.n; i++)
     narrowest = MIN(narrowest, w[i]);
   s->settings.description =
-    g_strdup_printf("burst: %d ranks, %" G_GINT64_FORMAT " samples per micro-batch x %d, "
+    g_strdup_printf("burst: %d rank%s, %" G_GINT64_FORMAT " samples per micro-batch x %d, "
                     "layers on %d-%d GPUs (planned %.2f ms, data parallel %.2f ms)",
-                    o->ranks, b.M, b.A, narrowest, plan->dp_gpus, plan->iteration_ns / 1e6,
+                    o->ranks, st_plural(o->ranks), b.M, b.A, narrowest, plan->dp_gpus, plan->iteration_ns / 1e6,
                     plan->dp_iteration_ns / 1e6);
   st_schedule_note_text(s, "burst_plan", summary);
   st_schedule_note_text(s, "burst_plan_table", table);

@@ -12,6 +12,7 @@
  * buckets hold non-zeros and the all-reduce moves the compressed vector; the
  * optimizer steps the non-zeros and one expand op writes the dense weights.
  */
+#include "base/util.h"
 #include "strategy/sparse.h"
 
 typedef struct {
@@ -72,8 +73,9 @@ finish(StDpFrame *frame, const Dp *dp)
   StSchedule *s = st_dp_frame_finish(frame);
   s->settings.strategy = g_strdup("dp");
   s->settings.description =
-    g_strdup_printf("dp: %d ranks, micro-batch %d x %d, %d gradient bucket%s", s->n_ranks,
-                    o->micro_batch, o->accumulation, dp->n_buckets, dp->n_buckets == 1 ? "" : "s");
+    g_strdup_printf("dp: %d rank%s, micro-batch %d x %d, %d gradient bucket%s", s->n_ranks,
+                    st_plural(s->n_ranks), o->micro_batch, o->accumulation, dp->n_buckets,
+                    st_plural(dp->n_buckets));
   st_schedule_note_number(s, "gradient_buckets", dp->n_buckets);
   st_schedule_note_number(s, "bucket_bytes", (double)o->bucket_bytes);
   return s;

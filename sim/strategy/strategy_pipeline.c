@@ -17,6 +17,7 @@
  */
 #include "strategy/strategy_pipeline.h"
 
+#include "base/util.h"
 #include "cost/cost.h"
 
 static const char *const ORDER_NAMES[] = {"1f1b", "gpipe"};
@@ -43,9 +44,9 @@ choose_stages(StPipe *pp, const char **how, GError **error)
   if (o->pipeline_stages > 0) {
     if (R % o->pipeline_stages != 0 || o->pipeline_stages > L) {
       g_set_error(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID,
-                  "--pipeline-stages %d: must divide the %d ranks (G = G_inter x G_data) "
+                  "--pipeline-stages %d: must divide the %d rank%s (G = G_inter x G_data) "
                   "and be at most the model's %d layers",
-                  o->pipeline_stages, R, L);
+                  o->pipeline_stages, R, st_plural(R), L);
       return FALSE;
     }
     pp->n_stages = o->pipeline_stages;

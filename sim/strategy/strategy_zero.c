@@ -25,6 +25,7 @@
  *   stage 1: 2P + 4Z + 2Z + (4 + 12)Z/N; stage 2: 2P + 4Z + (2 + 4 + 12)Z/N;
  *   stage 3: 4Z + (2 + 2 + 4 + 12)Z/N.
  */
+#include "base/util.h"
 #include "strategy/sparse.h"
 
 typedef struct {
@@ -352,9 +353,9 @@ build(const StStrategyInput *in, GError **error)
   StSchedule *s = st_dp_frame_finish(&frame);
   s->settings.strategy = g_strdup("zero");
   s->settings.description =
-    g_strdup_printf("zero stage %d: %d ranks, micro-batch %d x %d, %d gradient bucket%s%s",
-                    z.stage, s->n_ranks, o->micro_batch, o->accumulation, z.n_buckets,
-                    z.n_buckets == 1 ? "" : "s",
+    g_strdup_printf("zero stage %d: %d rank%s, micro-batch %d x %d, %d gradient bucket%s%s",
+                    z.stage, s->n_ranks, st_plural(s->n_ranks), o->micro_batch, o->accumulation,
+                    z.n_buckets, st_plural(z.n_buckets),
                     z.stage == 3 ? ", parameters gathered per layer" : "");
   st_schedule_note_number(s, "zero_stage", z.stage);
   st_schedule_note_number(s, "gradient_buckets", z.n_buckets);
