@@ -3,6 +3,7 @@
  * what stagger did not write refused unless forced. */
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/json.h"
@@ -176,6 +177,31 @@ test_links_not_followed(void)
   g_assert_false(exists(dir, "link"));
 }
 
+/* A temporary folder a killed command left (its process is gone) is removed
+ * by the next command writing the same folder; one of a live process is not. */
+static void
+test_leftovers(void)
+{
+  g_autofree char *tmp = st_test_tmpdir();
+  pid_t child = fork();
+  if (child == 0)
+    _exit(0);
+  g_assert_cmpint(waitpid(child, NULL, 0), ==, child);
+  g_autofree char *dead = g_strdup_printf(".r.stagger-%d-abcdef", (int)child);
+  g_autofree char *live = g_strdup_printf(".r.stagger-%d-ghijkl", (int)getpid());
+  g_autofree char *dead_file = g_build_filename(dead, "report.json", NULL);
+  put(tmp, dead_file, "{}");
+  g_autofree char *live_file = g_build_filename(live, "report.json", NULL);
+  put(tmp, live_file, "{}");
+  g_autofree char *dir = g_build_filename(tmp, "r", NULL);
+  g_autoptr(GError) error = NULL;
+  StOutDir *out = st_outdir_begin(dir, "c", "1", FALSE, &error);
+  g_assert_no_error(error);
+  st_outdir_free(out);
+  g_assert_false(exists(tmp, dead));
+  g_assert_true(exists(tmp, live));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -184,5 +210,6 @@ main(int argc, char **argv)
   g_test_add_func("/output/outdir/abandoned", test_abandoned);
   g_test_add_func("/output/outdir/not-ours", test_not_ours);
   g_test_add_func("/output/outdir/links-not-followed", test_links_not_followed);
+  g_test_add_func("/output/outdir/leftovers", test_leftovers);
   return g_test_run();
 }

@@ -5,11 +5,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/json.h"
@@ -105,6 +107,25 @@ check_not_precious(const char *dir, GError **error)
   return FALSE;
 }
 
+/* Removes the temporary folders a killed command left beside `base` in
+ * `parent` (".BASE.stagger-PID-XXXXXX" whose PID no longer runs). */
+static void
+remove_leftovers(const char *parent, const char *base)
+{
+  g_autofree char *prefix = g_strdup_printf(".%s.stagger-", base);
+  g_autoptr(GDir) d = g_dir_open(parent, 0, NULL);
+  for (const char *name; d != NULL && (name = g_dir_read_name(d)) != NULL;) {
+    if (!g_str_has_prefix(name, prefix))
+      continue;
+    char *end = NULL;
+    gint64 pid = g_ascii_strtoll(name + strlen(prefix), &end, 10);
+    if (pid <= 0 || end == NULL || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+      continue;
+    g_autofree char *path = g_build_filename(parent, name, NULL);
+    remove_tree(path, NULL);
+  }
+}
+
 StOutDir *
 st_outdir_begin(const char *dir, const char *command, const char *version, gboolean force,
                 GError **error)
@@ -138,7 +159,8 @@ st_outdir_begin(const char *dir, const char *command, const char *version, gbool
     io_error(error, parent, "cannot create", errno);
     return NULL;
   }
-  g_autofree char *tmp = g_strdup_printf("%s/.%s.stagger-XXXXXX", parent, base);
+  remove_leftovers(parent, base);
+  g_autofree char *tmp = g_strdup_printf("%s/.%s.stagger-%d-XXXXXX", parent, base, (int)getpid());
   if (g_mkdtemp_full(tmp, 0755) == NULL) {
     io_error(error, tmp, "cannot create", errno);
     return NULL;

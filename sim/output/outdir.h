@@ -20,7 +20,9 @@
  *
  * The swap is one atomic exchange (renameat2 RENAME_EXCHANGE) where the
  * filesystem has it, else two renames; the old folder is then deleted
- * (symbolic links are removed, never followed).
+ * (symbolic links are removed, never followed). The temporary folder is
+ * ".DIR.stagger-PID-XXXXXX"; one that a killed command left behind is
+ * removed by the next command that writes DIR.
  *
  * manifest.json:
  *   {"format": "stagger-output", "version": 1, "command": "stagger sim ...",
