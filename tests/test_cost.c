@@ -104,6 +104,45 @@ test_ring(void)
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 0, 1e-12);
 }
 
+/* All-to-all (MoE dispatch and combine) as NCCL runs it: every device
+ * sends S/n to each of its n-1 peers at once (nccl-tests' alltoall: busbw =
+ * algbw (n-1)/n).
+ * 8 ranks in a node: t = 7/8 S/B_i + alpha_i (one step of latency).
+ * 16 ranks on 2 nodes: of each device's 15/16 S, 7/16 S stays on NVLink and
+ * 8/16 S leaves through its own NIC, which binds: t = S/2 / B_e + alpha_e.
+ * Tree and hierarchical do not apply; auto takes the pairwise exchange. */
+static void
+test_all_to_all(void)
+{
+  g_autoptr(StCluster) c = h100(2);
+  const double s = 64 * MIB;
+  StGroupShape node = first_gpus(c, 8);
+  StCommPlan plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_TO_ALL, (int64_t)s, &node);
+  g_assert_cmpstr(plan.algo, ==, "ring");
+  g_assert_cmpint(plan.n_phases, ==, 1);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].bytes, 7.0 / 8 * s, 1e-6);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + ALPHA_I, 1e-3);
+
+  StGroupShape two = first_gpus(c, 16);
+  plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_TO_ALL, (int64_t)s, &two);
+  g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTER_NODE);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].use.nic_dev, 8.0 / 15, 1e-12);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].use.gpu, 7.0 / 15, 1e-12);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / 2 / B_E * 1e9 + ALPHA_E, 1e-3);
+
+  StCommPlan none;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(st_comm_plan_collective(c, NULL, "tree", ST_COLL_ALL_TO_ALL, (int64_t)s, &two,
+                                         &none, &error));
+  g_assert_error(error, ST_COST_ERROR, ST_ERROR_UNSUPPORTED);
+  g_clear_error(&error);
+  g_assert_false(st_comm_plan_collective(c, NULL, "hierarchical", ST_COLL_ALL_TO_ALL,
+                                         (int64_t)s, &two, &none, &error));
+  g_assert_error(error, ST_COST_ERROR, ST_ERROR_UNSUPPORTED);
+  g_assert_cmpfloat_with_epsilon(st_coll_busbw_factor(ST_COLL_ALL_TO_ALL, 16), 15.0 / 16, 1e-12);
+  g_assert_cmpstr(st_coll_name(ST_COLL_ALL_TO_ALL), ==, "all_to_all");
+}
+
 /* A flat ring over N nodes of g GPUs: each node's g - 1 hops ride NVLink
  * and one crosses nodes, NCCL's rings spreading those crossings over the
  * node's NICs. Each GPU sends x, its NVLink ports carry (g-1)/g x, each
@@ -568,6 +607,7 @@ main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/cost/comm/ring", test_ring);
   g_test_add_func("/cost/comm/ring-across-nodes", test_ring_across_nodes);
+  g_test_add_func("/cost/comm/all-to-all", test_all_to_all);
   g_test_add_func("/cost/comm/shared-device", test_shared_device);
   g_test_add_func("/cost/comm/tree", test_tree);
   g_test_add_func("/cost/comm/hierarchical", test_hierarchical);

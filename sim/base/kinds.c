@@ -13,7 +13,8 @@ static const char *const OP_KIND[] = {"INVALID", "COMP", "COMM_COLL", "COMM_SEND
 static const char *const PASS[] = {"invalid", "fwd",    "bwd",    "fwd+bwd", "optim",
                                    "compress", "expand", "recompute", NULL};
 static const char *const COLL[] = {"invalid",    "all_reduce", "reduce_scatter",
-                                   "all_gather", "broadcast",  "reduce", NULL};
+                                   "all_gather", "broadcast",  "reduce",
+                                   "all_to_all", NULL};
 static const char *const COPY[] = {"invalid", "d2d", "h2d", "d2h", NULL};
 static const char *const MEM[] = {"params",      "grads", "optimizer",
                                   "activations", "comm",  "workspace", NULL};
@@ -92,6 +93,7 @@ st_coll_busbw_factor(StCollKind c, int ranks)
     return ranks > 1 ? 2.0 * (n - 1) / n : 0.0;
   case ST_COLL_REDUCE_SCATTER:
   case ST_COLL_ALL_GATHER:
+  case ST_COLL_ALL_TO_ALL:
     return ranks > 1 ? (n - 1) / n : 0.0;
   case ST_COLL_BROADCAST:
   case ST_COLL_REDUCE:

@@ -43,7 +43,10 @@ typedef enum {
 } StPass;
 
 /* Collective operations. `bytes` of a collective is always the full buffer
- * (nccl-tests' "size"): all-gather's output, reduce-scatter's input. */
+ * (nccl-tests' "size"): all-gather's output, reduce-scatter's input,
+ * all-to-all's input (every member sends bytes / n to each member, itself
+ * included, and receives as much: MoE expert parallelism's dispatch and
+ * combine). */
 typedef enum {
   ST_COLL_INVALID = 0,
   ST_COLL_ALL_REDUCE,
@@ -51,6 +54,7 @@ typedef enum {
   ST_COLL_ALL_GATHER,
   ST_COLL_BROADCAST,
   ST_COLL_REDUCE,
+  ST_COLL_ALL_TO_ALL,
   ST_COLL_N,
 } StCollKind;
 

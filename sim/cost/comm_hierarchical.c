@@ -14,6 +14,7 @@
  *   all_gather:     inter all-gather (N-1)/N * S/g, then intra all-gather
  *   broadcast:      inter pipelined chain S, (N-1) alpha_e, then intra S, (g-1) alpha_i
  *   reduce:         the same two phases, intra first
+ *   all_to_all:     does not apply (the ring's pairwise exchange)
  *
  * Intra phases load every device's NVLink ports; inter phases every
  * device's NIC (g rings side by side: g devices sharing a NIC share it) and,
@@ -58,6 +59,8 @@ hierarchical_plan(const StCluster *cluster, StCollKind kind, int64_t bytes,
     st_comm_plan_add(plan, cluster, group, intra, s, in_node, gi - 1, 0);
     st_comm_plan_add(plan, cluster, group, inter, s, across, 0, ne - 1);
     return TRUE;
+  case ST_COLL_ALL_TO_ALL:
+    return FALSE; /* pairwise exchanges (comm_ring.c), not staged */
   default:
     g_return_val_if_reached(FALSE);
   }

@@ -12,8 +12,30 @@
  * worth per node through the node's NICs). One node at B bytes/s per GPU:
  * t = 2(n-1)/n S/B + 2(n-1) alpha for an all-reduce. Several members on one
  * device scale its bytes by per_device. One rank: no phases.
+ *
+ * all_to_all is no ring: NCCL runs it as n-1 concurrent sends and receives
+ * (ncclGroupStart .. ncclSend/ncclRecv per peer .. ncclGroupEnd, as
+ * nccl-tests' alltoall does), every device sending S/n to each peer at
+ * once: (n-1)/n * S per device in one step of latency (over nodes, one
+ * inter-node latency), busbw factor (n-1)/n. Its links differ from the
+ * ring's: of each device's bytes, (g-1)/(n-1) go to the g-1 peers on its
+ * node over NVLink and (n-g)/(n-1) leave through its own NIC; with the
+ * group on L leaves of m = n/L devices each, m(n-m)/(n-1) of one device's
+ * bytes cross each leaf's links. One node at B per GPU: t = (n-1)/n S/B +
+ * alpha.
  */
 #include "cost/cost_impl.h"
+
+/* Per byte a device sends in an all-to-all (see the top). */
+static StLinkUse
+all_to_all_use(const StGroupShape *group)
+{
+  if (group->devices <= 1 || group->nodes <= 1)
+    return st_comm_flat_use(group);
+  double n = group->devices, g = MAX(group->per_node, 1), m = n / MAX(group->leaves, 1);
+  return (StLinkUse){.gpu = (g - 1) / (n - 1), .nic_dev = (n - g) / (n - 1),
+                     .leaf = m * (n - m) / (n - 1)};
+}
 
 static gboolean
 ring_plan(const StCluster *cluster, StCollKind kind, int64_t bytes, const StGroupShape *group,
@@ -39,6 +61,10 @@ ring_plan(const StCluster *cluster, StCollKind kind, int64_t bytes, const StGrou
   case ST_COLL_REDUCE:
     share = 1;
     break;
+  case ST_COLL_ALL_TO_ALL:
+    st_comm_plan_add(plan, cluster, group, st_comm_flat_link(group), steps / n * s,
+                     all_to_all_use(group), inter > 0 ? 0 : 1, inter > 0 ? 1 : 0);
+    return TRUE;
   default:
     g_return_val_if_reached(FALSE);
   }
