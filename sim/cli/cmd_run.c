@@ -60,7 +60,7 @@ schedules_of(StCliShared *sh, const char *file, GPtrArray *schedules, GPtrArray 
  * no further schedule runs, and `*stopped` says what was interrupted. */
 static gboolean
 run_all(GPtrArray *schedules, GPtrArray *names, const StExecOptions *o, StOutDir *outdir,
-        GPtrArray *timelines, GPtrArray *summaries, GPtrArray *written, char **stopped,
+        GPtrArray *timelines, GPtrArray *summaries, guint *written, char **stopped,
         GError **error)
 {
   for (guint i = 0; i < schedules->len; i++) {
@@ -84,17 +84,17 @@ run_all(GPtrArray *schedules, GPtrArray *names, const StExecOptions *o, StOutDir
       return TRUE;
     }
     g_ptr_array_add(summaries, sum);
-    if (outdir == NULL)
-      continue;
-    g_autofree char *dir = schedules->len == 1
-                             ? g_strdup(st_outdir_path(outdir))
-                             : g_build_filename(st_outdir_path(outdir), name, NULL);
-    if (!st_output_write_all(sum, dir, error) ||
-        !st_cli_write_admissions(dir, admissions, error)) {
-      g_prefix_error(error, "nothing written, --out left as it was: ");
-      return FALSE;
+    if (outdir != NULL) {
+      g_autofree char *dir = schedules->len == 1
+                               ? g_strdup(st_outdir_path(outdir))
+                               : g_build_filename(st_outdir_path(outdir), name, NULL);
+      if (!st_output_write_all(sum, dir, error) ||
+          !st_cli_write_admissions(dir, admissions, error)) {
+        g_prefix_error(error, "nothing written, --out left as it was: ");
+        return FALSE;
+      }
+      (*written)++;
     }
-    g_ptr_array_add(written, g_strdup(name));
     if (*stopped != NULL)
       return TRUE;
   }
@@ -144,7 +144,7 @@ run(int argc, char **argv, GError **error)
     g_ptr_array_new_with_free_func((GDestroyNotify)st_timeline_free);
   g_autoptr(GPtrArray) summaries =
     g_ptr_array_new_with_free_func((GDestroyNotify)st_summary_free);
-  g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func(g_free);
+  guint written = 0; /* runs written into --out */
   g_autoptr(StOutDir) outdir = NULL;
   g_autofree char *stopped = NULL;
   StExecOptions o;
@@ -156,10 +156,10 @@ run(int argc, char **argv, GError **error)
   if (ok) {
     st_cli_exec_catch_sigint(TRUE);
     ok = schedules_of(&sh, schedule, schedules, names, error) &&
-         run_all(schedules, names, &o, outdir, timelines, summaries, written, &stopped, error);
+         run_all(schedules, names, &o, outdir, timelines, summaries, &written, &stopped, error);
     /* What was measured goes into place, even when stopped; when nothing
      * was, --out stays as it was. */
-    if (ok && outdir != NULL && written->len > 0)
+    if (ok && outdir != NULL && written > 0)
       ok = st_outdir_commit(outdir, stopped != NULL, stopped, error);
     st_cli_exec_catch_sigint(FALSE);
   }
@@ -172,13 +172,13 @@ run(int argc, char **argv, GError **error)
                              (const char *const *)names->pdata, (int)summaries->len, stdout);
   if (ok && sh.out == NULL)
     fprintf(stderr, "no --out DIR given: nothing written\n");
-  else if (ok && written->len == 0)
+  else if (ok && written == 0)
     fprintf(stderr, "nothing measured: %s left as it was\n", sh.out);
   else if (ok)
     fprintf(stderr, "wrote %s%s; plots: stagger plot %s\n", sh.out,
             stopped != NULL ? " (partial)" : "", sh.out);
   if (ok && stopped != NULL)
-    ok = st_cli_interrupted_error(error, written->len > 0 ? sh.out : NULL, stopped);
+    ok = st_cli_interrupted_error(error, written > 0 ? sh.out : NULL, stopped);
   st_cli_exec_clear(&ex);
   st_cli_shared_clear(&sh);
   return ok;

@@ -93,5 +93,15 @@ else
   grep -q "interrupted after [1-9][0-9]* of 100000 steps" ctrlc/dp/report.json ||
     fail "the report does not say it was interrupted"
 fi
+# Without --out: the same stop, nothing written, exit 130.
+$STAGGER run --model $M --strategy dp,zero --ranks 2 --micro-batch 4 --steps 100000 \
+  --backend host >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do grep -q "dp: running" "$tmp/err" && break; sleep 0.1; done
+sleep 1
+kill -INT $pid
+set +e; wait $pid; rc=$?; set -e
+[ "$rc" -eq 130 ] || { cat "$tmp/err" >&2; fail "Ctrl-C without --out exited $rc"; }
+grep -q "zero: running" "$tmp/err" && fail "a strategy ran after Ctrl-C (no --out)"
 leftovers
 echo "outdir: ok"
