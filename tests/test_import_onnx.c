@@ -344,6 +344,127 @@ test_mutated(void)
   g_assert_cmpint(imported, >, 0);
 }
 
+/* ---- a graph written here, in protobuf's wire format ------------------------ */
+
+static void
+put_varint(GByteArray *out, uint64_t v)
+{
+  do {
+    uint8_t byte = (uint8_t)(v & 0x7f);
+    v >>= 7;
+    if (v != 0)
+      byte |= 0x80;
+    g_byte_array_append(out, &byte, 1);
+  } while (v != 0);
+}
+
+/* Field `field` of wire type 2 (bytes, strings, messages). */
+static void
+put_bytes(GByteArray *out, int field, const void *data, gsize length)
+{
+  put_varint(out, (uint64_t)field << 3 | 2);
+  put_varint(out, length);
+  g_byte_array_append(out, data, (guint)length);
+}
+
+static void
+put_string(GByteArray *out, int field, const char *text)
+{
+  put_bytes(out, field, text, strlen(text));
+}
+
+static void
+put_message(GByteArray *out, int field, GByteArray *message)
+{
+  put_bytes(out, field, message->data, message->len);
+  g_byte_array_unref(message);
+}
+
+static void
+put_int(GByteArray *out, int field, int64_t value)
+{
+  put_varint(out, (uint64_t)field << 3);
+  put_varint(out, (uint64_t)value);
+}
+
+/* A [1, 8] input times a weight passed through `chain` Identity nodes
+ * (onnx.proto's field numbers). */
+static GByteArray *
+identity_chain(int chain)
+{
+  GByteArray *graph = g_byte_array_new();
+  char name[32], next[32];
+  for (int i = 0; i < chain; i++) {
+    GByteArray *node = g_byte_array_new();
+    g_snprintf(name, sizeof(name), "w%d", i);
+    g_snprintf(next, sizeof(next), "w%d", i + 1);
+    put_string(node, 1, name);
+    put_string(node, 2, next);
+    put_string(node, 4, "Identity");
+    put_message(graph, 1, node);
+  }
+  GByteArray *matmul = g_byte_array_new();
+  put_string(matmul, 1, "x");
+  put_string(matmul, 1, next);
+  put_string(matmul, 2, "y");
+  put_string(matmul, 4, "MatMul");
+  put_message(graph, 1, matmul);
+  GByteArray *weight = g_byte_array_new(); /* TensorProto: dims, type, name, raw data */
+  static const float zeros[64] = {0};
+  put_int(weight, 1, 8);
+  put_int(weight, 1, 8);
+  put_int(weight, 2, 1);
+  put_string(weight, 8, "w0");
+  put_bytes(weight, 9, zeros, sizeof(zeros));
+  put_message(graph, 5, weight);
+  GByteArray *dims = g_byte_array_new(), *shape = g_byte_array_new();
+  GByteArray *tensor = g_byte_array_new(), *type = g_byte_array_new();
+  GByteArray *input = g_byte_array_new(), *d0 = g_byte_array_new(), *d1 = g_byte_array_new();
+  put_int(d0, 1, 1);
+  put_int(d1, 1, 8);
+  put_message(dims, 1, d0);
+  put_message(dims, 1, d1);
+  g_byte_array_append(shape, dims->data, dims->len);
+  g_byte_array_unref(dims);
+  put_int(tensor, 1, 1);
+  put_message(tensor, 2, shape);
+  put_message(type, 1, tensor);
+  put_string(input, 1, "x");
+  put_message(input, 2, type);
+  put_message(graph, 11, input);
+  GByteArray *output = g_byte_array_new();
+  put_string(output, 1, "y");
+  put_message(graph, 12, output);
+  GByteArray *model = g_byte_array_new(), *opset = g_byte_array_new();
+  put_int(model, 1, 8);
+  put_message(model, 7, graph);
+  put_int(opset, 2, 17);
+  put_message(model, 8, opset);
+  return model;
+}
+
+/* A weight behind 200,000 Identity nodes: followed without recursion, so
+ * no stack runs out; the product is still a linear layer of 64 weights. */
+static void
+test_long_chain(void)
+{
+  g_autoptr(GByteArray) model = identity_chain(200000);
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *path = g_build_filename(dir, "chain.onnx", NULL);
+  g_assert_true(g_file_set_contents_full(path, (const char *)model->data, model->len,
+                                         G_FILE_SET_CONTENTS_NONE, 0644, NULL));
+  StImportResult result;
+  st_import_result_init(&result);
+  g_autoptr(GError) error = NULL;
+  StImportOptions options = {.no_loss = TRUE};
+  g_autoptr(StModel) imported = st_import(st_importer_find("onnx"), path, &options, &result,
+                                          &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(imported->params, ==, 64);
+  g_assert_cmpstr(imported->layers[0].type->name, ==, "linear");
+  st_import_result_clear(&result);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -358,5 +479,6 @@ main(int argc, char **argv)
   g_test_add_func("/import/onnx/refusals", test_refusals);
   g_test_add_func("/import/onnx/truncated", test_truncated);
   g_test_add_func("/import/onnx/mutated", test_mutated);
+  g_test_add_func("/import/onnx/long-chain", test_long_chain);
   return g_test_run();
 }

@@ -203,22 +203,43 @@ infer_node(OnnxGraph *g, const OnnxNode *node, GError **error)
   return TRUE;
 }
 
-/* Marks the initializers `v` is made of as parameters. */
-static void
-mark_params(const OnnxGraph *g, OnnxValue *v)
+void
+onnx_weight_initializers(const OnnxGraph *g, int index, GHashTable *out)
 {
-  if (v->kind != ONNX_WEIGHT || v->param)
-    return;
-  v->param = TRUE;
-  if (v->initializer || v->producer < 0)
-    return;
-  v->param = FALSE; /* a computed weight (a transpose) is not counted itself */
-  const OnnxNode *node = &g->nodes[v->producer];
-  for (int i = 0; i < node->n_in; i++) {
-    OnnxValue *in = onnx_in(g, node, i);
-    if (in != NULL)
-      mark_params(g, in);
+  g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
+  g_autoptr(GArray) stack = g_array_new(FALSE, FALSE, sizeof(int));
+  g_array_append_val(stack, index);
+  while (stack->len > 0) {
+    int v = g_array_index(stack, int, stack->len - 1);
+    g_array_set_size(stack, stack->len - 1);
+    const OnnxValue *value = onnx_value(g, v);
+    if (value == NULL || value->kind != ONNX_WEIGHT ||
+        !g_hash_table_add(seen, GINT_TO_POINTER(v + 1)))
+      continue;
+    if (value->initializer) {
+      g_hash_table_add(out, GINT_TO_POINTER(v + 1));
+      continue;
+    }
+    if (value->producer < 0)
+      continue;
+    const OnnxNode *node = &g->nodes[value->producer];
+    for (int i = 0; i < node->n_in; i++)
+      if (node->in[i] >= 0)
+        g_array_append_val(stack, node->in[i]);
   }
+}
+
+/* Marks the initializers value `index` is made of as parameters. */
+static void
+mark_params(const OnnxGraph *g, int index)
+{
+  g_autoptr(GHashTable) sources = g_hash_table_new(NULL, NULL);
+  onnx_weight_initializers(g, index, sources);
+  GHashTableIter iter;
+  gpointer key;
+  g_hash_table_iter_init(&iter, sources);
+  while (g_hash_table_iter_next(&iter, &key, NULL))
+    onnx_value(g, GPOINTER_TO_INT(key) - 1)->param = TRUE;
 }
 
 /* Probes that say something: not all one value (zero-initialized weights
@@ -240,32 +261,60 @@ telling(GBytes *probe, int elem_bytes)
  * the probed rows of one stored before it (or whose rows are, for an
  * untransposed copy) is that one's copy: not counted, and read as the
  * original. Exporters store the model's own tensors first. */
+static char *
+matrix_key(int64_t rows, int64_t cols, int elem)
+{
+  return g_strdup_printf("%" G_GINT64_FORMAT "x%" G_GINT64_FORMAT "/%d", rows, cols, elem);
+}
+
 static void
 find_copies(OnnxGraph *g, StImportResult *result)
 {
+  /* Originals that can be told apart, by shape: "rows x cols / elem" ->
+   * GArray of value indices, in file order. */
+  g_autoptr(GHashTable) by_shape =
+    g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
+  for (guint j = 0; j < g->values->len; j++) {
+    const OnnxValue *e = onnx_value(g, (int)j);
+    if (!e->param || e->probe_rows == NULL || !telling(e->probe_rows, onnx_elem_bytes(e->elem)))
+      continue;
+    char *key = matrix_key(e->dims[0], e->dims[1], e->elem);
+    GArray *list = g_hash_table_lookup(by_shape, key);
+    if (list == NULL) {
+      list = g_array_new(FALSE, FALSE, sizeof(int));
+      g_hash_table_insert(by_shape, key, list);
+    } else {
+      g_free(key);
+    }
+    int index = (int)j;
+    g_array_append_val(list, index);
+  }
   for (guint i = 0; i < g->values->len; i++) {
     OnnxValue *w = onnx_value(g, (int)i);
     if (!w->param || w->probe_cols == NULL)
       continue;
-    for (guint j = 0; j < i && w->copy_of < 0; j++) {
-      const OnnxValue *e = onnx_value(g, (int)j);
-      if (!e->param || e->probe_rows == NULL || e->elem != w->elem ||
-          e->copy_of >= 0 || !telling(e->probe_rows, onnx_elem_bytes(e->elem)))
-        continue;
-      gboolean transposed = w->dims[0] == e->dims[1] && w->dims[1] == e->dims[0] &&
-                            g_bytes_equal(w->probe_cols, e->probe_rows);
-      gboolean same = w->dims[0] == e->dims[0] && w->dims[1] == e->dims[1] &&
-                      g_bytes_equal(w->probe_rows, e->probe_rows) &&
-                      g_bytes_equal(w->probe_cols, e->probe_cols);
-      if (!transposed && !same)
-        continue;
-      w->copy_of = (int)j;
-      w->param = FALSE;
-      if (result != NULL)
-        st_import_warn(result,
-                       "initializer '%s' is a%s copy of '%s' (a tied weight that the exporter "
-                       "folded into a tensor of its own): counted once, as tied",
-                       w->name, transposed ? " transposed" : "n exact", e->name);
+    for (int transposed = 1; transposed >= 0 && w->copy_of < 0; transposed--) {
+      g_autofree char *key = transposed ? matrix_key(w->dims[1], w->dims[0], w->elem)
+                                        : matrix_key(w->dims[0], w->dims[1], w->elem);
+      GArray *list = g_hash_table_lookup(by_shape, key);
+      for (guint k = 0; list != NULL && k < list->len && w->copy_of < 0; k++) {
+        int j = g_array_index(list, int, k);
+        const OnnxValue *e = onnx_value(g, j);
+        if (j >= (int)i || e->copy_of >= 0)
+          break;
+        gboolean copy = transposed ? g_bytes_equal(w->probe_cols, e->probe_rows)
+                                   : g_bytes_equal(w->probe_rows, e->probe_rows) &&
+                                       g_bytes_equal(w->probe_cols, e->probe_cols);
+        if (!copy)
+          continue;
+        w->copy_of = j;
+        w->param = FALSE;
+        if (result != NULL)
+          st_import_warn(result,
+                         "initializer '%s' is a%s copy of '%s' (a tied weight that the "
+                         "exporter folded into a tensor of its own): counted once, as tied",
+                         w->name, transposed ? " transposed" : "n exact", e->name);
+      }
     }
   }
 }
@@ -293,11 +342,9 @@ onnx_graph_infer(OnnxGraph *g, StImportResult *result, GError **error)
     const OnnxValue *first = onnx_out(g, node, 0);
     if (first == NULL || first->kind != ONNX_ACT)
       continue;
-    for (int i = 0; i < node->n_in && i < 32; i++) {
-      OnnxValue *in = onnx_in(g, node, i);
-      if (in != NULL && (op->weights & (1u << i)))
-        mark_params(g, in);
-    }
+    for (int i = 0; i < node->n_in && i < 32; i++)
+      if (node->in[i] >= 0 && (op->weights & (1u << i)))
+        mark_params(g, node->in[i]);
   }
   find_copies(g, result);
   return TRUE;

@@ -50,6 +50,11 @@ const OnnxOp *onnx_op_find(const char *op);
  * node. */
 gboolean onnx_graph_infer(OnnxGraph *g, StImportResult *result, GError **error);
 
+/* The initializers that value `index` is made of through weight-side
+ * nodes, into `out` (index + 1); each value visited once, without
+ * recursion (a crafted graph may chain a million nodes). */
+void onnx_weight_initializers(const OnnxGraph *g, int index, GHashTable *out);
+
 /* Forward FLOPs of one node over the exported batch; *dense the part in
  * matrix products. */
 double onnx_node_flops(const OnnxGraph *g, const OnnxNode *node, double *dense);

@@ -97,22 +97,19 @@ onnx_segments_clear(OnnxMap *m)
 
 /* ---- numbers ---------------------------------------------------------------- */
 
-/* The parameters a value is made of, into `set` (index + 1). */
+/* The parameters a value is made of, into `set` (index + 1): its
+ * initializers that count (not a copy of another). */
 static void
 collect_params(const OnnxGraph *g, int index, GHashTable *set)
 {
-  const OnnxValue *v = onnx_value(g, index);
-  if (v == NULL || v->kind != ONNX_WEIGHT)
-    return;
-  if (v->param) {
-    g_hash_table_add(set, GINT_TO_POINTER(index + 1));
-    return;
-  }
-  if (v->producer < 0)
-    return;
-  const OnnxNode *node = &g->nodes[v->producer];
-  for (int i = 0; i < node->n_in; i++)
-    collect_params(g, node->in[i], set);
+  g_autoptr(GHashTable) sources = g_hash_table_new(NULL, NULL);
+  onnx_weight_initializers(g, index, sources);
+  GHashTableIter iter;
+  gpointer key;
+  g_hash_table_iter_init(&iter, sources);
+  while (g_hash_table_iter_next(&iter, &key, NULL))
+    if (onnx_value(g, GPOINTER_TO_INT(key) - 1)->param)
+      g_hash_table_add(set, key);
 }
 
 static GHashTable *
