@@ -14,11 +14,12 @@ static const char BUILD_DIR[] = STAGGER_BUILD_DIR;           /* the build tree *
 static const char BUILD_MODULE_DIR[] = STAGGER_MODULE_BUILD_DIR;
 static const char INSTALL_RELDIR[] = STAGGER_MODULE_RELDIR;  /* "../lib/stagger" */
 
-gboolean
-st_module_built(const char *name)
+/* Whether this build made module `name` (configure found its toolkit). */
+static gboolean
+built(const char *name)
 {
-  g_auto(GStrv) built = g_strsplit(MODULES_BUILT, " ", -1);
-  return g_strv_contains((const char *const *)built, name);
+  g_auto(GStrv) names = g_strsplit(MODULES_BUILT, " ", -1);
+  return g_strv_contains((const char *const *)names, name);
 }
 
 /* The folder to look in, and how it was chosen (for messages). */
@@ -59,7 +60,7 @@ missing_library(const char *message)
 static GModule *
 load(const char *name, const char *what, const char *needs, GError **error)
 {
-  if (!st_module_built(name)) {
+  if (!built(name)) {
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_NO_DEVICE,
                 "%s is not built in: this build found no %s when it was configured; rebuild "
                 "where it is installed",

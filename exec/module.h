@@ -52,6 +52,3 @@ typedef struct {
  * Borrowed (the module stays loaded). */
 gconstpointer st_module_symbol(const char *name, const char *symbol, const char *what,
                                const char *needs, GError **error);
-
-/* Whether this build made module `name` (configure found its toolkit). */
-gboolean st_module_built(const char *name);

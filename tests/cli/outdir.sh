@@ -72,17 +72,24 @@ grep -q "File too large" "$tmp/err" || { cat "$tmp/err" >&2; fail "no message fo
 diff -r r r.before >/dev/null || fail "a failed run changed r"
 leftovers
 
+# interrupt ARGS...: `stagger run ARGS` of 100000 steps on the host, sent
+# SIGINT once dp has run a while; its exit code must be 130, and no strategy
+# after dp may start.
+interrupt() {
+  $STAGGER run --model $M --ranks 2 --micro-batch 4 --steps 100000 --backend host "$@" \
+    >"$tmp/out" 2>"$tmp/err" &
+  local pid=$! rc
+  for _ in $(seq 100); do grep -q "dp: running" "$tmp/err" && break; sleep 0.1; done
+  sleep 1.5
+  kill -INT $pid
+  set +e; wait $pid; rc=$?; set -e
+  [ "$rc" -eq 130 ] || { cat "$tmp/err" >&2; fail "Ctrl-C exited $rc, wanted 130: $*"; }
+  if grep -q "zero: running\|cdp: running" "$tmp/err"; then fail "a strategy ran after Ctrl-C: $*"; fi
+}
+
 # Ctrl-C during a run of three strategies: the first one's steps so far are
-# written, marked partial; the others never start; exit 130.
-$STAGGER run --model $M --strategy dp,zero,cdp --ranks 2 --micro-batch 4 --steps 100000 \
-  --backend host --out ctrlc >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-for _ in $(seq 100); do grep -q "dp: running" "$tmp/err" && break; sleep 0.1; done
-sleep 1.5
-kill -INT $pid
-set +e; wait $pid; rc=$?; set -e
-[ "$rc" -eq 130 ] || { cat "$tmp/err" >&2; fail "Ctrl-C exited $rc, wanted 130"; }
-grep -q "zero: running\|cdp: running" "$tmp/err" && fail "a strategy ran after Ctrl-C"
+# written, marked partial; the others never start.
+interrupt --strategy dp,zero,cdp --out ctrlc
 grep -q "interrupted (Ctrl-C) during 'dp' after [0-9]* of 100000 steps; not run: 'zero', 'cdp'" "$tmp/err" ||
   { cat "$tmp/err" >&2; fail "the message does not say what was interrupted"; }
 if grep -q "nothing measured" "$tmp/err"; then
@@ -93,15 +100,7 @@ else
   grep -q "interrupted after [1-9][0-9]* of 100000 steps" ctrlc/dp/report.json ||
     fail "the report does not say it was interrupted"
 fi
-# Without --out: the same stop, nothing written, exit 130.
-$STAGGER run --model $M --strategy dp,zero --ranks 2 --micro-batch 4 --steps 100000 \
-  --backend host >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-for _ in $(seq 100); do grep -q "dp: running" "$tmp/err" && break; sleep 0.1; done
-sleep 1
-kill -INT $pid
-set +e; wait $pid; rc=$?; set -e
-[ "$rc" -eq 130 ] || { cat "$tmp/err" >&2; fail "Ctrl-C without --out exited $rc"; }
-grep -q "zero: running" "$tmp/err" && fail "a strategy ran after Ctrl-C (no --out)"
+# Without --out: the same stop, nothing written.
+interrupt --strategy dp,zero
 leftovers
 echo "outdir: ok"
