@@ -67,6 +67,10 @@ st_exec_check(const StSchedule *s, GError **error)
 {
   g_autoptr(GPtrArray) problems = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  if (s->steps == 0)
+    problem(problems, seen, "its steps are 'auto' (until its state repeats), which only the "
+                            "simulator can tell: give it a number of steps (stagger run and "
+                            "validate take theirs from a simulation)");
   for (int j = 0; j < st_schedule_n_jobs(s); j++) {
     const StModel *m = st_schedule_job_model(s, j);
     for (int i = 0; i < m->n_layers; i++)

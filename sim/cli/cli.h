@@ -109,13 +109,27 @@ void st_cli_exec_clear(StCliExec *e);
 void st_cli_exec_add_entries(StCliExec *e, GOptionGroup *group);
 /* Checks them (usage errors) and fills `options`; SIGINT stops the run. */
 gboolean st_cli_exec_options(const StCliExec *e, StExecOptions *options, GError **error);
+/* --steps auto for the executor (a schedule whose steps are 0): what the
+ * simulator predicted (`predicted`, a simulation of the same schedule)
+ * decides. The run takes the predicted warm-up (at least one step: a real
+ * first step also warms caches and allocators), then a measured window of
+ * whole predicted periods, at least 3 steps, then one step more, so that
+ * every measured step is followed by another, as in training. Sets
+ * schedule->steps and the `window` st_cli_exec_run measures. */
+void st_cli_exec_auto_steps(StSchedule *schedule, const StSummary *predicted, StSteady *window);
+/* The same from a simulation made here, with `profile` (NULL: estimates). */
+gboolean st_cli_exec_auto_steps_simulated(StSchedule *schedule, const StProfile *profile,
+                                          const char *comm_algo, StSteady *window,
+                                          GError **error);
 /* Runs one schedule, reporting progress on stderr, and summarizes it (the
- * loss in the summary); the timeline the summary reads goes to `timelines`,
- * a multiplexed run's admission decisions to `admissions_csv` (NULL when it
- * made none). Errors are prefixed with `name`. Transfer full. */
+ * loss in the summary) over `window` (from st_cli_exec_auto_steps; NULL:
+ * the steps after the schedule's warm-up); the timeline the summary reads
+ * goes to `timelines`, a multiplexed run's admission decisions to
+ * `admissions_csv` (NULL when it made none). Errors are prefixed with
+ * `name`. Transfer full. */
 StSummary *st_cli_exec_run(StSchedule *schedule, const char *name,
-                           const StExecOptions *options, GPtrArray *timelines,
-                           char **admissions_csv, GError **error);
+                           const StExecOptions *options, const StSteady *window,
+                           GPtrArray *timelines, char **admissions_csv, GError **error);
 /* DIR/admission.csv from st_cli_exec_run's `admissions_csv`; nothing when NULL. */
 gboolean st_cli_write_admissions(const char *dir, const char *csv, GError **error);
 /* Installs (TRUE) or removes (FALSE) the SIGINT handler that stops runs. */

@@ -8,6 +8,7 @@
 #include "base/units.h"
 #include "base/util.h"
 #include "cli/cli.h"
+#include "engine/engine.h"
 
 void
 st_cli_exec_init(StCliExec *e)
@@ -110,9 +111,39 @@ print_background(const char *name, const GPtrArray *background)
   }
 }
 
+/* Measured steps after the warm-up, at least. */
+#define MEASURED_STEPS 3
+
+void
+st_cli_exec_auto_steps(StSchedule *s, const StSummary *predicted, StSteady *window)
+{
+  g_return_if_fail(s->steps == 0);
+  int period = MAX(predicted->steady.converged ? predicted->steady.period : 1, 1);
+  int first = MAX(predicted->warmup_steps, 1);
+  int measured = period * ((MEASURED_STEPS + period - 1) / period);
+  *window = (StSteady){.auto_steps = TRUE, .first = first, .last = first + measured - 1};
+  s->steps = first + measured + 1;
+}
+
+gboolean
+st_cli_exec_auto_steps_simulated(StSchedule *s, const StProfile *profile, const char *comm_algo,
+                                 StSteady *window, GError **error)
+{
+  StEngineOptions eo = {profile, comm_algo, NULL, FALSE};
+  g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, error);
+  if (t == NULL) {
+    g_prefix_error(error, "predicting the steady state for --steps auto: ");
+    return FALSE;
+  }
+  g_autoptr(StSummary) predicted = st_summary_new(t);
+  st_cli_exec_auto_steps(s, predicted, window);
+  return TRUE;
+}
+
 StSummary *
 st_cli_exec_run(StSchedule *schedule, const char *name, const StExecOptions *o,
-                GPtrArray *timelines, char **admissions_csv, GError **error)
+                const StSteady *window, GPtrArray *timelines, char **admissions_csv,
+                GError **error)
 {
   fprintf(stderr, "  %s: running %d rank%s for %d step%s...\n", name, schedule->n_ranks,
           st_plural(schedule->n_ranks), schedule->steps, st_plural(schedule->steps));
@@ -128,6 +159,14 @@ st_cli_exec_run(StSchedule *schedule, const char *name, const StExecOptions *o,
   if (result.priorities != NULL)
     fprintf(stderr, "  %s: stream priorities: %s\n", name, result.priorities);
   g_ptr_array_add(timelines, t);
+  if (window != NULL && t->steps > 0) {
+    /* The predicted window, as much of it as ran (Ctrl-C); the schedule
+     * says auto again, as it was given (the report shows the steps run). */
+    t->steady = *window;
+    t->steady.last = MIN(t->steady.last, t->steps - 1);
+    t->steady.first = MIN(t->steady.first, t->steady.last);
+    schedule->steps = 0;
+  }
   StSummary *sum = st_summary_new(t);
   sum->loss = g_steal_pointer(&result.loss);
   if (sum->loss->len > 0) {

@@ -55,25 +55,37 @@ schedules_of(StCliShared *sh, const char *file, GPtrArray *schedules, GPtrArray 
   return ok;
 }
 
-/* Runs the schedules one after another into the output folder. Ctrl-C stops
- * the one running: what it measured is written (unless no step completed),
- * no further schedule runs, and `*stopped` says what was interrupted. */
+/* Runs the schedules one after another into the output folder; a schedule
+ * whose steps are auto runs the window a simulation of it (with `profile`,
+ * NULL: estimates) finds steady. Ctrl-C stops the one running: what it
+ * measured is written (unless no step completed), no further schedule runs,
+ * and `*stopped` says what was interrupted. */
 static gboolean
-run_all(GPtrArray *schedules, GPtrArray *names, const StExecOptions *o, StOutDir *outdir,
+run_all(GPtrArray *schedules, GPtrArray *names, const StExecOptions *o,
+        const StProfile *profile, const char *comm_algo, StOutDir *outdir,
         GPtrArray *timelines, GPtrArray *summaries, guint *written, char **stopped,
         GError **error)
 {
   for (guint i = 0; i < schedules->len; i++) {
-    const StSchedule *s = g_ptr_array_index(schedules, i);
+    StSchedule *s = g_ptr_array_index(schedules, i);
     const char *name = g_ptr_array_index(names, i);
     g_autofree char *admissions = NULL;
-    StSummary *sum = st_cli_exec_run(g_ptr_array_index(schedules, i), name, o, timelines,
-                                     &admissions, error);
+    StSteady window;
+    gboolean auto_steps = s->steps == 0;
+    if (auto_steps && !st_cli_exec_auto_steps_simulated(s, profile, comm_algo, &window, error))
+      return FALSE;
+    int steps = s->steps;
+    if (auto_steps)
+      fprintf(stderr, "  %s: --steps auto: %d steps, steps %d-%d measured (the simulator's "
+                      "steady window)\n",
+              name, steps, window.first + 1, window.last + 1);
+    StSummary *sum =
+      st_cli_exec_run(s, name, o, auto_steps ? &window : NULL, timelines, &admissions, error);
     if (sum == NULL)
       return FALSE;
     if (*o->stop) {
       g_autoptr(GString) what = g_string_new(NULL);
-      g_string_printf(what, "during '%s' after %d of %d steps", name, sum->steps, s->steps);
+      g_string_printf(what, "during '%s' after %d of %d steps", name, sum->steps, steps);
       for (guint j = i + 1; j < schedules->len; j++)
         g_string_append_printf(what, "%s'%s'", j == i + 1 ? "; not run: " : ", ",
                                (const char *)g_ptr_array_index(names, j));
@@ -153,10 +165,14 @@ run(int argc, char **argv, GError **error)
                 st_cli_exec_options(&ex, &o, error) &&
                 (sh.out == NULL ||
                  (outdir = st_cli_out_begin(sh.out, sh.force, command, error)) != NULL);
+  g_autoptr(StProfile) profile = NULL;
+  if (ok && sh.profile != NULL)
+    ok = (profile = st_profile_load(sh.profile, error)) != NULL;
   if (ok) {
     st_cli_exec_catch_sigint(TRUE);
     ok = schedules_of(&sh, schedule, schedules, names, error) &&
-         run_all(schedules, names, &o, outdir, timelines, summaries, &written, &stopped, error);
+         run_all(schedules, names, &o, profile, sh.options.comm_algo, outdir, timelines,
+                 summaries, &written, &stopped, error);
     /* What was measured goes into place, even when stopped; when nothing
      * was, --out stays as it was. */
     if (ok && outdir != NULL && written > 0)

@@ -182,8 +182,13 @@ run_case(Validate *v, Case *c, GError **error)
   c->predicted = st_summary_new(c->predicted_t);
   fprintf(stderr, "  %s: predicted step %.3f ms\n", c->v.name, c->predicted->step_time_ns / 1e6);
   c->timelines = g_ptr_array_new_with_free_func((GDestroyNotify)st_timeline_free);
-  c->measured = st_cli_exec_run(c->schedule, c->v.name, &v->exec, c->timelines,
-                                &c->admissions, error);
+  /* --steps auto: the run measures the steps the prediction found steady. */
+  StSteady window;
+  gboolean auto_steps = c->schedule->steps == 0;
+  if (auto_steps)
+    st_cli_exec_auto_steps(c->schedule, c->predicted, &window);
+  c->measured = st_cli_exec_run(c->schedule, c->v.name, &v->exec, auto_steps ? &window : NULL,
+                                c->timelines, &c->admissions, error);
   if (c->measured == NULL)
     return FALSE;
   st_compare(c->predicted, c->measured, &c->v.cmp);

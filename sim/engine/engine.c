@@ -104,6 +104,7 @@ prog_info_clear(ProgInfo *info, const StProgram *p)
 static void
 start_op(Engine *e, const OpRef *ref)
 {
+  engine_steps_on_start(e, ref);
   memory_alloc(e, ref);
   switch ((StOpKind)engine_op(e, ref)->kind) {
   case ST_OP_COMP:
@@ -178,9 +179,10 @@ engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource sour
   if (++st->pos == (int32_t)sr->info->stream_ops[op->stream]->len) {
     st->pos = 0;
     wrapped = TRUE;
-    if (++st->step == e->s->steps && !st->unbounded)
+    if (++st->step >= e->steps.limit && !st->unbounded)
       st->done = TRUE;
   }
+  engine_steps_on_complete(e, ref, start_ns);
   admission_on_complete(e, ref, start_ns, wrapped);
   retry_stream(e, ref->sim, op->stream);
   uint64_t waiting = sr->waiters[ref->op];
@@ -206,6 +208,7 @@ drain_ready(Engine *e)
 static void
 start_rank(Engine *e, int sim)
 {
+  engine_steps_on_rank_start(e);
   for (guint st = 0; st < e->sims[sim].program->streams->len; st++)
     retry_stream(e, sim, st);
 }
@@ -260,7 +263,7 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
     sr->info = &e->progs[s->ranks[sr->rank].program];
     sr->streams = g_new0(StreamState, sr->program->streams->len);
     for (guint st = 0; st < sr->program->streams->len; st++)
-      sr->streams[st].done = sr->info->stream_ops[st]->len == 0 || s->steps == 0;
+      sr->streams[st].done = sr->info->stream_ops[st]->len == 0;
     sr->done = g_new0(int32_t, sr->program->ops->len);
     sr->waiters = g_new0(uint64_t, sr->program->ops->len);
     sr->coll_seq = g_new0(int64_t, s->comms->len);
@@ -271,6 +274,8 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
     e->devices[d].kernels = g_ptr_array_new();
   net_init(e);
   admission_init(e);
+  engine_steps_init(e);
+  engine_steps_count_ops(e);
   return TRUE;
 }
 
@@ -282,6 +287,7 @@ engine_clear(Engine *e)
   compute_clear(e);
   net_clear(e);
   admission_clear(e);
+  engine_steps_clear(e);
   g_queue_clear(&e->ready);
   for (int i = 0; i < e->n_sims; i++) {
     g_free(e->sims[i].streams);
@@ -386,6 +392,7 @@ st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *
     return NULL;
   }
   e.tl->end_ns = e.now;
+  engine_steps_finish(&e, &e.tl->steady, &e.tl->steps);
   if (stats != NULL) {
     stats->events = e.events;
     stats->ops = e.ops_done;

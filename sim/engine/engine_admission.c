@@ -79,7 +79,7 @@ admission_init(Engine *e)
   Admission *a = g_new0(Admission, 1);
   e->adm = a;
   a->devices = g_new0(AdmitDevice, e->s->n_devices);
-  a->fg_finished = g_new0(int32_t, MAX(e->s->steps, 1));
+  a->fg_finished = g_array_new(FALSE, TRUE, sizeof(int32_t));
   a->dirty = g_array_new(FALSE, FALSE, sizeof(int32_t));
   for (int d = 0; d < e->s->n_devices; d++) {
     AdmitDevice *dev = &a->devices[d];
@@ -120,7 +120,7 @@ admission_clear(Engine *e)
   for (int d = 0; d < e->s->n_devices; d++)
     g_array_unref(a->devices[d].waiting);
   g_free(a->devices);
-  g_free(a->fg_finished);
+  g_array_unref(a->fg_finished);
   g_array_unref(a->dirty);
   g_free(a);
   e->adm = NULL;
@@ -129,7 +129,7 @@ admission_clear(Engine *e)
 static gboolean
 foreground_finished(const Engine *e)
 {
-  return e->adm->n_fg_streams > 0 && e->adm->fg_steps_done >= e->s->steps;
+  return e->adm->n_fg_streams > 0 && e->adm->fg_steps_done >= e->steps.limit;
 }
 
 static void
@@ -229,12 +229,14 @@ static void
 foreground_step_done(Engine *e, int32_t k)
 {
   Admission *a = e->adm;
-  if (k < 0 || k >= e->s->steps)
+  if (k < 0 || k >= e->steps.limit)
     return;
-  a->fg_finished[k]++;
+  if ((guint)k >= a->fg_finished->len)
+    g_array_set_size(a->fg_finished, k + 1);
+  g_array_index(a->fg_finished, int32_t, k)++;
   int32_t before = a->fg_steps_done;
-  while (a->fg_steps_done < e->s->steps &&
-         a->fg_finished[a->fg_steps_done] == a->n_fg_streams)
+  while (a->fg_steps_done < e->steps.limit && (guint)a->fg_steps_done < a->fg_finished->len &&
+         g_array_index(a->fg_finished, int32_t, a->fg_steps_done) == a->n_fg_streams)
     a->fg_steps_done++;
   if (a->fg_steps_done != before)
     mark_all_dirty(e); /* admission may open (from_step) or the background ends */

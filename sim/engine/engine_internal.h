@@ -18,6 +18,7 @@
 #include "cost/cost.h"
 #include "engine/engine.h"
 #include "engine/queue.h"
+#include "output/steady.h"
 #include "sched/fold.h"
 
 typedef enum {
@@ -150,11 +151,30 @@ typedef struct {
 typedef struct {
   AdmitDevice *devices;    /* [n_devices] */
   int32_t n_fg_streams;    /* foreground streams with ops of simulated ranks */
-  int32_t *fg_finished;    /* [steps]: foreground streams that finished step k */
+  GArray *fg_finished;     /* int32 per step: foreground streams that finished step k */
   int32_t fg_steps_done;   /* steps that every foreground stream has finished */
   GArray *dirty;           /* int32 devices with dirty set */
   int64_t bg_ops_since_fg; /* background ops completed since the foreground's last */
 } Admission;
+
+/* Steps and the steady state (engine_steps.c). */
+typedef struct {
+  gboolean auto_steps;     /* --steps auto: run until steady, within `cap` */
+  int32_t cap;             /* the most steps the detector may look at */
+  int32_t limit;           /* steps the streams run; auto: unbounded until the stop */
+  gboolean stopped;        /* auto: no step after `limit` - 1 is taken */
+  int32_t base;            /* the first step not complete */
+  GPtrArray *acc;          /* per step from `base` on: what its ops did (engine_steps.c) */
+  int64_t ops_per_step;    /* ops of a step over the simulated ranks (bounded streams) */
+  int32_t *lane_base;      /* [n_sims]: the first lane (sim rank, stream) of each */
+  int32_t n_lanes;
+  int32_t max_started;     /* the latest step any op has started in */
+  int32_t n_started;       /* simulated ranks begun */
+  int64_t end;             /* E(base - 1) */
+  StSteadyDetector *detector;
+  gboolean found;          /* the detector said steady; `steady` holds how */
+  StSteady steady;
+} Steps;
 
 typedef struct {
   const StSchedule *s;
@@ -204,6 +224,7 @@ typedef struct {
   int64_t ops_done;
   GError *error;          /* first error met inside a handler */
   Admission *adm;         /* multiplexing, or NULL */
+  Steps steps;
 } Engine;
 
 /* engine.c */
@@ -213,6 +234,17 @@ void engine_fail(Engine *e, const char *format, ...) G_GNUC_PRINTF(2, 3);
 
 /* engine.c: queues a stream to be tried again. */
 void engine_retry_stream(Engine *e, int sim, int stream);
+
+/* engine_steps.c: engine_steps_init after admission_init, then engine_steps_count_ops. */
+void engine_steps_init(Engine *e);
+void engine_steps_count_ops(Engine *e);
+void engine_steps_clear(Engine *e);
+void engine_steps_on_rank_start(Engine *e);
+/* An op starts (before its work) / has completed and its stream advanced. */
+void engine_steps_on_start(Engine *e, const OpRef *ref);
+void engine_steps_on_complete(Engine *e, const OpRef *ref, int64_t start_ns);
+/* The run's steady state and how many steps it took. */
+void engine_steps_finish(Engine *e, StSteady *out, int32_t *steps_run);
 
 /* engine_admission.c (multiplexing; each is a no-op without background streams) */
 void admission_init(Engine *e);

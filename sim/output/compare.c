@@ -36,10 +36,11 @@ classes(const StSummary *sum, int rank, double *out)
 {
   const StTimeline *t = sum->timeline;
   const StSchedule *s = t->schedule;
-  int steady = MAX(1, sum->steps - sum->warmup_steps);
+  int steady = MAX(1, sum->steady_steps);
   for (guint i = 0; i < t->ops->len; i++) {
     const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);
-    if (r->rank != rank || r->step < sum->warmup_steps)
+    if (r->rank != rank || r->step < sum->warmup_steps ||
+        r->step >= sum->warmup_steps + sum->steady_steps)
       continue;
     const StOp *op = st_program_op(st_schedule_program_of(s, rank), r->op);
     /* Communication counts from when this rank could start it: the wait

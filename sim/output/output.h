@@ -46,10 +46,14 @@ typedef struct {
 typedef struct {
   const StTimeline *timeline; /* borrowed */
   int64_t makespan_ns;
-  int32_t steps;
-  int32_t warmup_steps;       /* steps excluded from step_time (the first, when steps > 1) */
+  int32_t steps;              /* steps run */
+  int32_t warmup_steps;       /* steps before the steady window */
+  int32_t steady_steps;       /* steps in it: warmup_steps .. warmup_steps + steady_steps - 1;
+                                 the steps after it (auto runs) only end the run */
   int64_t *step_end_ns;       /* [steps]: when the last op of each step ended */
-  int64_t step_time_ns;       /* mean over the steady steps */
+  int64_t step_time_ns;       /* mean over the steady window */
+  int64_t step_min_ns, step_max_ns; /* the shortest and longest step in it */
+  StSteady steady;            /* whether the run reached its steady state (timeline.h) */
   double samples_per_s;
   int32_t gpus_used;          /* devices hosting at least one rank */
   StDeviceSummary *devices;   /* [n_devices] */
@@ -73,6 +77,9 @@ typedef struct {
 } StSummary;
 
 StSummary *st_summary_new(const StTimeline *timeline);
+/* The steady window: from the end of the last warm-up step (0 when none)
+ * to the end of its last step. */
+void st_summary_window(const StSummary *summary, int64_t *start_ns, int64_t *end_ns);
 void st_summary_free(StSummary *summary);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StSummary, st_summary_free)
 

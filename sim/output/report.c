@@ -79,6 +79,42 @@ oom_json(const StSummary *sum)
   return obj;
 }
 
+/* How the steady window was chosen (docs/FORMATS.md). */
+static cJSON *
+steady_json(const StSummary *sum)
+{
+  const StSteady *st = &sum->steady;
+  cJSON *obj = cJSON_CreateObject();
+  cJSON_AddStringToObject(obj, "mode", st->auto_steps ? "auto" : "fixed");
+  if (st->evaluated)
+    cJSON_AddBoolToObject(obj, "converged", st->converged);
+  else
+    cJSON_AddNullToObject(obj, "converged");
+  const char *rule = !st->converged ? NULL : st->exact ? "idle_boundaries" : "phases_repeat";
+  if (rule != NULL)
+    cJSON_AddStringToObject(obj, "rule", rule);
+  else
+    cJSON_AddNullToObject(obj, "rule");
+  if (st->converged) {
+    st_json_add_int(obj, "steady_from_step", st->first);
+    st_json_add_int(obj, "period_steps", st->period);
+  } else {
+    cJSON_AddNullToObject(obj, "steady_from_step");
+    cJSON_AddNullToObject(obj, "period_steps");
+  }
+  cJSON_AddNumberToObject(obj, "drift_s", st->drift_ns * 1e-9);
+  if (st->auto_steps && st->evaluated)
+    st_json_add_int(obj, "cap_steps", st->cap);
+  else
+    cJSON_AddNullToObject(obj, "cap_steps");
+  st_json_add_int(obj, "steps_run", sum->steps);
+  st_json_add_int(obj, "window_first_step", sum->warmup_steps);
+  st_json_add_int(obj, "window_steps", sum->steady_steps);
+  cJSON_AddNumberToObject(obj, "step_min_s", sum->step_min_ns * 1e-9);
+  cJSON_AddNumberToObject(obj, "step_max_s", sum->step_max_ns * 1e-9);
+  return obj;
+}
+
 cJSON *
 st_report_to_json(const StSummary *sum)
 {
@@ -102,6 +138,7 @@ st_report_to_json(const StSummary *sum)
   cJSON_AddNumberToObject(root, "samples_per_s", sum->samples_per_s);
   st_json_add_int(root, "gpus_used", sum->gpus_used);
   st_json_add_int(root, "warmup_steps", sum->warmup_steps);
+  cJSON_AddItemToObject(root, "steady", steady_json(sum));
   cJSON *ends = cJSON_AddArrayToObject(root, "step_end_s");
   for (int k = 0; k < sum->steps; k++)
     cJSON_AddItemToArray(ends, cJSON_CreateNumber(sum->step_end_ns[k] * 1e-9));

@@ -79,8 +79,9 @@ multiplex_json(const StSummary *sum, int alone)
 {
   const StTimeline *t = sum->timeline;
   const StSchedule *s = t->schedule;
-  int w = sum->warmup_steps, n = sum->steps;
-  int64_t a = w > 0 ? sum->step_end_ns[w - 1] : 0, b = sum->step_end_ns[n - 1];
+  int n = sum->steps;
+  int64_t a, b;
+  st_summary_window(sum, &a, &b);
   double window_s = (double)(b - a) * 1e-9;
   double alone_ns = alone >= 2 && n >= alone
                       ? (double)(sum->step_end_ns[alone - 1] - sum->step_end_ns[alone - 2]) : 0;

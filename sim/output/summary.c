@@ -1,9 +1,11 @@
 /* summary.c: the numbers of a run, computed once from its timeline.
  *
- * Steps: step k ends when its last op ends. With several steps, the first is
- * warm-up and the step time is the mean of the others; busy fractions and
- * communication figures cover the same steady window. Memory peaks cover the
- * whole run. A device folded into a representative gets its numbers.
+ * Steps: step k ends when its last op ends. The step time is the mean over
+ * the steady window: with --steps auto the steps the engine found steady
+ * (output/steady.h; or, when it found none, the second half of what ran);
+ * with a fixed number of steps every step after the warm-up (the first,
+ * or what the schedule declares). Busy fractions and communication figures
+ * cover the same window. Memory peaks cover the whole run. A device folded into a representative gets its numbers.
  * Events that share a time stamp are applied together before a peak is
  * taken, so a free and an allocation at the same instant (one op ends, the
  * next starts) do not make a false peak.
@@ -32,25 +34,53 @@ step_ends(StSummary *sum, const StTimeline *t)
   for (int k = 1; k < sum->steps; k++)
     if (sum->step_end_ns[k] < sum->step_end_ns[k - 1])
       sum->step_end_ns[k] = sum->step_end_ns[k - 1];
-  /* The schedule may say how many steps its warm-up takes (cyclic DP fills
-   * its pipeline of staggered workers); at least one step stays steady. */
-  int declared = t->schedule->warmup_steps;
-  sum->warmup_steps = declared >= 0 ? declared : sum->steps > 1 ? 1 : 0;
-  sum->warmup_steps = MIN(sum->warmup_steps, MAX(sum->steps - 1, 0));
-  int w = sum->warmup_steps;
-  if (w > 0)
-    sum->step_time_ns = (sum->step_end_ns[sum->steps - 1] - sum->step_end_ns[w - 1]) /
-                        (sum->steps - w);
-  else
-    sum->step_time_ns = sum->step_end_ns[sum->steps - 1] / MAX(sum->steps, 1);
+  sum->steady = t->steady;
+  if (t->steady.auto_steps) {
+    /* The window the engine found steady, or the one it settled for. */
+    sum->warmup_steps = t->steady.first;
+    sum->steady_steps = t->steady.last - t->steady.first + 1;
+  } else {
+    /* The schedule may say how many steps its warm-up takes (cyclic DP
+     * fills its pipeline of staggered workers); at least one step stays
+     * steady. */
+    int declared = t->schedule->warmup_steps;
+    sum->warmup_steps = declared >= 0 ? declared : sum->steps > 1 ? 1 : 0;
+    sum->warmup_steps = MIN(sum->warmup_steps, MAX(sum->steps - 1, 0));
+    sum->steady_steps = MAX(sum->steps - sum->warmup_steps, 0);
+  }
+  int w = sum->warmup_steps, n = sum->steady_steps;
+  g_return_if_fail(w >= 0 && n >= 0 && w + n <= MAX(sum->steps, 1));
+  if (n == 0 || sum->steps == 0)
+    return;
+  int64_t from = w > 0 ? sum->step_end_ns[w - 1] : 0;
+  sum->step_time_ns = (sum->step_end_ns[w + n - 1] - from) / n;
+  sum->step_min_ns = INT64_MAX;
+  for (int k = w; k < w + n; k++) {
+    int64_t d = sum->step_end_ns[k] - (k > 0 ? sum->step_end_ns[k - 1] : 0);
+    sum->step_min_ns = MIN(sum->step_min_ns, d);
+    sum->step_max_ns = MAX(sum->step_max_ns, d);
+  }
 }
 
 static Window
 steady_window(const StSummary *sum)
 {
-  if (sum->warmup_steps > 0)
-    return (Window){sum->step_end_ns[sum->warmup_steps - 1], sum->step_end_ns[sum->steps - 1]};
-  return (Window){0, sum->makespan_ns};
+  Window w = {0, 0};
+  st_summary_window(sum, &w.start, &w.end);
+  return w;
+}
+
+void
+st_summary_window(const StSummary *sum, int64_t *start_ns, int64_t *end_ns)
+{
+  int w = sum->warmup_steps, n = sum->steady_steps;
+  if (n == 0 || sum->steps == 0) {
+    *start_ns = 0;
+    *end_ns = sum->makespan_ns;
+    return;
+  }
+  *start_ns = w > 0 ? sum->step_end_ns[w - 1] : 0;
+  *end_ns = sum->step_end_ns[w + n - 1];
 }
 
 /* ---- memory ---------------------------------------------------------------- */

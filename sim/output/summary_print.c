@@ -19,17 +19,46 @@ worst_device(const StSummary *sum)
   return worst;
 }
 
+/* Which steps the step time covers, and whether they are steady. */
 static char *
 steps_note(const StSummary *sum)
 {
-  int w = sum->warmup_steps;
-  if (w == 1)
-    return g_strdup_printf("mean of steps 2-%d; step 1 is warm-up", sum->steps);
-  if (w > 1)
-    return g_strdup_printf("mean of steps %d-%d; steps 1-%d are warm-up", w + 1, sum->steps, w);
-  if (sum->steps > 1)
-    return g_strdup_printf("mean of all %d steps, including the start", sum->steps);
-  return g_strdup("one step, including its start");
+  const StSteady *st = &sum->steady;
+  int a = sum->warmup_steps + 1, b = sum->warmup_steps + sum->steady_steps;
+  g_autofree char *which = a == b ? g_strdup_printf("step %d", a)
+                                  : g_strdup_printf("mean of steps %d-%d", a, b);
+  g_autofree char *ran = g_strdup_printf("%d step%s run", sum->steps, sum->steps == 1 ? "" : "s");
+  if (st->auto_steps && !st->evaluated)
+    return g_strdup_printf("%s: the predicted steady window, after %d warm-up step%s; %s", which,
+                           sum->warmup_steps, sum->warmup_steps == 1 ? "" : "s", ran);
+  if (st->auto_steps && st->converged && st->exact)
+    return g_strdup_printf("%s, steady: every step starts idle; %s", which, ran);
+  if (st->auto_steps && st->converged && st->period == 1)
+    return g_strdup_printf("%s, steady: its phases repeat; %s", which, ran);
+  if (st->auto_steps && st->converged)
+    return g_strdup_printf("%s, steady: phases repeat every %d steps; %s", which, st->period,
+                           ran);
+  if (st->auto_steps) {
+    g_autofree char *lo = st_format_duration(sum->step_min_ns);
+    g_autofree char *hi = st_format_duration(sum->step_max_ns);
+    return g_strdup_printf("%s: NOT STEADY within the cap of %d steps, steps range %s to %s",
+                           which, st->cap, lo, hi);
+  }
+  g_autofree char *warm = sum->warmup_steps == 0   ? g_strdup("")
+                          : sum->warmup_steps == 1 ? g_strdup("; step 1 is warm-up")
+                                                   : g_strdup_printf("; steps 1-%d are warm-up",
+                                                                     sum->warmup_steps);
+  if (!st->evaluated)
+    return g_strdup_printf("%s%s", which, warm);
+  if (!st->converged)
+    return g_strdup_printf("%s%s; NOT STEADY: the state still changes (--steps auto runs "
+                           "until it repeats)",
+                           which, warm);
+  if (st->first > sum->warmup_steps)
+    return g_strdup_printf("%s%s; NOT all steady: steady only from step %d (--steps auto "
+                           "measures there)",
+                           which, warm, st->first + 1);
+  return g_strdup_printf("%s%s; steady", which, warm);
 }
 
 static char *
@@ -85,9 +114,9 @@ st_summary_print(const StSummary *sum, FILE *out)
   g_autofree char *note = steps_note(sum);
   g_autofree char *peak = st_format_bytes(worst->peak_bytes);
   g_autofree char *comm = st_format_bytes((int64_t)(sum->comm_bytes_total /
-                                                    MAX(1, sum->steps - sum->warmup_steps)));
+                                                    MAX(1, sum->steady_steps)));
   g_autofree char *exposed = st_format_duration(sum->comm_exposed_ns /
-                                                MAX(1, sum->steps - sum->warmup_steps));
+                                                MAX(1, sum->steady_steps));
   g_autofree char *oom = oom_text(sum);
   g_autofree char *origin = origin_text(sum);
   /* The capacity is the cluster's, which a measured run did not run on (the
@@ -179,7 +208,7 @@ static char *
 cell_comm(const StSummary *sum)
 {
   return st_format_bytes(
-    (int64_t)(sum->comm_bytes_total / MAX(1, sum->steps - sum->warmup_steps)));
+    (int64_t)(sum->comm_bytes_total / MAX(1, sum->steady_steps)));
 }
 
 static char *
@@ -199,7 +228,7 @@ cell_bottleneck(const StSummary *sum)
 static char *
 cell_exposed(const StSummary *sum)
 {
-  return st_format_duration(sum->comm_exposed_ns / MAX(1, sum->steps - sum->warmup_steps));
+  return st_format_duration(sum->comm_exposed_ns / MAX(1, sum->steady_steps));
 }
 
 static char *

@@ -56,6 +56,21 @@ typedef struct {
   uint8_t link;      /* StLinkClass */
 } StCommRecord;
 
+/* Whether and when a run reached its steady state (output/steady.h has the
+ * rule). Steps are 0-based. */
+typedef struct {
+  gboolean evaluated;   /* FALSE: not looked at (a measured run: its times are noisy) */
+  gboolean auto_steps;  /* the engine ran until steady, within `cap` steps (--steps auto) */
+  gboolean converged;
+  gboolean exact;       /* seen by idle step boundaries (periodic by construction) */
+  int32_t period;       /* steps per period when converged, else 0 */
+  int32_t first, last;  /* converged: the period it was seen on, steps first .. last;
+                           auto and not converged: the window the mean covers */
+  int32_t cap;          /* auto: the most steps the run could take */
+  int64_t drift_ns;     /* converged: the largest change over the period (0 when exact);
+                           not converged: the least change between the last steps */
+} StSteady;
+
 typedef struct {
   const StSchedule *schedule; /* borrowed */
   gboolean measured;          /* FALSE: predicted by the simulator */
@@ -70,8 +85,9 @@ typedef struct {
   GArray *comm;               /* StCommRecord (measured runs) */
   StNetTrace *net;            /* the links and their loads (simulated runs), or NULL */
   int64_t end_ns;             /* when the last op ended */
-  int32_t steps;              /* steps it holds: the schedule's, or fewer when a run was
-                                 stopped early */
+  int32_t steps;              /* steps it holds: the schedule's, as many as --steps auto
+                                 ran, or fewer when a run was stopped early */
+  StSteady steady;            /* the simulator's steady state (auto runs: set by the engine) */
 } StTimeline;
 
 /* What the devices are called in tables and figures: "CPU" or "GPU". */

@@ -132,7 +132,7 @@ static void
 record_index_init(RecordIndex *ri, const StTimeline *t)
 {
   const StSchedule *s = t->schedule;
-  ri->steps = s->steps;
+  ri->steps = t->steps;
   ri->index = g_new0(uint32_t *, s->n_ranks);
   for (guint i = 0; i < t->ops->len; i++) {
     const StOpRecord *rec = &g_array_index(t->ops, StOpRecord, i);
@@ -277,7 +277,7 @@ put_other_data(FILE *f, const StTimeline *t)
   put_string(f, s->model->name);
   fputs(",\"cluster\":", f);
   put_string(f, s->cluster->name);
-  fprintf(f, ",\"steps\":%d,\"devices\":%d,\"ranks\":%d,\"end_us\":", s->steps, s->n_devices,
+  fprintf(f, ",\"steps\":%d,\"devices\":%d,\"ranks\":%d,\"end_us\":", t->steps, s->n_devices,
           s->n_ranks);
   put_us(f, t->end_ns);
   fputs("}", f);

@@ -32,11 +32,19 @@
  * results of that wave and the ones before it only, so which
  * configurations get pruned does not depend on which thread finished first.
  *
+ * Steps: every configuration runs --steps auto unless the user fixes a
+ * number: the engine stops once its state repeats (output/steady.h), so
+ * configurations are ranked by their steady step, never by a warm-up. One
+ * that does not settle within its cap is ranked by the mean of its last
+ * steps, marked as not steady, and never prunes another.
+ *
  * Pruning is exact, never heuristic: a configuration is skipped only when a
- * valid lower bound of its step time (plan_bound.c) shows that an already
- * simulated configuration beats it (see StPlanPrune), or when a lower bound
- * of its peak memory exceeds the cap. The winner is never pruned;
- * tests/test_plan.c checks it against the unpruned search.
+ * valid lower bound of its step time (plan_bound.c; with --steps auto a
+ * bound of the steady step, which no warm-up figure can undercut) shows
+ * that an already simulated, steady configuration beats it (see
+ * StPlanPrune), or when a lower bound of its peak memory exceeds the cap.
+ * The winner is never pruned; tests/test_plan.c checks it against the
+ * unpruned search.
  */
 #pragma once
 
@@ -214,6 +222,12 @@ typedef struct {
   gboolean bounded;        /* `bound` computed */
   StPlanBound bound;
   /* Simulated (OK, OOM by simulation): */
+  int32_t steps_run;                    /* steps the simulation took */
+  gboolean steady;                      /* its steady state was reached (--steps auto), or
+                                           the fixed steps after warm-up were steady */
+  gboolean unsteady_auto;               /* --steps auto and not steady within the cap: the
+                                           step time is a mean that never settled, and the
+                                           point prunes nothing */
   int64_t step_time_ns;
   double samples_per_s;
   int64_t peak_bytes;                   /* of the GPU with the highest peak */

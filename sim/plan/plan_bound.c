@@ -14,7 +14,23 @@
  * its duration, ignoring every other rank and all sharing: the engine can
  * only end it later. An op with no known predecessor gets no bound.
  *
- * Step time, S steps of which w are warm-up (the summary's definition):
+ * Step time with --steps auto (StSchedule.steps 0): the steady step. The
+ * last op a of a stream runs once per step, after its stream's earlier
+ * ops and their dependencies: its instance of step k+1 ends at least W_a
+ * after its instance of step k, W_a the earliest end of a one step on with
+ * a ending at 0 (a cycle of dependencies through a). A run the steady rule
+ * accepts repeats the end of a, relative to the step boundary, from one
+ * period to the next, so its step is at least W_a, less the rule's
+ * tolerance (st_steady_step_bound). The bound is the largest over the last
+ * ops of every stream of every program: at least each stream's own work
+ * per step, and the whole chain of a data-parallel step (forward, the
+ * last all-reduce, the optimizer, the next forward). It bounds the steady
+ * step whatever warm-up came before it, which no finite-window figure can
+ * promise; a run that never becomes steady (reported so) is averaged over
+ * a window whose mean may fall below it by the lag of a at the window's
+ * edges.
+ *
+ * Step time, S fixed steps of which w are warm-up (the summary's definition):
  *
  *   w = 0: step time = E(S-1) / S, where E(k) is the end of step k. A rank
  *     starts at start_ns: every op of its first step starts then or later,
@@ -45,6 +61,7 @@
 
 #include "base/limits.h"
 #include "cost/cost.h"
+#include "output/steady.h"
 #include "sched/work.h"
 
 /* More sinks than this in one program get the plain bound of their own
@@ -260,6 +277,19 @@ latest_end(const Prog *g, int steps, int64_t *prev, int64_t *cur)
   return latest;
 }
 
+/* W_a: the earliest end of op `a` one step on, with a ending at 0 and
+ * everything else unknown; 0 when nothing leads back to it. `prev` and
+ * `cur` are scratch of [g->n]. O(ops + dependencies). */
+static int64_t
+cycle_through(const Prog *g, guint a, int64_t *prev, int64_t *cur)
+{
+  for (guint i = 0; i < g->n; i++)
+    prev[i] = UNKNOWN;
+  prev[a] = 0;
+  latest_end(g, 1, prev, cur);
+  return MAX(cur[a], 0);
+}
+
 /* The most bytes of non-persistent buffers a rank of this program certainly
  * holds at once (see the top of this file): one pass in op order with a
  * running sum per stream. O(ops + buffers). */
@@ -336,9 +366,10 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
     .coll_ns = g_hash_table_new_full(coll_hash, coll_equal, g_free, g_free),
     .shapes = g_new0(GArray *, s->comms->len),
   };
+  gboolean steady = s->steps == 0;
   int steps = MAX(s->steps, 1), w = warmup_of(s);
   g_autofree int64_t *latest = g_new0(int64_t, n_programs);
-  int64_t window = INT64_MAX;
+  int64_t window = INT64_MAX, cycle = 0;
   for (guint p = 0; p < n_programs; p++) {
     if (!used[p])
       continue;
@@ -347,6 +378,13 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
     live[p] = live_peak(&g);
     g_autofree int64_t *a = g_new(int64_t, MAX(g.n, 1));
     g_autofree int64_t *b = g_new(int64_t, MAX(g.n, 1));
+    for (guint st = 0; steady && st < g.n_streams; st++)
+      if (g.last[st] >= 0)
+        cycle = MAX(cycle, cycle_through(&g, (guint)g.last[st], a, b));
+    if (steady) {
+      prog_clear(&g);
+      continue;
+    }
     if (w == 0) {
       /* From the rank's start (0 here; start_ns added below). */
       for (guint i = 0; i < g.n; i++)
@@ -374,7 +412,9 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
     }
     prog_clear(&g);
   }
-  if (w == 0) {
+  if (steady) {
+    out->step_time_ns = st_steady_step_bound(cycle);
+  } else if (w == 0) {
     for (int r = 0; r < s->n_ranks; r++) {
       int64_t end = st_time_add(s->ranks[r].start_ns, latest[s->ranks[r].program]);
       out->step_time_ns = MAX(out->step_time_ns, end / steps);

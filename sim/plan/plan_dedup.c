@@ -180,6 +180,9 @@ st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src)
   dst->simulated = src->simulated;
   g_free(dst->reason);
   dst->reason = g_strdup(src->reason);
+  dst->steps_run = src->steps_run;
+  dst->steady = src->steady;
+  dst->unsteady_auto = src->unsteady_auto;
   dst->step_time_ns = src->step_time_ns;
   dst->samples_per_s = src->samples_per_s;
   dst->gpus_used = src->gpus_used;

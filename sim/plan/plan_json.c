@@ -131,6 +131,8 @@ point_json(const StPlan *plan, int i)
     return obj;
   double step_s = (double)pt->step_time_ns * 1e-9;
   cJSON_AddNumberToObject(obj, "step_time_s", step_s);
+  cJSON_AddBoolToObject(obj, "steady", pt->steady);
+  st_json_add_int(obj, "steps_simulated", pt->steps_run);
   cJSON_AddNumberToObject(obj, "samples_per_s", pt->samples_per_s);
   cJSON_AddNumberToObject(obj, "samples_per_s_per_gpu",
                           pt->samples_per_s / MAX(pt->gpus_used, 1));
@@ -202,7 +204,7 @@ plan_csv(const StPlan *plan)
   GString *out = g_string_new(NULL);
   g_string_append(out, "index,strategy,status,gpus,nodes,micro_batch,accumulation,objective,"
                        "step_time_s,samples_per_s,peak_bytes,rank,pareto_gpus,pareto_memory,"
-                       "label\n");
+                       "steady,label\n");
   for (guint i = 0; i < plan->configs->len; i++) {
     const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
     const StPlanPoint *pt = &plan->points[i];
@@ -214,12 +216,12 @@ plan_csv(const StPlan *plan)
                          : st_plan_objective_value(plan->spec->objective, plan->spec, pt);
     char num[3][G_ASCII_DTOSTR_BUF_SIZE];
     g_string_append_printf(
-      out, "%u,%s,%s,%d,%d,%d,%d,%s,%s,%s,%" G_GINT64_FORMAT ",%d,%d,%d,", i, c->strategy->name,
+      out, "%u,%s,%s,%d,%d,%d,%d,%s,%s,%s,%" G_GINT64_FORMAT ",%d,%d,%d,%d,", i, c->strategy->name,
       st_plan_status_name(pt->status), pt->gpus_used, c->nodes, c->micro_batch,
       pt->accumulation, g_ascii_formatd(num[0], sizeof num[0], "%.9g", objective),
       g_ascii_formatd(num[1], sizeof num[1], "%.9g", (double)pt->step_time_ns * 1e-9),
       g_ascii_formatd(num[2], sizeof num[2], "%.9g", pt->samples_per_s), pt->peak_bytes,
-      pt->rank, pt->front_gpus, pt->front_memory);
+      pt->rank, pt->front_gpus, pt->front_memory, pt->steady);
     g_autofree char *label = st_plan_config_label(c);
     csv_text(out, label);
     g_string_append_c(out, '\n');

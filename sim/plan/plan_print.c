@@ -99,7 +99,8 @@ print_table(const StPlan *plan, int top, FILE *out)
     const StPlanPoint *pt = &plan->points[i];
     g_autofree char *label = st_plan_config_label(c);
     g_autofree char *batch = g_strdup_printf("%dx%d", c->micro_batch, pt->accumulation);
-    g_autofree char *step = st_format_duration(pt->step_time_ns);
+    g_autofree char *time = st_format_duration(pt->step_time_ns);
+    g_autofree char *step = g_strdup_printf("%s%s", time, pt->steady ? "" : "~");
     g_autofree char *exposed = st_format_duration(pt->exposed_ns);
     g_autofree char *peak = short_bytes(pt->peak_bytes);
     fprintf(out, "%4d  %-10s %5d %9s %11s %10.1f %8.2f %7s", pt->rank, c->strategy->name,
@@ -113,10 +114,12 @@ print_table(const StPlan *plan, int top, FILE *out)
                                              pt->front_memory ? "M" : "");
     fprintf(out, " %9s %5s  %s\n", exposed, front, label[0] ? label : "-");
   }
-  fprintf(out, "\nmb x acc: micro-batch x gradient accumulation. peak: memory of the GPU with "
-               "the highest peak,\nthen its split at that moment. exposed: communication not "
-               "hidden by compute on GPU 0, per step.\nfront: on the Pareto front of %s "
-               "against GPUs (G) or against peak memory (M).\n",
+  fprintf(out, "\nstep time: the steady step (each configuration simulated until its state "
+               "repeats); ~: not steady,\nthe mean of its last steps, which still vary. "
+               "mb x acc: micro-batch x gradient accumulation.\npeak: memory of the GPU with "
+               "the highest peak, then its split at that moment. exposed: communication not\n"
+               "hidden by compute on GPU 0, per step. front: on the Pareto front of %s "
+               "against GPUs (G) or\nagainst peak memory (M).\n",
           st_plan_objective_name(plan->spec->objective));
 }
 
@@ -254,6 +257,10 @@ print_explanation(const StPlan *plan, FILE *out)
   const StPlanPoint *a = &plan->points[w];
   g_autofree char *wd = describe(plan, w);
   fprintf(out, "\nWinner: %s\n  %s\n", wd, a->description ? a->description : "");
+  if (!a->steady)
+    fprintf(out, "  WARNING: its step time is not a steady state (%d steps simulated): "
+                 "simulate it longer with stagger sim before trusting the ranking.\n",
+            a->steps_run);
   if (r < 0) {
     fprintf(out, "No runner-up: only one configuration fits.\n");
     return;

@@ -5,7 +5,8 @@
  * Buckets are the candidates' distinct GPU counts, ascending (one bucket
  * holding every count when pruning for the winner only). A point counts for
  * the first bucket whose count is at least its own and every bucket after
- * it, so bucket b holds the best point on gpus[b] GPUs or fewer.
+ * it, so bucket b holds the best point on gpus[b] GPUs or fewer. Points
+ * that ran --steps auto without settling never count (plan.h).
  */
 #include "plan/plan_private.h"
 
@@ -78,7 +79,9 @@ st_plan_incumbents_add(StPlanIncumbents *inc, const int *indices, int n)
   for (int k = 0; k < n; k++) {
     int i = indices[k];
     const StPlanPoint *pt = &plan->points[i];
-    if (pt->status != ST_PLAN_OK || !pt->simulated)
+    /* A mean that never settled bounds nothing: it may sit below the
+     * steady step a bound speaks of. */
+    if (pt->status != ST_PLAN_OK || !pt->simulated || pt->unsteady_auto)
       continue;
     double v = st_plan_objective_value(o, plan->spec, pt);
     for (guint b = bucket_of(inc, pt->gpus_used); b < inc->gpus->len; b++) {

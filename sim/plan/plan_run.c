@@ -67,12 +67,17 @@ static void
 take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
 {
   const StSchedule *s = sum->timeline->schedule;
-  int steady = MAX(1, sum->steps - sum->warmup_steps);
+  int steady = MAX(1, sum->steady_steps);
   const StDeviceSummary *worst = &sum->devices[0];
   for (int d = 1; d < s->n_devices; d++)
     if (sum->devices[d].peak_bytes > worst->peak_bytes)
       worst = &sum->devices[d];
   pt->simulated = TRUE;
+  pt->steps_run = sum->steps;
+  /* Fixed steps are steady when the steps after warm-up all were. */
+  pt->steady = sum->steady.converged &&
+               (sum->steady.auto_steps || sum->steady.first <= sum->warmup_steps);
+  pt->unsteady_auto = sum->steady.auto_steps && !sum->steady.converged;
   pt->step_time_ns = sum->step_time_ns;
   pt->samples_per_s = sum->samples_per_s;
   pt->gpus_used = sum->gpus_used;

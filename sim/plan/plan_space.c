@@ -10,10 +10,6 @@
 /* Larger spaces are a mistake in a range, not a search anyone waits for. */
 #define MAX_CONFIGS 2000000
 
-/* The planner runs two steps by default: the first is warm-up, so a
- * strategy whose start is staggered (cyclic DP) is timed in steady state. */
-#define DEFAULT_STEPS "2"
-
 static const int DEFAULT_MICRO_BATCHES[] = {1, 2, 4, 8, 16, 32, 64};
 
 typedef struct {
@@ -270,8 +266,8 @@ gboolean
 st_plan_config_options(const StPlanSpec *spec, const StPlanConfig *c, StOptions *out,
                        GError **error)
 {
-  st_options_init(out);
-  gboolean ok = st_options_set(out, "steps", DEFAULT_STEPS, error);
+  st_options_init(out); /* --steps auto: every configuration timed in its steady state */
+  gboolean ok = TRUE;
   /* A single value applies to every strategy, as in `stagger sim`. */
   for (guint i = 0; ok && i < spec->options->len; i++) {
     const StPlanValues *v = g_ptr_array_index(spec->options, i);

@@ -351,6 +351,7 @@ st_schedule_new(StModel *model, StCluster *cluster, int n_ranks, const int32_t *
   s->cluster = cluster;
   s->steps = 1;
   s->warmup_steps = -1;
+  s->warmup_scale = 1;
   s->n_devices = cluster->gpus;
   s->devices = g_new0(StDevice, s->n_devices);
   for (int d = 0; d < s->n_devices; d++) {

@@ -198,9 +198,13 @@ typedef struct {
   StCluster *cluster;     /* owned; `gpus` is the device count */
   StSettings settings;    /* the main job's settings */
   GPtrArray *jobs;        /* StJob *, owned: jobs 1, 2, ... beside the main one; often empty */
-  int32_t steps;          /* times the programs run */
+  int32_t steps;          /* times the programs run; 0: until the state repeats (--steps auto,
+                             output/steady.h), at most st_steady_cap steps */
   int32_t warmup_steps;   /* steps before the steady state, left out of the step time;
-                             -1 (default): the first, when there are several */
+                             -1 (default): the first, when there are several. With
+                             steps 0, the first step the steady window may start at */
+  int32_t warmup_scale;   /* how many steps its warm-up may scale with (cyclic DP's workers,
+                             a pipeline's stages): --steps auto's cap grows with it; 1 */
   int32_t n_devices;
   StDevice *devices;      /* [n_devices] */
   int32_t n_ranks;

@@ -643,8 +643,10 @@ st_schedule_check(const StSchedule *s, GError **error)
 {
   g_return_val_if_fail(s != NULL, FALSE);
   guint np = s->programs->len;
-  if (s->steps < 1)
-    return fail(error, "steps is %d, expected at least 1", s->steps);
+  if (s->steps < 0)
+    return fail(error, "steps is %d, expected at least 1 (or 0: until steady)", s->steps);
+  if (s->warmup_scale < 1)
+    return fail(error, "warmup_scale is %d, expected at least 1", s->warmup_scale);
   Check k = {.s = s, .prog = g_new0(ProgramIndex, MAX(np, 1))};
   for (guint p = 0; p < np; p++)
     k.prog[p].first_rank = -1;

@@ -217,6 +217,8 @@ add_rest_to_json(cJSON *root, const StSchedule *s)
   st_json_add_int(root, "steps", s->steps);
   if (s->warmup_steps >= 0)
     st_json_add_int(root, "warmup_steps", s->warmup_steps);
+  if (s->warmup_scale != 1)
+    st_json_add_int(root, "warmup_scale", s->warmup_scale);
   cJSON *notes = cJSON_AddObjectToObject(root, "notes");
   for (guint i = 0; i < s->notes->len; i++) {
     const StNote *n = &g_array_index(s->notes, StNote, i);

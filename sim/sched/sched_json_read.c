@@ -274,10 +274,11 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   g_autoptr(StCluster) cluster = cluster_in;
   const cJSON *settings = NULL, *notes = NULL, *devices = NULL, *ranks = NULL, *comms = NULL,
               *programs = NULL, *jobs = NULL;
-  int64_t steps = 1, warmup = -1;
+  int64_t steps = 1, warmup = -1, scale = 1;
   if (!st_json_get_object(root, "settings", TRUE, &settings, error) ||
-      !st_json_get_int(root, "steps", TRUE, 1, ST_MAX_STEPS, &steps, error) ||
+      !st_json_get_int(root, "steps", TRUE, 0, ST_MAX_STEPS, &steps, error) ||
       !st_json_get_int(root, "warmup_steps", FALSE, 0, ST_MAX_STEPS, &warmup, error) ||
+      !st_json_get_int(root, "warmup_scale", FALSE, 1, ST_MAX_STEPS, &scale, error) ||
       !st_json_get_object(root, "notes", FALSE, &notes, error) ||
       !st_json_get_array(root, "devices", TRUE, &devices, error) ||
       !st_json_get_array(root, "ranks", TRUE, &ranks, error) ||
@@ -316,6 +317,7 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   }
   s->steps = (int32_t)steps;
   s->warmup_steps = (int32_t)warmup;
+  s->warmup_scale = (int32_t)scale;
   if (!read_settings(settings, &s->settings, error)) {
     sj_prefix_path(error, "settings");
     return NULL;
@@ -337,7 +339,7 @@ st_schedule_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "model",  "cluster", "settings",
                                      "steps",  "notes",   "devices", "ranks",  "comms",
-                                     "programs", "jobs", "warmup_steps", NULL};
+                                     "programs", "jobs", "warmup_steps", "warmup_scale", NULL};
   g_return_val_if_fail(root != NULL, NULL);
   if (origin == NULL)
     origin = "<schedule>";

@@ -54,8 +54,9 @@ static const StOptionSpec SPECS[] = {
   {"global-batch", ST_OPT_INT64, F(global_batch), 0, BIG, NULL, NULL, "N",
    "Samples per step over all ranks; a multiple of ranks x micro-batch, the quotient is "
    "gradient accumulation (default: ranks x micro-batch)"},
-  {"steps", ST_OPT_INT, F(steps), 1, ST_MAX_STEPS, NULL, NULL, "N",
-   "Training steps; with more than one, the first is warm-up (default: 1)"},
+  {"steps", ST_OPT_INT_AUTO, F(steps), 1, ST_MAX_STEPS, NULL, NULL, "N|auto",
+   "Training steps: auto runs until the schedule's state repeats from step to step (its "
+   "steady state) and reports that step; N runs N, the first being warm-up (default: auto)"},
   {"optimizer", ST_OPT_CHOICE, F(optimizer), 0, 0, OPTIMIZERS, NULL, "sgd|adam",
    "sgd (with momentum) or adam (AdamW) (default: adam)"},
   {"precision", ST_OPT_CHOICE, F(precision), 0, 0, PRECISIONS, NULL, "fp32|mixed",
@@ -178,7 +179,9 @@ parse_number(const StOptionSpec *spec, const char *value, gboolean fractional, d
   char *end = NULL;
   double v = g_ascii_strtod(value, &end);
   if (end == value || *end != '\0' || !isfinite(v) || (!fractional && v != floor(v)))
-    return invalid(error, spec, value, "not %s", fractional ? "a number" : "an integer");
+    return invalid(error, spec, value, "not %s", fractional            ? "a number"
+                                                 : spec->type == ST_OPT_INT_AUTO ? "an integer nor auto"
+                                                                                 : "an integer");
   if (v < spec->min || v > spec->max)
     return invalid(error, spec, value, "must be between %.16g and %.16g", spec->min, spec->max);
   *out = v;
@@ -196,6 +199,12 @@ st_options_set(StOptions *o, const char *name, const char *value, GError **error
   char *field = (char *)o + spec->offset;
   double v = 0;
   switch (spec->type) {
+  case ST_OPT_INT_AUTO:
+    if (strcmp(value, "auto") == 0) {
+      *(int *)(void *)field = 0;
+      return TRUE;
+    }
+    /* fall through */
   case ST_OPT_INT:
     if (!parse_number(spec, value, FALSE, &v, error))
       return FALSE;
@@ -264,6 +273,10 @@ st_options_get(const StOptions *o, const char *name)
   g_return_val_if_fail(spec != NULL, NULL);
   const char *field = (const char *)o + spec->offset;
   switch (spec->type) {
+  case ST_OPT_INT_AUTO:
+    if (*(const int *)(const void *)field == 0)
+      return g_strdup("auto");
+    /* fall through */
   case ST_OPT_INT:
     return g_strdup_printf("%d", *(const int *)(const void *)field);
   case ST_OPT_INT64:

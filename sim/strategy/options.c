@@ -12,7 +12,7 @@ st_options_init(StOptions *o)
 {
   *o = (StOptions){
     .micro_batch = 0, /* not given: see st_options_resolve */
-    .steps = 1,
+    .steps = 0, /* auto */
     .optimizer = ST_OPTIMIZER_ADAM,
     .precision = ST_PRECISION_FP32,
     .bucket_bytes = 25 * 1024 * 1024,
@@ -91,8 +91,8 @@ st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
   if (o->global_batch < 0)
     return bad(error, "--global-batch %" G_GINT64_FORMAT ": cannot be negative",
                o->global_batch);
-  if (o->steps <= 0 || o->steps > ST_MAX_STEPS)
-    return bad(error, "--steps %d: must be between 1 and %d", o->steps, ST_MAX_STEPS);
+  if (o->steps < 0 || o->steps > ST_MAX_STEPS)
+    return bad(error, "--steps %d: must be between 1 and %d, or auto", o->steps, ST_MAX_STEPS);
   if (cluster != NULL && o->ranks > (int64_t)cluster->gpus * ST_MAX_RANKS_PER_GPU)
     return bad(error,
                "--ranks %d: %d ranks per GPU on %d GPU%s; at most %d ranks may share a GPU "

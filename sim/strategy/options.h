@@ -27,7 +27,8 @@ typedef struct {
   int ranks;            /* --ranks: data-parallel workers, round-robin on GPUs; 0 = one per GPU */
   int micro_batch;      /* --micro-batch: samples per micro-batch per rank */
   int64_t global_batch; /* --global-batch: samples per step; 0 = ranks * micro-batch */
-  int steps;            /* --steps: training steps to run */
+  int steps;            /* --steps: training steps to run; 0 = auto: until steady (the
+                           schedule's state repeats, output/steady.h), within a cap */
   StOptimizer optimizer;
   StPrecision precision;
   int64_t bucket_bytes; /* --bucket-bytes: gradient bucket size; 0 = one bucket per layer */
@@ -61,7 +62,7 @@ typedef struct {
   int accumulation;     /* micro-batches per rank per step */
 } StOptions;
 
-/* Defaults: micro-batch 32, one step, adam, fp32, 25 MiB buckets (PyTorch
+/* Defaults: micro-batch 32, steps auto, adam, fp32, 25 MiB buckets (PyTorch
  * DDP's default), no ZeRO stage given, prefetch 1, comm algorithm auto. */
 void st_options_init(StOptions *options);
 void st_options_clear(StOptions *options);
@@ -77,6 +78,7 @@ gboolean st_options_resolve(StOptions *options, const StCluster *cluster, GError
 
 typedef enum {
   ST_OPT_INT = 1, /* int */
+  ST_OPT_INT_AUTO, /* int, or the word "auto" for 0 */
   ST_OPT_INT64,   /* int64_t */
   ST_OPT_BYTES,   /* int64_t: a plain number of bytes or a size with a unit ("25MiB") */
   ST_OPT_DOUBLE,  /* double */

@@ -337,6 +337,7 @@ build(const StStrategyInput *in, GError **error)
   c.cluster = s->cluster;
   s->steps = o->steps;
   s->warmup_steps = o->steps > 1 ? 1 : 0;
+  s->warmup_scale = c.n; /* the workers' stagger */
   s->settings.precision = o->precision;
   s->settings.optimizer = o->optimizer;
   s->settings.micro_batch = o->micro_batch;

@@ -251,6 +251,7 @@ adopt_foreground(StSchedule *fg, int extra, const int32_t *placement_extra)
     s->ranks[r].replica = fg->ranks[r].replica;
   }
   s->steps = fg->steps;
+  s->warmup_scale = fg->warmup_scale;
   s->settings = (StSettings){
     .precision = fg->settings.precision,
     .optimizer = fg->settings.optimizer,
@@ -289,7 +290,7 @@ build(const StStrategyInput *in, GError **error)
   const char *fg_name = FOREGROUNDS[CLAMP(o->mux_foreground, 0, 2)];
   StOptions fo;
   st_options_copy(&fo, o);
-  fo.steps = ALONE_STEPS + 1 + o->steps;
+  fo.steps = o->steps > 0 ? ALONE_STEPS + 1 + o->steps : 0; /* 0: auto */
   StStrategyInput fin = {in->model, in->cluster, in->profile, &fo};
   g_autoptr(StSchedule) fg = st_strategy_find(fg_name)->build(&fin, error);
   st_options_clear(&fo);
@@ -305,7 +306,10 @@ build(const StStrategyInput *in, GError **error)
     placement[i] = i % D;
   int R = fg->n_ranks;
   StSchedule *s = adopt_foreground(fg, K * D, placement);
+  /* Steady steps come after the alone and start steps; admission's moving
+   * averages settle over a few more. */
   s->warmup_steps = ALONE_STEPS + 1;
+  s->warmup_scale += ALONE_STEPS + 1;
 
   StAdmissionPolicy policy;
   admission_policy(o, &policy);
@@ -342,12 +346,13 @@ build(const StStrategyInput *in, GError **error)
   }
 
   s->settings.strategy = g_strdup("multiplex");
+  g_autofree char *multiplexed =
+    o->steps > 0 ? g_strdup_printf("%d", o->steps) : g_strdup("until steady,");
   s->settings.description =
     g_strdup_printf("multiplex: %s foreground (%s) + background %s on %d GPUs; %d steps alone, "
-                    "1 to start, %d multiplexed",
+                    "1 to start, %s multiplexed",
                     fg_name, fg->settings.description ? fg->settings.description : "",
-                    K > 0 ? jobs->str : "none",
-                    D, ALONE_STEPS, o->steps);
+                    K > 0 ? jobs->str : "none", D, ALONE_STEPS, multiplexed);
   st_schedule_note_text(s, "foreground", fg_name);
   st_schedule_note_text(s, "background", K > 0 ? jobs->str : "none");
   st_schedule_note_number(s, "alone_steps", ALONE_STEPS);

@@ -202,6 +202,7 @@ build(const StStrategyInput *in, GError **error)
   }
 
   s->steps = o->steps;
+  s->warmup_scale = S; /* the stages fill */
   s->settings.strategy = g_strdup("pipeline");
   s->settings.precision = o->precision;
   s->settings.optimizer = o->optimizer;
