@@ -47,7 +47,9 @@ static const struct {
   {"objective", "NAME", "time (per step), throughput, throughput-per-gpu, or gpu-hours (for "
                         "--train-steps) (default: time)"},
   {"train-steps", "N", "Training steps the gpu-hours objective counts (default: 1000)"},
-  {"steps", "N", "Steps each configuration is simulated for; the first is warm-up (default: 2)"},
+  {"steps", "N|auto", "Steps each configuration is simulated for: auto until its state repeats, "
+                      "ranked by that steady step; N for N, the first being warm-up (default: "
+                      "auto)"},
   {"prune", "MODE", "front: skip what provably neither wins nor reaches the front against "
                     "GPUs; winner: skip what provably cannot win; off (default: front)"},
   {"threads", "N", "Threads simulating configurations (default: one per processor)"},

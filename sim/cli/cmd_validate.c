@@ -352,14 +352,17 @@ run(int argc, char **argv, GError **error)
     ctx, "Example:\n"
          "  stagger profile --model models/gpt2-124m.json --batches 8 --out prof/gpt2.json\n"
          "  stagger validate --model models/gpt2-124m.json --strategy dp,zero,cdp \\\n"
-         "      --ranks 1,2,4 --micro-batch 8 --steps 10 --profile prof --out runs/validate\n"
+         "      --ranks 1,2,4 --micro-batch 8 --profile prof --out runs/validate\n"
          "  stagger plot runs/validate\n\n"
          "--out DIR gets validate.json and validate.csv over all cases, and per case\n"
          "CASE/predicted/ and CASE/measured/ (the outputs of sim and run) and\n"
-         "CASE/validate.json. The first step is warm-up and not compared: give --steps 3\n"
-         "or more. A failed case is recorded and the others still run; the exit status\n"
-         "is then 1. Ctrl-C stops the case running, writes what ran (marked partial in\n"
-         "manifest.json) and exits 130. DIR is written aside and replaces --out whole.\n");
+         "CASE/validate.json. With --steps auto (the default) the simulation runs until\n"
+         "its state repeats and the real run measures the steps it found steady (at\n"
+         "least 3, after at least one warm-up step, with one more after them); with\n"
+         "--steps N the first step is warm-up and not compared. A failed case is\n"
+         "recorded and the others still run; the exit status is then 1. Ctrl-C stops\n"
+         "the case running, writes what ran (marked partial in manifest.json) and exits\n"
+         "130. DIR is written aside and replaces --out whole.\n");
   GOptionGroup *shared = st_cli_shared_group(&v.sh);
   g_option_group_add_entries(shared, entries);
   st_cli_exec_add_entries(&v.ex, shared);

@@ -5,8 +5,12 @@
 #include <string.h>
 
 #define DEFAULT_TOLERANCE 1e-4
-#define DEFAULT_FLOOR_NS 10
-#define DEFAULT_MAX_PERIOD 4
+#define DEFAULT_FLOOR_NS 100
+/* Periods tried: at least this many steps, and up to the warm-up scale
+ * (cyclic DP's N workers can settle into a rotation of several steps), at
+ * most the second figure. */
+#define MIN_MAX_PERIOD 4
+#define MAX_MAX_PERIOD 64
 
 void
 st_steady_rule_init(StSteadyRule *rule, const StSchedule *s, int cap)
@@ -14,7 +18,7 @@ st_steady_rule_init(StSteadyRule *rule, const StSchedule *s, int cap)
   *rule = (StSteadyRule){
     .tolerance = DEFAULT_TOLERANCE,
     .floor_ns = DEFAULT_FLOOR_NS,
-    .max_period = DEFAULT_MAX_PERIOD,
+    .max_period = CLAMP(s->warmup_scale, MIN_MAX_PERIOD, MAX_MAX_PERIOD),
     .horizon = MAX(cap, 1),
     .first_step = MAX(s->warmup_steps, 0),
   };
@@ -23,7 +27,7 @@ st_steady_rule_init(StSteadyRule *rule, const StSchedule *s, int cap)
 int
 st_steady_cap(const StSchedule *s)
 {
-  int64_t cap = (int64_t)MAX(s->warmup_steps, 0) + 8 + 2 * (int64_t)MAX(s->warmup_scale, 1);
+  int64_t cap = (int64_t)MAX(s->warmup_steps, 0) + 8 + 4 * (int64_t)MAX(s->warmup_scale, 1);
   return (int)MIN(cap, G_MAXINT32 / 2);
 }
 
@@ -137,12 +141,22 @@ repeats(const StSteadyDetector *d, int p, int k, int64_t *drift)
   *drift = now;
   if (now == 0)
     return TRUE;
-  double periods = (double)r->horizon / p, g = periods;
-  int64_t before = k - p >= r->first_step + p ? *delta_of(d, p, k - p) : -1;
-  if (before > now) {
-    double ratio = (double)now / (double)before;
-    g = MIN(ratio / (1 - ratio), periods);
+  /* The drift to come: the rest of a geometric series while the changes
+   * shrink (the larger of the last two ratios, so that one large change
+   * followed by small ones is no trend), else the same change every period
+   * over the horizon. */
+  double g = (double)r->horizon / p, ratio = 0;
+  for (int j = k; j > k - 2 * p; j -= p) {
+    int64_t after = *delta_of(d, p, j);
+    int64_t before = j - p >= r->first_step + p ? *delta_of(d, p, j - p) : -1;
+    if (before <= after) {
+      ratio = 1;
+      break;
+    }
+    ratio = MAX(ratio, (double)after / (double)before);
   }
+  if (ratio < 1)
+    g = ratio / (1 - ratio);
   return (double)now * g <= tol;
 }
 

@@ -21,18 +21,21 @@
  *      on with period one step: steady at step k, window [k, k].
  *
  *   2. Repeating phases (within a tolerance). For a period p of 1 to
- *      `max_period` steps, Delta_p(k) is the largest change between step k
+ *      `max_period` steps (a staggered schedule may settle into a rotation
+ *      of several steps), Delta_p(k) is the largest change between step k
  *      and step k-p of d and of every lane's two phase offsets. Steady at
  *      step k with period p when
  *        - Delta_p(j) <= tol for each of the p steps j = k-p+1 .. k (a whole
  *          period repeats the one before it), tol = max(tolerance x the
  *          period's mean step, floor_ns); and
  *        - the drift still to come is within tol: Delta_p(k) x g, where g
- *          extrapolates how the differences shrink, r = Delta_p(k) /
- *          Delta_p(k-p): g = r / (1 - r) (the rest of a geometric series)
- *          when r < 1, else the horizon's periods (`horizon` / p): a state
- *          that still moves does not pass for steady just because it moves
- *          slowly.
+ *          extrapolates how the differences shrink: with r the larger of
+ *          Delta_p(k) / Delta_p(k-p) and Delta_p(k-p) / Delta_p(k-2p),
+ *          g = r / (1 - r) (the rest of a geometric series) when r < 1,
+ *          else the periods of the horizon (`horizon` / p: the same change
+ *          again every period). A state that still moves does not pass for
+ *          steady because each move is small, nor because one large change
+ *          was followed by a small one.
  *      The window is that period, steps k-p+1 .. k; its mean step is the
  *      steady step time.
  *
@@ -58,8 +61,8 @@
 
 typedef struct {
   double tolerance;    /* relative to the period's mean step (1e-4) */
-  int64_t floor_ns;    /* the tolerance never goes below this (10 ns: the engine rounds to ns) */
-  int32_t max_period;  /* periods tried, 1 .. this many steps (4) */
+  int64_t floor_ns;    /* the tolerance never goes below this (100 ns: event times are whole ns) */
+  int32_t max_period;  /* periods tried, 1 .. this many steps (the warm-up scale, 4 to 64) */
   int32_t horizon;     /* steps a drift that does not shrink is extrapolated over (the cap) */
   int32_t first_step;  /* earliest step a comparison or the window may use */
 } StSteadyRule;
@@ -67,7 +70,7 @@ typedef struct {
 /* Defaults for `schedule` run with `cap` steps at most. */
 void st_steady_rule_init(StSteadyRule *rule, const StSchedule *schedule, int cap);
 
-/* The most steps `--steps auto` runs `schedule`: 8 + 2 x its warm-up scale
+/* The most steps `--steps auto` runs `schedule`: 8 + 4 x its warm-up scale
  * (StSchedule.warmup_scale: cyclic DP's workers, a pipeline's stages, ...)
  * after its declared warm-up. */
 int st_steady_cap(const StSchedule *schedule);

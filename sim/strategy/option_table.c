@@ -56,7 +56,8 @@ static const StOptionSpec SPECS[] = {
    "gradient accumulation (default: ranks x micro-batch)"},
   {"steps", ST_OPT_INT_AUTO, F(steps), 1, ST_MAX_STEPS, NULL, NULL, "N|auto",
    "Training steps: auto runs until the schedule's state repeats from step to step (its "
-   "steady state) and reports that step; N runs N, the first being warm-up (default: auto)"},
+   "steady state) and reports that step (run and validate measure the steps the simulator "
+   "finds steady); N runs N, the first being warm-up (default: auto)"},
   {"optimizer", ST_OPT_CHOICE, F(optimizer), 0, 0, OPTIMIZERS, NULL, "sgd|adam",
    "sgd (with momentum) or adam (AdamW) (default: adam)"},
   {"precision", ST_OPT_CHOICE, F(precision), 0, 0, PRECISIONS, NULL, "fp32|mixed",
