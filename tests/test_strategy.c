@@ -350,11 +350,11 @@ test_ranks_per_gpu(void)
   g_assert_nonnull(strstr(error->message, "--ranks 1000000"));
   g_assert_nonnull(strstr(error->message, "125000 ranks per GPU"));
   g_clear_error(&error);
-  /* A bad field is blamed alone. */
+  /* A bad field is blamed alone (steps 0 is auto). */
   o.ranks = 8;
-  o.steps = 0;
+  o.steps = -1;
   g_assert_false(st_options_resolve(&o, c, &error));
-  g_assert_nonnull(strstr(error->message, "--steps 0"));
+  g_assert_nonnull(strstr(error->message, "--steps -1"));
   g_assert_null(strstr(error->message, "--ranks"));
   st_options_clear(&o);
 }
