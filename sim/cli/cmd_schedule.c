@@ -12,11 +12,13 @@ static void
 describe(const StSchedule *s, const char *written)
 {
   printf("%s\n", s->settings.description ? s->settings.description : "(no description)");
-  printf("  %d rank%s on %d device%s (%d node%s), %u program%s, %u communicator%s, %d step%s\n",
+  g_autofree char *steps = s->steps == 0 ? g_strdup("steps until steady (auto)")
+                                          : g_strdup_printf("%d step%s", s->steps,
+                                                            st_plural(s->steps));
+  printf("  %d rank%s on %d device%s (%d node%s), %u program%s, %u communicator%s, %s\n",
          s->n_ranks, st_plural(s->n_ranks), s->n_devices, st_plural(s->n_devices),
          s->cluster->nodes, st_plural(s->cluster->nodes), s->programs->len,
-         st_plural(s->programs->len), s->comms->len, st_plural(s->comms->len), s->steps,
-         st_plural(s->steps));
+         st_plural(s->programs->len), s->comms->len, st_plural(s->comms->len), steps);
   for (guint i = 0; i < s->programs->len; i++) {
     const StProgram *p = g_ptr_array_index(s->programs, i);
     int users = 0;

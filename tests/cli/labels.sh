@@ -40,7 +40,7 @@ has "$tmp/table" "dp: 1 rank, micro-batch"
 has "$tmp/table" "samples/s on 1 GPU ("
 has "$tmp/table" "\[predicted for 1 x H100-SXM\]"
 has "$tmp/table" "(capacity 80.00 GiB)"
-$STAGGER schedule --model $M --cluster $C --gpus 1 --out "$tmp/s.json" >"$tmp/desc"
+$STAGGER schedule --model $M --cluster $C --gpus 1 --steps 1 --out "$tmp/s.json" >"$tmp/desc"
 has "$tmp/desc" "1 rank on 1 device (1 node), 1 program, 1 communicator, 1 step"
 lacks "$tmp/desc" " 1 [a-z]*s[ ,)]"
 # Several: plural.
