@@ -49,6 +49,10 @@ typedef struct {
   float loss_scale;       /* loss layers' backward: d(mean loss) / d(sum) */
   const void *tied_params; /* tied heads: the embedding's weights */
   void *tied_grads;        /* ... and their gradient */
+  /* Selective recomputation: where the layer's again_bytes() tensors live
+   * (the forward's scratch, then the recompute's block that the backward
+   * reads), apart from `saved`; NULL: inside `saved`, after the rest. */
+  void *again;
 } StLayerCtx;
 
 typedef struct {
@@ -60,6 +64,14 @@ typedef struct {
   int (*backward)(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                   const void *in, const void *out, const void *saved, const void *dout,
                   void *din, void *dparams);
+  /* Selective recomputation (Korthikanti et al. 2022), NULL for a layer
+   * with nothing to drop: again_bytes() of saved_bytes() are tensors cheap
+   * to make again (attention scores); recompute() writes them into
+   * c->again from the layer's input (when it keeps it) and the rest of its
+   * saved block. Counted by the model's StLayerMemory.again. */
+  size_t (*again_bytes)(const StLayer *l, int batch, StKDtype dt);
+  int (*recompute)(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+                   const void *in, const void *saved);
 } StLayerImpl;
 
 /* NULL when the type has no real implementation (custom layers). */

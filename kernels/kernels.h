@@ -36,6 +36,10 @@ typedef enum {
 } StKDtype;
 
 #define ST_K_EINVAL (-22)
+/* Limits of the LLM kernels on every table (the CUDA ones keep a row's
+ * share in registers): flash attention's head_dim, MoE routing's top_k. */
+#define ST_K_MAX_HEAD_DIM 256
+#define ST_K_MAX_TOP_K 16
 /* The host table could not allocate (alloc, or a kernel's own temporary). */
 #define ST_K_ENOMEM (-12)
 
@@ -207,6 +211,96 @@ typedef struct StKernels {
   /* din = the adjoint of the forward (written, not accumulated) */
   int (*adaptive_avgpool_bwd)(void *stream, void *din, const void *dout, int nc, int h, int w,
                               int oh, int ow, StKDtype dt);
+
+  /* ---- LLM layers (kernels/ref/llm.c, attention.c, moe.c) ------------------ */
+  /* RMSNorm over the last dim of rows x cols: out = in rstd gamma (gamma NULL:
+   * 1), rstd = 1 / sqrt(mean(in^2) + eps) fp32 [rows] saved. Backward, with
+   * xhat = in rstd: din = rstd (g dy - xhat mean(g dy xhat)) (written; NULL
+   * skips), dgamma += sum over rows of dy xhat (NULL skips). */
+  int (*rmsnorm_fwd)(void *stream, void *out, float *rstd, const void *in, const void *gamma,
+                     int rows, int cols, StKDtype dt);
+  int (*rmsnorm_bwd)(void *stream, void *din, void *dgamma, const void *dout, const void *in,
+                     const float *rstd, const void *gamma, int rows, int cols, StKDtype dt);
+  /* A gated linear unit of gu [rows, 2f]: h[r, j] = act(gu[r, j]) gu[r, f + j],
+   * act SiLU (act 0) or GELU (1, tanh form); the backward writes dgu [rows, 2f]. */
+  int (*glu_fwd)(void *stream, void *h, const void *gu, int rows, int f, int act, StKDtype dt);
+  int (*glu_bwd)(void *stream, void *dgu, const void *dh, const void *gu, int rows, int f,
+                 int act, StKDtype dt);
+  /* Rotary position embedding in place on the first `heads` heads (of
+   * head_dim each) of batch x tokens rows of `ld` elements; a row's position
+   * is its index mod tokens. Pair (x_i, x_{i + rot/2}), i < rot / 2, turns
+   * by pos theta^(-2 i / rot) (HF's rotate_half layout); the rest of a head
+   * stays. `inverse` turns back: the backward (a rotation's transpose). */
+  int (*rope)(void *stream, void *x, int batch, int tokens, int heads, int ld, int head_dim,
+              int rot_dim, float theta, int inverse, StKDtype dt);
+  /* Flash-style attention (Dao et al. 2022) without an s x s tensor: qkv
+   * [batch, tokens, (heads + 2 kv_heads) head_dim] holds per token the
+   * query heads, then the key heads, then the value heads; query head h
+   * reads kv head h / (heads / kv_heads). o [batch, tokens, heads
+   * head_dim]; lse fp32 [batch, heads, tokens], each row's log-sum-exp of
+   * its scaled scores (saved for the backward). Query i sees key j when
+   * j <= i (causal) and j > i - window (window > 0). */
+  int (*flash_attn_fwd)(void *stream, void *o, float *lse, const void *qkv, int batch,
+                        int tokens, int heads, int kv_heads, int head_dim, float scale,
+                        int causal, int window, StKDtype dt);
+  /* Its backward, recomputing the scores from qkv and lse: writes dqkv (all
+   * of it, qkv's layout) from dout [batch, tokens, heads head_dim]; rowdot
+   * fp32 [batch, heads, tokens] is scratch (rowsum(dout o)). */
+  int (*flash_attn_bwd)(void *stream, void *dqkv, const void *dout, const void *qkv,
+                        const void *o, const float *lse, float *rowdot, int batch, int tokens,
+                        int heads, int kv_heads, int head_dim, float scale, int causal,
+                        int window, StKDtype dt);
+  /* qkv (flash_attn_fwd's layout) by head: qh, kh, vh [heads, batch, tokens,
+   * head_dim], K and V repeated over their group; NULL skips one. The
+   * backward writes dqkv, summing each kv head over its group. */
+  int (*attn_heads)(void *stream, void *qh, void *kh, void *vh, const void *qkv, int batch,
+                    int tokens, int heads, int kv_heads, int head_dim, StKDtype dt);
+  int (*attn_heads_bwd)(void *stream, void *dqkv, const void *dqh, const void *dkh,
+                        const void *dvh, int batch, int tokens, int heads, int kv_heads,
+                        int head_dim, StKDtype dt);
+  /* dst[r, c] = src[r, c] for rows x cols whose rows are ld_dst / ld_src
+   * elements apart. */
+  int (*copy2d)(void *stream, void *dst, int ld_dst, const void *src, int ld_src, int rows,
+                int cols, StKDtype dt);
+  /* MoE routing of batch x tokens rows of logits [rows, experts]: probs fp32
+   * [rows, experts] = softmax, sel int32 [rows, top_k] each row's top_k
+   * experts by probability (ties to the lower index; a choice the expert had
+   * no room for is stored as -1 - expert), and `gates` (rows ld
+   * apart, `experts` columns) each chosen expert's gate (its probability,
+   * renormalized over the top_k with norm_topk), 0 for the others and where
+   * the expert is full: each expert takes at most `capacity` rows of a
+   * sample, every row's first choice admitted before any second choice,
+   * each in row order (GShard). */
+  int (*moe_route_fwd)(void *stream, void *gates, int ld, float *probs, int32_t *sel,
+                       const void *logits, int batch, int tokens, int experts, int top_k,
+                       int capacity, int norm_topk, StKDtype dt);
+  /* dlogits [rows, experts] (written) from the gates' gradient dgates (rows
+   * ld apart; a dropped gate's is not read: the gate was no function of
+   * the logits). */
+  int (*moe_route_bwd)(void *stream, void *dlogits, const void *dgates, int ld,
+                       const float *probs, const int32_t *sel, int rows, int experts, int top_k,
+                       int norm_topk, StKDtype dt);
+  /* An expert's rows: per sample of `tokens` rows of src (rows ld apart),
+   * the first `capacity` rows in order whose column gate_col is not 0: x
+   * [batch capacity, d] their d values from column x_col, idx int32 their
+   * row in the sample, gate fp32 their gate; an empty slot gets idx -1,
+   * gate 0 and a zero row. */
+  int (*moe_gather)(void *stream, void *x, int32_t *idx, float *gate, const void *src, int ld,
+                    int x_col, int gate_col, int batch, int tokens, int capacity, int d,
+                    StKDtype dt);
+  /* dst[sample, idx, col + j] += g y[slot, j] for the filled slots, g the
+   * slot's gate (1 when gate is NULL); dst's rows ld apart. */
+  int (*moe_scatter)(void *stream, void *dst, int ld, int col, const void *y,
+                     const int32_t *idx, const float *gate, int batch, int tokens, int capacity,
+                     int d, StKDtype dt);
+  /* The gated scatter's backward: dy[slot] = gate dsum[sample, idx] (0 for
+   * an empty slot; dsum's rows ld_sum apart, from column 0), and
+   * dgates[sample, idx, gate_col] += dsum[sample, idx] . y[slot] (dgates'
+   * rows ld_gates apart; other rows untouched; NULL skips it). */
+  int (*moe_gather_grad)(void *stream, void *dy, void *dgates, int ld_gates, int gate_col,
+                         const void *dsum, int ld_sum, const void *y, const int32_t *idx,
+                         const float *gate, int batch, int tokens, int capacity, int d,
+                         StKDtype dt);
 } StKernels;
 
 /* The host table (always built) and the CUDA table (kernels/cuda, built into

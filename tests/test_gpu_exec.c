@@ -87,6 +87,27 @@ test_transformer_bf16(void)
   compare("tests/data/exec/tiny-gpt.json", "dp", 0, ST_PRECISION_MIXED, 5e-2);
 }
 
+/* The LLM layers on CUDA: flash GQA attention with RoPE, SwiGLU, RMSNorm;
+ * the MoE chain (its routing must make the same choices on both, so fp32
+ * only: bf16 roundings could flip a near tie). */
+static void
+test_llama_zero3(void)
+{
+  compare("tests/data/exec/tiny-llama.json", "zero", 3, ST_PRECISION_FP32, 1e-3);
+}
+
+static void
+test_llama_bf16(void)
+{
+  compare("tests/data/exec/tiny-llama.json", "dp", 0, ST_PRECISION_MIXED, 5e-2);
+}
+
+static void
+test_moe_dp(void)
+{
+  compare("tests/data/exec/tiny-moe.json", "dp", 0, ST_PRECISION_FP32, 1e-3);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -98,5 +119,8 @@ main(int argc, char **argv)
   g_test_add_func("/gpu/exec/mlp-dp", test_mlp_dp);
   g_test_add_func("/gpu/exec/transformer-zero3", test_transformer_zero3);
   g_test_add_func("/gpu/exec/transformer-bf16", test_transformer_bf16);
+  g_test_add_func("/gpu/exec/llama-zero3", test_llama_zero3);
+  g_test_add_func("/gpu/exec/llama-bf16", test_llama_bf16);
+  g_test_add_func("/gpu/exec/moe-dp", test_moe_dp);
   return g_test_run();
 }

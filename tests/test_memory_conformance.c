@@ -39,6 +39,8 @@ static const char *const MODELS[] = {
   "tests/data/memory/vit.json",
   "tests/data/memory/gpt.json",
   "tests/data/memory/lm.json",
+  "tests/data/memory/llama.json",
+  "tests/data/memory/moe.json",
 };
 
 /* The models the executor tests run (custom.json has no real math). */
@@ -46,6 +48,8 @@ static const char *const SHIPPED[] = {
   "tests/data/exec/tiny-mlp.json",
   "tests/data/exec/tiny-mlp3.json",
   "tests/data/exec/tiny-gpt.json",
+  "tests/data/exec/tiny-llama.json",
+  "tests/data/exec/tiny-moe.json",
   "models/mlp.json",
 };
 

@@ -19,13 +19,17 @@
 #include "testutil.h"
 
 /* Small models that use every implemented layer type (and some of their
- * variants: grouped, without bias or affine, with dropout, causal, tied). */
+ * variants: grouped, without bias or affine, with dropout, causal, tied;
+ * flash and dense attention, GQA, windows, every MLP and norm of the
+ * LLaMA block, MoE chains with and without a norm). */
 static const char *const MODELS[] = {
   "tests/data/memory/img.json",
   "tests/data/memory/img2.json",
   "tests/data/memory/vit.json",
   "tests/data/memory/gpt.json",
   "tests/data/memory/lm.json",
+  "tests/data/memory/llama.json",
+  "tests/data/memory/moe.json",
 };
 
 /* ---- per layer ------------------------------------------------------------- */
@@ -131,6 +135,37 @@ check_layer(const StModel *m, int i, int batch, StKDtype dt)
                   ==, 0);
   g_assert_cmpint(fwd.taken, ==, mem.fwd_scratch);
   g_assert_cmpint(bwd.taken, ==, mem.bwd_scratch);
+
+  /* Selective recomputation: the part of the saved block the layer can
+   * make again, and the recompute's scratch; the forward then writes those
+   * tensors elsewhere (c.again) and the backward reads them there. */
+  size_t again = impl->again_bytes != NULL ? impl->again_bytes(l, batch, dt) : 0;
+  g_assert_cmpint(mem.again, ==, (int64_t)again);
+  if (again > 0) {
+    g_assert_cmpint(mem.again, <=, mem.saved);
+    g_autofree void *ag = g_malloc0(again);
+    Counter fwd2 = {0, g_ptr_array_new_with_free_func(g_free)};
+    Counter rec = {0, g_ptr_array_new_with_free_func(g_free)};
+    Counter bwd2 = {0, g_ptr_array_new_with_free_func(g_free)};
+    c.again = ag;
+    c.pool = &fwd2;
+    g_assert_cmpint(impl->forward(&c, l, batch, params, in, out, saved), ==, 0);
+    c.pool = &rec;
+    g_assert_cmpint(impl->recompute(&c, l, batch, params, in, saved), ==, 0);
+    c.pool = &bwd2;
+    g_assert_cmpint(impl->backward(&c, l, batch, params, (keeps & ST_KEEPS_INPUT) ? in : NULL,
+                                   (keeps & ST_KEEPS_OUTPUT) ? out : NULL, saved,
+                                   loss ? NULL : dout, ids ? NULL : din, dparams),
+                    ==, 0);
+    g_assert_cmpint(fwd2.taken, ==, mem.fwd_scratch);
+    g_assert_cmpint(rec.taken, ==, mem.again_scratch);
+    g_assert_cmpint(bwd2.taken, ==, mem.bwd_scratch);
+    g_ptr_array_unref(fwd2.blocks);
+    g_ptr_array_unref(rec.blocks);
+    g_ptr_array_unref(bwd2.blocks);
+  } else {
+    g_assert_cmpint(mem.again_scratch, ==, 0);
+  }
   g_ptr_array_unref(fwd.blocks);
   g_ptr_array_unref(bwd.blocks);
 }

@@ -19,6 +19,7 @@ static const StLayerImpl *const IMPLS[] = {
   &st_impl_to_tokens,
   &st_impl_batchnorm2d,
   &st_impl_layernorm,
+  &st_impl_rmsnorm,
   &st_impl_relu,
   &st_impl_gelu,
   &st_impl_dropout,
@@ -27,6 +28,12 @@ static const StLayerImpl *const IMPLS[] = {
   &st_impl_basic_block,
   &st_impl_bottleneck,
   &st_impl_transformer_block,
+  &st_impl_attention,
+  &st_impl_swiglu,
+  &st_impl_geglu,
+  &st_impl_llama_block,
+  &st_impl_moe_router,
+  &st_impl_moe_expert,
   NULL,
 };
 

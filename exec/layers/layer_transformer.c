@@ -99,18 +99,21 @@ typedef struct {
   void *gl;             /* gelu(u), fc2 input [B, T, F] */
 } XfSaved;
 
+/* The saved tensors; the probabilities, their dropped copy and its mask
+ * (what selective recomputation drops) from `again` when it is given, else
+ * from the same block. Returns the main block's bytes. */
 static size_t
-xf_layout(const Xf *x, StKDtype dt, char *base, XfSaved *s)
+xf_layout(const Xf *x, StKDtype dt, char *base, StCarve *again, XfSaved *s)
 {
-  StCarve cv = {base, 0};
+  StCarve cv = {base, 0}, *ag = again != NULL ? again : &cv;
   size_t es = st_kdt_size(dt);
   s->mean1 = st_carve(&cv, x->bt * sizeof(float));
   s->rstd1 = st_carve(&cv, x->bt * sizeof(float));
   s->h1 = st_carve(&cv, x->btd * es);
   s->qkvh = st_carve(&cv, 3 * x->btd * es);
-  s->att = st_carve(&cv, x->hbtt * es);
-  s->attd = x->dropout ? st_carve(&cv, x->hbtt * es) : s->att;
-  s->mask_att = x->dropout ? st_carve(&cv, x->hbtt) : NULL;
+  s->att = st_carve(ag, x->hbtt * es);
+  s->attd = x->dropout ? st_carve(ag, x->hbtt * es) : s->att;
+  s->mask_att = x->dropout ? st_carve(ag, x->hbtt) : NULL;
   s->mask_r1 = x->dropout ? st_carve(&cv, x->btd) : NULL;
   s->mask_r2 = x->dropout ? st_carve(&cv, x->btd) : NULL;
   s->y = st_carve(&cv, x->btd * es);
@@ -139,12 +142,30 @@ xf_init(const StLayer *l, float *params, uint64_t seed)
   st_init_uniform(params + p.w_fc2, d * f, bf, seed, l, 3);
 }
 
+/* The layout of a call: the again tensors from c->again when given. */
+static void
+xf_carve(const StLayerCtx *c, const Xf *x, const void *saved, XfSaved *s)
+{
+  StCarve other = {c->again, 0};
+  xf_layout(x, c->dt, (char *)saved, c->again != NULL ? &other : NULL, s);
+}
+
 static size_t
 xf_saved(const StLayer *l, int batch, StKDtype dt)
 {
   Xf x = xf_of(l, batch);
   XfSaved s;
-  return xf_layout(&x, dt, NULL, &s);
+  return xf_layout(&x, dt, NULL, NULL, &s);
+}
+
+static size_t
+xf_again(const StLayer *l, int batch, StKDtype dt)
+{
+  Xf x = xf_of(l, batch);
+  XfSaved s;
+  StCarve again = {NULL, 0};
+  xf_layout(&x, dt, NULL, &again, &s);
+  return again.offset;
 }
 
 /* The backward's scratch for one branch at a time: the MLP's gradient of
@@ -179,6 +200,35 @@ head_part(const Xf *x, StKDtype dt, const void *qkvh, int which)
   return st_at(qkvh, dt, (size_t)which * x->btd);
 }
 
+/* The attention's probabilities from the saved Q and K: scores [HB, T, T]
+ * = Q K^T, softmax in place (scaled, masked), and their dropout (the same
+ * mask from the same seed when a selective recompute makes them again). */
+static int
+xf_probs(const StLayerCtx *c, const Xf *x, const XfSaved *s)
+{
+  const StKernels *k = c->k;
+  int hb = x->H * x->B, T = x->T, hd = x->hd;
+  int64_t sq = (int64_t)T * hd, ss = (int64_t)T * T;
+  const void *q = head_part(x, c->dt, s->qkvh, 0), *kk = head_part(x, c->dt, s->qkvh, 1);
+  ST_TRY(k->gemm(c->stream, 0, 1, T, T, hd, 1.0f, q, kk, 0.0f, s->att, c->dt, hb, sq, sq, ss));
+  ST_TRY(k->softmax_fwd(c->stream, s->att, s->att, 1.0f / sqrtf((float)hd), x->causal, hb * T, T,
+                        c->dt));
+  if (!x->dropout)
+    return 0;
+  return k->dropout_fwd(c->stream, s->attd, s->mask_att, s->att, ST_LAYER_DROPOUT_P,
+                        st_layer_subseed(c->seed, 0), c->dt, x->hbtt);
+}
+
+static int
+xf_recompute(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+             const void *in, const void *saved)
+{
+  Xf x = xf_of(l, batch);
+  XfSaved s;
+  xf_carve(c, &x, saved, &s);
+  return xf_probs(c, &x, &s);
+}
+
 static int
 xf_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params, const void *in,
            void *out, void *saved)
@@ -189,9 +239,8 @@ xf_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
   Xf x = xf_of(l, batch);
   XfParams p = xf_params(&x);
   XfSaved s;
-  xf_layout(&x, dt, saved, &s);
+  xf_carve(c, &x, saved, &s);
   int bt = (int)x.bt, hb = x.H * x.B, T = x.T, hd = x.hd;
-  float scale = 1.0f / sqrtf((float)hd);
   void *tmp; /* [B, T, 3D]: qkv, later the attention output by head and the projection */
   ST_SCRATCH(tmp, c, 3 * x.btd * st_kdt_size(dt));
 
@@ -200,15 +249,9 @@ xf_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
   ST_TRY(st_dense_fwd(c, s.h1, bt, x.D, 3 * x.D, P(w_qkv), P(b_qkv), tmp));
   int d_in[4] = {x.B, T, 3 * x.H, hd}, to_heads[4] = {2, 0, 1, 3};
   ST_TRY(k->permute4(st, s.qkvh, tmp, d_in, to_heads, dt));
-  void *q = head_part(&x, dt, s.qkvh, 0), *kk = head_part(&x, dt, s.qkvh, 1);
   void *v = head_part(&x, dt, s.qkvh, 2);
   int64_t sq = (int64_t)T * hd, ss = (int64_t)T * T;
-  /* scores [HB, T, T] = Q K^T, softmax in place (scaled, masked) */
-  ST_TRY(k->gemm(st, 0, 1, T, T, hd, 1.0f, q, kk, 0.0f, s.att, dt, hb, sq, sq, ss));
-  ST_TRY(k->softmax_fwd(st, s.att, s.att, scale, x.causal, hb * T, T, dt));
-  if (x.dropout)
-    ST_TRY(k->dropout_fwd(st, s.attd, s.mask_att, s.att, ST_LAYER_DROPOUT_P,
-                          st_layer_subseed(c->seed, 0), dt, x.hbtt));
+  ST_TRY(xf_probs(c, &x, &s));
   void *yh = tmp, *proj = st_at(tmp, dt, x.btd);
   ST_TRY(k->gemm(st, 0, 0, T, hd, T, 1.0f, s.attd, v, 0.0f, yh, dt, hb, ss, sq, sq));
   int d_heads[4] = {x.H, x.B, T, hd}, from_heads[4] = {1, 2, 0, 3};
@@ -242,7 +285,7 @@ xf_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params
   Xf x = xf_of(l, batch);
   XfParams p = xf_params(&x);
   XfSaved s;
-  xf_layout(&x, dt, (char *)saved, &s);
+  xf_carve(c, &x, saved, &s);
   int bt = (int)x.bt, hb = x.H * x.B, T = x.T, hd = x.hd;
   float scale = 1.0f / sqrtf((float)hd);
   float pd = ST_LAYER_DROPOUT_P;
@@ -308,4 +351,6 @@ const StLayerImpl st_impl_transformer_block = {
   .saved_bytes = xf_saved,
   .forward = xf_forward,
   .backward = xf_backward,
+  .again_bytes = xf_again,
+  .recompute = xf_recompute,
 };

@@ -40,6 +40,10 @@ extern const StLayerImpl st_impl_relu, st_impl_gelu, st_impl_dropout,
 extern const StLayerImpl st_impl_softmax_cross_entropy;            /* layer_loss.c */
 extern const StLayerImpl st_impl_basic_block, st_impl_bottleneck;   /* layer_residual.c */
 extern const StLayerImpl st_impl_transformer_block;                 /* layer_transformer.c */
+extern const StLayerImpl st_impl_rmsnorm, st_impl_swiglu, st_impl_geglu; /* layer_llm.c */
+extern const StLayerImpl st_impl_attention;                         /* layer_attention.c */
+extern const StLayerImpl st_impl_llama_block;                       /* layer_decoder.c */
+extern const StLayerImpl st_impl_moe_router, st_impl_moe_expert;    /* layer_moe.c */
 
 /* ---- initialisation (layer_util.c) -------------------------------------- */
 
@@ -129,3 +133,92 @@ int st_conv_fwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const v
 /* dwt accumulated; dx written, or accumulated with dx_add (NULL to skip). */
 int st_conv_bwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const void *wt,
                 const void *dy, void *dx, int dx_add, void *dwt, void *cols);
+
+/* ---- parts of the LLM layers (layer_llm_parts.c) ----------------------------
+ *
+ * The attention, the MLPs and the norms that the attention / swiglu /
+ * geglu / rmsnorm layers, llama_block and the MoE layers are made of, each
+ * with its parameter layout, init, saved tensors and scratch ("work", a
+ * block the caller lends, as large as *_work() says), so a block composes
+ * them and sim/model/layer_attention.c, layer_llm.c count the same. One
+ * rank of the whole layer (tensor parallelism is issue 13's). */
+
+/* The attention of a layer on batch x tokens rows of width d. */
+typedef struct {
+  int B, T, d;
+  int H, G, k, rot; /* query heads, kv heads, head width, rotated dims */
+  float theta;      /* RoPE base, 0: none */
+  int causal, window, flash, qkv_bias, out_bias;
+} StAttnGeom;
+
+StAttnGeom st_attn_geom(const StLayer *l, int batch);
+size_t st_attn_param_count(const StAttnGeom *a);
+/* Parameters: W_qkv [n, d] (Q heads, then K, then V: n = (H + 2 G) k),
+ * b_qkv [n], W_o [d, H k], b_o [d] (biases when the layer has them). Init
+ * U(+-1/sqrt(fan_in)), biases 0; `tensor` numbers its first tensor. */
+void st_attn_init(const StAttnGeom *a, float *params, uint64_t seed, const StLayer *l, int tensor);
+
+/* Saved: qkv [B T n] after RoPE, the output y [B T H k] (the projection's
+ * input), flash's fp32 log-sum-exp [B H T] or the dense probabilities
+ * [H B T T]; the probabilities come from `again` (selective
+ * recomputation drops them) when it is not the main carve. */
+typedef struct {
+  void *qkv, *y, *probs;
+  float *lse;
+} StAttnSaved;
+
+void st_attn_layout(const StAttnGeom *a, StKDtype dt, StCarve *main, StCarve *again,
+                    StAttnSaved *s);
+size_t st_attn_fwd_work(const StAttnGeom *a, StKDtype dt);
+size_t st_attn_bwd_work(const StAttnGeom *a, StKDtype dt);
+size_t st_attn_again_work(const StAttnGeom *a, StKDtype dt);
+/* out [B T d] = the attention of x [B T d] (x is kept by the caller). */
+int st_attn_forward(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *x,
+                    void *out, const StAttnSaved *s, void *work);
+/* dx (written, NULL skips) and the parameters' gradient (accumulated). */
+int st_attn_backward(const StLayerCtx *c, const StAttnGeom *a, const void *params,
+                     const void *x, const StAttnSaved *s, const void *dout, void *dx,
+                     void *dparams, void *work);
+/* The dense probabilities again, from the saved qkv. */
+int st_attn_recompute(const StLayerCtx *c, const StAttnGeom *a, const StAttnSaved *s, void *work);
+
+/* An MLP d -> f -> d on `rows` rows: act 0 SiLU, 1 GELU; gated (SwiGLU,
+ * GeGLU) or not (GELU MLP). */
+typedef struct {
+  int rows, d, f, gated, act, bias;
+} StMlpGeom;
+
+/* From a layer's attrs: `ffn`, and `mlp` (a choice of sim/model's
+ * StMlpKind) unless the type fixes the kind; `bias_key` names its bias flag. */
+StMlpGeom st_mlp_geom(const StLayer *l, int rows, int d, const char *bias_key);
+size_t st_mlp_param_count(const StMlpGeom *m);
+/* Parameters: W1 [n f, d] (gated: the gate's rows, then the up's), b1 [n f],
+ * W2 [d, f], b2 [d]. */
+void st_mlp_init(const StMlpGeom *m, float *params, uint64_t seed, const StLayer *l, int tensor);
+/* Saved: u [rows, n f] (the first projection's output), h [rows, f]. */
+typedef struct {
+  void *u, *h;
+} StMlpSaved;
+
+void st_mlp_layout(const StMlpGeom *m, StKDtype dt, StCarve *cv, StMlpSaved *s);
+size_t st_mlp_bwd_work(const StMlpGeom *m, StKDtype dt);
+int st_mlp_forward(const StLayerCtx *c, const StMlpGeom *m, const void *params, const void *x,
+                   void *out, const StMlpSaved *s);
+int st_mlp_backward(const StLayerCtx *c, const StMlpGeom *m, const void *params, const void *x,
+                    const StMlpSaved *s, const void *dout, void *dx, void *dparams, void *work);
+
+/* A norm over d features of `rows` rows: 0 RMSNorm (scale), 1 LayerNorm
+ * (scale, shift), 2 none (a copy); its fp32 statistics are saved. */
+typedef struct {
+  int kind, rows, d;
+  float *mean, *rstd;
+} StNormPart;
+
+size_t st_norm_param_count(int kind, int d);
+void st_norm_init(int kind, int d, float *params);
+void st_norm_layout(StNormPart *n, StCarve *cv);
+int st_norm_forward(const StLayerCtx *c, const StNormPart *n, const void *params, const void *x,
+                    void *y);
+/* dx (written, NULL skips), the scale's (and shift's) gradient accumulated. */
+int st_norm_backward(const StLayerCtx *c, const StNormPart *n, const void *params, const void *x,
+                     const void *dy, void *dx, void *dparams);

@@ -122,3 +122,48 @@ int st_cu_compress(void *stream, void *values, StKDtype vdt, const void *dense, 
                    const int32_t *index, size_t n);
 int st_cu_expand(void *stream, void *dense, StKDtype ddt, const void *values, StKDtype vdt,
                  const int32_t *index, size_t n);
+
+/* llm.cu */
+int st_cu_rmsnorm_fwd(void *stream, void *out, float *rstd, const void *in, const void *gamma,
+                      int rows, int cols, StKDtype dt);
+int st_cu_rmsnorm_bwd(void *stream, void *din, void *dgamma, const void *dout, const void *in,
+                      const float *rstd, const void *gamma, int rows, int cols, StKDtype dt);
+int st_cu_glu_fwd(void *stream, void *h, const void *gu, int rows, int f, int act, StKDtype dt);
+int st_cu_glu_bwd(void *stream, void *dgu, const void *dh, const void *gu, int rows, int f,
+                  int act, StKDtype dt);
+int st_cu_rope(void *stream, void *x, int batch, int tokens, int heads, int ld, int head_dim,
+               int rot_dim, float theta, int inverse, StKDtype dt);
+int st_cu_copy2d(void *stream, void *dst, int ld_dst, const void *src, int ld_src, int rows,
+                 int cols, StKDtype dt);
+
+/* attention.cu */
+int st_cu_flash_attn_fwd(void *stream, void *o, float *lse, const void *qkv, int batch,
+                         int tokens, int heads, int kv_heads, int head_dim, float scale,
+                         int causal, int window, StKDtype dt);
+int st_cu_flash_attn_bwd(void *stream, void *dqkv, const void *dout, const void *qkv,
+                         const void *o, const float *lse, float *rowdot, int batch, int tokens,
+                         int heads, int kv_heads, int head_dim, float scale, int causal,
+                         int window, StKDtype dt);
+int st_cu_attn_heads(void *stream, void *qh, void *kh, void *vh, const void *qkv, int batch,
+                     int tokens, int heads, int kv_heads, int head_dim, StKDtype dt);
+int st_cu_attn_heads_bwd(void *stream, void *dqkv, const void *dqh, const void *dkh,
+                         const void *dvh, int batch, int tokens, int heads, int kv_heads,
+                         int head_dim, StKDtype dt);
+
+/* moe.cu */
+int st_cu_moe_route_fwd(void *stream, void *gates, int ld, float *probs, int32_t *sel,
+                        const void *logits, int batch, int tokens, int experts, int top_k,
+                        int capacity, int norm_topk, StKDtype dt);
+int st_cu_moe_route_bwd(void *stream, void *dlogits, const void *dgates, int ld,
+                        const float *probs, const int32_t *sel, int rows, int experts,
+                        int top_k, int norm_topk, StKDtype dt);
+int st_cu_moe_gather(void *stream, void *x, int32_t *idx, float *gate, const void *src, int ld,
+                     int x_col, int gate_col, int batch, int tokens, int capacity, int d,
+                     StKDtype dt);
+int st_cu_moe_scatter(void *stream, void *dst, int ld, int col, const void *y,
+                      const int32_t *idx, const float *gate, int batch, int tokens,
+                      int capacity, int d, StKDtype dt);
+int st_cu_moe_gather_grad(void *stream, void *dy, void *dgates, int ld_gates, int gate_col,
+                          const void *dsum, int ld_sum, const void *y, const int32_t *idx,
+                          const float *gate, int batch, int tokens, int capacity, int d,
+                          StKDtype dt);

@@ -53,6 +53,21 @@ make_table(void)
   k.bias_grad_chw = st_cu_bias_grad_chw;
   k.adaptive_avgpool_fwd = st_cu_adaptive_avgpool_fwd;
   k.adaptive_avgpool_bwd = st_cu_adaptive_avgpool_bwd;
+  k.rmsnorm_fwd = st_cu_rmsnorm_fwd;
+  k.rmsnorm_bwd = st_cu_rmsnorm_bwd;
+  k.glu_fwd = st_cu_glu_fwd;
+  k.glu_bwd = st_cu_glu_bwd;
+  k.rope = st_cu_rope;
+  k.flash_attn_fwd = st_cu_flash_attn_fwd;
+  k.flash_attn_bwd = st_cu_flash_attn_bwd;
+  k.attn_heads = st_cu_attn_heads;
+  k.attn_heads_bwd = st_cu_attn_heads_bwd;
+  k.copy2d = st_cu_copy2d;
+  k.moe_route_fwd = st_cu_moe_route_fwd;
+  k.moe_route_bwd = st_cu_moe_route_bwd;
+  k.moe_gather = st_cu_moe_gather;
+  k.moe_scatter = st_cu_moe_scatter;
+  k.moe_gather_grad = st_cu_moe_gather_grad;
   return k;
 }
 

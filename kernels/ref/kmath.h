@@ -40,6 +40,55 @@ st_k_gelu_grad(float x)
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
+/* SiLU (swish) x sigmoid(x), the gate of SwiGLU, and its derivative
+ * s (1 + x (1 - s)) with s = sigmoid(x). */
+ST_KFN float
+st_k_silu(float x)
+{
+  return x / (1.0f + expf(-x));
+}
+
+ST_KFN float
+st_k_silu_grad(float x)
+{
+  float s = 1.0f / (1.0f + expf(-x));
+  return s * (1.0f + x * (1.0f - s));
+}
+
+/* The gate activation of a gated linear unit: 0 SiLU, 1 GELU. */
+ST_KFN float
+st_k_glu_act(float x, int act)
+{
+  return act == 0 ? st_k_silu(x) : st_k_gelu(x);
+}
+
+ST_KFN float
+st_k_glu_act_grad(float x, int act)
+{
+  return act == 0 ? st_k_silu_grad(x) : st_k_gelu_grad(x);
+}
+
+/* Rotary position embedding: the angle of pair i (of rot / 2) at position
+ * pos, pos theta^(-2 i / rot) (Su et al. 2021), in double so that host and
+ * device agree at long positions; its cosine and sine in fp32. */
+ST_KFN void
+st_k_rope_angle(int pos, int i, int rot, float theta, float *c, float *s)
+{
+  double a = (double)pos * pow((double)theta, -2.0 * (double)i / (double)rot);
+  *c = (float)cos(a);
+  *s = (float)sin(a);
+}
+
+/* Whether query i sees key j: causal (j <= i), and with a sliding window
+ * w > 0 also j > i - w. */
+ST_KFN int
+st_k_attn_sees(int i, int j, int causal, int window)
+{
+  if (causal && j > i)
+    return 0;
+  return window <= 0 || j > i - window;
+}
+
 /* splitmix64's finalizer: a counter-based generator, so element i's draw
  * depends on (seed, i) only, whatever the thread layout. */
 ST_KFN uint64_t

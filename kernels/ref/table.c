@@ -48,6 +48,21 @@ static const StKernels HOST = {
   .bias_grad_chw = st_ref_bias_grad_chw,
   .adaptive_avgpool_fwd = st_ref_adaptive_avgpool_fwd,
   .adaptive_avgpool_bwd = st_ref_adaptive_avgpool_bwd,
+  .rmsnorm_fwd = st_ref_rmsnorm_fwd,
+  .rmsnorm_bwd = st_ref_rmsnorm_bwd,
+  .glu_fwd = st_ref_glu_fwd,
+  .glu_bwd = st_ref_glu_bwd,
+  .rope = st_ref_rope,
+  .flash_attn_fwd = st_ref_flash_attn_fwd,
+  .flash_attn_bwd = st_ref_flash_attn_bwd,
+  .attn_heads = st_ref_attn_heads,
+  .attn_heads_bwd = st_ref_attn_heads_bwd,
+  .copy2d = st_ref_copy2d,
+  .moe_route_fwd = st_ref_moe_route_fwd,
+  .moe_route_bwd = st_ref_moe_route_bwd,
+  .moe_gather = st_ref_moe_gather,
+  .moe_scatter = st_ref_moe_scatter,
+  .moe_gather_grad = st_ref_moe_gather_grad,
 };
 
 const StKernels *

@@ -59,9 +59,8 @@ static const StAttrSpec ROUTER_ATTRS[] = {
   {NULL},
 };
 
-/* Each expert's capacity C for a router on s tokens per sample. */
-static int64_t
-router_capacity(const StLayer *router)
+int64_t
+st_moe_capacity(const StLayer *router)
 {
   double s = (double)router->in_shape.dims[0];
   double c = ceil((double)st_layer_attr(router, "capacity_pct", 100) / 100.0 *
@@ -99,7 +98,8 @@ router_derive(StLayer *layer, int dtype_bytes, GError **error)
 
 /* saved: norm statistics, h [B s d], probabilities fp32 [B s E], choices
  * int32 [B s k]; forward scratch the logits [B s E]; backward scratch the
- * logits' gradient, h's and the norm's input gradient [B s d] each. */
+ * logits' gradient, h's and the norm's input gradient [B s d] each (with
+ * norm none h's gradient is the input's). */
 static void
 router_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
 {
@@ -111,7 +111,9 @@ router_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *o
                st_layer_aligned(rows * experts * (int64_t)sizeof(float)) +
                st_layer_aligned(rows * k * (int64_t)sizeof(int32_t));
   out->fwd_scratch = logits;
-  out->bwd_scratch = logits + 2 * map;
+  /* the norm's input gradient: none without a norm */
+  gboolean norm = st_layer_attr(layer, "norm", ST_NORM_RMS) != ST_NORM_NONE;
+  out->bwd_scratch = logits + (norm ? 2 : 1) * map;
 }
 
 const StLayerType st_layer_moe_router = {
@@ -154,7 +156,7 @@ expert_link(StLayer *layer, const StLayer *prev, GError **error)
   st_layer_set_attr(layer, "experts", st_layer_attr(prev, "experts", 1));
   st_layer_set_attr(layer, "top_k", st_layer_attr(prev, "top_k", 1));
   st_layer_set_attr(layer, "capacity",
-                    after_router ? router_capacity(prev) : st_layer_attr(prev, "capacity", 1));
+                    after_router ? st_moe_capacity(prev) : st_layer_attr(prev, "capacity", 1));
   st_layer_set_attr(layer, "expert", after_router ? 0 : st_layer_attr(prev, "expert", 0) + 1);
   return TRUE;
 }

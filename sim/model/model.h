@@ -141,6 +141,10 @@ StModel *st_model_derive_as(const StModel *model, const StShape *input, int tp, 
 void st_model_free(StModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StModel, st_model_free)
 
+/* Each expert's capacity C of an moe_router on its input (tokens per
+ * sample; sim/model/layer_moe.c). */
+int64_t st_moe_capacity(const StLayer *router);
+
 /* What a layer split over a tensor-parallel group needs from the group in
  * one pass (forward or backward; layer_type.h): a collective over `bytes`
  * per sample (nccl-tests' size: the full buffer) of the rank's input or
