@@ -4,7 +4,9 @@
 # with at most x GPUs (or x bytes per GPU), held to the right edge past the
 # last front point. On the memory axis the cap is a dashed line.
 # Configurations over the cap are grey crosses, placed by their simulated
-# time. Reads plan.csv (`stagger plan --out DIR`, docs/FORMATS.md) by column
+# time. A configuration whose update is not synchronous SGD/Adam's (stale:
+# delayed gradients, admitted by --allow-stale; pruned: --sparsity) has a red
+# dot inside its marker. Reads plan.csv (`stagger plan --out DIR`, docs/FORMATS.md) by column
 # name, so new columns do not move anything.
 #
 # Strategies that reach the same point (dp, burst and pipeline often do on
@@ -104,4 +106,6 @@ plot for [i = 1 : words(strategies)] datafile \
        with points pt marker[(i - 1) % 8 + 1] ps size(i) lw 1.5 title word(strategies, i), \
      datafile using (strcol("status") eq "out_of_memory" ? xv(0) : NaN):(yv(0)) \
        with points pt 2 ps 1.0 lc rgb "#999999" title "over the memory cap", \
+     datafile using (strcol("status") eq "ok" && strcol("update") ne "sync" ? xv(0) : NaN):(yv(0)) \
+       with points pt 7 ps 0.7 lc rgb "#cc0000" title "not synchronous SGD/Adam (stale, pruned)", \
      $front using 1:2 smooth unique with steps lw 2 lc rgb "#333333" title "Pareto front"

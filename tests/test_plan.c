@@ -295,7 +295,8 @@ test_steady_trap(void)
   const char *space[] = {"strategy", "dp,zero,cdp", "nodes", "4", "global-batch", "512",
                          "mem-cap", "80GiB", "precision", "mixed", "update-rule", "v1",
                          "stages", "2", "cdp-reduce", "chain", "stage-split", "flops",
-                         "model-parallel", "false", "micro-batch", "1,2", NULL};
+                         "model-parallel", "false", "micro-batch", "1,2", "allow-stale",
+                         "true", NULL};
   g_autoptr(StPlanSpec) two = st_plan_spec_new();
   g_autoptr(StPlanSpec) steady = st_plan_spec_new();
   g_autoptr(GError) error = NULL;
@@ -334,6 +335,62 @@ test_steady_trap(void)
   }
 }
 
+static void
+test_semantics(void)
+{
+  /* Cyclic DP's update rules v1 and v2 step with delayed gradients: by
+   * default they are excluded before being built (no schedule, no bound),
+   * its rule dp is ranked; --allow-stale ranks them too, marked stale.
+   * Every configuration is counted once. A --sparsity the user asks for
+   * is ranked, marked pruned. */
+  g_autoptr(StModel) m = st_test_model("models/mlp.json");
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
+  g_autoptr(StPlanSpec) spec = spec_of("strategy", "dp,cdp", "gpus", "4", "micro-batch", "8",
+                                       "stages", "2", "model-parallel", "false", NULL);
+  for (int allow = 0; allow < 2; allow++) {
+    g_autoptr(GError) error = NULL;
+    g_assert_true(st_plan_spec_set(spec, "allow-stale", allow ? "true" : "false", &error));
+    g_autoptr(StPlan) plan = search(spec, m, c);
+    const StPlanCounts *n = &plan->counts;
+    g_assert_cmpint(n->ok + n->oom + n->infeasible + n->pruned + n->failed + n->excluded, ==,
+                    n->configurations);
+    int stale = 0, sync_cdp = 0;
+    for (guint i = 0; i < plan->configs->len; i++) {
+      const StPlanPoint *pt = &plan->points[i];
+      const char *name = g_array_index(plan->configs, StPlanConfig, i).strategy->name;
+      g_assert_true(pt->has_update);
+      if (strcmp(name, "dp") == 0 || pt->update.kind == ST_UPDATE_SYNC) {
+        g_assert_cmpint(pt->update.kind, ==, ST_UPDATE_SYNC);
+        g_assert_cmpint(pt->status, !=, ST_PLAN_EXCLUDED);
+        sync_cdp += strcmp(name, "cdp") == 0;
+        continue;
+      }
+      g_assert_cmpint(pt->update.kind, ==, ST_UPDATE_STALE);
+      stale++;
+      if (!allow) {
+        g_assert_cmpint(pt->status, ==, ST_PLAN_EXCLUDED);
+        g_assert_false(pt->bounded);
+        g_assert_null(pt->description);
+        g_assert_nonnull(strstr(pt->reason, "--allow-stale"));
+      } else {
+        g_assert_cmpint(pt->status, !=, ST_PLAN_EXCLUDED);
+      }
+    }
+    g_assert_cmpint(stale, ==, allow ? stale : n->excluded);
+    g_assert_cmpint(stale, >, 0);
+    g_assert_cmpint(sync_cdp, >, 0);
+    g_autoptr(cJSON) root = st_plan_to_json(plan);
+    const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "points"), 0);
+    g_assert_cmpstr(cJSON_GetObjectItem(first, "update")->valuestring, ==, "sync");
+  }
+  g_autoptr(StPlanSpec) sparse = spec_of("strategy", "dp", "gpus", "4", "micro-batch", "8",
+                                         "sparsity", "0.9", NULL);
+  g_autoptr(StPlan) pruned = search(sparse, m, c);
+  int w = st_plan_winner(pruned);
+  g_assert_cmpint(w, >=, 0);
+  g_assert_cmpint(pruned->points[w].update.kind, ==, ST_UPDATE_PRUNED);
+}
+
 /* ---- bounds and pruning ----------------------------------------------------------- */
 
 typedef struct {
@@ -365,8 +422,11 @@ space_spec(const Space *sp, const char *prune)
   }
   st_plan_spec_set(spec, "prune", prune, &error);
   g_assert_no_error(error);
-  /* Small waves, so that these small spaces get pruned at all. */
+  /* Small waves, so that these small spaces get pruned at all; every
+   * strategy's every update rule. */
   st_plan_spec_set(spec, "wave", "4", &error);
+  g_assert_no_error(error);
+  st_plan_spec_set(spec, "allow-stale", "true", &error);
   g_assert_no_error(error);
   return spec;
 }
@@ -554,6 +614,7 @@ main(int argc, char **argv)
   g_test_add_func("/plan/threads/deterministic", test_threads_deterministic);
   g_test_add_func("/plan/reasons", test_reasons);
   g_test_add_func("/plan/steady/trap", test_steady_trap);
+  g_test_add_func("/plan/semantics", test_semantics);
   g_test_add_func("/plan/emit/winner", test_emit_winner);
   return g_test_run();
 }

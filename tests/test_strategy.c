@@ -272,6 +272,62 @@ test_zero3_gathers_per_layer(void)
   st_options_clear(&o);
 }
 
+typedef struct {
+  const char *strategy;
+  const char *option, *value; /* NULL: the defaults */
+  StUpdateKind kind;
+} UpdateCase;
+
+static void
+test_update(void)
+{
+  /* Training semantics (issue 11 part 4): every strategy declares the
+   * update it computes; dp, zero, pipeline and burst compute synchronous
+   * SGD/Adam's, cyclic DP's rules v1 and v2 step with delayed gradients and
+   * its rule dp waits for the fresh one, SAMO trains a pruned model, and
+   * multiplexing's is its foreground's. */
+  static const UpdateCase UPDATES[] = {
+    {"dp", NULL, NULL, ST_UPDATE_SYNC},
+    {"zero", "zero-stage", "3", ST_UPDATE_SYNC},
+    {"pipeline", NULL, NULL, ST_UPDATE_SYNC},
+    {"burst", NULL, NULL, ST_UPDATE_SYNC},
+    {"cdp", NULL, NULL, ST_UPDATE_STALE},
+    {"cdp", "update-rule", "v2", ST_UPDATE_STALE},
+    {"cdp", "update-rule", "dp", ST_UPDATE_SYNC},
+    {"dp", "sparsity", "0.9", ST_UPDATE_PRUNED},
+    {"zero", "sparsity", "0.5", ST_UPDATE_PRUNED},
+    {"pipeline", "sparsity", "0.9", ST_UPDATE_PRUNED},
+    {"multiplex", NULL, NULL, ST_UPDATE_SYNC},
+  };
+  for (const StStrategy *const *st = st_strategies(); *st != NULL; st++) {
+    g_assert_nonnull((*st)->update);
+    g_autofree char *summary = st_strategy_update_summary(*st);
+    g_assert_true(g_str_has_prefix(summary, "sync") || g_str_has_prefix(summary, "stale") ||
+                  g_str_has_prefix(summary, "pruned"));
+  }
+  for (gsize i = 0; i < G_N_ELEMENTS(UPDATES); i++) {
+    StOptions o;
+    st_options_init(&o);
+    if (UPDATES[i].option != NULL)
+      g_assert_true(st_options_set(&o, UPDATES[i].option, UPDATES[i].value, NULL));
+    StUpdate u = st_strategy_find(UPDATES[i].strategy)->update(&o);
+    g_assert_cmpint(u.kind, ==, UPDATES[i].kind);
+    g_assert_nonnull(u.what);
+    st_options_clear(&o);
+  }
+  /* Multiplexing takes its foreground's: a pruned dp foreground is pruned. */
+  StOptions o;
+  st_options_init(&o);
+  g_assert_true(st_options_set(&o, "foreground", "dp", NULL));
+  g_assert_true(st_options_set(&o, "sparsity", "0.9", NULL));
+  g_assert_cmpint(st_strategy_find("multiplex")->update(&o).kind, ==, ST_UPDATE_PRUNED);
+  st_options_clear(&o);
+  /* The listing names the knob values that change it. */
+  g_autofree char *cdp = st_strategy_update_summary(st_strategy_find("cdp"));
+  g_assert_nonnull(strstr(cdp, "with --update-rule dp, sync"));
+  g_assert_null(strstr(cdp, "with --update-rule v1"));
+}
+
 static void
 test_knobs(void)
 {
@@ -397,6 +453,7 @@ main(int argc, char **argv)
   g_test_add_func("/strategy/dp/activation-peak", test_dp_activation_peak);
   g_test_add_func("/strategy/unknown", test_unknown_strategy);
   g_test_add_func("/strategy/knobs", test_knobs);
+  g_test_add_func("/strategy/update", test_update);
   g_test_add_func("/strategy/options-by-name", test_options_by_name);
   g_test_add_func("/strategy/bad-batch", test_bad_batch);
   g_test_add_func("/strategy/ranks-per-gpu", test_ranks_per_gpu);

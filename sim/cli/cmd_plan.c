@@ -56,6 +56,10 @@ static const struct {
   {"wave", "N", "Simulations per wave; pruning is decided as waves end, so the plan is the "
                 "same on any number of threads (default: 16)"},
   {"no-fold", NULL, "Simulate every rank, even where identical ranks could be folded"},
+  {"allow-stale", NULL, "Also rank configurations whose update uses delayed (stale) gradients, "
+                        "such as cyclic DP's update rules v1 and v2: they train differently from "
+                        "synchronous SGD/Adam, and are marked 'stale' (default: only those that "
+                        "compute its update; pruned models when --sparsity asks)"},
 };
 
 static gboolean

@@ -29,8 +29,14 @@ static void
 list_strategies(void)
 {
   printf("%-10s %s\n", "STRATEGY", "WHAT IT BUILDS (after: citation)");
-  for (const StStrategy *const *s = st_strategies(); *s != NULL; s++)
-    printf("%-10s %s\n%-10s   after: %s\n", (*s)->name, (*s)->summary, "", (*s)->citation);
+  for (const StStrategy *const *s = st_strategies(); *s != NULL; s++) {
+    g_autofree char *update = st_strategy_update_summary(*s);
+    printf("%-10s %s\n%-10s   after: %s\n%-10s   update: %s\n", (*s)->name, (*s)->summary, "",
+           (*s)->citation, "", update);
+  }
+  printf("\nupdate: what a configuration computes against synchronous SGD/Adam on the model as\n"
+         "given: sync (the same update), stale (delayed gradients), pruned (a pruned model).\n"
+         "stagger plan ranks only sync and pruned ones unless given --allow-stale.\n");
 }
 
 /* Simulates `run->schedule`, summarizes, reports progress on stderr. */

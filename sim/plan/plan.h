@@ -38,6 +38,12 @@
  * that does not settle within its cap is ranked by the mean of its last
  * steps, marked as not steady, and never prunes another.
  *
+ * Training semantics: each strategy declares the update a configuration
+ * computes (StStrategy.update). Only configurations computing synchronous
+ * SGD/Adam's update (on a pruned model when the user asks --sparsity) are
+ * ranked by default; stale ones (delayed gradients) are excluded before
+ * being built unless allow_stale admits them, and then marked.
+ *
  * Pruning is exact, never heuristic: a configuration is skipped only when a
  * valid lower bound of its step time (plan_bound.c; with --steps auto a
  * bound of the steady step, which no warm-up figure can undercut) shows
@@ -110,6 +116,9 @@ typedef struct {
   int64_t train_steps;     /* for the gpu-hours objective */
   StPlanPrune prune;
   gboolean no_fold;        /* simulate every rank (slower; folding is exact) */
+  gboolean allow_stale;    /* also rank configurations whose update is stale (delayed
+                              gradients): by default only those computing synchronous
+                              SGD/Adam's update (on a pruned model when --sparsity asks) */
   int threads;             /* evaluation threads; 0: one per processor */
   int wave;                /* simulations between pruning decisions; 0: ST_PLAN_WAVE */
 } StPlanSpec;
@@ -124,7 +133,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanSpec, st_plan_spec_free)
  * every power-of-two multiple), global-batch, gpu-batch, mem-cap (a size:
  * "80GiB"), gpu-budget, objective (time, throughput, throughput-per-gpu,
  * gpu-hours), train-steps, prune (front, winner, off), threads, wave,
- * no-fold.
+ * no-fold, allow-stale.
  * Any other option of the table (strategy/options.h) takes a comma list of
  * values (ranges for integer options); errors name the option and value. */
 gboolean st_plan_spec_set(StPlanSpec *spec, const char *name, const char *value,
@@ -209,6 +218,8 @@ typedef enum {
   ST_PLAN_INFEASIBLE,  /* the options, the GPU budget or the strategy refused it */
   ST_PLAN_PRUNED,      /* its bound shows a simulated configuration beats it */
   ST_PLAN_FAILED,      /* the simulation failed (a deadlock: a strategy bug) */
+  ST_PLAN_EXCLUDED,    /* its update is stale (delayed gradients), not admitted without
+                          allow_stale: not built */
   ST_PLAN_STATUS_N,
 } StPlanStatus;
 
@@ -219,6 +230,8 @@ typedef struct {
   char *description;       /* the schedule's one line; NULL when not built */
   int nodes, gpus_used, ranks, accumulation;
   int64_t global_batch;
+  gboolean has_update;     /* `update` known (the options were accepted) */
+  StUpdate update;         /* what it computes against synchronous SGD/Adam (strategy.h) */
   gboolean bounded;        /* `bound` computed */
   StPlanBound bound;
   /* Simulated (OK, OOM by simulation): */
@@ -246,7 +259,7 @@ typedef struct {
 } StPlanPoint;
 
 typedef struct {
-  int configurations, simulated, ok, oom, infeasible, pruned, failed;
+  int configurations, simulated, ok, oom, infeasible, pruned, failed, excluded;
   int duplicates;     /* with the schedule of an earlier one: its results, not simulated again */
   int oom_by_bound;   /* of oom: not simulated, the memory bound exceeds the cap */
 } StPlanCounts;

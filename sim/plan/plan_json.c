@@ -10,7 +10,9 @@
 
 #include "base/json.h"
 
-static const char *const STATUS[] = {"ok", "out_of_memory", "infeasible", "pruned", "failed"};
+static const char *const STATUS[] = {"ok",     "out_of_memory", "infeasible",
+                                     "pruned", "failed",        "excluded"};
+G_STATIC_ASSERT(G_N_ELEMENTS(STATUS) == ST_PLAN_STATUS_N);
 
 const char *
 st_plan_status_name(StPlanStatus s)
@@ -68,6 +70,7 @@ search_json(const StPlan *plan)
   cJSON_AddStringToObject(obj, "objective", st_plan_objective_name(spec->objective));
   st_json_add_int(obj, "train_steps", spec->train_steps);
   cJSON_AddStringToObject(obj, "prune", st_plan_prune_name(spec->prune));
+  cJSON_AddBoolToObject(obj, "allow_stale", spec->allow_stale);
   st_json_add_int(obj, "wave", spec->wave > 0 ? spec->wave : ST_PLAN_WAVE);
   cJSON_AddBoolToObject(obj, "fold", !spec->no_fold);
   return obj;
@@ -85,6 +88,7 @@ counts_json(const StPlanCounts *c)
   st_json_add_int(obj, "infeasible", c->infeasible);
   st_json_add_int(obj, "pruned", c->pruned);
   st_json_add_int(obj, "failed", c->failed);
+  st_json_add_int(obj, "excluded", c->excluded);
   st_json_add_int(obj, "same_schedule", c->duplicates);
   return obj;
 }
@@ -107,6 +111,13 @@ point_json(const StPlan *plan, int i)
   add_int_or_null(obj, "accumulation", pt->accumulation);
   add_int_or_null(obj, "global_batch", pt->global_batch);
   cJSON_AddStringToObject(obj, "status", st_plan_status_name(pt->status));
+  if (pt->has_update) {
+    cJSON_AddStringToObject(obj, "update", st_update_kind_name(pt->update.kind));
+    cJSON_AddStringToObject(obj, "update_what", pt->update.what);
+  } else {
+    cJSON_AddNullToObject(obj, "update");
+    cJSON_AddNullToObject(obj, "update_what");
+  }
   if (pt->reason != NULL)
     cJSON_AddStringToObject(obj, "reason", pt->reason);
   else
@@ -204,7 +215,7 @@ plan_csv(const StPlan *plan)
   GString *out = g_string_new(NULL);
   g_string_append(out, "index,strategy,status,gpus,nodes,micro_batch,accumulation,objective,"
                        "step_time_s,samples_per_s,peak_bytes,rank,pareto_gpus,pareto_memory,"
-                       "steady,label\n");
+                       "steady,update,label\n");
   for (guint i = 0; i < plan->configs->len; i++) {
     const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
     const StPlanPoint *pt = &plan->points[i];
@@ -216,12 +227,14 @@ plan_csv(const StPlan *plan)
                          : st_plan_objective_value(plan->spec->objective, plan->spec, pt);
     char num[3][G_ASCII_DTOSTR_BUF_SIZE];
     g_string_append_printf(
-      out, "%u,%s,%s,%d,%d,%d,%d,%s,%s,%s,%" G_GINT64_FORMAT ",%d,%d,%d,%d,", i, c->strategy->name,
+      out, "%u,%s,%s,%d,%d,%d,%d,%s,%s,%s,%" G_GINT64_FORMAT ",%d,%d,%d,%d,%s,", i,
+      c->strategy->name,
       st_plan_status_name(pt->status), pt->gpus_used, c->nodes, c->micro_batch,
       pt->accumulation, g_ascii_formatd(num[0], sizeof num[0], "%.9g", objective),
       g_ascii_formatd(num[1], sizeof num[1], "%.9g", (double)pt->step_time_ns * 1e-9),
       g_ascii_formatd(num[2], sizeof num[2], "%.9g", pt->samples_per_s), pt->peak_bytes,
-      pt->rank, pt->front_gpus, pt->front_memory, pt->steady);
+      pt->rank, pt->front_gpus, pt->front_memory, pt->steady,
+      st_update_kind_name(pt->update.kind));
     g_autofree char *label = st_plan_config_label(c);
     csv_text(out, label);
     g_string_append_c(out, '\n');

@@ -90,9 +90,10 @@ print_table(const StPlan *plan, int top, FILE *out)
   }
   fprintf(out, "Best %d of %u that fit, by %s (predicted by the simulator):\n\n", n,
           plan->ranking->len, st_plan_objective_name(plan->spec->objective));
-  fprintf(out, "%4s  %-10s %5s %9s %11s %10s %8s %7s %6s %6s %6s %6s %6s %6s %9s %5s  %s\n",
-          "rank", "strategy", "GPUs", "mb x acc", "step time", "samples/s", "per GPU", "peak",
-          "params", "grads", "optim", "activ", "comm", "work", "exposed", "front", "options");
+  fprintf(out, "%4s  %-10s %-6s %5s %9s %11s %10s %8s %7s %6s %6s %6s %6s %6s %6s %9s %5s  %s\n",
+          "rank", "strategy", "update", "GPUs", "mb x acc", "step time", "samples/s", "per GPU",
+          "peak", "params", "grads", "optim", "activ", "comm", "work", "exposed", "front",
+          "options");
   for (int k = 0; k < n; k++) {
     int i = g_array_index(plan->ranking, int, k);
     const StPlanConfig *c = config_of(plan, i);
@@ -103,8 +104,8 @@ print_table(const StPlan *plan, int top, FILE *out)
     g_autofree char *step = g_strdup_printf("%s%s", time, pt->steady ? "" : "~");
     g_autofree char *exposed = st_format_duration(pt->exposed_ns);
     g_autofree char *peak = short_bytes(pt->peak_bytes);
-    fprintf(out, "%4d  %-10s %5d %9s %11s %10.1f %8.2f %7s", pt->rank, c->strategy->name,
-            pt->gpus_used, batch, step, pt->samples_per_s,
+    fprintf(out, "%4d  %-10s %-6s %5d %9s %11s %10.1f %8.2f %7s", pt->rank, c->strategy->name,
+            st_update_kind_name(pt->update.kind), pt->gpus_used, batch, step, pt->samples_per_s,
             pt->samples_per_s / MAX(pt->gpus_used, 1), peak);
     for (int cat = 0; cat < ST_MEM_N; cat++) {
       g_autofree char *b = short_bytes(pt->peak_by_category[cat]);
@@ -114,7 +115,11 @@ print_table(const StPlan *plan, int top, FILE *out)
                                              pt->front_memory ? "M" : "");
     fprintf(out, " %9s %5s  %s\n", exposed, front, label[0] ? label : "-");
   }
-  fprintf(out, "\nstep time: the steady step (each configuration simulated until its state "
+  fprintf(out, "\nupdate: sync computes synchronous SGD/Adam's update; pruned the same on a "
+               "pruned model (--sparsity);\nstale uses delayed gradients (%s).\n",
+          plan->spec->allow_stale ? "admitted by --allow-stale: it trains differently"
+                                  : "not ranked without --allow-stale");
+  fprintf(out, "step time: the steady step (each configuration simulated until its state "
                "repeats); ~: not steady,\nthe mean of its last steps, which still vary. "
                "mb x acc: micro-batch x gradient accumulation.\npeak: memory of the GPU with "
                "the highest peak, then its split at that moment. exposed: communication not\n"
@@ -130,9 +135,11 @@ print_counts(const StPlan *plan, FILE *out)
   fprintf(out,
           "\n%d configurations: %d simulated, %d with the same schedule as one of those (%d "
           "fit, %d over the memory cap); %d pruned by the step-time bound, %d over the cap by "
-          "the memory bound (not simulated), %d infeasible, %d failed.\n",
+          "the memory bound (not simulated), %d infeasible, %d failed, %d excluded (stale "
+          "updates%s).\n",
           c->configurations, c->simulated, c->duplicates, c->ok, c->oom - c->oom_by_bound,
-          c->pruned, c->oom_by_bound, c->infeasible, c->failed);
+          c->pruned, c->oom_by_bound, c->infeasible, c->failed, c->excluded,
+          c->excluded > 0 ? ": --allow-stale admits them" : "");
   if (plan->spec->global_batch == 0 && plan->spec->gpu_batch == 0 &&
       plan->spec->objective != ST_PLAN_OBJ_THROUGHPUT_PER_GPU &&
       plan->spec->objective != ST_PLAN_OBJ_THROUGHPUT)
@@ -199,7 +206,7 @@ print_refused(const StPlan *plan, FILE *out)
   for (guint i = 0; i < plan->configs->len; i++) {
     const StPlanPoint *pt = &plan->points[i];
     if (pt->status != ST_PLAN_INFEASIBLE && pt->status != ST_PLAN_FAILED &&
-        !(pt->status == ST_PLAN_OOM && !pt->simulated))
+        pt->status != ST_PLAN_EXCLUDED && !(pt->status == ST_PLAN_OOM && !pt->simulated))
       continue;
     char *kind = reason_kind(pt->reason);
     gpointer slot = NULL;
@@ -261,6 +268,9 @@ print_explanation(const StPlan *plan, FILE *out)
     fprintf(out, "  WARNING: its step time is not a steady state (%d steps simulated): "
                  "simulate it longer with stagger sim before trusting the ranking.\n",
             a->steps_run);
+  if (a->update.kind != ST_UPDATE_SYNC)
+    fprintf(out, "  NOTE: its update is %s: %s.\n", st_update_kind_name(a->update.kind),
+            a->update.what);
   if (r < 0) {
     fprintf(out, "No runner-up: only one configuration fits.\n");
     return;

@@ -109,7 +109,9 @@ devices_used(const StSchedule *s)
 }
 
 /* Options, cluster and schedule of configuration i; NULL (options
- * cleared) when its options or its strategy refuse it. */
+ * cleared) when its options or its strategy refuse it, or (with `pt`)
+ * when its update is stale and not admitted: then `pt` says so and no
+ * error is set. */
 static StSchedule *
 build_point(const StPlan *plan, const StProfile *profile, int i, StOptions *options,
             StPlanPoint *pt, GError **error)
@@ -117,6 +119,17 @@ build_point(const StPlan *plan, const StProfile *profile, int i, StOptions *opti
   const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
   if (!st_plan_config_options(plan->spec, c, options, error))
     return NULL;
+  if (pt != NULL) {
+    pt->has_update = TRUE;
+    pt->update = c->strategy->update(options);
+    if (pt->update.kind == ST_UPDATE_STALE && !plan->spec->allow_stale) {
+      set_reason(pt, ST_PLAN_EXCLUDED,
+                 "its update is not synchronous SGD/Adam's: %s (--allow-stale admits it)",
+                 pt->update.what);
+      st_options_clear(options);
+      return NULL;
+    }
+  }
   g_autoptr(StCluster) cluster = st_cluster_copy(plan->cluster);
   StOptions resolved;
   st_options_copy(&resolved, options);
@@ -187,7 +200,8 @@ evaluate(Run *run, int i)
   else if (s == NULL)
     s = build_point(plan, run->profile, i, &options, pt, &error);
   if (s == NULL) {
-    set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
+    if (pt->status != ST_PLAN_EXCLUDED)
+      set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
     return;
   }
   if (!run->simulate) {
@@ -233,6 +247,9 @@ count(StPlanCounts *c, const StPlanPoint *pt)
     break;
   case ST_PLAN_PRUNED:
     c->pruned++;
+    break;
+  case ST_PLAN_EXCLUDED:
+    c->excluded++;
     break;
   case ST_PLAN_FAILED:
   default:

@@ -1,6 +1,15 @@
 /* sparse.c: see sparse.h. */
 #include "strategy/sparse.h"
 
+StUpdate
+st_sparse_update(const StOptions *o)
+{
+  if (o->sparsity > 0)
+    return (StUpdate){ST_UPDATE_PRUNED, "synchronous SGD/Adam on the model pruned by a fixed "
+                                        "mask"};
+  return (StUpdate){ST_UPDATE_SYNC, "synchronous SGD/Adam"};
+}
+
 #include <math.h>
 
 #include "strategy/strategy.h"

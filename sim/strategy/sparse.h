@@ -46,6 +46,7 @@
  */
 #pragma once
 
+#include "strategy/strategy.h"
 #include "strategy/strategy_common.h"
 
 typedef struct {
@@ -58,6 +59,10 @@ typedef struct {
   int temp;              /* per non-zero: compressed weights during the optimizer step */
   int optim_traffic;     /* bytes read and written per non-zero by one optimizer step */
 } StSparse;
+
+/* The update of dp, zero and pipeline: synchronous, on the pruned model
+ * when --sparsity p > 0 (StStrategy.update). */
+StUpdate st_sparse_update(const StOptions *options);
 
 /* The layout for the options; fails naming --sparsity when p is not in [0, 1). */
 gboolean st_sparse_init(StSparse *sparse, const StOptions *options, GError **error);

@@ -35,13 +35,40 @@ typedef struct {
   const char *values; /* comma list, each accepted by st_options_set */
 } StStrategyKnob;
 
+/* What update a configuration computes, against the planner's baseline:
+ * synchronous SGD/Adam (every replica's gradient of this step, averaged,
+ * applied to this step's weights) on the model as given. */
+typedef enum {
+  ST_UPDATE_SYNC = 0, /* the same update as synchronous SGD/Adam */
+  ST_UPDATE_STALE,    /* delayed gradients: some weights step with a gradient computed on
+                         weights of an earlier step (training converges differently) */
+  ST_UPDATE_PRUNED,   /* synchronous, on a model pruned by a fixed mask (SAMO) */
+  ST_UPDATE_N,
+} StUpdateKind;
+
+typedef struct {
+  StUpdateKind kind;
+  const char *what;   /* one line, static: "one-step-delayed gradients (update rule v1)" */
+} StUpdate;
+
+/* "sync", "stale", "pruned". */
+const char *st_update_kind_name(StUpdateKind kind);
+
 typedef struct {
   const char *name;     /* as given to --strategy */
   const char *summary;  /* one line */
   const char *citation; /* the paper or system it follows */
   StSchedule *(*build)(const StStrategyInput *input, GError **error);
   const StStrategyKnob *knobs; /* terminated by option NULL; NULL when none */
+  /* The update a configuration with these options computes (required;
+   * the raw options suffice, nothing resolved). */
+  StUpdate (*update)(const StOptions *options);
 } StStrategy;
+
+/* The update it computes by default and how its knobs and --sparsity
+ * change it, derived from `update` ("sync: synchronous SGD/Adam; with
+ * --sparsity P > 0, pruned: ..."). Transfer full. */
+char *st_strategy_update_summary(const StStrategy *strategy);
 
 /* NULL-terminated, in registry order. */
 const StStrategy *const *st_strategies(void);

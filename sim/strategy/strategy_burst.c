@@ -481,6 +481,14 @@ static const StStrategyKnob KNOBS[] = {
   {NULL},
 };
 
+/* Every layer's gradient is reduced within the set of GPUs that ran it
+ * before the step: the update of synchronous SGD/Adam. */
+static StUpdate
+update(const StOptions *options)
+{
+  return (StUpdate){ST_UPDATE_SYNC, "synchronous SGD/Adam"};
+}
+
 const StStrategy st_strategy_burst = {
   .name = "burst",
   .summary = "DeepPool burst parallelism: per-layer GPU counts from a planner, samples moved "
@@ -489,4 +497,5 @@ const StStrategy st_strategy_burst = {
               "(DeepPool), MLSys 2022",
   .build = build,
   .knobs = KNOBS,
+  .update = update,
 };

@@ -372,6 +372,27 @@ static const StStrategyKnob KNOBS[] = {
   {NULL},
 };
 
+/* The update rules (cdp.h, docs/CDP.md): dp waits for this step's
+ * gradient and steps every stage with it, as synchronous SGD/Adam does
+ * (the workers' stagger changes when, not what); v1 and v2 step some or
+ * all stages with the previous step's gradient. */
+static StUpdate
+update(const StOptions *o)
+{
+  switch ((CdpRule)o->update_rule) {
+  case CDP_RULE_DP:
+    return (StUpdate){ST_UPDATE_SYNC, "synchronous SGD/Adam (update rule dp: every stage steps "
+                                      "with this step's gradient)"};
+  case CDP_RULE_V2:
+    return (StUpdate){ST_UPDATE_STALE, "delayed gradients (update rule v2: worker r's first "
+                                       "S-1-r stages step with the previous step's gradient)"};
+  case CDP_RULE_V1:
+  default:
+    return (StUpdate){ST_UPDATE_STALE, "delayed gradients (update rule v1: every stage steps "
+                                       "with the previous step's gradient)"};
+  }
+}
+
 const StStrategy st_strategy_cdp = {
   .name = "cdp",
   .summary = "cyclic data parallelism: workers staggered by 1/N of a step, each stage's "
@@ -381,4 +402,5 @@ const StStrategy st_strategy_cdp = {
               "of Deep Neural Networks, arXiv 2403.08837, 2024",
   .build = build,
   .knobs = KNOBS,
+  .update = update,
 };

@@ -167,4 +167,5 @@ const StStrategy st_strategy_dp = {
   .citation = "Li et al., PyTorch Distributed: Experiences on Accelerating Data Parallel "
               "Training, VLDB 2020",
   .build = build,
+  .update = st_sparse_update,
 };

@@ -370,6 +370,18 @@ static const StStrategyKnob KNOBS[] = {
   {NULL},
 };
 
+/* The foreground's: the background jobs train models of their own. */
+static StUpdate
+update(const StOptions *o)
+{
+  const StStrategy *fg = st_strategy_find(FOREGROUNDS[CLAMP(o->mux_foreground, 0, 2)]);
+  StUpdate u = fg->update(o);
+  if (u.kind == ST_UPDATE_SYNC)
+    u.what = "synchronous SGD/Adam (the foreground's; background jobs train models of their "
+             "own)";
+  return u;
+}
+
 const StStrategy st_strategy_multiplex = {
   .name = "multiplex",
   .summary = "DeepPool GPU multiplexing: a foreground job on high-priority streams, background "
@@ -378,4 +390,5 @@ const StStrategy st_strategy_multiplex = {
               "(DeepPool), MLSys 2022",
   .build = build,
   .knobs = KNOBS,
+  .update = update,
 };

@@ -256,5 +256,6 @@ const StStrategy st_strategy_pipeline = {
               "for extreme-scale deep learning, IPDPS 2022; Singh and Bhatele, Exploiting "
               "Sparsity in Pruned Neural Networks to Optimize Large Model Training, IPDPS 2023",
   .build = build,
+  .update = st_sparse_update,
   .knobs = KNOBS,
 };

@@ -23,6 +23,56 @@ static const StStrategy *const STRATEGIES[] = {
   NULL,
 };
 
+static const char *const UPDATE_KINDS[] = {"sync", "stale", "pruned"};
+G_STATIC_ASSERT(G_N_ELEMENTS(UPDATE_KINDS) == ST_UPDATE_N);
+
+const char *
+st_update_kind_name(StUpdateKind kind)
+{
+  g_return_val_if_fail(kind < ST_UPDATE_N, "?");
+  return UPDATE_KINDS[kind];
+}
+
+static gboolean
+same_update(StUpdate a, StUpdate b)
+{
+  return a.kind == b.kind && g_strcmp0(a.what, b.what) == 0;
+}
+
+/* Appends "; with --NAME VALUE, kind: what" when it differs from `base`. */
+static void
+variant(GString *out, const StStrategy *s, StUpdate base, const char *name, const char *value,
+        const char *shown)
+{
+  StOptions o;
+  st_options_init(&o);
+  if (st_options_set(&o, name, value, NULL)) {
+    StUpdate u = s->update(&o);
+    if (!same_update(u, base))
+      g_string_append_printf(out, "; with --%s %s, %s: %s", name, shown,
+                             st_update_kind_name(u.kind), u.what);
+  }
+  st_options_clear(&o);
+}
+
+char *
+st_strategy_update_summary(const StStrategy *s)
+{
+  StOptions o;
+  st_options_init(&o);
+  StUpdate base = s->update(&o);
+  st_options_clear(&o);
+  GString *out = g_string_new(NULL);
+  g_string_printf(out, "%s: %s", st_update_kind_name(base.kind), base.what);
+  for (const StStrategyKnob *k = s->knobs; k != NULL && k->option != NULL; k++) {
+    g_auto(GStrv) values = g_strsplit(k->values, ",", -1);
+    for (char **v = values; *v != NULL; v++)
+      variant(out, s, base, k->option, *v, *v);
+  }
+  variant(out, s, base, "sparsity", "0.5", "P > 0");
+  return g_string_free(out, FALSE);
+}
+
 const StStrategy *const *
 st_strategies(void)
 {

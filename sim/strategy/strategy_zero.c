@@ -378,5 +378,6 @@ const StStrategy st_strategy_zero = {
   .citation = "Rajbhandari et al., ZeRO: Memory Optimizations Toward Training Trillion "
               "Parameter Models, SC 2020",
   .build = build,
+  .update = st_sparse_update,
   .knobs = KNOBS,
 };

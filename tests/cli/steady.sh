@@ -54,5 +54,5 @@ $STAGGER plan --model $M --cluster $C --gpus 4,8 --strategy dp,cdp --micro-batch
   --out "$tmp/plan" >"$tmp/table" 2>/dev/null
 grep -q "the steady step" "$tmp/table" || fail "plan: table does not say steady"
 grep -q '"steps_simulated"' "$tmp/plan/plan.json" || fail "plan.json lacks steps_simulated"
-head -5 "$tmp/plan/plan.csv" | grep -q "steady,label" || fail "plan.csv lacks the steady column"
+head -1 "$tmp/plan/plan.csv" | grep -q ",steady,update,label" || fail "plan.csv lacks the steady column"
 echo ok
