@@ -211,9 +211,8 @@ st_cli_cluster_for(const StCliShared *sh, const StCliInputs *in, const StOptions
                    GError **error)
 {
   g_autoptr(StCluster) c = st_cluster_copy(in->cluster);
-  if (!st_cluster_resize(c, options->nodes, options->gpus, error)) {
-    g_prefix_error(error, "%s: ", sh->cluster);
+  /* Its errors name the cluster's file. */
+  if (!st_cluster_resize(c, options->nodes, options->gpus, error))
     return NULL;
-  }
   return g_steal_pointer(&c);
 }

@@ -447,8 +447,8 @@ st_cluster_resize(StCluster *c, int nodes, int gpus, GError **error)
   const char *origin = c->path ? c->path : c->name;
   if (nodes < 0 || gpus < 0) {
     g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
-                "--%s %d: must be positive (0 keeps the cluster's own)", nodes < 0 ? "nodes"
-                : "gpus", nodes < 0 ? nodes : gpus);
+                "%s: --%s %d: must be positive (0 keeps the cluster's own)", origin,
+                nodes < 0 ? "nodes" : "gpus", nodes < 0 ? nodes : gpus);
     return FALSE;
   }
   gboolean was_full = c->gpus == c->nodes * c->gpus_per_node;
@@ -458,16 +458,16 @@ st_cluster_resize(StCluster *c, int nodes, int gpus, GError **error)
   int64_t total = (int64_t)new_nodes * c->gpus_per_node;
   if (total > ST_MAX_GPUS) {
     g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
-                "--nodes %d: %d nodes x %d GPUs per node = %" G_GINT64_FORMAT
+                "%s: --nodes %d: %d nodes x %d GPUs per node = %" G_GINT64_FORMAT
                 " GPUs, more than the %d a cluster may have (docs/RELIABILITY.md)",
-                new_nodes, new_nodes, c->gpus_per_node, total, ST_MAX_GPUS);
+                origin, new_nodes, new_nodes, c->gpus_per_node, total, ST_MAX_GPUS);
     return FALSE;
   }
   int new_gpus = gpus > 0 ? gpus : was_full ? (int)total : MIN(c->gpus, (int)total);
   if (new_gpus > total) {
     g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
-                "--gpus %d: %s holds only %" G_GINT64_FORMAT " GPUs (%d node%s x %d)", new_gpus,
-                origin, total, new_nodes, new_nodes == 1 ? "" : "s", c->gpus_per_node);
+                "%s: --gpus %d: the cluster holds only %" G_GINT64_FORMAT " GPUs (%d node%s x %d)",
+                origin, new_gpus, total, new_nodes, new_nodes == 1 ? "" : "s", c->gpus_per_node);
     return FALSE;
   }
   if (!check_links(c, new_gpus, origin, error))

@@ -93,8 +93,10 @@ StCluster *st_cluster_copy(const StCluster *cluster);
 void st_cluster_free(StCluster *cluster);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StCluster, st_cluster_free)
 
-/* Applies --nodes and --gpus (0 leaves each as it is). Fails when `gpus`
- * exceeds what the nodes hold, or a needed link class is missing. */
+/* Applies --nodes and --gpus (0 leaves each as it is). Fails, with the
+ * cluster's file and the option in the message, when `gpus` exceeds what the
+ * nodes hold, the GPUs would exceed ST_MAX_GPUS (base/limits.h), or a needed
+ * link class is missing. */
 gboolean st_cluster_resize(StCluster *cluster, int nodes, int gpus, GError **error);
 
 static inline int
