@@ -118,6 +118,37 @@ test_clock_overflow(void)
   expect_clock_overflow(n);
 }
 
+/* The budget counts op executions before simulating: 2 ranks (programs of
+ * their own, so nothing folds) x 3 ops x 4 steps = 24, at 512 B each 12288
+ * B, plus each rank's counters (12 B per op); a progress watcher learns the
+ * total first and the count done at the end. */
+static void
+test_budget(void)
+{
+  g_autoptr(StSchedule) s = st_test_unit_schedule(2, NULL);
+  for (int r = 0; r < 2; r++) {
+    StProgram *p = st_test_program_for(s, r, 1);
+    for (int i = 0; i < 3; i++)
+      st_test_add(p, st_op_comp(0, ST_PASS_FWD, 0, 0, 10));
+  }
+  s->steps = 4;
+  StEngineOptions o = {0};
+  StEngineProgress progress = {0};
+  StEngineBudget tight = {24 * 512, &progress};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StTimeline) refused = st_simulate_within(s, &o, &tight, NULL, &error);
+  g_assert_null(refused);
+  g_assert_error(error, ST_ENGINE_ERROR, ST_ERROR_UNSUPPORTED);
+  g_assert_nonnull(strstr(error->message, "2 of 2 ranks for 4 steps means 24 op executions"));
+  g_assert_nonnull(strstr(error->message, "fewer --steps (4 now)"));
+  g_assert_cmpint(atomic_load(&progress.ops_total), ==, 24);
+  StEngineBudget enough = {24 * 512 + 2 * 12 * 3, &progress};
+  g_autoptr(StTimeline) t = st_simulate_within(s, &o, &enough, NULL, NULL);
+  g_assert_nonnull(t);
+  g_assert_cmpint(atomic_load(&progress.ops_done), ==, 24);
+  g_assert_cmpint(t->ops->len, ==, 24);
+}
+
 static void
 test_compute_shared(void)
 {
@@ -342,6 +373,7 @@ main(int argc, char **argv)
   g_test_add_func("/engine/queue/order", test_queue_order);
   g_test_add_func("/engine/compute/alone", test_compute_alone);
   g_test_add_func("/engine/clock-overflow", test_clock_overflow);
+  g_test_add_func("/engine/budget", test_budget);
   g_test_add_func("/engine/compute/shared-equal", test_compute_shared);
   g_test_add_func("/engine/compute/shared-priority", test_compute_priority);
   g_test_add_func("/engine/compute/shared-interference", test_compute_interference);

@@ -29,9 +29,18 @@
 #define ST_MAX_RANKS_PER_GPU 1024
 /* One buffer, message or bucket, bytes (1 PiB; also elements of one op). */
 #define ST_MAX_BYTES (INT64_C(1) << 50)
+/* A lower bound of what each rank of a schedule costs to build and to
+ * simulate folded, bytes: measured 262 B a rank for data parallelism on 1.6M
+ * GPUs, the process's own memory included (docs/RELIABILITY.md). */
+#define ST_MIN_BYTES_PER_RANK 256
 /* Start offsets and other times read from files, ns (31.7 years): two of
  * them add without reaching ST_TIME_MAX. */
 #define ST_MAX_TIME_NS INT64_C(1000000000000000000)
+
+/* Bytes this process may still allocate: the least of the kernel's
+ * MemAvailable and a cgroup's limit less its usage (v2, or v1), 0 when none
+ * can be read. What `--max-memory` defaults to. */
+int64_t st_memory_available(void);
 
 /* a * b into *out; FALSE (and *out untouched) when it overflows int64. */
 static inline gboolean

@@ -10,6 +10,7 @@
 #include <glib.h>
 
 #include "cluster/cluster.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "profile/profile.h"
 #include "strategy/options.h"
@@ -158,3 +159,23 @@ gboolean st_cli_interrupted_error(GError **error, const char *dir, const char *w
 
 /* Sets a usage error. */
 gboolean st_cli_usage_error(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+/* ---- progress on stderr (cli_progress.c) --------------------------------- */
+
+/* A line on stderr that says what a long command is doing, once it has
+ * taken more than 2 s: rewritten in place twice a second on a terminal,
+ * else a line every 10 s (logs of batch jobs). The environment variable
+ * STAGGER_PROGRESS_MS sets the 2 s (0, outside a terminal: a line as each
+ * phase starts, however quick; for tests). */
+typedef struct StCliProgress StCliProgress;
+
+/* Starts watching `label` ("dp") doing `phase` ("building the schedule").
+ * Transfer full. */
+StCliProgress *st_cli_progress_new(const char *label, const char *phase);
+/* What it does from now on ("simulating", "writing the outputs"). */
+void st_cli_progress_phase(StCliProgress *progress, const char *phase);
+/* The counters a simulation fills (StEngineBudget.progress). Borrowed. */
+StEngineProgress *st_cli_progress_engine(StCliProgress *progress);
+/* Stops and clears the terminal line. NULL-safe. */
+void st_cli_progress_free(StCliProgress *progress);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StCliProgress, st_cli_progress_free)

@@ -2,6 +2,9 @@
  * print the results (side by side when several) and write the outputs. */
 #include <string.h>
 
+#include "base/error.h"
+#include "base/limits.h"
+#include "base/units.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "interop/chakra.h"
@@ -39,7 +42,15 @@ list_strategies(void)
          "stagger plan ranks only sync and pruned ones unless given --allow-stale.\n");
 }
 
-/* Simulates `run->schedule`, summarizes, reports progress on stderr. */
+/* What a simulation may hold: --max-memory, else what this machine has. */
+static int64_t
+memory_budget(const StOptions *options)
+{
+  return options->max_memory > 0 ? options->max_memory : st_memory_available();
+}
+
+/* Simulates `run->schedule` within the memory budget, summarizes, reports
+ * progress on stderr. */
 static gboolean
 simulate(Run *run, const StProfile *profile, const StOptions *options, gboolean no_fold,
          GError **error)
@@ -47,13 +58,17 @@ simulate(Run *run, const StProfile *profile, const StOptions *options, gboolean 
   StEngineOptions eo = {profile, options->comm_algo, options->share_model, no_fold};
   StEngineStats stats = {0};
   gint64 t0 = g_get_monotonic_time();
-  run->timeline = st_simulate(run->schedule, &eo, &stats, error);
+  g_autoptr(StCliProgress) progress = st_cli_progress_new(run->name, "simulating");
+  StEngineBudget budget = {memory_budget(options), st_cli_progress_engine(progress)};
+  run->timeline = st_simulate_within(run->schedule, &eo, &budget, &stats, error);
   if (run->timeline == NULL) {
     g_prefix_error(error, "%s: ", run->name);
     return FALSE;
   }
   run->timeline->note = g_strdup(stats.fold_note);
+  st_cli_progress_phase(progress, "summarizing");
   run->summary = st_summary_new(run->timeline);
+  g_clear_pointer(&progress, st_cli_progress_free);
   fprintf(stderr, "  %s: %" G_GINT64_FORMAT " ops, %" G_GINT64_FORMAT
                   " events, %d of %d ranks simulated%s, %.2f s\n",
           run->name, stats.ops, stats.events, stats.sim_ranks, run->schedule->n_ranks,
@@ -83,6 +98,27 @@ unique_name(GPtrArray *runs, const char *base)
   }
 }
 
+/* Before building: every rank costs a schedule at least ST_MIN_BYTES_PER_RANK
+ * (its placement, program, communicator memberships and, simulated, its
+ * folding), so a count of ranks that cannot fit is refused at once. */
+static gboolean
+fits_to_build(const char *name, const StOptions *options, const StCluster *cluster,
+              GError **error)
+{
+  int64_t ranks = options->ranks > 0 ? options->ranks : cluster->gpus;
+  int64_t need = ranks * ST_MIN_BYTES_PER_RANK, limit = memory_budget(options);
+  if (limit <= 0 || need <= limit)
+    return TRUE;
+  g_autofree char *need_text = st_format_bytes(need);
+  g_autofree char *limit_text = st_format_bytes(limit);
+  g_set_error(error, ST_ENGINE_ERROR, ST_ERROR_UNSUPPORTED,
+              "%s: building a schedule of %" G_GINT64_FORMAT " ranks takes at least %s, more "
+              "than the %s allowed (--max-memory; by default what this machine has "
+              "available): run fewer ranks or GPUs (--ranks, --nodes, --gpus)",
+              name, ranks, need_text, limit_text);
+  return FALSE;
+}
+
 static gboolean
 build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
 {
@@ -109,9 +145,15 @@ build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
         label != NULL ? g_strdup_printf("%s-%s", names[i], label) : g_strdup(names[i]);
       run->name = unique_name(runs, base);
       g_ptr_array_add(runs, run);
-      run->schedule =
-        st_strategy_build(strategy, in->model, cluster, in->profile, &options, error);
-      ok = run->schedule != NULL && simulate(run, in->profile, &options, sh->no_fold, error);
+      ok = fits_to_build(run->name, &options, cluster, error);
+      if (ok) {
+        g_autoptr(StCliProgress) progress =
+          st_cli_progress_new(run->name, "building the schedule");
+        run->schedule =
+          st_strategy_build(strategy, in->model, cluster, in->profile, &options, error);
+      }
+      ok = ok && run->schedule != NULL &&
+           simulate(run, in->profile, &options, sh->no_fold, error);
     }
     st_options_clear(&options);
     if (!ok)
@@ -194,6 +236,7 @@ write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error
     g_autofree char *dir = runs->len > 1
                              ? g_build_filename(st_outdir_path(outdir), run->name, NULL)
                              : g_strdup(st_outdir_path(outdir));
+    g_autoptr(StCliProgress) progress = st_cli_progress_new(run->name, "writing the outputs");
     if (!st_output_write_all(run->summary, dir, error)) {
       g_prefix_error(error, "nothing written, %s left as it was: ", out);
       return FALSE;

@@ -231,6 +231,8 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   e->compute = (StComputeCtx){s->cluster, options->profile, s->model,
                               st_schedule_compute_dtype(s)};
   e->fold = st_fold_new(s, !options->no_fold);
+  if (!engine_budget(e, error))
+    return FALSE;
   e->tl = st_timeline_new(s, FALSE, "simulated");
   memcpy(e->tl->rank_rep, e->fold->rank_rep, sizeof(int32_t) * s->n_ranks);
   memcpy(e->tl->device_rep, e->fold->device_rep, sizeof(int32_t) * s->n_devices);
@@ -339,8 +341,17 @@ StTimeline *
 st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *stats,
             GError **error)
 {
+  return st_simulate_within(s, options, NULL, stats, error);
+}
+
+StTimeline *
+st_simulate_within(const StSchedule *s, const StEngineOptions *options,
+                   const StEngineBudget *budget, StEngineStats *stats, GError **error)
+{
   g_return_val_if_fail(s != NULL && options != NULL, NULL);
   Engine e = {0};
+  if (budget != NULL)
+    e.budget = *budget;
   if (!engine_init(&e, s, options, error)) {
     engine_clear(&e);
     return NULL;
@@ -370,7 +381,8 @@ st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *
       break;
     }
     e.now = node->time_ns;
-    e.events++;
+    if ((++e.events & 4095) == 0)
+      engine_report_progress(&e);
     Event *ev = (Event *)node;
     if (ev->kind == EV_KERNEL)
       compute_on_event(&e, (Kernel *)ev);
@@ -391,6 +403,7 @@ st_simulate(const StSchedule *s, const StEngineOptions *options, StEngineStats *
     engine_clear(&e);
     return NULL;
   }
+  engine_report_progress(&e);
   e.tl->end_ns = e.now;
   engine_steps_finish(&e, &e.tl->steady, &e.tl->steps);
   if (stats != NULL) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <glib.h>
+#include <stdatomic.h>
 
 #include "output/timeline.h"
 #include "profile/profile.h"
@@ -27,12 +28,30 @@
 #define ST_ENGINE_ERROR (st_engine_error_quark())
 GQuark st_engine_error_quark(void);
 
+/* What a running simulation has done, for a caller that shows progress
+ * from another thread (written with relaxed atomic stores; read them with
+ * atomic_load). */
+typedef struct {
+  _Atomic int64_t ops_total; /* op executions it will simulate; 0 until known */
+  _Atomic int64_t ops_done;
+  _Atomic int64_t events;
+} StEngineProgress;
+
 typedef struct {
   const StProfile *profile; /* borrowed, may be NULL: roofline and alpha-beta only */
   const char *comm_algo;    /* "auto" (default when NULL), "ring", "tree", "hierarchical" */
   const char *share_model;  /* GPU sharing model; NULL: the registry's first ("interference") */
   gboolean no_fold;         /* simulate every rank even when identical ranks could fold */
 } StEngineOptions;
+
+/* What a caller allows a run, and where it watches it. */
+typedef struct {
+  /* Refuse, before simulating, a run estimated to need more bytes than this
+   * (op records and the outputs written from them, engine_budget.c); 0: no
+   * limit. */
+  int64_t max_memory;
+  StEngineProgress *progress; /* borrowed, may be NULL */
+} StEngineBudget;
 
 typedef struct {
   int64_t events;           /* events processed */
@@ -43,8 +62,14 @@ typedef struct {
 } StEngineStats;
 
 /* Simulates `schedule` (borrowed; must outlive the timeline). Fails on a
- * deadlock (ops that can never start), naming one of them. Transfer full. */
+ * deadlock (ops that can never start), naming one of them, and, within a
+ * budget, before it starts when the run would need more than
+ * budget->max_memory, saying what to change. Transfer full. */
 StTimeline *st_simulate(const StSchedule *schedule, const StEngineOptions *options,
                         StEngineStats *stats, GError **error);
+/* The same within `budget` (may be NULL: no limit, no progress). */
+StTimeline *st_simulate_within(const StSchedule *schedule, const StEngineOptions *options,
+                               const StEngineBudget *budget, StEngineStats *stats,
+                               GError **error);
 
 void st_engine_stats_clear(StEngineStats *stats);

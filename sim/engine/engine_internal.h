@@ -179,6 +179,7 @@ typedef struct {
 typedef struct {
   const StSchedule *s;
   const StEngineOptions *options;
+  StEngineBudget budget;  /* zero: no limit, no progress */
   StFold *fold;
   StTimeline *tl;
   StEventQueue queue;
@@ -226,6 +227,12 @@ typedef struct {
   Admission *adm;         /* multiplexing, or NULL */
   Steps steps;
 } Engine;
+
+/* engine_budget.c: the estimate of what the run holds against
+ * budget.max_memory (after folding, before anything per rank is
+ * allocated), and progress for budget.progress. */
+gboolean engine_budget(Engine *e, GError **error);
+void engine_report_progress(Engine *e);
 
 /* engine.c */
 void engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource source);

@@ -211,7 +211,10 @@ evaluate(Run *run, int i)
   }
   StEngineOptions eo = {run->profile, options.comm_algo, options.share_model,
                         plan->spec->no_fold};
-  g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
+  /* --max-memory bounds each configuration's simulation (none by default:
+   * the search holds only summaries, a configuration at a time per thread). */
+  StEngineBudget budget = {options.max_memory, NULL};
+  g_autoptr(StTimeline) t = st_simulate_within(s, &eo, &budget, NULL, &error);
   if (t == NULL) {
     set_reason(pt, ST_PLAN_FAILED, "simulation failed: %s", error->message);
   } else {

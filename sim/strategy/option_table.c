@@ -139,6 +139,10 @@ static const StOptionSpec SPECS[] = {
    "multiplex: background pieces in flight on a GPU without foreground; 0 = 4 (default: 4)"},
   {"mux-fg-pieces", ST_OPT_INT, F(mux_fg_pieces), 0, 1e4, NULL, NULL, "N",
    "multiplex: foreground pieces in flight, for the executor's launcher; 0 = 2 (default: 2)"},
+  {"max-memory", ST_OPT_BYTES, F(max_memory), 0, 1152921504606846976.0 /* 1 EiB */, NULL, NULL,
+   "SIZE",
+   "Refuse a simulation estimated to need more memory than this, such as 16GiB, before it "
+   "starts (default: what this machine has available; plan: no limit; docs/RELIABILITY.md)"},
   {NULL},
 };
 

@@ -58,6 +58,8 @@ typedef struct {
   int mux_bg_pieces;     /* --mux-bg-pieces: background pieces beside a foreground; 0 = 1 */
   int mux_bg_pieces_alone; /* --mux-bg-pieces-alone: ... on a GPU without one; 0 = 4 */
   int mux_fg_pieces;     /* --mux-fg-pieces: foreground pieces in flight; 0 = 2 */
+  int64_t max_memory;    /* --max-memory: bytes a simulation may need (engine_budget.c);
+                            0 = what this machine has available (st_memory_available) */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank per step */
 } StOptions;
