@@ -14,3 +14,12 @@ if(STAGGER_SANITIZE)
   add_link_options(${STAGGER_SANITIZE_FLAGS})
   set(STAGGER_SANITIZE_SUMMARY "ASan + UBSan (${CMAKE_C_COMPILER_ID})")
 endif()
+
+# STAGGER_FUZZ: libFuzzer coverage on every C target, and one fuzzer binary
+# per target of tests/fuzz/fuzz_targets.c (fuzz_NAME; tests/fuzz/run.sh runs
+# them). Needs clang and its compiler-rt (Debian: libclang-rt-14-dev).
+option(STAGGER_FUZZ "Build the libFuzzer targets (clang; see docs/RELIABILITY.md)" OFF)
+if(STAGGER_FUZZ)
+  add_compile_options("$<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link>")
+  set(STAGGER_SANITIZE_SUMMARY "${STAGGER_SANITIZE_SUMMARY}, libFuzzer targets")
+endif()
