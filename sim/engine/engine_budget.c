@@ -15,6 +15,7 @@
 #include "engine/engine_internal.h"
 
 #include "base/units.h"
+#include "output/steady.h"
 
 #define BYTES_PER_EXECUTION 512
 
@@ -31,8 +32,10 @@ engine_budget(Engine *e, GError **error)
   }
   /* Each factor is bounded (ranks, ops in memory, steps <= 10^6): the
    * products fit in int64, but saturate anyway rather than trust that. */
+  /* --steps auto (0) runs until the state repeats, at most the cap. */
+  int steps = s->steps > 0 ? s->steps : st_steady_cap(s);
   int64_t executions, bytes;
-  if (!st_mul_i64(per_step, MAX(s->steps, 1), &executions))
+  if (!st_mul_i64(per_step, MAX(steps, 1), &executions))
     executions = INT64_MAX;
   if (!st_mul_i64(executions, BYTES_PER_EXECUTION, &bytes))
     bytes = INT64_MAX;
@@ -51,6 +54,8 @@ engine_budget(Engine *e, GError **error)
     g_ptr_array_add(what, g_strdup("fold identical ranks (drop --no-fold)"));
   if (s->steps > 1)
     g_ptr_array_add(what, g_strdup_printf("fewer --steps (%d now)", s->steps));
+  else if (s->steps == 0 && steps > 1)
+    g_ptr_array_add(what, g_strdup_printf("a small fixed --steps (auto runs up to %d)", steps));
   if (fold->n_sim_ranks > 1 && !e->options->no_fold)
     g_ptr_array_add(what, g_strdup_printf("fewer ranks or GPUs (--ranks, --nodes, --gpus; %s)",
                                           fold->why_not != NULL ? fold->why_not
@@ -60,12 +65,14 @@ engine_budget(Engine *e, GError **error)
   g_ptr_array_add(what, g_strdup("a larger --max-memory where the machine has it"));
   g_ptr_array_add(what, NULL);
   g_autofree char *advice = g_strjoinv(", or ", (char **)what->pdata);
+  g_autofree char *how_long = s->steps > 0
+                                ? g_strdup_printf("%d step%s", steps, steps == 1 ? "" : "s")
+                                : g_strdup_printf("up to %d steps (--steps auto)", steps);
   g_set_error(error, ST_ENGINE_ERROR, ST_ERROR_UNSUPPORTED,
-              "simulating %d of %d ranks for %d step%s means %" G_GINT64_FORMAT
+              "simulating %d of %d ranks for %s means %" G_GINT64_FORMAT
               " op executions, about %s with their records and outputs, more than the %s "
               "allowed (--max-memory; by default what this machine has available): %s",
-              fold->n_sim_ranks, s->n_ranks, s->steps, s->steps == 1 ? "" : "s", executions,
-              need, have, advice);
+              fold->n_sim_ranks, s->n_ranks, how_long, executions, need, have, advice);
   return FALSE;
 }
 

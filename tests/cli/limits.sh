@@ -13,7 +13,9 @@ C=$SRC/models/clusters/dgx-h100.json
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 for cmd in sim schedule plan; do
-  $STAGGER $cmd --help-all 2>/dev/null | grep -q -- "--max-memory=SIZE" || fail "$cmd --help lacks --max-memory"
+  # Not through a pipe into grep -q: it would stop reading, and pipefail see SIGPIPE.
+  grep -q -- "--max-memory=SIZE" <<<"$($STAGGER $cmd --help-all 2>/dev/null)" ||
+    fail "$cmd --help lacks --max-memory"
 done
 
 # The progress line: one per phase outside a terminal, on stderr only.
