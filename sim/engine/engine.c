@@ -215,6 +215,32 @@ start_rank(Engine *e, int sim)
 
 /* ---- setup, loop, deadlock ------------------------------------------------ */
 
+/* The timeline's records, sized for what the run will append (background
+ * streams that repeat may add more): growing arrays of millions of records
+ * by doubling would copy them again and again. */
+static void
+reserve_records(Engine *e)
+{
+  guint64 ops = 0, mem = 0, persistent = 0;
+  for (int i = 0; i < e->n_sims; i++) {
+    const StProgram *p = e->sims[i].program;
+    ops += p->ops->len;
+    for (guint o = 0; o < p->ops->len; o++) {
+      const StOp *op = st_program_op(p, o);
+      mem += (guint64)op->n_alloc + op->n_free;
+    }
+    persistent += p->buffers->len; /* at most */
+  }
+  ops *= (guint64)MAX(e->s->steps, 0);
+  mem = mem * (guint64)MAX(e->s->steps, 0) + persistent;
+  if (ops > G_MAXUINT / 2 || mem > G_MAXUINT / 2)
+    return;
+  g_array_unref(e->tl->ops);
+  e->tl->ops = g_array_sized_new(FALSE, FALSE, sizeof(StOpRecord), (guint)ops);
+  g_array_unref(e->tl->mem);
+  e->tl->mem = g_array_sized_new(FALSE, FALSE, sizeof(StMemEvent), (guint)mem);
+}
+
 static gboolean
 engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GError **error)
 {
@@ -274,6 +300,7 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   e->devices = g_new0(DeviceState, s->n_devices);
   for (int d = 0; d < s->n_devices; d++)
     e->devices[d].kernels = g_ptr_array_new();
+  reserve_records(e);
   net_init(e);
   admission_init(e);
   engine_steps_init(e);

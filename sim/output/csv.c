@@ -8,8 +8,10 @@
  * column names from it; what a table is about (predicted or measured, what
  * a folded device stands for) is in report.json beside it.
  *
- * Each file is built in memory and written atomically with
- * g_file_set_contents: a reader never sees half a table. Numbers are printed
+ * Each file is written atomically: the small ones built in memory and
+ * written with g_file_set_contents, memory.csv and ops.csv (millions of
+ * rows) streamed through textout.h into a temporary file renamed into
+ * place: a reader never sees half a table. Numbers are printed
  * without the locale (integers, or fixed decimals through integer
  * arithmetic), so the same timeline always gives the same bytes. */
 #include <inttypes.h>
@@ -20,6 +22,7 @@
 #include "base/error.h"
 #include "base/units.h"
 #include "output/output.h"
+#include "output/textout.h"
 
 G_DEFINE_QUARK(st-output-error-quark, st_output_error)
 
@@ -69,28 +72,35 @@ static void
 memory_row(gpointer data, int device, int64_t t_ns, const int64_t state[ST_MEM_N],
            const StMemEvent *last_alloc)
 {
-  GString *out = data;
+  StTextOut *o = data;
   int64_t total = 0;
-  append_us(out, t_ns);
-  g_string_append_printf(out, ",%d", device);
+  st_text_us(o, t_ns);
+  st_text_c(o, ',');
+  st_text_int(o, device);
   for (int c = 0; c < ST_MEM_N; c++) {
-    g_string_append_printf(out, ",%" PRId64, state[c]);
+    st_text_c(o, ',');
+    st_text_int(o, state[c]);
     total += state[c];
   }
-  g_string_append_printf(out, ",%" PRId64 "\n", total);
+  st_text_c(o, ',');
+  st_text_int(o, total);
+  st_text_c(o, '\n');
 }
 
 gboolean
 st_csv_write_memory(const StTimeline *t, const char *path, GError **error)
 {
-  g_autoptr(GString) out = g_string_new(NULL);
-  g_string_append(out, "time_us,device");
-  for (int c = 0; c < ST_MEM_N; c++)
-    g_string_append_printf(out, ",%s", st_mem_name(c));
-  g_string_append(out, ",total\n");
-
-  st_timeline_walk_memory(t, TRUE, memory_row, out);
-  return write_text(path, out, error);
+  StTextOut o;
+  if (!st_text_open(&o, path, error))
+    return FALSE;
+  st_text_str(&o, "time_us,device");
+  for (int c = 0; c < ST_MEM_N; c++) {
+    st_text_c(&o, ',');
+    st_text_str(&o, st_mem_name(c));
+  }
+  st_text_str(&o, ",total\n");
+  st_timeline_walk_memory(t, TRUE, memory_row, &o);
+  return st_text_close(&o, error);
 }
 
 /* ---- comm.csv -------------------------------------------------------------- */
@@ -336,39 +346,66 @@ op_what(const StOp *op)
   }
 }
 
+/* A CSV field into a text file, as append_field. */
 static void
-append_op_row(GString *out, const StTimeline *t, const StOpRecord *rec, int32_t lane)
+put_field(StTextOut *o, const char *text)
+{
+  if (text == NULL)
+    return;
+  gboolean quote = strchr(text, ',') != NULL;
+  if (quote)
+    st_text_c(o, '"');
+  for (const char *p = text; *p != '\0'; p++)
+    st_text_c(o, *p == '"' ? '\'' : *p == '\n' || *p == '\r' ? ' ' : *p);
+  if (quote)
+    st_text_c(o, '"');
+}
+
+static void
+put_op_row(StTextOut *o, const StTimeline *t, StOpNames *names, const StOpRecord *rec,
+           int32_t lane)
 {
   const StSchedule *s = t->schedule;
   const StProgram *p = st_schedule_program_of(s, rec->rank);
   const StOp *op = st_program_op(p, rec->op);
   const StStream *stream = &g_array_index(p->streams, StStream, op->stream);
-  g_autofree char *name = st_op_describe(s, p, rec->op);
   const StModel *model = st_program_model(s, p);
   const char *layer =
     op->layer >= 0 && op->layer < model->n_layers ? model->layers[op->layer].name : NULL;
-
-  g_string_append_printf(out, "%d,%d,%u,", rec->rank, s->ranks[rec->rank].device,
-                         (unsigned)op->stream);
-  append_field(out, stream->name);
-  g_string_append_printf(out, ",%d,%d,%u,%s,%s,", lane, rec->step, rec->op,
-                         st_op_kind_name(op->kind), op_what(op));
-  append_field(out, name);
-  g_string_append_c(out, ',');
-  append_field(out, layer);
-  g_string_append_c(out, ',');
+  const int64_t ints[] = {rec->rank, s->ranks[rec->rank].device, op->stream};
+  for (int i = 0; i < 3; i++) {
+    st_text_int(o, ints[i]);
+    st_text_c(o, ',');
+  }
+  put_field(o, stream->name);
+  const int64_t more[] = {lane, rec->step, rec->op};
+  for (int i = 0; i < 3; i++) {
+    st_text_c(o, ',');
+    st_text_int(o, more[i]);
+  }
+  st_text_c(o, ',');
+  st_text_str(o, st_op_kind_name(op->kind));
+  st_text_c(o, ',');
+  st_text_str(o, op_what(op));
+  st_text_c(o, ',');
+  put_field(o, st_op_names_get(names, rec->rank, rec->op));
+  st_text_c(o, ',');
+  put_field(o, layer);
+  st_text_c(o, ',');
   if (op->micro >= 0)
-    g_string_append_printf(out, "%d", op->micro);
-  g_string_append_printf(out, ",%d,%" PRId64 ",", op->batch, op->bytes);
-  append_us(out, rec->ready_ns);
-  g_string_append_c(out, ',');
-  append_us(out, rec->start_ns);
-  g_string_append_c(out, ',');
-  append_us(out, rec->end_ns);
-  g_string_append_c(out, ',');
-  append_us(out, rec->end_ns - rec->start_ns);
-  g_string_append_printf(out, ",%s\n",
-                         st_cost_source_name(rec->source < ST_SRC_N ? rec->source : 0));
+    st_text_int(o, op->micro);
+  st_text_c(o, ',');
+  st_text_int(o, op->batch);
+  st_text_c(o, ',');
+  st_text_int(o, op->bytes);
+  const int64_t times[] = {rec->ready_ns, rec->start_ns, rec->end_ns, rec->end_ns - rec->start_ns};
+  for (int i = 0; i < 4; i++) {
+    st_text_c(o, ',');
+    st_text_us(o, times[i]);
+  }
+  st_text_c(o, ',');
+  st_text_str(o, st_cost_source_name(rec->source < ST_SRC_N ? rec->source : 0));
+  st_text_c(o, '\n');
 }
 
 gboolean
@@ -377,21 +414,49 @@ st_csv_write_ops(const StTimeline *t, const char *path, GError **error)
   const StSchedule *s = t->schedule;
   g_autofree int32_t *lane_first = st_timeline_lanes(t);
   guint n = t->ops->len;
-  g_autofree OpKey *keys = g_new(OpKey, n > 0 ? n : 1);
+  /* Records in lane order by a counting sort (stable: a lane's records stay
+   * in the order they were recorded, which for a stream is its order in
+   * time), then each lane sorted if it is not already. */
+  int32_t n_lanes = 0;
+  for (int r = 0; r < s->n_ranks; r++)
+    if (lane_first[r] >= 0)
+      n_lanes = MAX(n_lanes, lane_first[r] + (int32_t)st_schedule_program_of(s, r)->streams->len);
+  g_autofree guint *start = g_new0(guint, n_lanes + 1);
+  g_autofree int32_t *lane_of = g_new(int32_t, n > 0 ? n : 1);
   for (guint i = 0; i < n; i++) {
     const StOpRecord *rec = &g_array_index(t->ops, StOpRecord, i);
     g_return_val_if_fail(rec->rank >= 0 && rec->rank < s->n_ranks, FALSE);
     g_return_val_if_fail(lane_first[rec->rank] >= 0, FALSE);
     const StOp *op = st_program_op(st_schedule_program_of(s, rec->rank), rec->op);
-    keys[i] = (OpKey){rec->start_ns, lane_first[rec->rank] + op->stream, rec->step, rec->op, i};
+    lane_of[i] = lane_first[rec->rank] + op->stream;
+    start[lane_of[i] + 1]++;
   }
-  if (n > 0)
-    qsort(keys, n, sizeof(OpKey), compare_op_key);
+  for (int32_t l = 0; l < n_lanes; l++)
+    start[l + 1] += start[l];
+  g_autofree OpKey *keys = g_new(OpKey, n > 0 ? n : 1);
+  g_autofree guint *fill = g_memdup2(start, sizeof(guint) * (n_lanes + 1));
+  for (guint i = 0; i < n; i++) {
+    const StOpRecord *rec = &g_array_index(t->ops, StOpRecord, i);
+    keys[fill[lane_of[i]]++] = (OpKey){rec->start_ns, lane_of[i], rec->step, rec->op, i};
+  }
+  for (int32_t l = 0; l < n_lanes; l++) {
+    guint a = start[l], b = start[l + 1];
+    for (guint i = a + 1; i < b; i++)
+      if (compare_op_key(&keys[i - 1], &keys[i]) > 0) {
+        qsort(keys + a, b - a, sizeof(OpKey), compare_op_key);
+        break;
+      }
+  }
 
-  g_autoptr(GString) out = g_string_new(
-    "rank,device,stream,stream_name,lane,step,op,kind,what,name,layer,micro,batch,bytes,"
-    "ready_us,start_us,end_us,duration_us,source\n");
+  StTextOut o;
+  if (!st_text_open(&o, path, error))
+    return FALSE;
+  st_text_str(&o, "rank,device,stream,stream_name,lane,step,op,kind,what,name,layer,micro,"
+                  "batch,bytes,ready_us,start_us,end_us,duration_us,source\n");
+  StOpNames names;
+  st_op_names_init(&names, s);
   for (guint i = 0; i < n; i++)
-    append_op_row(out, t, &g_array_index(t->ops, StOpRecord, keys[i].index), keys[i].lane);
-  return write_text(path, out, error);
+    put_op_row(&o, t, &names, &g_array_index(t->ops, StOpRecord, keys[i].index), keys[i].lane);
+  st_op_names_clear(&names);
+  return st_text_close(&o, error);
 }

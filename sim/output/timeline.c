@@ -40,6 +40,40 @@ st_timeline_free(StTimeline *t)
   g_free(t);
 }
 
+void
+st_op_names_init(StOpNames *n, const StSchedule *s)
+{
+  n->schedule = s;
+  n->names = g_new0(char **, s->programs->len);
+}
+
+const char *
+st_op_names_get(StOpNames *n, int rank, uint32_t op)
+{
+  const StSchedule *s = n->schedule;
+  int prog = s->ranks[rank].program;
+  const StProgram *p = g_ptr_array_index(s->programs, prog);
+  if (n->names[prog] == NULL)
+    n->names[prog] = g_new0(char *, p->ops->len);
+  if (n->names[prog][op] == NULL)
+    n->names[prog][op] = st_op_describe(s, p, op);
+  return n->names[prog][op];
+}
+
+void
+st_op_names_clear(StOpNames *n)
+{
+  for (guint p = 0; n->names != NULL && p < n->schedule->programs->len; p++) {
+    if (n->names[p] == NULL)
+      continue;
+    const StProgram *prog = g_ptr_array_index(n->schedule->programs, p);
+    for (guint o = 0; o < prog->ops->len; o++)
+      g_free(n->names[p][o]);
+    g_free(n->names[p]);
+  }
+  g_clear_pointer(&n->names, g_free);
+}
+
 int
 st_timeline_device_weight(const StTimeline *t, int rep)
 {
@@ -82,45 +116,58 @@ st_timeline_lanes(const StTimeline *t)
   return first;
 }
 
-/* By device, then time, then recorded order (pointers into one array). */
-static int
-compare_mem(const void *a, const void *b)
+/* By time, then recorded order (the per-device copy keeps it). */
+static gint
+compare_mem(gconstpointer a, gconstpointer b, gpointer unused)
 {
-  const StMemEvent *x = *(StMemEvent *const *)a, *y = *(StMemEvent *const *)b;
-  if (x->device != y->device)
-    return (x->device > y->device) - (x->device < y->device);
-  if (x->t_ns != y->t_ns)
-    return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
-  return (x > y) - (x < y);
+  const StMemEvent *x = a, *y = b;
+  return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
 }
 
 void
 st_timeline_walk_memory(const StTimeline *t, gboolean to_end, StMemVisit visit, gpointer data)
 {
+  /* The events copied by device (a counting sort, stable), so each device's
+   * are contiguous, then by time within a device: they are recorded in time
+   * order, so that is checked and a device sorted (stably, by a merge sort)
+   * only when it is not. O(E) for the simulator's timelines. */
   guint n = t->mem->len;
-  g_autofree const StMemEvent **ev = g_new(const StMemEvent *, n > 0 ? n : 1);
+  int n_dev = t->schedule->n_devices;
+  g_autofree guint *first = g_new0(guint, n_dev + 1);
   for (guint i = 0; i < n; i++)
-    ev[i] = &g_array_index(t->mem, StMemEvent, i);
-  qsort(ev, n, sizeof *ev, compare_mem);
-  guint i = 0;
-  for (int d = 0; d < t->schedule->n_devices; d++) {
-    while (i < n && ev[i]->device < d)
-      i++; /* events of a device that is not recorded stand for nothing */
+    first[g_array_index(t->mem, StMemEvent, i).device + 1]++;
+  for (int d = 0; d < n_dev; d++)
+    first[d + 1] += first[d];
+  g_autofree StMemEvent *ev = g_new(StMemEvent, n > 0 ? n : 1);
+  g_autofree guint *fill = g_memdup2(first, sizeof(guint) * (n_dev + 1));
+  for (guint i = 0; i < n; i++) {
+    const StMemEvent *e = &g_array_index(t->mem, StMemEvent, i);
+    ev[fill[e->device]++] = *e;
+  }
+  for (int d = 0; d < n_dev; d++)
+    for (guint i = first[d] + 1; i < first[d + 1]; i++)
+      if (ev[i - 1].t_ns > ev[i].t_ns) {
+        g_qsort_with_data(ev + first[d], (gint)(first[d + 1] - first[d]), sizeof *ev,
+                          compare_mem, NULL);
+        break;
+      }
+  for (int d = 0; d < n_dev; d++) {
     if (!st_timeline_device_recorded(t, d))
-      continue;
+      continue; /* events of a device that is not recorded stand for nothing */
     int64_t state[ST_MEM_N] = {0};
     int64_t last = INT64_MIN;
-    if (i == n || ev[i]->device != d || ev[i]->t_ns > 0) {
+    guint i = first[d], end = first[d + 1];
+    if (i == end || ev[i].t_ns > 0) {
       visit(data, d, 0, state, NULL);
       last = 0;
     }
-    while (i < n && ev[i]->device == d) {
-      int64_t now = ev[i]->t_ns;
+    while (i < end) {
+      int64_t now = ev[i].t_ns;
       const StMemEvent *alloc = NULL;
-      for (; i < n && ev[i]->device == d && ev[i]->t_ns == now; i++) {
-        state[ev[i]->category] += ev[i]->delta;
-        if (ev[i]->delta > 0)
-          alloc = ev[i];
+      for (; i < end && ev[i].t_ns == now; i++) {
+        state[ev[i].category] += ev[i].delta;
+        if (ev[i].delta > 0)
+          alloc = &ev[i];
       }
       visit(data, d, now, state, alloc);
       last = now;

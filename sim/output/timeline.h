@@ -90,6 +90,18 @@ typedef struct {
   StSteady steady;            /* the simulator's steady state (auto runs: set by the engine) */
 } StTimeline;
 
+/* Op descriptions (st_op_describe) made once per program op, for writers
+ * that name millions of op executions. */
+typedef struct {
+  const StSchedule *schedule; /* borrowed */
+  char ***names;              /* [n_programs] of [n_ops], lazily */
+} StOpNames;
+
+void st_op_names_init(StOpNames *names, const StSchedule *schedule);
+/* Borrowed: lives until st_op_names_clear. */
+const char *st_op_names_get(StOpNames *names, int rank, uint32_t op);
+void st_op_names_clear(StOpNames *names);
+
 /* What the devices are called in tables and figures: "CPU" or "GPU". */
 static inline const char *
 st_timeline_device_noun(const StTimeline *t)
@@ -128,8 +140,9 @@ int32_t *st_timeline_lanes(const StTimeline *t);
  * device in order, the bytes per category at time 0 and after all the events
  * of each instant (events of one instant are applied together, so a free and
  * an allocation at the same time make no false peak), with the last
- * allocation of that instant (NULL if none). With `to_end`, a last call at
- * end_ns repeats the final state. O(E log E) for E events. */
+ * allocation of that instant (NULL if none; valid during the call only).
+ * With `to_end`, a last call at end_ns repeats the final state. O(E) for E
+ * events recorded in time order per device (O(E log E) otherwise). */
 typedef void (*StMemVisit)(gpointer data, int device, int64_t t_ns,
                            const int64_t state[ST_MEM_N], const StMemEvent *last_alloc);
 void st_timeline_walk_memory(const StTimeline *t, gboolean to_end, StMemVisit visit,

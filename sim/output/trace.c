@@ -11,69 +11,71 @@
  *   category after every change), "s"/"f" flows for cross-stream dependencies
  *   within a rank.
  *
- * Traces reach millions of events, so this streams with fprintf into a
- * temporary file and renames it into place; no JSON tree is built. Times are
- * printed through integer arithmetic (microseconds, 3 decimals): no locale,
- * same bytes for the same timeline. */
-#include <errno.h>
-#include <glib/gstdio.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
+ * Traces reach millions of events, so this streams through a text writer
+ * (textout.h) into a temporary file renamed into place; no JSON tree is
+ * built, and numbers and times are formatted by integer arithmetic
+ * (microseconds, 3 decimals): no locale, same bytes for the same timeline. */
 #include <string.h>
 
-#include "base/error.h"
-#include "base/units.h"
 #include "output/output.h"
+#include "output/textout.h"
 
 typedef struct {
-  FILE *f;
+  StTextOut *o;
   gboolean first; /* no event written yet: no separating comma */
 } Writer;
 
-static void
-put_us(FILE *f, int64_t ns)
-{
-  char buf[ST_US_TEXT_LEN];
-  fputs(st_us_text(ns, buf), f);
-}
-
 /* A JSON string literal; bytes >= 0x80 pass through (UTF-8 stays UTF-8). */
 static void
-put_string(FILE *f, const char *text)
+put_string(StTextOut *o, const char *text)
 {
-  fputc('"', f);
+  static const char hex[] = "0123456789abcdef";
+  st_text_c(o, '"');
   for (const unsigned char *p = (const unsigned char *)(text ? text : ""); *p != '\0'; p++) {
     switch (*p) {
     case '"':
-      fputs("\\\"", f);
+      st_text_str(o, "\\\"");
       break;
     case '\\':
-      fputs("\\\\", f);
+      st_text_str(o, "\\\\");
       break;
     case '\n':
-      fputs("\\n", f);
+      st_text_str(o, "\\n");
       break;
     case '\t':
-      fputs("\\t", f);
+      st_text_str(o, "\\t");
       break;
     default:
-      if (*p < 0x20)
-        fprintf(f, "\\u%04x", *p);
-      else
-        fputc(*p, f);
+      if (*p < 0x20) {
+        st_text_str(o, "\\u00");
+        st_text_c(o, hex[*p >> 4]);
+        st_text_c(o, hex[*p & 15]);
+      } else {
+        st_text_c(o, (char)*p);
+      }
     }
   }
-  fputc('"', f);
+  st_text_c(o, '"');
 }
 
-/* Starts one event object on its own line. */
+/* Starts one event object on its own line: {"ph":"X","pid":N */
 static void
 begin_event(Writer *w, const char *ph, int pid)
 {
-  fputs(w->first ? "\n" : ",\n", w->f);
+  st_text_str(w->o, w->first ? "\n" : ",\n");
   w->first = FALSE;
-  fprintf(w->f, "{\"ph\":\"%s\",\"pid\":%d", ph, pid);
+  st_text_str(w->o, "{\"ph\":\"");
+  st_text_str(w->o, ph);
+  st_text_str(w->o, "\",\"pid\":");
+  st_text_int(w->o, pid);
+}
+
+/* ,"tid":N */
+static void
+put_tid(StTextOut *o, int tid)
+{
+  st_text_str(o, ",\"tid\":");
+  st_text_int(o, tid);
 }
 
 /* ---- metadata ---------------------------------------------------------------- */
@@ -82,6 +84,7 @@ static void
 put_metadata(Writer *w, const StTimeline *t, const int32_t *lane_first)
 {
   const StSchedule *s = t->schedule;
+  StTextOut *o = w->o;
   g_autofree int32_t *weight = st_timeline_device_weights(t);
   for (int d = 0; d < s->n_devices; d++) {
     if (!st_timeline_device_recorded(t, d))
@@ -93,11 +96,13 @@ put_metadata(Writer *w, const StTimeline *t, const int32_t *lane_first)
                     : g_strdup_printf("%s %d (node %d)", st_timeline_device_noun(t), d,
                                       s->devices[d].node);
     begin_event(w, "M", d + 1);
-    fputs(",\"name\":\"process_name\",\"args\":{\"name\":", w->f);
-    put_string(w->f, name);
-    fputs("}}", w->f);
+    st_text_str(o, ",\"name\":\"process_name\",\"args\":{\"name\":");
+    put_string(o, name);
+    st_text_str(o, "}}");
     begin_event(w, "M", d + 1);
-    fprintf(w->f, ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%d}}", d);
+    st_text_str(o, ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":");
+    st_text_int(o, d);
+    st_text_str(o, "}}");
   }
   for (int r = 0; r < s->n_ranks; r++) {
     if (lane_first[r] < 0)
@@ -108,12 +113,15 @@ put_metadata(Writer *w, const StTimeline *t, const int32_t *lane_first)
       int lane = lane_first[r] + (int)k;
       g_autofree char *name = g_strdup_printf("rank %d: %s", r, stream->name);
       begin_event(w, "M", s->ranks[r].device + 1);
-      fprintf(w->f, ",\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":", lane + 1);
-      put_string(w->f, name);
-      fputs("}}", w->f);
+      put_tid(o, lane + 1);
+      st_text_str(o, ",\"name\":\"thread_name\",\"args\":{\"name\":");
+      put_string(o, name);
+      st_text_str(o, "}}");
       begin_event(w, "M", s->ranks[r].device + 1);
-      fprintf(w->f, ",\"tid\":%d,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%d}}",
-              lane + 1, lane);
+      put_tid(o, lane + 1);
+      st_text_str(o, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":");
+      st_text_int(o, lane);
+      st_text_str(o, "}}");
     }
   }
 }
@@ -164,32 +172,42 @@ record_find(const RecordIndex *ri, const StTimeline *t, int rank, int step, uint
 }
 
 static void
-put_op(Writer *w, const StTimeline *t, const StOpRecord *rec, int tid)
+put_op(Writer *w, const StTimeline *t, StOpNames *names, const StOpRecord *rec, int tid)
 {
   const StSchedule *s = t->schedule;
+  StTextOut *o = w->o;
   const StProgram *p = st_schedule_program_of(s, rec->rank);
   const StOp *op = st_program_op(p, rec->op);
-  g_autofree char *name = st_op_describe(s, p, rec->op);
   begin_event(w, "X", s->ranks[rec->rank].device + 1);
-  fprintf(w->f, ",\"tid\":%d,\"ts\":", tid);
-  put_us(w->f, rec->start_ns);
-  fputs(",\"dur\":", w->f);
-  put_us(w->f, rec->end_ns - rec->start_ns);
-  fputs(",\"name\":", w->f);
-  put_string(w->f, name);
-  fprintf(w->f, ",\"cat\":\"%s\",\"args\":{\"step\":%d,\"op\":%u", st_op_kind_name(op->kind),
-          rec->step, rec->op);
-  const StModel *model = st_program_model(s, st_schedule_program_of(s, rec->rank));
+  put_tid(o, tid);
+  st_text_str(o, ",\"ts\":");
+  st_text_us(o, rec->start_ns);
+  st_text_str(o, ",\"dur\":");
+  st_text_us(o, rec->end_ns - rec->start_ns);
+  st_text_str(o, ",\"name\":");
+  put_string(o, st_op_names_get(names, rec->rank, rec->op));
+  st_text_str(o, ",\"cat\":\"");
+  st_text_str(o, st_op_kind_name(op->kind));
+  st_text_str(o, "\",\"args\":{\"step\":");
+  st_text_int(o, rec->step);
+  st_text_str(o, ",\"op\":");
+  st_text_int(o, rec->op);
+  const StModel *model = st_program_model(s, p);
   if (op->layer >= 0 && op->layer < model->n_layers) {
-    fputs(",\"layer\":", w->f);
-    put_string(w->f, model->layers[op->layer].name);
+    st_text_str(o, ",\"layer\":");
+    put_string(o, model->layers[op->layer].name);
   }
-  if (op->micro >= 0)
-    fprintf(w->f, ",\"micro\":%d", op->micro);
-  fprintf(w->f, ",\"bytes\":%" PRId64 ",\"source\":\"%s\",\"ready_us\":", op->bytes,
-          st_cost_source_name(rec->source < ST_SRC_N ? rec->source : 0));
-  put_us(w->f, rec->ready_ns);
-  fputs("}}", w->f);
+  if (op->micro >= 0) {
+    st_text_str(o, ",\"micro\":");
+    st_text_int(o, op->micro);
+  }
+  st_text_str(o, ",\"bytes\":");
+  st_text_int(o, op->bytes);
+  st_text_str(o, ",\"source\":\"");
+  st_text_str(o, st_cost_source_name(rec->source < ST_SRC_N ? rec->source : 0));
+  st_text_str(o, "\",\"ready_us\":");
+  st_text_us(o, rec->ready_ns);
+  st_text_str(o, "}}");
 }
 
 /* One flow from `from`'s end to `to`'s start. The start is put on the last
@@ -201,15 +219,22 @@ put_flow(Writer *w, const StTimeline *t, const StOpRecord *from, int from_tid,
          const StOpRecord *to, int to_tid, uint64_t id)
 {
   const StSchedule *s = t->schedule;
+  StTextOut *o = w->o;
   int64_t at = from->end_ns > from->start_ns ? from->end_ns - 1 : from->start_ns;
   begin_event(w, "s", s->ranks[from->rank].device + 1);
-  fprintf(w->f, ",\"tid\":%d,\"ts\":", from_tid);
-  put_us(w->f, at);
-  fprintf(w->f, ",\"name\":\"dep\",\"cat\":\"dep\",\"id\":%" PRIu64 "}", id);
+  put_tid(o, from_tid);
+  st_text_str(o, ",\"ts\":");
+  st_text_us(o, at);
+  st_text_str(o, ",\"name\":\"dep\",\"cat\":\"dep\",\"id\":");
+  st_text_int(o, (int64_t)id);
+  st_text_c(o, '}');
   begin_event(w, "f", s->ranks[to->rank].device + 1);
-  fprintf(w->f, ",\"tid\":%d,\"ts\":", to_tid);
-  put_us(w->f, to->start_ns);
-  fprintf(w->f, ",\"name\":\"dep\",\"cat\":\"dep\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", id);
+  put_tid(o, to_tid);
+  st_text_str(o, ",\"ts\":");
+  st_text_us(o, to->start_ns);
+  st_text_str(o, ",\"name\":\"dep\",\"cat\":\"dep\",\"id\":");
+  st_text_int(o, (int64_t)id);
+  st_text_str(o, ",\"bp\":\"e\"}");
 }
 
 static void
@@ -218,6 +243,8 @@ put_ops(Writer *w, const StTimeline *t, const int32_t *lane_first)
   const StSchedule *s = t->schedule;
   RecordIndex ri;
   record_index_init(&ri, t);
+  StOpNames names;
+  st_op_names_init(&names, s);
   uint64_t flow_id = 0;
   for (guint i = 0; i < t->ops->len; i++) {
     const StOpRecord *rec = &g_array_index(t->ops, StOpRecord, i);
@@ -225,7 +252,7 @@ put_ops(Writer *w, const StTimeline *t, const int32_t *lane_first)
     const StProgram *p = st_schedule_program_of(s, rec->rank);
     const StOp *op = st_program_op(p, rec->op);
     int tid = lane_first[rec->rank] + op->stream + 1;
-    put_op(w, t, rec, tid);
+    put_op(w, t, &names, rec, tid);
     /* Same-stream order is implied by the row itself; only waits on another
      * stream are worth an arrow. */
     const StDep *deps = st_program_deps(p, op);
@@ -240,6 +267,7 @@ put_ops(Writer *w, const StTimeline *t, const int32_t *lane_first)
       put_flow(w, t, from, lane_first[rec->rank] + dep_op->stream + 1, rec, tid, ++flow_id);
     }
   }
+  st_op_names_clear(&names);
   record_index_clear(&ri, s->n_ranks);
 }
 
@@ -252,79 +280,62 @@ put_counter(gpointer data, int device, int64_t t_ns, const int64_t state[ST_MEM_
             const StMemEvent *last_alloc)
 {
   Writer *w = data;
+  StTextOut *o = w->o;
   begin_event(w, "C", device + 1);
-  fputs(",\"name\":\"memory\",\"ts\":", w->f);
-  put_us(w->f, t_ns);
-  fputs(",\"args\":{", w->f);
-  for (int c = 0; c < ST_MEM_N; c++)
-    fprintf(w->f, "%s\"%s\":%" PRId64, c > 0 ? "," : "", st_mem_name(c), state[c]);
-  fputs("}}", w->f);
+  st_text_str(o, ",\"name\":\"memory\",\"ts\":");
+  st_text_us(o, t_ns);
+  st_text_str(o, ",\"args\":{");
+  for (int c = 0; c < ST_MEM_N; c++) {
+    st_text_str(o, c > 0 ? ",\"" : "\"");
+    st_text_str(o, st_mem_name(c));
+    st_text_str(o, "\":");
+    st_text_int(o, state[c]);
+  }
+  st_text_str(o, "}}");
 }
 
 /* ---- the file ------------------------------------------------------------------ */
 
 static void
-put_other_data(FILE *f, const StTimeline *t)
+put_other_data(StTextOut *o, const StTimeline *t)
 {
   const StSchedule *s = t->schedule;
-  fputs("\"otherData\":{\"origin\":", f);
-  put_string(f, t->origin);
-  fprintf(f, ",\"measured\":%s,\"strategy\":", t->measured ? "true" : "false");
-  put_string(f, s->settings.strategy);
-  fputs(",\"description\":", f);
-  put_string(f, s->settings.description);
-  fputs(",\"model\":", f);
-  put_string(f, s->model->name);
-  fputs(",\"cluster\":", f);
-  put_string(f, s->cluster->name);
-  fprintf(f, ",\"steps\":%d,\"devices\":%d,\"ranks\":%d,\"end_us\":", t->steps, s->n_devices,
-          s->n_ranks);
-  put_us(f, t->end_ns);
-  fputs("}", f);
+  st_text_str(o, "\"otherData\":{\"origin\":");
+  put_string(o, t->origin);
+  st_text_str(o, t->measured ? ",\"measured\":true,\"strategy\":"
+                             : ",\"measured\":false,\"strategy\":");
+  put_string(o, s->settings.strategy);
+  st_text_str(o, ",\"description\":");
+  put_string(o, s->settings.description);
+  st_text_str(o, ",\"model\":");
+  put_string(o, s->model->name);
+  st_text_str(o, ",\"cluster\":");
+  put_string(o, s->cluster->name);
+  st_text_str(o, ",\"steps\":");
+  st_text_int(o, t->steps);
+  st_text_str(o, ",\"devices\":");
+  st_text_int(o, s->n_devices);
+  st_text_str(o, ",\"ranks\":");
+  st_text_int(o, s->n_ranks);
+  st_text_str(o, ",\"end_us\":");
+  st_text_us(o, t->end_ns);
+  st_text_c(o, '}');
 }
 
 gboolean
 st_trace_write(const StTimeline *t, const char *path, GError **error)
 {
-  g_autofree char *tmp = g_strconcat(path, ".tmp", NULL);
-  FILE *f = g_fopen(tmp, "wb");
-  if (f == NULL) {
-    int saved = errno;
-    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s: cannot create: %s", tmp,
-                g_strerror(saved));
+  StTextOut o;
+  if (!st_text_open(&o, path, error))
     return FALSE;
-  }
-  /* Large writes: a bigger buffer saves system calls. */
-  setvbuf(f, NULL, _IOFBF, 1 << 20);
-
   g_autofree int32_t *lane_first = st_timeline_lanes(t);
-  Writer w = {f, TRUE};
-  fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+  Writer w = {&o, TRUE};
+  st_text_str(&o, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
   put_metadata(&w, t, lane_first);
   put_ops(&w, t, lane_first);
   st_timeline_walk_memory(t, FALSE, put_counter, &w);
-  fputs("\n],\n", f);
-  put_other_data(f, t);
-  fputs("}\n", f);
-
-  gboolean failed = ferror(f) != 0;
-  int saved = errno;
-  if (fclose(f) != 0 && !failed) {
-    failed = TRUE;
-    saved = errno;
-  }
-  if (failed) {
-    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s: write failed: %s", tmp,
-                g_strerror(saved));
-    g_unlink(tmp);
-    return FALSE;
-  }
-  if (g_rename(tmp, path) != 0) {
-    saved = errno;
-    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s: cannot rename from %s: %s", path, tmp,
-                g_strerror(saved));
-    g_unlink(tmp);
-    return FALSE;
-  }
-  return TRUE;
+  st_text_str(&o, "\n],\n");
+  put_other_data(&o, t);
+  st_text_str(&o, "}\n");
+  return st_text_close(&o, error);
 }
