@@ -27,13 +27,6 @@ st_net_gpu_link(const StCluster *c, int gpu, StNetKind kind)
 }
 
 int
-st_net_nic_of(const StCluster *c, int gpu)
-{
-  int local = gpu % c->gpus_per_node;
-  return st_cluster_node_of(c, gpu) * c->fabric.nics + local * c->fabric.nics / c->gpus_per_node;
-}
-
-int
 st_net_nic_link(const StCluster *c, int nic, gboolean out)
 {
   return c->gpus * ST_NET_PER_GPU + 2 * nic + (out ? 0 : 1);

@@ -43,7 +43,12 @@ int st_net_n_links(const StCluster *cluster);
 /* Kinds ST_NET_GPU_OUT .. ST_NET_MEM of `gpu`. */
 int st_net_gpu_link(const StCluster *cluster, int gpu, StNetKind kind);
 /* The NIC `gpu` uses, numbered over the cluster (node * nics + its NIC). */
-int st_net_nic_of(const StCluster *cluster, int gpu);
+static inline int
+st_net_nic_of(const StCluster *c, int gpu)
+{
+  int local = gpu % c->gpus_per_node;
+  return gpu / c->gpus_per_node * c->fabric.nics + local * c->fabric.nics / c->gpus_per_node;
+}
 int st_net_nic_link(const StCluster *cluster, int nic, gboolean out);
 int st_net_n_leaves(const StCluster *cluster);
 int st_net_leaf_of(const StCluster *cluster, int node);

@@ -202,6 +202,7 @@ typedef struct {
   int32_t *slot_of;       /* [n_real_links]: slot of a representative, -1 until used */
   GArray *links;          /* NetLink, by slot */
   double *acc;            /* [n_real_links] scratch: a use list's load per real link */
+  double *best;           /* [n_real_links] scratch: the most per representative */
   GArray *touched;        /* int32 scratch: the real links with acc != 0 */
   int32_t *rep_offsets;   /* [n_sims + 1]: ranks each simulated rank stands for are */
   int32_t *rep_ranks;     /* rep_ranks[rep_offsets[i] .. [i + 1]) (folded runs) */

@@ -4,10 +4,10 @@
  * from what the plan says (StLinkUse) and where the real members sit, then
  * folded onto the representatives. Folding: a device's own links (NVLink
  * ports, PCIe, memory) are represented by its representative device's; a
- * shared link (a NIC, a leaf switch) by the first link with the same
- * signature: the representatives of the devices behind it, and of the
- * devices of its node (a NIC) or how many nodes it serves (a leaf), so that
- * links that behave alike share one slot. A simulated flow stands for the
+ * shared link (a NIC, a leaf switch) by the same link of the first node (or
+ * leaf) whose devices have the same representatives in the same order, and
+ * within it by the first NIC with the same representatives behind it, so
+ * that links that behave alike share one slot. A simulated flow stands for the
  * real flows of the ranks folded into its sender (one collective for a
  * group: its members are all represented inside it), and loads each
  * representative with the most that any link it stands for carries from
@@ -56,64 +56,117 @@ key_equal(gconstpointer a, gconstpointer b)
 
 /* ---- representatives ------------------------------------------------------- */
 
-/* A signature of sorted ints, as text. */
-static void
-append_sorted(GString *sig, int32_t *v, int n)
+/* FNV-1a over `n` ints. */
+static guint64
+hash_ints(const int32_t *v, int n)
 {
-  qsort(v, (size_t)n, sizeof(int32_t), st_compare_int32);
+  guint64 h = 14695981039346656037ull;
   for (int i = 0; i < n; i++)
-    g_string_append_printf(sig, "%d,", v[i]);
-  g_string_append_c(sig, '|');
+    h = (h ^ (guint32)v[i]) * 1099511628211ull;
+  return h ^ (guint64)n;
 }
 
-/* Shared links: the first link of each signature represents the others. */
+/* Classes of equal int sequences: seq(i) of length len(i) for i in
+ * [0, count); first[i] is the first i' with the same sequence. A hash
+ * collision between different sequences only splits a class, which stays
+ * exact. O(total length). */
+typedef const int32_t *(*SeqFn)(gpointer data, int i, int *len);
+
+static void
+classes(int count, SeqFn seq, gpointer data, int32_t *first)
+{
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  for (int i = 0; i < count; i++) {
+    int n;
+    const int32_t *v = seq(data, i, &n);
+    guint64 h = hash_ints(v, n);
+    gpointer found;
+    first[i] = i;
+    if (g_hash_table_lookup_extended(seen, &h, NULL, &found)) {
+      int j = GPOINTER_TO_INT(found), m;
+      const int32_t *w = seq(data, j, &m);
+      if (m == n && memcmp(v, w, sizeof(int32_t) * (size_t)n) == 0)
+        first[i] = j;
+    } else {
+      g_hash_table_insert(seen, g_memdup2(&h, sizeof h), GINT_TO_POINTER(i));
+    }
+  }
+}
+
+typedef struct {
+  const StCluster *c;
+  const int32_t *rep;       /* device_rep */
+  const int32_t *node_first;
+} FoldCtx;
+
+/* A node's devices' representatives, in the node's order. */
+static const int32_t *
+node_seq(gpointer data, int node, int *len)
+{
+  const FoldCtx *x = data;
+  int g0 = node * x->c->gpus_per_node, g1 = MIN(g0 + x->c->gpus_per_node, x->c->gpus);
+  *len = MAX(g1 - g0, 0);
+  return x->rep + MIN(g0, x->c->gpus);
+}
+
+/* A leaf's nodes' classes, in order. */
+static const int32_t *
+leaf_seq(gpointer data, int leaf, int *len)
+{
+  const FoldCtx *x = data;
+  int n0 = leaf * x->c->fabric.leaf_nodes, n1 = MIN(n0 + x->c->fabric.leaf_nodes, x->c->nodes);
+  *len = n1 - n0;
+  return x->node_first + n0;
+}
+
+/* Shared links. Nodes whose devices have the same representatives, in the
+ * same order, are alike: NIC k of each stands for NIC k of the others; and
+ * within such a node, NICs whose devices have the same representatives are
+ * alike (the devices behind them run the same ops, so the NICs carry the
+ * same). Leaves whose nodes are alike, in the same order, are alike. */
 static void
 fold_shared_links(Engine *e)
 {
   const StCluster *c = e->s->cluster;
   const int32_t *rep = e->fold->device_rep;
-  int gpn = c->gpus_per_node, nics = c->fabric.nics;
-  g_autoptr(GHashTable) first = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GString) sig = g_string_new(NULL);
-  g_autofree int32_t *v = g_new(int32_t, MAX(c->gpus, 1));
+  int nics = c->fabric.nics, gpn = c->gpus_per_node;
+  g_autofree int32_t *node_first = g_new(int32_t, c->nodes);
+  FoldCtx x = {c, rep, node_first};
+  classes(c->nodes, node_seq, &x, node_first);
+  /* NIC k serves a node's GPUs lo[k] .. lo[k + 1] - 1 (i * nics / gpn = k). */
+  g_autofree int32_t *lo = g_new(int32_t, nics + 1);
+  for (int k = 0; k <= nics; k++)
+    lo[k] = (k * gpn + nics - 1) / nics;
+  g_autofree int32_t *nic_first = g_new(int32_t, (gsize)c->nodes * nics);
   for (int node = 0; node < c->nodes; node++) {
-    int g0 = node * gpn, g1 = MIN(g0 + gpn, c->gpus);
-    for (int k = 0; k < nics; k++) {
-      int n = 0, m = 0;
-      g_string_printf(sig, "nic|");
-      for (int g = g0; g < g1; g++)
-        if (st_net_nic_of(c, g) == node * nics + k)
-          v[n++] = rep[g];
-      append_sorted(sig, v, n);
-      for (int g = g0; g < g1; g++)
-        v[m++] = rep[g];
-      append_sorted(sig, v, m);
-      gpointer nic;
-      if (!g_hash_table_lookup_extended(first, sig->str, NULL, &nic)) {
-        nic = GINT_TO_POINTER(node * nics + k);
-        g_hash_table_insert(first, g_strdup(sig->str), nic);
+    int first = node_first[node];
+    if (first == node) {
+      /* A class's first node: its NICs with equal representatives behind. */
+      int g0 = node * gpn, end = MIN(g0 + gpn, c->gpus) - g0;
+      for (int k = 0; k < nics; k++) {
+        int a = MIN(lo[k], end), n = MIN(lo[k + 1], end) - a;
+        nic_first[node * nics + k] = k;
+        for (int j = 0; j < k; j++) {
+          int b = MIN(lo[j], end), m = MIN(lo[j + 1], end) - b;
+          if (nic_first[node * nics + j] == j && m == n &&
+              memcmp(rep + g0 + a, rep + g0 + b, sizeof(int32_t) * (size_t)n) == 0) {
+            nic_first[node * nics + k] = j;
+            break;
+          }
+        }
       }
+    }
+    for (int k = 0; k < nics; k++)
       for (int out = 0; out < 2; out++)
         e->rep_link[st_net_nic_link(c, node * nics + k, out)] =
-          st_net_nic_link(c, GPOINTER_TO_INT(nic), out);
-    }
+          st_net_nic_link(c, first * nics + nic_first[first * nics + k], out);
   }
-  for (int leaf = 0; leaf < st_net_n_leaves(c); leaf++) {
-    int n0 = leaf * c->fabric.leaf_nodes, n1 = MIN(n0 + c->fabric.leaf_nodes, c->nodes);
-    int n = 0;
-    for (int g = n0 * gpn; g < MIN(n1 * gpn, c->gpus); g++)
-      v[n++] = rep[g];
-    g_string_printf(sig, "leaf|%d|", n1 - n0);
-    append_sorted(sig, v, n);
-    gpointer first_leaf;
-    if (!g_hash_table_lookup_extended(first, sig->str, NULL, &first_leaf)) {
-      first_leaf = GINT_TO_POINTER(leaf);
-      g_hash_table_insert(first, g_strdup(sig->str), first_leaf);
-    }
+  int n_leaves = st_net_n_leaves(c);
+  g_autofree int32_t *leaf_first = g_new(int32_t, n_leaves);
+  classes(n_leaves, leaf_seq, &x, leaf_first);
+  for (int leaf = 0; leaf < n_leaves; leaf++)
     for (int up = 0; up < 2; up++)
-      e->rep_link[st_net_leaf_link(c, leaf, up)] =
-        st_net_leaf_link(c, GPOINTER_TO_INT(first_leaf), up);
-  }
+      e->rep_link[st_net_leaf_link(c, leaf, up)] = st_net_leaf_link(c, leaf_first[leaf], up);
 }
 
 void
@@ -126,6 +179,7 @@ links_init(Engine *e)
   e->stands_for = g_new0(int32_t, n);
   e->slot_of = g_new(int32_t, n);
   e->acc = g_new0(double, n);
+  e->best = g_new0(double, n);
   for (int l = 0; l < n; l++) {
     e->rep_link[l] = l;
     e->slot_of[l] = -1;
@@ -166,6 +220,7 @@ links_clear(Engine *e)
   g_clear_pointer(&e->stands_for, g_free);
   g_clear_pointer(&e->slot_of, g_free);
   g_clear_pointer(&e->acc, g_free);
+  g_clear_pointer(&e->best, g_free);
   g_clear_pointer(&e->rep_offsets, g_free);
   g_clear_pointer(&e->rep_ranks, g_free);
 }
@@ -206,12 +261,12 @@ load(Engine *e, int link, double coef)
 }
 
 /* The accumulated loads, folded onto representatives (the most any link of
- * a representative carries), as a new list; clears the scratch. */
+ * a representative carries), as a new list; clears the scratch. O(links
+ * touched). */
 static int
 emit(Engine *e)
 {
   guint n = e->touched->len;
-  g_autofree StNetUse *uses = g_new(StNetUse, MAX(n, 1));
   g_autofree int32_t *reps = g_new(int32_t, MAX(n, 1));
   int k = 0;
   for (guint i = 0; i < n; i++) {
@@ -219,19 +274,16 @@ emit(Engine *e)
     int rep = e->rep_link[link];
     double coef = e->acc[link];
     e->acc[link] = 0;
-    int j = 0;
-    while (j < k && reps[j] != rep)
-      j++;
-    if (j == k) {
-      reps[k] = rep;
-      uses[k++] = (StNetUse){.link = -1, .coef = coef};
-    } else if (coef > uses[j].coef) {
-      uses[j].coef = coef;
-    }
+    if (e->best[rep] == 0)
+      reps[k++] = rep;
+    e->best[rep] = MAX(e->best[rep], coef);
   }
   g_array_set_size(e->touched, 0);
-  for (int i = 0; i < k; i++)
-    uses[i].link = slot_of(e, reps[i]);
+  g_autofree StNetUse *uses = g_new(StNetUse, MAX(k, 1));
+  for (int i = 0; i < k; i++) {
+    uses[i] = (StNetUse){slot_of(e, reps[i]), e->best[reps[i]]};
+    e->best[reps[i]] = 0;
+  }
   g_return_val_if_fail(k > 0, st_net_trace_add_list(e->trace, uses, 0));
   return st_net_trace_add_list(e->trace, uses, k);
 }
@@ -263,7 +315,11 @@ links_collective(Engine *e, int comm, int group, const StLinkUse *use, const StG
   g_autofree int32_t *dev = g_new(int32_t, MAX(n, 1));
   for (int i = 0; i < n; i++)
     dev[i] = e->s->ranks[cm->members[cm->offsets[group] + i]].device;
-  qsort(dev, (size_t)n, sizeof(int32_t), st_compare_int32);
+  gboolean sorted = TRUE;
+  for (int i = 1; i < n && sorted; i++)
+    sorted = dev[i - 1] <= dev[i];
+  if (!sorted)
+    qsort(dev, (size_t)n, sizeof(int32_t), st_compare_int32);
   int nd = 0;
   for (int i = 0; i < n; i++)
     if (nd == 0 || dev[i] != dev[nd - 1])

@@ -198,11 +198,28 @@ pace(Engine *e, const Flow *f)
   return 1 / coef;
 }
 
+/* A flow alone on its links: the least over them of capacity / coef, or
+ * its cap. */
+static double
+alone(Engine *e, const Flow *f)
+{
+  int n;
+  const StNetUse *u = flow_uses(e, f, &n);
+  double cap = f->plan.phases[f->phase].cap, rate = INFINITY;
+  for (int j = 0; j < n; j++)
+    rate = MIN(rate, link_at(e, u[j].link)->capacity / u[j].coef);
+  return cap > 0 ? MIN(rate, cap) : rate;
+}
+
 /* Progressive filling over the component: new rates into `rate`. */
 static void
 fill(Engine *e, double *rate)
 {
   guint nf = e->comp->len, nl = e->comp_links->len;
+  if (nf == 1) {
+    rate[0] = alone(e, g_ptr_array_index(e->comp, 0));
+    return;
+  }
   for (guint k = 0; k < nl; k++) {
     NetLink *l = link_at(e, g_array_index(e->comp_links, int32_t, k));
     l->left = l->capacity;
