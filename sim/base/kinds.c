@@ -27,7 +27,9 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "grads_total", "index", "params_packed",
                                    "params_packed_shard", "grads_packed", "grads_packed_shard",
                                    "grads_packed_fp32", "optim_packed", "optim_packed_shard",
-                                   NULL};
+                                   "tp_input", "tp_output", "tp_output_grad", "tp_input_grad",
+                                   "ep_dispatch", "ep_combine", "ep_combine_grad",
+                                   "ep_dispatch_grad", NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", NULL};
 
 static const char *

@@ -132,6 +132,26 @@ typedef enum {
   ST_DATA_OPTIM_PACKED,        /* fp32 master weights and optimizer states of the
                                   non-zeros: [master][m][v] or [master][momentum] */
   ST_DATA_OPTIM_PACKED_SHARD,  /* this rank's slices of them */
+  /* Tensor parallelism (Megatron-LM, docs/LLM.md): a collective over the
+   * tensor-parallel group around a pass of layer `layer` (its part
+   * StOp.part when it runs in parts), micro-batch `micro`: */
+  ST_DATA_TP_INPUT,       /* the pass's input: each rank's s/t token rows all-gathered
+                             (sequence parallelism; again in backward, for the weight
+                             gradient) */
+  ST_DATA_TP_OUTPUT,      /* the forward's output, partial sums: all-reduced, or
+                             reduce-scattered to each rank's s/t rows (sequence
+                             parallelism); a split loss's per-token statistics */
+  ST_DATA_TP_OUTPUT_GRAD, /* the gradient of the output, each rank's rows all-gathered
+                             (sequence parallelism) */
+  ST_DATA_TP_INPUT_GRAD,  /* the gradient of the input, partial sums: all-reduced, or
+                             reduce-scattered (sequence parallelism) */
+  /* Expert parallelism: an all-to-all over the expert-parallel group around
+   * the experts [layer, layer_last] of one MoE layer, micro-batch `micro`: */
+  ST_DATA_EP_DISPATCH,      /* forward: each expert's rows (up to its capacity) of every
+                               rank's tokens, to the rank keeping the expert */
+  ST_DATA_EP_COMBINE,       /* forward: the experts' outputs back to their tokens' ranks */
+  ST_DATA_EP_COMBINE_GRAD,  /* backward: the gradient of those outputs, to the experts */
+  ST_DATA_EP_DISPATCH_GRAD, /* backward: the gradient of the dispatched rows, back */
   ST_DATA_N,
 } StData;
 

@@ -39,6 +39,9 @@ typedef struct {
   int64_t elems;        /* optim / compress / expand: elements touched */
   int64_t bytes;        /* optim / compress / expand: memory traffic in bytes */
   const char *kernel;   /* optim / compress / expand: profile name ("adam", "compress") */
+  double share;         /* a part of a layer's pass (StOp.part): its share of the pass's
+                           work, which st_compute_time scales the pass's time by; 0: the
+                           whole pass */
 } StWork;
 
 typedef struct {

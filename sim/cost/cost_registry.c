@@ -74,7 +74,7 @@ st_compute_time(const StComputeCtx *ctx, const StWork *work, StCostSource *sourc
     if ((*m)->cost(ctx, work, &time_ns, &src)) {
       if (source != NULL)
         *source = src;
-      return time_ns;
+      return work->share > 0 ? time_ns * work->share : time_ns;
     }
   }
   /* Only malformed work (a layer pass without its layer) gets here. */

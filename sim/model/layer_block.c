@@ -342,6 +342,22 @@ transformer_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemo
   out->bwd_scratch = 3 * map + MAX(st_layer_aligned(btf * e), att + 2 * qkv);
 }
 
+/* Tensor-parallel parts (layer_type.h): attention (8 s d q + 4 s^2 q
+ * forward, as derive() counts it), then the MLP (4 s d f); backward 2 x
+ * each. */
+static int
+transformer_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX])
+{
+  (void)pass;
+  Xf x = xf_of(layer);
+  double s = (double)x.s, d = (double)layer->in_shape.dims[1];
+  double attn = 8.0 * s * d * (double)x.q + 4.0 * s * s * (double)x.q;
+  double mlp = 4.0 * s * d * (double)x.f;
+  share[0] = attn / (attn + mlp);
+  share[1] = mlp / (attn + mlp);
+  return 2;
+}
+
 const StLayerType st_layer_transformer_block = {
   .name = "transformer_block",
   .summary = "pre-LN transformer block: LN, multi-head attention, LN, GELU MLP, residuals",
@@ -350,4 +366,5 @@ const StLayerType st_layer_transformer_block = {
   .keeps = ST_KEEPS_INPUT,
   .memory = transformer_memory,
   .tp = ST_TP_PARALLEL,
+  .tp_parts = transformer_tp_parts,
 };

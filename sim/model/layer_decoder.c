@@ -123,6 +123,29 @@ llama_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *ou
   out->bwd_scratch = 2 * map + MAX(attn.bwd, mlp.bwd);
 }
 
+/* Tensor-parallel parts (layer_type.h): the attention half, then the MLP
+ * half, each ending in its row-parallel projection's reduction. A parallel
+ * residual sums both halves' partial outputs before one reduction: one
+ * part. Backward: attention 2.5 x its forward with flash (scores made
+ * again), the MLP 2 x. */
+static int
+llama_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX])
+{
+  Block b;
+  if (!block_of(layer, &b, NULL) || !b.has_mlp || b.parallel) {
+    share[0] = 1;
+    return 1;
+  }
+  double fwd, bwd, again;
+  st_attn_flops(&b.attn, &fwd, &bwd, &again);
+  double mlp = st_mlp_fwd_flops(&b.mlp);
+  double attn = pass == ST_PASS_BWD ? bwd : fwd;
+  mlp *= pass == ST_PASS_BWD ? 2 : 1;
+  share[0] = attn / (attn + mlp);
+  share[1] = mlp / (attn + mlp);
+  return 2;
+}
+
 const StLayerType st_layer_llama_block = {
   .name = "llama_block",
   .summary = "pre-norm decoder block: RMSNorm, GQA attention with RoPE, RMSNorm, SwiGLU MLP, "
@@ -132,4 +155,5 @@ const StLayerType st_layer_llama_block = {
   .keeps = ST_KEEPS_INPUT,
   .memory = llama_memory,
   .tp = ST_TP_PARALLEL,
+  .tp_parts = llama_tp_parts,
 };

@@ -175,6 +175,12 @@ struct StLayerType {
    * kind's (an MoE expert all-reduces its expert rows, not the stream):
    * fills out[] and returns how many (st_layer_tp_comm). NULL: the kind's. */
   int (*tp_comm)(const StLayer *layer, StPass pass, int dtype_bytes, StTpComm out[2]);
+  /* A PARALLEL layer built of several column-then-row-parallel halves (a
+   * transformer block: attention, then MLP) runs each pass in parts with
+   * the kind's collectives around every part (st_layer_tp_parts): fills
+   * share[k] with part k's share of the pass's FLOPs, parts in forward
+   * order, and returns how many. NULL: one part, the whole pass. */
+  int (*tp_parts)(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX]);
   /* Continues a chain (see the top): reads what it shares with the chain
    * from `prev` (the layer before it, NULL for the first) into its attrs,
    * before derive(); fails when `prev` opens no chain it belongs to. NULL:

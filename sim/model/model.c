@@ -203,6 +203,18 @@ st_layer_tp_comm(const StLayer *layer, StPass pass, int dtype_bytes, StTpComm ou
   return n;
 }
 
+int
+st_layer_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX])
+{
+  g_return_val_if_fail(layer != NULL && share != NULL, 0);
+  share[0] = 1;
+  if (layer->tp <= 1 || layer->type->tp_parts == NULL)
+    return 1;
+  int n = layer->type->tp_parts(layer, pass == ST_PASS_BWD ? ST_PASS_BWD : ST_PASS_FWD, share);
+  g_return_val_if_fail(n >= 1 && n <= ST_TP_PARTS_MAX, 1);
+  return n;
+}
+
 /* What the loader derived, for readers of `stagger model show --json`; the
  * loader ignores it and derives again. */
 static cJSON *
@@ -237,6 +249,11 @@ st_model_to_json(const StModel *model)
   cJSON_AddStringToObject(root, "name", model->name);
   cJSON_AddStringToObject(root, "dtype", st_dtype_name(model->dtype));
   cJSON_AddItemToObject(root, "input", shape_to_json(&model->input));
+  if (model->n_layers > 0 && model->layers[0].tp > 1) {
+    cJSON *tp = cJSON_AddObjectToObject(root, "tensor_parallel");
+    st_json_add_int(tp, "ranks", model->layers[0].tp);
+    cJSON_AddBoolToObject(tp, "sequence_parallel", model->layers[0].sp);
+  }
   cJSON *layers = cJSON_AddArrayToObject(root, "layers");
   for (int i = 0; i < model->n_layers; i++) {
     const StLayer *layer = &model->layers[i];

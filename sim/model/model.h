@@ -156,8 +156,19 @@ typedef struct {
 } StTpComm;
 
 /* Fills out[0..n) with the collectives of layer->tp ranks for `pass` (FWD or
- * BWD; a RECOMPUTE is a forward) and returns n (at most 2); 0 when tp = 1. */
+ * BWD; a RECOMPUTE is a forward) and returns n (at most 2); 0 when tp = 1.
+ * A layer in parts (st_layer_tp_parts) needs them around each part. */
 int st_layer_tp_comm(const StLayer *layer, StPass pass, int dtype_bytes, StTpComm out[2]);
+
+/* A layer split over a tensor-parallel group runs a pass in parts, each
+ * between its own collectives, as Megatron-LM runs a transformer block:
+ * the attention half (column-parallel QKV, row-parallel projection, its
+ * all-reduce), then the MLP half (its own all-reduce); backward in reverse
+ * order. Part k (1-based, forward order) does share[k - 1] of the pass's
+ * FLOPs. Fills share[] and returns the number of parts: 1 (share 1) for a
+ * layer in one piece or with tp = 1. */
+#define ST_TP_PARTS_MAX 2
+int st_layer_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX]);
 
 /* The attribute `key` of a layer, or `fallback` when the layer has none. */
 int64_t st_layer_attr(const StLayer *layer, const char *key, int64_t fallback);

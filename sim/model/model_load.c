@@ -394,10 +394,37 @@ read_input(const cJSON *root, StShape *input, GError **error)
   return TRUE;
 }
 
+/* "tensor_parallel": {"ranks": t, "sequence_parallel": bool}: the model as
+ * one rank of a tensor-parallel group (st_model_derive_as), as a schedule's
+ * JSON carries it; absent: t = 1. */
+static gboolean
+read_tensor_parallel(const cJSON *root, int *tp, gboolean *sp, GError **error)
+{
+  const cJSON *obj = NULL;
+  *tp = 1;
+  *sp = FALSE;
+  if (!st_json_get_object(root, "tensor_parallel", FALSE, &obj, error))
+    return FALSE;
+  if (obj == NULL)
+    return TRUE;
+  static const char *const KEYS[] = {"ranks", "sequence_parallel", NULL};
+  int64_t ranks = 1;
+  if (!st_json_check_keys(obj, KEYS, error) ||
+      !st_json_get_int(obj, "ranks", TRUE, 1, 1 << 20, &ranks, error) ||
+      !st_json_get_bool(obj, "sequence_parallel", FALSE, sp, error)) {
+    g_prefix_error(error, "key 'tensor_parallel': ");
+    return FALSE;
+  }
+  *tp = (int)ranks;
+  *sp = *sp && ranks > 1;
+  return TRUE;
+}
+
 static gboolean
 read_header(const cJSON *root, StModel *model, const cJSON **layers, GError **error)
 {
-  static const char *const KEYS[] = {"name", "note", "input", "dtype", "layers", "totals", NULL};
+  static const char *const KEYS[] = {"name", "note", "input", "dtype", "layers", "totals",
+                                     "tensor_parallel", NULL};
   const char *name = NULL, *note = NULL, *dtype = "fp32";
   if (!cJSON_IsObject(root))
     return fail(error, "expected a JSON object");
@@ -451,6 +478,14 @@ read_model(const cJSON *root, StModel *model, GError **error)
       return FALSE;
     }
     g_hash_table_insert(seen, layer->name, GINT_TO_POINTER(i));
+  }
+  int tp;
+  gboolean sp;
+  if (!read_tensor_parallel(root, &tp, &sp, error))
+    return FALSE;
+  for (int i = 0; i < model->n_layers; i++) {
+    model->layers[i].tp = tp;
+    model->layers[i].sp = sp;
   }
   return derive_all(model, error);
 }

@@ -545,6 +545,8 @@ st_op_describe(const StSchedule *s, const StProgram *p, uint32_t index)
     g_string_append_printf(out, " %s", label);
   else if (layer != NULL)
     g_string_append_printf(out, " %s", layer);
+  if (op->part > 0)
+    g_string_append_printf(out, " part %d", op->part);
   if (op->micro >= 0)
     g_string_append_printf(out, " m%d", op->micro);
   if (op->version > 0)

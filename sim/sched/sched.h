@@ -100,8 +100,10 @@ typedef struct {
                        the gradient of k steps ago; a COMM op moves the parameters or
                        gradients of k steps ago (StBuffer.slot) */
   uint8_t data;     /* COMM/COPY: what moves (StData), of layers [layer, layer_last] */
-  uint8_t zero;     /* always 0: named so that no padding byte is left undefined, and
-                       equal ops compare equal byte for byte */
+  uint8_t part;     /* a layer pass in parts around tensor-parallel collectives
+                       (st_layer_tp_parts): 0 the whole pass, k >= 1 part k of it (a
+                       transformer block's attention half 1, MLP half 2), on its COMP op
+                       and on the collectives that belong to that part */
   /* Samples (st_op_samples), for the executor: 0 when not said, the rank's
    * own contiguous share as its replica computes it; else the op's `batch`
    * samples are s = replica + sample_first + t * sample_stride, t < batch,

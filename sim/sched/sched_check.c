@@ -157,6 +157,15 @@ op_problem(const StSchedule *s, const StProgram *p, uint32_t i)
                            op->batch, op->layer);
   if (op->bytes < 0 || op->elems < 0 || op->batch < 0)
     return g_strdup("negative bytes, elems or batch");
+  if (op->part > 0) {
+    double share[ST_TP_PARTS_MAX];
+    int parts = op->layer >= 0 && (op->kind == ST_OP_COMM_COLL || is_layer_pass(op))
+                  ? st_layer_tp_parts(&model->layers[op->layer], ST_PASS_FWD, share)
+                  : 0;
+    if (op->part > parts)
+      return g_strdup_printf("part %d of a pass of layer %d, which runs its passes in %d "
+                             "part%s", op->part, op->layer, parts, parts == 1 ? "" : "s");
+  }
   gboolean moves_samples = (op->kind == ST_OP_COMM_SEND || op->kind == ST_OP_COMM_RECV ||
                             op->kind == ST_OP_COPY) &&
                            (op->data == ST_DATA_OUTPUT || op->data == ST_DATA_INPUT_GRAD);

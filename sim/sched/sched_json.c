@@ -89,6 +89,8 @@ op_to_json(const StProgram *p, uint32_t index)
   for (guint f = 0; f < ST_N_OP_FIELDS; f++)
     if (st_op_field_get(op, f) != ST_OP_FIELDS[f].none)
       st_json_add_int(o, ST_OP_FIELDS[f].key, st_op_field_get(op, f));
+  if (op->part > 0)
+    st_json_add_int(o, "part", op->part);
   if (op->sample_stride > 0) { /* [first, stride], as st_op_samples takes them */
     cJSON *samples = cJSON_AddArrayToObject(o, "samples");
     cJSON_AddItemToArray(samples, cJSON_CreateNumber(op->sample_first));

@@ -145,6 +145,19 @@ read_samples(const cJSON *obj, StOp *op, GError **error)
   return TRUE;
 }
 
+/* The optional "part" (StOp.part): a part of a layer's pass. */
+static gboolean
+read_part(const cJSON *obj, StOp *op, GError **error)
+{
+  int64_t part = 0;
+  if (!st_json_get_int(obj, "part", FALSE, 0, ST_TP_PARTS_MAX, &part, error))
+    return FALSE;
+  if (part > 0 && op->layer < 0)
+    return sj_fail(error, "key 'part': a part of a layer's pass needs its 'layer'");
+  op->part = (uint8_t)part;
+  return TRUE;
+}
+
 /* The kind, its sub-kind and the integer fields, each index range-checked. */
 static gboolean
 read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
@@ -160,10 +173,10 @@ read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
     return FALSE;
   }
   const char *sub = st_op_sub_key(kind);
-  const char *keys[ST_N_OP_FIELDS + 9] = {"kind", "stream", "deps", "alloc", "free", "data",
-                                          "samples", sub};
+  const char *keys[ST_N_OP_FIELDS + 10] = {"kind", "stream", "deps", "alloc", "free", "data",
+                                           "samples", "part", sub};
   for (guint f = 0; f < ST_N_OP_FIELDS; f++)
-    keys[(sub != NULL ? 8 : 7) + f] = ST_OP_FIELDS[f].key;
+    keys[(sub != NULL ? 9 : 8) + f] = ST_OP_FIELDS[f].key;
   if (!st_json_check_keys(obj, keys, error))
     return FALSE;
   if (sub != NULL && !st_json_get_string(obj, sub, TRUE, &sub_text, error))
@@ -216,7 +229,7 @@ read_op_fields(const cJSON *obj, const Ops *ctx, StOp *op, GError **error)
       return FALSE;
     st_op_field_set(op, f, ST_OP_FIELDS[f].index != INDEX_NONE ? index : v);
   }
-  return read_samples(obj, op, error);
+  return read_samples(obj, op, error) && read_part(obj, op, error);
 }
 
 /* Same-step dependencies must come earlier in the array: that is what keeps

@@ -21,6 +21,12 @@ st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
 {
   const StModel *model = st_program_model(s, p);
   StPass pass = (StPass)op->sub;
+  double share = 0;
+  if (op->part > 0 && op->layer >= 0) {
+    double shares[ST_TP_PARTS_MAX];
+    int n = st_layer_tp_parts(&model->layers[op->layer], pass, shares);
+    share = op->part <= n ? shares[op->part - 1] : 0;
+  }
   return (StWork){
     .pass = pass,
     .layer = op->layer >= 0 ? &model->layers[op->layer] : NULL,
@@ -29,5 +35,6 @@ st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
     .bytes = op->bytes,
     .kernel = pass == ST_PASS_OPTIM ? st_optimizer_name(s->settings.optimizer)
                                     : st_pass_name(pass),
+    .share = share,
   };
 }
