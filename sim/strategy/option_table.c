@@ -78,8 +78,8 @@ static const StOptionSpec SPECS[] = {
    "priority with a measured leak, memory bandwidth shared) or priority (priority isolates "
    "perfectly) (default: interference)"},
   {"pipeline-stages", ST_OPT_INT, F(pipeline_stages), 0, 1e6, NULL, NULL, "N",
-   "pipeline: stages per pipeline (G_inter), dividing the ranks; 0 = the fewest whose "
-   "estimated memory per GPU fits (default: 0)"},
+   "pipeline, megatron: stages per pipeline (G_inter), dividing the ranks; 0 = pipeline: the "
+   "fewest whose estimated memory per GPU fits, megatron: 1 (default: 0)"},
   {"pipeline-schedule", ST_OPT_CHOICE, F(pipeline_schedule), 0, 0,
    (const char *const[]){"1f1b", "gpipe", NULL}, NULL, "1f1b|gpipe",
    "pipeline: micro-batch order, 1f1b (one forward one backward) or gpipe (all forwards, "
@@ -143,6 +143,16 @@ static const StOptionSpec SPECS[] = {
    "SIZE",
    "Refuse a simulation estimated to need more memory than this, such as 16GiB, before it "
    "starts (default: what this machine has available; plan: no limit; docs/RELIABILITY.md)"},
+  {"tensor-parallel", ST_OPT_INT, F(tensor_parallel), 0, 1024, NULL, NULL, "T",
+   "megatron: tensor-parallel group size (Megatron-LM's column- and row-parallel layers, "
+   "attention heads, kv heads, ffn and vocabulary split T ways; all-reduces in forward and "
+   "backward); ranks of a group are consecutive, inside a node first (default: 1)"},
+  {"sequence-parallel", ST_OPT_FLAG, F(sequence_parallel), 0, 0, NULL, NULL, NULL,
+   "megatron: sequence parallelism over the tensor-parallel group: norms and dropouts on "
+   "s/T tokens, all-gather + reduce-scatter in place of each all-reduce (default: off)"},
+  {"virtual-stages", ST_OPT_INT, F(virtual_stages), 0, 1024, NULL, NULL, "V",
+   "megatron: model chunks per pipeline stage, Megatron-LM's interleaved 1F1B schedule (V > 1 "
+   "needs --pipeline-stages > 1) (default: 1)"},
   {NULL},
 };
 

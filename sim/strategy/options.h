@@ -60,6 +60,11 @@ typedef struct {
   int mux_fg_pieces;     /* --mux-fg-pieces: foreground pieces in flight; 0 = 2 */
   int64_t max_memory;    /* --max-memory: bytes a simulation may need (engine_budget.c);
                             0 = what this machine has available (st_memory_available) */
+  int tensor_parallel;   /* --tensor-parallel: megatron's TP group size t; 0 = not given (1) */
+  gboolean sequence_parallel; /* --sequence-parallel: megatron's SP over the TP group */
+  int expert_parallel;   /* --expert-parallel: megatron's EP group size; 0 = not given (1) */
+  int virtual_stages;    /* --virtual-stages: megatron's model chunks per pipeline stage
+                            (interleaved 1F1B); 0 = not given (1) */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank per step */
 } StOptions;

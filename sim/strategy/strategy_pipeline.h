@@ -30,6 +30,7 @@
 
 #include "strategy/sparse.h"
 #include "strategy/strategy_common.h"
+#include "strategy/tensor_parallel.h"
 
 typedef enum {
   ST_PIPE_1F1B = 0, /* PipeDream-Flush: warm-up forwards, then one forward one backward */
@@ -43,16 +44,27 @@ typedef enum {
 } StPipeBalance;
 
 /* One compute slot of a stage: a micro-batch's forward or backward over the
- * stage's layers. */
+ * layers of one of the stage's model chunks (0 without interleaving). */
 typedef struct {
   gboolean fwd;
   int micro;
+  int chunk;
 } StPipeSlot;
 
 /* The slots of stage `stage` of `n_stages` for `n_micro` micro-batches, in
  * order (GArray of StPipeSlot, transfer full). Backwards run in micro-batch
  * order under both orders. */
 GArray *st_pipe_order(StPipeOrder order, int stage, int n_stages, int n_micro);
+
+/* Megatron-LM's interleaved 1F1B (Narayanan et al., SC 2021, section 2.2):
+ * each stage holds `n_chunks` model chunks (chunk c of stage s is the
+ * model's (c S + s)-th of S V); micro-batches go through the chunks in
+ * groups of S: forward slot k runs chunk (k mod S V) / S on micro-batch
+ * (k / S V) S + k mod S, backward slot k the same micro-batch on chunk
+ * V - 1 - (k mod S V) / S. Stage s first runs min(2 (S - s - 1) + (V - 1) S,
+ * M V) forwards (all of them when M = S), then one forward one backward,
+ * then the remaining backwards. n_micro must be a multiple of n_stages. */
+GArray *st_pipe_order_interleaved(int stage, int n_stages, int n_micro, int n_chunks);
 
 /* Micro-batches whose activations stage `stage` holds at most at once. */
 int st_pipe_in_flight(StPipeOrder order, int stage, int n_stages, int n_micro);
@@ -69,7 +81,11 @@ typedef struct {
   int n_stages;             /* S = G_inter */
   int n_data;               /* G_data: pipelines */
   int n_micro;              /* M: micro-batches per pipeline per step */
-  int32_t *first;           /* [n_stages + 1]: stage s is layers [first[s], first[s + 1]) */
+  int n_chunks;             /* V: model chunks per stage (interleaved 1F1B, megatron); 1 in
+                               the pipeline strategy */
+  int32_t *first;           /* [n_stages n_chunks + 1]: model chunk k (on stage k mod S, its
+                               chunk k / S there) is layers [first[k], first[k + 1]); with one
+                               chunk, stage s is layers [first[s], first[s + 1]) */
   int32_t *stage_of;        /* [n_layers]: the stage holding each layer */
   int tied_head;            /* a tied LM head (computing with the embedding's weights), or -1 */
   int tied_embed;           /* that embedding, or -1 */
@@ -81,6 +97,9 @@ typedef struct {
                                head counts its copy) */
   int64_t *owned_nnz;       /* their non-zeros (= owned when dense) */
   gboolean *keeps_output;   /* the layer saves its output for backward */
+  /* Megatron (strategy_megatron.c) sets these; the pipeline strategy leaves them 0. */
+  const StTpSpec *tp;       /* tensor parallelism around every pass (tensor_parallel.h), or
+                               NULL */
 } StPipe;
 
 /* Fills the per-layer facts for `n_stages` stages (no split yet: `first`
@@ -95,6 +114,11 @@ void st_pipe_clear(StPipe *pipe);
  * n_data, n_micro and the tied copy. n_stages must divide the ranks and be at
  * most the layer count. */
 void st_pipe_split(StPipe *pipe, StPipeBalance by);
+
+/* Takes `first` ([n_stages n_chunks + 1], transfer full) as the split and
+ * derives from it which stage holds each layer, the tied copy and the
+ * states each layer's stage keeps. */
+void st_pipe_set_split(StPipe *pp, int32_t *first);
 
 /* Bytes per micro-batch (activation dtype) of the tensor crossing into stage
  * s + 1: the output of stage s's last layer, or the gradient going back. */

@@ -30,6 +30,7 @@ st_pipe_init(StPipe *pp, const StModel *m, const StCluster *c, const StProfile *
     .profile = profile,
     .options = o,
     .order = (StPipeOrder)o->pipeline_schedule,
+    .n_chunks = 1,
     .tied_head = -1,
     .tied_embed = -1,
   };
@@ -160,13 +161,21 @@ st_pipe_split(StPipe *pp, StPipeBalance by)
   pp->n_micro = o->accumulation * S;
   g_autofree double *w = g_new(double, m->n_layers);
   layer_weights(pp, by, w);
-  g_free(pp->first);
-  pp->first = g_new(int32_t, S + 1);
-  st_stages_split(w, m->n_layers, S, pp->first);
+  int32_t *first = g_new(int32_t, S + 1);
+  st_stages_split(w, m->n_layers, S, first);
+  st_pipe_set_split(pp, first);
+}
 
-  for (int s = 0; s < S; s++)
-    for (int i = pp->first[s]; i < pp->first[s + 1]; i++)
-      pp->stage_of[i] = s;
+void
+st_pipe_set_split(StPipe *pp, int32_t *first)
+{
+  const StModel *m = pp->model;
+  int S = pp->n_stages, K = S * MAX(pp->n_chunks, 1);
+  g_free(pp->first);
+  pp->first = first;
+  for (int k = 0; k < K; k++)
+    for (int i = pp->first[k]; i < pp->first[k + 1]; i++)
+      pp->stage_of[i] = k % S;
   pp->tied_copy = pp->tied_head >= 0 &&
                   pp->stage_of[pp->tied_head] != pp->stage_of[pp->tied_embed];
   for (int i = 0; i < m->n_layers; i++) {

@@ -14,13 +14,19 @@
  *
  * In both, backwards run in micro-batch order, so every p2p channel carries
  * its tensors in micro-batch order.
+ *
+ * Interleaved 1F1B (Megatron-LM's forward_backward_pipelining_with_
+ * interleaving, Narayanan et al., SC 2021): V chunks per stage, cycled in
+ * groups of S micro-batches; every chunk's channel still carries its
+ * tensors in micro-batch order. The bubble shrinks V times at V times the
+ * p2p traffic.
  */
 #include "strategy/strategy_pipeline.h"
 
 static void
 push(GArray *slots, gboolean fwd, int micro)
 {
-  StPipeSlot slot = {fwd, micro};
+  StPipeSlot slot = {fwd, micro, 0};
   g_array_append_val(slots, slot);
 }
 
@@ -39,6 +45,39 @@ st_pipe_order(StPipeOrder order, int stage, int n_stages, int n_micro)
   }
   while (b < n_micro)
     push(slots, FALSE, b++);
+  return slots;
+}
+
+/* Slot k of the interleaved order (see strategy_pipeline.h). */
+static void
+push_virtual(GArray *slots, gboolean fwd, int k, int n_stages, int n_chunks)
+{
+  int group = n_stages * n_chunks;
+  int chunk = (k % group) / n_stages;
+  StPipeSlot slot = {fwd, (k / group) * n_stages + k % n_stages,
+                     fwd ? chunk : n_chunks - 1 - chunk};
+  g_array_append_val(slots, slot);
+}
+
+GArray *
+st_pipe_order_interleaved(int stage, int n_stages, int n_micro, int n_chunks)
+{
+  g_return_val_if_fail(stage >= 0 && stage < n_stages && n_chunks >= 1 &&
+                       n_micro % n_stages == 0, NULL);
+  int total = n_micro * n_chunks;
+  GArray *slots = g_array_sized_new(FALSE, FALSE, sizeof(StPipeSlot), 2 * total);
+  int warmup = n_micro == n_stages
+                 ? total
+                 : MIN(2 * (n_stages - stage - 1) + (n_chunks - 1) * n_stages, total);
+  int f = 0, b = 0;
+  while (f < warmup)
+    push_virtual(slots, TRUE, f++, n_stages, n_chunks);
+  while (f < total) {
+    push_virtual(slots, TRUE, f++, n_stages, n_chunks);
+    push_virtual(slots, FALSE, b++, n_stages, n_chunks);
+  }
+  while (b < total)
+    push_virtual(slots, FALSE, b++, n_stages, n_chunks);
   return slots;
 }
 

@@ -23,17 +23,42 @@
 
 #define NONE UINT32_MAX
 
+#define CHUNKS_MAX 64
+
+/* One of the stage's model chunks (one without interleaving): model chunk
+ * k = c S + s, layers [lo, hi), and its p2p streams (-1 where its chunk has
+ * no neighbour on that side). */
+typedef struct {
+  int k, lo, hi;
+  int recv_act, send_act, recv_grad, send_grad;
+} Chunk;
+
 typedef struct {
   const StPipe *pp;
   const StPipeComms *comms;
   StProgram *p;
-  int s, lo, hi;  /* stage, its layers [lo, hi) */
-  int compute, recv_act, send_act, recv_grad, send_grad, comm;
+  int s, lo, hi;  /* stage; the lowest and past the highest of its layers */
+  Chunk chunks[CHUNKS_MAX];
+  int n_chunks;
+  int compute, comm;
   const StBucket *buckets;
   int n_buckets, next_bucket;
   uint32_t last_reduce;
   StTensors **tensors; /* [n_micro]: each micro-batch's (tensors.h) */
 } Stage;
+
+/* The stage of model chunk k, and the chunk index there. */
+static int
+stage_of_chunk(const StPipe *pp, int k)
+{
+  return k % pp->n_stages;
+}
+
+static int
+chunks_total(const StPipe *pp)
+{
+  return pp->n_stages * MAX(pp->n_chunks, 1);
+}
 
 static uint32_t
 emit_p2p(Stage *st, StOp op, StData data, int layer, int micro, uint32_t after, uint32_t alloc,
@@ -61,6 +86,9 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
   StPassMem pm = {0};
   st_tensors_pass(st->tensors[m], pass, i, &pm);
   st_pass_mem_alloc(&pm, extra);
+  if (st->pp->tp != NULL)
+    return st_tp_emit_pass(st->p, st->pp->tp, st->pp->model, st->compute, pass, i, m,
+                           st->pp->options->micro_batch, &pm, after);
   StOp op = st_op_comp(st->compute, pass, i, m, st->pp->options->micro_batch);
   st_program_begin(st->p, &op);
   if (after != NONE)
@@ -69,27 +97,39 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
   return st_program_commit(st->p);
 }
 
+/* Bytes per micro-batch of the tensor entering model chunk k (k > 0): its
+ * first layer's input, or that layer's input gradient going back. */
+static int64_t
+boundary_bytes(const StPipe *pp, int k)
+{
+  return st_pipe_input_bytes(pp, pp->first[k]);
+}
+
+/* p2p tags: activations into chunk c of a stage 2c, gradients into it 2c + 1. */
 static void
-emit_forward(Stage *st, int m)
+emit_forward(Stage *st, int m, int c)
 {
   const StPipe *pp = st->pp;
+  const Chunk *ch = &st->chunks[c];
   StTensors *t = st->tensors[m];
-  int S = pp->n_stages;
+  int k = ch->k;
   uint32_t recv = NONE, last = NONE;
-  if (st->s > 0) {
-    int64_t bytes = st_pipe_boundary_bytes(pp, st->s - 1);
-    recv = emit_p2p(st, st_op_recv(st->recv_act, st->comms->pipe, st->s - 1, 0, bytes),
-                    ST_DATA_OUTPUT, st->lo - 1, m, NONE,
-                    st_tensors_move_in(t, st->lo, FALSE, ST_MEM_ACTIVATIONS), NONE);
+  if (k > 0) {
+    recv = emit_p2p(st, st_op_recv(ch->recv_act, st->comms->pipe, stage_of_chunk(pp, k - 1),
+                                   2 * c, boundary_bytes(pp, k)),
+                    ST_DATA_OUTPUT, ch->lo - 1, m, NONE,
+                    st_tensors_move_in(t, ch->lo, FALSE, ST_MEM_ACTIVATIONS), NONE);
   }
-  for (int i = st->lo; i < st->hi; i++)
-    last = emit_pass(st, ST_PASS_FWD, i, m, i == st->lo ? recv : NONE, NONE);
-  if (st->s < S - 1)
-    st_tensors_sent(t, st->hi,
-                    emit_p2p(st, st_op_send(st->send_act, st->comms->pipe, st->s + 1, 0,
-                                            st_pipe_boundary_bytes(pp, st->s)),
-                             ST_DATA_OUTPUT, st->hi - 1, m, last, NONE,
-                             st_tensors_move_out(t, st->hi, FALSE)));
+  for (int i = ch->lo; i < ch->hi; i++)
+    last = emit_pass(st, ST_PASS_FWD, i, m, i == ch->lo ? recv : NONE, NONE);
+  if (k + 1 < chunks_total(pp)) {
+    int next = stage_of_chunk(pp, k + 1), c_next = (k + 1) / pp->n_stages;
+    st_tensors_sent(t, ch->hi,
+                    emit_p2p(st, st_op_send(ch->send_act, st->comms->pipe, next, 2 * c_next,
+                                            boundary_bytes(pp, k + 1)),
+                             ST_DATA_OUTPUT, ch->hi - 1, m, last, NONE,
+                             st_tensors_move_out(t, ch->hi, FALSE)));
+  }
 }
 
 /* The all-reduce of the next bucket when layer i's last gradient is ready. */
@@ -114,65 +154,86 @@ maybe_reduce(Stage *st, int i, int m, uint32_t ready)
 }
 
 static void
-emit_backward(Stage *st, int m)
+emit_backward(Stage *st, int m, int c)
 {
   const StPipe *pp = st->pp;
   const StOptions *o = pp->options;
   const StSparse *sp = &pp->sparse;
+  const Chunk *ch = &st->chunks[c];
   StTensors *t = st->tensors[m];
-  int S = pp->n_stages;
+  int k = ch->k;
   uint32_t recv = NONE;
-  if (st->s < S - 1) {
-    int64_t bytes = st_pipe_boundary_bytes(pp, st->s);
-    recv = emit_p2p(st, st_op_recv(st->recv_grad, st->comms->pipe, st->s + 1, 1, bytes),
-                    ST_DATA_INPUT_GRAD, st->hi, m, NONE,
-                    st_tensors_move_in(t, st->hi, TRUE, ST_MEM_WORKSPACE), NONE);
+  if (k + 1 < chunks_total(pp)) {
+    recv = emit_p2p(st, st_op_recv(ch->recv_grad, st->comms->pipe, stage_of_chunk(pp, k + 1),
+                                   2 * c + 1, boundary_bytes(pp, k + 1)),
+                    ST_DATA_INPUT_GRAD, ch->hi, m, NONE,
+                    st_tensors_move_in(t, ch->hi, TRUE, ST_MEM_WORKSPACE), NONE);
   }
   uint32_t bwd = NONE;
-  for (int i = st->hi - 1; i >= st->lo; i--) {
+  for (int i = ch->hi - 1; i >= ch->lo; i--) {
     /* As autograd runs it: the recompute starts once the output's gradient
      * is here, not ahead of it. */
     if (o->checkpoint)
-      emit_pass(st, ST_PASS_RECOMPUTE, i, m, i == st->hi - 1 ? recv : NONE, NONE);
+      emit_pass(st, ST_PASS_RECOMPUTE, i, m, i == ch->hi - 1 ? recv : NONE, NONE);
     uint32_t dense = NONE;
     if (st_sparse_on(sp) && pp->owned[i] > 0)
       dense = st_sparse_dense_grad_buffer(sp, st->p, pp->model->layers[i].name, i, m,
                                           pp->owned[i]);
-    bwd = emit_pass(st, ST_PASS_BWD, i, m, i == st->hi - 1 ? recv : NONE, dense);
+    bwd = emit_pass(st, ST_PASS_BWD, i, m, i == ch->hi - 1 ? recv : NONE, dense);
     uint32_t ready = bwd;
     if (dense != NONE)
       ready = st_sparse_emit_compress(sp, st->p, st->compute, i, m, pp->owned[i], bwd, dense);
     maybe_reduce(st, i, m, ready);
   }
-  if (st->s > 0)
-    emit_p2p(st, st_op_send(st->send_grad, st->comms->pipe, st->s - 1, 1,
-                            st_pipe_boundary_bytes(pp, st->s - 1)),
-             ST_DATA_INPUT_GRAD, st->lo, m, bwd, NONE, st_tensors_move_out(t, st->lo, TRUE));
+  if (k > 0) {
+    int prev = stage_of_chunk(pp, k - 1), c_prev = (k - 1) / pp->n_stages;
+    emit_p2p(st, st_op_send(ch->send_grad, st->comms->pipe, prev, 2 * c_prev + 1,
+                            boundary_bytes(pp, k)),
+             ST_DATA_INPUT_GRAD, ch->lo, m, bwd, NONE, st_tensors_move_out(t, ch->lo, TRUE));
+  }
 }
 
-/* Persistent model states of the stage, and of the tied copy on the head's. */
+/* Whether one of the stage's chunks holds `layer`. */
+static gboolean
+holds(const Stage *st, int layer)
+{
+  for (int c = 0; c < st->n_chunks; c++)
+    if (layer >= st->chunks[c].lo && layer < st->chunks[c].hi)
+      return TRUE;
+  return FALSE;
+}
+
+/* Persistent model states of the stage (one set per model chunk), and of the
+ * tied copy on the head's. */
 static void
 add_states(Stage *st, int64_t params, int64_t nnz)
 {
   const StPipe *pp = st->pp;
   const StSparse *sp = &pp->sparse;
   StProgram *p = st->p;
-  gboolean copy = pp->tied_copy && pp->tied_head >= st->lo && pp->tied_head < st->hi;
+  gboolean copy = pp->tied_copy && holds(st, pp->tied_head);
   int64_t copy_params = copy ? pp->tied_params : 0;
   int64_t copy_nnz = copy ? st_sparse_nnz(sp, pp->tied_params) : 0;
   params -= copy_params;
   nnz -= copy_nnz;
   if (st_sparse_on(sp)) {
+    g_assert(st->n_chunks == 1);
     st_sparse_add_states(sp, p, "", params, nnz, st->lo, st->hi - 1);
     if (copy)
       st_sparse_add_states(sp, p, "tied copy: ", copy_params, copy_nnz, pp->tied_embed,
                            pp->tied_embed);
     return;
   }
-  for (int k = 0; k < (copy ? 2 : 1); k++) {
-    int64_t n = k == 0 ? params : copy_params;
-    int a = k == 0 ? st->lo : pp->tied_embed, b = k == 0 ? st->hi - 1 : pp->tied_embed;
-    const char *what = k == 0 ? "" : "tied copy: ";
+  for (int k = 0; k < st->n_chunks + (copy ? 1 : 0); k++) {
+    gboolean tied = k == st->n_chunks;
+    int a = tied ? pp->tied_embed : st->chunks[k].lo;
+    int b = tied ? pp->tied_embed : st->chunks[k].hi - 1;
+    int64_t n = tied ? copy_params : 0;
+    for (int i = a; !tied && i <= b; i++)
+      n += pp->owned[i] - (copy && i == pp->tied_head ? copy_params : 0);
+    g_autofree char *what = tied              ? g_strdup("tied copy: ")
+                            : st->n_chunks > 1 ? g_strdup_printf("chunk %d: ", k)
+                                               : g_strdup("");
     g_autofree char *pn = g_strdup_printf("%sparams", what);
     g_autofree char *gn = g_strdup_printf("%sgrads", what);
     g_autofree char *on = g_strdup_printf("%soptimizer states", what);
@@ -192,8 +253,8 @@ emit_update(Stage *st, int64_t params, int64_t nnz)
 {
   const StPipe *pp = st->pp;
   const StSparse *sp = &pp->sparse;
-  gboolean embed = pp->tied_embed >= st->lo && pp->tied_embed < st->hi;
-  gboolean head = pp->tied_head >= st->lo && pp->tied_head < st->hi;
+  gboolean embed = holds(st, pp->tied_embed);
+  gboolean head = holds(st, pp->tied_head);
   if (pp->tied_copy && (embed || head)) {
     int64_t elems = st_sparse_nnz(sp, pp->tied_params);
     StOp op = st_op_coll(st->comm, ST_COLL_ALL_REDUCE, st->comms->tied, elems * pp->bytes.grad);
@@ -224,52 +285,77 @@ emit_update(Stage *st, int64_t params, int64_t nnz)
   st_program_commit(st->p);
 }
 
+/* A stream of chunk c: "NAME", or "NAME cC" with several chunks. */
+static int
+chunk_stream(Stage *st, const char *name, int c)
+{
+  g_autofree char *text =
+    st->n_chunks > 1 ? g_strdup_printf("%s c%d", name, c) : g_strdup(name);
+  return st_program_add_stream(st->p, text, 0);
+}
+
 StProgram *
 st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
 {
-  int S = pp->n_stages, M = pp->n_micro;
+  int S = pp->n_stages, M = pp->n_micro, V = MAX(pp->n_chunks, 1), K = S * V;
+  g_return_val_if_fail(V <= CHUNKS_MAX, NULL);
   g_autofree char *name = g_strdup_printf("stage %d", s);
   Stage st = {
     .pp = pp,
     .comms = comms,
     .p = st_program_new(name),
     .s = s,
+    .n_chunks = V,
     .lo = pp->first[s],
-    .hi = pp->first[s + 1],
-    .recv_act = -1, .send_act = -1, .recv_grad = -1, .send_grad = -1,
+    .hi = pp->first[(V - 1) * S + s + 1],
     .last_reduce = NONE,
   };
   st.compute = st_program_add_stream(st.p, "compute", 0);
-  if (s > 0)
-    st.recv_act = st_program_add_stream(st.p, "recv act", 0);
-  if (s < S - 1) {
-    st.send_act = st_program_add_stream(st.p, "send act", 0);
-    st.recv_grad = st_program_add_stream(st.p, "recv grad", 0);
+  for (int c = 0; c < V; c++) {
+    Chunk *ch = &st.chunks[c];
+    int k = c * S + s;
+    *ch = (Chunk){k, pp->first[k], pp->first[k + 1], -1, -1, -1, -1};
+    if (k > 0)
+      ch->recv_act = chunk_stream(&st, "recv act", c);
+    if (k < K - 1) {
+      ch->send_act = chunk_stream(&st, "send act", c);
+      ch->recv_grad = chunk_stream(&st, "recv grad", c);
+    }
+    if (k > 0)
+      ch->send_grad = chunk_stream(&st, "send grad", c);
   }
-  if (s > 0)
-    st.send_grad = st_program_add_stream(st.p, "send grad", 0);
   st.comm = st_program_add_stream(st.p, "comm", 0);
 
   int64_t params = 0, nnz = 0;
-  for (int i = st.lo; i < st.hi; i++) {
-    params += pp->owned[i];
-    nnz += pp->owned_nnz[i];
+  g_autoptr(GArray) buckets = g_array_new(FALSE, FALSE, sizeof(StBucket));
+  for (int c = V - 1; c >= 0; c--) {
+    const Chunk *ch = &st.chunks[c];
+    for (int i = ch->lo; i < ch->hi; i++) {
+      params += pp->owned[i];
+      nnz += pp->owned_nnz[i];
+    }
+    /* In backward order, never across chunks: each chunk's last backward
+     * ends its buckets. */
+    g_autoptr(GArray) of_chunk = st_grad_buckets_of(pp->owned_nnz, ch->lo, ch->hi,
+                                                    pp->options->bucket_bytes, pp->bytes.grad);
+    g_array_append_vals(buckets, of_chunk->data, of_chunk->len);
   }
   add_states(&st, params, nnz);
-  g_autoptr(GArray) buckets =
-    st_grad_buckets_of(pp->owned_nnz, st.lo, st.hi, pp->options->bucket_bytes, pp->bytes.grad);
   st.buckets = (const StBucket *)buckets->data;
   st.n_buckets = (int)buckets->len;
 
-  /* Every micro-batch runs the stage's layers; its boundaries with the
-   * neighbouring stages are received and sent. */
+  /* Every micro-batch runs the stage's layers; each chunk's boundaries with
+   * its neighbours are received and sent. */
   int L = pp->model->n_layers;
   g_autofree int *batch = g_new0(int, L);
   g_autofree gboolean *moved = g_new0(gboolean, L + 1);
-  for (int i = st.lo; i < st.hi; i++)
-    batch[i] = pp->options->micro_batch;
-  moved[st.lo] = s > 0;
-  moved[st.hi] = s < S - 1;
+  for (int c = 0; c < V; c++) {
+    const Chunk *ch = &st.chunks[c];
+    for (int i = ch->lo; i < ch->hi; i++)
+      batch[i] = pp->options->micro_batch;
+    moved[ch->lo] = ch->k > 0;
+    moved[ch->hi] = ch->k < K - 1;
+  }
   g_autofree StTensors **tensors = g_new(StTensors *, M);
   for (int m = 0; m < M; m++) {
     StTensorsSpec spec = {
@@ -285,13 +371,14 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
   }
   st.tensors = tensors;
 
-  g_autoptr(GArray) order = st_pipe_order(pp->order, s, S, M);
+  g_autoptr(GArray) order = V > 1 ? st_pipe_order_interleaved(s, S, M, V)
+                                  : st_pipe_order(pp->order, s, S, M);
   for (guint k = 0; k < order->len; k++) {
     const StPipeSlot *slot = &g_array_index(order, StPipeSlot, k);
     if (slot->fwd)
-      emit_forward(&st, slot->micro);
+      emit_forward(&st, slot->micro, slot->chunk);
     else
-      emit_backward(&st, slot->micro);
+      emit_backward(&st, slot->micro, slot->chunk);
   }
   emit_update(&st, params, nnz);
   for (int m = 0; m < M; m++)

@@ -12,6 +12,7 @@ extern const StStrategy st_strategy_cdp;
 extern const StStrategy st_strategy_burst;
 extern const StStrategy st_strategy_multiplex;
 extern const StStrategy st_strategy_pipeline;
+extern const StStrategy st_strategy_megatron;
 
 static const StStrategy *const STRATEGIES[] = {
   &st_strategy_dp,
@@ -20,6 +21,7 @@ static const StStrategy *const STRATEGIES[] = {
   &st_strategy_burst,
   &st_strategy_multiplex,
   &st_strategy_pipeline,
+  &st_strategy_megatron,
   NULL,
 };
 

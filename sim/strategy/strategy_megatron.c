@@ -1,0 +1,320 @@
+/* strategy_megatron.c: `megatron`, the LLM-era 3D parallelism of
+ * Megatron-LM: tensor parallelism (Shoeybi et al. 2019) with sequence
+ * parallelism (Korthikanti et al. 2022) inside a node, pipeline
+ * parallelism with 1F1B or interleaved 1F1B across (Narayanan et al.
+ * 2021), data parallelism over the rest. docs/LLM.md describes it; the
+ * pieces are shared with the other strategies:
+ *
+ * - one rank of a tensor-parallel group computes on the model derived as
+ *   that rank (st_model_derive_as: heads, kv heads, ffn and vocabulary / t,
+ *   layer_type.h), which is the schedule's model; tensor_parallel.h emits
+ *   each pass with the group's collectives;
+ * - the pipeline's stage programs (strategy_pipeline_stage.c) run the
+ *   passes, p2p and gradient buckets, with model chunks for the
+ *   interleaved order (strategy_pipeline_order.c).
+ *
+ * Layout, as Megatron-LM's RankGenerator orders ranks by default
+ * ("tp-cp-ep-dp-pp", megatron/core/parallel_state.py): R = t x p x d ranks,
+ * rank r is tensor rank r mod t of data-parallel replica (r / t) mod d of
+ * pipeline stage r / (t d). A tensor-parallel group is t consecutive ranks
+ * (on consecutive GPUs: inside a node when t divides the node's GPUs), a
+ * data-parallel group the ranks t apart within a stage, a pipeline the
+ * ranks t d apart. Communicators: "tp", "pipe" (p2p, indexed by stage),
+ * "data" (gradient all-reduce), "tied" (the embedding's and the tied head's
+ * stages, when they differ).
+ *
+ * Stages are cut between units, Megatron's transformer layers (a unit
+ * starts at each layer that splits as a column- then row-parallel pair and
+ * continues no chain; the layers before the first join it, the rest the
+ * unit before them): p v must divide their number, every model chunk
+ * holding as many (Megatron-LM's even split, the embedding on the first
+ * stage, the head and the loss on the last).
+ *
+ * A step runs M = global batch / (d x micro-batch) micro-batches through
+ * each pipeline; interleaving (v > 1) needs M a multiple of p, as
+ * Megatron-LM does.
+ */
+#include "strategy/strategy_pipeline.h"
+
+#include <stdarg.h>
+
+#include "model/layer_type.h"
+
+typedef struct {
+  int t, p, d, v; /* tensor, pipeline, data-parallel sizes; chunks per stage */
+  int n_units;
+} Layout;
+
+/* The first layer of each unit (see the top), ascending; transfer full. */
+static GArray *
+unit_firsts(const StModel *m)
+{
+  GArray *firsts = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  gboolean any = FALSE;
+  for (int i = 0; i < m->n_layers; i++)
+    any = any || m->layers[i].type->tp == ST_TP_PARALLEL;
+  for (int i = 0; i < m->n_layers; i++) {
+    gboolean continues = i > 0 && m->layers[i - 1].chain_open;
+    gboolean starts = !continues && (!any || m->layers[i].type->tp == ST_TP_PARALLEL);
+    if (!starts)
+      continue;
+    int32_t first = firsts->len == 0 ? 0 : i;
+    g_array_append_val(firsts, first);
+  }
+  if (firsts->len == 0) {
+    int32_t zero = 0;
+    g_array_append_val(firsts, zero);
+  }
+  return firsts;
+}
+
+static gboolean
+fail(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+static gboolean
+fail(GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  g_set_error_literal(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID, message);
+  return FALSE;
+}
+
+/* The sizes from the options, each checked against the ranks, the model and
+ * the batch. */
+static gboolean
+layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error)
+{
+  const StOptions *o = in->options;
+  *l = (Layout){
+    .t = MAX(o->tensor_parallel, 1),
+    .p = MAX(o->pipeline_stages, 1),
+    .v = MAX(o->virtual_stages, 1),
+  };
+  int R = o->ranks;
+  if (o->sparsity > 0)
+    return fail(error, "--sparsity: megatron keeps dense model states (SAMO's modifier applies "
+                       "to dp, zero and pipeline)");
+  if (R % (l->t * l->p) != 0)
+    return fail(error, "--tensor-parallel %d x --pipeline-stages %d = %d does not divide the %d "
+                       "ranks (R = t x p x d)",
+                l->t, l->p, l->t * l->p, R);
+  l->d = R / (l->t * l->p);
+  if (l->v > 1 && l->p == 1)
+    return fail(error, "--virtual-stages %d: interleaving needs --pipeline-stages > 1", l->v);
+  g_autoptr(GArray) firsts = unit_firsts(m);
+  l->n_units = (int)firsts->len;
+  int chunks = l->p * l->v;
+  if (l->n_units % chunks != 0)
+    return fail(error, "--pipeline-stages %d x --virtual-stages %d = %d model chunks do not "
+                       "divide the model's %d transformer layers evenly (Megatron-LM's split)",
+                l->p, l->v, chunks, l->n_units);
+  int64_t per_micro = (int64_t)l->d * o->micro_batch;
+  if (o->global_batch % per_micro != 0)
+    return fail(error, "--global-batch %" G_GINT64_FORMAT " is not a multiple of data-parallel "
+                       "ranks x micro-batch = %d x %d",
+                o->global_batch, l->d, o->micro_batch);
+  int64_t M = o->global_batch / per_micro;
+  if (l->v > 1 && M % l->p != 0)
+    return fail(error, "--virtual-stages %d: the %" G_GINT64_FORMAT " micro-batches per "
+                       "pipeline must be a multiple of the %d stages (Megatron-LM's interleaved "
+                       "schedule)",
+                l->v, M, l->p);
+  return TRUE;
+}
+
+/* Model chunk k of p v holds units [k U / (p v), (k + 1) U / (p v)). */
+static int32_t *
+chunk_firsts(const StModel *m, const Layout *l)
+{
+  g_autoptr(GArray) units = unit_firsts(m);
+  int K = l->p * l->v, per = l->n_units / K;
+  int32_t *first = g_new(int32_t, K + 1);
+  for (int k = 0; k < K; k++)
+    first[k] = g_array_index(units, int32_t, k * per);
+  first[K] = m->n_layers;
+  return first;
+}
+
+/* Communicators laid out as the top says; `color` is scratch of R. */
+static void
+add_comms(StSchedule *s, const Layout *l, const StPipe *pp, StPipeComms *comms, int *tp_comm)
+{
+  int R = s->n_ranks, t = l->t, td = l->t * l->d;
+  g_autofree int32_t *color = g_new(int32_t, R);
+  for (int r = 0; r < R; r++)
+    color[r] = r / t;
+  *tp_comm = st_schedule_add_comm(s, "tp", color);
+  for (int r = 0; r < R; r++)
+    color[r] = r % td;
+  comms->pipe = st_schedule_add_comm(s, "pipe", color);
+  for (int r = 0; r < R; r++)
+    color[r] = r % t + t * (r / td);
+  comms->data = st_schedule_add_comm(s, "data", color);
+  comms->tied = -1;
+  if (pp->tied_copy) {
+    for (int r = 0; r < R; r++) {
+      int stage = r / td;
+      gboolean member = pp->stage_of[pp->tied_head] == stage ||
+                        pp->stage_of[pp->tied_embed] == stage;
+      color[r] = member ? r % td : -1;
+    }
+    comms->tied = st_schedule_add_comm(s, "tied", color);
+  }
+}
+
+/* ---- notes ---------------------------------------------------------------------- */
+
+static void
+note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
+{
+  st_schedule_note_number(s, "tensor_parallel", l->t);
+  st_schedule_note_number(s, "sequence_parallel", m->layers[0].sp ? 1 : 0);
+  st_schedule_note_number(s, "pipeline_stages", l->p);
+  st_schedule_note_number(s, "virtual_stages", l->v);
+  st_schedule_note_number(s, "data_parallel", l->d);
+  st_schedule_note_number(s, "micro_batches", pp->n_micro);
+  st_schedule_note_number(s, "transformer_layers", l->n_units);
+  /* Narayanan et al. 2021, section 2.2: (p - 1) / (v m) of the ideal time. */
+  st_schedule_note_number(s, "bubble_fraction_estimate",
+                          (double)(l->p - 1) / ((double)l->v * pp->n_micro));
+  st_schedule_note_text(s, "rank_order", "tp-dp-pp (Megatron-LM's tp-cp-ep-dp-pp)");
+  /* Stage 0's layers per pass over a micro-batch: what its collectives move. */
+  int64_t tp_bytes = 0;
+  for (int k = 0; l->t > 1 && k < l->p * l->v; k += l->p)
+    for (int i = pp->first[k]; i < pp->first[k + 1]; i++) {
+      tp_bytes += st_tp_pass_comm_bytes(m, i, ST_PASS_FWD, pp->options->micro_batch,
+                                        pp->bytes.activation);
+      tp_bytes += st_tp_pass_comm_bytes(m, i, ST_PASS_BWD, pp->options->micro_batch,
+                                        pp->bytes.activation);
+      if (pp->options->checkpoint)
+        tp_bytes += st_tp_pass_comm_bytes(m, i, ST_PASS_RECOMPUTE, pp->options->micro_batch,
+                                          pp->bytes.activation);
+    }
+  st_schedule_note_number(s, "tp_bytes_per_gpu_stage0", (double)tp_bytes * pp->n_micro);
+  if (pp->tied_copy)
+    st_schedule_note_text(s, "tied_embedding",
+                          "the head's stage keeps a copy; gradients summed over \"tied\"");
+}
+
+/* ---- build ------------------------------------------------------------------------ */
+
+/* Megatron-LM pads the vocabulary to a multiple of 128 t
+ * (--make-vocab-size-divisible-by 128, times the tensor-parallel size), so
+ * that every rank's share is whole and aligned; the padding rows are
+ * computed like the others. The padded size, or 0 when nothing changes. */
+#define VOCAB_MULTIPLE 128
+
+static int64_t
+pad_vocab(StModel *m, int t)
+{
+  int64_t padded = 0, multiple = (int64_t)VOCAB_MULTIPLE * t;
+  for (int i = 0; i < m->n_layers; i++) {
+    StLayer *layer = &m->layers[i];
+    for (int a = 0; a < layer->n_attrs; a++) {
+      StAttr *attr = &layer->attrs[a];
+      if (g_strcmp0(attr->key, "vocab") != 0 || attr->value % multiple == 0)
+        continue;
+      attr->value = (attr->value + multiple - 1) / multiple * multiple;
+      padded = attr->value;
+    }
+  }
+  return padded;
+}
+
+/* The model one rank of a tensor-parallel group computes (transfer full). */
+static StModel *
+rank_model(const StModel *model, int t, gboolean sp, int64_t *padded, GError **error)
+{
+  g_autoptr(StModel) copy = st_model_copy(model);
+  *padded = t > 1 ? pad_vocab(copy, t) : 0;
+  StModel *m = st_model_derive_as(copy, NULL, t, sp, error);
+  if (m == NULL)
+    g_prefix_error(error, "--tensor-parallel %d: ", t);
+  return m;
+}
+
+static StSchedule *
+build(const StStrategyInput *in, GError **error)
+{
+  const StOptions *o = in->options;
+  int t = MAX(o->tensor_parallel, 1);
+  gboolean sp = o->sequence_parallel && t > 1;
+  int64_t padded;
+  g_autoptr(StModel) m = rank_model(in->model, t, sp, &padded, error);
+  if (m == NULL)
+    return NULL;
+  Layout l;
+  if (!layout_of(in, m, &l, error))
+    return NULL;
+  StPipe pp;
+  if (!st_pipe_init(&pp, m, in->cluster, in->profile, o, error)) {
+    st_pipe_clear(&pp);
+    return NULL;
+  }
+  pp.order = ST_PIPE_1F1B;
+  pp.n_stages = l.p;
+  pp.n_chunks = l.v;
+  pp.n_data = l.d;
+  pp.n_micro = (int)(o->global_batch / ((int64_t)l.d * o->micro_batch));
+  st_pipe_set_split(&pp, chunk_firsts(m, &l));
+
+  int R = o->ranks;
+  const StModel *mm = m;
+  StSchedule *s = st_schedule_new(g_steal_pointer(&m), st_cluster_copy(in->cluster), R, NULL);
+  StPipeComms comms;
+  int tp_comm;
+  add_comms(s, &l, &pp, &comms, &tp_comm);
+  StTpSpec tp = {tp_comm, l.t, pp.bytes.activation};
+  if (l.t > 1)
+    pp.tp = &tp;
+  int td = l.t * l.d;
+  for (int st = 0; st < l.p; st++) {
+    int program = st_schedule_add_program(s, st_pipe_stage_program(&pp, st, &comms));
+    for (int r = st * td; r < (st + 1) * td; r++) {
+      s->ranks[r].program = program;
+      s->ranks[r].replica = (r / l.t) % l.d; /* its tensor group computes the same samples */
+    }
+  }
+
+  s->steps = o->steps;
+  s->settings.strategy = g_strdup("megatron");
+  s->settings.precision = o->precision;
+  s->settings.optimizer = o->optimizer;
+  s->settings.micro_batch = o->micro_batch;
+  s->settings.accumulation = pp.n_micro;
+  s->settings.global_batch = o->global_batch;
+  g_autofree char *chunks = l.v > 1 ? g_strdup_printf(" (%d chunks each, interleaved 1F1B)", l.v)
+                                    : g_strdup(l.p > 1 ? " (1F1B)" : "");
+  s->settings.description = g_strdup_printf(
+    "megatron: TP %d%s x PP %d%s x DP %d (%d ranks), %d micro-batches of %d per pipeline%s",
+    l.t, sp ? " + SP" : "", l.p, chunks, l.d, R, pp.n_micro, o->micro_batch,
+    o->checkpoint ? ", full recomputation" : "");
+  note_layout(s, &l, &pp, mm);
+  if (padded > 0)
+    st_schedule_note_number(s, "vocab_padded", (double)padded);
+  if (o->zero_stage > 0)
+    st_schedule_note_text(s, "zero_stage", "not applied: gradients all-reduced over \"data\"");
+  st_pipe_clear(&pp);
+  return s;
+}
+
+static const StStrategyKnob KNOBS[] = {
+  {"tensor-parallel", "1,2,4,8"},
+  {"pipeline-stages", "1,2,4,8"},
+  {NULL},
+};
+
+const StStrategy st_strategy_megatron = {
+  .name = "megatron",
+  .summary = "Megatron-LM's 3D parallelism: tensor (and sequence) parallelism inside a node, "
+             "1F1B or interleaved pipelines across, data parallelism over the rest",
+  .citation = "Shoeybi et al., Megatron-LM, arXiv:1909.08053, 2019; Narayanan et al., "
+              "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM, "
+              "SC 2021; Korthikanti et al., Reducing Activation Recomputation in Large "
+              "Transformer Models, MLSys 2023 (arXiv:2205.05198)",
+  .build = build,
+  .knobs = KNOBS,
+};

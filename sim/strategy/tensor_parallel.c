@@ -1,0 +1,186 @@
+/* tensor_parallel.c: see tensor_parallel.h. */
+#include "strategy/tensor_parallel.h"
+
+#include "model/layer_type.h"
+
+#define NONE UINT32_MAX
+#define COMMS_MAX 3
+
+/* The collectives of one part of a pass, in the order they run: those
+ * before the compute first. */
+typedef struct {
+  StTpComm comm[COMMS_MAX];
+  StData data[COMMS_MAX];
+  int n;
+} PartComms;
+
+static void
+part_comms(const StLayer *layer, StPass pass, int dtype_bytes, PartComms *out)
+{
+  gboolean fwd = pass != ST_PASS_BWD;
+  StTpComm c[2];
+  int n = st_layer_tp_comm(layer, pass, dtype_bytes, c);
+  *out = (PartComms){0};
+  /* Megatron's column-parallel linear keeps only its s/t rows of a
+   * sequence-parallel input and gathers them again in backward, for the
+   * weight gradient: wherever the forward gathers the input first. */
+  StTpComm fc[2];
+  int nf = fwd ? 0 : st_layer_tp_comm(layer, ST_PASS_FWD, dtype_bytes, fc);
+  for (int k = 0; k < nf; k++)
+    if (fc[k].before && fc[k].kind == ST_COLL_ALL_GATHER) {
+      out->comm[out->n] = fc[k];
+      out->data[out->n++] = ST_DATA_TP_INPUT;
+    }
+  for (int k = 0; k < n; k++) {
+    if (!c[k].before)
+      continue;
+    out->comm[out->n] = c[k];
+    out->data[out->n++] = fwd ? ST_DATA_TP_INPUT : ST_DATA_TP_OUTPUT_GRAD;
+  }
+  /* The gathered output gradient is read first: it leads. */
+  if (!fwd && out->n == 2) {
+    StTpComm tc = out->comm[0];
+    out->comm[0] = out->comm[1];
+    out->comm[1] = tc;
+    StData td = out->data[0];
+    out->data[0] = out->data[1];
+    out->data[1] = td;
+  }
+  for (int k = 0; k < n; k++) {
+    if (c[k].before)
+      continue;
+    g_assert(out->n < COMMS_MAX);
+    out->comm[out->n] = c[k];
+    out->data[out->n++] = fwd ? ST_DATA_TP_OUTPUT : ST_DATA_TP_INPUT_GRAD;
+  }
+}
+
+int64_t
+st_tp_pass_comm_bytes(const StModel *m, int layer, StPass pass, int batch, StDtype dtype)
+{
+  const StLayer *l = &m->layers[layer];
+  double share[ST_TP_PARTS_MAX];
+  int parts = st_layer_tp_parts(l, pass, share);
+  PartComms pc;
+  part_comms(l, pass, st_dtype_bytes(dtype), &pc);
+  int64_t bytes = 0;
+  for (int k = 0; k < pc.n; k++)
+    bytes += pc.comm[k].bytes * batch;
+  return bytes * parts;
+}
+
+typedef struct {
+  StProgram *p;
+  const StTpSpec *tp;
+  const StModel *m;
+  int stream, layer, micro;
+  uint32_t last;          /* the pass's last op so far, NONE before the first */
+  uint32_t after;         /* what the pass's first op waits for besides pm's */
+  const StPassMem *pm;
+} Emit;
+
+/* The dependencies of the op being built: the previous op of the pass, or
+ * for the first, what the pass waits for. */
+static void
+emit_deps(Emit *e)
+{
+  if (e->last != NONE) {
+    st_program_after(e->p, e->last);
+    return;
+  }
+  if (e->after != NONE)
+    st_program_after(e->p, e->after);
+  for (int i = 0; i < e->pm->n_after; i++)
+    st_program_after(e->p, e->pm->after[i]);
+}
+
+/* A collective of the part after the last op; `pm` (or NULL): the pass's
+ * frees, when it is the pass's last op. */
+static uint32_t
+emit_coll(Emit *e, int part, const StTpComm *c, StData data, int64_t bytes, uint32_t alloc,
+          uint32_t free, const StPassMem *pm)
+{
+  StOp op = st_op_coll(e->stream, c->kind, e->tp->comm, bytes);
+  st_op_moves(&op, data, e->layer, e->layer);
+  op.micro = e->micro;
+  op.part = (uint8_t)part;
+  st_program_begin(e->p, &op);
+  emit_deps(e);
+  if (alloc != NONE)
+    st_program_alloc(e->p, alloc);
+  if (free != NONE)
+    st_program_free_buffer(e->p, free);
+  for (int i = 0; pm != NULL && i < pm->n_free; i++)
+    st_program_free_buffer(e->p, pm->free[i]);
+  return e->last = st_program_commit(e->p);
+}
+
+/* A transient comm buffer of the part: "WHAT LAYER [part k] mM". */
+static uint32_t
+comm_buffer(Emit *e, const char *what, int part, int64_t bytes)
+{
+  const char *name = e->m->layers[e->layer].name;
+  g_autofree char *text = part > 0 ? g_strdup_printf("%s %s part %d m%d", what, name, part,
+                                                     e->micro)
+                                   : g_strdup_printf("%s %s m%d", what, name, e->micro);
+  return st_program_add_buffer(e->p, text, ST_MEM_COMM, bytes, FALSE);
+}
+
+uint32_t
+st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, StPass pass,
+                int layer, int micro, int batch, const StPassMem *pm, uint32_t after)
+{
+  const StLayer *l = &m->layers[layer];
+  double share[ST_TP_PARTS_MAX];
+  int parts = tp->t > 1 ? st_layer_tp_parts(l, pass, share) : 1;
+  PartComms pc = {0};
+  if (tp->t > 1)
+    part_comms(l, pass, st_dtype_bytes(tp->dtype), &pc);
+  Emit e = {p, tp, m, stream, layer, micro, NONE, after, pm};
+  gboolean first_comp = TRUE;
+  for (int j = 0; j < parts; j++) {
+    /* Forward runs the parts in order, backward in reverse. */
+    int part = parts == 1 ? 0 : pass == ST_PASS_BWD ? parts - j : j + 1;
+    gboolean last_part = j == parts - 1;
+    uint32_t gathered[COMMS_MAX], partial = NONE;
+    int n_gathered = 0;
+    int k = 0;
+    for (; k < pc.n && pc.comm[k].before; k++) {
+      int64_t bytes = pc.comm[k].bytes * batch;
+      gathered[n_gathered] = comm_buffer(&e, pc.data[k] == ST_DATA_TP_INPUT ? "gathered input"
+                                                                            : "gathered dy",
+                                         part, bytes);
+      emit_coll(&e, part, &pc.comm[k], pc.data[k], bytes, gathered[n_gathered], NONE, NULL);
+      n_gathered++;
+    }
+    /* The compute: a reduce-scatter after it reads the partial sums it writes. */
+    gboolean scatter = k < pc.n && pc.comm[k].kind == ST_COLL_REDUCE_SCATTER;
+    if (scatter)
+      partial = comm_buffer(&e, pass == ST_PASS_BWD ? "partial dx" : "partial out", part,
+                            pc.comm[k].bytes * batch);
+    StOp op = st_op_comp(stream, pass, layer, micro, batch);
+    op.part = (uint8_t)part;
+    st_program_begin(p, &op);
+    emit_deps(&e);
+    if (first_comp) {
+      for (int i = 0; i < pm->n_alloc; i++)
+        st_program_alloc(p, pm->alloc[i]);
+    }
+    if (partial != NONE)
+      st_program_alloc(p, partial);
+    for (int i = 0; i < n_gathered; i++)
+      st_program_free_buffer(p, gathered[i]);
+    gboolean frees_here = last_part && k == pc.n;
+    for (int i = 0; frees_here && i < pm->n_free; i++)
+      st_program_free_buffer(p, pm->free[i]);
+    e.last = st_program_commit(p);
+    first_comp = FALSE;
+    for (; k < pc.n; k++) {
+      gboolean last_op = last_part && k == pc.n - 1;
+      emit_coll(&e, part, &pc.comm[k], pc.data[k], pc.comm[k].bytes * batch, NONE, partial,
+                last_op ? pm : NULL);
+      partial = NONE;
+    }
+  }
+  return e.last;
+}

@@ -1,0 +1,49 @@
+/* tensor_parallel.h: a layer pass of one rank of a tensor-parallel group,
+ * with the group's collectives around it, as Megatron-LM runs it (Shoeybi
+ * et al. 2019; sequence parallelism: Korthikanti et al. 2022). The layer's
+ * split (which collectives a pass needs, in how many parts) is the model's
+ * (StTpKind and st_layer_tp_parts in model/; the schedule's model is
+ * derived as one rank, st_model_derive_as); this file turns it into ops:
+ *
+ *   forward, each part k in order:   [AG input]  COMP part k  [AR | RS output]
+ *   backward, each part k in reverse: [AG output grad] [AG input]  COMP part k
+ *                                     [AR | RS input grad]
+ *
+ * Every collective is a COMM_COLL on the tensor-parallel communicator, on
+ * the pass's own stream (Megatron issues them on the compute stream and
+ * waits: CUDA_DEVICE_MAX_CONNECTIONS=1), saying what it moves
+ * (ST_DATA_TP_*, of the op's layer, part and micro-batch) for the
+ * executor. The backward's second all-gather is Megatron's re-gather of the
+ * sequence-parallel input for the weight gradient (it keeps only its s/t
+ * rows, Korthikanti et al. section 4.2.2).
+ *
+ * Memory: the pass's own effects (tensors.h) go on its first COMP op
+ * (allocations) and its last op (frees); a gathered tensor (comm, the whole
+ * sequence) lives from its all-gather to the end of its part's compute; a
+ * part's partial sums before a reduce-scatter (comm) from the compute to
+ * the reduce-scatter. All-reduces work in place.
+ */
+#pragma once
+
+#include "sched/sched.h"
+#include "strategy/tensors.h"
+
+typedef struct {
+  int comm;      /* the tensor-parallel communicator ("tp") */
+  int t;         /* ranks in a group; 1: no collectives, whole passes */
+  StDtype dtype; /* activations */
+} StTpSpec;
+
+/* Emits the pass of `layer` for micro-batch `micro` over `batch` samples on
+ * `stream`, with `pm`'s effects (and its `after` dependencies) plus `after`
+ * (UINT32_MAX: none) on the first op. Returns the last op. A recompute is a
+ * forward again (full recomputation), with its collectives. With t = 1 one
+ * COMP op, as strategies without tensor parallelism emit it. */
+uint32_t st_tp_emit_pass(StProgram *program, const StTpSpec *tp, const StModel *model,
+                         int stream, StPass pass, int layer, int micro, int batch,
+                         const StPassMem *pm, uint32_t after);
+
+/* Bytes one rank's collectives move per pass of `layer` over `batch`
+ * samples (nccl-tests' sizes summed; the notes' estimates). */
+int64_t st_tp_pass_comm_bytes(const StModel *model, int layer, StPass pass, int batch,
+                              StDtype dtype);
