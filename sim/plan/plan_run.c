@@ -134,7 +134,7 @@ build_point(const StPlan *plan, const StProfile *profile, int i, StOptions *opti
   StOptions resolved;
   st_options_copy(&resolved, options);
   gboolean ok = st_cluster_resize(cluster, options->nodes, options->gpus, error) &&
-                st_options_resolve(&resolved, cluster, error);
+                st_strategy_resolve(c->strategy, &resolved, cluster, error);
   if (pt != NULL && ok) {
     pt->ranks = resolved.ranks;
     pt->accumulation = resolved.accumulation;

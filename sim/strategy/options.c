@@ -64,11 +64,11 @@ bad(GError **error, const char *format, ...)
  * (the largest divisor of the per-rank share up to 32, so accumulation makes
  * up the rest), else 32. */
 static int
-default_micro_batch(const StOptions *o)
+default_micro_batch(const StOptions *o, int replicas)
 {
-  if (o->global_batch <= 0 || o->global_batch % o->ranks != 0)
+  if (o->global_batch <= 0 || o->global_batch % replicas != 0)
     return 32;
-  int64_t share = o->global_batch / o->ranks;
+  int64_t share = o->global_batch / replicas;
   for (int64_t m = MIN(share, 32); m > 1; m--)
     if (share % m == 0)
       return (int)m;
@@ -78,10 +78,17 @@ default_micro_batch(const StOptions *o)
 gboolean
 st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
 {
+  return st_options_resolve_group(o, cluster, 1, error);
+}
+
+gboolean
+st_options_resolve_group(StOptions *o, const StCluster *cluster, int group, GError **error)
+{
+  g_return_val_if_fail(group >= 1, FALSE);
   if (o->ranks == 0 && cluster != NULL)
     o->ranks = cluster->gpus;
   if (o->ranks > 0 && o->micro_batch == 0)
-    o->micro_batch = default_micro_batch(o);
+    o->micro_batch = default_micro_batch(o, o->ranks % group == 0 ? o->ranks / group : 1);
   /* Each message names the option at fault: the table's ranges keep what
    * the command line gives in range, so these catch callers that set fields. */
   if (o->ranks < 0)
@@ -107,15 +114,20 @@ st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
     return bad(error, "--prefetch %d: must be 0 or more", o->prefetch);
   if (o->ranks == 0)
     o->ranks = cluster->gpus;
-  int64_t per_micro = (int64_t)o->ranks * o->micro_batch;
+  if (o->ranks % group != 0)
+    return bad(error, "%d ranks cannot be cut into groups of %d that compute the same samples "
+               "(--tensor-parallel x --pipeline-stages)", o->ranks, group);
+  int replicas = o->ranks / group;
+  int64_t per_micro = (int64_t)replicas * o->micro_batch;
   if (o->global_batch == 0)
     o->global_batch = per_micro;
   if (o->global_batch % per_micro != 0)
     return bad(error,
-               "--global-batch %" G_GINT64_FORMAT " is not a multiple of ranks x micro-batch "
+               "--global-batch %" G_GINT64_FORMAT " is not a multiple of %s x micro-batch "
                "= %d x %d = %" G_GINT64_FORMAT " (gradient accumulation needs whole "
                "micro-batches)",
-               o->global_batch, o->ranks, o->micro_batch, per_micro);
+               o->global_batch, group > 1 ? "data-parallel ranks" : "ranks", replicas,
+               o->micro_batch, per_micro);
   int64_t accumulation = o->global_batch / per_micro;
   if (accumulation > 100000)
     return bad(error, "--global-batch %" G_GINT64_FORMAT " needs %" G_GINT64_FORMAT

@@ -66,7 +66,8 @@ typedef struct {
   int virtual_stages;    /* --virtual-stages: megatron's model chunks per pipeline stage
                             (interleaved 1F1B); 0 = not given (1) */
   /* Derived by st_options_resolve(): */
-  int accumulation;     /* micro-batches per rank per step */
+  int accumulation;     /* micro-batches per rank (per group of ranks sharing samples) per
+                           step */
 } StOptions;
 
 /* Defaults: micro-batch 32, steps auto, adam, fp32, 25 MiB buckets (PyTorch
@@ -80,6 +81,13 @@ void st_options_copy(StOptions *dst, const StOptions *src);
  * numbers do not fit together (global batch not a multiple of ranks *
  * micro-batch, ZeRO stage out of range, ...). */
 gboolean st_options_resolve(StOptions *options, const StCluster *cluster, GError **error);
+/* The same where groups of `group` ranks compute the same samples (a
+ * tensor-parallel group times a pipeline's stages: StStrategy.sample_group):
+ * `group` must divide the ranks, the global batch is a multiple of (ranks /
+ * group) x micro-batch, and accumulation counts the micro-batches each
+ * group runs per step. group 1 is st_options_resolve. */
+gboolean st_options_resolve_group(StOptions *options, const StCluster *cluster, int group,
+                                  GError **error);
 
 /* ---- the table of options (option_table.c) ----------------------------- */
 

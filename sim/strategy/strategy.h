@@ -63,6 +63,11 @@ typedef struct {
   /* The update a configuration with these options computes (required;
    * the raw options suffice, nothing resolved). */
   StUpdate (*update)(const StOptions *options);
+  /* How many ranks compute the same samples under `options` (a tensor-
+   * parallel group times a pipeline: megatron), for st_strategy_resolve;
+   * NULL: 1, every rank its own (a pipeline strategy that cuts stages itself
+   * counts them in its accumulation). */
+  int (*sample_group)(const StOptions *options);
 } StStrategy;
 
 /* The update it computes by default and how its knobs and --sparsity
@@ -75,6 +80,11 @@ const StStrategy *const *st_strategies(void);
 const StStrategy *st_strategy_find(const char *name);
 /* Finds `name` or fails with the list of known strategies. */
 const StStrategy *st_strategy_lookup(const char *name, GError **error);
+
+/* Resolves `options` for the cluster as `strategy` reads them
+ * (st_options_resolve_group with its sample group). */
+gboolean st_strategy_resolve(const StStrategy *strategy, StOptions *options,
+                             const StCluster *cluster, GError **error);
 
 /* Resolves the options for the cluster, then builds and checks the schedule. */
 StSchedule *st_strategy_build(const StStrategy *strategy, const StModel *model,

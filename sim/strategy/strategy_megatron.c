@@ -111,14 +111,9 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
     return fail(error, "--pipeline-stages %d x --virtual-stages %d = %d model chunks do not "
                        "divide the model's %d transformer layers evenly (Megatron-LM's split)",
                 l->p, l->v, chunks, l->n_units);
-  int64_t per_micro = (int64_t)l->d * o->micro_batch;
-  if (o->global_batch % per_micro != 0)
-    return fail(error, "--global-batch %" G_GINT64_FORMAT " is not a multiple of data-parallel "
-                       "ranks x micro-batch = %d x %d",
-                o->global_batch, l->d, o->micro_batch);
-  int64_t M = o->global_batch / per_micro;
+  int M = o->accumulation; /* per pipeline: st_strategy_resolve with sample_group */
   if (l->v > 1 && M % l->p != 0)
-    return fail(error, "--virtual-stages %d: the %" G_GINT64_FORMAT " micro-batches per "
+    return fail(error, "--virtual-stages %d: the %d micro-batches per "
                        "pipeline must be a multiple of the %d stages (Megatron-LM's interleaved "
                        "schedule)",
                 l->v, M, l->p);
@@ -258,7 +253,7 @@ build(const StStrategyInput *in, GError **error)
   pp.n_stages = l.p;
   pp.n_chunks = l.v;
   pp.n_data = l.d;
-  pp.n_micro = (int)(o->global_batch / ((int64_t)l.d * o->micro_batch));
+  pp.n_micro = o->accumulation;
   st_pipe_set_split(&pp, chunk_firsts(m, &l));
 
   int R = o->ranks;
@@ -301,6 +296,22 @@ build(const StStrategyInput *in, GError **error)
   return s;
 }
 
+/* Every step applies all its micro-batches' gradients, summed over the
+ * data-parallel replicas, before the next forward. */
+static StUpdate
+update(const StOptions *options)
+{
+  (void)options;
+  return (StUpdate){ST_UPDATE_SYNC, "synchronous SGD/Adam"};
+}
+
+/* A tensor-parallel group and its pipeline compute the same samples. */
+static int
+sample_group(const StOptions *o)
+{
+  return MAX(o->tensor_parallel, 1) * MAX(o->pipeline_stages, 1);
+}
+
 static const StStrategyKnob KNOBS[] = {
   {"tensor-parallel", "1,2,4,8"},
   {"pipeline-stages", "1,2,4,8"},
@@ -317,4 +328,6 @@ const StStrategy st_strategy_megatron = {
               "Transformer Models, MLSys 2023 (arXiv:2205.05198)",
   .build = build,
   .knobs = KNOBS,
+  .update = update,
+  .sample_group = sample_group,
 };

@@ -105,13 +105,21 @@ st_strategy_lookup(const char *name, GError **error)
   return NULL;
 }
 
+gboolean
+st_strategy_resolve(const StStrategy *strategy, StOptions *options, const StCluster *cluster,
+                    GError **error)
+{
+  int group = strategy->sample_group != NULL ? strategy->sample_group(options) : 1;
+  return st_options_resolve_group(options, cluster, MAX(group, 1), error);
+}
+
 StSchedule *
 st_strategy_build(const StStrategy *strategy, const StModel *model, const StCluster *cluster,
                   const StProfile *profile, const StOptions *options, GError **error)
 {
   StOptions resolved;
   st_options_copy(&resolved, options);
-  if (!st_options_resolve(&resolved, cluster, error)) {
+  if (!st_strategy_resolve(strategy, &resolved, cluster, error)) {
     st_options_clear(&resolved);
     return NULL;
   }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The megatron strategy through the binary, as docs/LLM.md runs it: help,
+# bad values (one message naming the option), and GPT-3 13B on two DGX
+# H100 nodes with tensor, sequence and interleaved pipeline parallelism.
+set -euo pipefail
+: "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+M=$SRC/models/gpt3-13b.json
+C=$SRC/models/clusters/dgx-h100.json
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect CODE PATTERN CMD...: exit code CODE and PATTERN on stderr.
+expect() {
+  local code=$1 pattern=$2; shift 2
+  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
+  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
+  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
+}
+
+# num FILE KEY: the number under "KEY" in a report.json.
+num() { sed -n "s/.*\"$2\":[[:space:]]*\([-0-9.e+]*\),*$/\1/p" "$1" | head -1; }
+
+$STAGGER sim --help >"$tmp/help"
+for o in --tensor-parallel --sequence-parallel --virtual-stages --pipeline-stages; do
+  grep -q -- "$o" "$tmp/help" || fail "sim --help lacks $o"
+done
+$STAGGER sim --list-strategies >"$tmp/list"
+grep -q "^megatron" "$tmp/list" || fail "--list-strategies lacks megatron"
+grep -q "Narayanan" "$tmp/list" || fail "megatron's citation is not listed"
+
+expect 2 "tensor-parallel" $STAGGER sim --model $M --cluster $C --strategy megatron \
+  --tensor-parallel two
+expect 1 "groups of 3" $STAGGER sim --model $M --cluster $C --strategy megatron \
+  --tensor-parallel 3
+expect 1 "key 'heads'" $STAGGER sim --model $M --cluster $C --nodes 2 --strategy megatron \
+  --tensor-parallel 16
+expect 1 "interleaving needs --pipeline-stages" $STAGGER sim --model $M --cluster $C \
+  --strategy megatron --virtual-stages 2
+
+# TP 8 inside each node, 2 stages of 2 chunks across the nodes, SP.
+$STAGGER sim --model $M --cluster $C --nodes 2 --strategy megatron --tensor-parallel 8 \
+  --pipeline-stages 2 --virtual-stages 2 --sequence-parallel --precision mixed \
+  --micro-batch 1 --global-batch 8 --steps 2 --out "$tmp/mg" >"$tmp/table" 2>/dev/null
+r=$tmp/mg/report.json
+grep -q '"out_of_memory":[[:space:]]*null' "$r" || fail "GPT-3 13B does not fit"
+[ "$(num "$r" tensor_parallel)" = 8 ] || fail "tensor_parallel note"
+[ "$(num "$r" virtual_stages)" = 2 ] || fail "virtual_stages note"
+[ "$(num "$r" vocab_padded)" = 51200 ] || fail "vocabulary not padded to 51200 (128 x 8)"
+# Bubble (p - 1) / (v m) = 1 / 16.
+awk -v b="$(num "$r" bubble_fraction_estimate)" 'BEGIN { exit !(b > 0.0624 && b < 0.0626) }' \
+  || fail "bubble estimate"
+grep -q "TP 8 + SP x PP 2 (2 chunks each, interleaved 1F1B) x DP 1" "$tmp/table" \
+  || fail "no layout in the table"
+
+# The schedule round-trips through its JSON, derived model and parts included.
+$STAGGER schedule --model $M --cluster $C --nodes 2 --strategy megatron --tensor-parallel 8 \
+  --sequence-parallel --micro-batch 1 --global-batch 2 --out "$tmp/s.json" >/dev/null
+grep -q '"tensor_parallel":' "$tmp/s.json" || fail "schedule's model lacks tensor_parallel"
+grep -q '"part":[[:space:]]*2' "$tmp/s.json" || fail "no op in parts"
+$STAGGER sim --schedule "$tmp/s.json" --out "$tmp/again" >/dev/null 2>&1 \
+  || fail "the written schedule does not simulate"
+echo "ok"

@@ -1,0 +1,273 @@
+/* test_megatron.c: the `megatron` strategy against Megatron-LM's layout,
+ * the closed forms of its communication, and Korthikanti et al.'s
+ * activation memory. */
+#include <string.h>
+
+#include "output/output.h"
+#include "strategy/strategy.h"
+#include "strategy/strategy_pipeline.h"
+#include "testutil.h"
+
+#define MIB (1024.0 * 1024.0)
+
+static void
+options(StOptions *o, int t, int p, int v, gboolean sp, int micro, int64_t global)
+{
+  st_options_init(o);
+  o->tensor_parallel = t;
+  o->pipeline_stages = p;
+  o->virtual_stages = v;
+  o->sequence_parallel = sp;
+  o->micro_batch = micro;
+  o->global_batch = global;
+  o->precision = ST_PRECISION_MIXED;
+}
+
+static StSchedule *
+build(const char *model, int nodes, int gpus, const StOptions *o)
+{
+  g_autoptr(StModel) m = st_test_model_named(model);
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", nodes, gpus);
+  return st_test_build("megatron", m, c, o);
+}
+
+/* Simulates `s` (folded); the step time and device 0's activation peak. */
+static void
+simulate(const StSchedule *s, int64_t *step_ns, int64_t *activations)
+{
+  StTimeline *timeline = NULL;
+  StSummary *sum = st_test_simulate(s, "auto", FALSE, &timeline);
+  *step_ns = sum->step_time_ns;
+  *activations = sum->devices[0].peak_by_category[ST_MEM_ACTIVATIONS];
+  st_summary_free(sum);
+  st_timeline_free(timeline);
+}
+
+/* The members of `rank`'s group in communicator `name`, as "a,b,c". */
+static char *
+group_of(const StSchedule *s, const char *name, int rank)
+{
+  int comm = st_schedule_find_comm(s, name);
+  g_assert_cmpint(comm, >=, 0);
+  const StComm *c = st_schedule_comm(s, comm);
+  int g = c->group_of[rank];
+  GString *text = g_string_new(NULL);
+  for (int i = c->offsets[g]; i < c->offsets[g + 1]; i++)
+    g_string_append_printf(text, "%s%d", text->len ? "," : "", c->members[i]);
+  return g_string_free(text, FALSE);
+}
+
+/* Megatron-LM's own example (megatron/core/parallel_state.py,
+ * initialize_model_parallel's docstring): 16 GPUs, tensor-parallel 2,
+ * pipeline-parallel 4 make 8 data-parallel groups [g0, g2], [g1, g3],
+ * [g4, g6], ..., 8 tensor-parallel groups [g0, g1], [g2, g3], ... and 4
+ * pipelines [g0, g4, g8, g12], [g1, g5, g9, g13], ... */
+static void
+test_layout(void)
+{
+  StOptions o;
+  options(&o, 2, 4, 1, FALSE, 1, 16);
+  g_autoptr(StSchedule) s = build("gpt2-124m", 2, 0, &o);
+  g_assert_cmpint(s->n_ranks, ==, 16);
+  static const struct { const char *comm; int rank; const char *members; } expect[] = {
+    {"data", 0, "0,2"},   {"data", 1, "1,3"},   {"data", 6, "4,6"},   {"data", 13, "13,15"},
+    {"tp", 0, "0,1"},     {"tp", 3, "2,3"},     {"tp", 15, "14,15"},
+    {"pipe", 0, "0,4,8,12"}, {"pipe", 5, "1,5,9,13"}, {"pipe", 15, "3,7,11,15"},
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(expect); i++) {
+    g_autofree char *members = group_of(s, expect[i].comm, expect[i].rank);
+    g_assert_cmpstr(members, ==, expect[i].members);
+  }
+  /* Rank r runs stage r / (t d) and computes the samples of replica (r / t) mod d. */
+  for (int r = 0; r < 16; r++) {
+    g_assert_cmpint(s->ranks[r].program, ==, r / 4);
+    g_assert_cmpint(s->ranks[r].replica, ==, (r / 2) % 2);
+  }
+  /* The tied LM head's stage (3) and the embedding's (0) sum their gradients. */
+  g_autofree char *tied = group_of(s, "tied", 14);
+  g_assert_cmpstr(tied, ==, "2,14");
+  st_options_clear(&o);
+}
+
+/* Bytes and count of the collectives on communicator `name` in program `p`. */
+static void
+collectives(const StSchedule *s, int program, const char *name, int64_t *bytes, int *count)
+{
+  int comm = st_schedule_find_comm(s, name);
+  const StProgram *p = g_ptr_array_index(s->programs, program);
+  *bytes = 0;
+  *count = 0;
+  for (guint i = 0; i < p->ops->len; i++) {
+    const StOp *op = st_program_op(p, i);
+    if (op->kind != ST_OP_COMM_COLL || op->comm != comm)
+      continue;
+    *bytes += op->bytes;
+    (*count)++;
+  }
+}
+
+/* GPT-2 small (12 blocks, s = 1024, d = 768, 2-byte activations) on t = 4,
+ * one stage, M micro-batches of b. Per micro-batch, with X = b s d 2 bytes
+ * (nccl-tests' sizes):
+ *   no SP: the embedding's forward all-reduce, each block's two in forward
+ *          (attention, MLP) and two in backward, the head's backward one,
+ *          the loss's statistics 12 b s: 51 collectives, 50 X + 12 b s;
+ *   SP:    the embedding reduce-scatters (fwd) and gathers (bwd), each
+ *          block half gathers and reduce-scatters in forward and gathers
+ *          twice (dy, and x again) and reduce-scatters in backward, the
+ *          head gathers (fwd), reduce-scatters and gathers again (bwd):
+ *          2 + 12 x 10 + 3 + 1 = 126 collectives, 125 X + 12 b s. */
+static void
+test_tp_collectives(void)
+{
+  const int64_t b = 2, s = 1024, d = 768, M = 3, X = b * s * d * 2;
+  for (int sp = 0; sp < 2; sp++) {
+    StOptions o;
+    options(&o, 4, 1, 1, sp, (int)b, M * b);
+    g_autoptr(StSchedule) sc = build("gpt2-124m", 1, 4, &o);
+    int64_t bytes;
+    int count;
+    collectives(sc, 0, "tp", &bytes, &count);
+    g_assert_cmpint(count, ==, M * (sp ? 126 : 51));
+    g_assert_cmpint(bytes, ==, M * ((sp ? 125 : 50) * X + 12 * b * s));
+    /* Nothing else moves over the tensor-parallel group, and it simulates. */
+    int64_t step, acts;
+    simulate(sc, &step, &acts);
+    g_assert_cmpint(step, >, 0);
+    st_options_clear(&o);
+  }
+}
+
+/* Korthikanti et al. 2022 (arXiv 2205.05198), table 2: activation bytes per
+ * transformer layer at 16 bits with dropout, s tokens, b sequences, h the
+ * width, a heads, t tensor-parallel ranks:
+ *   tensor parallel:              s b h (10 + 24/t + 5 a s/(h t))
+ *   tensor + sequence parallel:   s b h (34 + 5 a s/h) / t
+ *   full recomputation:           2 s b h (SP: / t), the layer's input
+ * With 1F1B the first of p stages holds p micro-batches of its L/p layers:
+ * L layers' worth, whatever p (section 4.3). GPT-3 1.3B (L = 24, h = 2048,
+ * a = 16, s = 2048), t = 2, p = 2, b = 1: the first GPU's simulated peak of
+ * activations. Under full recomputation the peak adds one layer recomputed
+ * (its activations without recomputation) to the kept inputs. Bounds: the
+ * formula, and 1 % more plus two 16-bit [s, h] tensors per micro-batch in
+ * flight that table 2 leaves out (the embedding's output, section 4.3, and
+ * while recomputing, the layer's fresh output). */
+static void
+test_korthikanti(void)
+{
+  const double s = 2048, h = 2048, a = 16, L = 24, t = 2, sbh = s * h;
+  const struct {
+    gboolean sp, full;
+    double expect;
+  } cases[] = {
+    {FALSE, FALSE, L * sbh * (10 + 24 / t + 5 * a * s / (h * t))},
+    {TRUE, FALSE, L * sbh * (34 + 5 * a * s / h) / t},
+    {FALSE, TRUE, L * 2 * sbh + sbh * (10 + 24 / t + 5 * a * s / (h * t))},
+    {TRUE, TRUE, L * 2 * sbh / t + sbh * (34 + 5 * a * s / h) / t},
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+    StOptions o;
+    options(&o, (int)t, 2, 1, cases[i].sp, 1, 4);
+    o.checkpoint = cases[i].full;
+    g_autoptr(StSchedule) sc = build("gpt3-1.3b", 1, 4, &o);
+    int64_t step, acts;
+    simulate(sc, &step, &acts);
+    double got = (double)acts;
+    g_test_message("case %zu: %.1f MiB simulated, %.1f MiB by the formula", i, got / MIB,
+                   cases[i].expect / MIB);
+    g_assert_cmpfloat(got, >=, cases[i].expect);
+    g_assert_cmpfloat(got, <=, 1.01 * cases[i].expect + 2 * 2 * 2 * sbh);
+    st_options_clear(&o);
+  }
+}
+
+/* The interleaved order (strategy_pipeline.h): every stage runs each
+ * (micro-batch, chunk) forward once and its backward once, later; each
+ * chunk's forwards and backwards come in micro-batch order (so every p2p
+ * channel does too); stage s warms up with min(2 (p - s - 1) + (v - 1) p,
+ * M v) forwards. */
+static void
+test_interleaved_order(void)
+{
+  const int P = 4, V = 3, M = 8;
+  for (int s = 0; s < P; s++) {
+    g_autoptr(GArray) order = st_pipe_order_interleaved(s, P, M, V);
+    g_assert_cmpint(order->len, ==, 2 * M * V);
+    g_autofree int *fwd_at = g_new0(int, M * V), *bwd_at = g_new0(int, M * V);
+    int next_fwd[V], next_bwd[V], warmup = -1;
+    memset(next_fwd, 0, sizeof next_fwd);
+    memset(next_bwd, 0, sizeof next_bwd);
+    for (guint k = 0; k < order->len; k++) {
+      const StPipeSlot *slot = &g_array_index(order, StPipeSlot, k);
+      int *next = slot->fwd ? next_fwd : next_bwd;
+      g_assert_cmpint(slot->micro, ==, next[slot->chunk]);
+      next[slot->chunk]++;
+      (slot->fwd ? fwd_at : bwd_at)[slot->micro * V + slot->chunk] = (int)k + 1;
+      if (!slot->fwd && warmup < 0)
+        warmup = (int)k;
+    }
+    for (int i = 0; i < M * V; i++)
+      g_assert_cmpint(fwd_at[i], <, bwd_at[i]);
+    g_assert_cmpint(warmup, ==, MIN(2 * (P - s - 1) + (V - 1) * P, M * V) + 1);
+  }
+}
+
+/* Narayanan et al. 2021 (section 2.2): interleaving v chunks shrinks the
+ * bubble from (p - 1) / m to (p - 1) / (v m) of the ideal time. GPT-3 1.3B
+ * on 4 GPUs of one node, p = 4, M = 8 micro-batches of 1: the interleaved
+ * step is shorter, and both hold every stage's states once. */
+static void
+test_interleaved_bubble(void)
+{
+  int64_t step[2];
+  for (int k = 0; k < 2; k++) {
+    StOptions o;
+    options(&o, 1, 4, k == 0 ? 1 : 2, FALSE, 1, 8);
+    g_autoptr(StSchedule) sc = build("gpt3-1.3b", 1, 4, &o);
+    int64_t acts;
+    simulate(sc, &step[k], &acts);
+    st_options_clear(&o);
+  }
+  g_test_message("1F1B %.2f ms, interleaved %.2f ms", step[0] / 1e6, step[1] / 1e6);
+  g_assert_cmpint(step[1], <, step[0]);
+}
+
+/* Configurations Megatron-LM refuses are errors naming the option. */
+static void
+test_bad_layouts(void)
+{
+  static const struct { int t, p, v, gpus; int64_t global; const char *what; } cases[] = {
+    {3, 1, 1, 4, 4, "4 ranks cannot be cut into groups of 3"},
+    {1, 1, 2, 4, 4, "interleaving needs --pipeline-stages > 1"},
+    {1, 5, 1, 5, 5, "do not divide the model's 12 transformer layers"},
+    {1, 2, 2, 4, 2, "must be a multiple of the 2 stages"},
+    {8, 1, 1, 8, 8, "--tensor-parallel 8: "},  /* GPT-2's 12 heads */
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+    StOptions o;
+    options(&o, cases[i].t, cases[i].p, cases[i].v, FALSE, 1, cases[i].global);
+    g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, cases[i].gpus);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(StSchedule) s = st_strategy_build(st_strategy_find("megatron"), m, c, NULL, &o,
+                                                &error);
+    g_assert_null(s);
+    g_assert_nonnull(error);
+    g_test_message("%s", error->message);
+    g_assert_nonnull(strstr(error->message, cases[i].what));
+    st_options_clear(&o);
+  }
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/megatron/layout", test_layout);
+  g_test_add_func("/megatron/tp-collectives", test_tp_collectives);
+  g_test_add_func("/megatron/korthikanti", test_korthikanti);
+  g_test_add_func("/megatron/interleaved-order", test_interleaved_order);
+  g_test_add_func("/megatron/interleaved-bubble", test_interleaved_bubble);
+  g_test_add_func("/megatron/bad-layouts", test_bad_layouts);
+  return g_test_run();
+}
