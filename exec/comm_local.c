@@ -138,13 +138,17 @@ copy(const StKernels *k, void *stream, void *dst, const void *src, size_t elems,
   return TRUE;
 }
 
+/* dst = dst (op) src: the call's reduction. */
 static gboolean
 add(const StKernels *k, void *stream, void *dst, const void *src, size_t elems, StKDtype dt,
-    GError **error)
+    StCommOp op, GError **error)
 {
   if (elems == 0)
     return TRUE;
-  ST_KCHECK(k->axpy(stream, dst, dt, 1.0f, src, dt, elems), k->name, error);
+  if (op == ST_COMM_MAX)
+    ST_KCHECK(k->maximum(stream, dst, src, dt, elems), k->name, error);
+  else
+    ST_KCHECK(k->axpy(stream, dst, dt, 1.0f, src, dt, elems), k->name, error);
   return TRUE;
 }
 
@@ -160,11 +164,13 @@ do_collective(Meeting *m, const StKernels *k, void *stream, GError **error)
   int n = m->expected;
   const StCommCall *c0 = &m->members[0].call;
   StKDtype dt = c0->dt;
+  StCommOp op = c0->op;
   size_t total = c0->total;
   switch (c0->kind) {
   case ST_COLL_ALL_REDUCE: /* member 0 sums, then everyone copies its result */
     for (int j = 1; j < n; j++)
-      if (!add(k, stream, m->members[0].call.recv, m->members[j].call.send, total, dt, error))
+      if (!add(k, stream, m->members[0].call.recv, m->members[j].call.send, total, dt, op,
+               error))
         return FALSE;
     for (int j = 1; j < n; j++)
       if (!copy(k, stream, m->members[j].call.recv, m->members[0].call.recv, total, dt, error))
@@ -173,7 +179,8 @@ do_collective(Meeting *m, const StKernels *k, void *stream, GError **error)
   case ST_COLL_REDUCE:
     for (int j = 0; j < n; j++) {
       gboolean ok = j == 0 ? copy(k, stream, c0->recv, m->members[0].call.send, total, dt, error)
-                           : add(k, stream, c0->recv, m->members[j].call.send, total, dt, error);
+                           : add(k, stream, c0->recv, m->members[j].call.send, total, dt, op,
+                                 error);
       if (!ok)
         return FALSE;
     }
@@ -194,7 +201,7 @@ do_collective(Meeting *m, const StKernels *k, void *stream, GError **error)
         return FALSE;
       for (int j = 0; j < n; j++)
         if (j != start && !add(k, stream, out, at(m->members[j].call.send, first, dt), count, dt,
-                               error))
+                               op, error))
           return FALSE;
     }
     return TRUE;
@@ -208,6 +215,15 @@ do_collective(Meeting *m, const StKernels *k, void *stream, GError **error)
           return FALSE;
     }
     return TRUE;
+  case ST_COLL_ALL_TO_ALL: { /* member i's slice j to member j's slice i */
+    size_t slot = total / (size_t)n;
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n; j++)
+        if (!copy(k, stream, at(m->members[j].call.recv, (size_t)i * slot, dt),
+                  at(m->members[i].call.send, (size_t)j * slot, dt), slot, dt, error))
+          return FALSE;
+    return TRUE;
+  }
   default:
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED, "collective %d unknown",
                 c0->kind);
@@ -335,6 +351,8 @@ local_collective(StCommCtx *ctx, const StCommCall *call, GError **error)
   const StComm *comm = st_schedule_comm(ctx->s, call->comm);
   int group = comm->group_of[call->rank];
   int n = comm->offsets[group + 1] - comm->offsets[group];
+  if (call->kind == ST_COLL_ALL_TO_ALL && !st_comm_all_to_all_ok(call, n, error))
+    return FALSE;
   g_mutex_lock(&ctx->lock);
   int64_t seq = ctx->coll_seq[(size_t)call->rank * ctx->s->comms->len + call->comm]++;
   g_mutex_unlock(&ctx->lock);

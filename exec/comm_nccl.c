@@ -7,9 +7,10 @@
  * MASTER_PORT + 1 (torchrun's store holds MASTER_PORT) or STAGGER_PORT, to
  * each other rank; then the world communicator, and one split of it per schedule
  * communicator (color: the rank's group), created in the same order on every
- * rank. Collectives map one to one; reduce-scatter and all-gather of a size
- * the group does not divide go through padded scratch buffers (stream
- * ordered). A watchdog thread polls every collective's completion and
+ * rank. Collectives map one to one (an all-to-all is a group of ncclSend /
+ * ncclRecv pairs, one per member, as nccl-tests' alltoall); reduce-scatter
+ * and all-gather of a size the group does not divide go through padded
+ * scratch buffers (stream ordered). A watchdog thread polls every collective's completion and
  * NCCL's asynchronous errors; past --timeout, or on an error, it aborts every
  * communicator, so the streams fail instead of hanging.
  *
@@ -371,8 +372,8 @@ padded(StCommCtx *ctx, const StCommCall *call, ncclComm_t comm, int n, int me, G
     ok = cuda_call(cudaMemcpyAsync(whole, call->send, call->total * ds,
                                    cudaMemcpyDeviceToDevice, stream),
                    "cudaMemcpyAsync", error) &&
-         nccl_ok(ncclReduceScatter(whole, part, slot, nccl_type(call->dt), ncclSum, comm,
-                                   stream),
+         nccl_ok(ncclReduceScatter(whole, part, slot, nccl_type(call->dt),
+                                   call->op == ST_COMM_MAX ? ncclMax : ncclSum, comm, stream),
                  "ncclReduceScatter", error) &&
          cuda_call(cudaMemcpyAsync(call->recv, part, count * ds, cudaMemcpyDeviceToDevice,
                                    stream),
@@ -394,6 +395,27 @@ padded(StCommCtx *ctx, const StCommCall *call, ncclComm_t comm, int n, int me, G
   return ok;
 }
 
+/* Member i's slice j to member j's slice i: a group of pairwise transfers. */
+static gboolean
+all_to_all(const StCommCall *call, ncclComm_t comm, int n, GError **error)
+{
+  size_t slot = call->total / (size_t)n, ds = st_kdt_size(call->dt);
+  ncclDataType_t type = nccl_type(call->dt);
+  if (!nccl_ok(ncclGroupStart(), "ncclGroupStart", error))
+    return FALSE;
+  gboolean ok = TRUE;
+  for (int j = 0; j < n && ok; j++)
+    ok = nccl_ok(ncclSend((const char *)call->send + (size_t)j * slot * ds, slot, type, j, comm,
+                          call->stream),
+                 "ncclSend", error) &&
+         nccl_ok(ncclRecv((char *)call->recv + (size_t)j * slot * ds, slot, type, j, comm,
+                          call->stream),
+                 "ncclRecv", error);
+  /* The group is closed whatever happened inside it. */
+  gboolean ended = nccl_ok(ncclGroupEnd(), "ncclGroupEnd", ok ? error : NULL);
+  return ok && ended;
+}
+
 static gboolean
 nccl_collective(StCommCtx *ctx, const StCommCall *call, GError **error)
 {
@@ -405,17 +427,17 @@ nccl_collective(StCommCtx *ctx, const StCommCall *call, GError **error)
   ncclComm_t comm = ctx->comms[call->comm];
   cudaStream_t stream = call->stream;
   ncclDataType_t type = nccl_type(call->dt);
+  ncclRedOp_t op = call->op == ST_COMM_MAX ? ncclMax : ncclSum;
   size_t first, count;
   st_comm_slice(call->total, n, me, &first, &count);
   gboolean even = call->total % (size_t)n == 0, ok;
   switch (call->kind) {
   case ST_COLL_ALL_REDUCE:
-    ok = nccl_ok(ncclAllReduce(call->send, call->recv, call->total, type, ncclSum, comm, stream),
+    ok = nccl_ok(ncclAllReduce(call->send, call->recv, call->total, type, op, comm, stream),
                  "ncclAllReduce", error);
     break;
   case ST_COLL_REDUCE_SCATTER:
-    ok = even ? nccl_ok(ncclReduceScatter(call->send, call->recv, count, type, ncclSum, comm,
-                                          stream),
+    ok = even ? nccl_ok(ncclReduceScatter(call->send, call->recv, count, type, op, comm, stream),
                         "ncclReduceScatter", error)
               : padded(ctx, call, comm, n, me, error);
     break;
@@ -429,8 +451,11 @@ nccl_collective(StCommCtx *ctx, const StCommCall *call, GError **error)
                  "ncclBroadcast", error);
     break;
   case ST_COLL_REDUCE:
-    ok = nccl_ok(ncclReduce(call->send, call->recv, call->total, type, ncclSum, 0, comm, stream),
+    ok = nccl_ok(ncclReduce(call->send, call->recv, call->total, type, op, 0, comm, stream),
                  "ncclReduce", error);
+    break;
+  case ST_COLL_ALL_TO_ALL:
+    ok = st_comm_all_to_all_ok(call, n, error) && all_to_all(call, comm, n, error);
     break;
   default:
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED, "collective %d", call->kind);

@@ -138,13 +138,15 @@ typedef struct StKernels {
                         float scale, int rows, int classes, StKDtype dt);
 
   /* ---- embeddings -------------------------------------------------------- */
-  /* out[i, :] = table[ids[i], :] for n ids of `dim`; an id outside the table
-   * (the kernel does not know its rows: ids < 0 only) gives a row of zeros */
+  /* The table holds the `rows` vocabulary ids [first, first + rows) (a
+   * tensor-parallel rank's slice; the whole vocabulary: 0, vocab):
+   * out[i, :] = table[ids[i] - first, :] for n ids of `dim`; an id outside
+   * the slice gives a row of zeros */
   int (*embedding_fwd)(void *stream, void *out, const void *table, const int32_t *ids, int n,
-                       int dim, StKDtype dt);
-  /* dtable[ids[i], :] += dout[i, :] */
+                       int dim, int first, int rows, StKDtype dt);
+  /* dtable[ids[i] - first, :] += dout[i, :] for the ids inside the slice */
   int (*embedding_bwd)(void *stream, void *dtable, const void *dout, const int32_t *ids, int n,
-                       int dim, StKDtype dt);
+                       int dim, int first, int rows, StKDtype dt);
   /* out[b, t, d] += pos[t, d] for b < batch */
   int (*add_rows)(void *stream, void *out, const void *pos, int batch, int rows, int cols,
                   StKDtype dt);
@@ -301,6 +303,32 @@ typedef struct StKernels {
                          const void *dsum, int ld_sum, const void *y, const int32_t *idx,
                          const float *gate, int batch, int tokens, int capacity, int d,
                          StKDtype dt);
+
+  /* ---- tensor parallelism (exec/layers/ split layers, issue 13) ---------------- */
+  /* y[i] = max(y[i], x[i]): the local comm backend's MAX reduction */
+  int (*maximum)(void *stream, void *y, const void *x, StKDtype dt, size_t n);
+  /* Cross-entropy over logits split by classes (Megatron-LM's vocabulary-
+   * parallel loss): this rank holds classes [first, first + classes) of
+   * each row. stats fp32 [4, rows] (rows contiguous per statistic): 0 the
+   * local max m, 1 a copy of it (to be MAX-reduced over the group into the
+   * global max M), 2 s = sum of exp(x - m) over the local classes, 3 the
+   * target's logit when the target is local, else 0; exps fp32 [rows,
+   * classes] = exp(x - m). */
+  int (*ce_split_fwd)(void *stream, float *exps, float *stats, const void *logits,
+                      const int32_t *targets, int first, int rows, int classes, StKDtype dt);
+  /* After the MAX reduction of stats[1]: s *= exp(m - M), so that the SUM
+   * reduction of stats[2] gives the global sum of exp(x - M) */
+  int (*ce_split_rescale)(void *stream, float *stats, int rows);
+  /* After the SUM reduction of stats[2..3]: loss_sum (device fp32 scalar)
+   * += the sum over rows of log s + M - x_target (a row whose target is < 0
+   * is ignored) */
+  int (*ce_split_loss)(void *stream, float *loss_sum, const float *stats,
+                       const int32_t *targets, int rows);
+  /* dlogits = (exps exp(m - M) / s - onehot(target - first)) * scale; rows
+   * with target < 0 get zeros */
+  int (*ce_split_bwd)(void *stream, void *dlogits, const float *exps, const float *stats,
+                      const int32_t *targets, int first, float scale, int rows, int classes,
+                      StKDtype dt);
 } StKernels;
 
 /* The host table (always built) and the CUDA table (kernels/cuda, built into

@@ -45,6 +45,13 @@ to_dt(const float *x, size_t n, StKDtype dt)
   return h;
 }
 
+/* Element i of a tensor in dt, as a byte pointer. */
+static inline void *
+st_at_bytes(void *p, size_t i, StKDtype dt)
+{
+  return (char *)p + i * st_kdt_size(dt);
+}
+
 static inline float *
 from_dt(const void *p, size_t n, StKDtype dt)
 {

@@ -197,10 +197,15 @@ test_embeddings(void)
     StKDtype dt = DTS[d];
     Buf table = buf_rand(r, (size_t)vocab * dim, dt, -1, 1), bid = buf_ints(ids, n);
     Buf out = buf_zero((size_t)n * dim * 4), dy = buf_rand(r, (size_t)n * dim, dt, -1, 1);
-    BOTH(T->embedding_fwd(NULL, P(out), P(table), P(bid), n, dim, dt));
+    BOTH(T->embedding_fwd(NULL, P(out), P(table), P(bid), n, dim, 0, vocab, dt));
     same("embedding_fwd", &out, (size_t)n * dim, dt, 0);
-    BOTH(T->embedding_bwd(NULL, P(table), P(dy), P(bid), n, dim, dt));
+    BOTH(T->embedding_bwd(NULL, P(table), P(dy), P(bid), n, dim, 0, vocab, dt));
     same("embedding_bwd", &table, (size_t)vocab * dim, dt, 0);
+    /* a tensor-parallel rank's slice of the vocabulary: ids [20, 40) */
+    BOTH(T->embedding_fwd(NULL, P(out), P(table), P(bid), n, dim, 20, 20, dt));
+    same("embedding_fwd slice", &out, (size_t)n * dim, dt, 0);
+    BOTH(T->embedding_bwd(NULL, P(table), P(dy), P(bid), n, dim, 20, 20, dt));
+    same("embedding_bwd slice", &table, (size_t)vocab * dim, dt, 0);
     size_t per = (size_t)rows * dim;
     Buf x = buf_rand(r, per * batch, dt, -1, 1), pos = buf_rand(r, per, dt, -1, 1);
     BOTH(T->add_rows(NULL, P(x), P(pos), batch, rows, dim, dt));

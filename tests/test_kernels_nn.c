@@ -248,15 +248,31 @@ test_embeddings(void)
         want[i * dim + j] = ids[i] >= 0 ? table[ids[i] * dim + j] : 0.0;
     g_autofree void *dtab = to_dt(table, nt, dt), *out = to_dt(dy, no, dt);
     g_autofree void *ddy = to_dt(dy, no, dt);
-    g_assert_cmpint(K->embedding_fwd(NULL, out, dtab, ids, n, dim, dt), ==, 0);
+    g_assert_cmpint(K->embedding_fwd(NULL, out, dtab, ids, n, dim, 0, vocab, dt), ==, 0);
     assert_close("embedding", out, dt, want, no, 0, 0);
+    /* A tensor-parallel rank's slice, ids [3, 8): rows 3..7 of the table;
+     * the ids outside read zeros and add nothing. */
+    const int first = 3, slice = 5;
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < dim; j++)
+        want[i * dim + j] = ids[i] >= first && ids[i] < first + slice ? table[ids[i] * dim + j]
+                                                                       : 0.0;
+    g_assert_cmpint(K->embedding_fwd(NULL, out, st_at_bytes(dtab, (size_t)first * dim, dt), ids,
+                                     n, dim, first, slice, dt), ==, 0);
+    assert_close("embedding slice", out, dt, want, no, 0, 0);
     for (size_t i = 0; i < nt; i++)
       wt[i] = table[i];
     for (int i = 0; i < n; i++)
       for (int j = 0; ids[i] >= 0 && j < dim; j++)
         wt[ids[i] * dim + j] += dy[i * dim + j];
-    g_assert_cmpint(K->embedding_bwd(NULL, dtab, ddy, ids, n, dim, dt), ==, 0);
+    g_assert_cmpint(K->embedding_bwd(NULL, dtab, ddy, ids, n, dim, 0, vocab, dt), ==, 0);
     assert_close("embedding_bwd", dtab, dt, wt, nt, tol_rel(dt, 1e-6), tol_abs(dt));
+    for (int i = 0; i < n; i++) /* the slice's rows get the same again; the others nothing */
+      for (int j = 0; ids[i] >= first && ids[i] < first + slice && j < dim; j++)
+        wt[ids[i] * dim + j] += dy[i * dim + j];
+    g_assert_cmpint(K->embedding_bwd(NULL, st_at_bytes(dtab, (size_t)first * dim, dt), ddy, ids,
+                                     n, dim, first, slice, dt), ==, 0);
+    assert_close("embedding_bwd slice", dtab, dt, wt, nt, tol_rel(dt, 1e-6), tol_abs(dt));
     /* position rows: out[b] += pos, dpos += sum over b */
     size_t per = (size_t)rows * dim, all = per * batch;
     g_autofree float *x = randu(r, all, -1, 1), *pos = randu(r, per, -1, 1);

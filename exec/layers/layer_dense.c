@@ -71,7 +71,8 @@ embedding_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *
                   const void *in, void *out, void *saved)
 {
   int n = (int)st_layer_elems(&l->in_shape, batch), dim = (int)st_layer_attr(l, "dim", 1);
-  return c->k->embedding_fwd(c->stream, out, params, in, n, dim, c->dt);
+  int vocab = (int)st_layer_attr(l, "vocab", 1);
+  return c->k->embedding_fwd(c->stream, out, params, in, n, dim, 0, vocab, c->dt);
 }
 
 static int
@@ -80,7 +81,9 @@ embedding_backward(const StLayerCtx *c, const StLayer *l, int batch, const void 
                    void *din, void *dparams)
 {
   int n = (int)st_layer_elems(&l->in_shape, batch), dim = (int)st_layer_attr(l, "dim", 1);
-  return c->k->embedding_bwd(c->stream, dparams, dout, in, n, dim, c->dt); /* ids: no din */
+  int vocab = (int)st_layer_attr(l, "vocab", 1);
+  return c->k->embedding_bwd(c->stream, dparams, dout, in, n, dim, 0, vocab,
+                             c->dt); /* ids: no din */
 }
 
 const StLayerImpl st_impl_embedding = {

@@ -7,25 +7,27 @@
 #include "kernels/cuda/cuda_kernels.cuh"
 
 __global__ void
-embedding_fwd_kernel(void *out, const void *table, const int32_t *ids, int n, int dim,
-                     StKDtype dt)
+embedding_fwd_kernel(void *out, const void *table, const int32_t *ids, int n, int dim, int first,
+                     int rows, StKDtype dt)
 {
   ST_CU_FOR(i, (size_t)n * dim)
   {
-    int32_t id = ids[i / dim];
-    st_cu_st(out, dt, i, id >= 0 ? st_cu_ld(table, dt, (size_t)id * dim + i % dim) : 0.0f);
+    int64_t row = (int64_t)ids[i / dim] - first;
+    st_cu_st(out, dt, i,
+             row >= 0 && row < rows ? st_cu_ld(table, dt, (size_t)row * dim + i % dim) : 0.0f);
   }
 }
 
 __global__ void
-embedding_bwd_kernel(void *dtable, const void *dout, const int32_t *ids, int n, int dim,
-                     StKDtype dt)
+embedding_bwd_kernel(void *dtable, const void *dout, const int32_t *ids, int n, int dim, int first,
+                     int rows, StKDtype dt)
 {
   ST_CU_FOR(j, (size_t)dim)
   for (int i = 0; i < n; i++) {
-    if (ids[i] < 0)
+    int64_t row = (int64_t)ids[i] - first;
+    if (row < 0 || row >= rows)
       continue;
-    size_t t = (size_t)ids[i] * dim + j;
+    size_t t = (size_t)row * dim + j;
     st_cu_st(dtable, dt, t, st_cu_ld(dtable, dt, t) + st_cu_ld(dout, dt, (size_t)i * dim + j));
   }
 }
@@ -50,32 +52,32 @@ add_rows_bwd_kernel(void *dpos, const void *dout, int batch, size_t per, StKDtyp
 
 int
 st_cu_embedding_fwd(void *stream, void *out, const void *table, const int32_t *ids, int n,
-                    int dim, StKDtype dt)
+                    int dim, int first, int rows, StKDtype dt)
 {
-  if (!st_cu_dt_ok(dt) || n < 0 || dim < 0)
+  if (!st_cu_dt_ok(dt) || n < 0 || dim < 0 || first < 0 || rows < 0)
     return ST_K_EINVAL;
   if (n == 0 || dim == 0)
     return 0;
   if (out == NULL || table == NULL || ids == NULL)
     return ST_K_EINVAL;
   embedding_fwd_kernel<<<st_cu_grid((size_t)n * dim), ST_CU_THREADS, 0, st_cu_stream(stream)>>>(
-    out, table, ids, n, dim, dt);
+    out, table, ids, n, dim, first, rows, dt);
   ST_CU_CHECK_LAUNCH();
   return 0;
 }
 
 int
 st_cu_embedding_bwd(void *stream, void *dtable, const void *dout, const int32_t *ids, int n,
-                    int dim, StKDtype dt)
+                    int dim, int first, int rows, StKDtype dt)
 {
-  if (!st_cu_dt_ok(dt) || n < 0 || dim < 0)
+  if (!st_cu_dt_ok(dt) || n < 0 || dim < 0 || first < 0 || rows < 0)
     return ST_K_EINVAL;
   if (n == 0 || dim == 0)
     return 0;
   if (dtable == NULL || dout == NULL || ids == NULL)
     return ST_K_EINVAL;
   embedding_bwd_kernel<<<st_cu_grid((size_t)dim), ST_CU_THREADS, 0, st_cu_stream(stream)>>>(
-    dtable, dout, ids, n, dim, dt);
+    dtable, dout, ids, n, dim, first, rows, dt);
   ST_CU_CHECK_LAUNCH();
   return 0;
 }

@@ -68,6 +68,11 @@ make_table(void)
   k.moe_gather = st_cu_moe_gather;
   k.moe_scatter = st_cu_moe_scatter;
   k.moe_gather_grad = st_cu_moe_gather_grad;
+  k.maximum = st_cu_maximum;
+  k.ce_split_fwd = st_cu_ce_split_fwd;
+  k.ce_split_rescale = st_cu_ce_split_rescale;
+  k.ce_split_loss = st_cu_ce_split_loss;
+  k.ce_split_bwd = st_cu_ce_split_bwd;
   return k;
 }
 

@@ -101,9 +101,9 @@ int st_ref_softmax_ce_bwd(void *stream, void *dlogits, const float *probs,
 
 /* embeddings.c */
 int st_ref_embedding_fwd(void *stream, void *out, const void *table, const int32_t *ids, int n,
-                         int dim, StKDtype dt);
+                             int dim, int first, int rows, StKDtype dt);
 int st_ref_embedding_bwd(void *stream, void *dtable, const void *dout, const int32_t *ids,
-                         int n, int dim, StKDtype dt);
+                             int n, int dim, int first, int rows, StKDtype dt);
 int st_ref_add_rows(void *stream, void *out, const void *pos, int batch, int rows, int cols,
                     StKDtype dt);
 int st_ref_add_rows_bwd(void *stream, void *dpos, const void *dout, int batch, int rows,
@@ -190,5 +190,16 @@ int st_ref_moe_gather_grad(void *stream, void *dy, void *dgates, int ld_gates, i
                            const void *dsum, int ld_sum, const void *y, const int32_t *idx,
                            const float *gate, int batch, int tokens, int capacity, int d,
                            StKDtype dt);
+
+/* split.c: tensor parallelism's kernels */
+int st_ref_maximum(void *stream, void *y, const void *x, StKDtype dt, size_t n);
+int st_ref_ce_split_fwd(void *stream, float *exps, float *stats, const void *logits,
+                        const int32_t *targets, int first, int rows, int classes, StKDtype dt);
+int st_ref_ce_split_rescale(void *stream, float *stats, int rows);
+int st_ref_ce_split_loss(void *stream, float *loss_sum, const float *stats,
+                         const int32_t *targets, int rows);
+int st_ref_ce_split_bwd(void *stream, void *dlogits, const float *exps, const float *stats,
+                        const int32_t *targets, int first, float scale, int rows, int classes,
+                        StKDtype dt);
 
 #endif /* STAGGER_KERNELS_REF_H */

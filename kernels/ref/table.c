@@ -63,6 +63,11 @@ static const StKernels HOST = {
   .moe_gather = st_ref_moe_gather,
   .moe_scatter = st_ref_moe_scatter,
   .moe_gather_grad = st_ref_moe_gather_grad,
+  .maximum = st_ref_maximum,
+  .ce_split_fwd = st_ref_ce_split_fwd,
+  .ce_split_rescale = st_ref_ce_split_rescale,
+  .ce_split_loss = st_ref_ce_split_loss,
+  .ce_split_bwd = st_ref_ce_split_bwd,
 };
 
 const StKernels *
