@@ -194,13 +194,19 @@ acts_count_users(Rank *r)
     int i = op->layer, mb = op->micro;
     if (mb < 0 || mb >= r->n_micro)
       continue;
-    if (op->kind == ST_OP_COMP && (op->sub == ST_PASS_FWD || op->sub == ST_PASS_RECOMPUTE)) {
+    gboolean selective = r->settings->recompute == ST_RECOMPUTE_SELECTIVE;
+    if (op->kind == ST_OP_COMP &&
+        (op->sub == ST_PASS_FWD || (op->sub == ST_PASS_RECOMPUTE && !selective))) {
+      /* (a selective recompute reads the saved block, and the input only
+       * when the layer keeps it anyway) */
       count(r, acts_layer_input(r, 0, mb, i));
     } else if (op->kind == ST_OP_COMP && op->sub == ST_PASS_BWD) {
       if (keeps(&m->layers[i], ST_KEEPS_INPUT))
         count(r, acts_layer_input(r, 0, mb, i));
       /* A checkpointed layer's backward reads its recompute's output instead. */
-      if (keeps(&m->layers[i], ST_KEEPS_OUTPUT) && !r->recomputed[mb * m->n_layers + i])
+      if (keeps(&m->layers[i], ST_KEEPS_OUTPUT) &&
+          (!r->recomputed[mb * m->n_layers + i] ||
+           r->settings->recompute == ST_RECOMPUTE_SELECTIVE))
         count(r, acts_output(r, 0, mb, i));
       count(r, acts_layer_dout(r, 0, mb, i));
     } else if ((op->kind == ST_OP_COMM_SEND || op->kind == ST_OP_COPY) &&

@@ -191,6 +191,7 @@ rank_setup(Exec *x, int rank, GError **error)
     r->fwd_version[i] = -1;
   r->recomputed = g_new0(gboolean, (size_t)r->n_micro * L);
   r->recomputed_out = g_new0(void *, (size_t)r->n_micro * L);
+  r->remade = g_new0(void *, (size_t)r->n_micro * L);
   for (int i = 0; i < L; i++) {
     int64_t p = r->model->layers[i].params;
     /* SAMO's count (sparse.h), which the schedule's buffers are sized by. */
@@ -241,6 +242,7 @@ rank_clear(Rank *r)
   g_free(r->fwd_version);
   g_free(r->recomputed);
   g_free(r->recomputed_out);
+  g_free(r->remade);
   state_index_clear(r);
   g_free(r->hazard_first);
   g_free(r->hazards);

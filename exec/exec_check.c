@@ -73,10 +73,20 @@ st_exec_check(const StSchedule *s, GError **error)
                             "validate take theirs from a simulation)");
   for (int j = 0; j < st_schedule_n_jobs(s); j++) {
     const StModel *m = st_schedule_job_model(s, j);
-    for (int i = 0; i < m->n_layers; i++)
-      if (st_layer_impl_find(m->layers[i].type->name) == NULL)
+    for (int i = 0; i < m->n_layers; i++) {
+      const StLayer *l = &m->layers[i];
+      const StLayerImpl *impl = st_layer_impl_find(l->type->name);
+      if (impl == NULL)
         problem(problems, seen, "layer type '%s' (layer '%s' of %s) has no real implementation",
-                m->layers[i].type->name, m->layers[i].name, m->name);
+                l->type->name, l->name, m->name);
+      else if (l->tp > 1)
+        problem(problems, seen, "layer '%s' of %s is one rank's share of a tensor-parallel "
+                "layer, which the executor does not split", l->name, m->name);
+      else if (st_schedule_job_settings(s, j)->recompute == ST_RECOMPUTE_SELECTIVE &&
+               l->act_again > 0 && impl->recompute == NULL)
+        problem(problems, seen, "layer type '%s' (layer '%s' of %s) cannot recompute what "
+                "selective recomputation drops", l->type->name, l->name, m->name);
+    }
   }
   for (guint pi = 0; pi < s->programs->len; pi++)
     check_program(g_ptr_array_index(s->programs, pi), problems, seen);

@@ -11,7 +11,14 @@
  * checkpoint). The recompute runs the forward again from its kept input,
  * writing what the layer saves for backward and, when the backward reads the
  * layer's output, a fresh copy of it; a loss layer's recompute adds its loss
- * to a scratch sum, not to the step's. */
+ * to a scratch sum, not to the step's.
+ *
+ * Selective recomputation (settings->recompute): a layer with a RECOMPUTE
+ * op keeps its saved block but the part its implementation can make again
+ * (StLayerImpl.again_bytes: attention scores), which its forward writes
+ * into a piece of its own workspace; the recompute allocates that part
+ * (activations) and makes it from the saved block; the backward reads it
+ * there and frees it. */
 #include <string.h>
 
 #include "exec/check.h"
@@ -249,6 +256,50 @@ cell(Rank *r, void **array, int mb, int layer)
   return &array[mb * r->model->n_layers + layer];
 }
 
+/* Whether layer i of micro-batch mb drops a part of its saved block that a
+ * selective recompute makes again. */
+static gboolean
+selective(const Rank *r, int mb, int i)
+{
+  return r->settings->recompute == ST_RECOMPUTE_SELECTIVE &&
+         r->recomputed[mb * r->model->n_layers + i];
+}
+
+/* A selective recompute: the dropped part again, from the saved block. */
+static gboolean
+recompute_selective(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
+{
+  const StOp *op = st_program_op(r->p, o);
+  const StLayer *l = &r->model->layers[op->layer];
+  const StLayerImpl *impl = st_layer_impl_find(l->type->name);
+  int mb = op->micro, i = op->layer;
+  void *saved = *cell(r, r->saved, mb, i);
+  if (saved == NULL && impl->saved_bytes(l, op->batch, r->x->dt) >
+                         impl->again_bytes(l, op->batch, r->x->dt))
+    return op_missing(error, r, o, "what the layer kept from its forward");
+  size_t bytes = impl->again_bytes(l, op->batch, r->x->dt);
+  g_autofree char *what = g_strdup_printf("what layer '%s' makes again", l->name);
+  void **remade = cell(r, r->remade, mb, i);
+  if ((*remade = op_scratch(r, bytes, ST_MEM_ACTIVATIONS, what, step, o, stream, error)) == NULL)
+    return FALSE;
+  const void *in = NULL;
+  if (l->type->keeps & ST_KEEPS_INPUT)
+    in = acts_layer_input(r, step, mb, i)->ptr;
+  Scratch sc;
+  scratch_init(&sc, r, o, step, stream);
+  StLayerCtx c;
+  ctx_init(&c, r, o, step, &sc);
+  c.again = *remade;
+  void *params = state_data_of(r, o, step, ST_DATA_PARAMS, i, weights_step(r, o, step));
+  int status = impl->recompute(&c, l, op->batch, params, in, saved);
+  scratch_release(&sc);
+  if (sc.failed)
+    return FALSE;
+  if (status != 0)
+    return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
+  return scratch_all_used(&sc, error);
+}
+
 static gboolean
 forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
 {
@@ -257,6 +308,9 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const StLayerImpl *impl = st_layer_impl_find(l->type->name);
   int mb = op->micro, i = op->layer;
   gboolean again = op->sub == ST_PASS_RECOMPUTE;
+  if (again && selective(r, mb, i))
+    return recompute_selective(r, o, step, stream, error);
+  gboolean drops = !again && selective(r, mb, i);
   size_t dts = st_kdt_size(r->x->dt);
   void *params = state_data_of(r, o, step, ST_DATA_PARAMS, i, weights_step(r, o, step));
   if (l->params > 0 && params == NULL)
@@ -285,6 +339,8 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   }
   void **saved = cell(r, r->saved, mb, i);
   size_t saved_bytes = impl->saved_bytes(l, op->batch, r->x->dt);
+  size_t dropped = drops ? impl->again_bytes(l, op->batch, r->x->dt) : 0;
+  saved_bytes -= dropped;
   g_autofree char *what = g_strdup_printf("what layer '%s' keeps", l->name);
   if ((*saved = op_scratch(r, saved_bytes, ST_MEM_ACTIVATIONS, what, step, o, stream, error)) ==
         NULL &&
@@ -310,6 +366,11 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   ctx_init(&c, r, o, step, &sc);
   if (loss_sink != NULL)
     c.loss_sum = loss_sink;
+  /* Selective: what the recompute makes again lives in the workspace. */
+  if (dropped > 0 && (c.again = scratch_alloc(&sc, dropped)) == NULL) {
+    scratch_release(&sc);
+    return FALSE;
+  }
   if (st_model_tied_layer(r->model, i) >= 0 && c.tied_params == NULL)
     return op_missing(error, r, o, "the weights it is tied to");
   int status = impl->forward(&c, l, op->batch, params, in->ptr, out_ptr, *saved);
@@ -325,7 +386,7 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   acts_use(r, in, step, o, stream);
   if (!again && out->users == 0) /* nobody reads it (a loss's output) */
     acts_use(r, out, step, o, stream);
-  if (!again && r->recomputed[mb * r->model->n_layers + i]) {
+  if (!again && r->recomputed[mb * r->model->n_layers + i] && !drops) {
     /* Checkpointed: the recompute makes what the backward needs again. */
     op_scratch_release(r, *saved, step, o, stream);
     *saved = NULL;
@@ -395,7 +456,8 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return op_missing(error, r, o, params == NULL ? "the layer's weights" : "its gradients");
   gboolean keeps_in = (l->type->keeps & ST_KEEPS_INPUT) != 0;
   gboolean keeps_out = (l->type->keeps & ST_KEEPS_OUTPUT) != 0;
-  gboolean recomputed = r->recomputed[mb * m->n_layers + i];
+  gboolean sel = selective(r, mb, i);
+  gboolean recomputed = r->recomputed[mb * m->n_layers + i] && !sel;
   Act *in = acts_layer_input(r, step, mb, i), *out = acts_output(r, step, mb, i);
   void *out_ptr = recomputed ? *cell(r, r->recomputed_out, mb, i) : out->ptr;
   Act *dout = acts_layer_dout(r, step, mb, i);
@@ -428,6 +490,8 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   ctx_init(&c, r, o, step, &sc);
   if (direct != NULL)
     c.tied_grads = direct;
+  if (sel)
+    c.again = *cell(r, r->remade, mb, i);
   if (tied >= 0 && c.tied_params == NULL)
     return op_missing(error, r, o, "the weights it is tied to");
   GError *local = NULL;
@@ -450,6 +514,10 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return FALSE;
   op_scratch_release(r, *saved, step, o, stream);
   *saved = NULL;
+  if (sel) {
+    op_scratch_release(r, *cell(r, r->remade, mb, i), step, o, stream);
+    *cell(r, r->remade, mb, i) = NULL;
+  }
   if (recomputed) {
     op_scratch_release(r, *cell(r, r->recomputed_out, mb, i), step, o, stream);
     *cell(r, r->recomputed_out, mb, i) = NULL;

@@ -118,9 +118,13 @@ typedef struct {
                               dense; P - floor(p P) under settings.sparsity) */
   gboolean *runs_bwd;      /* [n_layers]: the program runs the layer's backward */
   int32_t *fwd_version;    /* [n_layers]: version its forward reads, -1 when not run here */
-  gboolean *recomputed;    /* [n_micro * n_layers]: checkpointed (a RECOMPUTE op exists) */
+  gboolean *recomputed;    /* [n_micro * n_layers]: a RECOMPUTE op exists: the layer is
+                              checkpointed, or under selective recomputation drops its
+                              scores (settings->recompute says which) */
   void **recomputed_out;   /* [n_micro * n_layers]: a recompute's output, kept for a backward
                               that reads its layer's output */
+  void **remade;           /* [n_micro * n_layers]: selective: what the recompute made
+                              again (the layer's again_bytes()), for its backward */
   /* Shared gradients (a device holder and its guests): backwards that add into
    * them run one at a time, each after the last one's end event. */
   GMutex share_lock;

@@ -85,13 +85,13 @@ gpt3() { # MODEL BATCH GPUS...
     local nodes=$(((g + 5) / 6)) dir="$OUT/$model-$g"
     "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" --nodes $nodes \
       --gpus "$g" --strategy pipeline,pipeline --sparsity 0,0.9 --precision mixed \
-      --micro-batch 1 --global-batch "$batch" --checkpoint --steps 2 --out "$dir" \
+      --micro-batch 1 --global-batch "$batch" --recompute full --steps 2 --out "$dir" \
       >"$dir.txt" 2>/dev/null
     local stages
     stages=$(report "$dir/pipeline-sparsity0/report.json" pipeline_stages | awk -F, '{ print $11 }')
     "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" --nodes $nodes \
       --gpus "$g" --strategy pipeline --sparsity 0.9 --pipeline-stages "$stages" \
-      --precision mixed --micro-batch 1 --global-batch "$batch" --checkpoint --steps 2 \
+      --precision mixed --micro-batch 1 --global-batch "$batch" --recompute full --steps 2 \
       --out "$dir/sparse-same" >/dev/null 2>&1
     for v in dense:pipeline-sparsity0 sparse-same:sparse-same sparse:pipeline-sparsity0.9; do
       echo "$model,$g,${v%%:*},$(report "$dir/${v#*:}/report.json" "$NOTES")" >>"$OUT/gpt3.csv"

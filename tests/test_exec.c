@@ -27,6 +27,7 @@ typedef struct {
   StPrecision precision;
   StOptimizer optimizer;
   int64_t bucket_bytes;
+  StRecompute recompute;
 } Config;
 
 static StSchedule *
@@ -43,6 +44,7 @@ build(const StModel *m, const Config *c)
   o.optimizer = c->optimizer;
   o.zero_stage = c->zero_stage;
   o.bucket_bytes = c->bucket_bytes;
+  o.recompute = c->recompute;
   g_autoptr(GError) error = NULL;
   StSchedule *s = st_strategy_build(st_strategy_find(c->strategy), m, cl, NULL, &o, &error);
   g_assert_no_error(error);
@@ -89,7 +91,7 @@ test_agreement_sgd(void)
    * orders (accumulate then reduce, or reduce each micro-batch), so fp32
    * weights agree to rounding: 1e-5 relative after 3 steps of momentum SGD
    * (measured: about 1e-7). */
-  Config c = {"dp", 0, 4, 4, 4, 2, 3, ST_PRECISION_FP32, ST_OPTIMIZER_SGD, 0};
+  Config c = {"dp", 0, 4, 4, 4, 2, 3, ST_PRECISION_FP32, ST_OPTIMIZER_SGD, 0, ST_RECOMPUTE_NONE};
   g_assert_cmpfloat(agreement("models/mlp.json", &c), <=, 1e-5);
   g_assert_cmpfloat(agreement("tests/data/exec/tiny-gpt.json", &c), <=, 1e-5);
   /* A tied head with a bias of its own (and dropout): every ZeRO stage
@@ -112,7 +114,7 @@ test_agreement_adam(void)
    * needs the same sums. Without accumulation every stage sums in the same
    * member order (the executor never reduces in place), so the weights are
    * identical, bit for bit. */
-  Config c = {"dp", 0, 4, 4, 4, 1, 3, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
+  Config c = {"dp", 0, 4, 4, 4, 1, 3, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0, ST_RECOMPUTE_NONE};
   g_assert_cmpfloat(agreement("models/mlp.json", &c), ==, 0.0);
   g_assert_cmpfloat(agreement("tests/data/exec/tiny-gpt.json", &c), ==, 0.0);
   g_assert_cmpfloat(agreement("tests/data/exec/tiny-llama.json", &c), ==, 0.0);
@@ -125,8 +127,46 @@ test_agreement_bf16(void)
   /* bf16 weights and gradients with fp32 master weights, SGD with
    * accumulation: bf16 roundings of sums made in other orders differ by a
    * few units of bf16's last place (2^-8 relative); 2e-2 bounds it. */
-  Config c = {"dp", 0, 4, 4, 4, 2, 3, ST_PRECISION_MIXED, ST_OPTIMIZER_SGD, 0};
+  Config c = {"dp", 0, 4, 4, 4, 2, 3, ST_PRECISION_MIXED, ST_OPTIMIZER_SGD, 0, ST_RECOMPUTE_NONE};
   g_assert_cmpfloat(agreement("models/mlp.json", &c), <=, 2e-2);
+}
+
+static void
+test_recompute_same(void)
+{
+  /* Recomputation changes when tensors are made, not what they are: the
+   * recompute runs the same kernels on the same inputs (dropout draws its
+   * masks from the same seeds), so every mode gives the weights of no
+   * recomputation bit for bit. Models: GPT blocks with dropout, dense and
+   * flash LLaMA layers, MoE (whose selective mode drops nothing); dp and
+   * ZeRO-3 (whose recompute waits for the gathered weights). */
+  const char *paths[] = {"tests/data/memory/gpt.json", "tests/data/memory/llama.json",
+                         "tests/data/exec/tiny-moe.json"};
+  for (gsize i = 0; i < G_N_ELEMENTS(paths); i++) {
+    g_autoptr(StModel) m = st_test_model(paths[i]);
+    for (int stage = 0; stage <= 3; stage += 3) {
+      Config c = {stage ? "zero" : "dp", stage, 2, 2, 2, 2, 2, ST_PRECISION_FP32,
+                  ST_OPTIMIZER_ADAM, 0, ST_RECOMPUTE_NONE};
+      g_autoptr(StSchedule) ref = build(m, &c);
+      StExecResult a;
+      g_autoptr(StTimeline) ta = st_test_execute(ref, 0, 0, &a);
+      for (int mode = ST_RECOMPUTE_SELECTIVE; mode <= ST_RECOMPUTE_FULL; mode++) {
+        c.recompute = mode;
+        g_autoptr(StSchedule) s = build(m, &c);
+        StExecResult b;
+        g_autoptr(StTimeline) tb = st_test_execute(s, 0, 0, &b);
+        double d = st_test_weights_differ(a.weights, b.weights);
+        g_test_message("%s %s, recompute %s: weights differ by %g", paths[i], c.strategy,
+                       st_recompute_name(mode), d);
+        g_assert_cmpfloat(d, ==, 0.0);
+        for (guint k = 0; k < b.loss->len; k++)
+          g_assert_cmpfloat(g_array_index(b.loss, double, k), ==,
+                            g_array_index(a.loss, double, k));
+        st_exec_result_clear(&b);
+      }
+      st_exec_result_clear(&a);
+    }
+  }
 }
 
 static void
@@ -141,7 +181,8 @@ test_loss_goes_down(void)
                          "tests/data/exec/tiny-llama.json", "tests/data/exec/tiny-moe.json"};
   for (gsize i = 0; i < G_N_ELEMENTS(paths); i++) {
     g_autoptr(StModel) m = st_test_model(paths[i]);
-    Config c = {"dp", 0, 2, 2, 32, 1, 16, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
+    Config c = {"dp", 0, 2, 2, 32, 1, 16, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0,
+                ST_RECOMPUTE_NONE};
     g_autoptr(StSchedule) s = build(m, &c);
     StExecOptions o;
     st_exec_options_init(&o);
@@ -166,7 +207,7 @@ test_measured_timeline(void)
    * memory comes back to the persistent states; the report has the contract
    * keys and the loss. */
   g_autoptr(StModel) m = st_test_model("models/mlp.json");
-  Config c = {"zero", 3, 2, 2, 8, 2, 2, ST_PRECISION_FP32, ST_OPTIMIZER_SGD, 0};
+  Config c = {"zero", 3, 2, 2, 8, 2, 2, ST_PRECISION_FP32, ST_OPTIMIZER_SGD, 0, ST_RECOMPUTE_NONE};
   g_autoptr(StSchedule) s = build(m, &c);
   StExecResult r;
   g_autoptr(StTimeline) t = st_test_execute(s, 0, 0, &r);
@@ -210,7 +251,7 @@ test_out_of_memory(void)
   /* 300 KiB per rank cannot hold the MLP's states (2.7 MB of weights): the
    * error names the buffer. */
   g_autoptr(StModel) m = st_test_model("models/mlp.json");
-  Config c = {"dp", 0, 2, 2, 8, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
+  Config c = {"dp", 0, 2, 2, 8, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0, ST_RECOMPUTE_NONE};
   g_autoptr(StSchedule) s = build(m, &c);
   StExecOptions o;
   st_exec_options_init(&o);
@@ -229,7 +270,7 @@ test_unsupported(void)
 {
   /* A custom layer has no real math: refused up front, naming it. */
   g_autoptr(StModel) m = st_test_model("tests/data/exec/custom.json");
-  Config c = {"dp", 0, 1, 1, 4, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
+  Config c = {"dp", 0, 1, 1, 4, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0, ST_RECOMPUTE_NONE};
   g_autoptr(StSchedule) s = build(m, &c);
   g_autoptr(GError) error = NULL;
   g_assert_false(st_exec_check(s, &error));
@@ -244,7 +285,7 @@ test_interrupted(void)
   /* A stop request before the first op: no step completes, nothing crashes,
    * and the (empty) timeline still comes back. */
   g_autoptr(StModel) m = st_test_model("models/mlp.json");
-  Config c = {"dp", 0, 2, 2, 8, 1, 3, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
+  Config c = {"dp", 0, 2, 2, 8, 1, 3, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0, ST_RECOMPUTE_NONE};
   g_autoptr(StSchedule) s = build(m, &c);
   StExecOptions o;
   st_exec_options_init(&o);
@@ -267,7 +308,7 @@ test_timeout(void)
   /* Rank 1 never joins rank 0's all-reduce (a schedule that would not pass
    * st_schedule_check): rank 0 gives up after the timeout, naming the op. */
   g_autoptr(StModel) m = st_test_model("models/mlp.json");
-  Config c = {"dp", 0, 2, 2, 8, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0};
+  Config c = {"dp", 0, 2, 2, 8, 1, 1, ST_PRECISION_FP32, ST_OPTIMIZER_ADAM, 0, ST_RECOMPUTE_NONE};
   g_autoptr(StSchedule) s = build(m, &c);
   StProgram *lonely = st_program_new("lonely");
   st_program_add_stream(lonely, "compute", 0);
@@ -292,6 +333,7 @@ main(int argc, char **argv)
   g_test_add_func("/exec/agreement/adam-fp32", test_agreement_adam);
   g_test_add_func("/exec/agreement/sgd-bf16", test_agreement_bf16);
   g_test_add_func("/exec/loss-goes-down", test_loss_goes_down);
+  g_test_add_func("/exec/recompute-same", test_recompute_same);
   g_test_add_func("/exec/measured-timeline", test_measured_timeline);
   g_test_add_func("/exec/out-of-memory", test_out_of_memory);
   g_test_add_func("/exec/unsupported", test_unsupported);

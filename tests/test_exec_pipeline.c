@@ -66,7 +66,7 @@ against_dp(const char *model_path, int stages, const char *order, gboolean check
   g_autoptr(StTimeline) rt = st_test_execute(ref, 0.1, 0, &rr);
   g_autofree char *s_text = g_strdup_printf("%d", stages);
   const char *settings[] = {"pipeline-stages", s_text, "pipeline-schedule", order,
-                            "checkpoint", checkpoint ? "true" : "false", NULL};
+                            "recompute", checkpoint ? "full" : "none", NULL};
   g_autoptr(StSchedule) s = build(m, "pipeline", stages * G, settings);
   g_assert_cmpint(s->settings.accumulation, ==, M);
   StExecResult r;
@@ -139,7 +139,7 @@ test_mixed(void)
    * run completes and the loss is finite (the fp32 agreement pins the math). */
   g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-gpt.json");
   const char *settings[] = {"pipeline-stages", "2", "precision", "mixed", "optimizer", "adam",
-                            "checkpoint", "true", NULL};
+                            "recompute", "full", NULL};
   g_autoptr(StSchedule) s = build(m, "pipeline", 2 * G, settings);
   StExecResult r;
   g_autoptr(StTimeline) t = st_test_execute(s, 0.1, 0, &r);

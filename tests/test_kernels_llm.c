@@ -88,8 +88,8 @@ test_glu(void)
     for (int i = 0; i < q.rows; i++)
       for (int j = 0; j < q.f; j++) {
         double x = gu[i * 2 * q.f + j], u = gu[i * 2 * q.f + q.f + j];
-        double a = act == 0 ? x / (1.0 + exp(-x))
-                            : 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        double gelu = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        double a = act == 0 ? x / (1.0 + exp(-x)) : gelu;
         want[i * q.f + j] = a * u;
       }
     for (gsize d = 0; d < G_N_ELEMENTS(DTS); d++) {
@@ -165,7 +165,7 @@ test_copy2d(void)
     g_assert_cmpfloat(dst[k], ==, want[k]);
 }
 
-/* ---- attention -------------------------------------------------------------------------------- */
+/* ---- attention ---------------------------------------------------------------------------- */
 
 typedef struct {
   int B, T, H, G, k, causal, window;

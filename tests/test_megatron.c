@@ -168,7 +168,7 @@ test_korthikanti(void)
   for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
     StOptions o;
     options(&o, (int)t, 2, 1, cases[i].sp, 1, 4);
-    o.checkpoint = cases[i].full;
+    o.recompute = cases[i].full ? ST_RECOMPUTE_FULL : ST_RECOMPUTE_NONE;
     g_autoptr(StSchedule) sc = build("gpt3-1.3b", 1, 4, &o);
     int64_t step, acts;
     simulate(sc, &step, &acts);

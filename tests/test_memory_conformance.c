@@ -6,7 +6,8 @@
  * (tests/data/memory, whose layers tests/test_memory_layers.c checks one by
  * one) and the shipped test models (tests/data/exec), built as dp, zero
  * 1-3, cdp (rules v1 and v2, chain and collective reductions, ZeRO's relay),
- * pipeline (GPipe and 1F1B, with and without checkpointing), burst,
+ * pipeline (GPipe and 1F1B, with and without checkpointing), selective and
+ * full recomputation under every strategy that runs passes, burst,
  * multiplex (a small background) and sparse (dp, zero, pipeline), one rank
  * per GPU, simulated and run on the host backend:
  * - every op's allocations and frees, by category, per run of the op, are
@@ -55,7 +56,7 @@ static const char *const SHIPPED[] = {
 
 /* ---- per run ----------------------------------------------------------------- */
 
-/* A run: a strategy with options by name ("zero-stage=3 checkpoint=true"),
+/* A run: a strategy with options by name ("zero-stage=3 recompute=full"),
  * on `ranks` ranks, one per GPU, `accumulation` x ranks x micro-batch
  * samples per step. */
 typedef struct {
@@ -395,9 +396,9 @@ test_runs_pipeline(void)
     {"pipeline", 2, 1, ST_PRECISION_FP32, "pipeline-stages=2 pipeline-schedule=gpipe", FALSE, 0},
     {"pipeline", 2, 2, ST_PRECISION_FP32, "pipeline-stages=2 pipeline-schedule=1f1b", FALSE, 0},
     {"pipeline", 3, 1, ST_PRECISION_FP32,
-     "pipeline-stages=3 pipeline-schedule=gpipe checkpoint=true", FALSE, 0},
+     "pipeline-stages=3 pipeline-schedule=gpipe recompute=full", FALSE, 0},
     {"pipeline", 2, 2, ST_PRECISION_MIXED,
-     "pipeline-stages=2 pipeline-schedule=1f1b checkpoint=true", FALSE, 0},
+     "pipeline-stages=2 pipeline-schedule=1f1b recompute=full", FALSE, 0},
     {"pipeline", 4, 1, ST_PRECISION_FP32, "pipeline-stages=2 pipeline-schedule=1f1b", FALSE, 0},
   };
   check_cases("tiny-gpt", gpt, cases, G_N_ELEMENTS(cases));
@@ -432,6 +433,34 @@ test_runs_burst(void)
 }
 
 static void
+test_runs_recompute(void)
+{
+  /* Selective recomputation: each layer with attention scores keeps its
+   * saved block less them, its forward takes them as workspace, a recompute
+   * op allocates them again for the backward; full recomputation
+   * (checkpointing) for every strategy that runs passes, not only
+   * pipelines. Dense and flash LLaMA layers, GPT blocks with dropout, MoE. */
+  g_autoptr(StModel) llama = st_test_model("tests/data/memory/llama.json");
+  g_autoptr(StModel) gpt = st_test_model("tests/data/memory/gpt.json");
+  g_autoptr(StModel) moe = st_test_model("tests/data/exec/tiny-moe.json");
+  const Case cases[] = {
+    {"dp", 1, 2, ST_PRECISION_FP32, "recompute=selective", FALSE, 0},
+    {"dp", 1, 1, ST_PRECISION_MIXED, "recompute=full", FALSE, 0},
+    {"zero", 2, 1, ST_PRECISION_FP32, "zero-stage=3 recompute=selective", FALSE, 0},
+    {"zero", 2, 2, ST_PRECISION_FP32, "zero-stage=3 recompute=full", FALSE, 0},
+    {"cdp", 2, 1, ST_PRECISION_FP32, "update-rule=v1 stages=2 recompute=selective", FALSE, 0},
+    {"cdp", 2, 1, ST_PRECISION_FP32, "update-rule=v2 stages=2 recompute=full", FALSE, 0},
+    {"pipeline", 2, 2, ST_PRECISION_FP32,
+     "pipeline-stages=2 pipeline-schedule=1f1b recompute=selective", FALSE, 0},
+    {"burst", 2, 1, ST_PRECISION_FP32, "recompute=selective", FALSE, 0},
+    {"burst", 2, 1, ST_PRECISION_FP32, "recompute=full", FALSE, 0},
+  };
+  check_cases("llama", llama, cases, G_N_ELEMENTS(cases));
+  check_cases("gpt", gpt, cases, G_N_ELEMENTS(cases));
+  check_cases("tiny-moe", moe, cases, 4);
+}
+
+static void
 test_runs_sparse(void)
 {
   /* SAMO: each backward's dense gradient compressed through a workspace of
@@ -446,7 +475,7 @@ test_runs_sparse(void)
     {"zero", 2, 2, ST_PRECISION_FP32, "zero-stage=3 sparsity=0.9", FALSE, 0},
     {"pipeline", 2, 2, ST_PRECISION_FP32, "pipeline-stages=2 sparsity=0.9", FALSE, 0},
     {"pipeline", 2, 1, ST_PRECISION_MIXED,
-     "pipeline-stages=2 pipeline-schedule=gpipe checkpoint=true sparsity=0.5", FALSE, 0},
+     "pipeline-stages=2 pipeline-schedule=gpipe recompute=full sparsity=0.5", FALSE, 0},
   };
   check_cases("tiny-gpt", gpt, cases, G_N_ELEMENTS(cases));
   check_cases("tiny-mlp3", mlp, cases, G_N_ELEMENTS(cases));
@@ -463,5 +492,6 @@ main(int argc, char **argv)
   g_test_add_func("/memory/runs/pipeline", test_runs_pipeline);
   g_test_add_func("/memory/runs/burst", test_runs_burst);
   g_test_add_func("/memory/runs/sparse", test_runs_sparse);
+  g_test_add_func("/memory/runs/recompute", test_runs_recompute);
   return g_test_run();
 }

@@ -130,7 +130,7 @@ uniform_init(Uniform *u, StPipeOrder order, gboolean checkpoint)
   u->options.steps = 2;
   u->options.pipeline_stages = 4;
   u->options.pipeline_schedule = order;
-  u->options.checkpoint = checkpoint;
+  u->options.recompute = checkpoint ? ST_RECOMPUTE_FULL : ST_RECOMPUTE_NONE;
 }
 
 static void
@@ -255,7 +255,7 @@ test_fit_to_memory(void)
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;
   o.global_batch = 512;
-  o.checkpoint = TRUE;
+  o.recompute = ST_RECOMPUTE_FULL;
   const double want[2] = {4, 1};
   const double sparsity[2] = {0, 0.9};
   for (int k = 0; k < 2; k++) {
@@ -404,7 +404,7 @@ test_conformance(void)
       o.steps = 2;
       o.pipeline_stages = cases[k].stages;
       o.pipeline_schedule = variant % 2;
-      o.checkpoint = (variant / 2) % 2;
+      o.recompute = (variant / 2) % 2 ? ST_RECOMPUTE_FULL : ST_RECOMPUTE_NONE;
       o.sparsity = (variant / 4) % 2 ? 0.9 : 0;
       o.balance = variant / 8;
       g_test_message("%s variant %d", cases[k].model, variant);
@@ -429,7 +429,7 @@ test_scale(void)
   o.micro_batch = 1;
   o.global_batch = 2048;
   o.pipeline_stages = 8;
-  o.checkpoint = TRUE;
+  o.recompute = ST_RECOMPUTE_FULL;
   o.sparsity = 0.9;
   gint64 t0 = g_get_monotonic_time();
   g_autoptr(StSchedule) s = build(m, c, &o);

@@ -31,6 +31,7 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "ep_dispatch", "ep_combine", "ep_combine_grad",
                                    "ep_dispatch_grad", NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", NULL};
+static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
 
 static const char *
 name_of(const char *const *table, int n, int value)
@@ -77,6 +78,7 @@ NAME_AND_PARSE(cost_source, StCostSource, SOURCE, 1, ST_SRC_N, "cost source")
 NAME_AND_PARSE(link, StLinkClass, LINK, 0, ST_LINK_N, "link class")
 NAME_AND_PARSE(optimizer, StOptimizer, OPTIMIZER, 0, ST_OPTIMIZER_N, "optimizer")
 NAME_AND_PARSE(precision, StPrecision, PRECISION, 0, ST_PRECISION_N, "precision")
+NAME_AND_PARSE(recompute, StRecompute, RECOMPUTE, 0, ST_RECOMPUTE_N, "recomputation")
 NAME_AND_PARSE(data, StData, DATA, 0, ST_DATA_N, "data kind")
 
 int

@@ -161,6 +161,14 @@ typedef enum {
   ST_OPTIMIZER_N,
 } StOptimizer;
 
+/* Activation recomputation (Korthikanti et al. 2022, arXiv 2205.05198). */
+typedef enum {
+  ST_RECOMPUTE_NONE = 0,  /* every activation kept from forward to backward */
+  ST_RECOMPUTE_SELECTIVE, /* the attention scores dropped and made again before each backward */
+  ST_RECOMPUTE_FULL,      /* each layer's input kept, its forward run again before its backward */
+  ST_RECOMPUTE_N,
+} StRecompute;
+
 typedef enum {
   ST_PRECISION_FP32 = 0, /* fp32 weights, gradients and activations */
   ST_PRECISION_MIXED,    /* 16-bit weights, gradients, activations; fp32 master weights */
@@ -179,6 +187,7 @@ const char *st_link_name(StLinkClass l);
 const char *st_optimizer_name(StOptimizer o);
 const char *st_data_name(StData d);
 const char *st_precision_name(StPrecision p);
+const char *st_recompute_name(StRecompute r);
 
 /* Strict parsers: exact spellings of the name tables; errors list them. */
 gboolean st_dtype_parse(const char *text, StDtype *out, GError **error);
@@ -192,6 +201,7 @@ gboolean st_link_parse(const char *text, StLinkClass *out, GError **error);
 gboolean st_optimizer_parse(const char *text, StOptimizer *out, GError **error);
 gboolean st_data_parse(const char *text, StData *out, GError **error);
 gboolean st_precision_parse(const char *text, StPrecision *out, GError **error);
+gboolean st_recompute_parse(const char *text, StRecompute *out, GError **error);
 
 /* nccl-tests' bus bandwidth factor: busbw = algbw * factor(n ranks). */
 double st_coll_busbw_factor(StCollKind c, int ranks);

@@ -34,7 +34,9 @@ profile_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCos
   case ST_PASS_FWDBWD:
   case ST_PASS_RECOMPUTE: {
     const StLayer *layer = work->layer;
-    if (layer == NULL || work->batch <= 0)
+    /* A selective recompute is part of a forward no profile measures alone:
+     * the next model estimates it from its FLOPs. */
+    if (layer == NULL || work->batch <= 0 || work->selective)
       return FALSE;
     double fraction = fwd_fraction(layer);
     if (st_profile_layer_time(ctx->profile, device, layer->name, layer->signature, work->pass,

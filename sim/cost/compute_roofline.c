@@ -10,6 +10,9 @@
  *   fwd, recompute: FLOPs = batch * fwd_flops,
  *                   bytes = batch * fwd_io_bytes (at the compute dtype)
  *                           + params * dtype bytes (weights read once);
+ *   selective recompute: FLOPs = batch * again_flops (the scores again),
+ *                   bytes = 2 * batch * act_again (written, and read back
+ *                           by the softmax), no weights;
  *   bwd:            FLOPs = batch * bwd_flops,
  *                   bytes = batch * bwd_io_bytes (at the compute dtype)
  *                           + 2 * params * dtype bytes (weights read, weight
@@ -35,10 +38,13 @@ io_bytes(const StComputeCtx *ctx, double per_sample, int64_t samples)
 /* FLOPs and bytes of a layer pass, as the header counts them. */
 static void
 layer_traffic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_t batch,
-              double *flops, double *bytes)
+              gboolean selective, double *flops, double *bytes)
 {
   double weight_bytes = (double)layer->params * st_dtype_bytes(ctx->dtype);
-  if (pass == ST_PASS_BWD) {
+  if (selective) {
+    *flops = (double)batch * layer->again_flops;
+    *bytes = 2.0 * io_bytes(ctx, (double)layer->act_again, batch);
+  } else if (pass == ST_PASS_BWD) {
     *flops = (double)batch * layer->bwd_flops;
     *bytes = io_bytes(ctx, layer->bwd_io_bytes, batch) + 2 * weight_bytes;
   } else {
@@ -57,12 +63,12 @@ st_compute_work_traffic(const StComputeCtx *ctx, const StWork *work, double *flo
   case ST_PASS_BWD:
   case ST_PASS_RECOMPUTE:
     g_return_if_fail(work->layer != NULL);
-    layer_traffic(ctx, work->layer, work->pass, work->batch, flops, bytes);
+    layer_traffic(ctx, work->layer, work->pass, work->batch, work->selective, flops, bytes);
     return;
   case ST_PASS_FWDBWD:
     g_return_if_fail(work->layer != NULL);
-    layer_traffic(ctx, work->layer, ST_PASS_FWD, work->batch, flops, bytes);
-    layer_traffic(ctx, work->layer, ST_PASS_BWD, work->batch, &f, &b);
+    layer_traffic(ctx, work->layer, ST_PASS_FWD, work->batch, FALSE, flops, bytes);
+    layer_traffic(ctx, work->layer, ST_PASS_BWD, work->batch, FALSE, &f, &b);
     *flops += f;
     *bytes += b;
     return;

@@ -42,6 +42,9 @@ typedef struct {
   double share;         /* a part of a layer's pass (StOp.part): its share of the pass's
                            work, which st_compute_time scales the pass's time by; 0: the
                            whole pass */
+  gboolean selective;   /* recompute: selective recomputation, which makes only what the
+                           layer drops again (StLayer.again_flops, act_again), not its
+                           whole forward */
 } StWork;
 
 typedef struct {

@@ -285,6 +285,13 @@ st_model_to_json(const StModel *model)
   return root;
 }
 
+gboolean
+st_model_is_token(const StModel *m)
+{
+  g_return_val_if_fail(m != NULL, FALSE);
+  return m->input.n_dims == 1 && m->n_layers > 0 && m->layers[0].type->takes_ids;
+}
+
 int
 st_model_tied_layer(const StModel *m, int i)
 {

@@ -141,6 +141,10 @@ StModel *st_model_derive_as(const StModel *model, const StShape *input, int tp, 
 void st_model_free(StModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StModel, st_model_free)
 
+/* Whether the model reads a sequence of token ids (input [tokens], an
+ * embedding first): one whose sequence length --seq-len may change. */
+gboolean st_model_is_token(const StModel *model);
+
 /* Each expert's capacity C of an moe_router on its input (tokens per
  * sample; sim/model/layer_moe.c). */
 int64_t st_moe_capacity(const StLayer *router);

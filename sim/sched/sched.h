@@ -178,6 +178,8 @@ typedef struct {
   int64_t global_batch;  /* samples per step over all ranks */
   double sparsity;       /* SAMO (--sparsity): fraction of each layer's weights pruned by a
                             fixed mask, [0, 1); 0 dense */
+  StRecompute recompute; /* --recompute: what the RECOMPUTE ops make again (a layer's whole
+                            forward, or under selective its StLayerMemory.again only) */
 } StSettings;
 
 /* A training job beside the main one: a background job multiplexed onto the

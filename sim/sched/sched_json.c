@@ -198,6 +198,8 @@ settings_to_json(const StSettings *st)
   st_json_add_int(o, "global_batch", st->global_batch);
   if (st->sparsity > 0)
     cJSON_AddNumberToObject(o, "sparsity", st->sparsity);
+  if (st->recompute != ST_RECOMPUTE_NONE)
+    cJSON_AddStringToObject(o, "recompute", st_recompute_name(st->recompute));
   return o;
 }
 

@@ -108,7 +108,8 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
 {
   static const char *const keys[] = {"strategy",     "description",  "precision",
                                      "optimizer",    "micro_batch",  "accumulation",
-                                     "global_batch", "sparsity",     NULL};
+                                     "global_batch", "sparsity",     "recompute",
+                                     NULL};
   const char *strategy = NULL, *description = NULL, *precision = NULL, *optimizer = NULL;
   int64_t micro = 0, accumulation = 0;
   if (!sj_expect_object(obj, keys, error) ||
@@ -129,6 +130,10 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
       return sj_fail(error, "key 'sparsity': expected a number in [0, 1)");
     st->sparsity = sparsity->valuedouble;
   }
+  const char *recompute = NULL;
+  if (!st_json_get_string(obj, "recompute", FALSE, &recompute, error) ||
+      (recompute != NULL && !st_recompute_parse(recompute, &st->recompute, error)))
+    return FALSE;
   st->micro_batch = (int32_t)micro;
   st->accumulation = (int32_t)accumulation;
   st->strategy = g_strdup(strategy);

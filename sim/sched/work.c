@@ -36,5 +36,7 @@ st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
     .kernel = pass == ST_PASS_OPTIM ? st_optimizer_name(s->settings.optimizer)
                                     : st_pass_name(pass),
     .share = share,
+    .selective = pass == ST_PASS_RECOMPUTE &&
+                 st_schedule_job_settings(s, p->job)->recompute == ST_RECOMPUTE_SELECTIVE,
   };
 }

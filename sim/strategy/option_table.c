@@ -88,9 +88,15 @@ static const StOptionSpec SPECS[] = {
    (const char *const[]){"time", "memory", "params", NULL}, NULL, "time|memory|params",
    "pipeline: what the contiguous stages balance: forward + backward time from the cost "
    "model, memory per GPU, or parameters (default: time)"},
-  {"checkpoint", ST_OPT_FLAG, F(checkpoint), 0, 0, NULL, NULL, NULL,
-   "pipeline: activation checkpointing; keep each layer's input and recompute its forward "
-   "before its backward (default: off)"},
+  {"recompute", ST_OPT_CHOICE, F(recompute), 0, 0,
+   (const char *const[]){"none", "selective", "full", NULL}, NULL, "none|selective|full",
+   "Activation recomputation (Korthikanti et al. 2022): none keeps every activation; "
+   "selective drops the attention scores of dense attention and recomputes them before each "
+   "backward (flash attention keeps none anyway); full keeps each layer's input only and runs "
+   "its forward again before its backward (default: none)"},
+  {"seq-len", ST_OPT_INT, F(seq_len), 0, 16777216, NULL, NULL, "N",
+   "Tokens per sequence of a token model (one whose first layer reads token ids); the model "
+   "file's input is the default"},
   {"sparsity", ST_OPT_DOUBLE, F(sparsity), 0, 0.999999, NULL, NULL, "P",
    "SAMO (dp, zero, pipeline): fraction of weights pruned by a fixed mask, in [0, 1); "
    "master weights, gradients and optimizer states kept for the non-zeros only "

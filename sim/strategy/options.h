@@ -40,7 +40,8 @@ typedef struct {
                             whose estimated memory per GPU fits) */
   int pipeline_schedule; /* --pipeline-schedule: StPipeOrder (strategy_pipeline.h), 0 = 1f1b */
   int balance;           /* --balance: StPipeBalance (strategy_pipeline.h), 0 = time */
-  gboolean checkpoint;   /* --checkpoint: keep only layer inputs, recompute before backward */
+  int recompute;         /* --recompute: StRecompute (base/kinds.h), 0 = none */
+  int seq_len;           /* --seq-len: tokens per sequence of a token model; 0 = the model's */
   double sparsity;       /* --sparsity: SAMO, fraction p of weights pruned, [0, 1); 0 = dense */
   int update_rule;       /* --update-rule: cdp's update rule, CdpRule (strategy/cdp.h), 0 = v1 */
   int stages;            /* --stages: cdp's stages S, clamped to the layers; 0 = not given (4) */

@@ -262,6 +262,7 @@ emit_micro(Emit *e, int micro)
     .grad_bytes = b->bytes.grad,
     .batch = e->batch,
     .moved = e->moved,
+    .recompute = (StRecompute)b->in->options->recompute,
   };
   e->t = st_tensors_new(e->p, &spec);
   for (int i = 0; i < n; i++)
@@ -280,6 +281,8 @@ emit_micro(Emit *e, int micro)
     if (!part(e, i))
       continue;
     const StLayer *l = &b->m->layers[i];
+    if (st_tensors_recomputes(e->t, i)) /* as autograd: once the output's gradient is here */
+      comp(e, ST_PASS_RECOMPUTE, i, micro, e->gready[i]);
     e->bwd[i] = comp(e, ST_PASS_BWD, i, micro, e->gready[i]);
     if (micro == b->A - 1 && b->w[i] > 1 && l->params > 0) {
       StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, b->w[i]),
@@ -451,6 +454,7 @@ build(const StStrategyInput *in, GError **error)
   s->steps = o->steps;
   s->settings.strategy = g_strdup("burst");
   s->settings.precision = o->precision;
+  s->settings.recompute = (StRecompute)o->recompute;
   s->settings.optimizer = o->optimizer;
   s->settings.micro_batch = o->micro_batch;
   s->settings.accumulation = o->accumulation;

@@ -129,6 +129,13 @@ estimate(CdpPlan *c)
       c->fwd_ns[l] += st_compute_time(&ctx, &w, NULL);
       w.pass = ST_PASS_BWD;
       c->bwd_ns[l] += st_compute_time(&ctx, &w, NULL);
+      /* a recompute runs with the backward (selective: layers that drop some) */
+      StRecompute rc = (StRecompute)c->options->recompute;
+      if (rc == ST_RECOMPUTE_FULL || (rc == ST_RECOMPUTE_SELECTIVE && w.layer->act_again > 0)) {
+        w.pass = ST_PASS_RECOMPUTE;
+        w.selective = rc == ST_RECOMPUTE_SELECTIVE;
+        c->bwd_ns[l] += st_compute_time(&ctx, &w, NULL);
+      }
     }
     if (c->params[l] > 0) {
       StWork w = {.pass = ST_PASS_OPTIM,
@@ -339,6 +346,7 @@ build(const StStrategyInput *in, GError **error)
   s->warmup_steps = o->steps > 1 ? 1 : 0;
   s->warmup_scale = c.n; /* the workers' stagger */
   s->settings.precision = o->precision;
+  s->settings.recompute = (StRecompute)o->recompute;
   s->settings.optimizer = o->optimizer;
   s->settings.micro_batch = o->micro_batch;
   s->settings.accumulation = o->accumulation;

@@ -416,6 +416,7 @@ emit_micro(CdpRank *r, int micro, const int *batch, const gboolean *moved)
     .grad_bytes = c->bytes.grad,
     .batch = batch,
     .moved = moved,
+    .recompute = (StRecompute)c->options->recompute,
   };
   g_autoptr(StTensors) t = st_tensors_new(r->p, &spec);
   if (r->lo > 0)
@@ -457,6 +458,13 @@ emit_micro(CdpRank *r, int micro, const int *batch, const gboolean *moved)
       gboolean opens = first_micro && i == c->first[l + 1] - 1;
       gboolean closes = last_micro && i == c->first[l];
       StPassMem pm = {0};
+      if (st_tensors_recomputes(t, i)) {
+        /* before the backward, on the weights it reads, behind its gates */
+        st_tensors_pass(t, ST_PASS_RECOMPUTE, i, &pm);
+        emit_pass(r, ST_PASS_RECOMPUTE, i, micro, st, st->gate_b, opens ? st->n_gate_b : 0,
+                  NULL, 0, &pm);
+        pm = (StPassMem){0};
+      }
       st_tensors_pass(t, ST_PASS_BWD, i, &pm);
       if (opens)
         st_pass_mem_alloc(&pm, st->grads_step);

@@ -75,6 +75,7 @@ st_dp_frame_init(StDpFrame *f, const StStrategyInput *in, const char *name)
   f->world = st_schedule_add_world(s, "world");
   s->steps = o->steps;
   s->settings.precision = o->precision;
+  s->settings.recompute = (StRecompute)o->recompute;
   s->settings.optimizer = o->optimizer;
   s->settings.micro_batch = o->micro_batch;
   s->settings.accumulation = o->accumulation;
@@ -141,6 +142,7 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
     .dtype = f->bytes.activation,
     .grad_bytes = f->bytes.grad,
     .batch = batch,
+    .recompute = (StRecompute)f->options->recompute,
   };
   g_autoptr(StTensors) t = st_tensors_new(f->program, &spec);
   for (int i = 0; i < L; i++) {
@@ -154,6 +156,16 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
     StPassMem pm = {0};
     StPassExtra extra;
     pass_extra(hooks, ST_PASS_BWD, i, micro, &extra);
+    if (st_tensors_recomputes(t, i)) {
+      /* Right before the backward, after what the backward waits for (a
+       * ZeRO-3 gather of the weights both read); the backward frees it. */
+      StPassMem rpm = {0};
+      StPassExtra deps = {0};
+      memcpy(deps.after, extra.after, sizeof(extra.after));
+      deps.n_after = extra.n_after;
+      st_tensors_pass(t, ST_PASS_RECOMPUTE, i, &rpm);
+      emit_pass(f, ST_PASS_RECOMPUTE, i, micro, NULL, &deps, &rpm);
+    }
     st_tensors_pass(t, ST_PASS_BWD, i, &pm);
     emit_pass(f, ST_PASS_BWD, i, micro, hooks, &extra, &pm);
   }

@@ -184,7 +184,7 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
                                         pp->bytes.activation);
       tp_bytes += st_tp_pass_comm_bytes(m, i, ST_PASS_BWD, pp->options->micro_batch,
                                         pp->bytes.activation);
-      if (pp->options->checkpoint)
+      if (pp->options->recompute == ST_RECOMPUTE_FULL) /* selective: the scores, no collective */
         tp_bytes += st_tp_pass_comm_bytes(m, i, ST_PASS_RECOMPUTE, pp->options->micro_batch,
                                           pp->bytes.activation);
     }
@@ -286,7 +286,9 @@ build(const StStrategyInput *in, GError **error)
   s->settings.description = g_strdup_printf(
     "megatron: TP %d%s x PP %d%s x DP %d (%d ranks), %d micro-batches of %d per pipeline%s",
     l.t, sp ? " + SP" : "", l.p, chunks, l.d, R, pp.n_micro, o->micro_batch,
-    o->checkpoint ? ", full recomputation" : "");
+    o->recompute == ST_RECOMPUTE_FULL        ? ", full recomputation"
+    : o->recompute == ST_RECOMPUTE_SELECTIVE ? ", selective recomputation"
+                                             : "");
   note_layout(s, &l, &pp, mm);
   if (padded > 0)
     st_schedule_note_number(s, "vocab_padded", (double)padded);

@@ -98,7 +98,7 @@ note_estimates(const StPipe *pp, StSchedule *s, const StPipeComms *comms)
     double t = 0;
     for (int i = pp->first[st]; i < pp->first[st + 1]; i++) {
       t += st_pipe_layer_time_ns(pp, i, ST_PASS_FWD) + st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
-      if (pp->options->checkpoint)
+      if (pp->options->recompute != ST_RECOMPUTE_NONE)
         t += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
     }
     slowest = MAX(slowest, t);
@@ -205,6 +205,7 @@ build(const StStrategyInput *in, GError **error)
   s->warmup_scale = S; /* the stages fill */
   s->settings.strategy = g_strdup("pipeline");
   s->settings.precision = o->precision;
+  s->settings.recompute = (StRecompute)o->recompute;
   s->settings.optimizer = o->optimizer;
   s->settings.micro_batch = o->micro_batch;
   s->settings.accumulation = pp.n_micro;
@@ -216,14 +217,17 @@ build(const StStrategyInput *in, GError **error)
     "pipeline, balanced by %s%s%s",
     S, S == 1 ? "" : "s", pp.n_data, pp.n_data == 1 ? "" : "s", R, ORDER_NAMES[pp.order],
     pp.n_micro, o->micro_batch, BALANCE_NAMES[o->balance],
-    o->checkpoint ? ", activation checkpointing" : "", sparsity);
+    o->recompute == ST_RECOMPUTE_FULL        ? ", full recomputation"
+    : o->recompute == ST_RECOMPUTE_SELECTIVE ? ", selective recomputation"
+                                             : "",
+    sparsity);
   st_schedule_note_number(s, "pipeline_stages", S);
   st_schedule_note_text(s, "pipeline_stages_chosen", how);
   st_schedule_note_number(s, "data_groups", pp.n_data);
   st_schedule_note_number(s, "micro_batches", pp.n_micro);
   st_schedule_note_text(s, "pipeline_schedule", ORDER_NAMES[pp.order]);
   st_schedule_note_text(s, "balance", BALANCE_NAMES[o->balance]);
-  st_schedule_note_number(s, "checkpoint", o->checkpoint ? 1 : 0);
+  st_schedule_note_text(s, "recompute", st_recompute_name((StRecompute)o->recompute));
   g_autofree char *stages = stages_text(&pp);
   st_schedule_note_text(s, "stages", stages);
   if (pp.tied_copy)
@@ -243,7 +247,7 @@ build(const StStrategyInput *in, GError **error)
 
 static const StStrategyKnob KNOBS[] = {
   {"pipeline-schedule", "1f1b,gpipe"},
-  {"checkpoint", "false,true"},
+  {"recompute", "none,full"},
   {"balance", "time,memory"},
   {NULL},
 };

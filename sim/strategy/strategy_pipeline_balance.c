@@ -104,7 +104,9 @@ st_pipe_layer_time_ns(const StPipe *pp, int layer, StPass pass)
 {
   StComputeCtx ctx = {pp->cluster, pp->profile, pp->model, compute_dtype(pp)};
   StWork work = {.pass = pass, .layer = &pp->model->layers[layer],
-                 .batch = pp->options->micro_batch};
+                 .batch = pp->options->micro_batch,
+                 .selective = pass == ST_PASS_RECOMPUTE &&
+                              pp->options->recompute == ST_RECOMPUTE_SELECTIVE};
   StCostSource source;
   return st_compute_time(&ctx, &work, &source);
 }
@@ -133,12 +135,15 @@ layer_weights(const StPipe *pp, StPipeBalance by, double *w)
     switch (by) {
     case ST_PIPE_BALANCE_TIME:
       w[i] = st_pipe_layer_time_ns(pp, i, ST_PASS_FWD) + st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
-      if (pp->options->checkpoint)
+      if (pp->options->recompute != ST_RECOMPUTE_NONE)
         w[i] += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
       break;
     case ST_PIPE_BALANCE_MEMORY: {
-      int64_t kept = pp->options->checkpoint ? st_pipe_input_bytes(pp, i)
-                                             : per_micro(pp, m->layers[i].act_bytes);
+      const StLayer *l = &m->layers[i];
+      int64_t kept = pp->options->recompute == ST_RECOMPUTE_FULL ? st_pipe_input_bytes(pp, i)
+                     : pp->options->recompute == ST_RECOMPUTE_SELECTIVE
+                       ? per_micro(pp, l->act_bytes - l->act_again)
+                       : per_micro(pp, l->act_bytes);
       w[i] = state_bytes_per_param(pp) * (double)params + (double)in_flight * (double)kept;
       break;
     }
@@ -194,7 +199,6 @@ st_pipe_stage_memory(const StPipe *pp, int s)
   const StSparse *sp = &pp->sparse;
   const StModel *m = pp->model;
   int S = pp->n_stages, lo = pp->first[s], hi = pp->first[s + 1];
-  gboolean ckpt = pp->options->checkpoint;
   int64_t params = 0, nnz = 0;
   for (int i = lo; i < hi; i++) {
     params += pp->owned[i];
@@ -217,7 +221,7 @@ st_pipe_stage_memory(const StPipe *pp, int s)
     .grad_bytes = pp->bytes.grad,
     .batch = batch,
     .moved = moved,
-    .recompute = ckpt,
+    .recompute = (StRecompute)pp->options->recompute,
   };
   int64_t held, peak;
   st_tensors_footprint(&spec, &held, &peak);
@@ -226,7 +230,8 @@ st_pipe_stage_memory(const StPipe *pp, int s)
    * their sends: the one being sent and the next), and (sparse) a layer's
    * dense weight gradient with its compressed values until the compress. */
   int64_t in = s > 0 ? st_pipe_boundary_bytes(pp, s - 1) : 0;
-  int64_t out = s < S - 1 && (ckpt || !pp->keeps_output[hi - 1]) ? st_pipe_boundary_bytes(pp, s)
+  gboolean full = pp->options->recompute == ST_RECOMPUTE_FULL;
+  int64_t out = s < S - 1 && (full || !pp->keeps_output[hi - 1]) ? st_pipe_boundary_bytes(pp, s)
                                                                   : 0;
   int64_t dense = 0;
   for (int i = lo; st_sparse_on(sp) && i < hi; i++)

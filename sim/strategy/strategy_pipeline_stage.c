@@ -11,8 +11,9 @@
  * (tensors.h, as dp has them), the stage's input made by its receive and
  * its output freed by its send unless its backward reads it, the gradient
  * of its output made by its receive and that of its input freed by its
- * send; with --checkpoint, the forward's saved blocks go at once and each
- * layer's recompute, right before its backward, makes them again; with
+ * send; with --recompute full, the forward's saved blocks go at once and
+ * each layer's recompute, right before its backward, makes them again
+ * (selective: only what a layer drops, for the layers that drop some); with
  * --sparsity, the dense weight gradient of a layer lives from its backward
  * to its compress op.
  * The last micro-batch's backward launches each gradient bucket's
@@ -86,7 +87,11 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
   StPassMem pm = {0};
   st_tensors_pass(st->tensors[m], pass, i, &pm);
   st_pass_mem_alloc(&pm, extra);
-  if (st->pp->tp != NULL)
+  /* A selective recompute makes a layer's scores again from its own heads:
+   * no collective, one op. */
+  gboolean selective = pass == ST_PASS_RECOMPUTE &&
+                       st->pp->options->recompute == ST_RECOMPUTE_SELECTIVE;
+  if (st->pp->tp != NULL && !selective)
     return st_tp_emit_pass(st->p, st->pp->tp, st->pp->model, st->compute, pass, i, m,
                            st->pp->options->micro_batch, &pm, after);
   StOp op = st_op_comp(st->compute, pass, i, m, st->pp->options->micro_batch);
@@ -157,7 +162,6 @@ static void
 emit_backward(Stage *st, int m, int c)
 {
   const StPipe *pp = st->pp;
-  const StOptions *o = pp->options;
   const StSparse *sp = &pp->sparse;
   const Chunk *ch = &st->chunks[c];
   StTensors *t = st->tensors[m];
@@ -173,7 +177,7 @@ emit_backward(Stage *st, int m, int c)
   for (int i = ch->hi - 1; i >= ch->lo; i--) {
     /* As autograd runs it: the recompute starts once the output's gradient
      * is here, not ahead of it. */
-    if (o->checkpoint)
+    if (st_tensors_recomputes(t, i))
       emit_pass(st, ST_PASS_RECOMPUTE, i, m, i == ch->hi - 1 ? recv : NONE, NONE);
     uint32_t dense = NONE;
     if (st_sparse_on(sp) && pp->owned[i] > 0)
@@ -365,7 +369,7 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
       .grad_bytes = pp->bytes.grad,
       .batch = batch,
       .moved = moved,
-      .recompute = pp->options->checkpoint,
+      .recompute = (StRecompute)pp->options->recompute,
     };
     tensors[m] = st_tensors_new(st.p, &spec);
   }

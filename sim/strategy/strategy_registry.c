@@ -123,6 +123,25 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
     st_options_clear(&resolved);
     return NULL;
   }
+  /* --seq-len: the model derived again at that many tokens per sequence. */
+  g_autoptr(StModel) at_len = NULL;
+  if (resolved.seq_len > 0 && resolved.seq_len != model->input.dims[0]) {
+    if (!st_model_is_token(model)) {
+      g_autofree char *shape = st_shape_format(&model->input);
+      g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                  "--seq-len %d: model '%s' takes %s per sample, not a sequence of token ids",
+                  resolved.seq_len, model->name, shape);
+      st_options_clear(&resolved);
+      return NULL;
+    }
+    StShape input = {.n_dims = 1, .dims = {resolved.seq_len}};
+    if ((at_len = st_model_derive_as(model, &input, 1, FALSE, error)) == NULL) {
+      g_prefix_error(error, "--seq-len %d: ", resolved.seq_len);
+      st_options_clear(&resolved);
+      return NULL;
+    }
+    model = at_len;
+  }
   StStrategyInput input = {model, cluster, profile, &resolved};
   StSchedule *s = strategy->build(&input, error);
   st_options_clear(&resolved);

@@ -20,6 +20,7 @@ struct StTensors {
   /* Per layer: */
   uint32_t *saved;      /* what the layer keeps for its backward */
   uint32_t *again;      /* its recompute's output, when its backward reads it */
+  uint32_t *remade;     /* selective: the part of `saved` its recompute makes again */
   uint32_t *parked;     /* a tied head's gradient, by the layer it is tied to */
   uint32_t targets;
 };
@@ -55,14 +56,21 @@ st_pass_mem_apply(StProgram *p, const StPassMem *pm)
 
 uint32_t
 st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pass, int batch,
-                StDtype dtype)
+                StDtype dtype, StRecompute recompute)
 {
   StLayerMemory mem;
   st_layer_memory(m, layer, batch, dtype, &mem);
-  int64_t bytes = pass == ST_PASS_BWD ? mem.bwd_scratch : mem.fwd_scratch;
+  gboolean selective = recompute == ST_RECOMPUTE_SELECTIVE;
+  int64_t bytes = mem.fwd_scratch;
+  if (pass == ST_PASS_BWD)
+    bytes = mem.bwd_scratch;
+  else if (pass == ST_PASS_FWD && selective)
+    bytes += mem.again;
+  else if (pass == ST_PASS_RECOMPUTE && selective)
+    bytes = mem.again_scratch;
   /* The executor sums a recomputed loss into a float of the pass's
    * workspace: the step's loss was summed by the forward. */
-  if (pass == ST_PASS_RECOMPUTE && mem.targets > 0)
+  else if (pass == ST_PASS_RECOMPUTE && mem.targets > 0)
     bytes += st_layer_aligned(sizeof(float));
   if (bytes == 0)
     return NONE;
@@ -90,7 +98,7 @@ st_tensors_new(StProgram *p, const StTensorsSpec *spec)
     for (int i = 0; i <= n; i++)
       (*arrays[k])[i] = NONE;
   }
-  uint32_t **layer_arrays[] = {&t->saved, &t->again, &t->parked};
+  uint32_t **layer_arrays[] = {&t->saved, &t->again, &t->parked, &t->remade};
   for (gsize k = 0; k < G_N_ELEMENTS(layer_arrays); k++) {
     *layer_arrays[k] = g_new(uint32_t, n);
     for (int i = 0; i < n; i++)
@@ -116,6 +124,7 @@ st_tensors_free(StTensors *t)
   g_free(t->saved);
   g_free(t->again);
   g_free(t->parked);
+  g_free(t->remade);
   g_free(t);
 }
 
@@ -139,22 +148,41 @@ keeps(const StTensors *t, int layer, unsigned what)
   return runs(t, layer) && (t->spec.model->layers[layer].type->keeps & what) != 0;
 }
 
+static gboolean
+full(const StTensors *t)
+{
+  return t->spec.recompute == ST_RECOMPUTE_FULL;
+}
+
+/* Selective recomputation of layer i: it has something to drop. */
+static gboolean
+selective(const StTensors *t, int i)
+{
+  return t->spec.recompute == ST_RECOMPUTE_SELECTIVE && t->mem[i].again > 0;
+}
+
+gboolean
+st_tensors_recomputes(const StTensors *t, int layer)
+{
+  return runs(t, layer) && (full(t) || selective(t, layer));
+}
+
 /* The backward of k-1 reads x[k] as made by k-1: its output, kept (not
  * under checkpointing, where it reads the recompute's). */
 static gboolean
 bwd_reads_output(const StTensors *t, int k)
 {
-  return keeps(t, k - 1, ST_KEEPS_OUTPUT) && !t->spec.recompute;
+  return keeps(t, k - 1, ST_KEEPS_OUTPUT) && !full(t);
 }
 
 /* The last of layer k's passes that read its input: its backward when it
- * keeps it, else its recompute, else its forward. */
+ * keeps it, else its recompute (checkpointing), else its forward. */
 static StPass
 last_input_reader(const StTensors *t, int k)
 {
   if (keeps(t, k, ST_KEEPS_INPUT))
     return ST_PASS_BWD;
-  return t->spec.recompute ? ST_PASS_RECOMPUTE : ST_PASS_FWD;
+  return full(t) ? ST_PASS_RECOMPUTE : ST_PASS_FWD;
 }
 
 /* Whether pass (pass, layer) is the last reader of x[k] as layer k-1 made
@@ -195,7 +223,7 @@ static void
 scratch(StTensors *t, StPassMem *pm, StPass pass, int layer)
 {
   uint32_t b = st_pass_scratch(t->program, t->spec.model, layer, t->spec.micro, pass,
-                               t->spec.batch[layer], t->spec.dtype);
+                               t->spec.batch[layer], t->spec.dtype, t->spec.recompute);
   st_pass_mem_alloc(pm, b);
   st_pass_mem_free(pm, b);
 }
@@ -233,8 +261,10 @@ forward(StTensors *t, int i, StPassMem *pm)
   g_assert(input_of(t, i) != NONE || mem->input == 0);
   t->made[i + 1] = buffer(t, "out", i, ST_MEM_ACTIVATIONS, mem->output, ST_DATA_OUTPUT, i);
   st_pass_mem_alloc(pm, t->made[i + 1]);
-  if (!t->spec.recompute) {
-    t->saved[i] = buffer(t, "kept", i, ST_MEM_ACTIVATIONS, mem->saved, ST_DATA_ACTS, i);
+  if (!full(t)) {
+    /* selective: the part the recompute makes again is the forward's scratch */
+    int64_t kept = mem->saved - (selective(t, i) ? mem->again : 0);
+    t->saved[i] = buffer(t, "kept", i, ST_MEM_ACTIVATIONS, kept, ST_DATA_ACTS, i);
     st_pass_mem_alloc(pm, t->saved[i]);
   } else {
     /* The layer writes its saved block, then the forward lets it go: the
@@ -255,7 +285,13 @@ static void
 recompute(StTensors *t, int i, StPassMem *pm)
 {
   const StLayerMemory *mem = &t->mem[i];
-  g_assert(t->spec.recompute);
+  g_assert(st_tensors_recomputes(t, i));
+  if (selective(t, i)) {
+    t->remade[i] = buffer(t, "again", i, ST_MEM_ACTIVATIONS, mem->again, ST_DATA_ACTS, i);
+    st_pass_mem_alloc(pm, t->remade[i]);
+    scratch(t, pm, ST_PASS_RECOMPUTE, i);
+    return;
+  }
   t->saved[i] = buffer(t, "kept", i, ST_MEM_ACTIVATIONS, mem->saved, ST_DATA_ACTS, i);
   st_pass_mem_alloc(pm, t->saved[i]);
   /* A fresh output: the backward's when it reads it, else dropped. */
@@ -295,6 +331,7 @@ backward(StTensors *t, int i, StPassMem *pm)
   st_pass_mem_free(pm, t->parked[i]);
   st_pass_mem_free(pm, t->saved[i]);
   st_pass_mem_free(pm, t->again[i]);
+  st_pass_mem_free(pm, t->remade[i]);
   if (mem->targets > 0)
     st_pass_mem_free(pm, t->targets);
   /* The gradient of its output, read last here. */
@@ -420,7 +457,7 @@ st_tensors_footprint(const StTensorsSpec *spec, int64_t *held, int64_t *peak)
     if (moved(t, i + 1))
       tally_move(&y, st_tensors_move_in(t, i + 1, TRUE, ST_MEM_WORKSPACE), NONE);
     StPassMem pm = {0};
-    if (spec->recompute) {
+    if (st_tensors_recomputes(t, i)) {
       st_tensors_pass(t, ST_PASS_RECOMPUTE, i, &pm);
       tally(&y, &pm);
       pm = (StPassMem){0};

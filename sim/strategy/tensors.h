@@ -14,11 +14,14 @@
  * Who allocates (memory category):
  * - forward of k: x[k+1] (activations), what the layer saves for its
  *   backward (activations), a loss its targets (workspace), layer 0 the
- *   samples (activations); with `recompute` (checkpointing) the saved block
- *   is allocated and freed by the forward and allocated again by the
- *   recompute, which also makes a fresh output (activations) that lives
- *   until the backward when the layer keeps it, else until the recompute's
- *   end;
+ *   samples (activations); with full recomputation (checkpointing) the
+ *   saved block is allocated and freed by the forward and allocated again
+ *   by the recompute, which also makes a fresh output (activations) that
+ *   lives until the backward when the layer keeps it, else until the
+ *   recompute's end; with selective recomputation a layer that has
+ *   something to drop (StLayerMemory.again) keeps the rest of its saved
+ *   block, its forward takes the dropped part as scratch, and the recompute
+ *   allocates it again (activations) for the backward;
  * - backward of k > 0: g[k] (workspace); a tied head's backward, when this
  *   rank runs the backward of the layer it is tied to, that layer's weight
  *   gradient (grads), freed by that backward, which adds it in;
@@ -70,7 +73,8 @@ typedef struct {
                                this rank, 0 where it runs none */
   const gboolean *moved;    /* [n_layers + 1], borrowed, or NULL (none): boundaries whose
                                tensors cross between ranks; [0] and [n_layers] FALSE */
-  gboolean recompute;       /* checkpointing: every layer recomputed before its backward */
+  StRecompute recompute;    /* full: every layer recomputed before its backward
+                               (checkpointing); selective: the layers with an `again` part */
 } StTensorsSpec;
 
 typedef struct StTensors StTensors;
@@ -79,6 +83,9 @@ typedef struct StTensors StTensors;
 StTensors *st_tensors_new(StProgram *program, const StTensorsSpec *spec);
 void st_tensors_free(StTensors *tensors);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTensors, st_tensors_free)
+
+/* Whether layer `layer` has a recompute pass before its backward. */
+gboolean st_tensors_recomputes(const StTensors *tensors, int layer);
 
 /* Adds to `pm` what a pass (forward, recompute or backward) of `layer`
  * allocates and frees. */
@@ -110,12 +117,15 @@ void st_tensors_sent(StTensors *tensors, int k, uint32_t op);
  * scratch included. Estimates (a pipeline stage's memory) build on these. */
 void st_tensors_footprint(const StTensorsSpec *spec, int64_t *held, int64_t *peak);
 
-/* A workspace buffer for the scratch that a pass (forward or recompute: the
- * forward's; backward) of `layer` over `batch` samples with activations in
- * `dtype` takes while it runs (st_layer_memory), named "scratch fwd|bwd
- * LAYER mMICRO", for that pass to allocate and free; UINT32_MAX when it
- * takes none. A loss's recompute adds an aligned float for the loss it
- * computes again and nobody reads. Opaque (ST_DATA_NONE): the executor
- * allocates it and lends it to the layer as its scratch. */
+/* A workspace buffer for the scratch that a pass of `layer` over `batch`
+ * samples with activations in `dtype` takes while it runs (st_layer_memory)
+ * under `recompute`, named "scratch fwd|bwd LAYER mMICRO", for that pass to
+ * allocate and free; UINT32_MAX when it takes none. A forward takes
+ * fwd_scratch, and under selective recomputation also the part of its saved
+ * block it drops (`again`); a backward bwd_scratch; a full recompute the
+ * forward's, plus, for a loss, an aligned float for the loss it computes
+ * again and nobody reads; a selective recompute again_scratch. Opaque
+ * (ST_DATA_NONE): the executor allocates it and lends it to the layer as
+ * its scratch. */
 uint32_t st_pass_scratch(StProgram *program, const StModel *model, int layer, int micro,
-                         StPass pass, int batch, StDtype dtype);
+                         StPass pass, int batch, StDtype dtype, StRecompute recompute);

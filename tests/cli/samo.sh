@@ -25,7 +25,7 @@ num() { sed -n "s/.*\"$2\":[[:space:]]*\([-0-9.e+]*\),*$/\1/p" "$1" | head -1; }
 
 # Into files first: `grep -q` on a pipe may close it early (SIGPIPE under pipefail).
 $STAGGER sim --help >"$tmp/help"
-for o in --pipeline-stages --pipeline-schedule --balance --checkpoint --sparsity; do
+for o in --pipeline-stages --pipeline-schedule --balance --recompute --sparsity; do
   grep -q -- "$o" "$tmp/help" || fail "sim --help lacks $o"
 done
 $STAGGER sim --list-strategies >"$tmp/list"
@@ -39,7 +39,7 @@ expect 1 "pipeline-stages 3" $STAGGER sim --model $M --cluster $C --gpus 4 \
 # Dense against sparse, stage counts fitted to 16 GiB.
 $STAGGER sim --model $SRC/models/gpt3-1.3b.json --cluster $SRC/models/clusters/summit.json \
   --nodes 11 --gpus 64 --strategy pipeline,pipeline --sparsity 0,0.9 --precision mixed \
-  --micro-batch 1 --global-batch 64 --checkpoint --steps 2 --out "$tmp/samo" \
+  --micro-batch 1 --global-batch 64 --recompute full --steps 2 --out "$tmp/samo" \
   >"$tmp/table" 2>/dev/null
 dense=$tmp/samo/pipeline-sparsity0/report.json
 sparse=$tmp/samo/pipeline-sparsity0.9/report.json
