@@ -43,17 +43,82 @@ device_ranks_clear(DeviceRanks *dr)
   g_free(dr->ranks);
 }
 
-/* The sorted classes of the ranks on device d, as text. */
+/* Signatures are int sequences, interned: equal sequences get one id, ids
+ * numbered in the order they first appear. */
+typedef struct {
+  guint hash;   /* FNV-1a over the ints */
+  guint n;
+  int32_t v[];  /* [n] */
+} SigKey;
+
+static guint
+sig_hash(gconstpointer p)
+{
+  return ((const SigKey *)p)->hash;
+}
+
+static gboolean
+sig_equal(gconstpointer a, gconstpointer b)
+{
+  const SigKey *x = a, *y = b;
+  return x->hash == y->hash && x->n == y->n && memcmp(x->v, y->v, sizeof(int32_t) * x->n) == 0;
+}
+
+typedef struct {
+  GHashTable *ids; /* SigKey -> id */
+} Interner;
+
 static void
-append_device_mix(GString *out, const DeviceRanks *dr, int d, const int32_t *klass)
+interner_init(Interner *in)
+{
+  in->ids = g_hash_table_new_full(sig_hash, sig_equal, g_free, NULL);
+}
+
+static void
+interner_clear(Interner *in)
+{
+  g_clear_pointer(&in->ids, g_hash_table_unref);
+}
+
+/* The id of the sequence in `sig` (or `fresh` when it is new). */
+static int
+intern(Interner *in, const GArray *sig, int fresh)
+{
+  guint h = 2166136261u;
+  const int32_t *v = (const int32_t *)sig->data;
+  for (guint i = 0; i < sig->len; i++)
+    h = (h ^ (guint32)v[i]) * 16777619u;
+  SigKey *key = g_malloc(sizeof(SigKey) + sizeof(int32_t) * sig->len);
+  key->hash = h;
+  key->n = sig->len;
+  memcpy(key->v, v, sizeof(int32_t) * sig->len);
+  gpointer id;
+  if (g_hash_table_lookup_extended(in->ids, key, NULL, &id)) {
+    g_free(key);
+    return GPOINTER_TO_INT(id);
+  }
+  g_hash_table_insert(in->ids, key, GINT_TO_POINTER(fresh));
+  return fresh;
+}
+
+static inline void
+push(GArray *sig, int32_t v)
+{
+  g_array_append_val(sig, v);
+}
+
+/* The sorted classes of the ranks on device d, after their count. */
+static void
+append_device_mix(GArray *sig, const DeviceRanks *dr, int d, const int32_t *klass)
 {
   int n = dr->offsets[d + 1] - dr->offsets[d];
-  g_autofree int32_t *mix = g_new(int32_t, n > 0 ? n : 1);
+  guint at = sig->len;
+  push(sig, n);
+  g_array_set_size(sig, at + 1 + (guint)n);
+  int32_t *mix = &g_array_index(sig, int32_t, at + 1);
   for (int i = 0; i < n; i++)
     mix[i] = klass[dr->ranks[dr->offsets[d] + i]];
   qsort(mix, n, sizeof(int32_t), st_compare_int32);
-  for (int i = 0; i < n; i++)
-    g_string_append_printf(out, "%d,", mix[i]);
 }
 
 /* Group shapes per (comm, group), computed once. */
@@ -75,43 +140,46 @@ group_shapes(const StSchedule *s, int32_t **first_out)
   return shapes;
 }
 
-/* One refinement round: new classes into `next`; returns their count. */
+/* One refinement round: new classes into `next`; returns their count. A
+ * rank's signature: its class, its device's mix, its group's shape in every
+ * communicator (5 ints, or -1 and four 0 when not a member), its point-to-
+ * point peers' classes in op order. */
 static int
 refine(const StSchedule *s, const DeviceRanks *dr, const StGroupShape *shapes,
        const int32_t *shape_first, const int32_t *klass, int32_t *next)
 {
-  g_autoptr(GHashTable) ids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GString) sig = g_string_new(NULL);
+  Interner in;
+  interner_init(&in);
+  g_autoptr(GArray) sig = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  int count = 0;
   for (int r = 0; r < s->n_ranks; r++) {
-    g_string_printf(sig, "%d|", klass[r]);
+    g_array_set_size(sig, 0);
+    push(sig, klass[r]);
     append_device_mix(sig, dr, s->ranks[r].device, klass);
     for (guint c = 0; c < s->comms->len; c++) {
       int g = st_schedule_comm(s, c)->group_of[r];
       if (g < 0) {
-        g_string_append(sig, "|-");
+        int32_t none[] = {-1, 0, 0, 0, 0};
+        g_array_append_vals(sig, none, 5);
         continue;
       }
       const StGroupShape *sh = &shapes[shape_first[c] + g];
-      g_string_append_printf(sig, "|%d/%d/%d/%d/%d", sh->ranks, sh->devices, sh->nodes,
-                             sh->per_node, sh->per_device);
+      int32_t shape[] = {sh->ranks, sh->devices, sh->nodes, sh->per_node, sh->per_device};
+      g_array_append_vals(sig, shape, 5);
     }
-    g_string_append_c(sig, '|');
     const StProgram *p = st_schedule_program_of(s, r);
     for (guint i = 0; i < p->ops->len; i++) {
       const StOp *op = st_program_op(p, i);
       if (op->kind != ST_OP_COMM_SEND && op->kind != ST_OP_COMM_RECV)
         continue;
       int peer = st_schedule_peer_rank(s, r, op->comm, op->peer);
-      g_string_append_printf(sig, "%d,", peer >= 0 ? klass[peer] : -1);
+      push(sig, peer >= 0 ? klass[peer] : -1);
     }
-    gpointer id;
-    if (!g_hash_table_lookup_extended(ids, sig->str, NULL, &id)) {
-      id = GINT_TO_POINTER(g_hash_table_size(ids));
-      g_hash_table_insert(ids, g_strdup(sig->str), id);
-    }
-    next[r] = GPOINTER_TO_INT(id);
+    next[r] = intern(&in, sig, count);
+    count += next[r] == count;
   }
-  return (int)g_hash_table_size(ids);
+  interner_clear(&in);
+  return count;
 }
 
 /* A collective completes among simulated ranks only if every member's
@@ -204,17 +272,19 @@ st_fold_new(const StSchedule *s, gboolean enable)
   g_autofree int32_t *klass = g_new(int32_t, s->n_ranks);
   g_autofree int32_t *next = g_new(int32_t, s->n_ranks);
   /* Round 0: ranks with the same program and start offset. */
-  g_autoptr(GHashTable) first = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GArray) sig = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  Interner first;
+  interner_init(&first);
+  int count = 0;
   for (int r = 0; r < s->n_ranks; r++) {
-    g_autofree char *key =
-      g_strdup_printf("%d@%" G_GINT64_FORMAT, s->ranks[r].program, s->ranks[r].start_ns);
-    gpointer id;
-    if (!g_hash_table_lookup_extended(first, key, NULL, &id)) {
-      id = GINT_TO_POINTER(g_hash_table_size(first));
-      g_hash_table_insert(first, g_steal_pointer(&key), id);
-    }
-    klass[r] = GPOINTER_TO_INT(id);
+    g_array_set_size(sig, 0);
+    push(sig, s->ranks[r].program);
+    push(sig, (int32_t)(s->ranks[r].start_ns & 0xffffffff));
+    push(sig, (int32_t)(s->ranks[r].start_ns >> 32));
+    klass[r] = intern(&first, sig, count);
+    count += klass[r] == count;
   }
+  interner_clear(&first);
   int n_classes = -1;
   for (;;) {
     int n = refine(s, &dr, shapes, shape_first, klass, next);
@@ -226,20 +296,17 @@ st_fold_new(const StSchedule *s, gboolean enable)
 
   /* Device classes: devices with the same mix of rank classes. The lowest
    * device of each class represents it; empty devices stand for themselves. */
-  g_autoptr(GHashTable) dev_ids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GString) mix = g_string_new(NULL);
+  Interner dev_ids;
+  interner_init(&dev_ids);
   for (int d = 0; d < s->n_devices; d++) {
     if (dr.offsets[d + 1] == dr.offsets[d])
       continue;
-    g_string_truncate(mix, 0);
-    append_device_mix(mix, &dr, d, klass);
-    gpointer rep;
-    if (!g_hash_table_lookup_extended(dev_ids, mix->str, NULL, &rep)) {
-      rep = GINT_TO_POINTER(d);
-      g_hash_table_insert(dev_ids, g_strdup(mix->str), rep);
-    }
-    f->device_rep[d] = GPOINTER_TO_INT(rep);
+    g_array_set_size(sig, 0);
+    append_device_mix(sig, &dr, d, klass);
+    f->device_rep[d] = intern(&dev_ids, sig, d);
   }
+  int n_device_classes = (int)g_hash_table_size(dev_ids.ids);
+  interner_clear(&dev_ids);
   /* The k-th rank of a class on a device is represented by the k-th rank of
    * that class on the representative device. */
   for (int d = 0; d < s->n_devices; d++) {
@@ -267,7 +334,7 @@ st_fold_new(const StSchedule *s, gboolean enable)
     }
   }
   f->n_rank_classes = n_classes;
-  f->n_device_classes = (int)g_hash_table_size(dev_ids);
+  f->n_device_classes = n_device_classes;
   device_ranks_clear(&dr);
 
   char *why = check_groups(s, f, simulated);

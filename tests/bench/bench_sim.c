@@ -106,6 +106,7 @@ run_one(const char *strategy, const char *model, int gpus)
   }
   StOptions o;
   st_options_init(&o);
+  o.steps = 1; /* one step, whatever the default (auto: until steady) */
   if (strcmp(strategy, "dp") == 0) {
     o.micro_batch = 32;
     o.bucket_bytes = 0;
@@ -146,6 +147,7 @@ run_rss(const char *strategy, const char *model, int gpus, gboolean no_fold)
     return 1;
   StOptions o;
   st_options_init(&o);
+  o.steps = 1;
   o.micro_batch = strcmp(strategy, "dp") == 0 ? 32 : 1;
   o.bucket_bytes = 0;
   o.zero_stage = 3;
