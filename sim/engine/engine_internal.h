@@ -203,7 +203,8 @@ typedef struct {
   GArray *links;          /* NetLink, by slot */
   double *acc;            /* [n_real_links] scratch: a use list's load per real link */
   double *best;           /* [n_real_links] scratch: the most per representative */
-  GArray *touched;        /* int32 scratch: the real links with acc != 0 */
+  int32_t *touched;       /* [n_real_links] scratch: the real links with acc != 0 */
+  int32_t n_touched;
   int32_t *rep_offsets;   /* [n_sims + 1]: ranks each simulated rank stands for are */
   int32_t *rep_ranks;     /* rep_ranks[rep_offsets[i] .. [i + 1]) (folded runs) */
   GHashTable *lists;      /* UseKey -> use list index + 1 */

@@ -184,7 +184,8 @@ links_init(Engine *e)
     e->rep_link[l] = l;
     e->slot_of[l] = -1;
   }
-  e->touched = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  e->touched = g_new(int32_t, n);
+  e->n_touched = 0;
   e->links = g_array_new(FALSE, TRUE, sizeof(NetLink));
   e->lists = g_hash_table_new_full(key_hash, key_equal, g_free, NULL);
   e->trace = e->tl->net = st_net_trace_new();
@@ -214,7 +215,7 @@ links_clear(Engine *e)
   for (guint i = 0; e->links != NULL && i < e->links->len; i++)
     g_free(g_array_index(e->links, NetLink, i).on);
   g_clear_pointer(&e->links, g_array_unref);
-  g_clear_pointer(&e->touched, g_array_unref);
+  g_clear_pointer(&e->touched, g_free);
   g_clear_pointer(&e->lists, g_hash_table_unref);
   g_clear_pointer(&e->rep_link, g_free);
   g_clear_pointer(&e->stands_for, g_free);
@@ -256,7 +257,7 @@ load(Engine *e, int link, double coef)
   if (coef <= 0)
     return;
   if (e->acc[link] == 0)
-    g_array_append_val(e->touched, link);
+    e->touched[e->n_touched++] = link;
   e->acc[link] += coef;
 }
 
@@ -266,11 +267,11 @@ load(Engine *e, int link, double coef)
 static int
 emit(Engine *e)
 {
-  guint n = e->touched->len;
+  guint n = (guint)e->n_touched;
   g_autofree int32_t *reps = g_new(int32_t, MAX(n, 1));
   int k = 0;
   for (guint i = 0; i < n; i++) {
-    int link = g_array_index(e->touched, int32_t, i);
+    int link = e->touched[i];
     int rep = e->rep_link[link];
     double coef = e->acc[link];
     e->acc[link] = 0;
@@ -278,7 +279,7 @@ emit(Engine *e)
       reps[k++] = rep;
     e->best[rep] = MAX(e->best[rep], coef);
   }
-  g_array_set_size(e->touched, 0);
+  e->n_touched = 0;
   g_autofree StNetUse *uses = g_new(StNetUse, MAX(k, 1));
   for (int i = 0; i < k; i++) {
     uses[i] = (StNetUse){slot_of(e, reps[i]), e->best[reps[i]]};

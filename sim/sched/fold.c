@@ -80,18 +80,33 @@ interner_clear(Interner *in)
   g_clear_pointer(&in->ids, g_hash_table_unref);
 }
 
+/* A signature being built: ints pushed at the end. */
+typedef struct {
+  int32_t *v;
+  guint len, cap;
+} Sig;
+
+static inline void
+push(Sig *sig, int32_t v)
+{
+  if (sig->len == sig->cap) {
+    sig->cap = MAX(64, 2 * sig->cap);
+    sig->v = g_renew(int32_t, sig->v, sig->cap);
+  }
+  sig->v[sig->len++] = v;
+}
+
 /* The id of the sequence in `sig` (or `fresh` when it is new). */
 static int
-intern(Interner *in, const GArray *sig, int fresh)
+intern(Interner *in, const Sig *sig, int fresh)
 {
   guint h = 2166136261u;
-  const int32_t *v = (const int32_t *)sig->data;
   for (guint i = 0; i < sig->len; i++)
-    h = (h ^ (guint32)v[i]) * 16777619u;
+    h = (h ^ (guint32)sig->v[i]) * 16777619u;
   SigKey *key = g_malloc(sizeof(SigKey) + sizeof(int32_t) * sig->len);
   key->hash = h;
   key->n = sig->len;
-  memcpy(key->v, v, sizeof(int32_t) * sig->len);
+  memcpy(key->v, sig->v, sizeof(int32_t) * sig->len);
   gpointer id;
   if (g_hash_table_lookup_extended(in->ids, key, NULL, &id)) {
     g_free(key);
@@ -101,24 +116,16 @@ intern(Interner *in, const GArray *sig, int fresh)
   return fresh;
 }
 
-static inline void
-push(GArray *sig, int32_t v)
-{
-  g_array_append_val(sig, v);
-}
-
 /* The sorted classes of the ranks on device d, after their count. */
 static void
-append_device_mix(GArray *sig, const DeviceRanks *dr, int d, const int32_t *klass)
+append_device_mix(Sig *sig, const DeviceRanks *dr, int d, const int32_t *klass)
 {
   int n = dr->offsets[d + 1] - dr->offsets[d];
-  guint at = sig->len;
   push(sig, n);
-  g_array_set_size(sig, at + 1 + (guint)n);
-  int32_t *mix = &g_array_index(sig, int32_t, at + 1);
+  guint at = sig->len;
   for (int i = 0; i < n; i++)
-    mix[i] = klass[dr->ranks[dr->offsets[d] + i]];
-  qsort(mix, n, sizeof(int32_t), st_compare_int32);
+    push(sig, klass[dr->ranks[dr->offsets[d] + i]]);
+  qsort(sig->v + at, n, sizeof(int32_t), st_compare_int32);
 }
 
 /* Group shapes per (comm, group), computed once. */
@@ -150,22 +157,19 @@ refine(const StSchedule *s, const DeviceRanks *dr, const StGroupShape *shapes,
 {
   Interner in;
   interner_init(&in);
-  g_autoptr(GArray) sig = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  Sig sig_buf = {0}, *sig = &sig_buf;
   int count = 0;
   for (int r = 0; r < s->n_ranks; r++) {
-    g_array_set_size(sig, 0);
+    sig->len = 0;
     push(sig, klass[r]);
     append_device_mix(sig, dr, s->ranks[r].device, klass);
     for (guint c = 0; c < s->comms->len; c++) {
       int g = st_schedule_comm(s, c)->group_of[r];
-      if (g < 0) {
-        int32_t none[] = {-1, 0, 0, 0, 0};
-        g_array_append_vals(sig, none, 5);
-        continue;
-      }
-      const StGroupShape *sh = &shapes[shape_first[c] + g];
-      int32_t shape[] = {sh->ranks, sh->devices, sh->nodes, sh->per_node, sh->per_device};
-      g_array_append_vals(sig, shape, 5);
+      const StGroupShape *sh = g >= 0 ? &shapes[shape_first[c] + g] : NULL;
+      int32_t shape[] = {sh ? sh->ranks : -1, sh ? sh->devices : 0, sh ? sh->nodes : 0,
+                         sh ? sh->per_node : 0, sh ? sh->per_device : 0};
+      for (int k = 0; k < 5; k++)
+        push(sig, shape[k]);
     }
     const StProgram *p = st_schedule_program_of(s, r);
     for (guint i = 0; i < p->ops->len; i++) {
@@ -178,6 +182,7 @@ refine(const StSchedule *s, const DeviceRanks *dr, const StGroupShape *shapes,
     next[r] = intern(&in, sig, count);
     count += next[r] == count;
   }
+  g_free(sig_buf.v);
   interner_clear(&in);
   return count;
 }
@@ -272,12 +277,12 @@ st_fold_new(const StSchedule *s, gboolean enable)
   g_autofree int32_t *klass = g_new(int32_t, s->n_ranks);
   g_autofree int32_t *next = g_new(int32_t, s->n_ranks);
   /* Round 0: ranks with the same program and start offset. */
-  g_autoptr(GArray) sig = g_array_new(FALSE, FALSE, sizeof(int32_t));
+  Sig sig_buf = {0}, *sig = &sig_buf;
   Interner first;
   interner_init(&first);
   int count = 0;
   for (int r = 0; r < s->n_ranks; r++) {
-    g_array_set_size(sig, 0);
+    sig->len = 0;
     push(sig, s->ranks[r].program);
     push(sig, (int32_t)(s->ranks[r].start_ns & 0xffffffff));
     push(sig, (int32_t)(s->ranks[r].start_ns >> 32));
@@ -301,12 +306,13 @@ st_fold_new(const StSchedule *s, gboolean enable)
   for (int d = 0; d < s->n_devices; d++) {
     if (dr.offsets[d + 1] == dr.offsets[d])
       continue;
-    g_array_set_size(sig, 0);
+    sig->len = 0;
     append_device_mix(sig, &dr, d, klass);
     f->device_rep[d] = intern(&dev_ids, sig, d);
   }
   int n_device_classes = (int)g_hash_table_size(dev_ids.ids);
   interner_clear(&dev_ids);
+  g_free(sig_buf.v);
   /* The k-th rank of a class on a device is represented by the k-th rank of
    * that class on the representative device. */
   for (int d = 0; d < s->n_devices; d++) {
