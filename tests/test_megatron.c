@@ -232,6 +232,64 @@ test_interleaved_bubble(void)
   g_assert_cmpint(step[1], <, step[0]);
 }
 
+/* ZeRO over the data-parallel group (zero.h; Rajbhandari et al. 2020) on
+ * each stage's share of a tensor-parallel rank's model: with P_s the
+ * parameters stage s holds (its layers as one tensor rank has them, and the
+ * tied head's copy of the embedding), d data-parallel ranks, mixed-precision
+ * Adam (K = 12 bytes of optimizer state), each layer cut in d slices:
+ *   stage 1: params 2 P_s, grads 2 P_s, optimizer K sum_i ceil(P_i / d)
+ *   stage 2: grads 2 sum_i ceil(P_i / d);  stage 3: params too.
+ * Reductions: stage 1 reduce-scatters each bucket once per step, stages 2-3
+ * once per micro-batch: M times the bytes. GPT-3 1.3B, t = 2, p = 2, d = 2. */
+static void
+test_zero_states(void)
+{
+  int64_t rs_bytes[4] = {0};
+  for (int z = 1; z <= 3; z++) {
+    StOptions o;
+    options(&o, 2, 2, 1, FALSE, 1, 8);
+    o.zero_stage = z;
+    g_autoptr(StSchedule) s = build("gpt3-1.3b", 1, 8, &o);
+    int M = s->settings.accumulation;
+    g_assert_cmpint(M, ==, 4);
+    const StModel *m = s->model;
+    for (int st = 0; st < 2; st++) {
+      const StProgram *p = g_ptr_array_index(s->programs, st);
+      /* The stage's layers: those its passes run. */
+      g_autofree gboolean *mine = g_new0(gboolean, m->n_layers);
+      for (guint i = 0; i < p->ops->len; i++) {
+        const StOp *op = st_program_op(p, i);
+        if (op->kind == ST_OP_COMP && op->sub == ST_PASS_FWD)
+          mine[op->layer] = TRUE;
+      }
+      int64_t whole = 0, shard = 0;
+      for (int i = 0; i < m->n_layers; i++) {
+        int64_t n = !mine[i] ? 0
+                    : st_model_tied_layer(m, i) >= 0 && st == 1
+                      ? m->layers[st_model_tied_layer(m, i)].params /* the head's copy */
+                      : m->layers[i].params;
+        whole += n;
+        shard += (n + 1) / 2;
+      }
+      int64_t bytes[ST_MEM_N];
+      st_program_persistent_bytes(p, bytes);
+      g_assert_cmpint(bytes[ST_MEM_PARAMS], ==, 2 * (z == 3 ? shard : whole));
+      g_assert_cmpint(bytes[ST_MEM_GRADS], ==, 2 * (z >= 2 ? shard : whole));
+      g_assert_cmpint(bytes[ST_MEM_OPTIMIZER], ==, 12 * shard);
+      int64_t rs;
+      int count;
+      collectives(s, st, "data", &rs, &count);
+      if (st == 0)
+        rs_bytes[z] = rs;
+      /* Reduce-scatters of every gradient, plus stages 1-2's gathers of the
+       * updated parameters once per step. */
+      g_assert_cmpint(rs, ==, 2 * whole * (z == 1 ? 1 : M) + (z < 3 ? 2 * whole : 0));
+    }
+    st_options_clear(&o);
+  }
+  g_assert_cmpint(rs_bytes[2], >, rs_bytes[1]);
+}
+
 /* Configurations Megatron-LM refuses are errors naming the option. */
 static void
 test_bad_layouts(void)
@@ -268,6 +326,7 @@ main(int argc, char **argv)
   g_test_add_func("/megatron/korthikanti", test_korthikanti);
   g_test_add_func("/megatron/interleaved-order", test_interleaved_order);
   g_test_add_func("/megatron/interleaved-bubble", test_interleaved_bubble);
+  g_test_add_func("/megatron/zero-states", test_zero_states);
   g_test_add_func("/megatron/bad-layouts", test_bad_layouts);
   return g_test_run();
 }

@@ -148,6 +148,7 @@ add_comms(StSchedule *s, const Layout *l, const StPipe *pp, StPipeComms *comms, 
   for (int r = 0; r < R; r++)
     color[r] = r % t + t * (r / td);
   comms->data = st_schedule_add_comm(s, "data", color);
+  comms->data_gather = pp->zero_stage == 3 ? st_schedule_add_comm(s, "data gather", color) : -1;
   comms->tied = -1;
   if (pp->tied_copy) {
     for (int r = 0; r < R; r++) {
@@ -254,6 +255,7 @@ build(const StStrategyInput *in, GError **error)
   pp.n_chunks = l.v;
   pp.n_data = l.d;
   pp.n_micro = o->accumulation;
+  pp.zero_stage = o->zero_stage;
   st_pipe_set_split(&pp, chunk_firsts(m, &l));
 
   int R = o->ranks;
@@ -281,19 +283,20 @@ build(const StStrategyInput *in, GError **error)
   s->settings.micro_batch = o->micro_batch;
   s->settings.accumulation = pp.n_micro;
   s->settings.global_batch = o->global_batch;
+  g_autofree char *zero = pp.zero_stage > 0 ? g_strdup_printf(", ZeRO %d over DP", pp.zero_stage)
+                                             : g_strdup("");
   g_autofree char *chunks = l.v > 1 ? g_strdup_printf(" (%d chunks each, interleaved 1F1B)", l.v)
                                     : g_strdup(l.p > 1 ? " (1F1B)" : "");
   s->settings.description = g_strdup_printf(
-    "megatron: TP %d%s x PP %d%s x DP %d (%d ranks), %d micro-batches of %d per pipeline%s",
-    l.t, sp ? " + SP" : "", l.p, chunks, l.d, R, pp.n_micro, o->micro_batch,
+    "megatron: TP %d%s x PP %d%s x DP %d%s (%d ranks), %d micro-batches of %d per pipeline%s",
+    l.t, sp ? " + SP" : "", l.p, chunks, l.d, zero, R, pp.n_micro, o->micro_batch,
     o->recompute == ST_RECOMPUTE_FULL        ? ", full recomputation"
     : o->recompute == ST_RECOMPUTE_SELECTIVE ? ", selective recomputation"
                                              : "");
   note_layout(s, &l, &pp, mm);
   if (padded > 0)
     st_schedule_note_number(s, "vocab_padded", (double)padded);
-  if (o->zero_stage > 0)
-    st_schedule_note_text(s, "zero_stage", "not applied: gradients all-reduced over \"data\"");
+  st_schedule_note_number(s, "zero_stage", pp.zero_stage);
   st_pipe_clear(&pp);
   return s;
 }

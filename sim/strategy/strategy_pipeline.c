@@ -177,7 +177,7 @@ build(const StStrategyInput *in, GError **error)
   StSchedule *s = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster), R,
                                   NULL);
   g_autofree int32_t *color = g_new(int32_t, R);
-  StPipeComms comms = {.tied = -1};
+  StPipeComms comms = {.tied = -1, .data_gather = -1};
   for (int r = 0; r < R; r++)
     color[r] = r / S;
   comms.pipe = st_schedule_add_comm(s, "pipe", color);

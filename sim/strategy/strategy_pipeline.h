@@ -100,6 +100,8 @@ typedef struct {
   /* Megatron (strategy_megatron.c) sets these; the pipeline strategy leaves them 0. */
   const StTpSpec *tp;       /* tensor parallelism around every pass (tensor_parallel.h), or
                                NULL */
+  int zero_stage;           /* 1-3: ZeRO over the data-parallel group (zero.h) in place of
+                               the all-reduce per bucket; 0: none */
 } StPipe;
 
 /* Fills the per-layer facts for `n_stages` stages (no split yet: `first`
@@ -141,6 +143,8 @@ typedef struct {
   int pipe;  /* communicator: p2p within a pipeline */
   int data;  /* communicator: gradient all-reduce across pipelines */
   int tied;  /* communicator: the tied embedding's two stages, or -1 */
+  int data_gather; /* ZeRO-3's gathers: the data groups again, so that they never queue
+                      behind a reduction (zero.h); -1 otherwise */
 } StPipeComms;
 
 /* The program every rank of stage s runs (transfer full). */

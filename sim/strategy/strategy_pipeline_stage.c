@@ -21,6 +21,7 @@
  * summed between its two stages; the optimizer waits for both.
  */
 #include "strategy/strategy_pipeline.h"
+#include "strategy/zero.h"
 
 #define NONE UINT32_MAX
 
@@ -45,6 +46,8 @@ typedef struct {
   const StBucket *buckets;
   int n_buckets, next_bucket;
   uint32_t last_reduce;
+  StZero *zero;        /* ZeRO over the data-parallel group (megatron), or NULL */
+  StPassHooks hooks;   /* its */
   StTensors **tensors; /* [n_micro]: each micro-batch's (tensors.h) */
 } Stage;
 
@@ -87,19 +90,20 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
   StPassMem pm = {0};
   st_tensors_pass(st->tensors[m], pass, i, &pm);
   st_pass_mem_alloc(&pm, extra);
+  StPassExtra hooked = {0};
+  if (st->zero != NULL)
+    st->hooks.before(st->hooks.data, pass, i, m, &hooked);
   /* A selective recompute makes a layer's scores again from its own heads:
    * no collective, one op. */
   gboolean selective = pass == ST_PASS_RECOMPUTE &&
                        st->pp->options->recompute == ST_RECOMPUTE_SELECTIVE;
-  if (st->pp->tp != NULL && !selective)
-    return st_tp_emit_pass(st->p, st->pp->tp, st->pp->model, st->compute, pass, i, m,
-                           st->pp->options->micro_batch, &pm, after);
-  StOp op = st_op_comp(st->compute, pass, i, m, st->pp->options->micro_batch);
-  st_program_begin(st->p, &op);
-  if (after != NONE)
-    st_program_after(st->p, after);
-  st_pass_mem_apply(st->p, &pm);
-  return st_program_commit(st->p);
+  static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32};
+  const StTpSpec *tp = st->pp->tp != NULL && !selective ? st->pp->tp : &whole;
+  uint32_t op = st_tp_emit_pass(st->p, tp, st->pp->model, st->compute, pass, i, m,
+                                st->pp->options->micro_batch, &pm, after, &hooked);
+  if (st->zero != NULL)
+    st->hooks.after(st->hooks.data, pass, i, m, op);
+  return op;
 }
 
 /* Bytes per micro-batch of the tensor entering model chunk k (k > 0): its
@@ -142,7 +146,7 @@ static void
 maybe_reduce(Stage *st, int i, int m, uint32_t ready)
 {
   const StPipe *pp = st->pp;
-  if (m != pp->n_micro - 1 || st->next_bucket >= st->n_buckets ||
+  if (st->zero != NULL || m != pp->n_micro - 1 || st->next_bucket >= st->n_buckets ||
       st->buckets[st->next_bucket].last != i)
     return;
   const StBucket *b = &st->buckets[st->next_bucket];
@@ -259,16 +263,27 @@ emit_update(Stage *st, int64_t params, int64_t nnz)
   const StSparse *sp = &pp->sparse;
   gboolean embed = holds(st, pp->tied_embed);
   gboolean head = holds(st, pp->tied_head);
+  if (st->zero != NULL)
+    st->last_reduce = st_zero_last_reduce(st->zero);
   if (pp->tied_copy && (embed || head)) {
-    int64_t elems = st_sparse_nnz(sp, pp->tied_params);
+    /* Under ZeRO each side sums its shard: the two shard the embedding
+     * alike over data-parallel groups of one size. */
+    int64_t elems = st->zero != NULL ? st_shard(pp->tied_params, pp->n_data)
+                                     : st_sparse_nnz(sp, pp->tied_params);
     StOp op = st_op_coll(st->comm, ST_COLL_ALL_REDUCE, st->comms->tied, elems * pp->bytes.grad);
     op.label = st_program_label(st->p, "tied embedding");
-    st_op_moves(&op, st_sparse_on(sp) ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, pp->tied_embed,
-                pp->tied_embed);
+    st_op_moves(&op, st->zero != NULL       ? ST_DATA_GRADS_SHARD
+                     : st_sparse_on(sp)     ? ST_DATA_GRADS_PACKED
+                                            : ST_DATA_GRADS,
+                pp->tied_embed, pp->tied_embed);
     st_program_begin(st->p, &op);
     if (st->last_reduce != NONE)
       st_program_after(st->p, st->last_reduce);
     st->last_reduce = st_program_commit(st->p);
+  }
+  if (st->zero != NULL) {
+    st_zero_emit_step(st->zero, st->last_reduce);
+    return;
   }
   if (params == 0)
     return;
@@ -344,9 +359,41 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
                                                     pp->options->bucket_bytes, pp->bytes.grad);
     g_array_append_vals(buckets, of_chunk->data, of_chunk->len);
   }
-  add_states(&st, params, nnz);
   st.buckets = (const StBucket *)buckets->data;
   st.n_buckets = (int)buckets->len;
+  StZeroSpan spans[CHUNKS_MAX];
+  g_autofree char **prefixes = g_new0(char *, V + 1);
+  g_autoptr(StZero) zero = NULL;
+  if (pp->zero_stage > 0) {
+    for (int c = 0; c < V; c++) {
+      prefixes[c] = V > 1 ? g_strdup_printf("chunk %d: ", c) : g_strdup("");
+      spans[c] = (StZeroSpan){prefixes[c], st.chunks[c].lo, st.chunks[c].hi - 1};
+    }
+    gboolean stage3 = pp->zero_stage == 3;
+    StZeroSpec spec = {
+      .program = st.p,
+      .model = pp->model,
+      .bytes = pp->bytes,
+      .stage = pp->zero_stage,
+      .n = pp->n_data,
+      .prefetch = pp->options->prefetch,
+      .compute = st.compute,
+      .reduce_stream = st.comm,
+      .gather_stream = stage3 ? st_program_add_stream(st.p, "gather", 0) : st.comm,
+      .reduce_comm = comms->data,
+      .gather_comm = stage3 ? comms->data_gather : comms->data,
+      .elems = pp->owned,
+      .spans = spans,
+      .n_spans = V,
+      .bucket_bytes = pp->options->bucket_bytes,
+      .last_micro = M - 1,
+    };
+    zero = st_zero_new(&spec);
+    st.zero = zero;
+    st.hooks = st_zero_hooks(zero);
+  } else {
+    add_states(&st, params, nnz);
+  }
 
   /* Every micro-batch runs the stage's layers; each chunk's boundaries with
    * its neighbours are received and sent. */
@@ -387,5 +434,7 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
   emit_update(&st, params, nnz);
   for (int m = 0; m < M; m++)
     st_tensors_free(tensors[m]);
+  for (int c = 0; c < V; c++)
+    g_free(prefixes[c]);
   return st.p;
 }

@@ -77,7 +77,17 @@ typedef struct {
   uint32_t last;          /* the pass's last op so far, NONE before the first */
   uint32_t after;         /* what the pass's first op waits for besides pm's */
   const StPassMem *pm;
+  const StPassExtra *extra; /* a hook's, never NULL */
 } Emit;
+
+static void
+apply_frees(Emit *e)
+{
+  for (int i = 0; i < e->pm->n_free; i++)
+    st_program_free_buffer(e->p, e->pm->free[i]);
+  for (int i = 0; i < e->extra->n_free; i++)
+    st_program_free_buffer(e->p, e->extra->free[i]);
+}
 
 /* The dependencies of the op being built: the previous op of the pass, or
  * for the first, what the pass waits for. */
@@ -90,6 +100,10 @@ emit_deps(Emit *e)
   }
   if (e->after != NONE)
     st_program_after(e->p, e->after);
+  for (int i = 0; i < e->extra->n_after; i++)
+    st_program_after(e->p, e->extra->after[i]);
+  for (int i = 0; i < e->extra->n_after_prev_step; i++)
+    st_program_after_prev_step(e->p, e->extra->after_prev_step[i]);
   for (int i = 0; i < e->pm->n_after; i++)
     st_program_after(e->p, e->pm->after[i]);
 }
@@ -110,8 +124,8 @@ emit_coll(Emit *e, int part, const StTpComm *c, StData data, int64_t bytes, uint
     st_program_alloc(e->p, alloc);
   if (free != NONE)
     st_program_free_buffer(e->p, free);
-  for (int i = 0; pm != NULL && i < pm->n_free; i++)
-    st_program_free_buffer(e->p, pm->free[i]);
+  if (pm != NULL)
+    apply_frees(e);
   return e->last = st_program_commit(e->p);
 }
 
@@ -128,15 +142,17 @@ comm_buffer(Emit *e, const char *what, int part, int64_t bytes)
 
 uint32_t
 st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, StPass pass,
-                int layer, int micro, int batch, const StPassMem *pm, uint32_t after)
+                int layer, int micro, int batch, const StPassMem *pm, uint32_t after,
+                const StPassExtra *extra)
 {
+  static const StPassExtra no_extra = {0};
   const StLayer *l = &m->layers[layer];
   double share[ST_TP_PARTS_MAX];
   int parts = tp->t > 1 ? st_layer_tp_parts(l, pass, share) : 1;
   PartComms pc = {0};
   if (tp->t > 1)
     part_comms(l, pass, st_dtype_bytes(tp->dtype), &pc);
-  Emit e = {p, tp, m, stream, layer, micro, NONE, after, pm};
+  Emit e = {p, tp, m, stream, layer, micro, NONE, after, pm, extra ? extra : &no_extra};
   gboolean first_comp = TRUE;
   for (int j = 0; j < parts; j++) {
     /* Forward runs the parts in order, backward in reverse. */
@@ -165,14 +181,15 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
     if (first_comp) {
       for (int i = 0; i < pm->n_alloc; i++)
         st_program_alloc(p, pm->alloc[i]);
+      for (int i = 0; i < e.extra->n_alloc; i++)
+        st_program_alloc(p, e.extra->alloc[i]);
     }
     if (partial != NONE)
       st_program_alloc(p, partial);
     for (int i = 0; i < n_gathered; i++)
       st_program_free_buffer(p, gathered[i]);
-    gboolean frees_here = last_part && k == pc.n;
-    for (int i = 0; frees_here && i < pm->n_free; i++)
-      st_program_free_buffer(p, pm->free[i]);
+    if (last_part && k == pc.n)
+      apply_frees(&e);
     e.last = st_program_commit(p);
     first_comp = FALSE;
     for (; k < pc.n; k++) {

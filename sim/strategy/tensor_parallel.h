@@ -26,6 +26,7 @@
 #pragma once
 
 #include "sched/sched.h"
+#include "strategy/strategy_common.h"
 #include "strategy/tensors.h"
 
 typedef struct {
@@ -35,13 +36,15 @@ typedef struct {
 } StTpSpec;
 
 /* Emits the pass of `layer` for micro-batch `micro` over `batch` samples on
- * `stream`, with `pm`'s effects (and its `after` dependencies) plus `after`
- * (UINT32_MAX: none) on the first op. Returns the last op. A recompute is a
- * forward again (full recomputation), with its collectives. With t = 1 one
- * COMP op, as strategies without tensor parallelism emit it. */
+ * `stream`, with `pm`'s effects (and its `after` dependencies), `after`
+ * (UINT32_MAX: none) and `extra`'s (a hook's, may be NULL: its waits and
+ * allocations on the first op, its frees on the last). Returns the last op.
+ * A recompute is a forward again (full recomputation), with its
+ * collectives. With t = 1 one COMP op, as strategies without tensor
+ * parallelism emit it. */
 uint32_t st_tp_emit_pass(StProgram *program, const StTpSpec *tp, const StModel *model,
                          int stream, StPass pass, int layer, int micro, int batch,
-                         const StPassMem *pm, uint32_t after);
+                         const StPassMem *pm, uint32_t after, const StPassExtra *extra);
 
 /* Bytes one rank's collectives move per pass of `layer` over `batch`
  * samples (nccl-tests' sizes summed; the notes' estimates). */

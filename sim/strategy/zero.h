@@ -1,0 +1,85 @@
+/* zero.h: ZeRO's sharded data parallelism (Rajbhandari et al., SC 2020) as
+ * a piece of any strategy's program: the `zero` strategy over every layer
+ * of a data-parallel rank, megatron over the layers of a pipeline stage
+ * (the distributed optimizer of Megatron-LM is stage 1).
+ *
+ * With n ranks in the data-parallel group, each keeps 1/n of:
+ *   stage 1: optimizer states. Gradients are reduce-scattered per bucket
+ *            after the last micro-batch's backward, each rank steps its
+ *            shard, and the updated parameters are all-gathered after the
+ *            step, before the next forward.
+ *   stage 2: also gradients. Each bucket's gradient exists from the
+ *            backward of its first layer until its reduce-scatter, once per
+ *            micro-batch; only the shard stays.
+ *   stage 3: also parameters. Every layer's parameters are all-gathered
+ *            before each pass that reads them and dropped after; `prefetch`
+ *            gathers run ahead of the pass that needs them, on a stream and
+ *            communicator of their own so that a prefetch is not stuck
+ *            behind a reduction.
+ * Each layer's parameters are cut into n slices (the last may be short), so
+ * a single layer can be gathered; a rank keeps one slice of each.
+ *
+ * The strategy drives it: st_zero_hooks() around every pass (the
+ * data-parallel frame's StPassHooks), then st_zero_emit_step() once the
+ * passes are built. Buckets never span two of its spans (a pipeline
+ * stage's model chunks), and are found by layer, so the backwards of
+ * different micro-batches may interleave (1F1B, interleaved pipelines).
+ *
+ * With --sparsity (SAMO, sparse.h; the `zero` strategy only): reductions and
+ * gathers move compressed vectors, states are the sparse layout's (see
+ * strategy_zero.c).
+ */
+#pragma once
+
+#include "strategy/sparse.h"
+
+/* A range of layers whose states are one set of buffers, named with
+ * `prefix` ("" or "chunk 1: "). */
+typedef struct {
+  const char *prefix;
+  int first, last;
+} StZeroSpan;
+
+typedef struct {
+  StProgram *program;       /* borrowed */
+  const StModel *model;     /* borrowed */
+  StStateBytes bytes;
+  int stage;                /* 1, 2 or 3 */
+  int n;                    /* ranks the states are sharded over */
+  int prefetch;             /* stage 3: gathers ahead of use */
+  int compute;              /* stream of the passes and of the optimizer step */
+  int reduce_stream, gather_stream;
+  int reduce_comm, gather_comm;
+  const int64_t *elems;     /* [n_layers], borrowed: gradient elements of each layer held
+                               here (0: not here); the non-zeros when sparse */
+  const StZeroSpan *spans;  /* [n_spans], borrowed: the layers held here */
+  int n_spans;
+  int64_t bucket_bytes;     /* --bucket-bytes */
+  int last_micro;           /* the step's last micro-batch */
+  const StSparse *sparse;   /* NULL when dense */
+} StZeroSpec;
+
+typedef struct StZero StZero;
+
+/* Adds the persistent states (dense: params or their shard, grads or
+ * theirs, the optimizer states' shard, per span; sparse: the sparse
+ * layout's over the whole model). The spec's arrays must outlive it. */
+StZero *st_zero_new(const StZeroSpec *spec);
+void st_zero_free(StZero *zero);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StZero, st_zero_free)
+
+/* Hooks for every pass the program runs (gathers, bucket buffers,
+ * reductions); `data` is the StZero. */
+StPassHooks st_zero_hooks(StZero *zero);
+
+/* The last reduction emitted so far, UINT32_MAX when none. */
+uint32_t st_zero_last_reduce(const StZero *zero);
+/* Elements of this rank's shards (the optimizer step's). */
+int64_t st_zero_shard_elems(const StZero *zero);
+int st_zero_n_buckets(const StZero *zero);
+
+/* The optimizer step over the shards after the last reduction and `after`
+ * (UINT32_MAX: none), then (stages 1-2) the all-gathers of the updated
+ * parameters; the next step's first forward (stage 3: first gather) waits
+ * for the last of them. Returns the step op. */
+uint32_t st_zero_emit_step(StZero *zero, uint32_t after);

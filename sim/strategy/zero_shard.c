@@ -1,0 +1,374 @@
+/* zero_shard.c: see zero.h. */
+#include "strategy/zero.h"
+
+#define NONE UINT32_MAX
+
+struct StZero {
+  StZeroSpec spec;
+  GArray *buckets;          /* StBucket, in backward order, none across spans */
+  int *bucket_of_first;     /* [n_layers]: the bucket whose first (highest) layer it is, or -1 */
+  int *bucket_of_last;      /* [n_layers]: the bucket whose last (lowest) layer it is, or -1 */
+  uint32_t *bucket_buffer;  /* [buckets]: stages 2-3, the running micro-batch's gradient */
+  uint32_t last_reduce;
+  int64_t shard;            /* elements of this rank's shards */
+  int64_t nnz;              /* elements held here (sparse: non-zeros) */
+  /* Stage 3: passes that needed a gather, in order, to bound prefetching. */
+  GArray *gathered_passes;  /* uint32 op ids */
+  uint32_t optimizer_ref;   /* forward reference: what the next step's first pass waits for */
+  gboolean forward_seen;    /* the step's first forward was built */
+  uint32_t dense_grad;      /* sparse: the running backward's dense gradient */
+};
+
+/* The layer whose weights a pass of `layer` reads: its own, or those it is
+ * tied to (a tied LM head reads the embedding's); -1 when none. */
+static int
+weights_of(const StModel *m, int layer)
+{
+  int tied = st_model_tied_layer(m, layer);
+  return tied >= 0 ? tied : m->layers[layer].params > 0 ? layer : -1;
+}
+
+/* Gathers the weights of `layer` for a pass of `pass_layer` (the layer
+ * itself, or one whose weights a tied head reads). */
+static uint32_t
+emit_gather(StZero *z, int layer, int pass_layer, int micro, StPass pass)
+{
+  const StZeroSpec *sp = &z->spec;
+  StProgram *p = sp->program;
+  const StLayer *l = &sp->model->layers[layer];
+  const StLayer *user = &sp->model->layers[pass_layer];
+  g_autofree char *name =
+    layer == pass_layer
+      ? g_strdup_printf("gathered %s %s m%d", user->name, st_pass_name(pass), micro)
+      : g_strdup_printf("gathered %s (%s) %s m%d", user->name, l->name, st_pass_name(pass),
+                        micro);
+  uint32_t buffer =
+    st_program_add_buffer(p, name, ST_MEM_PARAMS, l->params * sp->bytes.weight, FALSE);
+  st_program_buffer_holds(p, buffer, ST_DATA_PARAMS, layer, layer, micro, 1);
+  /* Sparse: the slices gathered are compressed, then expanded into `buffer`. */
+  int64_t nnz = sp->sparse ? st_sparse_nnz(sp->sparse, l->params) : l->params;
+  uint32_t packed = NONE;
+  if (sp->sparse != NULL) {
+    g_autofree char *packed_name = g_strdup_printf("gathered compressed %s %s m%d", l->name,
+                                                   st_pass_name(pass), micro);
+    packed = st_program_add_buffer(p, packed_name, ST_MEM_PARAMS, nnz * sp->bytes.weight, FALSE);
+    st_program_buffer_holds(p, packed, ST_DATA_PARAMS_PACKED, layer, layer, micro, 1);
+  }
+  StOp op = st_op_coll(sp->gather_stream, ST_COLL_ALL_GATHER, sp->gather_comm,
+                       nnz * sp->bytes.weight);
+  g_autofree char *label = g_strdup_printf("%s %s", user->name, st_pass_name(pass));
+  op.label = st_program_label(p, label);
+  st_op_moves(&op, sp->sparse ? ST_DATA_PARAMS_PACKED : ST_DATA_PARAMS, layer, layer);
+  op.micro = micro;
+  st_program_begin(p, &op);
+  st_program_alloc(p, sp->sparse ? packed : buffer);
+  /* At most `prefetch` gathers ahead: wait for the pass that used the
+   * gather prefetch + 1 places back. The first gather of a step waits for
+   * the previous step's optimizer (its shard must be updated). */
+  guint n = z->gathered_passes->len;
+  guint back = (guint)sp->prefetch + 1;
+  if (n >= back)
+    st_program_after(p, g_array_index(z->gathered_passes, uint32_t, n - back));
+  if (n == 0)
+    st_program_after_prev_step(p, z->optimizer_ref);
+  uint32_t gather = st_program_commit(p);
+  if (sp->sparse != NULL) {
+    StOp expand = st_sparse_expand_op(sp->sparse, sp->gather_stream, layer, l->params, nnz);
+    expand.micro = micro;
+    st_program_begin(p, &expand);
+    st_program_after(p, gather);
+    st_program_alloc(p, buffer);
+    st_program_free_buffer(p, packed);
+    st_program_commit(p);
+  }
+  return buffer;
+}
+
+static void
+before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra)
+{
+  StZero *z = data;
+  const StZeroSpec *sp = &z->spec;
+  const StModel *m = sp->model;
+  const StLayer *l = &m->layers[layer];
+  if (sp->stage == 3) {
+    /* A tied head reads the weights it is tied to and, when it has one, a
+     * bias of its own: both are gathered. */
+    int tied = st_model_tied_layer(m, layer);
+    int owners[2] = {tied, l->params > 0 ? layer : -1};
+    for (int k = 0; k < 2; k++) {
+      if (owners[k] < 0)
+        continue;
+      uint32_t buffer = emit_gather(z, owners[k], layer, micro, pass);
+      extra->after[extra->n_after++] = sp->program->ops->len - 1;
+      extra->free[extra->n_free++] = buffer;
+    }
+  }
+  if (pass == ST_PASS_FWD && !z->forward_seen && sp->stage < 3)
+    extra->after_prev_step[extra->n_after_prev_step++] = z->optimizer_ref; /* see emit_step */
+  if (pass == ST_PASS_FWD)
+    z->forward_seen = TRUE;
+  if (pass == ST_PASS_BWD && sp->sparse != NULL && l->params > 0) {
+    z->dense_grad =
+      st_sparse_dense_grad_buffer(sp->sparse, sp->program, l->name, layer, micro, l->params);
+    extra->alloc[extra->n_alloc++] = z->dense_grad;
+  }
+  int b = z->bucket_of_first[layer];
+  if (pass == ST_PASS_BWD && sp->stage >= 2 && b >= 0) {
+    g_autofree char *name = g_strdup_printf("grad bucket %d m%d", b, micro);
+    const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
+    z->bucket_buffer[b] =
+      st_program_add_buffer(sp->program, name, ST_MEM_GRADS, bk->params * sp->bytes.grad, FALSE);
+    st_program_buffer_holds(sp->program, z->bucket_buffer[b],
+                            sp->sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, bk->last,
+                            bk->first, micro, 1);
+    extra->alloc[extra->n_alloc++] = z->bucket_buffer[b];
+  }
+}
+
+static void
+after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
+{
+  StZero *z = data;
+  const StZeroSpec *sp = &z->spec;
+  StProgram *p = sp->program;
+  int64_t params = sp->model->layers[layer].params;
+  if (sp->stage == 3 && weights_of(sp->model, layer) >= 0)
+    g_array_append_val(z->gathered_passes, op);
+  if (sp->sparse != NULL && pass == ST_PASS_BWD && params > 0)
+    op = st_sparse_emit_compress(sp->sparse, p, sp->compute, layer, micro, params, op,
+                                 z->dense_grad);
+  int b = z->bucket_of_last[layer];
+  if (pass != ST_PASS_BWD || b < 0)
+    return;
+  /* Stage 1 reduces once, after the last micro-batch; stages 2 and 3 after
+   * each micro-batch, since they keep no full gradient to accumulate into. */
+  if (sp->stage < 2 && micro != sp->last_micro)
+    return;
+  const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
+  StOp rs = st_op_coll(sp->reduce_stream, ST_COLL_REDUCE_SCATTER, sp->reduce_comm,
+                       bk->params * sp->bytes.grad);
+  g_autofree char *label = g_strdup_printf(sp->sparse ? "bucket %d compressed" : "bucket %d", b);
+  rs.label = st_program_label(p, label);
+  st_op_moves(&rs, sp->sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, bk->last, bk->first);
+  rs.micro = micro;
+  /* The reduced slice lands in a buffer of its own while the collective
+   * runs, then is added to (or copied into) the gradient shard: NCCL's
+   * out-of-place reduce-scatter, and accumulation over micro-batches. Each
+   * layer's slice is rounded up on its own: at most one element per layer
+   * over the bucket's share. */
+  g_autofree char *slice_name = g_strdup_printf("reduce-scatter slice, bucket %d m%d", b, micro);
+  int64_t slice_elems = st_shard(bk->params, sp->n) + bk->first - bk->last + 1;
+  uint32_t slice =
+    st_program_add_buffer(p, slice_name, ST_MEM_COMM, slice_elems * sp->bytes.grad, FALSE);
+  st_program_begin(p, &rs);
+  st_program_after(p, op);
+  st_program_alloc(p, slice);
+  st_program_free_buffer(p, slice);
+  if (sp->stage >= 2)
+    st_program_free_buffer(p, z->bucket_buffer[b]);
+  z->last_reduce = st_program_commit(p);
+}
+
+StPassHooks
+st_zero_hooks(StZero *z)
+{
+  return (StPassHooks){z, before_pass, after_pass};
+}
+
+/* ---- states ---------------------------------------------------------------- */
+
+/* Sparse persistent states, over the whole model (strategy_zero.c). */
+static void
+add_sparse_states(const StZero *z)
+{
+  const StZeroSpec *spec = &z->spec;
+  const StSparse *sp = spec->sparse;
+  StProgram *p = spec->program;
+  const StModel *m = spec->model;
+  int n = spec->n, last = m->n_layers - 1;
+  int64_t shard = z->shard, nnz = z->nnz;
+  uint32_t b;
+  if (spec->stage < 3) {
+    b = st_program_add_buffer(p, "params (dense)", ST_MEM_PARAMS, m->params * sp->dense.weight,
+                              TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_PARAMS, 0, last, -1, 1);
+  } else {
+    b = st_program_add_buffer(p, "params shard (compressed)", ST_MEM_PARAMS,
+                              shard * sp->dense.weight, TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_PARAMS_PACKED_SHARD, 0, last, -1, n);
+  }
+  b = st_program_add_buffer(p, "non-zero indices (int32)", ST_MEM_PARAMS, nnz * sp->index, TRUE);
+  st_program_buffer_holds(p, b, ST_DATA_INDEX, 0, last, -1, 1);
+  if (spec->stage == 1) {
+    b = st_program_add_buffer(p, "grads (compressed)", ST_MEM_GRADS, nnz * sp->grad, TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_GRADS_PACKED, 0, last, -1, 1);
+  } else {
+    b = st_program_add_buffer(p, "grads shard (compressed)", ST_MEM_GRADS, shard * sp->grad,
+                              TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_GRADS_PACKED_SHARD, 0, last, -1, n);
+  }
+  if (sp->grad_fp32 > 0) {
+    b = st_program_add_buffer(p, "grads shard (compressed, fp32)", ST_MEM_GRADS,
+                              shard * sp->grad_fp32, TRUE);
+    st_program_buffer_holds(p, b, ST_DATA_GRADS_PACKED_FP32, 0, last, -1, n);
+  }
+  b = st_program_add_buffer(p, "optimizer states shard (compressed)", ST_MEM_OPTIMIZER,
+                            shard * sp->optimizer, TRUE);
+  st_program_buffer_holds(p, b, ST_DATA_OPTIM_PACKED_SHARD, 0, last, -1, n);
+}
+
+static void
+add_dense_states(const StZero *z)
+{
+  const StZeroSpec *sp = &z->spec;
+  StProgram *p = sp->program;
+  int stage = sp->stage, n = sp->n;
+  for (int k = 0; k < sp->n_spans; k++) {
+    const StZeroSpan *span = &sp->spans[k];
+    int64_t whole = 0, shard = 0;
+    for (int i = span->first; i <= span->last; i++) {
+      whole += sp->elems[i];
+      shard += st_shard(sp->elems[i], n);
+    }
+    g_autofree char *pn = g_strdup_printf("%s%s", span->prefix, stage == 3 ? "params shard"
+                                                                          : "params");
+    g_autofree char *gn = g_strdup_printf("%s%s", span->prefix, stage >= 2 ? "grads shard"
+                                                                          : "grads");
+    g_autofree char *on = g_strdup_printf("%soptimizer states shard", span->prefix);
+    uint32_t params = st_program_add_buffer(p, pn, ST_MEM_PARAMS,
+                                            (stage == 3 ? shard : whole) * sp->bytes.weight, TRUE);
+    uint32_t grads = st_program_add_buffer(p, gn, ST_MEM_GRADS,
+                                           (stage >= 2 ? shard : whole) * sp->bytes.grad, TRUE);
+    uint32_t states =
+      st_program_add_buffer(p, on, ST_MEM_OPTIMIZER, shard * sp->bytes.optimizer, TRUE);
+    st_program_buffer_holds(p, params, stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS,
+                            span->first, span->last, -1, stage == 3 ? n : 1);
+    st_program_buffer_holds(p, grads, stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS,
+                            span->first, span->last, -1, stage >= 2 ? n : 1);
+    st_program_buffer_holds(p, states, ST_DATA_OPTIM_SHARD, span->first, span->last, -1, n);
+  }
+}
+
+StZero *
+st_zero_new(const StZeroSpec *spec)
+{
+  g_return_val_if_fail(spec->stage >= 1 && spec->stage <= 3 && spec->n >= 1, NULL);
+  StZero *z = g_new0(StZero, 1);
+  z->spec = *spec;
+  int L = spec->model->n_layers;
+  z->buckets = g_array_new(FALSE, FALSE, sizeof(StBucket));
+  for (int k = spec->n_spans - 1; k >= 0; k--) {
+    g_autoptr(GArray) of_span = st_grad_buckets_of(spec->elems, spec->spans[k].first,
+                                                   spec->spans[k].last + 1, spec->bucket_bytes,
+                                                   spec->bytes.grad);
+    g_array_append_vals(z->buckets, of_span->data, of_span->len);
+    for (int i = spec->spans[k].first; i <= spec->spans[k].last; i++) {
+      z->shard += st_shard(spec->elems[i], spec->n);
+      z->nnz += spec->elems[i];
+    }
+  }
+  z->bucket_of_first = g_new(int, L);
+  z->bucket_of_last = g_new(int, L);
+  for (int i = 0; i < L; i++)
+    z->bucket_of_first[i] = z->bucket_of_last[i] = -1;
+  for (guint b = 0; b < z->buckets->len; b++) {
+    const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
+    z->bucket_of_first[bk->first] = (int)b;
+    z->bucket_of_last[bk->last] = (int)b;
+  }
+  z->bucket_buffer = g_new(uint32_t, MAX(z->buckets->len, 1));
+  z->last_reduce = NONE;
+  z->gathered_passes = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  z->optimizer_ref = st_program_forward_ref(spec->program);
+  if (spec->sparse != NULL)
+    add_sparse_states(z);
+  else
+    add_dense_states(z);
+  return z;
+}
+
+void
+st_zero_free(StZero *z)
+{
+  if (z == NULL)
+    return;
+  g_array_unref(z->buckets);
+  g_array_unref(z->gathered_passes);
+  g_free(z->bucket_of_first);
+  g_free(z->bucket_of_last);
+  g_free(z->bucket_buffer);
+  g_free(z);
+}
+
+uint32_t
+st_zero_last_reduce(const StZero *z)
+{
+  return z->last_reduce;
+}
+
+int64_t
+st_zero_shard_elems(const StZero *z)
+{
+  return z->shard;
+}
+
+int
+st_zero_n_buckets(const StZero *z)
+{
+  return (int)z->buckets->len;
+}
+
+/* ---- the step ------------------------------------------------------------------ */
+
+uint32_t
+st_zero_emit_step(StZero *z, uint32_t after)
+{
+  const StZeroSpec *sp = &z->spec;
+  const StSparse *sparse = sp->sparse;
+  StProgram *p = sp->program;
+  const StModel *m = sp->model;
+  /* Sparse stages 1-2: the step writes its slice of the compressed weights
+   * into a full compressed copy that the gathers fill and an expand empties. */
+  uint32_t temp = NONE;
+  if (sparse != NULL && sp->stage < 3) {
+    temp = st_program_add_buffer(p, "compressed weights (optimizer step)", ST_MEM_PARAMS,
+                                 z->nnz * sparse->temp, FALSE);
+    st_program_buffer_holds(p, temp, ST_DATA_PARAMS_PACKED, 0, m->n_layers - 1, -1, 1);
+  }
+  StOp step = sparse != NULL ? st_sparse_optim_op(sparse, sp->compute, z->shard)
+                             : st_op_elementwise(sp->compute, ST_PASS_OPTIM, -1, z->shard,
+                                                 z->shard * sp->bytes.optim_traffic);
+  st_program_begin(p, &step);
+  if (z->last_reduce != NONE)
+    st_program_after(p, z->last_reduce);
+  if (after != NONE)
+    st_program_after(p, after);
+  if (temp != NONE)
+    st_program_alloc(p, temp);
+  uint32_t optimizer = st_program_commit(p);
+  /* Stages 1 and 2 gather the updated parameters right after the step; the
+   * next forward waits for the last gather. Stage 3 gathers them on use. */
+  uint32_t next_step_waits_for = optimizer;
+  for (guint b = 0; sp->stage < 3 && b < z->buckets->len; b++) {
+    const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
+    StOp ag = st_op_coll(sp->gather_stream, ST_COLL_ALL_GATHER, sp->gather_comm,
+                         bk->params * sp->bytes.weight);
+    g_autofree char *label =
+      g_strdup_printf(sparse ? "bucket %u params compressed" : "bucket %u params", b);
+    ag.label = st_program_label(p, label);
+    st_op_moves(&ag, sparse ? ST_DATA_PARAMS_PACKED : ST_DATA_PARAMS, bk->last, bk->first);
+    st_program_begin(p, &ag);
+    st_program_after(p, optimizer);
+    next_step_waits_for = st_program_commit(p);
+  }
+  if (temp != NONE) {
+    StOp expand = st_sparse_expand_op(sparse, sp->compute, -1, m->params, z->nnz);
+    st_program_begin(p, &expand);
+    st_program_after(p, next_step_waits_for);
+    st_program_free_buffer(p, temp);
+    next_step_waits_for = st_program_commit(p);
+  }
+  st_program_resolve(p, z->optimizer_ref, next_step_waits_for);
+  return optimizer;
+}
