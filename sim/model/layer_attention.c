@@ -88,9 +88,9 @@ st_attn_resolve(StLayer *layer, int64_t rows, int64_t d, GError **error)
     return FALSE;
   double s = (double)rows * MAX(layer->tp, 1), q = (double)(heads * hd);
   double n = q + 2.0 * (double)(kv * hd);
+  double scores = st_layer_attr(layer, "flash", 1) ? 0.0 : (double)heads * s * s;
   return st_layer_check_size((double)d * (n + q), ST_MAX_COUNT, "the weights", error) &&
-         st_layer_check_size(s * n + (double)heads * s * s, ST_MAX_ELEMS, "the kept elements",
-                             error);
+         st_layer_check_size(s * n + scores, ST_MAX_ELEMS, "the kept elements", error);
 }
 
 void
