@@ -274,10 +274,9 @@ recompute_selective(Rank *r, uint32_t o, int32_t step, void *stream, GError **er
   const StLayerImpl *impl = st_layer_impl_find(l->type->name);
   int mb = op->micro, i = op->layer;
   void *saved = *cell(r, r->saved, mb, i);
-  if (saved == NULL && impl->saved_bytes(l, op->batch, r->x->dt) >
-                         impl->again_bytes(l, op->batch, r->x->dt))
-    return op_missing(error, r, o, "what the layer kept from its forward");
   size_t bytes = impl->again_bytes(l, op->batch, r->x->dt);
+  if (saved == NULL && impl->saved_bytes(l, op->batch, r->x->dt) > bytes)
+    return op_missing(error, r, o, "what the layer kept from its forward");
   g_autofree char *what = g_strdup_printf("what layer '%s' makes again", l->name);
   void **remade = cell(r, r->remade, mb, i);
   if ((*remade = op_scratch(r, bytes, ST_MEM_ACTIVATIONS, what, step, o, stream, error)) == NULL)

@@ -143,7 +143,7 @@ attr_spec(const StLayerType *type, const char *key)
 }
 
 /* What a layer split over a tensor-parallel group needs from it, by kind
- * (layer_type.h). `in`, `out`: the rank's input and output bytes per
+ * (layer_type.h). `in`, `o`: the rank's input and output bytes per
  * sample. */
 int
 st_layer_tp_comm(const StLayer *layer, StPass pass, int dtype_bytes, StTpComm out[2])
