@@ -6,10 +6,11 @@
  * a plain object with no global state: a planner may run many at once on a
  * thread pool, one per thread.
  *
- * Resources are shared: the kernels running on one device split it by
- * priority (the share model), and the transfers running over one device's
- * link split its bandwidth equally; whenever a user arrives or leaves, the
- * rates change and the finish times of the others are recomputed.
+ * Resources are shared: the kernels running on one device split it by the
+ * share model, and every transfer is flows over the cluster's links
+ * (cluster/links.h) that share each link max-min fairly; whenever a user
+ * arrives or leaves, the rates change and the finish times of the others
+ * are recomputed. The timeline records every link's load (nettrace.h).
  *
  * Multiplexing: background streams (StStream.background) start their compute
  * in pieces admitted by their device's admission control (sched/admission.h)

@@ -220,7 +220,7 @@ typedef struct {
   GHashTable *instances;  /* collective rendezvous, by (comm, group, seq) */
   GHashTable *p2p;        /* pending sends/receives, by (src, dst, tag) */
   GHashTable *plans;      /* StCommPlan by (comm, group, kind, bytes) */
-  GHashTable *group_devices; /* (comm, group) -> distinct representative devices */
+  GHashTable *groups;     /* (comm, group) -> simulated members and shape */
   GPtrArray *flows;       /* Flow *: every flow alive (Flow.slot), for cleanup after a failure */
 
   int64_t events;

@@ -145,7 +145,7 @@ net_init(Engine *e)
   e->instances = g_hash_table_new_full(inst_hash, inst_equal, NULL, instance_free);
   e->p2p = g_hash_table_new_full(peer_hash, peer_equal, NULL, peer_queue_free);
   e->plans = g_hash_table_new_full(plan_hash, plan_equal, g_free, g_free);
-  e->group_devices = g_hash_table_new_full(group_hash, group_equal, NULL, g_free);
+  e->groups = g_hash_table_new_full(group_hash, group_equal, NULL, g_free);
   e->flows = g_ptr_array_new();
   links_init(e);
   share_init(e);
@@ -170,7 +170,7 @@ net_clear(Engine *e)
   g_clear_pointer(&e->instances, g_hash_table_unref);
   g_clear_pointer(&e->p2p, g_hash_table_unref);
   g_clear_pointer(&e->plans, g_hash_table_unref);
-  g_clear_pointer(&e->group_devices, g_hash_table_unref);
+  g_clear_pointer(&e->groups, g_hash_table_unref);
   share_clear(e);
   links_clear(e);
 }
@@ -256,7 +256,7 @@ static GroupInfo *
 group_info(Engine *e, int comm, int group)
 {
   GroupKey key = {comm, group};
-  GroupInfo *info = g_hash_table_lookup(e->group_devices, &key);
+  GroupInfo *info = g_hash_table_lookup(e->groups, &key);
   if (info != NULL)
     return info;
   const StComm *c = st_schedule_comm(e->s, comm);
@@ -265,7 +265,7 @@ group_info(Engine *e, int comm, int group)
   for (int i = c->offsets[group]; i < c->offsets[group + 1]; i++)
     info->n_sim += e->sim_of_rank[c->members[i]] >= 0;
   st_schedule_group_shape(e->s, comm, group, &info->shape);
-  g_hash_table_insert(e->group_devices, &info->key, info);
+  g_hash_table_insert(e->groups, &info->key, info);
   return info;
 }
 
