@@ -151,7 +151,8 @@ exec_harvest(Exec *x, StTimeline *t, int32_t steps, GError **error)
       for (guint o = 0; o < n_ops; o++) {
         size_t i = (size_t)k * n_ops + o;
         int32_t step = repeats ? step_at(ends, steps, end[i]) : k;
-        StOpRecord rec = {rank, o, step, ST_SRC_MEASURED, start[i], start[i], end[i]};
+        StOpRecord rec = {.rank = rank, .op = o, .step = step, .source = ST_SRC_MEASURED,
+                          .ready_ns = start[i], .start_ns = start[i], .end_ns = end[i]};
         g_array_append_val(t->ops, rec);
         t->end_ns = MAX(t->end_ns, end[i]);
         const StOp *op = st_program_op(r->p, o);

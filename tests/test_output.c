@@ -81,7 +81,8 @@ static void
 add_op(StTimeline *t, int rank, uint32_t op, StCostSource source, int64_t ready, int64_t start,
        int64_t end)
 {
-  StOpRecord rec = {rank, op, 0, (uint8_t)source, ready, start, end};
+  StOpRecord rec = {.rank = rank, .op = op, .source = (uint8_t)source, .ready_ns = ready,
+                    .start_ns = start, .end_ns = end};
   g_array_append_val(t->ops, rec);
 }
 
@@ -116,6 +117,9 @@ tiny_timeline(const StSchedule *s)
   add_op(t, 3, 1, ST_SRC_PROFILED, 1200, 1200, 3200);
   add_op(t, 0, 2, ST_SRC_ALPHA_BETA, 3000, 3500, 4500);
   add_op(t, 3, 2, ST_SRC_ALPHA_BETA, 3200, 3500, 4500);
+  /* The all-reduces ran as rings. */
+  for (guint i = t->ops->len - 2; i < t->ops->len; i++)
+    g_array_index(t->ops, StOpRecord, i).algo = st_timeline_algo(t, "ring");
   add_op(t, 0, 3, ST_SRC_ROOFLINE, 4500, 4500, 5000);
   add_op(t, 3, 3, ST_SRC_ROOFLINE, 4500, 4500, 5200);
 
@@ -313,17 +317,17 @@ test_ops_csv(void)
   g_assert_cmpstr(
     text, ==,
     "rank,device,stream,stream_name,lane,step,op,kind,what,name,layer,micro,batch,bytes,"
-    "ready_us,start_us,end_us,duration_us,source\n"
-    "0,0,0,compute,0,0,0,COMP,fwd,fwd fc1 m0,fc1,0,8,0,0.000,0.000,1.000,1.000,profiled\n"
-    "0,0,0,compute,0,0,1,COMP,bwd,bwd fc1 m0,fc1,0,8,0,1.000,1.000,3.000,2.000,profiled\n"
-    "0,0,0,compute,0,0,3,COMP,optim,optim,,,0,100,4.500,4.500,5.000,0.500,roofline\n"
+    "ready_us,start_us,end_us,duration_us,source,algo\n"
+    "0,0,0,compute,0,0,0,COMP,fwd,fwd fc1 m0,fc1,0,8,0,0.000,0.000,1.000,1.000,profiled,\n"
+    "0,0,0,compute,0,0,1,COMP,bwd,bwd fc1 m0,fc1,0,8,0,1.000,1.000,3.000,2.000,profiled,\n"
+    "0,0,0,compute,0,0,3,COMP,optim,optim,,,0,100,4.500,4.500,5.000,0.500,roofline,\n"
     "0,0,1,\"comm, grads\",1,0,2,COMM_COLL,all_reduce,\"all_reduce bucket '0', grads\",,,0,"
-    "30,3.000,3.500,4.500,1.000,alpha_beta\n"
-    "3,3,0,compute,2,0,0,COMP,fwd,fwd fc1 m0,fc1,0,8,0,0.000,0.000,1.200,1.200,profiled\n"
-    "3,3,0,compute,2,0,1,COMP,bwd,bwd fc1 m0,fc1,0,8,0,1.200,1.200,3.200,2.000,profiled\n"
-    "3,3,0,compute,2,0,3,COMP,optim,optim,,,0,100,4.500,4.500,5.200,0.700,roofline\n"
+    "30,3.000,3.500,4.500,1.000,alpha_beta,ring\n"
+    "3,3,0,compute,2,0,0,COMP,fwd,fwd fc1 m0,fc1,0,8,0,0.000,0.000,1.200,1.200,profiled,\n"
+    "3,3,0,compute,2,0,1,COMP,bwd,bwd fc1 m0,fc1,0,8,0,1.200,1.200,3.200,2.000,profiled,\n"
+    "3,3,0,compute,2,0,3,COMP,optim,optim,,,0,100,4.500,4.500,5.200,0.700,roofline,\n"
     "3,3,1,\"comm, grads\",3,0,2,COMM_COLL,all_reduce,\"all_reduce bucket '0', grads\",,,0,"
-    "30,3.200,3.500,4.500,1.000,alpha_beta\n");
+    "30,3.200,3.500,4.500,1.000,alpha_beta,ring\n");
 }
 
 static int

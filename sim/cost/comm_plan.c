@@ -154,7 +154,7 @@ apply_link_profile(StCommPlan *plan, const StCluster *cluster, const StGroupShap
                    StLinkClass link, StLinkUse use, double time_ns)
 {
   double bytes = plan_bytes(plan);
-  st_comm_plan_init(plan, "link-profile", ST_SRC_LINK_PROFILE);
+  st_comm_plan_init(plan, plan->algo, ST_SRC_LINK_PROFILE);
   if (time_ns <= 0 || bytes <= 0)
     return; /* measured as instant */
   double rate = bytes / (time_ns / 1e9);

@@ -154,7 +154,8 @@ try_stream(Engine *e, int sim, int stream)
 }
 
 void
-engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource source)
+engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource source,
+                const char *algo)
 {
   SimRank *sr = &e->sims[ref->sim];
   const StOp *op = st_program_op(sr->program, ref->op);
@@ -163,6 +164,7 @@ engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource sour
     .op = ref->op,
     .step = admission_record_step(e, ref),
     .source = (uint8_t)source,
+    .algo = st_timeline_algo(e->tl, algo),
     .ready_ns = ref->ready_ns,
     .start_ns = start_ns,
     .end_ns = e->now,

@@ -81,7 +81,7 @@ compute_on_event(Engine *e, Kernel *k)
   g_ptr_array_remove_fast(dev->kernels, k);
   reshare(e, dev);
   const SimRank *sr = &e->sims[k->ref.sim];
-  engine_complete(e, &k->ref, k->start_ns, sr->info->source[k->ref.op]);
+  engine_complete(e, &k->ref, k->start_ns, sr->info->source[k->ref.op], NULL);
   g_free(k);
 }
 

@@ -237,7 +237,10 @@ gboolean engine_budget(Engine *e, GError **error);
 void engine_report_progress(Engine *e);
 
 /* engine.c */
-void engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource source);
+/* An op ends: `algo` names how a communication op's bytes moved (a static
+ * string: the plan's), NULL for compute. */
+void engine_complete(Engine *e, const OpRef *ref, int64_t start_ns, StCostSource source,
+                     const char *algo);
 gboolean engine_failed(Engine *e);
 void engine_fail(Engine *e, const char *format, ...) G_GNUC_PRINTF(2, 3);
 

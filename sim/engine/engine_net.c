@@ -181,7 +181,8 @@ static void
 flow_finish(Engine *e, Flow *f)
 {
   for (guint i = 0; i < f->members->len; i++)
-    engine_complete(e, &g_array_index(f->members, OpRef, i), f->start_ns, f->plan.source);
+    engine_complete(e, &g_array_index(f->members, OpRef, i), f->start_ns, f->plan.source,
+                    f->plan.algo);
   /* Out of the list of live flows: the last one takes its place. */
   Flow *last = g_ptr_array_index(e->flows, e->flows->len - 1);
   last->slot = f->slot;

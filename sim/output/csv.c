@@ -405,6 +405,8 @@ put_op_row(StTextOut *o, const StTimeline *t, StOpNames *names, const StOpRecord
   }
   st_text_c(o, ',');
   st_text_str(o, st_cost_source_name(rec->source < ST_SRC_N ? rec->source : 0));
+  st_text_c(o, ',');
+  st_text_str(o, st_timeline_algo_name(t, rec));
   st_text_c(o, '\n');
 }
 
@@ -452,7 +454,7 @@ st_csv_write_ops(const StTimeline *t, const char *path, GError **error)
   if (!st_text_open(&o, path, error))
     return FALSE;
   st_text_str(&o, "rank,device,stream,stream_name,lane,step,op,kind,what,name,layer,micro,"
-                  "batch,bytes,ready_us,start_us,end_us,duration_us,source\n");
+                  "batch,bytes,ready_us,start_us,end_us,duration_us,source,algo\n");
   StOpNames names;
   st_op_names_init(&names, s);
   for (guint i = 0; i < n; i++)

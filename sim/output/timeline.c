@@ -2,6 +2,7 @@
 #include "output/timeline.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 StTimeline *
 st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origin)
@@ -20,6 +21,7 @@ st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origi
   t->ops = g_array_new(FALSE, FALSE, sizeof(StOpRecord));
   t->mem = g_array_new(FALSE, FALSE, sizeof(StMemEvent));
   t->comm = g_array_new(FALSE, FALSE, sizeof(StCommRecord));
+  t->algos = g_ptr_array_new();
   t->steps = schedule->steps;
   return t;
 }
@@ -37,7 +39,21 @@ st_timeline_free(StTimeline *t)
   g_array_unref(t->mem);
   g_array_unref(t->comm);
   st_net_trace_free(t->net);
+  g_ptr_array_unref(t->algos);
   g_free(t);
+}
+
+uint8_t
+st_timeline_algo(StTimeline *t, const char *name)
+{
+  if (name == NULL)
+    return 0;
+  for (guint i = 0; i < t->algos->len; i++)
+    if (g_ptr_array_index(t->algos, i) == name || strcmp(g_ptr_array_index(t->algos, i), name) == 0)
+      return (uint8_t)(i + 1);
+  g_return_val_if_fail(t->algos->len < 255, 0);
+  g_ptr_array_add(t->algos, (gpointer)name);
+  return (uint8_t)t->algos->len;
 }
 
 void

@@ -27,6 +27,8 @@ typedef struct {
   uint32_t op;      /* index in the rank's program */
   int32_t step;     /* 0-based step */
   uint8_t source;   /* StCostSource of the duration */
+  uint8_t algo;     /* communication: 1 + its index in StTimeline.algos (how its bytes
+                       moved: "ring", "tree", "p2p", ...); 0 when none is known */
   int64_t ready_ns; /* dependencies met; a comm op waits for its peers from here */
   int64_t start_ns; /* work began (comm: every peer had arrived) */
   int64_t end_ns;
@@ -84,6 +86,7 @@ typedef struct {
   GArray *mem;                /* StMemEvent, in time order per device */
   GArray *comm;               /* StCommRecord (measured runs) */
   StNetTrace *net;            /* the links and their loads (simulated runs), or NULL */
+  GPtrArray *algos;           /* const char *, static: the names StOpRecord.algo points to */
   int64_t end_ns;             /* when the last op ended */
   int32_t steps;              /* steps it holds: the schedule's, as many as --steps auto
                                  ran, or fewer when a run was stopped early */
@@ -107,6 +110,16 @@ static inline const char *
 st_timeline_device_noun(const StTimeline *t)
 {
   return t->on_host ? "CPU" : "GPU";
+}
+
+/* The StOpRecord.algo of `name` (a static string), added to t->algos when
+ * new; 0 for NULL. */
+uint8_t st_timeline_algo(StTimeline *t, const char *name);
+
+static inline const char *
+st_timeline_algo_name(const StTimeline *t, const StOpRecord *r)
+{
+  return r->algo > 0 && r->algo <= t->algos->len ? g_ptr_array_index(t->algos, r->algo - 1) : "";
 }
 
 /* An empty timeline over `schedule` with identity folding; on_host when the
