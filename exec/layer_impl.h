@@ -26,6 +26,25 @@
  *   embedding layer through ctx->tied_params and accumulates into
  *   ctx->tied_grads.
  * Returns 0 or a kernel error code; the executor turns it into a GError.
+ *
+ * Tensor parallelism (issue 13; sim/model/layer_type.h's StTpKind): a layer
+ * with l->tp = t > 1 is one rank's share (its attrs describe the whole
+ * layer; l->params, shapes are the rank's), ctx->tp_rank says which. Its
+ * parameters are a slice of the whole layer's (tp_spans: init slices the
+ * whole layer's initial weights, so a split run starts where the whole one
+ * does). A PARALLEL layer computes on all N = batch x tokens rows of the
+ * micro-batch (under sequence parallelism the executor hands it the rows
+ * all-gathered), and its forward writes a partial sum of its output
+ * (the group's all-reduce or reduce-scatter completes it); the residual and
+ * the row-parallel bias are added by the rows' owner only (st_tp_own_rows),
+ * so nothing is computed after the reduction. Its backward writes a
+ * partial sum of the input gradient likewise. A layer whose passes run in
+ * parts (sim/model's st_layer_tp_parts: llama_block, transformer_block) is
+ * called once per part (ctx->part = k >= 1) with that part's input and
+ * output: part 1's output lives in the saved block (tp_tensor), part 2
+ * reads it. VOCAB_IN / VOCAB_OUT / VOCAB_LOSS layers hold their slice of
+ * the vocabulary; the loss's statistics are reduced by the executor around
+ * its forward (kernels.h ce_split_*, tp_tensor).
  */
 #pragma once
 
@@ -53,7 +72,34 @@ typedef struct {
    * (the forward's scratch, then the recompute's block that the backward
    * reads), apart from `saved`; NULL: inside `saved`, after the rest. */
   void *again;
+  /* Tensor parallelism (l->tp > 1, see the top): this rank's index in the
+   * group, and the part of a pass in parts (0: the whole pass). */
+  int tp_rank;
+  int part;
 } StLayerCtx;
+
+/* How a rank's parameters sit in the whole layer's vector (tp_spans): `rows`
+ * runs of `len` elements, whole[whole + i whole_ld + j] =
+ * part[part + i part_ld + j]. Every element of the rank's vector is in
+ * exactly one span. */
+typedef enum {
+  ST_TP_SPAN_SPLIT = 0, /* this rank's slice: its gradient is its own */
+  ST_TP_SPAN_WHOLE,     /* every rank holds it whole and computes its whole gradient
+                           (a row-parallel bias: from the full output gradient) */
+  ST_TP_SPAN_PARTIAL,   /* every rank holds it whole but computes a partial sum of its
+                           gradient (a norm inside a split block, on the rank's partial
+                           gradient; under sequence parallelism every replicated
+                           layer's, on its rows): all-reduced over the group per step */
+} StTpSpanKind;
+
+typedef struct {
+  size_t whole, part;   /* element offsets of the first run */
+  size_t len, rows;     /* elements per run, runs */
+  size_t whole_ld, part_ld;
+  StTpSpanKind kind;
+} StTpSpan;
+
+#define ST_TP_SPANS_MAX 16
 
 typedef struct {
   const char *type; /* the model layer type it implements */
@@ -72,6 +118,17 @@ typedef struct {
   size_t (*again_bytes)(const StLayer *l, int batch, StKDtype dt);
   int (*recompute)(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                    const void *in, const void *saved);
+  /* Tensor parallelism (see the top), NULL for a type that does not split
+   * (REPLICATED: every rank holds the whole layer). tp_spans fills out[]
+   * (at most ST_TP_SPANS_MAX) with rank `rank`'s parameters in the whole
+   * layer and returns how many. */
+  int (*tp_spans)(const StLayer *l, int rank, StTpSpan *out);
+  /* The tensor a part's forward collective reduces when it is not the
+   * layer's output, inside the saved block: part 1's output of a block in
+   * parts (its x1: [N, d], or the rank's N / t rows under sequence
+   * parallelism), a split loss's statistics (fp32 [4, rows]); NULL for
+   * none. */
+  void *(*tp_tensor)(const StLayer *l, int batch, StKDtype dt, int part, void *saved);
 } StLayerImpl;
 
 /* NULL when the type has no real implementation (custom layers). */
@@ -81,3 +138,23 @@ const StLayerImpl *const *st_layer_impls(void);
 
 /* Whether a layer's input is token ids (int32) rather than activations. */
 gboolean st_layer_takes_ids(const StLayer *l);
+
+/* ---- tensor parallelism (exec/layers/layer_split.c) ---------------------------------- */
+
+/* The rows N a split layer computes on: every token of the micro-batch. */
+int st_tp_rows(const StLayer *l, int batch);
+/* The rows (of the N = batch x tokens a split layer computes on) whose
+ * residual and row-parallel bias rank `rank` adds: all of them on rank 0
+ * without sequence parallelism, none elsewhere; with it, the rank's own
+ * slice [rank N / t, (rank + 1) N / t). */
+void st_tp_own_rows(const StLayer *l, int batch, int rank, int *first, int *count);
+/* The rank's spans (the impl's tp_spans; a REPLICATED layer: one span of all
+ * its parameters, PARTIAL under sequence parallelism, else WHOLE). */
+int st_tp_spans(const StLayer *l, int rank, StTpSpan *out);
+/* part = the rank's elements of `whole` (fp32, the whole layer's vector). */
+void st_tp_slice(const StLayer *l, int rank, const float *whole, float *part);
+/* whole += ... the rank's elements put in place (gathering a split layer's
+ * weights: WHOLE and PARTIAL spans written by every rank, the same values). */
+void st_tp_place(const StLayer *l, int rank, const float *part, float *whole);
+/* Elements of the rank's PARTIAL spans (what the group all-reduces). */
+size_t st_tp_partial_elems(const StLayer *l);

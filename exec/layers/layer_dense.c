@@ -11,6 +11,13 @@
  * Linear maps act on the last dim; every leading dim (and the batch) is a row.
  * Init: linear weights and biases U(+-1/sqrt(in)) (PyTorch's nn.Linear);
  * tables and the class token U with std 0.02 (GPT-2's); lm_head bias 0.
+ *
+ * Split over a tensor-parallel group (layer_impl.h), the embedding and the
+ * LM head hold rank r's rows [r V / t, (r + 1) V / t) of the vocabulary
+ * (Megatron-LM's VocabParallelEmbedding and column-parallel output layer):
+ * the embedding writes its rows' vectors and zeros for the other ids (a
+ * partial sum over the group), the head the logits of its classes for every
+ * row, and a partial sum of the input gradient.
  */
 #include <math.h>
 
@@ -66,13 +73,22 @@ table_init(const StLayer *l, float *params, uint64_t seed)
   st_init_uniform(params, (size_t)l->params, TABLE_BOUND, seed, l, 0);
 }
 
+/* The rows of the vocabulary rank `rank` holds: [*first, *first + rows). */
+static int
+vocab_slice(const StLayer *l, int rank, int *first)
+{
+  int t = MAX(l->tp, 1), rows = (int)st_layer_attr(l, "vocab", 1) / t;
+  *first = rank * rows;
+  return rows;
+}
+
 static int
 embedding_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                   const void *in, void *out, void *saved)
 {
   int n = (int)st_layer_elems(&l->in_shape, batch), dim = (int)st_layer_attr(l, "dim", 1);
-  int vocab = (int)st_layer_attr(l, "vocab", 1);
-  return c->k->embedding_fwd(c->stream, out, params, in, n, dim, 0, vocab, c->dt);
+  int first, rows = vocab_slice(l, c->tp_rank, &first);
+  return c->k->embedding_fwd(c->stream, out, params, in, n, dim, first, rows, c->dt);
 }
 
 static int
@@ -81,9 +97,26 @@ embedding_backward(const StLayerCtx *c, const StLayer *l, int batch, const void 
                    void *din, void *dparams)
 {
   int n = (int)st_layer_elems(&l->in_shape, batch), dim = (int)st_layer_attr(l, "dim", 1);
-  int vocab = (int)st_layer_attr(l, "vocab", 1);
-  return c->k->embedding_bwd(c->stream, dparams, dout, in, n, dim, 0, vocab,
+  int first, rows = vocab_slice(l, c->tp_rank, &first);
+  return c->k->embedding_bwd(c->stream, dparams, dout, in, n, dim, first, rows,
                              c->dt); /* ids: no din */
+}
+
+/* The rank's rows of the table (the head's weight, then its bias). */
+static int
+vocab_spans(const StLayer *l, int rank, StTpSpan *out)
+{
+  int first, rows = vocab_slice(l, rank, &first), n = 0;
+  size_t dim = (size_t)st_layer_attr(l, "dim", 0);
+  if (dim == 0) /* lm_head: the input's width */
+    dim = (size_t)st_layer_last_dim(&l->in_shape);
+  size_t w = st_layer_attr(l, "tied", 0) ? 0 : (size_t)rows * dim;
+  size_t V = (size_t)rows * MAX(l->tp, 1);
+  st_span_add(out, &n, (size_t)first * dim, 0, w, 1, 0, 0, ST_TP_SPAN_SPLIT);
+  if (st_layer_attr(l, "bias", 0))
+    st_span_add(out, &n, (w > 0 ? V * dim : 0) + (size_t)first, w, (size_t)rows, 1, 0, 0,
+                ST_TP_SPAN_SPLIT);
+  return n;
 }
 
 const StLayerImpl st_impl_embedding = {
@@ -92,6 +125,7 @@ const StLayerImpl st_impl_embedding = {
   .saved_bytes = st_layer_no_saved,
   .forward = embedding_forward,
   .backward = embedding_backward,
+  .tp_spans = vocab_spans,
 };
 
 /* ---- position_embedding: out = in + table[:tokens] ------------------------ */
@@ -182,14 +216,14 @@ static int
 lm_head_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                 const void *in, void *out, void *saved)
 {
-  int dim = st_layer_last_dim(&l->in_shape), vocab = (int)st_layer_attr(l, "vocab", 1);
+  int dim = st_layer_last_dim(&l->in_shape), first, vocab = vocab_slice(l, c->tp_rank, &first);
   int tied = st_layer_attr(l, "tied", 0) != 0;
   const void *w = tied ? c->tied_params : params;
   if (w == NULL)
     return ST_K_EINVAL;
   size_t wn = tied ? 0 : (size_t)vocab * dim;
   const void *b = st_layer_attr(l, "bias", 0) ? st_at(params, c->dt, wn) : NULL;
-  return st_dense_fwd(c, in, st_layer_rows(&l->in_shape, batch), dim, vocab, w, b, out);
+  return st_dense_fwd(c, in, st_tp_rows(l, batch), dim, vocab, w, b, out);
 }
 
 static int
@@ -197,7 +231,7 @@ lm_head_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *p
                  const void *in, const void *out, const void *saved, const void *dout, void *din,
                  void *dparams)
 {
-  int dim = st_layer_last_dim(&l->in_shape), vocab = (int)st_layer_attr(l, "vocab", 1);
+  int dim = st_layer_last_dim(&l->in_shape), first, vocab = vocab_slice(l, c->tp_rank, &first);
   int tied = st_layer_attr(l, "tied", 0) != 0;
   const void *w = tied ? c->tied_params : params;
   void *dw = tied ? c->tied_grads : dparams;
@@ -205,8 +239,7 @@ lm_head_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *p
     return ST_K_EINVAL;
   size_t wn = tied ? 0 : (size_t)vocab * dim;
   void *db = st_layer_attr(l, "bias", 0) ? st_at(dparams, c->dt, wn) : NULL;
-  return st_dense_bwd(c, in, dout, st_layer_rows(&l->in_shape, batch), dim, vocab, w, din, dw,
-                      db);
+  return st_dense_bwd(c, in, dout, st_tp_rows(l, batch), dim, vocab, w, din, dw, db);
 }
 
 const StLayerImpl st_impl_lm_head = {
@@ -215,4 +248,5 @@ const StLayerImpl st_impl_lm_head = {
   .saved_bytes = st_layer_no_saved,
   .forward = lm_head_forward,
   .backward = lm_head_backward,
+  .tp_spans = vocab_spans,
 };

@@ -10,6 +10,12 @@
  *
  * Each keeps its input (the model says so); the attention's dense
  * probabilities are what selective recomputation drops and remakes.
+ *
+ * Split over a tensor-parallel group (layer_impl.h), the attention holds its
+ * heads' rows of W_qkv and columns of W_o, the MLPs their share of ffn
+ * (gate and up rows, W2's columns): both run as whole on every row of the
+ * micro-batch with their share and write partial sums; the output bias goes
+ * to the rank's own rows. RMSNorm is replicated.
  */
 #include "exec/layers/layers_private.h"
 
@@ -69,24 +75,36 @@ const StLayerImpl st_impl_rmsnorm = {
 
 /* ---- swiglu, geglu ------------------------------------------------------------------- */
 
+/* With the output bias on the rank's own rows when split (`rank` -1: all). */
 static StMlpGeom
-glu_geom(const StLayer *l, int batch)
+glu_geom(const StLayer *l, int batch, int rank)
 {
-  return st_mlp_geom(l, st_layer_rows(&l->in_shape, batch), st_layer_last_dim(&l->in_shape),
-                     "bias");
+  StMlpGeom m = st_mlp_geom(l, st_tp_rows(l, batch), st_layer_last_dim(&l->in_shape), "bias");
+  if (rank >= 0)
+    st_tp_own_rows(l, batch, rank, &m.bias_first, &m.bias_rows);
+  return m;
+}
+
+static int
+glu_spans(const StLayer *l, int rank, StTpSpan *out)
+{
+  StMlpGeom m = glu_geom(l, 1, -1);
+  int n = 0;
+  st_mlp_spans(&m, rank, out, &n);
+  return n;
 }
 
 static void
 glu_init(const StLayer *l, float *params, uint64_t seed)
 {
-  StMlpGeom m = glu_geom(l, 1);
+  StMlpGeom m = glu_geom(l, 1, -1);
   st_mlp_init(&m, params, seed, l, 0);
 }
 
 static size_t
 glu_saved(const StLayer *l, int batch, StKDtype dt)
 {
-  StMlpGeom m = glu_geom(l, batch);
+  StMlpGeom m = glu_geom(l, batch, -1);
   StMlpSaved s;
   StCarve cv = {NULL, 0};
   st_mlp_layout(&m, dt, &cv, &s);
@@ -97,7 +115,7 @@ static int
 glu_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params, const void *in,
             void *out, void *saved)
 {
-  StMlpGeom m = glu_geom(l, batch);
+  StMlpGeom m = glu_geom(l, batch, c->tp_rank);
   StMlpSaved s;
   StCarve cv = {saved, 0};
   st_mlp_layout(&m, c->dt, &cv, &s);
@@ -109,7 +127,7 @@ glu_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *param
              const void *in, const void *out, const void *saved, const void *dout, void *din,
              void *dparams)
 {
-  StMlpGeom m = glu_geom(l, batch);
+  StMlpGeom m = glu_geom(l, batch, c->tp_rank);
   StMlpSaved s;
   StCarve cv = {(char *)saved, 0};
   st_mlp_layout(&m, c->dt, &cv, &s);
@@ -124,6 +142,7 @@ const StLayerImpl st_impl_swiglu = {
   .saved_bytes = glu_saved,
   .forward = glu_forward,
   .backward = glu_backward,
+  .tp_spans = glu_spans,
 };
 
 const StLayerImpl st_impl_geglu = {
@@ -132,9 +151,19 @@ const StLayerImpl st_impl_geglu = {
   .saved_bytes = glu_saved,
   .forward = glu_forward,
   .backward = glu_backward,
+  .tp_spans = glu_spans,
 };
 
 /* ---- attention ------------------------------------------------------------------------ */
+
+static int
+attention_spans(const StLayer *l, int rank, StTpSpan *out)
+{
+  StAttnGeom a = st_attn_geom(l, 1);
+  int n = 0;
+  st_attn_spans(&a, rank, out, &n);
+  return n;
+}
 
 static void
 attention_init(const StLayer *l, float *params, uint64_t seed)
@@ -175,6 +204,7 @@ attention_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *
                   const void *in, void *out, void *saved)
 {
   StAttnGeom a = st_attn_geom(l, batch);
+  st_tp_own_rows(l, batch, c->tp_rank, &a.bias_first, &a.bias_rows);
   StAttnSaved s;
   attention_layout(&a, c->dt, saved, c->again, &s);
   void *work;
@@ -215,4 +245,5 @@ const StLayerImpl st_impl_attention = {
   .backward = attention_backward,
   .again_bytes = attention_again,
   .recompute = attention_recompute,
+  .tp_spans = attention_spans,
 };

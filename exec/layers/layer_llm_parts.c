@@ -22,11 +22,12 @@ StAttnGeom
 st_attn_geom(const StLayer *l, int batch)
 {
   StAttnGeom a;
+  a.t = MAX(l->tp, 1);
   a.B = batch;
-  a.T = (int)l->in_shape.dims[0];
+  a.T = (int)l->in_shape.dims[0] * (l->sp ? a.t : 1);
   a.d = (int)l->in_shape.dims[1];
-  a.H = (int)st_layer_attr(l, "heads", 1);
-  a.G = (int)st_layer_attr(l, "kv_heads", 1);
+  a.H = (int)st_layer_attr(l, "heads", 1) / a.t;
+  a.G = (int)st_layer_attr(l, "kv_heads", 1) / a.t;
   a.k = (int)st_layer_attr(l, "head_dim", 1);
   a.rot = (int)st_layer_attr(l, "rope_dim", 0);
   a.theta = (float)st_layer_attr(l, "rope_theta", 0);
@@ -35,6 +36,8 @@ st_attn_geom(const StLayer *l, int batch)
   a.flash = st_layer_attr(l, "flash", 1) != 0;
   a.qkv_bias = st_layer_attr(l, "qkv_bias", 0) != 0;
   a.out_bias = st_layer_attr(l, "out_bias", 0) != 0;
+  a.bias_first = 0;
+  a.bias_rows = batch * a.T;
   return a;
 }
 
@@ -61,6 +64,30 @@ size_t
 st_attn_param_count(const StAttnGeom *a)
 {
   return attn_params(a).end;
+}
+
+void
+st_attn_spans(const StAttnGeom *a, int rank, StTpSpan *out, int *n)
+{
+  AttnParams p = attn_params(a);
+  size_t k = (size_t)a->k, d = (size_t)a->d, t = (size_t)a->t;
+  size_t H = (size_t)a->H * t, G = (size_t)a->G * t; /* the whole layer's */
+  size_t wq = H * k, wn = wq + 2 * G * k;            /* its widths */
+  size_t hq = (size_t)a->H * k, gk = (size_t)a->G * k;
+  size_t w_o = wn * d + (a->qkv_bias ? wn : 0), b_o = w_o + d * wq;
+  /* rows of W_qkv (and entries of b_qkv): its Q heads, K heads, V heads */
+  size_t whole_row[3] = {rank * hq, wq + rank * gk, wq + G * k + rank * gk};
+  size_t part_row[3] = {0, hq, hq + gk}, len[3] = {hq, gk, gk};
+  for (int j = 0; j < 3; j++) {
+    st_span_add(out, n, whole_row[j] * d, p.w_qkv + part_row[j] * d, len[j] * d, 1, 0, 0,
+                ST_TP_SPAN_SPLIT);
+    if (a->qkv_bias)
+      st_span_add(out, n, wn * d + whole_row[j], p.b_qkv + part_row[j], len[j], 1, 0, 0,
+                  ST_TP_SPAN_SPLIT);
+  }
+  st_span_add(out, n, w_o + rank * hq, p.w_o, hq, d, wq, hq, ST_TP_SPAN_SPLIT);
+  if (a->out_bias)
+    st_span_add(out, n, b_o, p.b_o, d, 1, 0, 0, ST_TP_SPAN_WHOLE);
 }
 
 void
@@ -209,7 +236,11 @@ st_attn_forward(const StLayerCtx *c, const StAttnGeom *a, const void *params, co
     int dims[4] = {a->H, a->B, a->T, a->k}, perm[4] = {1, 2, 0, 3};
     ST_TRY(k->permute4(c->stream, s->y, h.yh, dims, perm, c->dt));
   }
-  return st_dense_fwd(c, s->y, rows, (int)p.q, a->d, AP(w_o), a->out_bias ? AP(b_o) : NULL, out);
+  if (a->bias_rows == rows)
+    return st_dense_fwd(c, s->y, rows, (int)p.q, a->d, AP(w_o), a->out_bias ? AP(b_o) : NULL,
+                        out);
+  ST_TRY(st_dense_fwd(c, s->y, rows, (int)p.q, a->d, AP(w_o), NULL, out));
+  return a->out_bias ? st_bias_rows(c, out, AP(b_o), a->bias_first, a->bias_rows, a->d) : 0;
 }
 
 int
@@ -279,8 +310,9 @@ st_mlp_geom(const StLayer *l, int rows, int d, const char *bias_key)
   int kind = (int)st_layer_attr(l, "mlp", MLP_SWIGLU);
   if (strcmp(l->type->name, "geglu") == 0)
     kind = MLP_GEGLU;
-  StMlpGeom m = {rows, d, (int)st_layer_attr(l, "ffn", 1), kind != MLP_GELU,
-                 kind == MLP_SWIGLU ? 0 : 1, st_layer_attr(l, bias_key, 0) != 0};
+  int t = MAX(l->tp, 1);
+  StMlpGeom m = {rows, d, (int)st_layer_attr(l, "ffn", 1) / t, kind != MLP_GELU,
+                 kind == MLP_SWIGLU ? 0 : 1, st_layer_attr(l, bias_key, 0) != 0, t, 0, rows};
   return m;
 }
 
@@ -305,6 +337,23 @@ size_t
 st_mlp_param_count(const StMlpGeom *m)
 {
   return mlp_params(m).end;
+}
+
+void
+st_mlp_spans(const StMlpGeom *m, int rank, StTpSpan *out, int *n)
+{
+  MlpParams p = mlp_params(m);
+  size_t f = (size_t)m->f, d = (size_t)m->d, F = f * (size_t)m->t, nn = m->gated ? 2 : 1;
+  size_t b1 = nn * F * d, w2 = b1 + (m->bias ? nn * F : 0), b2 = w2 + d * F;
+  for (size_t j = 0; j < nn; j++) { /* the gate's rows, then the up's */
+    st_span_add(out, n, (j * F + rank * f) * d, p.w1 + j * f * d, f * d, 1, 0, 0,
+                ST_TP_SPAN_SPLIT);
+    if (m->bias)
+      st_span_add(out, n, b1 + j * F + rank * f, p.b1 + j * f, f, 1, 0, 0, ST_TP_SPAN_SPLIT);
+  }
+  st_span_add(out, n, w2 + rank * f, p.w2, f, d, F, f, ST_TP_SPAN_SPLIT);
+  if (m->bias)
+    st_span_add(out, n, b2, p.b2, d, 1, 0, 0, ST_TP_SPAN_WHOLE);
 }
 
 void
@@ -348,7 +397,10 @@ st_mlp_forward(const StLayerCtx *c, const StMlpGeom *m, const void *params, cons
     ST_TRY(c->k->glu_fwd(c->stream, s->h, s->u, m->rows, m->f, m->act, c->dt));
   else
     ST_TRY(c->k->gelu_fwd(c->stream, s->h, s->u, c->dt, (size_t)m->rows * m->f));
-  return st_dense_fwd(c, s->h, m->rows, m->f, m->d, MP(w2), m->bias ? MP(b2) : NULL, out);
+  if (m->bias_rows == m->rows)
+    return st_dense_fwd(c, s->h, m->rows, m->f, m->d, MP(w2), m->bias ? MP(b2) : NULL, out);
+  ST_TRY(st_dense_fwd(c, s->h, m->rows, m->f, m->d, MP(w2), NULL, out));
+  return m->bias ? st_bias_rows(c, out, MP(b2), m->bias_first, m->bias_rows, m->d) : 0;
 }
 
 int

@@ -2,7 +2,8 @@
  * share: their registry entries, deterministic initialisation, carving the
  * `saved` block into tensors, scratch memory, and the dense and convolution
  * building blocks that both the plain layers and the residual / transformer
- * blocks use. Private to exec/layers/.
+ * blocks use, and the tensor-parallel pieces (layer_split.c). Private to
+ * exec/layers/.
  *
  * Everything runs through the kernel table of the context, so it works on
  * the host and on a GPU alike; every helper returns 0 or the first kernel
@@ -141,17 +142,26 @@ int st_conv_bwd(const StLayerCtx *c, const StConvGeom *g, const void *x, const v
  * with its parameter layout, init, saved tensors and scratch ("work", a
  * block the caller lends, as large as *_work() says), so a block composes
  * them and sim/model/layer_attention.c, layer_llm.c count the same. One
- * rank of the whole layer (tensor parallelism is issue 13's). */
+ * rank of a tensor-parallel group (l->tp = t) holds its heads / ffn / t
+ * and computes on every token of the micro-batch (B x T rows, T the whole
+ * sequence also under sequence parallelism); the output bias is added to
+ * the rows [bias_first, bias_first + bias_rows) only (all of them by
+ * default; a split layer's owner rows, st_tp_own_rows). */
 
 /* The attention of a layer on batch x tokens rows of width d. */
 typedef struct {
   int B, T, d;
-  int H, G, k, rot; /* query heads, kv heads, head width, rotated dims */
+  int H, G, k, rot; /* this rank's query heads, kv heads; head width, rotated dims */
   float theta;      /* RoPE base, 0: none */
   int causal, window, flash, qkv_bias, out_bias;
+  int t;            /* tensor-parallel ranks the heads are split over (1: whole) */
+  int bias_first, bias_rows;
 } StAttnGeom;
 
 StAttnGeom st_attn_geom(const StLayer *l, int batch);
+/* Adds rank `rank`'s parameter spans (layer_impl.h) to out[*n..]: Q, K and V
+ * rows of its heads, its columns of W_o, the output bias WHOLE. */
+void st_attn_spans(const StAttnGeom *a, int rank, StTpSpan *out, int *n);
 size_t st_attn_param_count(const StAttnGeom *a);
 /* Parameters: W_qkv [n, d] (Q heads, then K, then V: n = (H + 2 G) k),
  * b_qkv [n], W_o [d, H k], b_o [d] (biases when the layer has them). Init
@@ -185,7 +195,9 @@ int st_attn_recompute(const StLayerCtx *c, const StAttnGeom *a, const StAttnSave
 /* An MLP d -> f -> d on `rows` rows: act 0 SiLU, 1 GELU; gated (SwiGLU,
  * GeGLU) or not (GELU MLP). */
 typedef struct {
-  int rows, d, f, gated, act, bias;
+  int rows, d, f, gated, act, bias; /* f: this rank's share of ffn */
+  int t;
+  int bias_first, bias_rows;        /* rows the output bias b2 goes to */
 } StMlpGeom;
 
 /* From a layer's attrs: `ffn`, and `mlp` (a choice of sim/model's
@@ -194,6 +206,7 @@ StMlpGeom st_mlp_geom(const StLayer *l, int rows, int d, const char *bias_key);
 size_t st_mlp_param_count(const StMlpGeom *m);
 /* Parameters: W1 [n f, d] (gated: the gate's rows, then the up's), b1 [n f],
  * W2 [d, f], b2 [d]. */
+void st_mlp_spans(const StMlpGeom *m, int rank, StTpSpan *out, int *n);
 void st_mlp_init(const StMlpGeom *m, float *params, uint64_t seed, const StLayer *l, int tensor);
 /* Saved: u [rows, n f] (the first projection's output), h [rows, f]. */
 typedef struct {
@@ -222,3 +235,14 @@ int st_norm_forward(const StLayerCtx *c, const StNormPart *n, const void *params
 /* dx (written, NULL skips), the scale's (and shift's) gradient accumulated. */
 int st_norm_backward(const StLayerCtx *c, const StNormPart *n, const void *params, const void *x,
                      const void *dy, void *dx, void *dparams);
+
+/* ---- tensor parallelism (layer_split.c) -------------------------------------------- */
+
+/* A span (layer_impl.h) appended to out[*n] (nothing when empty). */
+void st_span_add(StTpSpan *out, int *n, size_t whole, size_t part, size_t len, size_t rows,
+                 size_t whole_ld, size_t part_ld, StTpSpanKind kind);
+/* Moves spans [from, n) by the offsets of a part inside a larger vector. */
+void st_spans_shift(StTpSpan *spans, int from, int n, size_t whole, size_t part);
+/* The rows [first, first + count) of `out` ([rows, cols] in dt) += bias [cols]. */
+int st_bias_rows(const StLayerCtx *c, void *out, const void *bias, int first, int count,
+                 int cols);

@@ -22,6 +22,16 @@
  * attention's, and (parallel) the MLP's output before it is added. Backward
  * scratch: one [B s d] gradient (two with an MLP) and one block for the
  * branch being differentiated, as large as the larger branch's.
+ *
+ * Split over a tensor-parallel group (tp > 1), exec/layers/layer_decoder.c
+ * runs it in parts on all N = B s rows (s the whole sequence) and keeps no
+ * norm: saved = x1 (sequential with an MLP; the rank's rows, N / t under
+ * sequence parallelism) + the attention's + the MLP's, for the rank's heads
+ * and ffn / t on N rows; every part of a pass takes the same scratch: the
+ * norm's statistics and output on N rows, then forward the attention's
+ * work (+ the MLP's output with a parallel residual), backward two [N d]
+ * gradients (three with a parallel residual, or sequential without
+ * sequence parallelism) and the larger half's work.
  */
 #include "model/layer_types_private.h"
 
@@ -99,6 +109,23 @@ llama_derive(StLayer *layer, int dtype_bytes, GError **error)
   return TRUE;
 }
 
+/* The split block (see the top). */
+static void
+llama_split_memory(const Block *b, gboolean sp, int batch, int dtype_bytes,
+                   const StPartMemory *attn, const StPartMemory *mlp, StLayerMemory *out)
+{
+  int64_t n = batch * b->attn.s, map = st_layer_aligned(n * b->d * dtype_bytes);
+  int64_t stats = st_norm_saved(b->norm, n);
+  gboolean x1 = b->has_mlp && !b->parallel;
+  out->saved = (x1 ? st_layer_aligned(batch * b->rows * b->d * dtype_bytes) : 0) + attn->saved +
+               mlp->saved;
+  out->again = attn->again;
+  out->again_scratch = attn->again_work;
+  out->fwd_scratch = stats + map + attn->fwd + (b->parallel ? map : 0);
+  gboolean second = b->parallel || (b->has_mlp && !sp);
+  out->bwd_scratch = stats + (second ? 3 : 2) * map + MAX(attn->bwd, mlp->bwd);
+}
+
 static void
 llama_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
 {
@@ -109,6 +136,10 @@ llama_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *ou
   StPartMemory attn, mlp;
   st_attn_memory(&b.attn, batch, dtype_bytes, &attn);
   st_mlp_memory(&b.mlp, batch, dtype_bytes, &mlp);
+  if (layer->tp > 1) {
+    llama_split_memory(&b, layer->sp, batch, dtype_bytes, &attn, &mlp, out);
+    return;
+  }
   out->saved = st_norm_saved(b.norm, rows) + map + attn.saved;
   out->again = attn.again;
   out->again_scratch = attn.again_work;

@@ -131,13 +131,20 @@ softmax_ce_derive(StLayer *layer, int dtype_bytes, GError **error)
 
 /* The probabilities are saved in fp32 whatever the dtype (a bf16 softmax
  * loses the small ones the gradient needs), and the targets are one int32
- * class per position: per token of a sequence, else one per sample. */
+ * class per position: per token of a sequence, else one per sample. Over
+ * logits split by classes (tp > 1: exec/layers/layer_loss.c), exp(x - the
+ * local max) in their place and four fp32 statistics per row, each tensor
+ * aligned. */
 static void
 softmax_ce_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
 {
   const StShape *in = &layer->in_shape;
   int64_t positions = in->n_dims >= 2 ? in->dims[0] : 1;
-  out->saved = st_shape_elems(in) * (int64_t)sizeof(float) * batch;
+  int64_t rows = st_shape_elems(in) / in->dims[in->n_dims - 1] * batch;
+  out->saved = layer->tp > 1
+                 ? st_layer_aligned(st_shape_elems(in) * (int64_t)sizeof(float) * batch) +
+                     st_layer_aligned(4 * rows * (int64_t)sizeof(float))
+                 : st_shape_elems(in) * (int64_t)sizeof(float) * batch;
   out->targets = positions * (int64_t)sizeof(int32_t) * batch;
 }
 
