@@ -28,6 +28,7 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "params_packed_shard", "grads_packed", "grads_packed_shard",
                                    "grads_packed_fp32", "optim_packed", "optim_packed_shard",
                                    "tp_input", "tp_output", "tp_output_grad", "tp_input_grad",
+                                   "tp_grads",
                                    "ep_dispatch", "ep_combine", "ep_combine_grad",
                                    "ep_dispatch_grad", NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", NULL};

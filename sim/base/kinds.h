@@ -145,6 +145,9 @@ typedef enum {
                              (sequence parallelism) */
   ST_DATA_TP_INPUT_GRAD,  /* the gradient of the input, partial sums: all-reduced, or
                              reduce-scattered (sequence parallelism) */
+  ST_DATA_TP_GRADS,       /* of layers [layer, layer_last]: the gradients of the parameters
+                             every tensor-parallel rank holds whole but computes partial sums
+                             of (st_layer_tp_partial_params), all-reduced once per step */
   /* Expert parallelism: an all-to-all over the expert-parallel group around
    * the experts [layer, layer_last] of one MoE layer, micro-batch `micro`: */
   ST_DATA_EP_DISPATCH,      /* forward: each expert's rows (up to its capacity) of every

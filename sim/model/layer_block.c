@@ -358,6 +358,13 @@ transformer_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS
   return 2;
 }
 
+/* Its two LayerNorms' weights and biases (layer_type.h). */
+static int64_t
+transformer_tp_partial_params(const StLayer *layer)
+{
+  return 4 * layer->in_shape.dims[1];
+}
+
 const StLayerType st_layer_transformer_block = {
   .name = "transformer_block",
   .summary = "pre-LN transformer block: LN, multi-head attention, LN, GELU MLP, residuals",
@@ -367,4 +374,5 @@ const StLayerType st_layer_transformer_block = {
   .memory = transformer_memory,
   .tp = ST_TP_PARALLEL,
   .tp_parts = transformer_tp_parts,
+  .tp_partial_params = transformer_tp_partial_params,
 };

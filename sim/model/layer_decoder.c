@@ -177,6 +177,16 @@ llama_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX])
   return 2;
 }
 
+/* Its norms' weights (layer_type.h). */
+static int64_t
+llama_tp_partial_params(const StLayer *layer)
+{
+  Block b;
+  if (!block_of(layer, &b, NULL))
+    return 0;
+  return st_norm_params(b.norm, b.d) * (b.has_mlp ? 2 : 1);
+}
+
 const StLayerType st_layer_llama_block = {
   .name = "llama_block",
   .summary = "pre-norm decoder block: RMSNorm, GQA attention with RoPE, RMSNorm, SwiGLU MLP, "
@@ -187,4 +197,5 @@ const StLayerType st_layer_llama_block = {
   .memory = llama_memory,
   .tp = ST_TP_PARALLEL,
   .tp_parts = llama_tp_parts,
+  .tp_partial_params = llama_tp_partial_params,
 };

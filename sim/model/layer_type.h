@@ -181,6 +181,10 @@ struct StLayerType {
    * share[k] with part k's share of the pass's FLOPs, parts in forward
    * order, and returns how many. NULL: one part, the whole pass. */
   int (*tp_parts)(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX]);
+  /* Of a PARALLEL layer's parameters, those every rank holds whole but whose
+   * gradient it computes as a partial sum (a block's norms, computed on each
+   * rank's partial gradient: st_layer_tp_partial_params). NULL: none. */
+  int64_t (*tp_partial_params)(const StLayer *layer);
   /* Continues a chain (see the top): reads what it shares with the chain
    * from `prev` (the layer before it, NULL for the first) into its attrs,
    * before derive(); fails when `prev` opens no chain it belongs to. NULL:

@@ -215,6 +215,17 @@ st_layer_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MA
   return n;
 }
 
+int64_t
+st_layer_tp_partial_params(const StLayer *layer)
+{
+  g_return_val_if_fail(layer != NULL, 0);
+  if (layer->tp <= 1)
+    return 0;
+  if (layer->type->tp == ST_TP_REPLICATED)
+    return layer->sp ? layer->params : 0;
+  return layer->type->tp_partial_params != NULL ? layer->type->tp_partial_params(layer) : 0;
+}
+
 /* What the loader derived, for readers of `stagger model show --json`; the
  * loader ignores it and derives again. */
 static cJSON *

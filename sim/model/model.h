@@ -174,6 +174,14 @@ int st_layer_tp_comm(const StLayer *layer, StPass pass, int dtype_bytes, StTpCom
 #define ST_TP_PARTS_MAX 2
 int st_layer_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX]);
 
+/* Parameters of a layer split over a tensor-parallel group that every rank
+ * holds whole but computes only a partial sum of the gradient of, summed
+ * over the group once per step (Megatron-LM's all-reduce of the norms'
+ * gradients under sequence parallelism): a split block's norms; under
+ * sequence parallelism also every replicated layer's parameters (each rank
+ * computes on its s/t tokens). 0 when tp = 1. */
+int64_t st_layer_tp_partial_params(const StLayer *layer);
+
 /* The attribute `key` of a layer, or `fallback` when the layer has none. */
 int64_t st_layer_attr(const StLayer *layer, const char *key, int64_t fallback);
 /* The name of a choice attr's value ("rmsnorm"), or NULL when `key` is not a

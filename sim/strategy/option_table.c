@@ -159,6 +159,10 @@ static const StOptionSpec SPECS[] = {
   {"virtual-stages", ST_OPT_INT, F(virtual_stages), 0, 1024, NULL, NULL, "V",
    "megatron: model chunks per pipeline stage, Megatron-LM's interleaved 1F1B schedule (V > 1 "
    "needs --pipeline-stages > 1) (default: 1)"},
+  {"vocab-multiple", ST_OPT_INT, F(vocab_multiple), 0, 1 << 20, NULL, NULL, "K",
+   "megatron: pad the vocabulary to a multiple of K x T, as Megatron-LM's "
+   "--make-vocab-size-divisible-by; 1 pads only what T does not divide; 0 = 128 (default: "
+   "128)"},
   {NULL},
 };
 

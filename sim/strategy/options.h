@@ -66,6 +66,8 @@ typedef struct {
   int expert_parallel;   /* --expert-parallel: megatron's EP group size; 0 = not given (1) */
   int virtual_stages;    /* --virtual-stages: megatron's model chunks per pipeline stage
                             (interleaved 1F1B); 0 = not given (1) */
+  int vocab_multiple;    /* --vocab-multiple: megatron pads the vocabulary to a multiple of
+                            this x t; 0 = not given (128, Megatron-LM's) */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank (per group of ranks sharing samples) per
                            step */

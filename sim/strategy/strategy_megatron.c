@@ -200,13 +200,14 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
 /* Megatron-LM pads the vocabulary to a multiple of 128 t
  * (--make-vocab-size-divisible-by 128, times the tensor-parallel size), so
  * that every rank's share is whole and aligned; the padding rows are
- * computed like the others. The padded size, or 0 when nothing changes. */
+ * computed like the others (--vocab-multiple K: of K t). The padded size,
+ * or 0 when nothing changes. */
 #define VOCAB_MULTIPLE 128
 
 static int64_t
-pad_vocab(StModel *m, int t)
+pad_vocab(StModel *m, int t, int k)
 {
-  int64_t padded = 0, multiple = (int64_t)VOCAB_MULTIPLE * t;
+  int64_t padded = 0, multiple = (int64_t)(k > 0 ? k : VOCAB_MULTIPLE) * t;
   for (int i = 0; i < m->n_layers; i++) {
     StLayer *layer = &m->layers[i];
     for (int a = 0; a < layer->n_attrs; a++) {
@@ -222,10 +223,10 @@ pad_vocab(StModel *m, int t)
 
 /* The model one rank of a tensor-parallel group computes (transfer full). */
 static StModel *
-rank_model(const StModel *model, int t, gboolean sp, int64_t *padded, GError **error)
+rank_model(const StModel *model, int t, gboolean sp, int k, int64_t *padded, GError **error)
 {
   g_autoptr(StModel) copy = st_model_copy(model);
-  *padded = t > 1 ? pad_vocab(copy, t) : 0;
+  *padded = t > 1 ? pad_vocab(copy, t, k) : 0;
   StModel *m = st_model_derive_as(copy, NULL, t, sp, error);
   if (m == NULL)
     g_prefix_error(error, "--tensor-parallel %d: ", t);
@@ -239,7 +240,7 @@ build(const StStrategyInput *in, GError **error)
   int t = MAX(o->tensor_parallel, 1);
   gboolean sp = o->sequence_parallel && t > 1;
   int64_t padded;
-  g_autoptr(StModel) m = rank_model(in->model, t, sp, &padded, error);
+  g_autoptr(StModel) m = rank_model(in->model, t, sp, o->vocab_multiple, &padded, error);
   if (m == NULL)
     return NULL;
   Layout l;

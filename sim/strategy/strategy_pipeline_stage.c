@@ -265,6 +265,24 @@ emit_update(Stage *st, int64_t params, int64_t nnz)
   gboolean head = holds(st, pp->tied_head);
   if (st->zero != NULL)
     st->last_reduce = st_zero_last_reduce(st->zero);
+  /* The gradients every tensor-parallel rank computes partial sums of, one
+   * all-reduce per chunk on the compute stream (ordered with the passes'
+   * collectives on "tp"), once the data-parallel reductions are done. */
+  for (int c = st->n_chunks - 1; pp->tp != NULL && c >= 0; c--) {
+    const Chunk *ch = &st->chunks[c];
+    int64_t partial = 0;
+    for (int i = ch->lo; i < ch->hi; i++)
+      partial += st_layer_tp_partial_params(&pp->model->layers[i]);
+    if (partial == 0)
+      continue;
+    StOp op = st_op_coll(st->compute, ST_COLL_ALL_REDUCE, pp->tp->comm, partial * pp->bytes.grad);
+    op.label = st_program_label(st->p, "partial grads");
+    st_op_moves(&op, ST_DATA_TP_GRADS, ch->lo, ch->hi - 1);
+    st_program_begin(st->p, &op);
+    if (st->last_reduce != NONE)
+      st_program_after(st->p, st->last_reduce);
+    st->last_reduce = st_program_commit(st->p);
+  }
   if (pp->tied_copy && (embed || head)) {
     /* Under ZeRO each side sums its shard: the two shard the embedding
      * alike over data-parallel groups of one size. */

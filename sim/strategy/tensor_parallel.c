@@ -108,11 +108,10 @@ emit_deps(Emit *e)
     st_program_after(e->p, e->pm->after[i]);
 }
 
-/* A collective of the part after the last op; `pm` (or NULL): the pass's
- * frees, when it is the pass's last op. */
+/* A collective of the part after the last op. */
 static uint32_t
 emit_coll(Emit *e, int part, const StTpComm *c, StData data, int64_t bytes, uint32_t alloc,
-          uint32_t free, const StPassMem *pm)
+          uint32_t free)
 {
   StOp op = st_op_coll(e->stream, c->kind, e->tp->comm, bytes);
   st_op_moves(&op, data, e->layer, e->layer);
@@ -124,8 +123,6 @@ emit_coll(Emit *e, int part, const StTpComm *c, StData data, int64_t bytes, uint
     st_program_alloc(e->p, alloc);
   if (free != NONE)
     st_program_free_buffer(e->p, free);
-  if (pm != NULL)
-    apply_frees(e);
   return e->last = st_program_commit(e->p);
 }
 
@@ -166,7 +163,7 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
       gathered[n_gathered] = comm_buffer(&e, pc.data[k] == ST_DATA_TP_INPUT ? "gathered input"
                                                                             : "gathered dy",
                                          part, bytes);
-      emit_coll(&e, part, &pc.comm[k], pc.data[k], bytes, gathered[n_gathered], NONE, NULL);
+      emit_coll(&e, part, &pc.comm[k], pc.data[k], bytes, gathered[n_gathered], NONE);
       n_gathered++;
     }
     /* The compute: a reduce-scatter after it reads the partial sums it writes. */
@@ -188,14 +185,12 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
       st_program_alloc(p, partial);
     for (int i = 0; i < n_gathered; i++)
       st_program_free_buffer(p, gathered[i]);
-    if (last_part && k == pc.n)
+    if (last_part)
       apply_frees(&e);
     e.last = st_program_commit(p);
     first_comp = FALSE;
     for (; k < pc.n; k++) {
-      gboolean last_op = last_part && k == pc.n - 1;
-      emit_coll(&e, part, &pc.comm[k], pc.data[k], pc.comm[k].bytes * batch, NONE, partial,
-                last_op ? pm : NULL);
+      emit_coll(&e, part, &pc.comm[k], pc.data[k], pc.comm[k].bytes * batch, NONE, partial);
       partial = NONE;
     }
   }
