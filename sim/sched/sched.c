@@ -16,12 +16,6 @@ stream_clear(gpointer p)
   g_free(((StStream *)p)->name);
 }
 
-static void
-buffer_clear(gpointer p)
-{
-  g_free(((StBuffer *)p)->name);
-}
-
 StProgram *
 st_program_new(const char *name)
 {
@@ -30,7 +24,7 @@ st_program_new(const char *name)
   p->streams = g_array_new(FALSE, TRUE, sizeof(StStream));
   g_array_set_clear_func(p->streams, stream_clear);
   p->buffers = g_array_new(FALSE, TRUE, sizeof(StBuffer));
-  g_array_set_clear_func(p->buffers, buffer_clear);
+  p->names = g_string_chunk_new(4096);
   p->ops = g_array_new(FALSE, TRUE, sizeof(StOp));
   p->deps = g_array_new(FALSE, TRUE, sizeof(StDep));
   p->mem = g_array_new(FALSE, TRUE, sizeof(uint32_t));
@@ -50,6 +44,7 @@ st_program_free(StProgram *p)
   g_free(p->name);
   g_array_unref(p->streams);
   g_array_unref(p->buffers);
+  g_string_chunk_free(p->names);
   g_array_unref(p->ops);
   g_array_unref(p->deps);
   g_array_unref(p->mem);
@@ -76,7 +71,7 @@ st_program_add_buffer(StProgram *p, const char *name, StMemCategory category, in
 {
   g_return_val_if_fail(category >= 0 && category < ST_MEM_N, 0);
   g_return_val_if_fail(bytes >= 0, 0);
-  StBuffer b = {g_strdup(name), (uint8_t)category, persistent ? 1 : 0, bytes,
+  StBuffer b = {g_string_chunk_insert(p->names, name), (uint8_t)category, persistent ? 1 : 0, bytes,
                 ST_DATA_NONE,         -1,          -1, -1, 1, -1};
   g_array_append_val(p->buffers, b);
   return p->buffers->len - 1;

@@ -61,7 +61,7 @@ typedef struct {
 } StStream;
 
 typedef struct {
-  char *name;
+  const char *name;   /* owned by the program (its string chunk) */
   uint8_t category;   /* StMemCategory */
   uint8_t persistent; /* allocated before the first step, never freed */
   int64_t bytes;
@@ -134,6 +134,8 @@ typedef struct {
   GArray *mem;       /* uint32_t buffer indices */
   GPtrArray *labels; /* char *, owned */
   int32_t job;       /* whose layers op->layer indexes: 0 the main job, k schedule->jobs[k-1] */
+  /* private: buffer names (one chunk: programs hold thousands) */
+  GStringChunk *names;
   /* private: the op being built (st_program_begin .. st_program_commit) */
   StOp pending;
   gboolean building;

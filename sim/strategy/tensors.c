@@ -54,6 +54,31 @@ st_pass_mem_apply(StProgram *p, const StPassMem *pm)
     st_program_free_buffer(p, pm->free[i]);
 }
 
+/* Buffer names, "WHAT LAYER mMICRO", cut to fit: every pass of every
+ * micro-batch names a few, so without printf's cost. */
+#define NAME_MAX_LEN 256
+
+static void
+name_of(char out[NAME_MAX_LEN], const char *what, const char *layer, int micro)
+{
+  char digits[16];
+  int n = 0;
+  unsigned v = micro < 0 ? 0u - (unsigned)micro : (unsigned)micro;
+  do
+    digits[n++] = (char)('0' + v % 10);
+  while ((v /= 10) > 0);
+  if (micro < 0)
+    digits[n++] = '-';
+  gsize at = 0;
+  const char *parts[] = {what, " ", layer, " m"};
+  for (gsize i = 0; i < G_N_ELEMENTS(parts); i++)
+    for (const char *c = parts[i]; *c != '\0' && at + n + 1 < NAME_MAX_LEN; c++)
+      out[at++] = *c;
+  while (n > 0)
+    out[at++] = digits[--n];
+  out[at] = '\0';
+}
+
 uint32_t
 st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pass, int batch,
                 StDtype dtype, StRecompute recompute)
@@ -74,8 +99,8 @@ st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pas
     bytes += st_layer_aligned(sizeof(float));
   if (bytes == 0)
     return NONE;
-  g_autofree char *name = g_strdup_printf("scratch %s %s m%d", pass == ST_PASS_BWD ? "bwd" : "fwd",
-                                          m->layers[layer].name, micro);
+  char name[NAME_MAX_LEN];
+  name_of(name, pass == ST_PASS_BWD ? "scratch bwd" : "scratch fwd", m->layers[layer].name, micro);
   return st_program_add_buffer(p, name, ST_MEM_WORKSPACE, bytes, FALSE);
 }
 
@@ -211,8 +236,8 @@ buffer(StTensors *t, const char *what, int layer, StMemCategory category, int64_
 {
   if (bytes == 0)
     return NONE;
-  g_autofree char *name = g_strdup_printf("%s %s m%d", what, t->spec.model->layers[layer].name,
-                                          t->spec.micro);
+  char name[NAME_MAX_LEN];
+  name_of(name, what, t->spec.model->layers[layer].name, t->spec.micro);
   uint32_t b = st_program_add_buffer(t->program, name, category, bytes, FALSE);
   if (data != ST_DATA_NONE)
     st_program_buffer_holds(t->program, b, data, data_layer, data_layer, t->spec.micro, 1);
