@@ -435,8 +435,9 @@ static void
 test_bounds_valid(void)
 {
   /* Every registered strategy on small spaces, nothing pruned: the bound of
-   * each simulated configuration is at most its simulated step time, and
-   * its memory bound at most its simulated peak. */
+   * each simulated configuration is at most its simulated step time, so is
+   * its work bound (taken before building it), and its memory bound at most
+   * its simulated peak. */
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   int checked = 0;
   for (gsize k = 0; k < G_N_ELEMENTS(SPACES); k++) {
@@ -453,6 +454,8 @@ test_bounds_valid(void)
       g_assert_true(pt->bounded);
       g_assert_cmpint(pt->bound.step_time_ns, >=, 0);
       g_assert_cmpint(pt->bound.step_time_ns, <=, pt->step_time_ns);
+      g_assert_cmpint(pt->work_ns, <=, pt->step_time_ns);
+      g_assert_cmpint(pt->gpus_used, >=, 1);
       g_assert_cmpint(pt->bound.peak_bytes, <=, pt->peak_bytes);
       checked++;
     }

@@ -19,7 +19,8 @@
  *                  schedule, without simulating it.
  *   plan_dedup.c   fingerprints: configurations that build the same schedule
  *                  are simulated once.
- *   plan_run.c     evaluation on a GThreadPool, pruning by the bounds.
+ *   plan_run.c     evaluation on a GThreadPool, built lazily in waves,
+ *                  pruning by the bounds (a work bound before building).
  *   plan_prune.c   the best simulated objective so far per GPU count.
  *   plan_rank.c    objectives, the ranking and the Pareto fronts.
  *   plan_json.c    plan.json (every point) and plan.csv (for plots/plan.gp).
@@ -27,10 +28,11 @@
  *
  * Determinism: a search gives the same points, ranks, fronts and files
  * whatever the thread count. Every configuration's result is stored at its
- * index; simulations run in fixed-size waves (ST_PLAN_WAVE, independent of
- * the thread count), and the pruning decided when a wave ends uses the
- * results of that wave and the ones before it only, so which
- * configurations get pruned does not depend on which thread finished first.
+ * index; configurations are built and simulated in fixed-size waves
+ * (ST_PLAN_WAVE, independent of the thread count), and the pruning decided
+ * when a wave ends uses the results of that wave and the ones before it
+ * only, so which configurations get pruned does not depend on which thread
+ * finished first.
  *
  * Steps: every configuration runs --steps auto unless the user fixes a
  * number: the engine stops once its state repeats (output/steady.h), so
@@ -46,9 +48,10 @@
  *
  * Pruning is exact, never heuristic: a configuration is skipped only when a
  * valid lower bound of its step time (plan_bound.c; with --steps auto a
- * bound of the steady step, which no warm-up figure can undercut) shows
- * that an already simulated, steady configuration beats it (see
- * StPlanPrune), or when a lower bound of its peak memory exceeds the cap.
+ * bound of the steady step, which no warm-up figure can undercut; before
+ * building, the work bound) shows that an already simulated, steady
+ * configuration beats it (see StPlanPrune), or when a lower bound of its
+ * peak memory exceeds the cap.
  * The winner is never pruned; tests/test_plan.c checks it against the
  * unpruned search.
  */
@@ -67,11 +70,11 @@
 #define ST_PLAN_ERROR (st_plan_error_quark())
 GQuark st_plan_error_quark(void);
 
-/* Simulations per wave, unless the spec says. Two waves are in flight; the
- * pruning decisions taken when wave j ends use waves up to j only. Fixed
- * (never derived from the thread count), so the output does not depend on
- * the number of threads. Larger keeps more threads busy; smaller prunes
- * sooner. */
+/* Configurations per wave, unless the spec says: built together, then the
+ * survivors simulated together; the pruning decisions taken when wave j
+ * ends use waves up to j only. Fixed (never derived from the thread count),
+ * so the output does not depend on the number of threads. Larger keeps more
+ * threads busy; smaller prunes sooner. */
 #define ST_PLAN_WAVE 16
 
 typedef enum {
@@ -204,6 +207,16 @@ typedef struct {
 void st_plan_bound(const StSchedule *schedule, const StProfile *profile, const char *comm_algo,
                    StPlanBound *out);
 
+/* A bound of the steady step (--steps auto) of any configuration, before
+ * building it: every sample of the global batch runs every layer's forward
+ * and backward, and no GPU computes faster than its peak, so a step takes
+ * at least (fwd + bwd FLOPs per sample) x global batch / (GPUs x peak) in
+ * the compute dtype of `resolved` on `cluster` (resized). Only for the
+ * cost models that never beat the peak (no measured profile: the caller
+ * decides). O(1). */
+int64_t st_plan_work_bound(const StModel *model, const StCluster *cluster,
+                           const StOptions *resolved);
+
 /* ---- identical schedules (plan_dedup.c) -------------------------------------- */
 
 /* A 128-bit fingerprint of what the engine simulates in `schedule` with
@@ -234,6 +247,8 @@ typedef struct {
   StUpdate update;         /* what it computes against synchronous SGD/Adam (strategy.h) */
   gboolean bounded;        /* `bound` computed */
   StPlanBound bound;
+  int64_t work_ns;         /* before building: the compute of its global batch at the GPUs'
+                              peak, spread over all of them (st_plan_work_bound); 0 unknown */
   /* Simulated (OK, OOM by simulation): */
   int32_t steps_run;                    /* steps the simulation took */
   gboolean steady;                      /* its steady state was reached (--steps auto), or

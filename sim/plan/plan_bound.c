@@ -439,3 +439,16 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
   g_free(x.shapes);
   g_hash_table_unref(x.coll_ns);
 }
+
+int64_t
+st_plan_work_bound(const StModel *m, const StCluster *c, const StOptions *o)
+{
+  StDtype dtype = ST_DTYPE_FP32;
+  if (o->precision == ST_PRECISION_MIXED)
+    dtype = c->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
+  double peak = st_cluster_peak_flops(c, dtype);
+  if (!(peak > 0) || c->gpus <= 0)
+    return 0;
+  double ns = (m->fwd_flops + m->bwd_flops) * (double)o->global_batch / (c->gpus * peak) * 1e9;
+  return isfinite(ns) && ns > 0 ? (int64_t)floor(ns) : 0;
+}

@@ -13,8 +13,8 @@
  *
  * Two independent 64-bit hashes over the same values make the 128-bit key;
  * O(ops + dependencies + ranks + communicator members). The first
- * configuration (lowest index) of a set with one key is simulated; the
- * others copy its results.
+ * configuration of a set with one key to be built is simulated; the others
+ * copy its results.
  */
 #include "plan/plan_private.h"
 
@@ -153,24 +153,20 @@ key_equal(gconstpointer a, gconstpointer b)
   return memcmp(a, b, 2 * sizeof(guint64)) == 0;
 }
 
-void
-st_plan_dedupe(StPlan *plan, GArray *cand)
+GHashTable *
+st_plan_fingerprints_new(void)
 {
-  g_autoptr(GHashTable) first = g_hash_table_new(key_hash, key_equal);
-  guint kept = 0;
-  for (guint k = 0; k < cand->len; k++) {
-    int i = g_array_index(cand, int, k);
-    StPlanPoint *pt = &plan->points[i];
-    gpointer rep = NULL;
-    if (g_hash_table_lookup_extended(first, pt->fingerprint, NULL, &rep)) {
-      pt->same_as = GPOINTER_TO_INT(rep);
-      g_clear_pointer(&pt->kept, st_schedule_free);
-      continue;
-    }
-    g_hash_table_insert(first, pt->fingerprint, GINT_TO_POINTER(i));
-    g_array_index(cand, int, kept++) = i;
-  }
-  g_array_set_size(cand, kept);
+  return g_hash_table_new(key_hash, key_equal);
+}
+
+int
+st_plan_fingerprints_first(GHashTable *first, const StPlan *plan, int i)
+{
+  gpointer rep = NULL;
+  if (g_hash_table_lookup_extended(first, plan->points[i].fingerprint, NULL, &rep))
+    return GPOINTER_TO_INT(rep);
+  g_hash_table_insert(first, (gpointer)plan->points[i].fingerprint, GINT_TO_POINTER(i));
+  return i;
 }
 
 void

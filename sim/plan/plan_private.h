@@ -21,17 +21,19 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanIncumbents, st_plan_incumbents_free)
 /* Adds the simulated OK points among `indices`. O(GPU counts) each. */
 void st_plan_incumbents_add(StPlanIncumbents *inc, const int *indices, int n);
 
-/* The point that beats `bound` (the best objective a candidate on `gpus`
- * GPUs could reach) strictly, with its value in *best; -1 when none.
+/* The point that beats `bound` (the best objective a candidate on at least
+ * `gpus` GPUs could reach) strictly, with its value in *best; -1 when
+ * none. Points on more GPUs than `gpus` never count (front pruning).
  * O(log GPU counts). */
 int st_plan_incumbents_beat(const StPlanIncumbents *inc, int gpus, double bound, double *best);
 
 /* ---- identical schedules (plan_dedup.c) ------------------------------------ */
 
-/* Keeps in `cand` (ascending indices, fingerprints set) the first of every
- * set of configurations with the same fingerprint; the others get `same_as`
- * and lose any kept schedule. */
-void st_plan_dedupe(StPlan *plan, GArray *cand);
+/* Fingerprints seen (keys borrowed from the plan's points): the first
+ * point with i's fingerprint, which is i itself when none was seen
+ * (then it is remembered). O(1). */
+GHashTable *st_plan_fingerprints_new(void);
+int st_plan_fingerprints_first(GHashTable *first, const StPlan *plan, int i);
 
 /* The simulated results of `src` into `dst` (its twin). */
 void st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src);

@@ -5,8 +5,11 @@
  * Buckets are the candidates' distinct GPU counts, ascending (one bucket
  * holding every count when pruning for the winner only). A point counts for
  * the first bucket whose count is at least its own and every bucket after
- * it, so bucket b holds the best point on gpus[b] GPUs or fewer. Points
- * that ran --steps auto without settling never count (plan.h).
+ * it, so bucket b holds the best point on gpus[b] GPUs or fewer; a
+ * candidate looks in the last bucket at or below its count (a candidate
+ * not yet built knows only the fewest GPUs it may use, which need not be a
+ * bucket's). Points that ran --steps auto without settling never count
+ * (plan.h).
  */
 #include "plan/plan_private.h"
 
@@ -17,6 +20,7 @@ struct StPlanIncumbents {
   GArray *gpus;  /* int, ascending: the buckets' GPU counts */
   double *best;  /* [buckets]: the best objective */
   int *who;      /* [buckets]: its point, -1 while none */
+  gboolean per_gpus; /* else one bucket for every count (winner pruning) */
 };
 
 StPlanIncumbents *
@@ -24,10 +28,14 @@ st_plan_incumbents_new(const StPlan *plan, const int *cand, int n, gboolean per_
 {
   StPlanIncumbents *inc = g_new0(StPlanIncumbents, 1);
   inc->plan = plan;
+  inc->per_gpus = per_gpus;
   inc->gpus = g_array_new(FALSE, FALSE, sizeof(int));
   if (per_gpus) {
-    for (int k = 0; k < n; k++)
+    /* The fewest GPUs each may use, and its shape's: the most it may. */
+    for (int k = 0; k < n; k++) {
       g_array_append_val(inc->gpus, plan->points[cand[k]].gpus_used);
+      g_array_append_val(inc->gpus, g_array_index(plan->configs, StPlanConfig, cand[k]).gpus);
+    }
     g_array_sort(inc->gpus, st_compare_int32);
     guint kept = 0;
     for (guint k = 0; k < inc->gpus->len; k++)
@@ -97,8 +105,15 @@ st_plan_incumbents_add(StPlanIncumbents *inc, const int *indices, int n)
 int
 st_plan_incumbents_beat(const StPlanIncumbents *inc, int gpus, double bound, double *best)
 {
+  /* The last bucket whose count is at most `gpus`: its points use no more. */
   guint b = bucket_of(inc, gpus);
-  if (b >= inc->gpus->len || inc->who[b] < 0 ||
+  if (inc->per_gpus && (b >= inc->gpus->len || g_array_index(inc->gpus, int, b) > gpus)) {
+    if (b == 0)
+      return -1;
+    b--;
+  }
+  b = MIN(b, inc->gpus->len - 1);
+  if (inc->who[b] < 0 ||
       !st_plan_objective_better(inc->plan->spec->objective, inc->best[b], bound))
     return -1;
   *best = inc->best[b];

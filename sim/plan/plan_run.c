@@ -2,18 +2,24 @@
  *
  * 1. Expand the space; configurations over the GPU budget are infeasible
  *    at once.
- * 2. Bound (parallel): build each configuration's schedule, which also
- *    finds the ones its options or strategy refuse, and compute its lower
- *    bounds and fingerprint; a configuration whose memory bound exceeds the
- *    cap does not fit, without simulating it. Configurations with the same
- *    fingerprint (plan_dedup.c) are simulated once, for the first of them.
- * 3. Simulate (parallel) the rest in order of their objective bound, best
- *    first, in waves (ST_PLAN_WAVE, or the spec's), two in flight; as each
- *    wave ends, every configuration not yet launched whose bound a simulated
- *    one beats (StPlanPrune) is pruned.
+ * 2. Prepare (nothing built): options, the update each computes (a stale
+ *    one is excluded unless --allow-stale), the batch split its shape
+ *    allows, the fewest GPUs it may use, and its work bound: with --steps
+ *    auto and no measured profile, no step is shorter than its global
+ *    batch's compute at the GPUs' peak (st_plan_work_bound).
+ * 3. Search, in order of the work bound's objective, best first, in waves
+ *    (ST_PLAN_WAVE, or the spec's): build and bound the wave (parallel:
+ *    this finds what the strategy refuses, and what its memory bound shows
+ *    over the cap, not simulated); in the wave's order, a configuration
+ *    whose schedule was met before (plan_dedup.c) takes that one's results,
+ *    one whose step-time bound a simulated configuration beats
+ *    (StPlanPrune) is pruned, the rest are simulated (parallel). As each
+ *    wave ends, every configuration not yet built whose work bound a
+ *    simulated one beats, on the fewest GPUs it may use, is pruned without
+ *    being built: most of a space never is.
  * 4. Rank (plan_rank.c).
- * With pruning off, step 3 simulates everything (the bounds are still
- * computed, so their validity can be checked against the simulated
+ * With pruning off, step 3 builds and simulates everything (the bounds are
+ * still computed, so their validity can be checked against the simulated
  * numbers), and no memory bound stands in for a simulation.
  *
  * Every evaluation writes only its own point, and pruning is decided between
@@ -40,12 +46,13 @@ typedef struct {
   StPlanProgress progress;
   gpointer data;
   int n_decided;
-  gint kept_ops;            /* ops of the schedules kept from phase 2 (atomic) */
+  gint kept_ops;            /* ops of the schedules kept from building to simulating (atomic) */
 } Run;
 
-/* Schedules built for their bounds are kept for their simulation up to this
- * many ops in all (about 150 bytes each), so that most are built once; the
- * rest are built again. What is kept changes no result. */
+/* Schedules built for their bounds are kept for their simulation (in the
+ * same wave) up to this many ops in all (about 150 bytes each), so that
+ * most are built once; the rest are built again. What is kept changes no
+ * result. */
 #define KEEP_OPS (1 << 20)
 
 static void
@@ -109,9 +116,7 @@ devices_used(const StSchedule *s)
 }
 
 /* Options, cluster and schedule of configuration i; NULL (options
- * cleared) when its options or its strategy refuse it, or (with `pt`)
- * when its update is stale and not admitted: then `pt` says so and no
- * error is set. */
+ * cleared) when its options or its strategy refuse it. */
 static StSchedule *
 build_point(const StPlan *plan, const StProfile *profile, int i, StOptions *options,
             StPlanPoint *pt, GError **error)
@@ -119,17 +124,6 @@ build_point(const StPlan *plan, const StProfile *profile, int i, StOptions *opti
   const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
   if (!st_plan_config_options(plan->spec, c, options, error))
     return NULL;
-  if (pt != NULL) {
-    pt->has_update = TRUE;
-    pt->update = c->strategy->update(options);
-    if (pt->update.kind == ST_UPDATE_STALE && !plan->spec->allow_stale) {
-      set_reason(pt, ST_PLAN_EXCLUDED,
-                 "its update is not synchronous SGD/Adam's: %s (--allow-stale admits it)",
-                 pt->update.what);
-      st_options_clear(options);
-      return NULL;
-    }
-  }
   g_autoptr(StCluster) cluster = st_cluster_copy(plan->cluster);
   StOptions resolved;
   st_options_copy(&resolved, options);
@@ -150,6 +144,45 @@ build_point(const StPlan *plan, const StProfile *profile, int i, StOptions *opti
   return s;
 }
 
+/* Phase 2, nothing built: what it computes (a stale update not admitted
+ * is excluded), whether its options fit its shape, its batch split, the
+ * GPUs it uses at least, and the work bound of its step. */
+static void
+prepare(Run *run, int i)
+{
+  StPlan *plan = run->plan;
+  StPlanPoint *pt = &plan->points[i];
+  const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
+  g_autoptr(GError) error = NULL;
+  StOptions options, resolved;
+  if (!st_plan_config_options(plan->spec, c, &options, &error)) {
+    set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
+    return;
+  }
+  pt->has_update = TRUE;
+  pt->update = c->strategy->update(&options);
+  g_autoptr(StCluster) cluster = st_cluster_copy(plan->cluster);
+  st_options_copy(&resolved, &options);
+  if (pt->update.kind == ST_UPDATE_STALE && !plan->spec->allow_stale) {
+    set_reason(pt, ST_PLAN_EXCLUDED,
+               "its update is not synchronous SGD/Adam's: %s (--allow-stale admits it)",
+               pt->update.what);
+  } else if (!st_cluster_resize(cluster, options.nodes, options.gpus, &error) ||
+             !st_strategy_resolve(c->strategy, &resolved, cluster, &error)) {
+    set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
+  } else {
+    pt->ranks = resolved.ranks;
+    pt->accumulation = resolved.accumulation;
+    pt->global_batch = resolved.global_batch;
+    gboolean shares = c->strategy->shares_devices != NULL && c->strategy->shares_devices(&options);
+    pt->gpus_used = shares ? 1 : MIN(c->gpus, resolved.ranks);
+    if (run->profile == NULL && options.steps == 0)
+      pt->work_ns = st_plan_work_bound(plan->model, cluster, &resolved);
+  }
+  st_options_clear(&resolved);
+  st_options_clear(&options);
+}
+
 static int
 schedule_ops(const StSchedule *s)
 {
@@ -159,7 +192,17 @@ schedule_ops(const StSchedule *s)
   return (int)MIN(n, (guint)G_MAXINT / 2);
 }
 
-/* Phase 2: bound and fingerprint `s` (transfer full); keep it for the
+/* Drops a kept schedule and gives its ops back to the budget. */
+static void
+release_kept(Run *run, StPlanPoint *pt)
+{
+  if (pt->kept == NULL)
+    return;
+  g_atomic_int_add(&run->kept_ops, -schedule_ops(pt->kept));
+  g_clear_pointer(&pt->kept, st_schedule_free);
+}
+
+/* Building: bound and fingerprint `s` (transfer full); keep it for the
  * simulation when there is room. */
 static void
 bound_point(Run *run, StPlanPoint *pt, StSchedule *schedule, const StOptions *options)
@@ -183,6 +226,8 @@ bound_point(Run *run, StPlanPoint *pt, StSchedule *schedule, const StOptions *op
   int ops = schedule_ops(s);
   if (g_atomic_int_add(&run->kept_ops, ops) + ops <= KEEP_OPS)
     pt->kept = g_steal_pointer(&s);
+  else
+    g_atomic_int_add(&run->kept_ops, -ops);
 }
 
 static void
@@ -194,6 +239,8 @@ evaluate(Run *run, int i)
   g_autoptr(GError) error = NULL;
   const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
   g_autoptr(StSchedule) s = g_steal_pointer(&pt->kept);
+  if (s != NULL)
+    g_atomic_int_add(&run->kept_ops, -schedule_ops(s));
   /* A kept schedule needs its options again (they were accepted in phase 2). */
   if (s != NULL && !st_plan_config_options(plan->spec, c, &options, &error))
     g_clear_pointer(&s, st_schedule_free);
@@ -342,10 +389,11 @@ compare_candidates(gconstpointer a, gconstpointer b, gpointer data)
   return (i > j) - (i < j);
 }
 
-/* Prunes the candidates from `from` on that a simulated point beats. */
+/* Prunes the undecided candidates from `from` on whose work bound (before
+ * building) a simulated point beats, on their fewest possible GPUs. */
 static void
-prune_rest(Run *run, const StPlanIncumbents *inc, const int *cand, int from, int n,
-           const double *bound)
+prune_unbuilt(Run *run, const StPlanIncumbents *inc, const int *cand, int from, int n,
+              const double *work)
 {
   StPlan *plan = run->plan;
   StPlanObjective o = plan->spec->objective;
@@ -353,85 +401,103 @@ prune_rest(Run *run, const StPlanIncumbents *inc, const int *cand, int from, int
     int i = cand[k];
     StPlanPoint *pt = &plan->points[i];
     double best = 0;
-    int who = run->decided[i] ? -1 : st_plan_incumbents_beat(inc, pt->gpus_used, bound[i], &best);
+    int who = run->decided[i] || pt->work_ns <= 0
+                ? -1
+                : st_plan_incumbents_beat(inc, pt->gpus_used, work[i], &best);
     if (who < 0)
       continue;
-    g_clear_pointer(&pt->kept, st_schedule_free);
     set_reason(pt, ST_PLAN_PRUNED,
-               "its %s cannot be better than %.6g (its step time is at least %.6g s); "
-               "configuration %d reaches %.6g on %d GPUs",
-               st_plan_objective_name(o), bound[i], (double)pt->bound.step_time_ns * 1e-9, who,
-               best, plan->points[who].gpus_used);
+               "its %s cannot be better than %.6g (its global batch's compute alone, at the "
+               "GPUs' peak, takes %.6g s per step); configuration %d reaches %.6g on %d GPUs "
+               "(not built)",
+               st_plan_objective_name(o), work[i], (double)pt->work_ns * 1e-9, who, best,
+               plan->points[who].gpus_used);
     decide(run, i);
   }
-  report(run);
 }
 
-/* Phase 3: candidates by bound, waves, pruning in between. */
+/* Phase 3 (see the top of the file): candidates in order of their work
+ * bound, in waves of `size`, each built and bounded, deduplicated, pruned by
+ * its full bound, then simulated; pruning between waves. */
 static void
-simulate_candidates(Run *run, GArray *cand)
+search(Run *run, GArray *cand)
 {
   StPlan *plan = run->plan;
-  g_autoptr(GArray) all = g_array_copy(cand);
-  st_plan_dedupe(plan, cand);
+  StPlanObjective o = plan->spec->objective;
   int n = (int)cand->len;
-  g_autofree double *bound = g_new(double, MAX(plan->configs->len, 1));
+  g_autofree double *work = g_new(double, MAX(plan->configs->len, 1));
   for (int k = 0; k < n; k++) {
     int i = g_array_index(cand, int, k);
-    const StPlanPoint *pt = &plan->points[i];
-    bound[i] = st_plan_objective_bound(plan->spec->objective, plan->spec, pt,
-                                       pt->bound.step_time_ns);
+    work[i] = st_plan_objective_bound(o, plan->spec, &plan->points[i], plan->points[i].work_ns);
   }
-  SortCtx sort = {plan, bound};
+  SortCtx sort = {plan, work};
   g_array_sort_with_data(cand, compare_candidates, &sort);
   const int *c = (const int *)cand->data;
 
   gboolean pruning = plan->spec->prune != ST_PLAN_PRUNE_OFF;
   g_autoptr(StPlanIncumbents) inc =
     st_plan_incumbents_new(plan, c, n, plan->spec->prune == ST_PLAN_PRUNE_FRONT);
-
-  /* Two waves in flight: wave j + 2 is formed once wave j is done, pruned by
-   * the waves up to j only. Which waves are done when wave j is depends on
-   * the threads, so nothing later than j is used: the decisions are the
-   * same on any number of threads, and the pool never drains between
-   * waves. */
-  int size = plan->spec->wave > 0 ? plan->spec->wave : ST_PLAN_WAVE;
-  g_autoptr(GArray) items = g_array_new(FALSE, FALSE, sizeof(int));
-  g_autoptr(GArray) starts = g_array_new(FALSE, FALSE, sizeof(int)); /* wave j's first item */
+  g_autoptr(GHashTable) first = st_plan_fingerprints_new();
+  g_autoptr(GArray) twins = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) wave = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) run_now = g_array_new(FALSE, FALSE, sizeof(int));
   g_autofree int *wave_of = g_new(int, MAX(plan->configs->len, 1));
-  Flight flight = {g_array_new(FALSE, FALSE, sizeof(Wave)), wave_of};
-  int next = 0; /* the next candidate to put in a wave */
-  for (int j = 0;; j++) {
-    /* Form and launch waves until two are ahead of the one to wait for. */
-    while ((int)starts->len < j + 2 && next < n) {
-      int first = (int)items->len, w = 0;
-      for (; next < n && w < size; next++) {
-        if (!run->decided[c[next]]) {
-          g_array_append_val(items, c[next]);
-          w++;
-        }
-      }
-      if (w == 0)
-        break;
-      g_array_append_val(starts, first);
-      launch(run, &flight, &g_array_index(items, int, first), w);
-    }
-    if (j >= (int)starts->len)
+  int size = plan->spec->wave > 0 ? plan->spec->wave : ST_PLAN_WAVE;
+  for (int next = 0; next < n;) {
+    g_array_set_size(wave, 0);
+    for (; next < n && (int)wave->len < size; next++)
+      if (!run->decided[c[next]])
+        g_array_append_val(wave, c[next]);
+    if (wave->len == 0)
       break;
-    wait_wave(run, &flight, j);
-    int first = g_array_index(starts, int, j);
-    int end = j + 1 < (int)starts->len ? g_array_index(starts, int, j + 1) : (int)items->len;
-    if (pruning && next < n) {
-      st_plan_incumbents_add(inc, &g_array_index(items, int, first), end - first);
-      prune_rest(run, inc, c, next, n, bound);
+    /* Build and bound; what does not build or fit is decided there. */
+    Flight built = {g_array_new(FALSE, FALSE, sizeof(Wave)), wave_of};
+    run->simulate = FALSE;
+    wait_wave(run, &built, launch(run, &built, (const int *)wave->data, (int)wave->len));
+    g_array_unref(built.waves);
+    /* In the wave's order: a twin of a schedule met before copies its
+     * results at the end; the rest are pruned by their bound or run. */
+    g_array_set_size(run_now, 0);
+    for (guint k = 0; k < wave->len; k++) {
+      int i = g_array_index(wave, int, k);
+      StPlanPoint *pt = &plan->points[i];
+      if (run->decided[i])
+        continue;
+      int rep = st_plan_fingerprints_first(first, plan, i);
+      if (rep != i) {
+        pt->same_as = rep;
+        release_kept(run, pt);
+        g_array_append_val(twins, i);
+        continue;
+      }
+      double bound = st_plan_objective_bound(o, plan->spec, pt, pt->bound.step_time_ns), best = 0;
+      int who = pruning ? st_plan_incumbents_beat(inc, pt->gpus_used, bound, &best) : -1;
+      if (who >= 0) {
+        release_kept(run, pt);
+        set_reason(pt, ST_PLAN_PRUNED,
+                   "its %s cannot be better than %.6g (its step time is at least %.6g s); "
+                   "configuration %d reaches %.6g on %d GPUs",
+                   st_plan_objective_name(o), bound, (double)pt->bound.step_time_ns * 1e-9,
+                   who, best, plan->points[who].gpus_used);
+        decide(run, i);
+        continue;
+      }
+      g_array_append_val(run_now, i);
     }
+    Flight simulated = {g_array_new(FALSE, FALSE, sizeof(Wave)), wave_of};
+    run->simulate = TRUE;
+    wait_wave(run, &simulated,
+              launch(run, &simulated, (const int *)run_now->data, (int)run_now->len));
+    g_array_unref(simulated.waves);
+    if (pruning) {
+      st_plan_incumbents_add(inc, (const int *)run_now->data, (int)run_now->len);
+      prune_unbuilt(run, inc, c, next, n, work);
+    }
+    report(run);
   }
-  g_array_unref(flight.waves);
-  for (guint k = 0; k < all->len; k++) {
-    int i = g_array_index(all, int, k);
+  for (guint k = 0; k < twins->len; k++) {
+    int i = g_array_index(twins, int, k);
     StPlanPoint *pt = &plan->points[i];
-    if (pt->same_as < 0)
-      continue;
     st_plan_copy_result(pt, &plan->points[pt->same_as]);
     decide(run, i);
   }
@@ -495,21 +561,20 @@ st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *clust
   }
   report(&run);
   gint64 t1 = g_get_monotonic_time();
-  {
-    g_autofree int *wave_of = g_new(int, MAX(n, 1));
-    Flight flight = {g_array_new(FALSE, FALSE, sizeof(Wave)), wave_of};
-    wait_wave(&run, &flight, launch(&run, &flight, (const int *)todo->data, (int)todo->len));
-    g_array_unref(flight.waves);
-  }
   guint kept = 0;
-  for (guint k = 0; k < todo->len; k++)
-    if (!decided[g_array_index(todo, int, k)])
-      g_array_index(todo, int, kept++) = g_array_index(todo, int, k);
+  for (guint k = 0; k < todo->len; k++) {
+    int i = g_array_index(todo, int, k);
+    prepare(&run, i);
+    if (plan->points[i].status != ST_PLAN_OK)
+      decide(&run, i);
+    else
+      g_array_index(todo, int, kept++) = i;
+  }
   g_array_set_size(todo, kept);
-  run.simulate = TRUE;
+  report(&run);
   gint64 t2 = g_get_monotonic_time();
-  simulate_candidates(&run, todo);
-  g_debug("plan: expand %.3f s, bound %.3f s, simulate %.3f s (%d configurations, %d simulated)",
+  search(&run, todo);
+  g_debug("plan: expand %.3f s, prepare %.3f s, search %.3f s (%d configurations, %d simulated)",
           (t1 - t0) / 1e6, (t2 - t1) / 1e6, (g_get_monotonic_time() - t2) / 1e6, n,
           plan->counts.simulated);
 

@@ -68,6 +68,11 @@ typedef struct {
    * NULL: 1, every rank its own (a pipeline strategy that cuts stages itself
    * counts them in its accumulation). */
   int (*sample_group)(const StOptions *options);
+  /* TRUE when these options may place its ranks on fewer devices than one
+   * per rank round-robin (cyclic DP's model parallelism shares them): the
+   * planner then learns how many GPUs it uses only by building it. NULL:
+   * never. */
+  gboolean (*shares_devices)(const StOptions *options);
 } StStrategy;
 
 /* The update it computes by default and how its knobs and --sparsity

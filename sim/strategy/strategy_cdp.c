@@ -401,6 +401,12 @@ update(const StOptions *o)
   }
 }
 
+static gboolean
+shares_devices(const StOptions *o)
+{
+  return o->model_parallel;
+}
+
 const StStrategy st_strategy_cdp = {
   .name = "cdp",
   .summary = "cyclic data parallelism: workers staggered by 1/N of a step, each stage's "
@@ -411,4 +417,5 @@ const StStrategy st_strategy_cdp = {
   .build = build,
   .knobs = KNOBS,
   .update = update,
+  .shares_devices = shares_devices,
 };
