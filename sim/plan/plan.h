@@ -249,6 +249,7 @@ typedef struct {
   StPlanBound bound;
   int64_t work_ns;         /* before building: the compute of its global batch at the GPUs'
                               peak, spread over all of them (st_plan_work_bound); 0 unknown */
+  int gpus_at_least;       /* before building: the fewest GPUs it may use */
   /* Simulated (OK, OOM by simulation): */
   int32_t steps_run;                    /* steps the simulation took */
   gboolean steady;                      /* its steady state was reached (--steps auto), or

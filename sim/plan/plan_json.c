@@ -133,6 +133,10 @@ point_json(const StPlan *plan, int i)
   } else {
     cJSON_AddNullToObject(obj, "bound");
   }
+  if (pt->work_ns > 0)
+    cJSON_AddNumberToObject(obj, "work_bound_s", (double)pt->work_ns * 1e-9);
+  else
+    cJSON_AddNullToObject(obj, "work_bound_s");
   cJSON_AddBoolToObject(obj, "simulated", pt->simulated);
   if (pt->same_as >= 0)
     st_json_add_int(obj, "same_schedule_as", pt->same_as);

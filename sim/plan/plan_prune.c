@@ -33,7 +33,7 @@ st_plan_incumbents_new(const StPlan *plan, const int *cand, int n, gboolean per_
   if (per_gpus) {
     /* The fewest GPUs each may use, and its shape's: the most it may. */
     for (int k = 0; k < n; k++) {
-      g_array_append_val(inc->gpus, plan->points[cand[k]].gpus_used);
+      g_array_append_val(inc->gpus, plan->points[cand[k]].gpus_at_least);
       g_array_append_val(inc->gpus, g_array_index(plan->configs, StPlanConfig, cand[k]).gpus);
     }
     g_array_sort(inc->gpus, st_compare_int32);

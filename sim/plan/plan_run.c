@@ -175,7 +175,7 @@ prepare(Run *run, int i)
     pt->accumulation = resolved.accumulation;
     pt->global_batch = resolved.global_batch;
     gboolean shares = c->strategy->shares_devices != NULL && c->strategy->shares_devices(&options);
-    pt->gpus_used = shares ? 1 : MIN(c->gpus, resolved.ranks);
+    pt->gpus_at_least = shares ? 1 : MIN(c->gpus, resolved.ranks);
     if (run->profile == NULL && options.steps == 0)
       pt->work_ns = st_plan_work_bound(plan->model, cluster, &resolved);
   }
@@ -403,7 +403,7 @@ prune_unbuilt(Run *run, const StPlanIncumbents *inc, const int *cand, int from, 
     double best = 0;
     int who = run->decided[i] || pt->work_ns <= 0
                 ? -1
-                : st_plan_incumbents_beat(inc, pt->gpus_used, work[i], &best);
+                : st_plan_incumbents_beat(inc, pt->gpus_at_least, work[i], &best);
     if (who < 0)
       continue;
     set_reason(pt, ST_PLAN_PRUNED,
