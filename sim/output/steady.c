@@ -284,18 +284,3 @@ st_steady_of_timeline(const StTimeline *t, int steps, const StSteadyRule *rule, 
   }
   *out = (StSteady){.evaluated = TRUE, .drift_ns = out->drift_ns};
 }
-
-char *
-st_steady_describe(const StSteady *st)
-{
-  if (!st->evaluated)
-    return g_strdup("not evaluated");
-  if (!st->converged)
-    return g_strdup("not steady");
-  if (st->exact)
-    return g_strdup_printf("steady from step %d (every step starts idle)", st->first + 1);
-  if (st->period == 1)
-    return g_strdup_printf("steady from step %d (its phases repeat)", st->first + 1);
-  return g_strdup_printf("steady from step %d (phases repeat every %d steps)", st->first + 1,
-                         st->period);
-}

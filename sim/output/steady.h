@@ -105,6 +105,3 @@ gboolean st_steady_detector_add(StSteadyDetector *d, int64_t end_ns, const int64
  * same lanes and test as the engine's). `out->evaluated` is set. */
 void st_steady_of_timeline(const StTimeline *timeline, int steps, const StSteadyRule *rule,
                            StSteady *out);
-
-/* "steady from step 3 (period 1, phases repeat)". Transfer full. */
-char *st_steady_describe(const StSteady *steady);

@@ -241,7 +241,7 @@ evaluate(Run *run, int i)
   g_autoptr(StSchedule) s = g_steal_pointer(&pt->kept);
   if (s != NULL)
     g_atomic_int_add(&run->kept_ops, -schedule_ops(s));
-  /* A kept schedule needs its options again (they were accepted in phase 2). */
+  /* A kept schedule needs its options again (they were accepted when it was built). */
   if (s != NULL && !st_plan_config_options(plan->spec, c, &options, &error))
     g_clear_pointer(&s, st_schedule_free);
   else if (s == NULL)
