@@ -194,6 +194,8 @@ acts_count_users(Rank *r)
     int i = op->layer, mb = op->micro;
     if (mb < 0 || mb >= r->n_micro)
       continue;
+    if (op->kind == ST_OP_COMP && !tp_last_part(r, op)) /* a pass in parts: its last */
+      continue;
     gboolean selective = r->settings->recompute == ST_RECOMPUTE_SELECTIVE;
     if (op->kind == ST_OP_COMP &&
         (op->sub == ST_PASS_FWD || (op->sub == ST_PASS_RECOMPUTE && !selective))) {

@@ -139,7 +139,8 @@ static int
 positions(const StModel *m, int64_t *classes)
 {
   const StLayer *loss = &m->layers[m->n_layers - 1];
-  *classes = loss->in_shape.dims[loss->in_shape.n_dims - 1];
+  /* logits split over a tensor-parallel group: the rank's share of them */
+  *classes = loss->in_shape.dims[loss->in_shape.n_dims - 1] * MAX(loss->tp, 1);
   return loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
 }
 

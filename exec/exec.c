@@ -208,6 +208,8 @@ rank_setup(Exec *x, int rank, GError **error)
         op->micro >= 0)
       r->recomputed[(size_t)op->micro * L + op->layer] = TRUE;
   }
+  if (!tp_setup(r, error))
+    return FALSE;
   state_index_buffers(r);
   acts_count_users(r);
   find_slices(r);
@@ -244,6 +246,7 @@ rank_clear(Rank *r)
   g_free(r->recomputed_out);
   g_free(r->remade);
   state_index_clear(r);
+  tp_clear(r);
   g_free(r->hazard_first);
   g_free(r->hazards);
   if (r->share_event != NULL)

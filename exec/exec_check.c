@@ -1,6 +1,7 @@
 /* exec_check.c: st_exec_check, what the executor can run, said up front
  * with every missing piece, rather than failing in the middle of a run. */
 #include <stdarg.h>
+#include <string.h>
 
 #include "exec/runtime.h"
 
@@ -10,8 +11,13 @@ comm_supported(const StOp *op)
   StData d = op->data;
   gboolean grads = d == ST_DATA_GRADS || d == ST_DATA_GRADS_PACKED;
   gboolean params = d == ST_DATA_PARAMS || d == ST_DATA_PARAMS_PACKED;
+  gboolean tp_in = d == ST_DATA_TP_INPUT || d == ST_DATA_TP_OUTPUT_GRAD;
+  gboolean tp_out = d == ST_DATA_TP_OUTPUT || d == ST_DATA_TP_INPUT_GRAD;
   if (op->kind == ST_OP_COMM_COLL)
-    return (op->sub == ST_COLL_ALL_REDUCE && grads) ||
+    return (op->sub == ST_COLL_ALL_GATHER && tp_in) ||
+           ((op->sub == ST_COLL_ALL_REDUCE || op->sub == ST_COLL_REDUCE_SCATTER) && tp_out) ||
+           (op->sub == ST_COLL_ALL_REDUCE && d == ST_DATA_TP_GRADS) ||
+           (op->sub == ST_COLL_ALL_REDUCE && grads) ||
            (op->sub == ST_COLL_REDUCE_SCATTER && grads) ||
            (op->sub == ST_COLL_ALL_GATHER && params) ||
            ((op->sub == ST_COLL_BROADCAST || op->sub == ST_COLL_REDUCE) &&
@@ -62,6 +68,33 @@ check_program(const StProgram *p, GPtrArray *problems, GHashTable *seen)
   }
 }
 
+/* A layer split over a tensor-parallel group (exec/layer_impl.h). */
+static void
+check_split(const StSchedule *s, int job, const StLayer *l, const StLayerImpl *impl,
+            GPtrArray *problems, GHashTable *seen)
+{
+  const StSettings *set = st_schedule_job_settings(s, job);
+  const char *name = l->type->name;
+  gboolean split = l->type->tp != ST_TP_REPLICATED;
+  if (split && l->type->tp != ST_TP_VOCAB_LOSS && impl->tp_spans == NULL)
+    problem(problems, seen, "layer type '%s' has no tensor-parallel implementation in the "
+            "executor (%s)", name,
+            strcmp(name, "moe_expert") == 0 ? "expert tensor parallelism; expert parallelism "
+                                              "spreads whole experts"
+                                            : "its passes would run whole");
+  /* Replicated layers under sequence parallelism see the rank's rows only:
+   * learned positions and an MoE router's per-sequence capacity need the
+   * whole sequence. */
+  if (l->sp && (strcmp(name, "position_embedding") == 0 || strcmp(name, "moe_router") == 0))
+    problem(problems, seen, "layer type '%s' under sequence parallelism (its rows are a slice "
+            "of the sequences)", name);
+  if (split && set->recompute == ST_RECOMPUTE_FULL)
+    problem(problems, seen, "full recomputation of layers split over a tensor-parallel group "
+            "(--recompute selective or none)");
+  if (set->sparsity > 0)
+    problem(problems, seen, "sparsity with tensor parallelism");
+}
+
 gboolean
 st_exec_check(const StSchedule *s, GError **error)
 {
@@ -80,8 +113,7 @@ st_exec_check(const StSchedule *s, GError **error)
         problem(problems, seen, "layer type '%s' (layer '%s' of %s) has no real implementation",
                 l->type->name, l->name, m->name);
       else if (l->tp > 1)
-        problem(problems, seen, "layer '%s' of %s is one rank's share of a tensor-parallel "
-                "layer, which the executor does not split", l->name, m->name);
+        check_split(s, j, l, impl, problems, seen);
       else if (st_schedule_job_settings(s, j)->recompute == ST_RECOMPUTE_SELECTIVE &&
                l->act_again > 0 && impl->recompute == NULL)
         problem(problems, seen, "layer type '%s' (layer '%s' of %s) cannot recompute what "

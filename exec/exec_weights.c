@@ -63,10 +63,53 @@ slices(Exec *x, int i, StData kind, float *dst, size_t n, GError **error)
   return TRUE;
 }
 
+/* A split model's layers (tensor parallelism): each whole layer put
+ * together from one holder of every tensor-parallel index's slice. */
+static gboolean
+gather_split(Exec *x, GPtrArray *out, GError **error)
+{
+  const StModel *m = x->s->model;
+  g_autoptr(StModel) whole = tp_whole_model(m, error);
+  if (whole == NULL)
+    return FALSE;
+  for (int i = 0; i < m->n_layers; i++) {
+    size_t n = (size_t)whole->layers[i].params;
+    GArray *w = g_array_sized_new(FALSE, TRUE, sizeof(float), (guint)n);
+    g_array_set_size(w, (guint)n);
+    g_ptr_array_add(out, w);
+    const StLayer *l = &m->layers[i];
+    g_autofree float *part = g_new(float, MAX(l->params, 1));
+    for (int q = 0; n > 0 && q < l->tp; q++) {
+      Rank *holder = NULL;
+      for (int rk = 0; rk < x->s->n_ranks && holder == NULL; rk++) {
+        Rank *r = &x->ranks[rk];
+        if (r->dev != NULL && r->p->job == 0 && r->tp_rank == q &&
+            state_at(&r->layers[i], ST_DATA_PARAMS, r->layers[i].newest) != NULL)
+          holder = r;
+      }
+      if (holder == NULL) {
+        g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                    "layer '%s': no rank holds tensor-parallel slice %d of its weights whole",
+                    l->name, q);
+        return FALSE;
+      }
+      const LayerState *ls = &holder->layers[i];
+      if (!download(holder, part, state_at(ls, ST_DATA_PARAMS, ls->newest), (size_t)l->params,
+                    error))
+        return FALSE;
+      st_tp_place(l, q, part, (float *)w->data);
+    }
+  }
+  return TRUE;
+}
+
 gboolean
 exec_gather_weights(Exec *x, GPtrArray *out, GError **error)
 {
   const StModel *m = x->s->model;
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].tp > 1)
+      return gather_split(x, out, error);
   for (int i = 0; i < m->n_layers; i++) {
     size_t n = (size_t)m->layers[i].params;
     GArray *w = g_array_sized_new(FALSE, TRUE, sizeof(float), (guint)n);

@@ -400,6 +400,9 @@ op_comm(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const StOp *op = st_program_op(r->p, o);
   g_autofree char *name = st_op_describe(r->x->s, r->p, o);
   Call c = {r, o, op, step, (int64_t)step - op->version, stream, name};
+  if (op->kind == ST_OP_COMM_COLL && op->data >= ST_DATA_TP_INPUT &&
+      op->data <= ST_DATA_TP_GRADS)
+    return op_tp(r, o, step, stream, error);
   if (op->kind == ST_OP_COMM_COLL)
     return coll(&c, error);
   return p2p(&c, error);

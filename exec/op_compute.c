@@ -82,6 +82,10 @@ scratch_init(Scratch *sc, Rank *r, uint32_t o, int32_t step, void *stream)
 {
   *sc = (Scratch){r, step, o, stream, g_ptr_array_new(), NULL, 0, 0, FALSE};
   sc->own = state_own_scratch(r, o, step, ST_MEM_WORKSPACE, &sc->room);
+  /* A later part of a pass in parts uses the pass's workspace, which its
+   * first part allocated (every part takes all of it). */
+  if (sc->own == NULL && st_program_op(r->p, o)->part > 0)
+    sc->own = state_freed_scratch(r, o, step, ST_MEM_WORKSPACE, &sc->room);
 }
 
 static void *
@@ -233,6 +237,8 @@ ctx_init(StLayerCtx *c, Rank *r, uint32_t o, int32_t step, Scratch *sc)
             (uint64_t)op->layer,
     .scratch = scratch_alloc,
     .pool = sc,
+    .tp_rank = r->tp_rank,
+    .part = op->part,
   };
   int t = st_model_tied_layer(m, op->layer);
   if (t >= 0) {
@@ -314,7 +320,10 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   void *params = state_data_of(r, o, step, ST_DATA_PARAMS, i, weights_step(r, o, step));
   if (l->params > 0 && params == NULL)
     return op_missing(error, r, o, "the layer's weights");
-  if (i == 0 && !again && !data_make_input(r, mb, step, o, stream, error))
+  /* A pass in parts (tensor parallelism, tp.c): its first part makes the
+   * pass's tensors, its last releases what the pass is done with. */
+  gboolean first = tp_first_part(r, op), last = tp_last_part(r, op);
+  if (i == 0 && !again && first && !data_make_input(r, mb, step, o, stream, error))
     return FALSE;
   Act *in = acts_layer_input(r, step, mb, i);
   if (in->ptr == NULL)
@@ -325,7 +334,9 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   Act *out = acts_output(r, step, mb, i);
   size_t out_bytes = (size_t)op->batch * (size_t)st_shape_elems(&l->out_shape) * dts;
   void *out_ptr;
-  if (!again) {
+  if (!first) {
+    out_ptr = out->ptr;
+  } else if (!again) {
     if (!acts_make(r, out, out_bytes, ST_MEM_ACTIVATIONS, step, o, stream, error))
       return FALSE;
     out_ptr = out->ptr;
@@ -341,10 +352,17 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   size_t dropped = drops ? impl->again_bytes(l, op->batch, r->x->dt) : 0;
   saved_bytes -= dropped;
   g_autofree char *what = g_strdup_printf("what layer '%s' keeps", l->name);
-  if ((*saved = op_scratch(r, saved_bytes, ST_MEM_ACTIVATIONS, what, step, o, stream, error)) ==
+  if (first &&
+      (*saved = op_scratch(r, saved_bytes, ST_MEM_ACTIVATIONS, what, step, o, stream, error)) ==
         NULL &&
       saved_bytes > 0)
     return FALSE;
+  TpView tv;
+  if (!tp_view(r, o, step, &tv, error))
+    return FALSE;
+  const void *in_ptr = tv.in != NULL ? tv.in : in->ptr;
+  if (tv.out != NULL)
+    out_ptr = tv.out;
   Scratch sc;
   scratch_init(&sc, r, o, step, stream);
   /* A recomputed loss adds to a sum nobody reads: a float of the pass's
@@ -372,7 +390,7 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   }
   if (st_model_tied_layer(r->model, i) >= 0 && c.tied_params == NULL)
     return op_missing(error, r, o, "the weights it is tied to");
-  int status = impl->forward(&c, l, op->batch, params, in->ptr, out_ptr, *saved);
+  int status = impl->forward(&c, l, op->batch, params, in_ptr, out_ptr, *saved);
   scratch_release(&sc);
   if (!own_sink)
     op_scratch_release(r, loss_sink, step, o, stream);
@@ -382,6 +400,8 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
   if (!scratch_all_used(&sc, error))
     return FALSE;
+  if (!last)
+    return TRUE;
   acts_use(r, in, step, o, stream);
   if (!again && out->users == 0) /* nobody reads it (a loss's output) */
     acts_use(r, out, step, o, stream);
@@ -465,12 +485,16 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   if (dout != NULL && dout->ptr == NULL && !is_loss(l))
     return op_missing(error, r, o, "the gradient of the layer's output");
   Act *din = i > 0 ? acts_input_grad(r, step, mb, i) : NULL;
-  if (din != NULL) {
+  gboolean first = tp_first_part(r, op), last = tp_last_part(r, op);
+  if (din != NULL && first) {
     size_t bytes = (size_t)op->batch * (size_t)st_shape_elems(&l->in_shape) *
                    st_kdt_size(r->x->dt);
     if (!acts_make(r, din, bytes, ST_MEM_WORKSPACE, step, o, stream, error))
       return FALSE;
   }
+  TpView tv;
+  if (!tp_view(r, o, step, &tv, error))
+    return FALSE;
   void **saved = cell(r, r->saved, mb, i);
   int tied = st_model_tied_layer(m, i);
   void *direct = NULL;
@@ -494,10 +518,12 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   if (tied >= 0 && c.tied_params == NULL)
     return op_missing(error, r, o, "the weights it is tied to");
   GError *local = NULL;
-  int status = call_backward(r, impl, &c, l, i, op->batch, params, keeps_in ? in->ptr : NULL,
-                             keeps_out ? out_ptr : NULL, *saved,
-                             dout != NULL ? dout->ptr : NULL, din != NULL ? din->ptr : NULL,
-                             grads, state_weights_layer(m, i), step, stream, &local);
+  const void *in_ptr = tv.in != NULL ? tv.in : keeps_in ? in->ptr : NULL;
+  const void *dout_ptr = tv.dout != NULL ? tv.dout : dout != NULL ? dout->ptr : NULL;
+  void *din_ptr = tv.out != NULL ? tv.out : din != NULL ? din->ptr : NULL;
+  int status = call_backward(r, impl, &c, l, i, op->batch, params, in_ptr,
+                             keeps_out ? out_ptr : NULL, *saved, dout_ptr, din_ptr, grads,
+                             state_weights_layer(m, i), step, stream, &local);
   scratch_release(&sc);
   if (local != NULL) {
     g_propagate_error(error, local);
@@ -509,6 +535,8 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
   if (!scratch_all_used(&sc, error))
     return FALSE;
+  if (!last)
+    return TRUE;
   if (!add_tied_grads(r, o, mb, i, grads, step, stream, error))
     return FALSE;
   op_scratch_release(r, *saved, step, o, stream);

@@ -133,6 +133,11 @@ typedef struct {
    * hazards[hazard_first[o] .. hazard_first[o + 1]). */
   uint32_t *hazard_first;  /* [n_ops + 1] */
   struct Hazard *hazards;
+  /* Tensor parallelism (tp.c): the rank's index in its group and the group's
+   * communicator (-1 without); tensors handed between a pass's ops. */
+  int tp_rank, tp_comm;
+  GArray *tp_tensors;
+  int32_t *tp_batch;       /* [n_micro * n_layers]: the batch of each layer's passes */
 } Rank;
 
 /* An implicit dependency: op `op` of rank `rank` (this one, or a guest's
@@ -214,6 +219,9 @@ gboolean state_own_alloc(Rank *r, uint32_t o, int32_t step, StData data, int lay
  * NULL when the op allocates none. */
 void *state_own_scratch(Rank *r, uint32_t o, int32_t step, StMemCategory category,
                         size_t *bytes);
+/* The same among the buffers op `o` frees (alive when it runs). */
+void *state_freed_scratch(Rank *r, uint32_t o, int32_t step, StMemCategory category,
+                          size_t *bytes);
 /* The index of transient buffers by data and layer, and the live instances
  * (rank setup and teardown). */
 void state_index_buffers(Rank *r);
@@ -328,6 +336,36 @@ gboolean mux_repeats(const Exec *x, const Rank *r);
 void mux_wake(Exec *x); /* a failure or a stop: waiting streams look */
 int64_t mux_now_ns(const Exec *x);
 GArray *mux_steal_records(Exec *x); /* StAdmitRecord, or NULL when not multiplexed */
+
+/* tp.c: tensor parallelism. A layer pass in parts (StOp.part) around the
+ * group's collectives: what its COMP op reads and writes in place of the
+ * layer's activations (NULL: the activation), and whether it is the pass's
+ * first part (it allocates the pass's tensors) or its last (it releases
+ * what the pass is done with). */
+typedef struct {
+  gboolean first, last;
+  const void *in, *dout;
+  void *out;      /* forward: the part's output; backward: the input gradient */
+} TpView;
+
+gboolean tp_setup(Rank *r, GError **error);
+/* The model a tensor-parallel one is one rank's share of (transfer full). */
+StModel *tp_whole_model(const StModel *m, GError **error);
+void tp_clear(Rank *r);
+gboolean tp_view(Rank *r, uint32_t o, int32_t step, TpView *v, GError **error);
+gboolean tp_first_part(const Rank *r, const StOp *op);
+gboolean tp_last_part(const Rank *r, const StOp *op);
+/* A tensor handed from one op of a pass to the next (put), taken once. */
+void tp_put(Rank *r, int32_t step, const StOp *op, StData data, void *ptr);
+void *tp_take(Rank *r, int32_t step, const StOp *op, StData data);
+/* Where part `op->part`'s forward output is: part 1 of a pass in two parts
+ * inside the saved block, else the layer's output. */
+void *tp_part_output(Rank *r, const StOp *op, int32_t step);
+void **tp_saved_cell(Rank *r, int micro, int layer);
+/* The samples of a pass's op (a collective's: its COMP's). */
+int tp_batch(const Rank *r, const StOp *op);
+/* op_tp.c: the collectives of tensor parallelism (ST_DATA_TP_*). */
+gboolean op_tp(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
 
 /* walker.c */
 /* Runs every stream of every rank here to the end; FALSE when the run

@@ -304,6 +304,23 @@ state_own_scratch(Rank *r, uint32_t o, int32_t step, StMemCategory category, siz
 }
 
 void *
+state_freed_scratch(Rank *r, uint32_t o, int32_t step, StMemCategory category, size_t *bytes)
+{
+  const StOp *op = st_program_op(r->p, o);
+  const uint32_t *frees = st_program_frees(r->p, op);
+  for (int j = 0; j < op->n_free; j++) {
+    const StBuffer *b = &g_array_index(r->p->buffers, StBuffer, frees[j]);
+    void *ptr = b->data == ST_DATA_NONE && b->category == category ? instance(r, frees[j], step)
+                                                                    : NULL;
+    if (ptr != NULL) {
+      *bytes = (size_t)b->bytes;
+      return ptr;
+    }
+  }
+  return NULL;
+}
+
+void *
 state_find(Rank *r, StData data, int layer, int64_t t, int32_t step, int micro)
 {
   StData d = state_kind(data);

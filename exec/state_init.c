@@ -90,6 +90,11 @@ state_init_weights(Rank *r, GError **error)
   void *stream = r->streams[0];
   gboolean mixed = r->settings->precision == ST_PRECISION_MIXED;
   double p = r->settings->sparsity;
+  /* A rank of a tensor-parallel group starts from its slice of the whole
+   * layer's weights: the same run as without the split. */
+  g_autoptr(StModel) whole = NULL;
+  if (r->tp_comm >= 0 && (whole = tp_whole_model(r->model, error)) == NULL)
+    return FALSE;
   for (int i = 0; i < r->model->n_layers; i++) {
     const StLayer *l = &r->model->layers[i];
     LayerState *ls = &r->layers[i];
@@ -97,7 +102,14 @@ state_init_weights(Rank *r, GError **error)
       continue;
     const StLayerImpl *impl = st_layer_impl_find(l->type->name);
     g_autofree float *w = g_new0(float, l->params);
-    impl->init(l, w, r->x->o->seed);
+    if (whole != NULL) {
+      const StLayer *wl = &whole->layers[i];
+      g_autofree float *ww = g_new0(float, wl->params);
+      impl->init(wl, ww, r->x->o->seed);
+      st_tp_slice(l, r->tp_rank, ww, w);
+    } else {
+      impl->init(l, w, r->x->o->seed);
+    }
     size_t n = (size_t)l->params;
     g_autofree float *packed = NULL;
     if (p > 0) {

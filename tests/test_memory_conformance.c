@@ -481,6 +481,31 @@ test_runs_sparse(void)
   check_cases("tiny-mlp3", mlp, cases, G_N_ELEMENTS(cases));
 }
 
+static void
+test_runs_tp(void)
+{
+  /* Megatron's tensor parallelism (t = 2; with sequence parallelism: the
+   * all-gathers' and the partial sums' comm buffers, the rank's rows of a
+   * block's x1), 16-bit activations, a pipeline of two stages, and the LLaMA
+   * blocks of the memory models (parallel residual, LayerNorm, GELU with
+   * biases, dense attention, the attention half alone): each split pass's
+   * scratch is the simulator's (st_layer_memory under tp), exactly. */
+  const char *models[] = {"tests/data/exec/tiny-llama.json", "tests/data/memory/llama-tp.json"};
+  const Case cases[] = {
+    {"megatron", 4, 1, ST_PRECISION_FP32, "tensor-parallel=2 vocab-multiple=1", FALSE, 0},
+    {"megatron", 4, 1, ST_PRECISION_FP32,
+     "tensor-parallel=2 vocab-multiple=1 sequence-parallel=true", FALSE, 0},
+    {"megatron", 4, 1, ST_PRECISION_MIXED,
+     "tensor-parallel=2 vocab-multiple=1 sequence-parallel=true", FALSE, 0},
+    {"megatron", 8, 1, ST_PRECISION_FP32,
+     "tensor-parallel=2 vocab-multiple=1 sequence-parallel=true pipeline-stages=2", FALSE, 0},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(models); k++) {
+    g_autoptr(StModel) m = st_test_model(models[k]);
+    check_cases(models[k], m, cases, k == 0 ? G_N_ELEMENTS(cases) : 2);
+  }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -493,5 +518,6 @@ main(int argc, char **argv)
   g_test_add_func("/memory/runs/burst", test_runs_burst);
   g_test_add_func("/memory/runs/sparse", test_runs_sparse);
   g_test_add_func("/memory/runs/recompute", test_runs_recompute);
+  g_test_add_func("/memory/runs/tensor-parallel", test_runs_tp);
   return g_test_run();
 }

@@ -1,0 +1,210 @@
+/* tp.c: a rank's part in tensor parallelism (runtime.h): its index in the
+ * tensor-parallel group, and what a layer pass in parts reads and writes
+ * (exec/layer_impl.h says how a split layer computes; sim/strategy/
+ * tensor_parallel.h how the schedule emits its ops):
+ *
+ *   forward part k:   [all-gather input]  COMP  [all-reduce | reduce-scatter output]
+ *   backward part k:  [all-gather dy] [all-gather input]  COMP  [all-reduce | r-s dx]
+ *
+ * The all-gathers write into buffers of their own (the schedule's comm
+ * buffers), which the COMP reads and frees; a COMP before a reduce-scatter
+ * writes its partial sums into a buffer it allocates, which the
+ * reduce-scatter reads and frees. Those tensors are handed from op to op
+ * through the rank's table (per step, micro-batch, layer, part and data
+ * kind). Without sequence parallelism the collectives work in place: on the
+ * layer's output, on part 1's output inside the saved block (tp_tensor), on
+ * the input gradient (which also carries part 1's output gradient between
+ * the two backward parts). A pass's tensors are allocated by its first COMP
+ * part and released by its last. */
+#include "exec/runtime.h"
+
+typedef struct {
+  int32_t step, micro, layer, part, data;
+  void *ptr;
+} TpEntry;
+
+static gboolean
+is_tp_data(StData d)
+{
+  return d == ST_DATA_TP_INPUT || d == ST_DATA_TP_OUTPUT || d == ST_DATA_TP_OUTPUT_GRAD ||
+         d == ST_DATA_TP_INPUT_GRAD || d == ST_DATA_TP_GRADS;
+}
+
+gboolean
+tp_setup(Rank *r, GError **error)
+{
+  r->tp_rank = 0;
+  r->tp_comm = -1;
+  r->tp_tensors = g_array_new(FALSE, FALSE, sizeof(TpEntry));
+  int L = r->model->n_layers;
+  r->tp_batch = g_new0(int32_t, (size_t)r->n_micro * L);
+  for (guint o = 0; o < r->p->ops->len; o++) {
+    const StOp *op = st_program_op(r->p, o);
+    if (op->kind == ST_OP_COMP && op->layer >= 0 && op->micro >= 0 && op->micro < r->n_micro)
+      r->tp_batch[(size_t)op->micro * L + op->layer] = op->batch;
+  }
+  int t = 1;
+  for (int i = 0; i < r->model->n_layers; i++)
+    t = MAX(t, r->model->layers[i].tp);
+  if (t == 1)
+    return TRUE;
+  for (guint o = 0; o < r->p->ops->len; o++) {
+    const StOp *op = st_program_op(r->p, o);
+    if (op->kind != ST_OP_COMM_COLL || !is_tp_data(op->data))
+      continue;
+    if (r->tp_comm >= 0 && op->comm != r->tp_comm) {
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                  "rank %d: tensor-parallel collectives on two communicators (%d and %d)",
+                  r->rank, r->tp_comm, op->comm);
+      return FALSE;
+    }
+    r->tp_comm = op->comm;
+  }
+  if (r->tp_comm < 0) {
+    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "rank %d: its model is split over %d tensor-parallel ranks, but its program has "
+                "no tensor-parallel collective to say which ranks",
+                r->rank, t);
+    return FALSE;
+  }
+  const StComm *c = st_schedule_comm(r->x->s, r->tp_comm);
+  int g = c->group_of[r->rank];
+  if (c->offsets[g + 1] - c->offsets[g] != t) {
+    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "rank %d: communicator '%s' groups %d ranks, but the model is split over %d",
+                r->rank, c->name, c->offsets[g + 1] - c->offsets[g], t);
+    return FALSE;
+  }
+  r->tp_rank = c->index_of[r->rank];
+  return TRUE;
+}
+
+StModel *
+tp_whole_model(const StModel *m, GError **error)
+{
+  StModel *whole = st_model_derive_as(m, NULL, 1, FALSE, error);
+  if (whole == NULL)
+    g_prefix_error(error, "the whole layers of a tensor-parallel model: ");
+  return whole;
+}
+
+void
+tp_clear(Rank *r)
+{
+  if (r->tp_tensors != NULL)
+    g_array_unref(r->tp_tensors);
+  g_free(r->tp_batch);
+}
+
+int
+tp_batch(const Rank *r, const StOp *op)
+{
+  return op->batch > 0 ? op->batch
+                       : r->tp_batch[(size_t)op->micro * r->model->n_layers + op->layer];
+}
+
+void
+tp_put(Rank *r, int32_t step, const StOp *op, StData data, void *ptr)
+{
+  TpEntry e = {step, op->micro, op->layer, op->part, data, ptr};
+  g_mutex_lock(&r->lock);
+  g_array_append_val(r->tp_tensors, e);
+  g_mutex_unlock(&r->lock);
+}
+
+void *
+tp_take(Rank *r, int32_t step, const StOp *op, StData data)
+{
+  void *ptr = NULL;
+  g_mutex_lock(&r->lock);
+  for (guint k = 0; k < r->tp_tensors->len; k++) {
+    TpEntry *e = &g_array_index(r->tp_tensors, TpEntry, k);
+    if (e->step == step && e->micro == op->micro && e->layer == op->layer &&
+        e->part == op->part && e->data == (int32_t)data) {
+      ptr = e->ptr;
+      g_array_remove_index_fast(r->tp_tensors, k);
+      break;
+    }
+  }
+  g_mutex_unlock(&r->lock);
+  return ptr;
+}
+
+/* Parts of the pass `op` belongs to. */
+static int
+parts_of(const Rank *r, const StOp *op)
+{
+  double share[ST_TP_PARTS_MAX];
+  return st_layer_tp_parts(&r->model->layers[op->layer], (StPass)op->sub, share);
+}
+
+gboolean
+tp_first_part(const Rank *r, const StOp *op)
+{
+  if (op->part == 0)
+    return TRUE;
+  return op->sub == ST_PASS_BWD ? op->part == parts_of(r, op) : op->part == 1;
+}
+
+gboolean
+tp_last_part(const Rank *r, const StOp *op)
+{
+  if (op->part == 0)
+    return TRUE;
+  return op->sub == ST_PASS_BWD ? op->part == 1 : op->part == parts_of(r, op);
+}
+
+void *
+tp_part_output(Rank *r, const StOp *op, int32_t step)
+{
+  const StLayer *l = &r->model->layers[op->layer];
+  const StLayerImpl *impl = st_layer_impl_find(l->type->name);
+  void *saved = *tp_saved_cell(r, op->micro, op->layer);
+  if (op->part == 1 && parts_of(r, op) > 1 && impl->tp_tensor != NULL)
+    return impl->tp_tensor(l, tp_batch(r, op), r->x->dt, 1, saved);
+  return acts_output(r, step, op->micro, op->layer)->ptr;
+}
+
+void **
+tp_saved_cell(Rank *r, int micro, int layer)
+{
+  return &r->saved[(size_t)micro * r->model->n_layers + layer];
+}
+
+gboolean
+tp_view(Rank *r, uint32_t o, int32_t step, TpView *v, GError **error)
+{
+  const StOp *op = st_program_op(r->p, o);
+  const StLayer *l = &r->model->layers[op->layer];
+  *v = (TpView){tp_first_part(r, op), tp_last_part(r, op), NULL, NULL, NULL};
+  if (l->tp <= 1)
+    return TRUE;
+  gboolean bwd = op->sub == ST_PASS_BWD, two = parts_of(r, op) > 1;
+  /* gathered by this part's all-gathers (sequence parallelism) */
+  v->in = tp_take(r, step, op, ST_DATA_TP_INPUT);
+  if (bwd)
+    v->dout = tp_take(r, step, op, ST_DATA_TP_OUTPUT_GRAD);
+  /* the MLP half reads x1, kept in the saved block */
+  if (v->in == NULL && op->part == 2 && two)
+    v->in = tp_part_output(r, &(StOp){.layer = op->layer, .micro = op->micro, .part = 1},
+                           step);
+  /* without SP part 1's output gradient arrives in the input gradient */
+  if (bwd && v->dout == NULL && op->part == 1 && two)
+    v->dout = acts_input_grad(r, step, op->micro, op->layer)->ptr;
+  /* partial sums for a reduce-scatter: the comm buffer this op allocates */
+  size_t bytes = 0;
+  void *partial = state_own_scratch(r, o, step, ST_MEM_COMM, &bytes);
+  if (partial != NULL) {
+    v->out = partial;
+    tp_put(r, step, op, bwd ? ST_DATA_TP_INPUT_GRAD : ST_DATA_TP_OUTPUT, partial);
+  } else if (!bwd && op->part == 1 && two) {
+    v->out = tp_part_output(r, op, step);
+  }
+  if ((v->in == NULL && op->part == 2 && two) || (bwd && op->part == 1 && two && !v->dout)) {
+    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                "rank %d, op %u: part %d of layer %d lacks what its other part made", r->rank, o,
+                op->part, op->layer);
+    return FALSE;
+  }
+  return TRUE;
+}
