@@ -576,15 +576,21 @@ test_split_layers(gconstpointer data)
 }
 
 /* Spans cover each rank's vector exactly once, and the ranks' SPLIT spans
- * the whole layer's split entries exactly once. */
+ * the whole layer's split entries exactly once; the PARTIAL ones are what
+ * the simulator's schedules all-reduce per step (st_layer_tp_partial_params),
+ * with and without sequence parallelism. */
 static void
 test_spans(void)
 {
   for (gsize k = 0; k < G_N_ELEMENTS(MODELS); k++) {
     g_autoptr(StModel) whole = st_test_model_parse(MODELS[k]);
     g_autoptr(StModel) rank = st_model_derive_as(whole, NULL, T, FALSE, NULL);
+    g_autoptr(StModel) rank_sp = st_model_derive_as(whole, NULL, T, TRUE, NULL);
     for (int i = 0; i < whole->n_layers; i++) {
       const StLayer *l = &rank->layers[i];
+      g_assert_cmpint(st_layer_tp_partial_params(l), ==, (int64_t)st_tp_partial_elems(l));
+      g_assert_cmpint(st_layer_tp_partial_params(&rank_sp->layers[i]), ==,
+                      (int64_t)st_tp_partial_elems(&rank_sp->layers[i]));
       size_t P = (size_t)whole->layers[i].params;
       g_autofree int *hits = g_new0(int, MAX(P, 1));
       for (int r = 0; r < T; r++) {
