@@ -62,6 +62,7 @@ typedef struct {
   int nodes, gpus, ranks, zero_stage;
   StPrecision precision;
   gboolean no_fold;
+  const char *const *options; /* NULL, or name, value pairs then NULL (a strategy's own) */
 } Trip;
 
 static void
@@ -78,6 +79,8 @@ round_trip(const char *strategy, const Trip *t, const char *dir)
   o.zero_stage = t->zero_stage;
   o.precision = t->precision;
   o.steps = 3;
+  for (const char *const *kv = t->options; kv != NULL && kv[0] != NULL; kv += 2)
+    g_assert_true(st_options_set(&o, kv[0], kv[1], NULL));
   g_autoptr(StSchedule) s = st_test_build(strategy, m, c, &o);
   st_options_clear(&o);
   g_autofree char *prefix = g_build_filename(dir, strategy, "et", "trace", NULL);
@@ -110,9 +113,9 @@ test_round_trip(void)
    * sets), point-to-point (pipeline, cyclic DP), copies (burst), several
    * ranks per GPU (6 on 4), two nodes, mixed precision, unfolded. */
   static const Trip trips[] = {
-    {"mlp", 1, 4, 0, 3, ST_PRECISION_FP32, FALSE},
-    {"mlp", 1, 4, 6, 2, ST_PRECISION_MIXED, TRUE},
-    {"resnet18", 2, 2, 0, 1, ST_PRECISION_MIXED, FALSE},
+    {"mlp", 1, 4, 0, 3, ST_PRECISION_FP32, FALSE, NULL},
+    {"mlp", 1, 4, 6, 2, ST_PRECISION_MIXED, TRUE, NULL},
+    {"resnet18", 2, 2, 0, 1, ST_PRECISION_MIXED, FALSE, NULL},
   };
   g_autofree char *dir = st_test_tmpdir();
   for (const StStrategy *const *st = st_strategies(); *st != NULL; st++)
@@ -120,6 +123,28 @@ test_round_trip(void)
       g_autofree char *sub = g_strdup_printf("%s/%zu", dir, k);
       round_trip((*st)->name, &trips[k], sub);
     }
+  /* What a strategy's defaults leave out: a layer pass cut in parts around
+   * its tensor-parallel collectives (StOp.part), interleaved pipeline
+   * chunks, background jobs and their warm-up scale. */
+  static const char *const tp_sp[] = {"tensor-parallel", "2", "pipeline-stages", "2",
+                                       "sequence-parallel", "true", "global-batch", "16",
+                                       "micro-batch", "2", NULL};
+  static const char *const tp_vpp[] = {"tensor-parallel", "2", "pipeline-stages", "2",
+                                        "virtual-stages", "2", "global-batch", "32",
+                                        "micro-batch", "2", NULL};
+  static const char *const background[] = {"background", "mlp:b8", NULL};
+  static const struct {
+    const char *strategy;
+    Trip trip;
+  } own[] = {
+    {"megatron", {"gpt2-124m", 1, 8, 0, 0, ST_PRECISION_MIXED, FALSE, tp_sp}},
+    {"megatron", {"gpt2-124m", 1, 8, 0, 1, ST_PRECISION_MIXED, FALSE, tp_vpp}},
+    {"multiplex", {"mlp", 1, 4, 0, 0, ST_PRECISION_FP32, FALSE, background}},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(own); k++) {
+    g_autofree char *sub = g_strdup_printf("%s/own%zu", dir, k);
+    round_trip(own[k].strategy, &own[k].trip, sub);
+  }
 }
 
 /* ---- traces written node by node ------------------------------------------------------ */

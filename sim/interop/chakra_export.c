@@ -57,6 +57,9 @@ typedef struct {
 
 /* ---- the metadata ------------------------------------------------------------ */
 
+const char *const ET_SCHEDULE_KEYS[] = {"model", "settings", "jobs", "steps", "warmup_steps",
+                                        "warmup_scale", "notes", NULL};
+
 /* The parts of the schedule's JSON that no node carries: model, settings,
  * jobs, steps, notes, the communicators' names and group counts; and each
  * program without its ops (streams, buffers, labels). */
@@ -66,9 +69,7 @@ split_schedule_json(Export *x)
   const StSchedule *s = x->s;
   g_autoptr(cJSON) root = st_schedule_to_json(s);
   g_autoptr(cJSON) head = cJSON_CreateObject();
-  static const char *const keys[] = {"model", "settings", "jobs", "steps", "warmup_steps",
-                                     "notes", NULL};
-  for (const char *const *k = keys; *k != NULL; k++) {
+  for (const char *const *k = ET_SCHEDULE_KEYS; *k != NULL; k++) {
     cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(root, *k);
     if (item != NULL)
       cJSON_AddItemToObject(head, *k, item);
@@ -176,6 +177,8 @@ add_stagger_fields(EtAttrs *a, const StOp *op, GPtrArray *names)
     et_attrs_string(a, "stagger_copy", st_copy_name((StCopyKind)op->sub));
   if (op->data != ST_DATA_NONE)
     et_attrs_string(a, "stagger_data", st_data_name((StData)op->data));
+  if (op->part > 0)
+    et_attrs_int64(a, "stagger_part", op->part);
   if (op->sample_stride > 0) {
     int64_t samples[2] = {op->sample_first, op->sample_stride};
     et_attrs_int64_list(a, "stagger_samples", samples, 2);

@@ -350,9 +350,7 @@ build_root(Import *im, GError **error)
   if (im->stagger) {
     if ((head = stagger_head(im, error)) == NULL || !stagger_comms(im, head, error))
       return NULL;
-    static const char *const keys[] = {"model", "settings", "jobs", "steps", "warmup_steps",
-                                       "notes", NULL};
-    for (const char *const *k = keys; *k != NULL; k++) {
+    for (const char *const *k = ET_SCHEDULE_KEYS; *k != NULL; k++) {
       cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(head, *k);
       if (item != NULL)
         cJSON_AddItemToObject(root, *k, item);

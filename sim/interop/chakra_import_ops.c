@@ -321,6 +321,12 @@ stagger_fields(ImRank *x, guint k, StOpKind kind, cJSON *op, GError **error)
     if (present)
       st_json_add_int(op, ST_OP_FIELDS[f].key, v);
   }
+  int64_t part;
+  gboolean has_part;
+  if (!get_int(x, k, "stagger_part", &part, &has_part, error))
+    return FALSE;
+  if (has_part)
+    st_json_add_int(op, "part", part);
   const EtAttr *samples = im_attr(im_node(x, k), "stagger_samples");
   if (samples != NULL) {
     g_autoptr(GArray) v = NULL;

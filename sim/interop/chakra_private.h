@@ -49,6 +49,13 @@ gboolean et_writer_add(EtWriter *w, const ProtobufCMessage *message, GError **er
 /* Flushes and closes; frees `w` either way. */
 gboolean et_writer_close(EtWriter *w, GError **error);
 
+/* ---- what a stagger trace carries beyond Chakra's fields --------------- */
+
+/* The keys of the schedule's JSON that rank 0's metadata carries whole
+ * (`stagger_schedule`), NULL-terminated: everything schedule-wide that no
+ * node says. Written by chakra_export.c, read by chakra_import.c. */
+extern const char *const ET_SCHEDULE_KEYS[];
+
 /* ---- attributes (chakra_attr.c) ----------------------------------------- */
 
 /* Attributes of one node or metadata being written, owning what they point
