@@ -260,7 +260,7 @@ test_schedule_traffic(void)
   g_autoptr(StModel) m = wide_narrow_model();
   g_autoptr(StCluster) c = h100(4);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.micro_batch = 2;
   o.steps = 2;
   g_autoptr(GError) error = NULL;
@@ -297,7 +297,7 @@ test_uneven_shares(void)
   g_assert_no_error(error);
   g_autoptr(StCluster) c = h100(4);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.ranks = 6;
   o.micro_batch = 1;
   o.global_batch = 12;

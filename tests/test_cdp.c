@@ -54,7 +54,7 @@ uniform_model(int layers, int64_t params, int64_t act)
 static void
 options(StOptions *o, int ranks, int micro_batch, int steps)
 {
-  st_options_init(o);
+  st_test_options_init(o);
   o->ranks = ranks;
   o->micro_batch = micro_batch;
   o->steps = steps;
@@ -554,7 +554,7 @@ test_option_errors(void)
 {
   /* Bad values name the option and what it accepts. */
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   g_autoptr(GError) error = NULL;
   g_assert_false(st_options_set(&o, "update-rule", "v3", &error));
   g_assert_nonnull(strstr(error->message, "--update-rule v3"));

@@ -124,7 +124,7 @@ uniform_init(Uniform *u, StPipeOrder order, gboolean checkpoint)
 {
   u->model = model_from_text(UNIFORM_MODEL);
   u->cluster = st_test_cluster("tests/data/engine/cluster.json", 1, 4);
-  st_options_init(&u->options);
+  st_test_options_init(&u->options);
   u->options.micro_batch = 10;
   u->options.global_batch = 4 * 10 * 2; /* ranks x micro x accumulation 2: M = 4 x 2 */
   u->options.steps = 2;
@@ -251,7 +251,7 @@ test_fit_to_memory(void)
   g_autoptr(StModel) m = st_test_model_named("gpt3-2.7b");
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/summit.json", 86, 512);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;
   o.global_batch = 512;
@@ -294,7 +294,7 @@ test_bad_stages(void)
   g_autoptr(StModel) m = st_test_model_named("mlp");
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 1, 4);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.pipeline_stages = 3;
   g_autoptr(GError) error = NULL;
   g_autoptr(StSchedule) s =
@@ -321,7 +321,7 @@ test_tied_embedding(void)
   g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 1, 2);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.micro_batch = 1;
   o.pipeline_stages = 2;
   o.steps = 2;
@@ -396,7 +396,7 @@ test_conformance(void)
     int ranks = cases[k].ranks ? cases[k].ranks : c->gpus;
     for (int variant = 0; variant < 24; variant++) {
       StOptions o;
-      st_options_init(&o);
+      st_test_options_init(&o);
       o.ranks = cases[k].ranks;
       o.micro_batch = cases[k].micro;
       o.global_batch = (int64_t)ranks * cases[k].micro * cases[k].accumulation;
@@ -424,7 +424,7 @@ test_scale(void)
   g_autoptr(StModel) m = st_test_model_named("gpt3-13b");
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/summit.json", 342, 2048);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;
   o.global_batch = 2048;

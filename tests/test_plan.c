@@ -185,8 +185,8 @@ test_space_knobs(void)
 static void
 test_winner_by_hand(void)
 {
-  /* The unit model (one layer: fwd 100 us, bwd 200 us at batch 10; 1e6 fp32
-   * parameters) on the unit node (4 GPUs, 100 GB/s, 1 us; 1 TB/s memory),
+  /* The unit model (one layer: fwd 100 us, bwd 200 us at batch 10 by the
+   * roofline, which the search pins; 1e6 fp32 parameters) on the unit node (4 GPUs, 100 GB/s, 1 us; 1 TB/s memory),
    * data parallelism, global batch 40, micro-batch 10, ring all-reduce,
    * Adam (28 bytes of traffic per parameter: 28 us). On G GPUs each rank
    * runs A = 4/G micro-batches, then all-reduces S = 4 MB of gradients,
@@ -205,7 +205,8 @@ test_winner_by_hand(void)
   for (gsize k = 0; k < G_N_ELEMENTS(objectives); k++) {
     g_autoptr(StPlanSpec) spec =
       spec_of("strategy", "dp", "gpus", "1,2,4", "micro-batch", "10", "global-batch", "40",
-              "comm-algo", "ring", "objective", objectives[k], NULL);
+              "comm-algo", "ring", "compute-model", "roofline", "objective", objectives[k],
+              NULL);
     g_autoptr(StPlan) plan = search(spec, m, c);
     g_assert_cmpuint(plan->configs->len, ==, 3);
     int w = st_plan_winner(plan);

@@ -51,7 +51,7 @@ test_bytes_per_param(void)
   };
   for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
     StOptions o;
-    st_options_init(&o);
+    st_test_options_init(&o);
     o.precision = cases[k].precision;
     o.optimizer = cases[k].optimizer;
     for (double p = 0; p < 0.99; p += 0.05) {
@@ -81,7 +81,7 @@ test_dp_states(void)
   g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;
   const double ps[] = {0.3, 0.4, 0.9};
@@ -111,7 +111,7 @@ test_zero_states(void)
   g_autoptr(StModel) m = st_test_model_named("resnet50");
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.sparsity = 0.8;
   const int64_t P = m->params, Z = nonzeros(m, 0.8, 1), Zs = nonzeros(m, 0.8, 8);
@@ -144,7 +144,7 @@ test_allreduce_bytes(void)
   g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;
   g_free(o.comm_algo);
@@ -178,7 +178,7 @@ test_dense_gradient_transient(void)
   g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 1);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;
   o.global_batch = 2; /* two micro-batches: compress accumulates */
@@ -210,7 +210,7 @@ test_compress_expand_cost(void)
   g_autoptr(StModel) m = st_test_model_named("mlp");
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 8;
   o.global_batch = 2 * 8 * 3;
@@ -277,7 +277,7 @@ test_conformance(void)
     int ranks = cases[k].ranks ? cases[k].ranks : c->gpus;
     for (gsize j = 0; j < G_N_ELEMENTS(strategies); j++) {
       StOptions o;
-      st_options_init(&o);
+      st_test_options_init(&o);
       o.ranks = cases[k].ranks;
       o.micro_batch = cases[k].micro;
       o.global_batch = (int64_t)ranks * cases[k].micro * cases[k].accumulation;
@@ -311,7 +311,7 @@ test_bad_sparsity(void)
   /* 1 would prune every weight: the table refuses it, and so does a
    * strategy given it directly, naming the option. */
   StOptions o;
-  st_options_init(&o);
+  st_test_options_init(&o);
   g_autoptr(GError) error = NULL;
   g_assert_false(st_options_set(&o, "sparsity", "1", &error));
   g_assert_nonnull(strstr(error->message, "--sparsity 1"));

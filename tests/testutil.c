@@ -141,6 +141,13 @@ st_test_simulate(const StSchedule *s, const char *algo, gboolean no_fold, StTime
 
 /* ---- engine worked examples ------------------------------------------------ */
 
+void
+st_test_options_init(StOptions *o)
+{
+  st_options_init(o);
+  o->compute_model = g_strdup("roofline");
+}
+
 StSchedule *
 st_test_unit_schedule(int n_ranks, const int32_t *placement)
 {
@@ -150,6 +157,7 @@ st_test_unit_schedule(int n_ranks, const int32_t *placement)
   s->settings.global_batch = 10;
   s->settings.micro_batch = 10;
   s->settings.accumulation = 1;
+  s->settings.compute_model = g_strdup("roofline"); /* the worked examples' closed forms */
   return s;
 }
 

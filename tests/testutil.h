@@ -35,6 +35,9 @@ StModel *st_test_model_named(const char *name);
 StCluster *st_test_cluster(const char *relative, int nodes, int gpus);
 /* A shipped cluster by name: models/clusters/NAME.json, resized. */
 StCluster *st_test_cluster_named(const char *name, int nodes, int gpus);
+/* st_options_init, then --compute-model roofline: the options of tests whose
+ * closed forms are the roofline's (FLOPs at peak), not the estimate's. */
+void st_test_options_init(StOptions *options);
 /* The strategy's schedule (g_assert on failure). Transfer full. */
 StSchedule *st_test_build(const char *strategy, const StModel *model, const StCluster *cluster,
                           const StOptions *options);
@@ -50,7 +53,8 @@ StSummary *st_test_simulate(const StSchedule *schedule, const char *algo, gboole
  * GPUs at 100 TFLOP/s fp32 and 1 TB/s; intra-node 100 GB/s, 1 us; inter-node
  * 10 GB/s per NIC, one NIC per GPU, 5 us; one layer of 1e10 FLOP forward and
  * 2e10 backward at batch 10), `n_ranks` ranks on the GPUs `placement` names
- * (NULL: rank r on GPU r), a batch of 10. Programs are the test's to add.
+ * (NULL: rank r on GPU r), a batch of 10, costed by the roofline (100 us
+ * forward: the closed forms the tests state). Programs are the test's to add.
  * Transfer full. */
 StSchedule *st_test_unit_schedule(int n_ranks, const int32_t *placement);
 /* A new program of `n_streams` streams (priority 0) run by `rank`. Borrowed. */

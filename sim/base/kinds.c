@@ -19,7 +19,8 @@ static const char *const COPY[] = {"invalid", "d2d", "h2d", "d2h", NULL};
 static const char *const MEM[] = {"params",      "grads", "optimizer",
                                   "activations", "comm",  "workspace", NULL};
 static const char *const SOURCE[] = {"none",       "profiled",     "interpolated", "roofline",
-                                     "alpha_beta", "link_profile", "measured",     NULL};
+                                     "alpha_beta", "link_profile", "measured",     "estimate",
+                                     NULL};
 static const char *const LINK[] = {"intra_node", "inter_node", "pcie", "local", NULL};
 static const char *const OPTIMIZER[] = {"sgd", "adam", NULL};
 static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  "grads_shard",

@@ -86,6 +86,7 @@ typedef enum {
   ST_SRC_ALPHA_BETA,   /* estimated from the link model: latency + bytes / bandwidth */
   ST_SRC_LINK_PROFILE, /* a measured collective, at this or an interpolated size */
   ST_SRC_MEASURED,     /* measured by the executor on a real run */
+  ST_SRC_ESTIMATE,     /* estimated at the efficiency published measurements show (no profile) */
   ST_SRC_N,
 } StCostSource;
 

@@ -153,6 +153,7 @@ typedef struct {
   StDtype compute_dtype;    /* what the engine computes in */
   StDtype activation_dtype; /* of the activations moved between sets */
   int grad_bytes;           /* per parameter, for the gradient all-reduce */
+  const char *compute_model; /* --compute-model (cost.h: StComputeCtx.fallback), may be NULL */
 } StBurstCostInput;
 
 /* The chain graph of a model with every cost filled from the same cost

@@ -62,11 +62,114 @@ clear_number(StPerfNumber *n)
   g_free(n->source);
 }
 
+static gboolean
+bad(GError **error, const char *origin, const char *name, const char *what)
+{
+  g_set_error(error, ST_GPU_PERF_ERROR, ST_ERROR_INVALID, "%s: %s: %s", origin, name, what);
+  return FALSE;
+}
+
+/* A fraction in (0, 1] at `key` of `obj`, required. */
+static gboolean
+get_fraction(const cJSON *obj, const char *key, double *out, const char *origin,
+             const char *name, GError **error)
+{
+  GError *local = NULL;
+  if (!st_json_get_double(obj, key, TRUE, 0, out, &local))
+    return fail(error, local, origin, name);
+  if (*out <= 0 || *out > 1) {
+    g_autofree char *what = g_strdup_printf("key '%s': %g is not in (0, 1]", key, *out);
+    return bad(error, origin, name, what);
+  }
+  return TRUE;
+}
+
+static gboolean
+parse_curve(const cJSON *root, const char *name, StGemmCurve *c, const char *origin,
+            GError **error)
+{
+  static const char *const keys[] = {"tile", "k_half", "fp32_math", "efficiency", "source",
+                                     NULL};
+  static const char *const eff_keys[] = {"fp32", "tf32", "16bit", NULL};
+  const cJSON *obj = NULL, *tile = NULL, *eff = NULL;
+  const char *math = "fp32", *source = NULL;
+  GError *local = NULL;
+  if (!st_json_get_object(root, name, TRUE, &obj, &local))
+    return fail(error, local, origin, NULL);
+  if (!st_json_check_keys(obj, keys, &local) ||
+      !st_json_get_array(obj, "tile", TRUE, &tile, &local) ||
+      !st_json_get_double(obj, "k_half", TRUE, 0, &c->k_half, &local) ||
+      !st_json_get_string(obj, "fp32_math", FALSE, &math, &local) ||
+      !st_json_get_object(obj, "efficiency", TRUE, &eff, &local) ||
+      !st_json_get_string(obj, "source", TRUE, &source, &local) ||
+      !st_json_check_keys(eff, eff_keys, &local))
+    return fail(error, local, origin, name);
+  int64_t t[2];
+  if (cJSON_GetArraySize(tile) != 2)
+    return bad(error, origin, name, "key 'tile': expected [tile_m, tile_n]");
+  for (int i = 0; i < 2; i++)
+    if (!st_json_item_int(cJSON_GetArrayItem(tile, i), "tile", 1, 4096, &t[i], &local))
+      return fail(error, local, origin, name);
+  c->tile_m = (int)t[0];
+  c->tile_n = (int)t[1];
+  if (strcmp(math, "fp32") != 0 && strcmp(math, "tf32") != 0)
+    return bad(error, origin, name, "key 'fp32_math': expected fp32 or tf32");
+  c->fp32_as_tf32 = strcmp(math, "tf32") == 0;
+  if (!get_fraction(eff, "fp32", &c->eff_fp32, origin, name, error) ||
+      !get_fraction(eff, "tf32", &c->eff_tf32, origin, name, error) ||
+      !get_fraction(eff, "16bit", &c->eff_16bit, origin, name, error))
+    return FALSE;
+  if (*source == '\0')
+    return bad(error, origin, name, "key 'source': must name the measurement it comes from");
+  c->source = g_strdup(source);
+  return TRUE;
+}
+
+/* "attention" (optional): {"seq": [...], "efficiency": [...], "source"}. */
+static gboolean
+parse_attention(const cJSON *root, StAttnCurve *a, const char *origin, GError **error)
+{
+  static const char *const keys[] = {"seq", "efficiency", "source", NULL};
+  const cJSON *obj = NULL, *seq = NULL, *eff = NULL;
+  const char *source = NULL;
+  GError *local = NULL;
+  if (!st_json_get_object(root, "attention", FALSE, &obj, &local))
+    return fail(error, local, origin, NULL);
+  if (obj == NULL)
+    return TRUE;
+  if (!st_json_check_keys(obj, keys, &local) ||
+      !st_json_get_array(obj, "seq", TRUE, &seq, &local) ||
+      !st_json_get_array(obj, "efficiency", TRUE, &eff, &local) ||
+      !st_json_get_string(obj, "source", TRUE, &source, &local))
+    return fail(error, local, origin, "attention");
+  int n = cJSON_GetArraySize(seq);
+  if (n < 1 || n != cJSON_GetArraySize(eff))
+    return bad(error, origin, "attention", "'seq' and 'efficiency' need as many points");
+  if (*source == '\0')
+    return bad(error, origin, "attention", "key 'source': must name the measurement");
+  a->seq = g_new(double, n);
+  a->efficiency = g_new(double, n);
+  a->n = n;
+  for (int i = 0; i < n; i++) {
+    const cJSON *x = cJSON_GetArrayItem(seq, i), *y = cJSON_GetArrayItem(eff, i);
+    if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble < 1 ||
+        (i > 0 && x->valuedouble <= a->seq[i - 1]) || y->valuedouble <= 0 ||
+        y->valuedouble > 1)
+      return bad(error, origin, "attention",
+                 "'seq' must ascend from 1 and every efficiency be in (0, 1]");
+    a->seq[i] = x->valuedouble;
+    a->efficiency[i] = y->valuedouble;
+  }
+  a->source = g_strdup(source);
+  return TRUE;
+}
+
 StGpuPerf *
 st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
 {
-  static const char *const keys[] = {"format", "version", "gpu", "note", "memory", "sharing",
-                                     NULL};
+  static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
+                                     "launch", "memory",  "pool", "gemm", "conv",
+                                     "attention", "sharing", NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
   const char *format = NULL, *gpu = NULL, *note = NULL;
@@ -94,8 +197,18 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
   p->gpu = g_strdup(gpu);
   p->note = g_strdup(note);
   if (!parse_number(root, "memory", "fraction", 1e-3, 1, &p->memory_fraction, origin, error) ||
-      !parse_number(root, "sharing", "priority_leak", 0, 1, &p->priority_leak, origin, error))
+      !parse_number(root, "sharing", "priority_leak", 0, 1, &p->priority_leak, origin, error) ||
+      !parse_number(root, "sms", "count", 1, 1e5, &p->sms, origin, error) ||
+      !parse_number(root, "launch", "us", 0, 1e4, &p->launch_us, origin, error) ||
+      !parse_number(root, "pool", "fraction", 1e-3, 1, &p->pool_fraction, origin, error) ||
+      !parse_curve(root, "gemm", &p->gemm, origin, error) ||
+      !parse_curve(root, "conv", &p->conv, origin, error) ||
+      !parse_attention(root, &p->attention, origin, error))
     return NULL;
+  if (p->sms.value != (double)(int64_t)p->sms.value) {
+    bad(error, origin, "sms", "key 'count': expected an integer");
+    return NULL;
+  }
   return g_steal_pointer(&p);
 }
 
@@ -145,6 +258,21 @@ add_number(cJSON *root, const char *name, const char *key, const StPerfNumber *n
   cJSON_AddStringToObject(obj, "source", n->source);
 }
 
+static void
+add_curve(cJSON *root, const char *name, const StGemmCurve *c)
+{
+  cJSON *obj = cJSON_AddObjectToObject(root, name);
+  int tile[2] = {c->tile_m, c->tile_n};
+  cJSON_AddItemToObject(obj, "tile", cJSON_CreateIntArray(tile, 2));
+  cJSON_AddNumberToObject(obj, "k_half", c->k_half);
+  cJSON_AddStringToObject(obj, "fp32_math", c->fp32_as_tf32 ? "tf32" : "fp32");
+  cJSON *eff = cJSON_AddObjectToObject(obj, "efficiency");
+  cJSON_AddNumberToObject(eff, "fp32", c->eff_fp32);
+  cJSON_AddNumberToObject(eff, "tf32", c->eff_tf32);
+  cJSON_AddNumberToObject(eff, "16bit", c->eff_16bit);
+  cJSON_AddStringToObject(obj, "source", c->source);
+}
+
 cJSON *
 st_gpu_perf_to_json(const StGpuPerf *p)
 {
@@ -155,7 +283,19 @@ st_gpu_perf_to_json(const StGpuPerf *p)
   cJSON_AddStringToObject(root, "gpu", p->gpu);
   if (p->note != NULL)
     cJSON_AddStringToObject(root, "note", p->note);
+  add_number(root, "sms", "count", &p->sms);
+  add_number(root, "launch", "us", &p->launch_us);
   add_number(root, "memory", "fraction", &p->memory_fraction);
+  add_number(root, "pool", "fraction", &p->pool_fraction);
+  add_curve(root, "gemm", &p->gemm);
+  add_curve(root, "conv", &p->conv);
+  if (p->attention.n > 0) {
+    cJSON *a = cJSON_AddObjectToObject(root, "attention");
+    cJSON_AddItemToObject(a, "seq", cJSON_CreateDoubleArray(p->attention.seq, p->attention.n));
+    cJSON_AddItemToObject(a, "efficiency",
+                          cJSON_CreateDoubleArray(p->attention.efficiency, p->attention.n));
+    cJSON_AddStringToObject(a, "source", p->attention.source);
+  }
   add_number(root, "sharing", "priority_leak", &p->priority_leak);
   return root;
 }
@@ -178,5 +318,13 @@ st_gpu_perf_unref(StGpuPerf *p)
   g_free(p->note);
   clear_number(&p->memory_fraction);
   clear_number(&p->priority_leak);
+  clear_number(&p->sms);
+  clear_number(&p->launch_us);
+  clear_number(&p->pool_fraction);
+  g_free(p->gemm.source);
+  g_free(p->conv.source);
+  g_free(p->attention.seq);
+  g_free(p->attention.efficiency);
+  g_free(p->attention.source);
   g_free(p);
 }

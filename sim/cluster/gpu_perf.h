@@ -11,10 +11,18 @@
  * $STAGGER_DATA_DIR or in the source tree this was built from.
  *
  *   {"format": "stagger-gpu-performance", "version": 1, "gpu": "A100-SXM4",
+ *    "sms": {"count": 108, "source": "..."},
+ *    "launch": {"us": 4.5, "source": "..."},
  *    "memory":  {"fraction": 0.84, "source": "..."},
+ *    "pool": {"fraction": 0.3, "source": "..."},
+ *    "gemm": {"tile": [128, 128], "k_half": 128, "fp32_math": "fp32",
+ *             "efficiency": {"fp32": 0.9, "tf32": 0.86, "16bit": 0.86}, "source": "..."},
+ *    "conv": {... as gemm ...},
+ *    "attention": {"seq": [512, 1024], "efficiency": [0.5, 0.6], "source": "..."},
  *    "sharing": {"priority_leak": 0.80, "source": "..."}}
  *
- * Invariants: every fraction is in (0, 1]; priority_leak in [0, 1].
+ * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
+ * [0, 1]; attention points ascending. "attention" is optional.
  * Ownership: an StGpuPerf is immutable once loaded and reference counted, so
  * cluster copies share it (st_gpu_perf_ref / st_gpu_perf_unref).
  */
@@ -29,6 +37,27 @@ typedef struct {
   char *source;        /* the published measurement it comes from */
 } StPerfNumber;
 
+/* A matrix-multiply curve (GEMMs, and convolutions as implicit GEMMs): a
+ * kernel computes its M x N outputs in tiles of tile_m x tile_n, one per SM
+ * at a time, each reducing K with a fixed prologue and epilogue worth k_half
+ * of K; at large sizes it runs at `efficiency` of the math's peak. */
+typedef struct {
+  int tile_m, tile_n;
+  double k_half;
+  double eff_fp32, eff_tf32, eff_16bit; /* of the fp32, TF32 and 16-bit peaks */
+  gboolean fp32_as_tf32;  /* fp32 work runs on TF32 tensor cores when the GPU has them */
+  char *source;
+} StGemmCurve;
+
+/* Fused (flash) attention: the share of the 16-bit peak reached at a
+ * sequence length, interpolated in log(s) between points, flat beyond. */
+typedef struct {
+  int n;               /* points; 0: no fused kernel measured (attention as GEMMs) */
+  double *seq;         /* [n] ascending */
+  double *efficiency;  /* [n] */
+  char *source;
+} StAttnCurve;
+
 typedef struct {
   char *gpu;           /* the GPU the numbers were measured on ("A100-SXM4", "default") */
   char *path;          /* the file, or NULL when inline */
@@ -41,6 +70,12 @@ typedef struct {
    * slowdown that a higher stream priority does NOT remove (0: priority
    * isolates perfectly; 1: priority does nothing). */
   StPerfNumber priority_leak;
+  /* The "estimate" compute model's curves. */
+  StPerfNumber sms;          /* streaming multiprocessors (value: a count) */
+  StPerfNumber launch_us;    /* the least time a kernel takes, launch included, us */
+  StPerfNumber pool_fraction; /* share of the memory bandwidth pooling kernels sustain */
+  StGemmCurve gemm, conv;
+  StAttnCurve attention;
   int refs;
 } StGpuPerf;
 

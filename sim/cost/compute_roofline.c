@@ -6,6 +6,11 @@
  *
  *   t = max(FLOPs / peak_flops(dtype), bytes / memory_bandwidth)   [s]
  *
+ * fp32 work takes the faster of the fp32 and TF32 peaks when the cluster
+ * gives a TF32 one: frameworks run fp32 convolutions on TF32 tensor cores
+ * by default (PyTorch: torch.backends.cudnn.allow_tf32), so a bound at the
+ * fp32 peak would not bound them.
+ *
  * Layer passes (per op of `batch` samples):
  *   fwd, recompute: FLOPs = batch * fwd_flops,
  *                   bytes = batch * fwd_io_bytes (at the compute dtype)
@@ -82,7 +87,10 @@ st_compute_work_traffic(const StComputeCtx *ctx, const StWork *work, double *flo
 static double
 time_ns(const StComputeCtx *ctx, double flops, double bytes)
 {
-  double compute_s = flops / st_cluster_peak_flops(ctx->cluster, ctx->dtype);
+  double peak = st_cluster_peak_flops(ctx->cluster, ctx->dtype);
+  if (ctx->dtype == ST_DTYPE_FP32)
+    peak = MAX(peak, ctx->cluster->gpu.tf32_flops);
+  double compute_s = flops / peak;
   double memory_s = bytes / ctx->cluster->gpu.memory_bandwidth;
   return MAX(compute_s, memory_s) * 1e9;
 }

@@ -4,7 +4,9 @@
  * Three families:
  * - compute: the time of a COMP op on an idle GPU. Models are tried in
  *   registry order and the first that answers wins: "profile" (measured,
- *   interpolated) before "roofline" (peak FLOP/s and memory bandwidth).
+ *   interpolated), then "estimate" (the efficiency published measurements
+ *   show, by shape and GPU) unless the context's fallback is "roofline",
+ *   then "roofline" (peak FLOP/s and memory bandwidth: a lower bound).
  * - comm: how a collective or a transfer moves bytes over links, as a short
  *   list of phases (ring, tree, hierarchical; a measured link profile when
  *   one covers the case), each saying how it loads the links of the cluster
@@ -52,6 +54,8 @@ typedef struct {
   const StProfile *profile; /* borrowed, may be NULL */
   const StModel *model;     /* borrowed */
   StDtype dtype;            /* compute dtype: fp32, or bf16/fp16 under mixed precision */
+  const char *fallback;     /* what answers where no profile entry does: "estimate" (NULL:
+                               the default) or "roofline" (--compute-model) */
 } StComputeCtx;
 
 typedef struct {
@@ -72,6 +76,8 @@ typedef struct {
 
 /* NULL-terminated, in the order they are tried. */
 const StComputeModel *const *st_compute_models(void);
+/* The names --compute-model takes: what answers where no profile does. */
+gboolean st_compute_model_known(const char *name);
 /* The first model that answers; the roofline always does. */
 double st_compute_time(const StComputeCtx *ctx, const StWork *work, StCostSource *source);
 /* The FLOPs and memory traffic in bytes of `work` as the roofline counts

@@ -8,6 +8,7 @@
 
 /* The registered implementations, one per file. */
 extern const StComputeModel st_compute_profile;   /* compute_profile.c */
+extern const StComputeModel st_compute_estimate;  /* compute_estimate.c */
 extern const StComputeModel st_compute_roofline;  /* compute_roofline.c */
 extern const StCommAlgo st_comm_ring;             /* comm_ring.c */
 extern const StCommAlgo st_comm_tree;             /* comm_tree.c */

@@ -6,12 +6,19 @@
 
 G_DEFINE_QUARK(st-cost-error-quark, st_cost_error)
 
-/* Tried in order: measurements before estimates. */
+/* Tried in order: measurements before estimates, the bound last. */
 static const StComputeModel *const COMPUTE_MODELS[] = {
   &st_compute_profile,
+  &st_compute_estimate,
   &st_compute_roofline,
   NULL,
 };
+
+gboolean
+st_compute_model_known(const char *name)
+{
+  return name != NULL && (strcmp(name, "estimate") == 0 || strcmp(name, "roofline") == 0);
+}
 
 /* "auto" breaks ties between equal times in this order. */
 static const StCommAlgo *const COMM_ALGOS[] = {

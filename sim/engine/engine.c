@@ -257,7 +257,7 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
     return FALSE;
   }
   e->compute = (StComputeCtx){s->cluster, options->profile, s->model,
-                              st_schedule_compute_dtype(s)};
+                              st_schedule_compute_dtype(s), s->settings.compute_model};
   e->fold = st_fold_new(s, !options->no_fold);
   if (!engine_budget(e, error))
     return FALSE;

@@ -50,6 +50,7 @@ mix_settings(Hash *h, const StSettings *st)
   mix(h, st->optimizer);
   mix(h, st->micro_batch);
   mix(h, st->global_batch);
+  mix_text(h, st->compute_model);
 }
 
 /* A model by its name and totals: within one search the main model is the

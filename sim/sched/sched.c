@@ -326,6 +326,7 @@ job_free(gpointer data)
   st_model_free(j->model);
   g_free(j->settings.strategy);
   g_free(j->settings.description);
+  g_free(j->settings.compute_model);
   g_free(j);
 }
 
@@ -378,6 +379,7 @@ st_schedule_free(StSchedule *s)
   st_cluster_free(s->cluster);
   g_free(s->settings.strategy);
   g_free(s->settings.description);
+  g_free(s->settings.compute_model);
   g_free(s->devices);
   g_free(s->ranks);
   g_ptr_array_unref(s->comms);
@@ -465,6 +467,7 @@ st_schedule_add_job(StSchedule *s, const char *name, StModel *model, const StSet
   j->settings = *settings;
   j->settings.strategy = g_strdup(settings->strategy);
   j->settings.description = g_strdup(settings->description);
+  j->settings.compute_model = g_strdup(settings->compute_model);
   g_ptr_array_add(s->jobs, j);
   return (int)s->jobs->len;
 }

@@ -182,6 +182,8 @@ typedef struct {
                             fixed mask, [0, 1); 0 dense */
   StRecompute recompute; /* --recompute: what the RECOMPUTE ops make again (a layer's whole
                             forward, or under selective its StLayerMemory.again only) */
+  char *compute_model;   /* --compute-model: what costs COMP work no profile entry covers
+                            ("estimate", "roofline"); NULL = "estimate" */
 } StSettings;
 
 /* A training job beside the main one: a background job multiplexed onto the

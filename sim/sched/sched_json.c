@@ -200,6 +200,8 @@ settings_to_json(const StSettings *st)
     cJSON_AddNumberToObject(o, "sparsity", st->sparsity);
   if (st->recompute != ST_RECOMPUTE_NONE)
     cJSON_AddStringToObject(o, "recompute", st_recompute_name(st->recompute));
+  if (st->compute_model != NULL)
+    cJSON_AddStringToObject(o, "compute_model", st->compute_model);
   return o;
 }
 

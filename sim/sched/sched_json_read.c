@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/limits.h"
+#include "cost/cost.h"
 #include "sched/sched_json_private.h"
 
 /* ---- reading: helpers ----------------------------------------------------- */
@@ -109,8 +110,9 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
   static const char *const keys[] = {"strategy",     "description",  "precision",
                                      "optimizer",    "micro_batch",  "accumulation",
                                      "global_batch", "sparsity",     "recompute",
-                                     NULL};
+                                     "compute_model", NULL};
   const char *strategy = NULL, *description = NULL, *precision = NULL, *optimizer = NULL;
+  const char *compute = NULL;
   int64_t micro = 0, accumulation = 0;
   if (!sj_expect_object(obj, keys, error) ||
       !st_json_get_string(obj, "strategy", FALSE, &strategy, error) ||
@@ -122,8 +124,11 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
       !st_json_get_int(obj, "micro_batch", TRUE, 0, G_MAXINT32, &micro, error) ||
       !st_json_get_int(obj, "accumulation", TRUE, 0, G_MAXINT32, &accumulation, error) ||
       !st_json_get_int(obj, "global_batch", TRUE, 0, INT64_C(1000000000000000),
-                       &st->global_batch, error))
+                       &st->global_batch, error) ||
+      !st_json_get_string(obj, "compute_model", FALSE, &compute, error))
     return FALSE;
+  if (compute != NULL && !st_compute_model_known(compute))
+    return sj_fail(error, "key 'compute_model': expected estimate or roofline");
   const cJSON *sparsity = cJSON_GetObjectItemCaseSensitive(obj, "sparsity");
   if (sparsity != NULL) {
     if (!cJSON_IsNumber(sparsity) || !(sparsity->valuedouble >= 0 && sparsity->valuedouble < 1))
@@ -138,6 +143,7 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
   st->accumulation = (int32_t)accumulation;
   st->strategy = g_strdup(strategy);
   st->description = g_strdup(description);
+  st->compute_model = g_strdup(compute);
   return TRUE;
 }
 

@@ -13,7 +13,7 @@ StComputeCtx
 st_program_compute_ctx(const StSchedule *s, const StProgram *p, const StProfile *profile)
 {
   return (StComputeCtx){s->cluster, profile, st_program_model(s, p),
-                        st_schedule_compute_dtype(s)};
+                        st_schedule_compute_dtype(s), s->settings.compute_model};
 }
 
 StWork

@@ -38,6 +38,16 @@ check_share_model(const char *value, GError **error)
   return FALSE;
 }
 
+static gboolean
+check_compute_model(const char *value, GError **error)
+{
+  if (st_compute_model_known(value))
+    return TRUE;
+  g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+              "unknown compute model (known: estimate, roofline)");
+  return FALSE;
+}
+
 #define F(field) offsetof(StOptions, field)
 #define BIG 1e15
 
@@ -73,6 +83,10 @@ static const StOptionSpec SPECS[] = {
    "ZeRO-3: parameter gathers issued ahead of the layer that needs them (default: 1)"},
   {"comm-algo", ST_OPT_STRING, F(comm_algo), 0, 0, NULL, check_comm_algo, "NAME",
    "Collective algorithm: auto (the fastest alone), ring, tree, hierarchical (default: auto)"},
+  {"compute-model", ST_OPT_STRING, F(compute_model), 0, 0, NULL, check_compute_model, "NAME",
+   "What costs compute no profile entry covers: estimate (kernels at the efficiency published "
+   "measurements show, models/gpus/) or roofline (peak FLOP/s and bandwidth: a lower bound); "
+   "a profile's entries always come first (default: estimate)"},
   {"share-model", ST_OPT_STRING, F(share_model), 0, 0, NULL, check_share_model, "NAME",
    "How kernels of several ranks or jobs on one GPU slow each other: interference (SMs by "
    "priority with a measured leak, memory bandwidth shared) or priority (priority isolates "

@@ -36,6 +36,7 @@ typedef struct {
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
   char *comm_algo;      /* --comm-algo: auto, ring, tree, hierarchical */
   char *share_model;    /* --share-model: GPU sharing model (cost.h); NULL = the default */
+  char *compute_model;  /* --compute-model: estimate (NULL) or roofline, where no profile answers */
   int pipeline_stages;   /* --pipeline-stages: G_inter, stages per pipeline; 0 = auto (the fewest
                             whose estimated memory per GPU fits) */
   int pipeline_schedule; /* --pipeline-schedule: StPipeOrder (strategy_pipeline.h), 0 = 1f1b */

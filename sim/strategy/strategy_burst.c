@@ -411,6 +411,7 @@ build(const StStrategyInput *in, GError **error)
     .ranks = o->ranks,
     .batch = b.M,
     .compute_dtype = compute_dtype(o, in->cluster),
+    .compute_model = o->compute_model,
     .activation_dtype = b.bytes.activation,
     .grad_bytes = b.bytes.grad,
   };

@@ -115,7 +115,8 @@ compute_dtype(const CdpPlan *c)
 static void
 estimate(CdpPlan *c)
 {
-  StComputeCtx ctx = {c->cluster, c->profile, c->model, compute_dtype(c)};
+  StComputeCtx ctx = {c->cluster, c->profile, c->model, compute_dtype(c),
+                      c->options->compute_model};
   g_free(c->fwd_ns);
   g_free(c->bwd_ns);
   g_free(c->update_ns);

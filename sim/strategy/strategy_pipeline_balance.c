@@ -102,7 +102,8 @@ compute_dtype(const StPipe *pp)
 double
 st_pipe_layer_time_ns(const StPipe *pp, int layer, StPass pass)
 {
-  StComputeCtx ctx = {pp->cluster, pp->profile, pp->model, compute_dtype(pp)};
+  StComputeCtx ctx = {pp->cluster, pp->profile, pp->model, compute_dtype(pp),
+                      pp->options->compute_model};
   StWork work = {.pass = pass, .layer = &pp->model->layers[layer],
                  .batch = pp->options->micro_batch,
                  .selective = pass == ST_PASS_RECOMPUTE &&

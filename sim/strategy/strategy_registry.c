@@ -144,6 +144,8 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   }
   StStrategyInput input = {model, cluster, profile, &resolved};
   StSchedule *s = strategy->build(&input, error);
+  if (s != NULL && s->settings.compute_model == NULL)
+    s->settings.compute_model = g_strdup(resolved.compute_model);
   st_options_clear(&resolved);
   if (s == NULL)
     return NULL;

@@ -1,0 +1,207 @@
+/* compute_estimate.c: the "estimate" compute model, what work takes on a GPU
+ * that runs it as well as published measurements say GPUs do, rather than
+ * at peak. It answers for every layer pass and element-wise step no profile
+ * entry covers (source "estimate"); `--compute-model roofline` skips it.
+ *
+ * A pass is its kernels (estimate.h, estimate_kernels.c); each kernel costs,
+ * with the GPU performance file's curves (cluster/gpu_perf.h, models/gpus/):
+ *
+ * - GEMM / convolution, count x (m x n) outputs reducing k: tiles of
+ *   tile_m x tile_n or a half of either (the fastest, as a library picks
+ *   its kernel), one per SM at a time. T = ceil(m/tile_m)
+ *   ceil(n/tile_n) count tiles; when they leave SMs idle and k is long, k is
+ *   split over p = min(floor(sms / T), floor(k / 256)) (split-K, as cuBLAS
+ *   does); the tiles then run in W = ceil(T p / sms) waves, each tile taking
+ *   2 tile_m tile_n (k/p + k_half) / (peak / sms x efficiency): k_half is
+ *   the prologue and epilogue's share of a tile's work, so short reductions
+ *   run below the large-size efficiency, partial tiles and partial waves
+ *   cost whole ones. A split adds a pass over its fp32 partial sums.
+ *   t = max(W x tile time, bytes / achievable bandwidth).
+ * - a matrix multiply without a shape (a custom layer, a type with no list
+ *   of its own): its FLOPs at the curve's large-size efficiency.
+ * - fused attention: FLOPs / (16-bit peak x the curve's efficiency at the
+ *   sequence length), or its bytes at the bandwidth if slower.
+ * - memory kernels: bytes / (bandwidth x the memory fraction); pooling at
+ *   its own fraction.
+ * - every kernel takes at least the launch time, `launch.us`.
+ * Optimizer, compress and expand steps are one memory kernel of their bytes.
+ *
+ * Which peak: 16-bit work at the 16-bit peak; fp32 GEMMs and convolutions at
+ * the TF32 peak when the curve says the framework uses it there
+ * (`fp32_math: tf32`, PyTorch's default for convolutions) and the cluster
+ * gives one, else the fp32 peak.
+ *
+ * Never faster than the roofline (compute_roofline.c): every kernel runs at
+ * most at its peak and its bytes at most at the bandwidth, and the kernels
+ * carry the layer's FLOPs (tests/test_estimate.c checks both over every
+ * shipped model). The fill of a pass (what the share model reads) is the
+ * time-weighted share of SMs its kernels' tiles occupy.
+ */
+#include "cost/cost_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cost/estimate.h"
+
+typedef struct {
+  double peak;  /* FLOP/s */
+  double eff;   /* at large sizes */
+} Math;
+
+static Math
+math_of(const StComputeCtx *ctx, const StGemmCurve *c)
+{
+  const StCluster *cl = ctx->cluster;
+  if (ctx->dtype != ST_DTYPE_FP32)
+    return (Math){st_cluster_peak_flops(cl, ctx->dtype), c->eff_16bit};
+  if (c->fp32_as_tf32 && cl->gpu.tf32_flops > 0)
+    return (Math){cl->gpu.tf32_flops, c->eff_tf32};
+  return (Math){st_cluster_peak_flops(cl, ST_DTYPE_FP32), c->eff_fp32};
+}
+
+static double
+memory_s(const StComputeCtx *ctx, double bytes, double fraction)
+{
+  return bytes / (ctx->cluster->gpu.memory_bandwidth * fraction);
+}
+
+/* Seconds of a GEMM-class kernel with tiles of tm x tn, and the SM share
+ * it fills. */
+static double
+tiled_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, const StGemmCurve *c,
+        double tm, double tn, double *fill)
+{
+  Math m = math_of(ctx, c);
+  double sms = p->sms.value;
+  double tiles = ceil(k->m / tm) * ceil(k->n / tn) * k->count;
+  double split = 1;
+  if (tiles < sms)
+    split = MAX(1.0, MIN(floor(sms / tiles), floor(k->k / 256.0)));
+  double waves = ceil(tiles * split / sms);
+  double tile_s = 2.0 * tm * tn * (k->k / split + c->k_half) / (m.peak / sms * m.eff);
+  double partials = split > 1 ? k->m * k->n * k->count * split * 4.0 * 2.0 : 0.0;
+  *fill = MIN(1.0, tiles * split / sms);
+  return MAX(waves * tile_s, memory_s(ctx, k->bytes, p->memory_fraction.value)) +
+         memory_s(ctx, partials, p->memory_fraction.value);
+}
+
+/* The library picks the fastest of the curve's tile and its halves (as
+ * cuBLAS's heuristics choose among kernels): small outputs waste less. */
+static double
+gemm_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, double *fill)
+{
+  const StGemmCurve *c = k->cls == ST_KERNEL_CONV ? &p->conv : &p->gemm;
+  if (k->k <= 0) { /* no shape known: the curve's large-size efficiency */
+    Math m = math_of(ctx, c);
+    *fill = 1.0;
+    return MAX(k->flops / (m.peak * m.eff), memory_s(ctx, k->bytes, p->memory_fraction.value));
+  }
+  double best = INFINITY;
+  for (int i = 0; i < 4; i++) {
+    double f, s = tiled_s(ctx, p, k, c, c->tile_m / (i & 1 ? 2.0 : 1.0),
+                          c->tile_n / (i & 2 ? 2.0 : 1.0), &f);
+    if (s < best) {
+      best = s;
+      *fill = f;
+    }
+  }
+  return best;
+}
+
+/* The attention curve at sequence length s: log-linear between points. */
+static double
+attention_eff(const StAttnCurve *a, double s)
+{
+  if (s <= a->seq[0])
+    return a->efficiency[0];
+  for (int i = 1; i < a->n; i++)
+    if (s <= a->seq[i]) {
+      double x = (log(s) - log(a->seq[i - 1])) / (log(a->seq[i]) - log(a->seq[i - 1]));
+      return a->efficiency[i - 1] + x * (a->efficiency[i] - a->efficiency[i - 1]);
+    }
+  return a->efficiency[a->n - 1];
+}
+
+static double
+kernel_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, double *fill)
+{
+  double s;
+  *fill = 1.0;
+  switch (k->cls) {
+  case ST_KERNEL_GEMM:
+  case ST_KERNEL_CONV:
+    s = gemm_s(ctx, p, k, fill);
+    break;
+  case ST_KERNEL_ATTENTION: {
+    StDtype d = ctx->dtype == ST_DTYPE_FP32 ? ST_DTYPE_BF16 : ctx->dtype;
+    double peak = st_cluster_peak_flops(ctx->cluster, d);
+    s = MAX(k->flops / (peak * attention_eff(&p->attention, k->m)),
+            memory_s(ctx, k->bytes, p->memory_fraction.value));
+    break;
+  }
+  case ST_KERNEL_POOL:
+    s = memory_s(ctx, k->bytes, p->pool_fraction.value);
+    break;
+  case ST_KERNEL_MEMORY:
+  default:
+    s = memory_s(ctx, k->bytes, p->memory_fraction.value);
+    break;
+  }
+  return MAX(s, p->launch_us.value * 1e-6);
+}
+
+/* Time and fill of `work`, FALSE when the model cannot cost it. */
+static gboolean
+estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *fill)
+{
+  const StGpuPerf *p = ctx->cluster->gpu.perf;
+  if (p == NULL || (ctx->fallback != NULL && strcmp(ctx->fallback, "estimate") != 0))
+    return FALSE;
+  if (work->pass == ST_PASS_OPTIM || work->pass == ST_PASS_COMPRESS ||
+      work->pass == ST_PASS_EXPAND) {
+    StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes};
+    *time_ns = kernel_s(ctx, p, &k, fill) * 1e9;
+    return TRUE;
+  }
+  StKernels ks;
+  if (!st_estimate_kernels(ctx, work, &ks) || ks.n == 0)
+    return FALSE;
+  double total = 0, filled = 0;
+  for (int i = 0; i < ks.n; i++) {
+    double f, s = kernel_s(ctx, p, &ks.k[i], &f);
+    total += s;
+    filled += s * f;
+  }
+  *time_ns = total * 1e9;
+  *fill = total > 0 ? MAX(filled / total, 1e-3) : 1.0;
+  return TRUE;
+}
+
+static gboolean
+estimate_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCostSource *source)
+{
+  double fill;
+  if (!estimate(ctx, work, time_ns, &fill))
+    return FALSE;
+  *source = ST_SRC_ESTIMATE;
+  return TRUE;
+}
+
+static gboolean
+estimate_fill(const StComputeCtx *ctx, const StWork *work, double *fill)
+{
+  double time_ns;
+  return work->layer != NULL && estimate(ctx, work, &time_ns, fill);
+}
+
+const StComputeModel st_compute_estimate = {
+  .name = "estimate",
+  .summary = "kernels at the efficiency published measurements show, by shape and GPU "
+             "(models/gpus/): GEMM and convolution tiles and waves, fused attention, "
+             "memory-bound kernels at achievable bandwidth, a launch floor",
+  .citation = "NVIDIA, Matrix Multiplication Background User's Guide (tile and wave "
+              "quantization); the measurements each models/gpus/*.json file names",
+  .cost = estimate_cost,
+  .fill = estimate_fill,
+};

@@ -1,0 +1,48 @@
+/* estimate.h: the "estimate" compute model's view of a layer pass, private to
+ * sim/cost/ (and its tests).
+ *
+ * A pass is a list of kernels, as the frameworks the model describes launch
+ * them (PyTorch with cuBLAS, cuDNN and fused attention): matrix multiplies
+ * with their shapes (convolutions as implicit GEMMs), fused attention, and
+ * memory-bound kernels with the bytes they move. estimate_kernels.c builds
+ * the list per layer type (one table, one function per family);
+ * compute_estimate.c turns each kernel into time with the GPU's measured
+ * curves (cluster/gpu_perf.h).
+ *
+ * Invariants: the FLOPs of a pass's kernels add up to the layer's own
+ * (batch x fwd_flops or bwd_flops) within the rounding of shapes, which
+ * tests/test_estimate.c checks for every layer of the shipped models.
+ */
+#pragma once
+
+#include "cost/cost.h"
+
+typedef enum {
+  ST_KERNEL_GEMM = 0, /* cuBLAS: count x (m x n) outputs, each reducing k */
+  ST_KERNEL_CONV,     /* cuDNN implicit GEMM, same shape fields */
+  ST_KERNEL_ATTENTION,/* fused (flash) attention: count = batch x heads, m = queries,
+                         n = keys, k = head dim; flops given */
+  ST_KERNEL_MEMORY,   /* element-wise, normalisation, gathers: bytes at the bandwidth */
+  ST_KERNEL_POOL,     /* pooling: bytes at the pooling kernels' bandwidth */
+} StKernelClass;
+
+typedef struct {
+  StKernelClass cls;
+  double m, n, k, count;
+  double flops;
+  double bytes;        /* memory traffic, bytes */
+} StKernel;
+
+#define ST_KERNELS_MAX 48
+
+typedef struct {
+  int n;
+  StKernel k[ST_KERNELS_MAX];
+} StKernels;
+
+/* The kernels of `work` (a layer pass: fwd, bwd or recompute; FWDBWD is both)
+ * with activations of `e` bytes each. FALSE for work that is not a layer
+ * pass. Types without a decomposition of their own become one matrix
+ * multiply of their FLOPs when they have FLOPs beyond a few per element,
+ * else one memory-bound kernel of their roofline bytes. */
+gboolean st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out);

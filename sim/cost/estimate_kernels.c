@@ -1,0 +1,470 @@
+/* estimate_kernels.c: the kernels of a layer pass, per layer type (see
+ * estimate.h). One table maps a type's name to the function that lists its
+ * kernels; a type not in it gets the generic list at the end.
+ *
+ * What each pass launches, as PyTorch does on cuBLAS / cuDNN:
+ * - a linear x[R, in] W[in, out]: forward one GEMM (R x out, K = in);
+ *   backward the input's gradient (R x in, K = out) and the weight's
+ *   (in x out, K = R); a bias adds one memory pass backward (its gradient).
+ * - a convolution as an implicit GEMM per group: forward (B Ho Wo x Cout/g,
+ *   K = Cin/g k^2); backward data (B H W x Cin/g, K = Cout/g k^2 / s^2 for a
+ *   stride s) and weights (Cout/g x Cin/g k^2, K = B Ho Wo).
+ * - attention: fused (flash) as one kernel forward and one backward of the
+ *   layer's core FLOPs (4 s^2 d_head per head forward, 2.5x backward, causal
+ *   pairs only), or unfused as batched GEMMs QK^T and PV around a softmax.
+ * - element-wise kernels (norms, activations, residual adds, dropout,
+ *   RoPE) at bytes = passes over their tensor: a norm reads its input twice
+ *   (statistics, then normalise) and writes once forward (3 passes), 5
+ *   backward; an activation 2 forward, 3 backward; an add 3 forward.
+ * Shapes are one rank's under tensor parallelism (attrs / layer->tp). The
+ * model's first layer computes no input gradient (frameworks do not ask one
+ * for the samples), though its layer FLOPs count one.
+ */
+#include "cost/estimate.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model/layer_type.h"
+
+/* ---- building the list ---------------------------------------------------------- */
+
+typedef struct {
+  StKernels *out;
+  double e;         /* bytes per activation element */
+  gboolean fwd;     /* forward (or recompute), else backward */
+  gboolean no_dgrad; /* the model's first layer: its input (the samples) takes no gradient */
+} List;
+
+static void
+push(List *l, StKernel k)
+{
+  if (l->out->n < ST_KERNELS_MAX)
+    l->out->k[l->out->n++] = k;
+  else /* never for the shipped types; keep the work, as one more pass */
+    l->out->k[ST_KERNELS_MAX - 1].bytes += k.bytes;
+}
+
+static void
+gemm(List *l, StKernelClass cls, double m, double n, double k, double count)
+{
+  if (m <= 0 || n <= 0 || k <= 0 || count <= 0)
+    return;
+  push(l, (StKernel){cls, m, n, k, count, 2.0 * m * n * k * count,
+                     (m * k + k * n + m * n) * count * l->e});
+}
+
+/* One memory-bound kernel making `passes` passes over `elems` elements. */
+static void
+mem(List *l, StKernelClass cls, double elems, double passes)
+{
+  if (elems > 0 && passes > 0)
+    push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e});
+}
+
+/* A linear of rows x in -> rows x out. */
+static void
+linear(List *l, double rows, double in, double out, gboolean bias)
+{
+  if (l->fwd) {
+    gemm(l, ST_KERNEL_GEMM, rows, out, in, 1);
+    return;
+  }
+  if (!l->no_dgrad)
+    gemm(l, ST_KERNEL_GEMM, rows, in, out, 1);
+  gemm(l, ST_KERNEL_GEMM, in, out, rows, 1);
+  if (bias)
+    mem(l, ST_KERNEL_MEMORY, rows * out, 1);
+}
+
+static void
+norm(List *l, double elems)
+{
+  mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
+}
+
+static void
+activation(List *l, double elems)
+{
+  mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 2 : 3);
+}
+
+static void
+residual_add(List *l, double elems)
+{
+  if (l->fwd)
+    mem(l, ST_KERNEL_MEMORY, elems, 3);
+}
+
+typedef struct {
+  int64_t c, h, w;
+} Map;
+
+static Map
+conv_out(Map in, int64_t out_c, int64_t k, int64_t stride, int64_t pad)
+{
+  return (Map){out_c, (in.h + 2 * pad - k) / stride + 1, (in.w + 2 * pad - k) / stride + 1};
+}
+
+/* A convolution of batch b from `in` to `out` (kernel k, groups g). */
+static void
+conv(List *l, double b, Map in, Map out, int64_t k, int64_t g)
+{
+  double kk = (double)(k * k), G = (double)MAX(g, 1);
+  if (l->fwd) {
+    gemm(l, ST_KERNEL_CONV, b * out.h * out.w, out.c / G, in.c / G * kk, G);
+    return;
+  }
+  /* The input's gradient: each input position sums over the k^2 / s^2
+   * taps a stride s lets reach it (cuDNN skips the zeros a strided
+   * convolution's transpose would insert), as many FLOPs as forward. */
+  double s2 = (double)(in.h * in.w) / (double)(out.h * out.w);
+  if (!l->no_dgrad)
+    gemm(l, ST_KERNEL_CONV, b * in.h * in.w, in.c / G, out.c / G * kk / s2, G);
+  gemm(l, ST_KERNEL_CONV, out.c / G, in.c / G * kk, b * out.h * out.w, G);
+}
+
+static Map
+input_map(const StLayer *layer)
+{
+  const int64_t *d = layer->in_shape.dims;
+  return (Map){d[0], d[1], d[2]};
+}
+
+static double
+map_elems(Map x)
+{
+  return (double)x.c * (double)x.h * (double)x.w;
+}
+
+/* ---- families ----------------------------------------------------------------------- */
+
+/* Rows (tokens) of a [tokens, features] or [features] input. */
+static double
+rows_of(const StLayer *layer)
+{
+  return layer->in_shape.n_dims >= 2 ? (double)layer->in_shape.dims[0] : 1.0;
+}
+
+static double
+features_of(const StShape *s)
+{
+  return (double)s->dims[s->n_dims - 1];
+}
+
+static void
+linear_layer(const StLayer *layer, double b, List *l)
+{
+  linear(l, b * rows_of(layer), features_of(&layer->in_shape), features_of(&layer->out_shape),
+         st_layer_attr(layer, "bias", 0) != 0);
+}
+
+static void
+conv2d_layer(const StLayer *layer, double b, List *l)
+{
+  Map in = input_map(layer);
+  const int64_t *o = layer->out_shape.dims;
+  conv(l, b, in, (Map){o[0], o[1], o[2]}, st_layer_attr(layer, "kernel", 1),
+       st_layer_attr(layer, "groups", 1));
+  if (!l->fwd && st_layer_attr(layer, "bias", 1))
+    mem(l, ST_KERNEL_MEMORY, b * (double)(o[0] * o[1] * o[2]), 1);
+}
+
+/* conv (no bias) + batchnorm (+ ReLU), as torchvision's residual blocks. */
+static Map
+conv_bn(List *l, double b, Map in, int64_t out_c, int64_t k, int64_t stride, int64_t g,
+        gboolean relu)
+{
+  Map out = conv_out(in, out_c, k, stride, k / 2);
+  conv(l, b, in, out, k, g);
+  norm(l, b * map_elems(out));
+  if (relu)
+    activation(l, b * map_elems(out));
+  return out;
+}
+
+static void
+shortcut_and_add(List *l, double b, Map in, Map out, int64_t stride)
+{
+  if (stride != 1 || in.c != out.c)
+    conv_bn(l, b, in, out.c, 1, stride, 1, FALSE);
+  residual_add(l, b * map_elems(out));
+  activation(l, b * map_elems(out));
+}
+
+static void
+basic_block_layer(const StLayer *layer, double b, List *l)
+{
+  Map in = input_map(layer);
+  int64_t planes = st_layer_attr(layer, "planes", 1), stride = st_layer_attr(layer, "stride", 1);
+  Map x = conv_bn(l, b, in, planes, 3, stride, 1, TRUE);
+  x = conv_bn(l, b, x, planes, 3, 1, 1, FALSE);
+  shortcut_and_add(l, b, in, x, stride);
+}
+
+static void
+bottleneck_layer(const StLayer *layer, double b, List *l)
+{
+  Map in = input_map(layer);
+  int64_t planes = st_layer_attr(layer, "planes", 1), stride = st_layer_attr(layer, "stride", 1);
+  int64_t groups = st_layer_attr(layer, "groups", 1);
+  int64_t width = planes * st_layer_attr(layer, "width_per_group", 64) / 64 * groups;
+  Map x = conv_bn(l, b, in, width, 1, 1, 1, TRUE);
+  x = conv_bn(l, b, x, width, 3, stride, groups, TRUE);
+  x = conv_bn(l, b, x, 4 * planes, 1, 1, 1, FALSE);
+  shortcut_and_add(l, b, in, x, stride);
+}
+
+/* Attention's core over `count` = batch x heads of s queries, with
+ * `pairs` (query, key) pairs each and head dim hd: fused, or unfused as
+ * QK^T, softmax, PV (and their gradients). */
+static void
+attention_core(List *l, double count, double s, double pairs, double hd, gboolean fused)
+{
+  double core = 4.0 * pairs * hd * count; /* QK^T and PV forward */
+  if (fused) {
+    push(l, (StKernel){ST_KERNEL_ATTENTION, s, pairs / s, hd, count, l->fwd ? core : 2.5 * core,
+                       (l->fwd ? 4.0 : 8.0) * s * hd * count * l->e});
+    return;
+  }
+  double keys = pairs / s;
+  if (l->fwd) {
+    gemm(l, ST_KERNEL_GEMM, s, keys, hd, count);
+    mem(l, ST_KERNEL_MEMORY, count * s * keys, 2);
+    gemm(l, ST_KERNEL_GEMM, s, hd, keys, count);
+    return;
+  }
+  gemm(l, ST_KERNEL_GEMM, s, keys, hd, count);   /* dP = dO V^T */
+  gemm(l, ST_KERNEL_GEMM, keys, hd, s, count);   /* dV = P^T dO */
+  mem(l, ST_KERNEL_MEMORY, count * s * keys, 3); /* softmax backward */
+  gemm(l, ST_KERNEL_GEMM, s, hd, keys, count);   /* dQ = dS K */
+  gemm(l, ST_KERNEL_GEMM, keys, hd, s, count);   /* dK = dS^T Q */
+}
+
+/* What the attention layers share: s tokens (rows x tp under sequence
+ * parallelism), this rank's heads. */
+typedef struct {
+  double rows, s, d, heads, kv, hd, pairs;
+  gboolean flash, qkv_bias, out_bias, rope;
+} Attn;
+
+static Attn
+attn_of(const StLayer *layer)
+{
+  double t = MAX(layer->tp, 1);
+  Attn a;
+  a.rows = rows_of(layer);
+  a.s = a.rows * (layer->sp ? t : 1);
+  a.d = features_of(&layer->in_shape);
+  a.heads = (double)st_layer_attr(layer, "heads", 1) / t;
+  a.kv = (double)st_layer_attr(layer, "kv_heads", st_layer_attr(layer, "heads", 1)) / t;
+  a.hd = (double)st_layer_attr(layer, "head_dim", 0);
+  if (a.hd <= 0)
+    a.hd = a.d / (double)st_layer_attr(layer, "heads", 1);
+  a.flash = st_layer_attr(layer, "flash", 1) != 0;
+  a.pairs = a.s * a.s;
+  if (st_layer_attr(layer, "causal", 1) && a.flash) {
+    double w = st_layer_attr(layer, "window", 0) > 0
+                 ? MIN((double)st_layer_attr(layer, "window", 0), a.s)
+                 : a.s;
+    a.pairs = w * (w + 1.0) / 2.0 + (a.s - w) * w;
+  }
+  a.qkv_bias = st_layer_attr(layer, "qkv_bias", 0) != 0;
+  a.out_bias = st_layer_attr(layer, "out_bias", 0) != 0;
+  a.rope = st_layer_attr(layer, "rope_theta", 0) > 0;
+  return a;
+}
+
+static void
+attention_part(List *l, double b, const Attn *a, gboolean fused)
+{
+  double q = a->heads * a->hd, n = q + 2.0 * a->kv * a->hd;
+  linear(l, b * a->s, a->d, n, a->qkv_bias);
+  if (a->rope) /* rotate Q and K in place; backward their gradients */
+    mem(l, ST_KERNEL_MEMORY, b * a->s * (a->heads + a->kv) * a->hd, 2);
+  attention_core(l, b * a->heads, a->s, a->pairs, a->hd, fused);
+  linear(l, b * a->s, q, a->d, a->out_bias);
+}
+
+/* A fused kernel runs where the GPU has a measured one; else the GEMMs. */
+static gboolean
+fused_ok(const StComputeCtx *ctx, const Attn *a)
+{
+  const StGpuPerf *p = ctx->cluster->gpu.perf;
+  return a->flash && p != NULL && p->attention.n > 0;
+}
+
+static void
+attention_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l)
+{
+  Attn a = attn_of(layer);
+  attention_part(l, b, &a, fused_ok(ctx, &a));
+}
+
+/* An MLP d -> f -> d on `rows`, gated (two up halves) or not. */
+static void
+mlp(List *l, double rows, double d, double f, gboolean gated, gboolean bias)
+{
+  linear(l, rows, d, (gated ? 2.0 : 1.0) * f, bias);
+  mem(l, ST_KERNEL_MEMORY, rows * f, l->fwd ? (gated ? 3 : 2) : (gated ? 5 : 3));
+  linear(l, rows, f, d, bias);
+}
+
+static double
+tp_ffn(const StLayer *layer)
+{
+  return (double)st_layer_attr(layer, "ffn", 0) / MAX(layer->tp, 1);
+}
+
+static void
+gated_mlp_layer(const StLayer *layer, double b, List *l)
+{
+  double t = MAX(layer->tp, 1), s = rows_of(layer) * (layer->sp ? t : 1);
+  mlp(l, b * s, features_of(&layer->in_shape), tp_ffn(layer), TRUE,
+      st_layer_attr(layer, "bias", 0) != 0);
+}
+
+static void
+llama_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l)
+{
+  Attn a = attn_of(layer);
+  double elems = b * a.rows * a.d;
+  norm(l, elems);
+  attention_part(l, b, &a, fused_ok(ctx, &a));
+  residual_add(l, elems);
+  const char *kind = st_layer_attr_choice(layer, "mlp");
+  if (kind == NULL || strcmp(kind, "none") != 0) {
+    norm(l, elems);
+    mlp(l, b * a.s, a.d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
+        st_layer_attr(layer, "mlp_bias", 0) != 0);
+    residual_add(l, elems);
+  }
+}
+
+/* GPT-2/3's pre-LN block: unfused attention with biases, GELU MLP. */
+static void
+transformer_block_layer(const StLayer *layer, double b, List *l)
+{
+  double t = MAX(layer->tp, 1), rows = rows_of(layer), s = rows * (layer->sp ? t : 1);
+  double d = features_of(&layer->in_shape);
+  double heads = (double)st_layer_attr(layer, "heads", 1);
+  Attn a = {rows, s, d, heads / t, heads / t, d / heads, s * s, FALSE, TRUE, TRUE, FALSE};
+  double elems = b * rows * d;
+  norm(l, elems);
+  linear(l, b * s, d, 3.0 * a.heads * a.hd, TRUE);
+  attention_core(l, b * a.heads, s, a.pairs, a.hd, FALSE);
+  linear(l, b * s, a.heads * a.hd, d, TRUE);
+  residual_add(l, elems);
+  norm(l, elems);
+  mlp(l, b * s, d, tp_ffn(layer), FALSE, TRUE);
+  residual_add(l, elems);
+  if (st_layer_attr(layer, "dropout", 0)) {
+    mem(l, ST_KERNEL_MEMORY, b * a.heads * s * s, 2);
+    mem(l, ST_KERNEL_MEMORY, 2 * elems, 2);
+  }
+}
+
+static void
+lm_head_layer(const StLayer *layer, double b, List *l)
+{
+  double t = MAX(layer->tp, 1);
+  linear(l, b * rows_of(layer), features_of(&layer->in_shape),
+         (double)st_layer_attr(layer, "vocab", 1) / t, st_layer_attr(layer, "bias", 0) != 0);
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+typedef void (*PlainFn)(const StLayer *layer, double b, List *l);
+typedef void (*CtxFn)(const StComputeCtx *ctx, const StLayer *layer, double b, List *l);
+
+typedef struct {
+  const char *type;
+  PlainFn plain;
+  CtxFn with_ctx;
+  StKernelClass memory_class; /* for the memory-bound types: which bandwidth */
+} Entry;
+
+static const Entry TYPES[] = {
+  {"linear", linear_layer, NULL, 0},
+  {"lm_head", lm_head_layer, NULL, 0},
+  {"conv2d", conv2d_layer, NULL, 0},
+  {"basic_block", basic_block_layer, NULL, 0},
+  {"bottleneck", bottleneck_layer, NULL, 0},
+  {"transformer_block", transformer_block_layer, NULL, 0},
+  {"attention", NULL, attention_layer, 0},
+  {"swiglu", gated_mlp_layer, NULL, 0},
+  {"geglu", gated_mlp_layer, NULL, 0},
+  {"llama_block", NULL, llama_block_layer, 0},
+  {"maxpool2d", NULL, NULL, ST_KERNEL_POOL},
+  {"avgpool2d", NULL, NULL, ST_KERNEL_POOL},
+  {"adaptive_avgpool2d", NULL, NULL, ST_KERNEL_POOL},
+  {NULL},
+};
+
+/* A type with no entry (or a memory-bound one): one kernel of its roofline
+ * bytes when its FLOPs are a few per byte, else one matrix multiply of its
+ * FLOPs without a shape (m = n = k = 0: the curve's large-size efficiency,
+ * as a custom layer states nothing more). */
+static void
+generic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b,
+        StKernelClass memory_class, List *l)
+{
+  StWork w = {.pass = pass, .layer = layer, .batch = (int64_t)b};
+  double flops = 0, bytes = 0;
+  st_compute_work_traffic(ctx, &w, &flops, &bytes);
+  if (memory_class == ST_KERNEL_POOL || flops <= 8.0 * bytes) {
+    push(l, (StKernel){memory_class == ST_KERNEL_POOL ? ST_KERNEL_POOL : ST_KERNEL_MEMORY, 0, 0,
+                       0, 0, flops, bytes});
+    return;
+  }
+  push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes});
+}
+
+static const Entry *
+entry_of(const StLayer *layer)
+{
+  for (const Entry *e = TYPES; layer->type != NULL && e->type != NULL; e++)
+    if (strcmp(e->type, layer->type->name) == 0)
+      return e;
+  return NULL;
+}
+
+static void
+one_pass(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b, StKernels *out)
+{
+  /* Frameworks compute no gradient for the samples: the first layer's
+   * backward skips its input's (its own first GEMM or convolution). */
+  gboolean first = ctx->model != NULL && ctx->model->n_layers > 0 &&
+                   layer == &ctx->model->layers[0];
+  List l = {out, st_dtype_bytes(ctx->dtype), pass != ST_PASS_BWD, first};
+  const Entry *e = entry_of(layer);
+  if (e != NULL && e->plain != NULL)
+    e->plain(layer, b, &l);
+  else if (e != NULL && e->with_ctx != NULL)
+    e->with_ctx(ctx, layer, b, &l);
+  else
+    generic(ctx, layer, pass, b, e != NULL ? e->memory_class : ST_KERNEL_MEMORY, &l);
+}
+
+gboolean
+st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
+{
+  g_return_val_if_fail(ctx != NULL && work != NULL && out != NULL, FALSE);
+  out->n = 0;
+  if (work->layer == NULL || work->batch <= 0)
+    return FALSE;
+  double b = (double)work->batch;
+  switch (work->pass) {
+  case ST_PASS_FWD:
+  case ST_PASS_BWD:
+  case ST_PASS_RECOMPUTE:
+    one_pass(ctx, work->layer, work->pass, b, out);
+    return TRUE;
+  case ST_PASS_FWDBWD:
+    one_pass(ctx, work->layer, ST_PASS_FWD, b, out);
+    one_pass(ctx, work->layer, ST_PASS_BWD, b, out);
+    return TRUE;
+  default:
+    return FALSE;
+  }
+}
