@@ -26,7 +26,7 @@ mkdir -p "$OUT" "$IMG"
 run() {
   local dir=$1
   shift
-  "$STAGGER" sim "$@" --out "$OUT/$dir" >/dev/null 2>"$OUT/log"
+  "$STAGGER" sim "$@" --compute-model roofline --out "$OUT/$dir" >/dev/null 2>"$OUT/log"
 }
 
 # row DIR: one markdown row from OUT/DIR/report.json (cJSON writes one key

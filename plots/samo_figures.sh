@@ -61,7 +61,7 @@ report() {
 echo "sparsity,dense,sparse,breakeven" >"$OUT/state_bytes.csv"
 for p in 0.01 0.05 0.1 0.15 0.2 0.25 0.3 0.35 0.4 0.45 0.5 0.55 0.6 0.65 0.7 0.75 0.8 \
          0.85 0.9 0.95 0.99; do
-  "$STAGGER" sim --model "$SRC/models/mlp.json" --cluster "$SUMMIT" --gpus 1 --strategy dp \
+  "$STAGGER" sim --compute-model roofline --model "$SRC/models/mlp.json" --cluster "$SUMMIT" --gpus 1 --strategy dp \
     --precision mixed --optimizer adam --sparsity "$p" --out "$OUT/bytes" >/dev/null 2>&1
   report "$OUT/bytes/report.json" \
     "model_state_bytes_per_param_dense model_state_bytes_per_param sparse_breakeven" |
@@ -83,13 +83,13 @@ gpt3() { # MODEL BATCH GPUS...
   local model=$1 batch=$2; shift 2
   for g in "$@"; do
     local nodes=$(((g + 5) / 6)) dir="$OUT/$model-$g"
-    "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" --nodes $nodes \
+    "$STAGGER" sim --compute-model roofline --model "$SRC/models/$model.json" --cluster "$SUMMIT" --nodes $nodes \
       --gpus "$g" --strategy pipeline,pipeline --sparsity 0,0.9 --precision mixed \
       --micro-batch 1 --global-batch "$batch" --recompute full --steps 2 --out "$dir" \
       >"$dir.txt" 2>/dev/null
     local stages
     stages=$(report "$dir/pipeline-sparsity0/report.json" pipeline_stages | awk -F, '{ print $11 }')
-    "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" --nodes $nodes \
+    "$STAGGER" sim --compute-model roofline --model "$SRC/models/$model.json" --cluster "$SUMMIT" --nodes $nodes \
       --gpus "$g" --strategy pipeline --sparsity 0.9 --pipeline-stages "$stages" \
       --precision mixed --micro-batch 1 --global-batch "$batch" --recompute full --steps 2 \
       --out "$dir/sparse-same" >/dev/null 2>&1
@@ -111,7 +111,7 @@ activations_gib,workspace_gib,idle_s,fits,model_state_bytes_per_param" >"$OUT/dp
 for model in vgg19 wide_resnet101_2; do
   for g in 8 16 32 64 128; do
     dir="$OUT/$model-$g"
-    "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" --nodes $(((g + 5) / 6)) \
+    "$STAGGER" sim --compute-model roofline --model "$SRC/models/$model.json" --cluster "$SUMMIT" --nodes $(((g + 5) / 6)) \
       --gpus "$g" --strategy dp,dp --sparsity 0,0.9 --precision mixed --optimizer sgd \
       --micro-batch $((1024 / g)) --global-batch 1024 --steps 2 --out "$dir" >"$dir.txt" 2>/dev/null
     for v in dense:dp-sparsity0 sparse:dp-sparsity0.9; do
