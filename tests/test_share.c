@@ -294,6 +294,20 @@ test_cluster_names_its_file(void)
   g_assert_no_error(error);
   g_assert_cmpfloat(back->gpu.perf->priority_leak.value, ==, c->gpu.perf->priority_leak.value);
   g_assert_cmpstr(back->gpu.perf->gpu, ==, c->gpu.perf->gpu);
+
+  /* A name finds the library file wherever the cluster file lies (a copy in
+   * /tmp included); anything with a '/' or ending in .json is a path. */
+  g_assert_true(st_gpu_perf_is_name("h100-sxm"));
+  g_assert_false(st_gpu_perf_is_name("../gpus/h100-sxm.json"));
+  g_assert_false(st_gpu_perf_is_name("h100-sxm.json"));
+  g_assert_false(st_gpu_perf_is_name(".."));
+  g_autoptr(StGpuPerf) h100 = st_gpu_perf_load_named("h100-sxm", &error);
+  g_assert_no_error(error);
+  g_assert_cmpfloat(h100->sms.value, ==, 132);
+  g_autoptr(StGpuPerf) none = st_gpu_perf_load_named("no-such-gpu", &error);
+  g_assert_null(none);
+  g_assert_error(error, ST_GPU_PERF_ERROR, ST_ERROR_IO);
+  g_assert_nonnull(strstr(error->message, "models/gpus/no-such-gpu.json"));
 }
 
 int

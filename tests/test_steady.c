@@ -183,6 +183,7 @@ two_ranks(int64_t bytes0, int64_t bytes1, gboolean coupled, int64_t late_ns, int
   StSchedule *s = st_schedule_new(model, cluster, 2, NULL);
   s->settings.global_batch = s->settings.micro_batch = 10;
   s->settings.accumulation = 1;
+  s->settings.compute_model = g_strdup("roofline"); /* kernels of bytes / 1 TB/s */
   s->steps = steps;
   s->warmup_scale = scale;
   int world = st_schedule_add_world(s, "world");

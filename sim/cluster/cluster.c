@@ -96,8 +96,9 @@ parse_flops(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error
   return TRUE;
 }
 
-/* gpu.performance: a path (relative to the cluster file's folder), the
- * object inline, or absent (models/gpus/default.json). */
+/* gpu.performance: a library name ("h100-sxm": models/gpus/h100-sxm.json), a
+ * path (relative to the cluster file's folder), the object inline, or absent
+ * (models/gpus/default.json). */
 static gboolean
 parse_perf(const cJSON *gpu_obj, StGpuSpec *gpu, const char *origin, GError **error)
 {
@@ -108,6 +109,8 @@ parse_perf(const cJSON *gpu_obj, StGpuSpec *gpu, const char *origin, GError **er
   } else if (cJSON_IsObject(perf)) {
     g_autofree char *where = g_strdup_printf("%s: gpu.performance", origin);
     gpu->perf = st_gpu_perf_from_json(perf, where, &local);
+  } else if (cJSON_IsString(perf) && st_gpu_perf_is_name(perf->valuestring)) {
+    gpu->perf = st_gpu_perf_load_named(perf->valuestring, &local);
   } else if (cJSON_IsString(perf)) {
     g_autofree char *dir = g_path_get_dirname(origin);
     g_autofree char *path = g_path_is_absolute(perf->valuestring) ||

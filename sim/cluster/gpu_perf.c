@@ -229,25 +229,49 @@ st_gpu_perf_load(const char *path, GError **error)
 }
 
 StGpuPerf *
-st_gpu_perf_load_default(GError **error)
+st_gpu_perf_load_named(const char *name, GError **error)
 {
+  g_return_val_if_fail(name != NULL, NULL);
+  if (!st_gpu_perf_is_name(name)) {
+    g_set_error(error, ST_GPU_PERF_ERROR, ST_ERROR_INVALID,
+                "'%s' is not a GPU performance file name (letters, digits, '-', '_', '.')",
+                name);
+    return NULL;
+  }
+  g_autofree char *file = g_strconcat(name, ".json", NULL);
   g_autoptr(GPtrArray) tried = g_ptr_array_new_with_free_func(g_free);
   const char *data = g_getenv("STAGGER_DATA_DIR");
   if (data != NULL)
-    g_ptr_array_add(tried, g_build_filename(data, "models", "gpus", "default.json", NULL));
+    g_ptr_array_add(tried, g_build_filename(data, "models", "gpus", file, NULL));
   g_autofree char *here = g_path_get_dirname(__FILE__); /* <source>/sim/cluster */
-  g_ptr_array_add(tried,
-                  g_build_filename(here, "..", "..", "models", "gpus", "default.json", NULL));
+  g_ptr_array_add(tried, g_build_filename(here, "..", "..", "models", "gpus", file, NULL));
   for (guint i = 0; i < tried->len; i++) {
     const char *path = g_ptr_array_index(tried, i);
     if (g_file_test(path, G_FILE_TEST_IS_REGULAR))
       return st_gpu_perf_load(path, error);
   }
   g_set_error(error, ST_GPU_PERF_ERROR, ST_ERROR_IO,
-              "no GPU performance data: the cluster names no gpu.performance file and "
-              "models/gpus/default.json is neither under $STAGGER_DATA_DIR nor in %s",
-              (const char *)g_ptr_array_index(tried, tried->len - 1));
+              "no GPU performance file '%s': models/gpus/%s is neither under "
+              "$STAGGER_DATA_DIR nor in %s",
+              name, file, (const char *)g_ptr_array_index(tried, tried->len - 1));
   return NULL;
+}
+
+gboolean
+st_gpu_perf_is_name(const char *s)
+{
+  if (s == NULL || *s == '\0' || *s == '.' || g_str_has_suffix(s, ".json"))
+    return FALSE;
+  for (const char *c = s; *c; c++)
+    if (!g_ascii_isalnum(*c) && *c != '-' && *c != '_' && *c != '.')
+      return FALSE;
+  return TRUE;
+}
+
+StGpuPerf *
+st_gpu_perf_load_default(GError **error)
+{
+  return st_gpu_perf_load_named("default", error);
 }
 
 static void

@@ -86,8 +86,13 @@ GQuark st_gpu_perf_error_quark(void);
 StGpuPerf *st_gpu_perf_load(const char *path, GError **error);
 /* From a parsed object; `origin` names it in messages. Transfer full. */
 StGpuPerf *st_gpu_perf_from_json(const struct cJSON *obj, const char *origin, GError **error);
-/* models/gpus/default.json under $STAGGER_DATA_DIR, else in the source tree.
- * Transfer full. */
+/* The library file models/gpus/<name>.json, under $STAGGER_DATA_DIR, else in
+ * the source tree. Transfer full. */
+StGpuPerf *st_gpu_perf_load_named(const char *name, GError **error);
+/* Whether `s` names a library file ("h100-sxm") rather than a path: letters,
+ * digits, '-', '_' and '.', no ".json" ending. */
+gboolean st_gpu_perf_is_name(const char *s);
+/* st_gpu_perf_load_named("default"). Transfer full. */
 StGpuPerf *st_gpu_perf_load_default(GError **error);
 /* The object st_gpu_perf_from_json reads back to equal numbers. Transfer full. */
 struct cJSON *st_gpu_perf_to_json(const StGpuPerf *perf);
