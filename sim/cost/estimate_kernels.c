@@ -16,6 +16,8 @@
  *   RoPE) at bytes = passes over their tensor: a norm reads its input twice
  *   (statistics, then normalise) and writes once forward (3 passes), 5
  *   backward; an activation 2 forward, 3 backward; an add 3 forward.
+ * - a selective recompute (the attention scores again): a shapeless GEMM of
+ *   the layer's again_flops and a memory pass over act_again, twice.
  * Shapes are one rank's under tensor parallelism (attrs / layer->tp). The
  * model's first layer computes no input gradient (frameworks do not ask one
  * for the samples), though its layer FLOPs count one.
@@ -454,6 +456,19 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
   if (work->layer == NULL || work->batch <= 0)
     return FALSE;
   double b = (double)work->batch;
+  if (work->pass == ST_PASS_RECOMPUTE && work->selective) {
+    /* The scores again (QK^T: again_flops, a GEMM whose shape the layer
+     * does not keep) and the softmax over them (act_again written and read
+     * back): the roofline's FLOPs and bytes, as two kernels. */
+    double flops = 0, bytes = 0;
+    st_compute_work_traffic(ctx, work, &flops, &bytes);
+    List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE};
+    if (flops > 0)
+      push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0});
+    if (bytes > 0)
+      push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes});
+    return TRUE;
+  }
   switch (work->pass) {
   case ST_PASS_FWD:
   case ST_PASS_BWD:
