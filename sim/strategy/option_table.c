@@ -170,6 +170,10 @@ static const StOptionSpec SPECS[] = {
   {"sequence-parallel", ST_OPT_FLAG, F(sequence_parallel), 0, 0, NULL, NULL, NULL,
    "megatron: sequence parallelism over the tensor-parallel group: norms and dropouts on "
    "s/T tokens, all-gather + reduce-scatter in place of each all-reduce (default: off)"},
+  {"expert-parallel", ST_OPT_INT, F(expert_parallel), 0, 1024, NULL, NULL, "E",
+   "megatron: expert-parallel group size for MoE layers: each rank keeps experts/E of every "
+   "MoE layer, tokens dispatched to them and combined by all-to-all; E divides the "
+   "data-parallel ranks (default: 1)"},
   {"virtual-stages", ST_OPT_INT, F(virtual_stages), 0, 1024, NULL, NULL, "V",
    "megatron: model chunks per pipeline stage, Megatron-LM's interleaved 1F1B schedule (V > 1 "
    "needs --pipeline-stages > 1) (default: 1)"},

@@ -42,8 +42,17 @@
 
 typedef struct {
   int t, p, d, v; /* tensor, pipeline, data-parallel sizes; chunks per stage */
+  int e;          /* expert-parallel size, dividing d */
   int n_units;
+  int moe_layers; /* routers in the model */
 } Layout;
+
+/* Whether layer i closes an MoE chain (its last expert). */
+static gboolean
+is_moe_end(const StModel *m, int i)
+{
+  return i > 0 && m->layers[i - 1].chain_open && !m->layers[i].chain_open;
+}
 
 /* The first layer of each unit (see the top), ascending; transfer full. */
 static GArray *
@@ -58,7 +67,11 @@ unit_firsts(const StModel *m)
     gboolean starts = !continues && (!any || m->layers[i].type->tp == ST_TP_PARALLEL);
     if (!starts)
       continue;
+    /* A cut right after an MoE layer's experts moves past the next layer,
+     * so that the combine's output is read where it is made. */
     int32_t first = firsts->len == 0 ? 0 : i;
+    if (first > 0 && is_moe_end(m, first - 1) && first + 1 < m->n_layers)
+      first++;
     g_array_append_val(firsts, first);
   }
   if (firsts->len == 0) {
@@ -92,6 +105,7 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
     .t = MAX(o->tensor_parallel, 1),
     .p = MAX(o->pipeline_stages, 1),
     .v = MAX(o->virtual_stages, 1),
+    .e = MAX(o->expert_parallel, 1),
   };
   int R = o->ranks;
   if (o->sparsity > 0)
@@ -104,6 +118,21 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
   l->d = R / (l->t * l->p);
   if (l->v > 1 && l->p == 1)
     return fail(error, "--virtual-stages %d: interleaving needs --pipeline-stages > 1", l->v);
+  if (l->d % l->e != 0)
+    return fail(error, "--expert-parallel %d does not divide the %d data-parallel ranks (experts "
+                       "spread over data-parallel ranks, as Megatron-LM's expert groups)",
+                l->e, l->d);
+  for (int i = 0; i < m->n_layers; i++) {
+    if (!m->layers[i].chain_open || (i > 0 && m->layers[i - 1].chain_open))
+      continue;
+    l->moe_layers++;
+    int64_t experts = st_layer_attr(&m->layers[i], "experts", 0);
+    if (experts % l->e != 0)
+      return fail(error, "--expert-parallel %d does not divide layer %d '%s''s %" G_GINT64_FORMAT
+                         " experts", l->e, i, m->layers[i].name, experts);
+  }
+  if (l->e > 1 && l->moe_layers == 0)
+    return fail(error, "--expert-parallel %d: the model has no MoE layer", l->e);
   g_autoptr(GArray) firsts = unit_firsts(m);
   l->n_units = (int)firsts->len;
   int chunks = l->p * l->v;
@@ -149,6 +178,21 @@ add_comms(StSchedule *s, const Layout *l, const StPipe *pp, StPipeComms *comms, 
     color[r] = r % t + t * (r / td);
   comms->data = st_schedule_add_comm(s, "data", color);
   comms->data_gather = pp->zero_stage == 3 ? st_schedule_add_comm(s, "data gather", color) : -1;
+  comms->ep = comms->expert_data = comms->expert_data_gather = -1;
+  if (pp->moe_segments) {
+    /* Megatron-LM's expert groups: the data-parallel index split into
+     * d / e blocks of e, experts spread over a block, their gradients
+     * reduced across the blocks. */
+    int e = l->e, d = l->d;
+    for (int r = 0; r < R; r++)
+      color[r] = r % t + t * ((r / t) % d / e) + t * (d / e) * (r / td);
+    comms->ep = st_schedule_add_comm(s, "ep", color);
+    for (int r = 0; r < R; r++)
+      color[r] = r % t + t * ((r / t) % d % e) + t * e * (r / td);
+    comms->expert_data = st_schedule_add_comm(s, "expert data", color);
+    comms->expert_data_gather =
+      pp->zero_stage == 3 ? st_schedule_add_comm(s, "expert data gather", color) : -1;
+  }
   comms->tied = -1;
   if (pp->tied_copy) {
     for (int r = 0; r < R; r++) {
@@ -257,6 +301,22 @@ build(const StStrategyInput *in, GError **error)
   pp.n_data = l.d;
   pp.n_micro = o->accumulation;
   pp.zero_stage = o->zero_stage;
+  /* MoE layers run as segments with expert parallelism, and with sequence
+   * parallelism over a tensor group (the experts then compute on every
+   * tensor rank's rows). */
+  g_autofree int32_t *owner = g_new(int32_t, m->n_layers);
+  pp.ep = l.e;
+  pp.moe_segments = l.moe_layers > 0 && (l.e > 1 || sp);
+  for (int i = 0; i < m->n_layers; i++)
+    owner[i] = -1;
+  for (int i = 0; pp.moe_segments && i < m->n_layers; i++) {
+    if (!m->layers[i].chain_open || (i > 0 && m->layers[i - 1].chain_open))
+      continue;
+    int X = (int)st_layer_attr(&m->layers[i], "experts", 0);
+    for (int x = 0; x < X; x++)
+      owner[i + 1 + x] = x / (X / l.e);
+  }
+  pp.expert_owner = pp.moe_segments ? owner : NULL;
   st_pipe_set_split(&pp, chunk_firsts(m, &l));
 
   int R = o->ranks;
@@ -269,13 +329,18 @@ build(const StStrategyInput *in, GError **error)
   if (l.t > 1)
     pp.tp = &tp;
   int td = l.t * l.d;
-  for (int st = 0; st < l.p; st++) {
-    int program = st_schedule_add_program(s, st_pipe_stage_program(&pp, st, &comms));
-    for (int r = st * td; r < (st + 1) * td; r++) {
-      s->ranks[r].program = program;
-      s->ranks[r].replica = (r / l.t) % l.d; /* its tensor group computes the same samples */
+  int n_ep = pp.moe_segments ? l.e : 1;
+  for (int st = 0; st < l.p; st++)
+    for (int j = 0; j < n_ep; j++) {
+      int program = st_schedule_add_program(s, st_pipe_stage_program(&pp, st, j, &comms));
+      for (int r = st * td; r < (st + 1) * td; r++) {
+        int replica = (r / l.t) % l.d; /* its tensor group computes the same samples */
+        if (replica % n_ep != j)
+          continue;
+        s->ranks[r].program = program;
+        s->ranks[r].replica = replica;
+      }
     }
-  }
 
   s->steps = o->steps;
   s->settings.strategy = g_strdup("megatron");

@@ -177,7 +177,8 @@ build(const StStrategyInput *in, GError **error)
   StSchedule *s = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster), R,
                                   NULL);
   g_autofree int32_t *color = g_new(int32_t, R);
-  StPipeComms comms = {.tied = -1, .data_gather = -1};
+  StPipeComms comms = {.tied = -1, .data_gather = -1, .ep = -1, .expert_data = -1,
+                       .expert_data_gather = -1};
   for (int r = 0; r < R; r++)
     color[r] = r / S;
   comms.pipe = st_schedule_add_comm(s, "pipe", color);
@@ -194,7 +195,7 @@ build(const StStrategyInput *in, GError **error)
     comms.tied = st_schedule_add_comm(s, "tied", color);
   }
   for (int st = 0; st < S; st++) {
-    int program = st_schedule_add_program(s, st_pipe_stage_program(&pp, st, &comms));
+    int program = st_schedule_add_program(s, st_pipe_stage_program(&pp, st, 0, &comms));
     for (int r = st; r < R; r += S) {
       s->ranks[r].program = program;
       s->ranks[r].replica = r / S; /* every stage of pipeline r / S works on its samples */

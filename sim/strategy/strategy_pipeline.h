@@ -102,6 +102,13 @@ typedef struct {
                                NULL */
   int zero_stage;           /* 1-3: ZeRO over the data-parallel group (zero.h) in place of
                                the all-reduce per bucket; 0: none */
+  int ep;                   /* expert parallelism: each MoE layer's experts spread over
+                               groups of ep data-parallel ranks; 1: none */
+  const int32_t *expert_owner; /* [n_layers], borrowed: the EP index keeping each expert
+                               layer, -1 for every other layer; NULL: no segments */
+  gboolean moe_segments;    /* MoE layers run as segments (strategy_pipeline_moe.c): their
+                               experts on the EP rank owning them, tokens dispatched and
+                               combined by all-to-all */
 } StPipe;
 
 /* Fills the per-layer facts for `n_stages` stages (no split yet: `first`
@@ -145,7 +152,12 @@ typedef struct {
   int tied;  /* communicator: the tied embedding's two stages, or -1 */
   int data_gather; /* ZeRO-3's gathers: the data groups again, so that they never queue
                       behind a reduction (zero.h); -1 otherwise */
+  int ep;          /* MoE segments: dispatch and combine (the EP group), or -1 */
+  int expert_data; /* experts' gradients: their data-parallel group, or -1 */
+  int expert_data_gather; /* ZeRO-3's gathers of experts, or -1 */
 } StPipeComms;
 
-/* The program every rank of stage s runs (transfer full). */
-StProgram *st_pipe_stage_program(const StPipe *pipe, int s, const StPipeComms *comms);
+/* The program every rank of stage s with EP index `ep_index` (0 without
+ * expert parallelism) runs (transfer full). */
+StProgram *st_pipe_stage_program(const StPipe *pipe, int s, int ep_index,
+                                 const StPipeComms *comms);

@@ -31,6 +31,7 @@ st_pipe_init(StPipe *pp, const StModel *m, const StCluster *c, const StProfile *
     .options = o,
     .order = (StPipeOrder)o->pipeline_schedule,
     .n_chunks = 1,
+    .ep = 1,
     .tied_head = -1,
     .tied_embed = -1,
   };

@@ -20,36 +20,8 @@
  * all-reduce across the pipelines; the tied embedding's gradient is then
  * summed between its two stages; the optimizer waits for both.
  */
-#include "strategy/strategy_pipeline.h"
-#include "strategy/zero.h"
+#include "strategy/strategy_pipeline_stage.h"
 
-#define NONE UINT32_MAX
-
-#define CHUNKS_MAX 64
-
-/* One of the stage's model chunks (one without interleaving): model chunk
- * k = c S + s, layers [lo, hi), and its p2p streams (-1 where its chunk has
- * no neighbour on that side). */
-typedef struct {
-  int k, lo, hi;
-  int recv_act, send_act, recv_grad, send_grad;
-} Chunk;
-
-typedef struct {
-  const StPipe *pp;
-  const StPipeComms *comms;
-  StProgram *p;
-  int s, lo, hi;  /* stage; the lowest and past the highest of its layers */
-  Chunk chunks[CHUNKS_MAX];
-  int n_chunks;
-  int compute, comm;
-  const StBucket *buckets;
-  int n_buckets, next_bucket;
-  uint32_t last_reduce;
-  StZero *zero;        /* ZeRO over the data-parallel group (megatron), or NULL */
-  StPassHooks hooks;   /* its */
-  StTensors **tensors; /* [n_micro]: each micro-batch's (tensors.h) */
-} Stage;
 
 /* The stage of model chunk k, and the chunk index there. */
 static int
@@ -81,6 +53,20 @@ emit_p2p(Stage *st, StOp op, StData data, int layer, int micro, uint32_t after, 
   return st_program_commit(st->p);
 }
 
+uint32_t
+st_pipe_stage_pass(Stage *st, StPass pass, int i, int m, int batch, StPassMem *pm,
+                   uint32_t after, const StTpSpec *tp)
+{
+  StPassExtra hooked = {0};
+  if (st->zero != NULL)
+    st->hooks.before(st->hooks.data, pass, i, m, &hooked);
+  uint32_t op = st_tp_emit_pass(st->p, tp, st->pp->model, st->compute, pass, i, m, batch, pm,
+                                after, &hooked);
+  if (st->zero != NULL)
+    st->hooks.after(st->hooks.data, pass, i, m, op);
+  return op;
+}
+
 /* A layer pass of micro-batch m after `after` (NONE: only its stream),
  * with what tensors.h says it allocates and frees plus `extra` (NONE: none)
  * allocated. */
@@ -90,20 +76,13 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
   StPassMem pm = {0};
   st_tensors_pass(st->tensors[m], pass, i, &pm);
   st_pass_mem_alloc(&pm, extra);
-  StPassExtra hooked = {0};
-  if (st->zero != NULL)
-    st->hooks.before(st->hooks.data, pass, i, m, &hooked);
   /* A selective recompute makes a layer's scores again from its own heads:
    * no collective, one op. */
   gboolean selective = pass == ST_PASS_RECOMPUTE &&
                        st->pp->options->recompute == ST_RECOMPUTE_SELECTIVE;
   static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32};
   const StTpSpec *tp = st->pp->tp != NULL && !selective ? st->pp->tp : &whole;
-  uint32_t op = st_tp_emit_pass(st->p, tp, st->pp->model, st->compute, pass, i, m,
-                                st->pp->options->micro_batch, &pm, after, &hooked);
-  if (st->zero != NULL)
-    st->hooks.after(st->hooks.data, pass, i, m, op);
-  return op;
+  return st_pipe_stage_pass(st, pass, i, m, st->pp->options->micro_batch, &pm, after, tp);
 }
 
 /* Bytes per micro-batch of the tensor entering model chunk k (k > 0): its
@@ -129,8 +108,14 @@ emit_forward(Stage *st, int m, int c)
                     ST_DATA_OUTPUT, ch->lo - 1, m, NONE,
                     st_tensors_move_in(t, ch->lo, FALSE, ST_MEM_ACTIVATIONS), NONE);
   }
-  for (int i = ch->lo; i < ch->hi; i++)
+  for (int i = ch->lo; i < ch->hi; i++) {
     last = emit_pass(st, ST_PASS_FWD, i, m, i == ch->lo ? recv : NONE, NONE);
+    int experts = st_pipe_moe_experts(pp, i);
+    if (experts > 0) {
+      st_pipe_moe_forward(st, i, m, last);
+      i += experts;
+    }
+  }
   if (k + 1 < chunks_total(pp)) {
     int next = stage_of_chunk(pp, k + 1), c_next = (k + 1) / pp->n_stages;
     st_tensors_sent(t, ch->hi,
@@ -141,25 +126,25 @@ emit_forward(Stage *st, int m, int c)
   }
 }
 
-/* The all-reduce of the next bucket when layer i's last gradient is ready. */
-static void
-maybe_reduce(Stage *st, int i, int m, uint32_t ready)
+/* The all-reduce of the bucket that layer i's gradient completes, after the
+ * last micro-batch (experts' over their data-parallel group). */
+void
+st_pipe_maybe_reduce(Stage *st, int i, int m, uint32_t ready)
 {
   const StPipe *pp = st->pp;
-  if (st->zero != NULL || m != pp->n_micro - 1 || st->next_bucket >= st->n_buckets ||
-      st->buckets[st->next_bucket].last != i)
+  int k = st->bucket_of_last[i];
+  if (st->zero != NULL || m != pp->n_micro - 1 || k < 0)
     return;
-  const StBucket *b = &st->buckets[st->next_bucket];
+  const StBucket *b = &st->buckets[k];
   gboolean sparse = st_sparse_on(&pp->sparse);
-  StOp op = st_op_coll(st->comm, ST_COLL_ALL_REDUCE, st->comms->data, b->params * pp->bytes.grad);
-  g_autofree char *label =
-    g_strdup_printf(sparse ? "bucket %d compressed" : "bucket %d", st->next_bucket);
+  int comm = st_pipe_is_expert(pp, i) ? st->comms->expert_data : st->comms->data;
+  StOp op = st_op_coll(st->comm, ST_COLL_ALL_REDUCE, comm, b->params * pp->bytes.grad);
+  g_autofree char *label = g_strdup_printf(sparse ? "bucket %d compressed" : "bucket %d", k);
   op.label = st_program_label(st->p, label);
   st_op_moves(&op, sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, b->last, b->first);
   st_program_begin(st->p, &op);
   st_program_after(st->p, ready);
   st->last_reduce = st_program_commit(st->p);
-  st->next_bucket++;
 }
 
 static void
@@ -179,6 +164,11 @@ emit_backward(Stage *st, int m, int c)
   }
   uint32_t bwd = NONE;
   for (int i = ch->hi - 1; i >= ch->lo; i--) {
+    int router = st->moe_router_of[i];
+    if (router >= 0) { /* the last expert of a segment */
+      st_pipe_moe_backward(st, router, m);
+      i = router;
+    }
     /* As autograd runs it: the recompute starts once the output's gradient
      * is here, not ahead of it. */
     if (st_tensors_recomputes(t, i))
@@ -191,7 +181,7 @@ emit_backward(Stage *st, int m, int c)
     uint32_t ready = bwd;
     if (dense != NONE)
       ready = st_sparse_emit_compress(sp, st->p, st->compute, i, m, pp->owned[i], bwd, dense);
-    maybe_reduce(st, i, m, ready);
+    st_pipe_maybe_reduce(st, i, m, ready);
   }
   if (k > 0) {
     int prev = stage_of_chunk(pp, k - 1), c_prev = (k - 1) / pp->n_stages;
@@ -238,7 +228,7 @@ add_states(Stage *st, int64_t params, int64_t nnz)
     int b = tied ? pp->tied_embed : st->chunks[k].hi - 1;
     int64_t n = tied ? copy_params : 0;
     for (int i = a; !tied && i <= b; i++)
-      n += pp->owned[i] - (copy && i == pp->tied_head ? copy_params : 0);
+      n += st->elems[i] - (copy && i == pp->tied_head ? copy_params : 0);
     g_autofree char *what = tied              ? g_strdup("tied copy: ")
                             : st->n_chunks > 1 ? g_strdup_printf("chunk %d: ", k)
                                                : g_strdup("");
@@ -331,13 +321,39 @@ chunk_stream(Stage *st, const char *name, int c)
   return st_program_add_stream(st->p, text, 0);
 }
 
+/* The layers of the stage's chunks cut where expert layers start or end:
+ * spans in layer order, each named by its chunk and kind (transfer full:
+ * the prefixes). */
+static int
+runs(const Stage *st, StZeroSpan *spans)
+{
+  const StPipe *pp = st->pp;
+  int n = 0;
+  for (int c = 0; c < st->n_chunks; c++)
+    for (int i = st->chunks[c].lo; i < st->chunks[c].hi;) {
+      gboolean experts = st_pipe_is_expert(pp, i);
+      int j = i + 1;
+      while (j < st->chunks[c].hi && st_pipe_is_expert(pp, j) == experts)
+        j++;
+      g_autofree char *chunk = st->n_chunks > 1 ? g_strdup_printf("chunk %d", c) : g_strdup("");
+      char *prefix = !experts && st->n_chunks == 1 ? g_strdup("")
+                     : experts ? g_strdup_printf("%s%sexperts: ", chunk, *chunk ? " " : "")
+                               : g_strdup_printf("%s: ", chunk);
+      spans[n++] = (StZeroSpan){.prefix = prefix, .first = i, .last = j - 1};
+      i = j;
+    }
+  return n;
+}
+
 StProgram *
-st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
+st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *comms)
 {
   int S = pp->n_stages, M = pp->n_micro, V = MAX(pp->n_chunks, 1), K = S * V;
   g_return_val_if_fail(V <= CHUNKS_MAX, NULL);
-  g_autofree char *name = g_strdup_printf("stage %d", s);
+  g_autofree char *name = pp->ep > 1 ? g_strdup_printf("stage %d ep %d", s, ep_index)
+                                     : g_strdup_printf("stage %d", s);
   Stage st = {
+    .ep_index = ep_index,
     .pp = pp,
     .comms = comms,
     .p = st_program_new(name),
@@ -363,46 +379,61 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
   }
   st.comm = st_program_add_stream(st.p, "comm", 0);
 
+  /* What it keeps: its layers' states but other EP ranks' experts'. */
+  int L = pp->model->n_layers;
+  g_autofree int64_t *held = g_new0(int64_t, L), *held_nnz = g_new0(int64_t, L);
   int64_t params = 0, nnz = 0;
-  g_autoptr(GArray) buckets = g_array_new(FALSE, FALSE, sizeof(StBucket));
-  for (int c = V - 1; c >= 0; c--) {
-    const Chunk *ch = &st.chunks[c];
-    for (int i = ch->lo; i < ch->hi; i++) {
-      params += pp->owned[i];
-      nnz += pp->owned_nnz[i];
+  for (int c = 0; c < V; c++)
+    for (int i = st.chunks[c].lo; i < st.chunks[c].hi; i++) {
+      if (st_pipe_is_expert(pp, i) && pp->expert_owner[i] != ep_index)
+        continue;
+      held[i] = pp->owned[i];
+      held_nnz[i] = pp->owned_nnz[i];
+      params += held[i];
+      nnz += held_nnz[i];
     }
-    /* In backward order, never across chunks: each chunk's last backward
-     * ends its buckets. */
-    g_autoptr(GArray) of_chunk = st_grad_buckets_of(pp->owned_nnz, ch->lo, ch->hi,
-                                                    pp->options->bucket_bytes, pp->bytes.grad);
-    g_array_append_vals(buckets, of_chunk->data, of_chunk->len);
+  st.elems = held;
+  /* Runs of layers reduced over one group (experts over theirs), each
+   * chunk's from its last: buckets in backward order, never across runs. */
+  StZeroSpan spans[2 * CHUNKS_MAX];
+  int n_spans = runs(&st, spans);
+  g_autoptr(GArray) buckets = g_array_new(FALSE, FALSE, sizeof(StBucket));
+  for (int k = n_spans - 1; k >= 0; k--) {
+    g_autoptr(GArray) of_run = st_grad_buckets_of(held_nnz, spans[k].first, spans[k].last + 1,
+                                                  pp->options->bucket_bytes, pp->bytes.grad);
+    g_array_append_vals(buckets, of_run->data, of_run->len);
   }
   st.buckets = (const StBucket *)buckets->data;
   st.n_buckets = (int)buckets->len;
-  StZeroSpan spans[CHUNKS_MAX];
-  g_autofree char **prefixes = g_new0(char *, V + 1);
+  g_autofree int *bucket_of_last = g_new(int, L), *router_of = g_new(int, L);
+  for (int i = 0; i < L; i++)
+    bucket_of_last[i] = router_of[i] = -1;
+  for (int b = 0; b < st.n_buckets; b++)
+    bucket_of_last[st.buckets[b].last] = b;
+  st.bucket_of_last = bucket_of_last;
   g_autoptr(StZero) zero = NULL;
   if (pp->zero_stage > 0) {
-    for (int c = 0; c < V; c++) {
-      prefixes[c] = V > 1 ? g_strdup_printf("chunk %d: ", c) : g_strdup("");
-      spans[c] = (StZeroSpan){prefixes[c], st.chunks[c].lo, st.chunks[c].hi - 1};
-    }
     gboolean stage3 = pp->zero_stage == 3;
+    int gather_stream = stage3 ? st_program_add_stream(st.p, "gather", 0) : st.comm;
+    for (int k = 0; k < n_spans; k++) {
+      gboolean experts = st_pipe_is_expert(pp, spans[k].first);
+      spans[k].reduce_comm = experts ? comms->expert_data : comms->data;
+      spans[k].gather_comm = stage3 ? (experts ? comms->expert_data_gather : comms->data_gather)
+                                    : spans[k].reduce_comm;
+      spans[k].n = experts ? pp->n_data / pp->ep : pp->n_data;
+    }
     StZeroSpec spec = {
       .program = st.p,
       .model = pp->model,
       .bytes = pp->bytes,
       .stage = pp->zero_stage,
-      .n = pp->n_data,
       .prefetch = pp->options->prefetch,
       .compute = st.compute,
       .reduce_stream = st.comm,
-      .gather_stream = stage3 ? st_program_add_stream(st.p, "gather", 0) : st.comm,
-      .reduce_comm = comms->data,
-      .gather_comm = stage3 ? comms->data_gather : comms->data,
-      .elems = pp->owned,
+      .gather_stream = gather_stream,
+      .elems = held,
       .spans = spans,
-      .n_spans = V,
+      .n_spans = n_spans,
       .bucket_bytes = pp->options->bucket_bytes,
       .last_micro = M - 1,
     };
@@ -415,7 +446,6 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
 
   /* Every micro-batch runs the stage's layers; each chunk's boundaries with
    * its neighbours are received and sent. */
-  int L = pp->model->n_layers;
   g_autofree int *batch = g_new0(int, L);
   g_autofree gboolean *moved = g_new0(gboolean, L + 1);
   for (int c = 0; c < V; c++) {
@@ -424,7 +454,27 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
       batch[i] = pp->options->micro_batch;
     moved[ch->lo] = ch->k > 0;
     moved[ch->hi] = ch->k < K - 1;
+    /* An MoE segment's experts run outside tensors.h: the router's output
+     * leaves by the dispatch and the layer after them is made by the
+     * combine (strategy_pipeline_moe.c). */
+    for (int i = ch->lo; i < ch->hi; i++) {
+      int experts = st_pipe_moe_experts(pp, i);
+      if (experts == 0)
+        continue;
+      for (int e = i + 1; e <= i + experts; e++)
+        batch[e] = 0;
+      moved[i + 1] = moved[i + experts + 1] = TRUE;
+      router_of[i + experts] = i;
+    }
   }
+  st.moe_router_of = router_of;
+  g_autofree uint32_t *saved = g_new(uint32_t, (gsize)M * L);
+  g_autofree uint32_t **saved_of = g_new(uint32_t *, M);
+  for (int k = 0; k < M * L; k++)
+    saved[k] = NONE;
+  for (int m = 0; m < M; m++)
+    saved_of[m] = saved + (gsize)m * L;
+  st.moe_saved = saved_of;
   g_autofree StTensors **tensors = g_new(StTensors *, M);
   for (int m = 0; m < M; m++) {
     StTensorsSpec spec = {
@@ -452,7 +502,7 @@ st_pipe_stage_program(const StPipe *pp, int s, const StPipeComms *comms)
   emit_update(&st, params, nnz);
   for (int m = 0; m < M; m++)
     st_tensors_free(tensors[m]);
-  for (int c = 0; c < V; c++)
-    g_free(prefixes[c]);
+  for (int k = 0; k < n_spans; k++)
+    g_free((char *)spans[k].prefix);
   return st.p;
 }

@@ -49,7 +49,7 @@ build(const StStrategyInput *in, GError **error)
   int64_t nnz = 0;
   for (int i = 0; i < m->n_layers; i++)
     nnz += elems[i];
-  StZeroSpan span = {"", 0, m->n_layers - 1};
+  StZeroSpan span = {.prefix = "", .first = 0, .last = m->n_layers - 1};
   StZeroSpec spec = {
     .program = p,
     .model = m,

@@ -34,10 +34,14 @@
 #include "strategy/sparse.h"
 
 /* A range of layers whose states are one set of buffers, named with
- * `prefix` ("" or "chunk 1: "). */
+ * `prefix` ("" or "chunk 1: "), sharded over `n` ranks of their own
+ * communicators (MoE experts over their expert data-parallel group); n 0:
+ * the spec's n and communicators. */
 typedef struct {
   const char *prefix;
   int first, last;
+  int n;
+  int reduce_comm, gather_comm;
 } StZeroSpan;
 
 typedef struct {

@@ -5,6 +5,9 @@
 
 struct StZero {
   StZeroSpec spec;
+  StZeroSpan *spans;        /* [n_spans]: the spec's, n and communicators filled */
+  int *span_of;             /* [n_layers]: the span holding each layer, or -1 */
+  int *bucket_span;         /* [buckets]: its span */
   GArray *buckets;          /* StBucket, in backward order, none across spans */
   int *bucket_of_first;     /* [n_layers]: the bucket whose first (highest) layer it is, or -1 */
   int *bucket_of_last;      /* [n_layers]: the bucket whose last (lowest) layer it is, or -1 */
@@ -54,7 +57,8 @@ emit_gather(StZero *z, int layer, int pass_layer, int micro, StPass pass)
     packed = st_program_add_buffer(p, packed_name, ST_MEM_PARAMS, nnz * sp->bytes.weight, FALSE);
     st_program_buffer_holds(p, packed, ST_DATA_PARAMS_PACKED, layer, layer, micro, 1);
   }
-  StOp op = st_op_coll(sp->gather_stream, ST_COLL_ALL_GATHER, sp->gather_comm,
+  const StZeroSpan *span = &z->spans[z->span_of[layer]];
+  StOp op = st_op_coll(sp->gather_stream, ST_COLL_ALL_GATHER, span->gather_comm,
                        nnz * sp->bytes.weight);
   g_autofree char *label = g_strdup_printf("%s %s", user->name, st_pass_name(pass));
   op.label = st_program_label(p, label);
@@ -146,7 +150,8 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
   if (sp->stage < 2 && micro != sp->last_micro)
     return;
   const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
-  StOp rs = st_op_coll(sp->reduce_stream, ST_COLL_REDUCE_SCATTER, sp->reduce_comm,
+  const StZeroSpan *span = &z->spans[z->bucket_span[b]];
+  StOp rs = st_op_coll(sp->reduce_stream, ST_COLL_REDUCE_SCATTER, span->reduce_comm,
                        bk->params * sp->bytes.grad);
   g_autofree char *label = g_strdup_printf(sp->sparse ? "bucket %d compressed" : "bucket %d", b);
   rs.label = st_program_label(p, label);
@@ -158,7 +163,7 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
    * layer's slice is rounded up on its own: at most one element per layer
    * over the bucket's share. */
   g_autofree char *slice_name = g_strdup_printf("reduce-scatter slice, bucket %d m%d", b, micro);
-  int64_t slice_elems = st_shard(bk->params, sp->n) + bk->first - bk->last + 1;
+  int64_t slice_elems = st_shard(bk->params, span->n) + bk->first - bk->last + 1;
   uint32_t slice =
     st_program_add_buffer(p, slice_name, ST_MEM_COMM, slice_elems * sp->bytes.grad, FALSE);
   st_program_begin(p, &rs);
@@ -223,9 +228,10 @@ add_dense_states(const StZero *z)
 {
   const StZeroSpec *sp = &z->spec;
   StProgram *p = sp->program;
-  int stage = sp->stage, n = sp->n;
+  int stage = sp->stage;
   for (int k = 0; k < sp->n_spans; k++) {
-    const StZeroSpan *span = &sp->spans[k];
+    const StZeroSpan *span = &z->spans[k];
+    int n = span->n;
     int64_t whole = 0, shard = 0;
     for (int i = span->first; i <= span->last; i++) {
       whole += sp->elems[i];
@@ -257,17 +263,36 @@ st_zero_new(const StZeroSpec *spec)
   StZero *z = g_new0(StZero, 1);
   z->spec = *spec;
   int L = spec->model->n_layers;
+  z->spans = g_new(StZeroSpan, MAX(spec->n_spans, 1));
+  z->span_of = g_new(int, L);
+  for (int i = 0; i < L; i++)
+    z->span_of[i] = -1;
+  GArray *bucket_span = g_array_new(FALSE, FALSE, sizeof(int));
   z->buckets = g_array_new(FALSE, FALSE, sizeof(StBucket));
+  for (int k = 0; k < spec->n_spans; k++) {
+    StZeroSpan *span = &z->spans[k];
+    *span = spec->spans[k];
+    if (span->n == 0) {
+      span->n = spec->n;
+      span->reduce_comm = spec->reduce_comm;
+      span->gather_comm = spec->gather_comm;
+    }
+    for (int i = span->first; i <= span->last; i++)
+      z->span_of[i] = k;
+  }
   for (int k = spec->n_spans - 1; k >= 0; k--) {
-    g_autoptr(GArray) of_span = st_grad_buckets_of(spec->elems, spec->spans[k].first,
-                                                   spec->spans[k].last + 1, spec->bucket_bytes,
-                                                   spec->bytes.grad);
+    const StZeroSpan *span = &z->spans[k];
+    g_autoptr(GArray) of_span = st_grad_buckets_of(spec->elems, span->first, span->last + 1,
+                                                   spec->bucket_bytes, spec->bytes.grad);
     g_array_append_vals(z->buckets, of_span->data, of_span->len);
-    for (int i = spec->spans[k].first; i <= spec->spans[k].last; i++) {
-      z->shard += st_shard(spec->elems[i], spec->n);
+    for (guint b = 0; b < of_span->len; b++)
+      g_array_append_val(bucket_span, k);
+    for (int i = span->first; i <= span->last; i++) {
+      z->shard += st_shard(spec->elems[i], span->n);
       z->nnz += spec->elems[i];
     }
   }
+  z->bucket_span = (int *)(void *)g_array_free(bucket_span, FALSE);
   z->bucket_of_first = g_new(int, L);
   z->bucket_of_last = g_new(int, L);
   for (int i = 0; i < L; i++)
@@ -298,6 +323,9 @@ st_zero_free(StZero *z)
   g_free(z->bucket_of_first);
   g_free(z->bucket_of_last);
   g_free(z->bucket_buffer);
+  g_free(z->spans);
+  g_free(z->span_of);
+  g_free(z->bucket_span);
   g_free(z);
 }
 
@@ -352,8 +380,8 @@ st_zero_emit_step(StZero *z, uint32_t after)
   uint32_t next_step_waits_for = optimizer;
   for (guint b = 0; sp->stage < 3 && b < z->buckets->len; b++) {
     const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
-    StOp ag = st_op_coll(sp->gather_stream, ST_COLL_ALL_GATHER, sp->gather_comm,
-                         bk->params * sp->bytes.weight);
+    StOp ag = st_op_coll(sp->gather_stream, ST_COLL_ALL_GATHER,
+                         z->spans[z->bucket_span[b]].gather_comm, bk->params * sp->bytes.weight);
     g_autofree char *label =
       g_strdup_printf(sparse ? "bucket %u params compressed" : "bucket %u params", b);
     ag.label = st_program_label(p, label);

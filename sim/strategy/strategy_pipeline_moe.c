@@ -1,0 +1,220 @@
+/* strategy_pipeline_moe.c: an MoE layer (a router and its X experts,
+ * layer_moe.c) as a segment of a stage's program, as Megatron-LM's
+ * all-to-all token dispatcher runs it (megatron/core/transformer/moe/
+ * token_dispatcher.py): with expert parallelism over E ranks each keeps X/E
+ * experts of every MoE layer (StPipe.expert_owner), and per micro-batch of
+ * b samples, C rows per sample and expert (the capacity), d the width:
+ *
+ *   forward:  router (tensors.h, as any layer)
+ *             all-to-all ep_dispatch   b X C d bytes: each expert's rows to its rank
+ *             [all-gather over tp]     (sequence parallelism: the tensor ranks' rows)
+ *             owned experts            each at batch E b (its rows from E ranks)
+ *             [reduce-scatter over tp] (sequence parallelism: back to each rank's rows)
+ *             all-to-all ep_combine    the outputs back; makes the layer after the experts'
+ *                                      input, frees the router's output
+ *   backward: all-to-all ep_combine_grad, [all-gather], owned experts in reverse,
+ *             [reduce-scatter], all-to-all ep_dispatch_grad (makes the router's
+ *             output gradient), then the router's backward.
+ *
+ * Without sequence parallelism the tensor ranks hold the same tokens and
+ * each expert's pass all-reduces its rows (its type's tensor-parallel
+ * collective); with it each tensor rank routes its own s/t tokens and the
+ * experts, split over the tensor group (expert tensor parallelism = t,
+ * Megatron's default), compute on the rows of all of them (the expert's
+ * derived costs count t x C rows then). Everything runs on the compute
+ * stream. Memory: the dispatched rows (comm) until the last owned expert's
+ * forward, the experts' outputs (comm) until the combine, the combined rows
+ * (activations, for the gates' gradients) until the backward's first
+ * all-to-all; each expert's saved block (memory() at batch E b) from its
+ * forward to its backward, and its scratch. Experts are not recomputed
+ * under --recompute full (their saved blocks stay).
+ */
+#include "strategy/strategy_pipeline_stage.h"
+
+#include "model/layer_type.h"
+
+gboolean
+st_pipe_is_expert(const StPipe *pp, int i)
+{
+  return pp->expert_owner != NULL && pp->expert_owner[i] >= 0;
+}
+
+int
+st_pipe_moe_experts(const StPipe *pp, int layer)
+{
+  if (!pp->moe_segments || layer + 1 >= pp->model->n_layers || st_pipe_is_expert(pp, layer) ||
+      !st_pipe_is_expert(pp, layer + 1))
+    return 0;
+  return (int)st_layer_attr(&pp->model->layers[layer], "experts", 0);
+}
+
+void
+st_pipe_moe_owned(const Stage *st, int router, int *first, int *n)
+{
+  int X = st_pipe_moe_experts(st->pp, router);
+  *n = X / st->pp->ep;
+  *first = router + 1 + st->ep_index * *n;
+}
+
+typedef struct {
+  int X, first, n;      /* experts, the first owned, how many */
+  int batch;            /* an expert pass's samples: E b */
+  int64_t rows_bytes;   /* the rows a rank sends (and receives) per all-to-all */
+  gboolean sp;          /* the tensor ranks route their own tokens */
+  const StTpSpec *tp;   /* the experts' passes' tensor parallelism */
+} Segment;
+
+static void
+segment_of(const Stage *st, int router, Segment *g)
+{
+  const StPipe *pp = st->pp;
+  const StLayer *r = &pp->model->layers[router];
+  const StLayer *x = &pp->model->layers[router + 1];
+  static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32};
+  g->X = st_pipe_moe_experts(pp, router);
+  st_pipe_moe_owned(st, router, &g->first, &g->n);
+  g->batch = pp->ep * pp->options->micro_batch;
+  g->rows_bytes = (int64_t)pp->options->micro_batch * g->X * st_layer_attr(x, "capacity", 1) *
+                  r->in_shape.dims[1] * st_dtype_bytes(pp->bytes.activation);
+  g->sp = pp->tp != NULL && r->sp;
+  g->tp = pp->tp != NULL && !g->sp ? pp->tp : &whole;
+}
+
+static uint32_t
+buffer(Stage *st, const char *what, int router, int m, StMemCategory category, int64_t bytes)
+{
+  g_autofree char *name =
+    g_strdup_printf("%s %s m%d", what, st->pp->model->layers[router].name, m);
+  return st_program_add_buffer(st->p, name, category, bytes, FALSE);
+}
+
+/* A collective of the segment on the compute stream after `after`. */
+static uint32_t
+coll(Stage *st, StCollKind kind, int comm, int64_t bytes, StData data, int first, int last,
+     int m, uint32_t after, const uint32_t *alloc, int n_alloc, const uint32_t *free,
+     int n_free)
+{
+  StOp op = st_op_coll(st->compute, kind, comm, bytes);
+  st_op_moves(&op, data, first, last);
+  op.micro = m;
+  st_program_begin(st->p, &op);
+  if (after != NONE)
+    st_program_after(st->p, after);
+  for (int i = 0; i < n_alloc; i++)
+    if (alloc[i] != NONE)
+      st_program_alloc(st->p, alloc[i]);
+  for (int i = 0; i < n_free; i++)
+    if (free[i] != NONE)
+      st_program_free_buffer(st->p, free[i]);
+  return st_program_commit(st->p);
+}
+
+/* Under sequence parallelism, rows gathered from the tensor group into a
+ * buffer t times `*rows`, which it replaces (the old one freed). */
+static uint32_t
+tp_gather(Stage *st, const Segment *g, int router, int m, StData data, uint32_t *rows,
+          uint32_t after)
+{
+  int t = st->pp->tp->t;
+  uint32_t gathered = buffer(st, data == ST_DATA_TP_INPUT ? "ep rows gathered" : "ep dy gathered",
+                             router, m, ST_MEM_COMM, t * g->rows_bytes);
+  uint32_t op = coll(st, ST_COLL_ALL_GATHER, st->pp->tp->comm, t * g->rows_bytes, data, g->first,
+                     g->first + g->n - 1, m, after, &gathered, 1, rows, 1);
+  *rows = gathered;
+  return op;
+}
+
+/* Under sequence parallelism, partial sums reduce-scattered back to the
+ * rank's rows, into a buffer that replaces `*rows`. */
+static uint32_t
+tp_scatter(Stage *st, const Segment *g, int router, int m, StData data, uint32_t *rows,
+           uint32_t after)
+{
+  int t = st->pp->tp->t;
+  uint32_t local = buffer(st, data == ST_DATA_TP_OUTPUT ? "ep out local" : "ep dx local", router,
+                          m, ST_MEM_COMM, g->rows_bytes);
+  uint32_t op = coll(st, ST_COLL_REDUCE_SCATTER, st->pp->tp->comm, t * g->rows_bytes, data,
+                     g->first, g->first + g->n - 1, m, after, &local, 1, rows, 1);
+  *rows = local;
+  return op;
+}
+
+void
+st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
+{
+  const StPipe *pp = st->pp;
+  StTensors *t = st->tensors[m];
+  Segment g;
+  segment_of(st, router, &g);
+  int t_factor = g.sp ? pp->tp->t : 1;
+  int X_last = router + g.X;
+  uint32_t rows = buffer(st, "ep rows", router, m, ST_MEM_COMM, g.rows_bytes);
+  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_DISPATCH,
+                       router + 1, X_last, m, after, &rows, 1, NULL, 0);
+  if (g.sp)
+    last = tp_gather(st, &g, router, m, ST_DATA_TP_INPUT, &rows, last);
+  uint32_t out = buffer(st, "ep out", router, m, ST_MEM_COMM, t_factor * g.rows_bytes);
+  for (int j = g.first; j < g.first + g.n; j++) {
+    StLayerMemory mem;
+    st_layer_memory(pp->model, j, g.batch, pp->bytes.activation, &mem);
+    StPassMem pm = {0};
+    uint32_t saved = mem.saved > 0 ? buffer(st, "kept", j, m, ST_MEM_ACTIVATIONS, mem.saved)
+                                   : NONE;
+    st->moe_saved[m][j] = saved;
+    st_pass_mem_alloc(&pm, saved);
+    if (j == g.first)
+      st_pass_mem_alloc(&pm, out);
+    uint32_t scratch = st_pass_scratch(st->p, pp->model, j, m, ST_PASS_FWD, g.batch,
+                                       pp->bytes.activation, ST_RECOMPUTE_NONE);
+    st_pass_mem_alloc(&pm, scratch);
+    st_pass_mem_free(&pm, scratch);
+    if (j == g.first + g.n - 1)
+      st_pass_mem_free(&pm, rows);
+    last = st_pipe_stage_pass(st, ST_PASS_FWD, j, m, g.batch, &pm, last, g.tp);
+  }
+  if (g.sp)
+    last = tp_scatter(st, &g, router, m, ST_DATA_TP_OUTPUT, &out, last);
+  uint32_t combined = buffer(st, "ep combined", router, m, ST_MEM_ACTIVATIONS, g.rows_bytes);
+  st->moe_saved[m][router] = combined;
+  uint32_t alloc[2] = {combined, st_tensors_move_in(t, X_last + 1, FALSE, ST_MEM_ACTIVATIONS)};
+  uint32_t free[2] = {out, st_tensors_move_out(t, router + 1, FALSE)};
+  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_COMBINE, router + 1,
+       X_last, m, last, alloc, 2, free, 2);
+}
+
+void
+st_pipe_moe_backward(Stage *st, int router, int m)
+{
+  const StPipe *pp = st->pp;
+  StTensors *t = st->tensors[m];
+  Segment g;
+  segment_of(st, router, &g);
+  int t_factor = g.sp ? pp->tp->t : 1;
+  int X_last = router + g.X;
+  uint32_t dy = buffer(st, "ep dy", router, m, ST_MEM_COMM, g.rows_bytes);
+  uint32_t free[2] = {st_tensors_move_out(t, X_last + 1, TRUE), st->moe_saved[m][router]};
+  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes,
+                       ST_DATA_EP_COMBINE_GRAD, router + 1, X_last, m, NONE, &dy, 1, free, 2);
+  if (g.sp)
+    last = tp_gather(st, &g, router, m, ST_DATA_TP_OUTPUT_GRAD, &dy, last);
+  uint32_t dx = buffer(st, "ep dx", router, m, ST_MEM_COMM, t_factor * g.rows_bytes);
+  for (int j = g.first + g.n - 1; j >= g.first; j--) {
+    StPassMem pm = {0};
+    if (j == g.first + g.n - 1)
+      st_pass_mem_alloc(&pm, dx);
+    uint32_t scratch = st_pass_scratch(st->p, pp->model, j, m, ST_PASS_BWD, g.batch,
+                                       pp->bytes.activation, ST_RECOMPUTE_NONE);
+    st_pass_mem_alloc(&pm, scratch);
+    st_pass_mem_free(&pm, scratch);
+    st_pass_mem_free(&pm, st->moe_saved[m][j]);
+    if (j == g.first)
+      st_pass_mem_free(&pm, dy);
+    last = st_pipe_stage_pass(st, ST_PASS_BWD, j, m, g.batch, &pm, last, g.tp);
+    st_pipe_maybe_reduce(st, j, m, last);
+  }
+  if (g.sp)
+    last = tp_scatter(st, &g, router, m, ST_DATA_TP_INPUT_GRAD, &dx, last);
+  uint32_t grad = st_tensors_move_in(t, router + 1, TRUE, ST_MEM_WORKSPACE);
+  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_DISPATCH_GRAD, router + 1,
+       X_last, m, last, &grad, 1, &dx, 1);
+}
