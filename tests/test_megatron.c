@@ -1,6 +1,7 @@
 /* test_megatron.c: the `megatron` strategy against Megatron-LM's layout,
  * the closed forms of its communication, and Korthikanti et al.'s
  * activation memory. */
+#include <math.h>
 #include <string.h>
 
 #include "output/output.h"
@@ -294,6 +295,85 @@ test_zero_states(void)
   g_assert_cmpint(rs_bytes[2], >, rs_bytes[1]);
 }
 
+/* Expert parallelism (--expert-parallel E) as Megatron-LM lays it out
+ * (parallel_state.py's expert RankGenerator, expert tensor parallelism =
+ * t): EP groups are E consecutive data-parallel replicas of one tensor
+ * index and stage, expert gradients reduced over the replicas with the
+ * same index mod E. tiny-moe (2 MoE layers of X = 4 experts, top 2,
+ * capacity factor 1.5, s = 16 tokens, d = 32) on t = 2, d = 4, E = 2, b = 2,
+ * M = 2. Per MoE layer and micro-batch: four all-to-alls on "ep" (dispatch,
+ * combine; their gradients), each of b X C d 2 bytes with C = ceil(1.5 x 2
+ * x s' / X) rows per sample and expert, s' the tokens a rank routes (s, or
+ * s / t under sequence parallelism); EP rank j runs experts [2 j, 2 j + 1]
+ * of each layer at batch E b, and keeps their states only. */
+static void
+test_expert_parallel(void)
+{
+  const int t = 2, E = 2, X = 4, b = 2, M = 2, d = 32, s = 16;
+  for (int sp = 0; sp < 2; sp++) {
+    StOptions o;
+    options(&o, t, 1, 1, sp, b, (int64_t)M * b * 4);
+    o.expert_parallel = E;
+    g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-moe.json");
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
+    g_autoptr(StSchedule) sc = st_test_build("megatron", m, c, &o);
+    static const struct { const char *comm; int rank; const char *members; } expect[] = {
+      {"ep", 0, "0,2"}, {"ep", 5, "5,7"}, {"expert data", 0, "0,4"}, {"expert data", 3, "3,7"},
+      {"data", 0, "0,2,4,6"}, {"tp", 6, "6,7"},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(expect); i++) {
+      g_autofree char *members = group_of(sc, expect[i].comm, expect[i].rank);
+      g_assert_cmpstr(members, ==, expect[i].members);
+    }
+    /* One program per EP index; rank r's is its replica's index mod E. */
+    g_assert_cmpint(sc->programs->len, ==, E);
+    for (int r = 0; r < 8; r++)
+      g_assert_cmpint(sc->ranks[r].program, ==, (r / t) % E);
+    const StModel *rm = sc->model; /* one tensor rank's */
+    int64_t C = (int64_t)ceil(1.5 * 2 * (sp ? s / t : s) / X);
+    for (int j = 0; j < E; j++) {
+      const StProgram *p = g_ptr_array_index(sc->programs, j);
+      int64_t bytes;
+      int count;
+      collectives(sc, j, "ep", &bytes, &count);
+      g_assert_cmpint(count, ==, 2 * 4 * M);
+      g_assert_cmpint(bytes, ==, (int64_t)count * b * X * C * d * 2);
+      /* Its experts' passes, at batch E b; its states: the dense layers and
+       * its experts. */
+      int64_t dense = 0, experts = 0;
+      for (int i = 0; i < rm->n_layers; i++) {
+        gboolean expert = strstr(rm->layers[i].name, ".expert.") != NULL;
+        gboolean owned = expert && (i - 3) % (X + 2) / (X / E) == j; /* experts at 3.. */
+        if (!expert)
+          dense += rm->layers[i].params;
+        else if (owned)
+          experts += rm->layers[i].params;
+        int runs = 0;
+        for (guint k = 0; k < p->ops->len; k++) {
+          const StOp *op = st_program_op(p, k);
+          if (op->kind != ST_OP_COMP || op->sub != ST_PASS_FWD || op->layer != i)
+            continue;
+          runs++;
+          g_assert_cmpint(op->batch, ==, expert ? E * b : b);
+        }
+        g_assert_cmpint(runs > 0, ==, !expert || owned);
+      }
+      int64_t persistent[ST_MEM_N];
+      st_program_persistent_bytes(p, persistent);
+      g_assert_cmpint(persistent[ST_MEM_PARAMS], ==, 2 * (dense + experts));
+      /* Expert gradients summed over "expert data", the rest over "data". */
+      collectives(sc, j, "expert data", &bytes, &count);
+      g_assert_cmpint(bytes, ==, 2 * experts);
+      collectives(sc, j, "data", &bytes, &count);
+      g_assert_cmpint(bytes, ==, 2 * dense);
+    }
+    int64_t step, acts;
+    simulate(sc, &step, &acts);
+    g_assert_cmpint(step, >, 0);
+    st_options_clear(&o);
+  }
+}
+
 /* Configurations Megatron-LM refuses are errors naming the option. */
 static void
 test_bad_layouts(void)
@@ -331,6 +411,7 @@ main(int argc, char **argv)
   g_test_add_func("/megatron/interleaved-order", test_interleaved_order);
   g_test_add_func("/megatron/interleaved-bubble", test_interleaved_bubble);
   g_test_add_func("/megatron/zero-states", test_zero_states);
+  g_test_add_func("/megatron/expert-parallel", test_expert_parallel);
   g_test_add_func("/megatron/bad-layouts", test_bad_layouts);
   return g_test_run();
 }

@@ -215,6 +215,7 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
   st_schedule_note_number(s, "pipeline_stages", l->p);
   st_schedule_note_number(s, "virtual_stages", l->v);
   st_schedule_note_number(s, "data_parallel", l->d);
+  st_schedule_note_number(s, "expert_parallel", l->e);
   st_schedule_note_number(s, "micro_batches", pp->n_micro);
   st_schedule_note_number(s, "transformer_layers", l->n_units);
   /* Narayanan et al. 2021, section 2.2: (p - 1) / (v m) of the ideal time. */
@@ -351,11 +352,12 @@ build(const StStrategyInput *in, GError **error)
   s->settings.global_batch = o->global_batch;
   g_autofree char *zero = pp.zero_stage > 0 ? g_strdup_printf(", ZeRO %d over DP", pp.zero_stage)
                                              : g_strdup("");
+  g_autofree char *ep = l.e > 1 ? g_strdup_printf(" (EP %d)", l.e) : g_strdup("");
   g_autofree char *chunks = l.v > 1 ? g_strdup_printf(" (%d chunks each, interleaved 1F1B)", l.v)
                                     : g_strdup(l.p > 1 ? " (1F1B)" : "");
   s->settings.description = g_strdup_printf(
-    "megatron: TP %d%s x PP %d%s x DP %d%s (%d ranks), %d micro-batches of %d per pipeline%s",
-    l.t, sp ? " + SP" : "", l.p, chunks, l.d, zero, R, pp.n_micro, o->micro_batch,
+    "megatron: TP %d%s x PP %d%s x DP %d%s%s (%d ranks), %d micro-batches of %d per pipeline%s",
+    l.t, sp ? " + SP" : "", l.p, chunks, l.d, ep, zero, R, pp.n_micro, o->micro_batch,
     o->recompute == ST_RECOMPUTE_FULL        ? ", full recomputation"
     : o->recompute == ST_RECOMPUTE_SELECTIVE ? ", selective recomputation"
                                              : "");

@@ -427,6 +427,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .model = pp->model,
       .bytes = pp->bytes,
       .stage = pp->zero_stage,
+      .n = pp->n_data,
       .prefetch = pp->options->prefetch,
       .compute = st.compute,
       .reduce_stream = st.comm,

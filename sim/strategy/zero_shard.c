@@ -45,11 +45,14 @@ emit_gather(StZero *z, int layer, int pass_layer, int micro, StPass pass)
       ? g_strdup_printf("gathered %s %s m%d", user->name, st_pass_name(pass), micro)
       : g_strdup_printf("gathered %s (%s) %s m%d", user->name, l->name, st_pass_name(pass),
                         micro);
+  /* What it holds of the layer: its parameters (a tied head's copy of the
+   * embedding, on a pipeline stage of its own). */
+  int64_t params = sp->sparse ? l->params : sp->elems[layer];
   uint32_t buffer =
-    st_program_add_buffer(p, name, ST_MEM_PARAMS, l->params * sp->bytes.weight, FALSE);
+    st_program_add_buffer(p, name, ST_MEM_PARAMS, params * sp->bytes.weight, FALSE);
   st_program_buffer_holds(p, buffer, ST_DATA_PARAMS, layer, layer, micro, 1);
   /* Sparse: the slices gathered are compressed, then expanded into `buffer`. */
-  int64_t nnz = sp->sparse ? st_sparse_nnz(sp->sparse, l->params) : l->params;
+  int64_t nnz = sp->sparse ? st_sparse_nnz(sp->sparse, l->params) : params;
   uint32_t packed = NONE;
   if (sp->sparse != NULL) {
     g_autofree char *packed_name = g_strdup_printf("gathered compressed %s %s m%d", l->name,
@@ -97,9 +100,11 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
   const StLayer *l = &m->layers[layer];
   if (sp->stage == 3) {
     /* A tied head reads the weights it is tied to and, when it has one, a
-     * bias of its own: both are gathered. */
+     * bias of its own: both are gathered (on a pipeline stage without the
+     * embedding, its own copy of the weights). */
     int tied = st_model_tied_layer(m, layer);
-    int owners[2] = {tied, l->params > 0 ? layer : -1};
+    int owners[2] = {tied >= 0 && z->span_of[tied] >= 0 ? tied : -1,
+                     sp->elems[layer] > 0 ? layer : -1};
     for (int k = 0; k < 2; k++) {
       if (owners[k] < 0)
         continue;

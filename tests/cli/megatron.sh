@@ -53,6 +53,23 @@ awk -v b="$(num "$r" bubble_fraction_estimate)" 'BEGIN { exit !(b > 0.0624 && b 
 grep -q "TP 8 + SP x PP 2 (2 chunks each, interleaved 1F1B) x DP 1" "$tmp/table" \
   || fail "no layout in the table"
 
+# Mixtral 8x7B with its 8 experts over 8 data-parallel ranks (issue 13's
+# example): experts/8 per rank, the "ep" communicator moving the
+# dispatch and combine, and the report says the layout.
+X=$SRC/models/mixtral-8x7b.json
+expect 1 "expert-parallel 3 does not divide" $STAGGER sim --model $X --cluster $C --nodes 8 \
+  --strategy megatron --tensor-parallel 8 --expert-parallel 3
+expect 1 "has no MoE layer" $STAGGER sim --model $M --cluster $C --strategy megatron \
+  --expert-parallel 2
+$STAGGER sim --model $X --cluster $C --nodes 8 --strategy megatron --tensor-parallel 8 \
+  --expert-parallel 8 --sequence-parallel --zero-stage 1 --recompute selective \
+  --precision mixed --micro-batch 1 --global-batch 64 --steps 2 --out "$tmp/mx" \
+  >"$tmp/table" 2>/dev/null
+r=$tmp/mx/report.json
+grep -q '"out_of_memory":[[:space:]]*null' "$r" || fail "Mixtral 8x7B does not fit"
+[ "$(num "$r" expert_parallel)" = 8 ] || fail "expert_parallel note"
+grep -q "TP 8 + SP x PP 1 x DP 8 (EP 8), ZeRO 1 over DP" "$tmp/table" || fail "no EP in the table"
+
 # The schedule round-trips through its JSON, derived model and parts included.
 $STAGGER schedule --model $M --cluster $C --nodes 2 --strategy megatron --tensor-parallel 8 \
   --sequence-parallel --micro-batch 1 --global-batch 2 --out "$tmp/s.json" >/dev/null
