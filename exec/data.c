@@ -84,7 +84,7 @@ data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GEr
   g_autofree void *host = NULL;
   size_t bytes;
   if (takes_ids(r)) {
-    int64_t vocab = st_layer_attr(&r->model->layers[0], "vocab", 2);
+    int64_t vocab = r->vocab > 0 ? r->vocab : st_layer_attr(&r->model->layers[0], "vocab", 2);
     int32_t *ids = g_new(int32_t, (size_t)b * per);
     for (int j = 0; j < b; j++)
       for (size_t k = 0; k < per; k++)
@@ -134,22 +134,23 @@ teacher(uint64_t seed, uint64_t g, int64_t classes, size_t inputs)
   return (int32_t)best;
 }
 
-/* Positions (tokens, or 1) a model's loss averages over, and its classes. */
+/* Positions (tokens, or 1) a model's loss averages over, and its classes:
+ * `vocab` when the vocabulary was padded (0: none). */
 static int
-positions(const StModel *m, int64_t *classes)
+positions(const StModel *m, int64_t vocab, int64_t *classes)
 {
   const StLayer *loss = &m->layers[m->n_layers - 1];
   /* logits split over a tensor-parallel group: the rank's share of them */
-  *classes = loss->in_shape.dims[loss->in_shape.n_dims - 1] * MAX(loss->tp, 1);
+  *classes = vocab > 0 ? vocab : loss->in_shape.dims[loss->in_shape.n_dims - 1] * MAX(loss->tp, 1);
   return loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
 }
 
 /* Sample g's targets: [positions]. */
 static void
-targets_of(const StModel *m, uint64_t seed, uint64_t g, int32_t *t)
+targets_of(const StModel *m, int64_t vocab, uint64_t seed, uint64_t g, int32_t *t)
 {
   int64_t classes;
-  int per = positions(m, &classes);
+  int per = positions(m, vocab, &classes);
   size_t in_per = (size_t)st_shape_elems(&m->input);
   gboolean ids = st_layer_takes_ids(&m->layers[0]);
   for (int k = 0; k < per; k++)
@@ -170,7 +171,7 @@ st_exec_sample(const StModel *m, uint64_t seed, uint64_t g, float *x, int32_t *i
       x[k] = uniform(seed, g, k);
   }
   if (targets != NULL)
-    targets_of(m, seed, g, targets);
+    targets_of(m, 0, seed, g, targets);
 }
 
 gboolean
@@ -179,11 +180,11 @@ data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream, G
   int b;
   uint64_t stride;
   int64_t classes;
-  int per = positions(r->model, &classes);
+  int per = positions(r->model, r->vocab, &classes);
   uint64_t g0 = samples_of(r, op, micro, step, &stride, &b), seed = r->x->o->seed;
   g_autofree int32_t *t = g_new(int32_t, (size_t)b * per);
   for (int j = 0; j < b; j++)
-    targets_of(r->model, seed, g0 + (uint64_t)j * stride, t + (size_t)j * per);
+    targets_of(r->model, r->vocab, seed, g0 + (uint64_t)j * stride, t + (size_t)j * per);
   size_t bytes = (size_t)b * per * sizeof(int32_t);
   void *ptr = NULL;
   g_mutex_lock(&r->lock);

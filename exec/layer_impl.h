@@ -73,9 +73,12 @@ typedef struct {
    * reads), apart from `saved`; NULL: inside `saved`, after the rest. */
   void *again;
   /* Tensor parallelism (l->tp > 1, see the top): this rank's index in the
-   * group, and the part of a pass in parts (0: the whole pass). */
+   * group, the part of a pass in parts (0: the whole pass), and the classes
+   * of the vocabulary that are real when it is padded to a multiple of the
+   * group (0: all; the padding takes no part in the loss). */
   int tp_rank;
   int part;
+  int64_t vocab;
 } StLayerCtx;
 
 /* How a rank's parameters sit in the whole layer's vector (tp_spans): `rows`

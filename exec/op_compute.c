@@ -239,6 +239,7 @@ ctx_init(StLayerCtx *c, Rank *r, uint32_t o, int32_t step, Scratch *sc)
     .pool = sc,
     .tp_rank = r->tp_rank,
     .part = op->part,
+    .vocab = r->vocab,
   };
   int t = st_model_tied_layer(m, op->layer);
   if (t >= 0) {

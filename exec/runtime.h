@@ -134,8 +134,11 @@ typedef struct {
   uint32_t *hazard_first;  /* [n_ops + 1] */
   struct Hazard *hazards;
   /* Tensor parallelism (tp.c): the rank's index in its group and the group's
-   * communicator (-1 without); tensors handed between a pass's ops. */
+   * communicator (-1 without); tensors handed between a pass's ops. The
+   * model file's vocabulary when the schedule padded it (the data and the
+   * loss use only that much), else 0. */
   int tp_rank, tp_comm;
+  int64_t vocab;
   GArray *tp_tensors;
   int32_t *tp_batch;       /* [n_micro * n_layers]: the batch of each layer's passes */
 } Rank;

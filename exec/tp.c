@@ -30,11 +30,25 @@ is_tp_data(StData d)
          d == ST_DATA_TP_INPUT_GRAD || d == ST_DATA_TP_GRADS;
 }
 
+/* The model file's vocabulary when the schedule padded the layers' (the
+ * megatron strategy notes it), else 0. */
+static int64_t
+vocab_unpadded(const StSchedule *s)
+{
+  for (guint i = 0; i < s->notes->len; i++) {
+    const StNote *n = &g_array_index(s->notes, StNote, i);
+    if (n->text == NULL && g_strcmp0(n->key, "vocab_unpadded") == 0)
+      return (int64_t)n->number;
+  }
+  return 0;
+}
+
 gboolean
 tp_setup(Rank *r, GError **error)
 {
   r->tp_rank = 0;
   r->tp_comm = -1;
+  r->vocab = r->p->job == 0 ? vocab_unpadded(r->x->s) : 0; /* the notes are the main job's */
   r->tp_tensors = g_array_new(FALSE, FALSE, sizeof(TpEntry));
   int L = r->model->n_layers;
   r->tp_batch = g_new0(int32_t, (size_t)r->n_micro * L);

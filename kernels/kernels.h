@@ -313,9 +313,12 @@ typedef struct StKernels {
    * local max m, 1 a copy of it (to be MAX-reduced over the group into the
    * global max M), 2 s = sum of exp(x - m) over the local classes, 3 the
    * target's logit when the target is local, else 0; exps fp32 [rows,
-   * classes] = exp(x - m). */
+   * classes] = exp(x - m). Only the first `valid` classes are the
+   * vocabulary's: the rest (its padding to a multiple of the group) take no
+   * part (exps 0, m over the valid ones, -inf with none). */
   int (*ce_split_fwd)(void *stream, float *exps, float *stats, const void *logits,
-                      const int32_t *targets, int first, int rows, int classes, StKDtype dt);
+                      const int32_t *targets, int first, int rows, int classes, int valid,
+                      StKDtype dt);
   /* After the MAX reduction of stats[1]: s *= exp(m - M), so that the SUM
    * reduction of stats[2] gives the global sum of exp(x - M) */
   int (*ce_split_rescale)(void *stream, float *stats, int rows);

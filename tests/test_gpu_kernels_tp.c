@@ -39,8 +39,10 @@ test_ce_split(void)
     Buf logits = buf_rand(r, total, dt, -8, 8), targets = buf_ints(t, rows);
     Buf exps = buf_zero(total * 4), stats = buf_zero(4 * (size_t)rows * 4);
     Buf loss = buf_zero(4), dl = buf_zero(total * 4);
+    /* the last 137 classes a vocabulary's padding when d = 1 */
+    int valid = d == 1 ? classes - 137 : classes;
     BOTH(T->ce_split_fwd(NULL, P(exps), P(stats), P(logits), P(targets), first, rows, classes,
-                         dt));
+                         valid, dt));
     same("ce_split_fwd exps", &exps, total, ST_KDT_F32, 1e-5);
     same("ce_split_fwd stats", &stats, 4 * (size_t)rows, ST_KDT_F32, 1e-5);
     /* a global max one above the local one, as another rank might give */

@@ -45,7 +45,16 @@ typedef struct {
   float *x;          /* [rows, V] */
   int32_t *targets;  /* [rows] */
   float scale;
+  int vocab;         /* classes [0, vocab) are real, the rest padding; 0: all */
 } Ce;
+
+/* Of rank i's classes, the real ones. */
+static int
+valid_of(const Ce *q, int i)
+{
+  int v = q->V / q->t;
+  return q->vocab > 0 ? CLAMP(q->vocab - i * v, 0, v) : v;
+}
 
 /* Slice i of the logits, [rows, V / t] in dt (transfer full). */
 static void *
@@ -67,7 +76,7 @@ split_forward(const Ce *q, StKDtype dt, void **logits, float **exps, float **sta
   int v = q->V / q->t, R = q->rows;
   for (int i = 0; i < q->t; i++)
     g_assert_cmpint(K->ce_split_fwd(NULL, exps[i], stats[i], logits[i], q->targets, i * v, R, v,
-                                    dt), ==, 0);
+                                    valid_of(q, i), dt), ==, 0);
   for (int i = 1; i < q->t; i++) /* all-reduce MAX, in member order */
     g_assert_cmpint(K->maximum(NULL, stats[0] + R, stats[i] + R, ST_KDT_F32, (size_t)R), ==, 0);
   for (int i = 1; i < q->t; i++)
@@ -204,6 +213,63 @@ test_ce_split(void)
   }
 }
 
+/* A vocabulary of 7 padded to 12 over 3 ranks (4 real classes on rank 0,
+ * 3 on rank 1, none on rank 2): the split loss and gradient are the
+ * unpadded softmax_ce's on the 7 real classes, the padding's gradient is
+ * exactly 0. Without the padding left out the loss would be the one over
+ * 12 classes, larger by about log(12 / 7) (asserted different). */
+static void
+test_ce_split_padded(void)
+{
+  g_autoptr(GRand) r = g_rand_new_with_seed(7);
+  enum { ROWS = 6, V = 12, VOCAB = 7, T = 3 };
+  int v = V / T;
+  g_autofree float *x = randu(r, (size_t)ROWS * V, -2, 2);
+  int32_t targets[ROWS] = {0, 6, 3, 4, -1, 2};
+  Ce q = {.rows = ROWS, .V = V, .t = T, .x = x, .targets = targets, .scale = 0.5f};
+  g_autofree float *real = g_new(float, (size_t)ROWS * VOCAB);
+  for (int row = 0; row < ROWS; row++)
+    memcpy(real + (size_t)row * VOCAB, x + (size_t)row * V, VOCAB * 4);
+  float want = 0;
+  g_autofree float *probs = g_new(float, (size_t)ROWS * VOCAB);
+  g_autofree float *want_dx = g_new(float, (size_t)ROWS * VOCAB);
+  g_assert_cmpint(K->softmax_ce_fwd(NULL, &want, probs, real, targets, ROWS, VOCAB, ST_KDT_F32),
+                  ==, 0);
+  g_assert_cmpint(K->softmax_ce_bwd(NULL, want_dx, probs, targets, q.scale, ROWS, VOCAB,
+                                    ST_KDT_F32), ==, 0);
+  void *logits[T];
+  float *exps[T], *stats[T];
+  for (int i = 0; i < T; i++) {
+    logits[i] = slice_of(&q, i, ST_KDT_F32);
+    exps[i] = g_new(float, (size_t)ROWS * v);
+    stats[i] = g_new(float, 4 * (size_t)ROWS);
+  }
+  float all = split_forward(&q, ST_KDT_F32, logits, exps, stats);
+  g_assert_cmpfloat(fabs(all - want), >, 0.5);
+  q.vocab = VOCAB;
+  float loss = split_forward(&q, ST_KDT_F32, logits, exps, stats);
+  g_assert_cmpfloat(fabs(loss - want), <=, 1e-5 * fabs(want));
+  for (int i = 0; i < T; i++) {
+    g_autofree float *dl = g_new(float, (size_t)ROWS * v);
+    g_assert_cmpint(K->ce_split_bwd(NULL, dl, exps[i], stats[i], targets, i * v, q.scale, ROWS,
+                                    v, ST_KDT_F32), ==, 0);
+    for (int row = 0; row < ROWS; row++)
+      for (int j = 0; j < v; j++) {
+        int c = i * v + j;
+        float got = dl[(size_t)row * v + j];
+        if (c >= VOCAB)
+          g_assert_cmpfloat(got, ==, 0.0f);
+        else
+          g_assert_cmpfloat(fabsf(got - want_dx[(size_t)row * VOCAB + c]), <=, 1e-6);
+      }
+  }
+  for (int i = 0; i < T; i++) {
+    g_free(logits[i]);
+    g_free(exps[i]);
+    g_free(stats[i]);
+  }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -211,5 +277,6 @@ main(int argc, char **argv)
   K = st_kernels_host();
   g_test_add_func("/kernels/tp/maximum", test_maximum);
   g_test_add_func("/kernels/tp/ce-split", test_ce_split);
+  g_test_add_func("/kernels/tp/ce-split-padded", test_ce_split_padded);
   return g_test_run();
 }

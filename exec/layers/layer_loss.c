@@ -18,6 +18,12 @@
  * exp(x - local max) (fp32 [rows, V / t], in place of the probabilities);
  * the executor's all-reduce of the statistics (op_tp.c) completes them and
  * adds the loss; the backward writes the rank's columns of the gradient.
+ * A vocabulary padded to a multiple of the group (the megatron strategy,
+ * Megatron-LM's --make-vocab-size-divisible-by) computes its padding's
+ * logits as Megatron does, but leaves them out of the softmax (Megatron-LM
+ * lets them in: its loss at initialization is log of the padded size), so
+ * that a padded run trains the model file's model: their exps are 0, so
+ * are their gradients.
  */
 #include "exec/layers/layers_private.h"
 
@@ -35,6 +41,16 @@ static int
 vocab_first(const StLayerCtx *c, const StLayer *l)
 {
   return c->tp_rank * st_layer_last_dim(&l->in_shape);
+}
+
+/* Of the rank's classes, those of the vocabulary (not its padding). */
+static int
+vocab_valid(const StLayerCtx *c, const StLayer *l)
+{
+  int64_t classes = st_layer_last_dim(&l->in_shape);
+  if (c->vocab <= 0)
+    return (int)classes;
+  return (int)CLAMP(c->vocab - vocab_first(c, l), 0, classes);
 }
 
 static void *
@@ -68,7 +84,7 @@ loss_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *param
     split_layout(l, batch, saved, &exps, &stats);
     return c->k->ce_split_fwd(c->stream, exps, stats, in, c->targets, vocab_first(c, l),
                               st_layer_rows(&l->in_shape, batch), st_layer_last_dim(&l->in_shape),
-                              c->dt);
+                              vocab_valid(c, l), c->dt);
   }
   return c->k->softmax_ce_fwd(c->stream, c->loss_sum, saved, in, c->targets,
                               st_layer_rows(&l->in_shape, batch), st_layer_last_dim(&l->in_shape),

@@ -171,7 +171,8 @@ int st_cu_moe_gather_grad(void *stream, void *dy, void *dgates, int ld_gates, in
 /* split.cu: tensor parallelism's kernels */
 int st_cu_maximum(void *stream, void *y, const void *x, StKDtype dt, size_t n);
 int st_cu_ce_split_fwd(void *stream, float *exps, float *stats, const void *logits,
-                       const int32_t *targets, int first, int rows, int classes, StKDtype dt);
+                       const int32_t *targets, int first, int rows, int classes, int valid,
+                       StKDtype dt);
 int st_cu_ce_split_rescale(void *stream, float *stats, int rows);
 int st_cu_ce_split_loss(void *stream, float *loss_sum, const float *stats,
                         const int32_t *targets, int rows);

@@ -14,15 +14,15 @@ maximum_kernel(void *y, const void *x, StKDtype dt, size_t n)
 
 __global__ void
 ce_split_fwd_kernel(float *exps, float *stats, const void *logits, const int32_t *targets,
-                    int first, int rows, int classes, StKDtype dt)
+                    int first, int rows, int classes, int valid, StKDtype dt)
 {
   size_t r = blockIdx.x, base = r * classes;
   float mx = -INFINITY, sum = 0.0f;
-  for (int j = threadIdx.x; j < classes; j += blockDim.x)
+  for (int j = threadIdx.x; j < valid; j += blockDim.x)
     mx = fmaxf(mx, st_cu_ld(logits, dt, base + j));
   mx = st_cu_block_max(mx);
   for (int j = threadIdx.x; j < classes; j += blockDim.x) {
-    float e = expf(st_cu_ld(logits, dt, base + j) - mx);
+    float e = j < valid ? expf(st_cu_ld(logits, dt, base + j) - mx) : 0.0f;
     exps[base + j] = e;
     sum += e;
   }
@@ -32,7 +32,7 @@ ce_split_fwd_kernel(float *exps, float *stats, const void *logits, const int32_t
     stats[r] = mx;
     stats[rows + r] = mx;
     stats[2 * (size_t)rows + r] = sum;
-    stats[3 * (size_t)rows + r] = t >= 0 && t < classes ? st_cu_ld(logits, dt, base + t) : 0.0f;
+    stats[3 * (size_t)rows + r] = t >= 0 && t < valid ? st_cu_ld(logits, dt, base + t) : 0.0f;
   }
 }
 
@@ -84,16 +84,17 @@ st_cu_maximum(void *stream, void *y, const void *x, StKDtype dt, size_t n)
 
 int
 st_cu_ce_split_fwd(void *stream, float *exps, float *stats, const void *logits,
-                   const int32_t *targets, int first, int rows, int classes, StKDtype dt)
+                   const int32_t *targets, int first, int rows, int classes, int valid,
+                   StKDtype dt)
 {
-  if (!st_cu_dt_ok(dt) || rows < 0 || classes < 0 || first < 0)
+  if (!st_cu_dt_ok(dt) || rows < 0 || classes < 0 || first < 0 || valid < 0 || valid > classes)
     return ST_K_EINVAL;
   if (rows == 0 || classes == 0)
     return 0;
   if (exps == NULL || stats == NULL || logits == NULL || targets == NULL)
     return ST_K_EINVAL;
   ce_split_fwd_kernel<<<(unsigned)rows, ST_CU_THREADS, 0, st_cu_stream(stream)>>>(
-    exps, stats, logits, targets, first, rows, classes, dt);
+    exps, stats, logits, targets, first, rows, classes, valid, dt);
   ST_CU_CHECK_LAUNCH();
   return 0;
 }

@@ -31,9 +31,10 @@ st_ref_maximum(void *stream, void *y, const void *x, StKDtype dt, size_t n)
 
 int
 st_ref_ce_split_fwd(void *stream, float *exps, float *stats, const void *logits,
-                    const int32_t *targets, int first, int rows, int classes, StKDtype dt)
+                    const int32_t *targets, int first, int rows, int classes, int valid,
+                    StKDtype dt)
 {
-  if (!st_ref_dt_ok(dt) || rows < 0 || classes < 0 || first < 0)
+  if (!st_ref_dt_ok(dt) || rows < 0 || classes < 0 || first < 0 || valid < 0 || valid > classes)
     return ST_K_EINVAL;
   if (rows == 0 || classes == 0)
     return 0;
@@ -42,17 +43,17 @@ st_ref_ce_split_fwd(void *stream, float *exps, float *stats, const void *logits,
   for (int r = 0; r < rows; r++) {
     size_t base = (size_t)r * classes;
     float mx = -INFINITY, sum = 0.0f;
-    for (int j = 0; j < classes; j++)
+    for (int j = 0; j < valid; j++)
       mx = fmaxf(mx, st_ref_ld(logits, dt, base + j));
     for (int j = 0; j < classes; j++) {
-      exps[base + j] = expf(st_ref_ld(logits, dt, base + j) - mx);
+      exps[base + j] = j < valid ? expf(st_ref_ld(logits, dt, base + j) - mx) : 0.0f;
       sum += exps[base + j];
     }
     int64_t t = (int64_t)targets[r] - first;
     stats[r] = mx;
     stats[rows + r] = mx;
     stats[2 * (size_t)rows + r] = sum;
-    stats[3 * (size_t)rows + r] = t >= 0 && t < classes ? st_ref_ld(logits, dt, base + t) : 0.0f;
+    stats[3 * (size_t)rows + r] = t >= 0 && t < valid ? st_ref_ld(logits, dt, base + t) : 0.0f;
   }
   return 0;
 }

@@ -362,8 +362,16 @@ build(const StStrategyInput *in, GError **error)
     : o->recompute == ST_RECOMPUTE_SELECTIVE ? ", selective recomputation"
                                              : "");
   note_layout(s, &l, &pp, mm);
-  if (padded > 0)
+  if (padded > 0) {
     st_schedule_note_number(s, "vocab_padded", (double)padded);
+    /* the executor's data and loss keep to the file's (exec/layers/layer_loss.c) */
+    for (int i = 0; i < in->model->n_layers; i++)
+      if (st_layer_attr(&in->model->layers[i], "vocab", 0) > 0) {
+        st_schedule_note_number(s, "vocab_unpadded",
+                                (double)st_layer_attr(&in->model->layers[i], "vocab", 0));
+        break;
+      }
+  }
   st_schedule_note_number(s, "zero_stage", pp.zero_stage);
   st_pipe_clear(&pp);
   return s;
