@@ -366,11 +366,13 @@ transformer_block_layer(const StLayer *layer, double b, List *l)
   }
 }
 
+/* Under sequence parallelism the head gathers the group's tokens first:
+ * every token's logits over this rank's vocab / t. */
 static void
 lm_head_layer(const StLayer *layer, double b, List *l)
 {
   double t = MAX(layer->tp, 1);
-  linear(l, b * rows_of(layer), features_of(&layer->in_shape),
+  linear(l, b * rows_of(layer) * (layer->sp ? t : 1), features_of(&layer->in_shape),
          (double)st_layer_attr(layer, "vocab", 1) / t, st_layer_attr(layer, "bias", 0) != 0);
 }
 

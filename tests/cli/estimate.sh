@@ -28,8 +28,8 @@ expect 2 "unknown compute model (known: estimate, roofline)" $STAGGER sim \
 for cm in estimate roofline; do
   $STAGGER sim --model $SRC/models/mlp.json --cluster $C/dgx-h100.json --gpus 2 \
     --compute-model $cm --out "$tmp/src-$cm" >/dev/null 2>&1
-  awk -F, -v cm=$cm 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "source") s = i }
-    NR > 1 && $8 == "COMP" && $s != cm { bad = 1 } END { exit bad || !s }' \
+  awk -F, -v cm=$cm 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    $c["kind"] == "COMP" && $c["source"] != cm { bad = 1 } END { exit bad || !c["source"] }' \
     "$tmp/src-$cm/ops.csv" || fail "ops.csv: a COMP op not costed by $cm"
   [ "$(jq ".cost_sources.$cm" "$tmp/src-$cm/report.json")" -gt 0 ] || fail "report counts no $cm"
 done
@@ -45,9 +45,10 @@ within() {
 # the layers whose name does not match SKIP (those the measurement has no
 # row for).
 fwdbwd() {
-  awk -F, -v skip="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "duration_us") d = i }
-    NR > 1 && $1 == 0 && $6 == 0 && $8 == "COMP" && ($9 == "fwd" || $9 == "bwd") &&
-    $11 !~ skip { t += $d } END { printf "%.6f", t / 1000 }' "$1/ops.csv"
+  awk -F, -v skip="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    $c["rank"] == 0 && $c["step"] == 0 && $c["kind"] == "COMP" &&
+    ($c["what"] == "fwd" || $c["what"] == "bwd") && $c["layer"] !~ skip { t += $c["duration_us"] }
+    END { printf "%.6f", t / 1000 }' "$1/ops.csv"
 }
 
 # 1. Fitted: VGG-16 on one A100, batch 128 and 32, fp32 (TF32 convolutions):
