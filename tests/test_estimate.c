@@ -101,7 +101,8 @@ test_never_beats_roofline(void)
               if (te < tr * (1 - 1e-9))
                 g_error("%s (tp %d) on %s, %s, layer %d '%s' %s batch %" G_GINT64_FORMAT
                         ": estimate %.6g ns beats the roofline %.6g ns",
-                        MODELS[mi].name, MODELS[mi].tp, CLUSTERS[c], d ? "bf16" : "fp32", i, m->layers[i].name,
+                        MODELS[mi].name, MODELS[mi].tp, CLUSTERS[c], d ? "bf16" : "fp32", i,
+                        m->layers[i].name,
                         st_pass_name(passes[p]), batches[b], te, tr);
             }
         StWork optim = {.pass = ST_PASS_OPTIM, .elems = m->params, .bytes = m->params * 16,
@@ -142,7 +143,8 @@ test_kernels_carry_the_flops(void)
         }
         if (fabs(flops - want) > 0.05 * want + 1e3)
           g_error("%s (tp %d) layer %d '%s' (%s) %s: kernels carry %.6g FLOPs, the layer %.6g",
-                  MODELS[mi].name, MODELS[mi].tp, i, l->name, l->type->name, p ? "bwd" : "fwd", flops, want);
+                  MODELS[mi].name, MODELS[mi].tp, i, l->name, l->type->name, p ? "bwd" : "fwd",
+                  flops, want);
       }
     }
   }

@@ -16,6 +16,8 @@
  *   RoPE) at bytes = passes over their tensor: a norm reads its input twice
  *   (statistics, then normalise) and writes once forward (3 passes), 5
  *   backward; an activation 2 forward, 3 backward; an add 3 forward.
+ * - a mixture-of-experts expert: its MLP on its C gathered rows per sample,
+ *   the stream copied on and the gathered rows moved in and out.
  * - a selective recompute (the attention scores again): a shapeless GEMM of
  *   the layer's again_flops and a memory pass over act_again, twice.
  * Shapes are one rank's under tensor parallelism (attrs / layer->tp). The
@@ -376,6 +378,24 @@ lm_head_layer(const StLayer *layer, double b, List *l)
          (double)st_layer_attr(layer, "vocab", 1) / t, st_layer_attr(layer, "bias", 0) != 0);
 }
 
+/* A mixture-of-experts expert (layer_moe.c): it copies the router's stream
+ * (2 d + E per token) on and back, gathers its C rows per sample, runs its
+ * MLP on them (the shape that decides its GEMMs' efficiency: C rows, not
+ * the sequence's), and adds gate x output back in. */
+static void
+moe_expert_layer(const StLayer *layer, double b, List *l)
+{
+  double stream = features_of(&layer->in_shape);
+  double d = (stream - (double)st_layer_attr(layer, "experts", 1)) / 2;
+  double rows = b * (double)st_layer_attr(layer, "capacity", 1);
+  const char *kind = st_layer_attr_choice(layer, "mlp");
+  mem(l, ST_KERNEL_MEMORY, b * rows_of(layer) * stream, 2);
+  mem(l, ST_KERNEL_MEMORY, rows * d, 2);
+  mlp(l, rows, d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
+      st_layer_attr(layer, "bias", 0) != 0);
+  mem(l, ST_KERNEL_MEMORY, rows * d, 3);
+}
+
 /* ---- the table ------------------------------------------------------------------------ */
 
 typedef void (*PlainFn)(const StLayer *layer, double b, List *l);
@@ -399,6 +419,7 @@ static const Entry TYPES[] = {
   {"swiglu", gated_mlp_layer, NULL, 0},
   {"geglu", gated_mlp_layer, NULL, 0},
   {"llama_block", NULL, llama_block_layer, 0},
+  {"moe_expert", moe_expert_layer, NULL, 0},
   {"maxpool2d", NULL, NULL, ST_KERNEL_POOL},
   {"avgpool2d", NULL, NULL, ST_KERNEL_POOL},
   {"adaptive_avgpool2d", NULL, NULL, ST_KERNEL_POOL},
