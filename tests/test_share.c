@@ -282,6 +282,83 @@ test_perf_file(void)
 }
 
 static void
+assert_curve_eq(const StGemmCurve *a, const StGemmCurve *b)
+{
+  g_assert_cmpint(a->tile_m, ==, b->tile_m);
+  g_assert_cmpint(a->tile_n, ==, b->tile_n);
+  g_assert_cmpfloat(a->k_half, ==, b->k_half);
+  g_assert_cmpfloat(a->eff_fp32, ==, b->eff_fp32);
+  g_assert_cmpfloat(a->eff_tf32, ==, b->eff_tf32);
+  g_assert_cmpfloat(a->eff_16bit, ==, b->eff_16bit);
+  g_assert_cmpint(a->fp32_as_tf32, ==, b->fp32_as_tf32);
+  g_assert_cmpstr(a->source, ==, b->source);
+}
+
+/* The file `name` as JSON with the value at [k1][k2] (k2 may go one level
+ * deeper: "efficiency.16bit") replaced by `value` (parsed), refused with a
+ * message saying `needle`. */
+static void
+expect_edit_refused(const char *name, const char *k1, const char *k2, const char *value,
+                    const char *needle)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StGpuPerf) p = st_gpu_perf_load_named(name, &error);
+  g_assert_no_error(error);
+  g_autoptr(cJSON) json = st_gpu_perf_to_json(p);
+  cJSON *obj = cJSON_GetObjectItemCaseSensitive(json, k1);
+  const char *key = k2, *dot = strchr(k2, '.');
+  if (dot != NULL) { /* one level deeper: "efficiency.16bit" */
+    g_autofree char *head = g_strndup(k2, (gsize)(dot - k2));
+    obj = cJSON_GetObjectItemCaseSensitive(obj, head);
+    key = dot + 1;
+  }
+  g_assert_nonnull(obj);
+  g_assert_true(cJSON_ReplaceItemInObjectCaseSensitive(obj, key, cJSON_Parse(value)));
+  g_autofree char *text = cJSON_PrintUnformatted(json);
+  expect_refused(text, needle);
+}
+
+static void
+test_perf_curves(void)
+{
+  /* Every shipped GPU file round-trips with its curves (sms, launch floor,
+   * pooling, GEMM and convolution curves, fused attention) and names a
+   * source for each; a curve out of range, of the wrong shape or with an
+   * unknown math mode is refused, naming the file's part and key. */
+  static const char *const names[] = {"default", "a100-sxm4", "h100-sxm", "h200-sxm",
+                                      "v100-sxm2", NULL};
+  for (int i = 0; names[i] != NULL; i++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(StGpuPerf) p = st_gpu_perf_load_named(names[i], &error);
+    g_assert_no_error(error);
+    g_autoptr(cJSON) json = st_gpu_perf_to_json(p);
+    g_autoptr(StGpuPerf) back = st_gpu_perf_from_json(json, "round-trip", &error);
+    g_assert_no_error(error);
+    g_assert_cmpfloat(back->sms.value, ==, p->sms.value);
+    g_assert_cmpfloat(back->launch_us.value, ==, p->launch_us.value);
+    g_assert_cmpfloat(back->pool_fraction.value, ==, p->pool_fraction.value);
+    g_assert_true(*p->sms.source && *p->launch_us.source && *p->pool_fraction.source);
+    assert_curve_eq(&back->gemm, &p->gemm);
+    assert_curve_eq(&back->conv, &p->conv);
+    g_assert_cmpint(back->attention.n, ==, p->attention.n);
+    for (int k = 0; k < p->attention.n; k++) {
+      g_assert_cmpfloat(back->attention.seq[k], ==, p->attention.seq[k]);
+      g_assert_cmpfloat(back->attention.efficiency[k], ==, p->attention.efficiency[k]);
+    }
+    g_assert_cmpstr(back->attention.source, ==, p->attention.source);
+  }
+  expect_edit_refused("h100-sxm", "gemm", "efficiency.16bit", "1.2",
+                      "x.json: gemm: key '16bit': 1.2 is not in (0, 1]");
+  expect_edit_refused("h100-sxm", "conv", "tile", "[128]", "conv: key 'tile'");
+  expect_edit_refused("h100-sxm", "conv", "fp32_math", "\"fp16\"", "key 'fp32_math'");
+  expect_edit_refused("h100-sxm", "gemm", "source", "\"\"", "gemm: key 'source'");
+  expect_edit_refused("h100-sxm", "attention", "seq", "[512, 1024, 4096, 2048, 8192, 16384]",
+                      "'seq' must ascend");
+  expect_edit_refused("h100-sxm", "sms", "count", "131.5", "sms: key 'count'");
+  expect_edit_refused("h100-sxm", "launch", "us", "-1", "launch");
+}
+
+static void
 test_cluster_names_its_file(void)
 {
   /* Every shipped cluster loads its GPU performance data, and a cluster
@@ -321,6 +398,7 @@ main(int argc, char **argv)
   g_test_add_func("/share/leak/tally", test_leak_from_tally);
   g_test_add_func("/share/leak/profile", test_leak_from_profile);
   g_test_add_func("/share/perf-file/strict", test_perf_file);
+  g_test_add_func("/share/perf-file/curves", test_perf_curves);
   g_test_add_func("/share/perf-file/cluster", test_cluster_names_its_file);
   return g_test_run();
 }
