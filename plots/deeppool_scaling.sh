@@ -17,8 +17,8 @@
 #   OUT/vgg16.csv, OUT/wrn101.csv
 #   IMG/deeppool-scaling-vgg16.png, IMG/deeppool-scaling-wrn101.png
 # Every number is a simulation: compute from the imported A100 profile where
-# it has the layer (else a roofline estimate), links from the alpha-beta
-# models of models/clusters/dgx-a100.json (8 GPUs per node, more nodes past 8).
+# it has the layer (else the estimate compute model), links from the network
+# model of models/clusters/dgx-a100.json (8 GPUs per node, more nodes past 8).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 STAGGER=${1:-$SRC/build/stagger}
