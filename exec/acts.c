@@ -196,6 +196,17 @@ acts_count_users(Rank *r)
       continue;
     if (op->kind == ST_OP_COMP && !tp_last_part(r, op)) /* a pass in parts: its last */
       continue;
+    if (ep_expert(r, op)) /* an owned expert reads the all-to-alls' buffers (op_ep.c) */
+      continue;
+    if (op->kind == ST_OP_COMM_COLL &&
+        (op->data == ST_DATA_EP_DISPATCH || op->data == ST_DATA_EP_COMBINE)) {
+      count(r, acts_layer_input(r, 0, mb, op->layer)); /* the router's output */
+      continue;
+    }
+    if (op->kind == ST_OP_COMM_COLL && op->data == ST_DATA_EP_COMBINE_GRAD) {
+      count(r, acts_layer_dout(r, 0, mb, op->layer_last));
+      continue;
+    }
     gboolean selective = r->settings->recompute == ST_RECOMPUTE_SELECTIVE;
     if (op->kind == ST_OP_COMP &&
         (op->sub == ST_PASS_FWD || (op->sub == ST_PASS_RECOMPUTE && !selective))) {

@@ -208,7 +208,7 @@ rank_setup(Exec *x, int rank, GError **error)
         op->micro >= 0)
       r->recomputed[(size_t)op->micro * L + op->layer] = TRUE;
   }
-  if (!tp_setup(r, error))
+  if (!tp_setup(r, error) || !ep_setup(r, error))
     return FALSE;
   state_index_buffers(r);
   acts_count_users(r);

@@ -17,6 +17,8 @@ comm_supported(const StOp *op)
     return (op->sub == ST_COLL_ALL_GATHER && tp_in) ||
            ((op->sub == ST_COLL_ALL_REDUCE || op->sub == ST_COLL_REDUCE_SCATTER) && tp_out) ||
            (op->sub == ST_COLL_ALL_REDUCE && d == ST_DATA_TP_GRADS) ||
+           (op->sub == ST_COLL_ALL_TO_ALL && d >= ST_DATA_EP_DISPATCH &&
+            d <= ST_DATA_EP_DISPATCH_GRAD) ||
            (op->sub == ST_COLL_ALL_REDUCE && grads) ||
            (op->sub == ST_COLL_REDUCE_SCATTER && grads) ||
            (op->sub == ST_COLL_ALL_GATHER && params) ||

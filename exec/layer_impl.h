@@ -79,6 +79,10 @@ typedef struct {
   int tp_rank;
   int part;
   int64_t vocab;
+  /* Expert parallelism (exec/op_ep.c): an owned expert's pass over the
+   * all-to-alls' buffers, the group's size (0: not such a pass) and the
+   * rank's index in it (layer_moe.c's rows mode). */
+  int ep, ep_index;
 } StLayerCtx;
 
 /* How a rank's parameters sit in the whole layer's vector (tp_spans): `rows`

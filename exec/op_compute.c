@@ -240,6 +240,8 @@ ctx_init(StLayerCtx *c, Rank *r, uint32_t o, int32_t step, Scratch *sc)
     .tp_rank = r->tp_rank,
     .part = op->part,
     .vocab = r->vocab,
+    .ep = ep_expert(r, op) ? r->ep_size : 0,
+    .ep_index = r->ep_index,
   };
   int t = st_model_tied_layer(m, op->layer);
   if (t >= 0) {
@@ -326,8 +328,13 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   gboolean first = tp_first_part(r, op), last = tp_last_part(r, op);
   if (i == 0 && !again && first && !data_make_input(r, mb, step, o, stream, error))
     return FALSE;
+  /* An owned expert under expert parallelism reads and writes the
+   * all-to-alls' buffers (op_ep.c), not activations. */
+  EpView ev;
+  if (!ep_view(r, o, step, &ev, error))
+    return FALSE;
   Act *in = acts_layer_input(r, step, mb, i);
-  if (in->ptr == NULL)
+  if (in->ptr == NULL && !ev.on)
     return op_missing(error, r, o, again ? "the layer's input (its checkpoint)"
                                          : "the layer's input");
   if (is_loss(l) && !again && !data_make_targets(r, mb, step, o, stream, error))
@@ -335,7 +342,9 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   Act *out = acts_output(r, step, mb, i);
   size_t out_bytes = (size_t)op->batch * (size_t)st_shape_elems(&l->out_shape) * dts;
   void *out_ptr;
-  if (!first) {
+  if (ev.on) {
+    out_ptr = ev.out;
+  } else if (!first) {
     out_ptr = out->ptr;
   } else if (!again) {
     if (!acts_make(r, out, out_bytes, ST_MEM_ACTIVATIONS, step, o, stream, error))
@@ -361,7 +370,7 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   TpView tv;
   if (!tp_view(r, o, step, &tv, error))
     return FALSE;
-  const void *in_ptr = tv.in != NULL ? tv.in : in->ptr;
+  const void *in_ptr = ev.on ? ev.in : tv.in != NULL ? tv.in : in->ptr;
   if (tv.out != NULL)
     out_ptr = tv.out;
   Scratch sc;
@@ -401,7 +410,7 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
   if (!scratch_all_used(&sc, error))
     return FALSE;
-  if (!last)
+  if (!last || ev.on)
     return TRUE;
   acts_use(r, in, step, o, stream);
   if (!again && out->users == 0) /* nobody reads it (a loss's output) */
@@ -478,14 +487,19 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   gboolean keeps_out = (l->type->keeps & ST_KEEPS_OUTPUT) != 0;
   gboolean sel = selective(r, mb, i);
   gboolean recomputed = r->recomputed[mb * m->n_layers + i] && !sel;
+  EpView ev;
+  if (!ep_view(r, o, step, &ev, error))
+    return FALSE;
+  if (ev.on) /* the all-to-alls' buffers (op_ep.c), not activations */
+    keeps_in = keeps_out = FALSE;
   Act *in = acts_layer_input(r, step, mb, i), *out = acts_output(r, step, mb, i);
   void *out_ptr = recomputed ? *cell(r, r->recomputed_out, mb, i) : out->ptr;
-  Act *dout = acts_layer_dout(r, step, mb, i);
+  Act *dout = ev.on ? NULL : acts_layer_dout(r, step, mb, i);
   if ((keeps_in && in->ptr == NULL) || (keeps_out && out_ptr == NULL))
     return op_missing(error, r, o, "an activation the layer kept");
   if (dout != NULL && dout->ptr == NULL && !is_loss(l))
     return op_missing(error, r, o, "the gradient of the layer's output");
-  Act *din = i > 0 ? acts_input_grad(r, step, mb, i) : NULL;
+  Act *din = i > 0 && !ev.on ? acts_input_grad(r, step, mb, i) : NULL;
   gboolean first = tp_first_part(r, op), last = tp_last_part(r, op);
   if (din != NULL && first) {
     size_t bytes = (size_t)op->batch * (size_t)st_shape_elems(&l->in_shape) *
@@ -520,8 +534,11 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return op_missing(error, r, o, "the weights it is tied to");
   GError *local = NULL;
   const void *in_ptr = tv.in != NULL ? tv.in : keeps_in ? in->ptr : NULL;
-  const void *dout_ptr = tv.dout != NULL ? tv.dout : dout != NULL ? dout->ptr : NULL;
-  void *din_ptr = tv.out != NULL ? tv.out : din != NULL ? din->ptr : NULL;
+  const void *dout_ptr = ev.on          ? ev.in
+                         : tv.dout != NULL ? tv.dout
+                         : dout != NULL    ? dout->ptr
+                                           : NULL;
+  void *din_ptr = ev.on ? ev.out : tv.out != NULL ? tv.out : din != NULL ? din->ptr : NULL;
   int status = call_backward(r, impl, &c, l, i, op->batch, params, in_ptr,
                              keeps_out ? out_ptr : NULL, *saved, dout_ptr, din_ptr, grads,
                              state_weights_layer(m, i), step, stream, &local);

@@ -139,6 +139,9 @@ typedef struct {
    * loss use only that much), else 0. */
   int tp_rank, tp_comm;
   int64_t vocab;
+  /* Expert parallelism (op_ep.c): the 'ep' communicator (-1 without), the
+   * group's size and the rank's index in it. */
+  int ep_comm, ep_size, ep_index;
   GArray *tp_tensors;
   int32_t *tp_batch;       /* [n_micro * n_layers]: the batch of each layer's passes */
 } Rank;
@@ -361,6 +364,7 @@ gboolean tp_last_part(const Rank *r, const StOp *op);
 /* A tensor handed from one op of a pass to the next (put), taken once. */
 void tp_put(Rank *r, int32_t step, const StOp *op, StData data, void *ptr);
 void *tp_take(Rank *r, int32_t step, const StOp *op, StData data);
+void *tp_peek(Rank *r, int32_t step, const StOp *op, StData data); /* left in place */
 /* Where part `op->part`'s forward output is: part 1 of a pass in two parts
  * inside the saved block, else the layer's output. */
 void *tp_part_output(Rank *r, const StOp *op, int32_t step);
@@ -369,6 +373,22 @@ void **tp_saved_cell(Rank *r, int micro, int layer);
 int tp_batch(const Rank *r, const StOp *op);
 /* op_tp.c: the collectives of tensor parallelism (ST_DATA_TP_*). */
 gboolean op_tp(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
+
+/* op_ep.c: expert parallelism. What an owned expert's pass reads and writes
+ * in place of the layer's activations (the all-to-alls' buffers: `on` says
+ * the pass is one), and the collectives (ST_DATA_EP_*). */
+typedef struct {
+  gboolean on;
+  const void *in;  /* forward: the dispatched rows; backward: their output gradients */
+  void *out;       /* forward: the experts' outputs; backward: the rows' gradients */
+} EpView;
+
+gboolean ep_setup(Rank *r, GError **error);
+gboolean ep_expert(const Rank *r, const StOp *op);
+/* Whether the rank keeps layer i's states (not another EP rank's expert). */
+gboolean ep_holds(const Rank *r, int layer);
+gboolean ep_view(Rank *r, uint32_t o, int32_t step, EpView *v, GError **error);
+gboolean op_ep(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
 
 /* walker.c */
 /* Runs every stream of every rank here to the end; FALSE when the run

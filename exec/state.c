@@ -52,6 +52,8 @@ state_kind(StData data)
 size_t
 state_elems(const Rank *r, StData data, int layer, int parts)
 {
+  if (!ep_holds(r, layer)) /* another expert-parallel rank's expert */
+    return 0;
   int64_t n = is_sparse_kind(data) ? r->nnz[layer] : r->model->layers[layer].params;
   return (size_t)((n + parts - 1) / MAX(parts, 1));
 }
@@ -119,7 +121,7 @@ bind(Rank *r, const StBuffer *b, char *base)
   for (int i = b->layer; i <= b->layer_last; i++) {
     LayerState *ls = &r->layers[i];
     /* An empty buffer (layers without weights) has no storage. */
-    ls->at[b->data][slot] = base != NULL ? base + offset_of(r, b, i) : NULL;
+    ls->at[b->data][slot] = base != NULL && ep_holds(r, i) ? base + offset_of(r, b, i) : NULL;
     ls->stale[b->data][slot] = FALSE;
     ls->slots[b->data] = (int8_t)n;
     if (b->parts > 1)

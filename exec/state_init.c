@@ -98,7 +98,7 @@ state_init_weights(Rank *r, GError **error)
   for (int i = 0; i < r->model->n_layers; i++) {
     const StLayer *l = &r->model->layers[i];
     LayerState *ls = &r->layers[i];
-    if (l->params == 0)
+    if (l->params == 0 || !ep_holds(r, i))
       continue;
     const StLayerImpl *impl = st_layer_impl_find(l->type->name);
     g_autofree float *w = g_new0(float, l->params);

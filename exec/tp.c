@@ -126,8 +126,8 @@ tp_put(Rank *r, int32_t step, const StOp *op, StData data, void *ptr)
   g_mutex_unlock(&r->lock);
 }
 
-void *
-tp_take(Rank *r, int32_t step, const StOp *op, StData data)
+static void *
+find(Rank *r, int32_t step, const StOp *op, StData data, gboolean take)
 {
   void *ptr = NULL;
   g_mutex_lock(&r->lock);
@@ -136,12 +136,25 @@ tp_take(Rank *r, int32_t step, const StOp *op, StData data)
     if (e->step == step && e->micro == op->micro && e->layer == op->layer &&
         e->part == op->part && e->data == (int32_t)data) {
       ptr = e->ptr;
-      g_array_remove_index_fast(r->tp_tensors, k);
+      if (take)
+        g_array_remove_index_fast(r->tp_tensors, k);
       break;
     }
   }
   g_mutex_unlock(&r->lock);
   return ptr;
+}
+
+void *
+tp_take(Rank *r, int32_t step, const StOp *op, StData data)
+{
+  return find(r, step, op, data, TRUE);
+}
+
+void *
+tp_peek(Rank *r, int32_t step, const StOp *op, StData data)
+{
+  return find(r, step, op, data, FALSE);
 }
 
 /* Parts of the pass `op` belongs to. */

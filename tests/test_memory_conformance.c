@@ -506,6 +506,25 @@ test_runs_tp(void)
   }
 }
 
+static void
+test_runs_ep(void)
+{
+  /* Megatron's expert parallelism (tiny-moe, 4 experts): the all-to-alls'
+   * send and receive buffers (comm), the slots' tokens and gates and the
+   * combined rows (activations), each owned expert's saved block and
+   * scratch at batch E b, the router output's gradient made by the
+   * combine's gradient: every op's as the simulator has it, with two
+   * micro-batches, 16-bit activations, ZeRO 1, and a pipeline. */
+  g_autoptr(StModel) moe = st_test_model("tests/data/exec/tiny-moe.json");
+  const Case cases[] = {
+    {"megatron", 2, 2, ST_PRECISION_FP32, "expert-parallel=2", FALSE, 0},
+    {"megatron", 4, 1, ST_PRECISION_MIXED, "expert-parallel=4", FALSE, 0},
+    {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 zero-stage=1", FALSE, 0},
+    {"megatron", 4, 2, ST_PRECISION_FP32, "expert-parallel=2 pipeline-stages=2", FALSE, 0},
+  };
+  check_cases("tiny-moe", moe, cases, G_N_ELEMENTS(cases));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -519,5 +538,6 @@ main(int argc, char **argv)
   g_test_add_func("/memory/runs/sparse", test_runs_sparse);
   g_test_add_func("/memory/runs/recompute", test_runs_recompute);
   g_test_add_func("/memory/runs/tensor-parallel", test_runs_tp);
+  g_test_add_func("/memory/runs/expert-parallel", test_runs_ep);
   return g_test_run();
 }

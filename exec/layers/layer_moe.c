@@ -23,6 +23,14 @@
  * gate's gradient = that . Y (moe_gather_grad, into column 2D + e); the
  * MLP's backward to dX, scattered into h's gradient. Scratch: dY, the
  * MLP's work, dX.
+ *
+ * Rows mode (expert parallelism over E ranks, exec/op_ep.c: ctx->ep = E):
+ * the pass is at batch E b and reads and writes the all-to-alls' buffers,
+ * [E members][X/E experts][b C][d]: forward X = its rows from every member
+ * (copied into the saved block), Y = MLP(X) written back at the same
+ * places of `out`; backward dY from `dout` at those places, dX to `din`'s.
+ * The gathering, gating and scattering are the all-to-alls' side's; the
+ * saved block's index and gate stay unused.
  */
 #include <math.h>
 
@@ -207,6 +215,17 @@ expert_saved(const StLayer *l, int batch, StKDtype dt)
   return expert_layout(&x, dt, NULL, &s);
 }
 
+/* Rows mode: this expert's rows in a buffer [E][X/E][b C d]: E blocks of
+ * b C d elements, (X/E) b C d apart, from *at. */
+static int
+ep_rows(const StLayerCtx *c, const Expert *x, int *at, int *ld)
+{
+  int n = x->experts / c->ep, block = x->B / c->ep * x->capacity * x->d;
+  *at = (x->index - c->ep_index * n) * block;
+  *ld = n * block;
+  return block;
+}
+
 static int
 expert_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                const void *in, void *out, void *saved)
@@ -215,6 +234,14 @@ expert_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
   Expert x = expert_of(l, batch);
   ExpertSaved s;
   expert_layout(&x, c->dt, saved, &s);
+  if (c->ep > 0) {
+    int at, ld, block = ep_rows(c, &x, &at, &ld);
+    ST_TRY(k->copy2d(c->stream, s.x, block, st_at(in, c->dt, (size_t)at), ld, c->ep, block,
+                     c->dt));
+    ST_TRY(st_mlp_forward(c, &x.mlp, params, s.x, s.y, &s.mlp));
+    return k->copy2d(c->stream, st_at(out, c->dt, (size_t)at), ld, s.y, block, c->ep, block,
+                     c->dt);
+  }
   int rows = x.B * x.T, ld_out = x.last ? x.d : x.w;
   ST_TRY(k->moe_gather(c->stream, s.x, s.idx, s.gate, in, x.w, x.d, 2 * x.d + x.index, x.B, x.T,
                        x.capacity, x.d, c->dt));
@@ -239,6 +266,14 @@ expert_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *pa
   ST_SCRATCH(dy, c, map);
   ST_SCRATCH(work, c, st_mlp_bwd_work(&x.mlp, c->dt));
   ST_SCRATCH(dx, c, map);
+  if (c->ep > 0) {
+    int at, ld, block = ep_rows(c, &x, &at, &ld);
+    ST_TRY(k->copy2d(c->stream, dy, block, st_at(dout, c->dt, (size_t)at), ld, c->ep, block,
+                     c->dt));
+    ST_TRY(st_mlp_backward(c, &x.mlp, params, s.x, &s.mlp, dy, dx, dparams, work));
+    return k->copy2d(c->stream, st_at(din, c->dt, (size_t)at), ld, dx, block, c->ep, block,
+                     c->dt);
+  }
   if (din != NULL) {
     if (x.last)
       ST_TRY(k->memset0(c->stream, din, (size_t)rows * x.w * es));

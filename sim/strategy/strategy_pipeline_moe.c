@@ -28,6 +28,17 @@
  * all-to-all; each expert's saved block (memory() at batch E b) from its
  * forward to its backward, and its scratch. Experts are not recomputed
  * under --recompute full (their saved blocks stay).
+ *
+ * What the sending side keeps and permutes (Megatron's permute/unpermute
+ * around the all-to-alls; the executor's exec/op_ep.c): the dispatch packs
+ * every expert's rows into a send buffer (comm, its own op's) and keeps
+ * each slot's token and gate ("ep slots", int32 + fp32 per slot,
+ * activations) until the dispatch's gradient; the combine adds gate x row
+ * into the layer's output; the combine's gradient packs the experts'
+ * output gradients into a send buffer of its own, and makes the router's
+ * output gradient (the running sum's gradient passes through, the gates'
+ * are dY . Y with the combined rows); the dispatch's gradient receives the
+ * rows' gradients into a buffer of its own and adds them into it.
  */
 #include "strategy/strategy_pipeline_stage.h"
 
@@ -60,6 +71,7 @@ typedef struct {
   int X, first, n;      /* experts, the first owned, how many */
   int batch;            /* an expert pass's samples: E b */
   int64_t rows_bytes;   /* the rows a rank sends (and receives) per all-to-all */
+  int64_t slots_bytes;  /* each slot's token (int32) and gate (fp32) */
   gboolean sp;          /* the tensor ranks route their own tokens */
   const StTpSpec *tp;   /* the experts' passes' tensor parallelism */
 } Segment;
@@ -76,6 +88,8 @@ segment_of(const Stage *st, int router, Segment *g)
   g->batch = pp->ep * pp->options->micro_batch;
   g->rows_bytes = (int64_t)pp->options->micro_batch * g->X * st_layer_attr(x, "capacity", 1) *
                   r->in_shape.dims[1] * st_dtype_bytes(pp->bytes.activation);
+  g->slots_bytes = (int64_t)pp->options->micro_batch * g->X * st_layer_attr(x, "capacity", 1) *
+                   (int64_t)(sizeof(int32_t) + sizeof(float));
   g->sp = pp->tp != NULL && r->sp;
   g->tp = pp->tp != NULL && !g->sp ? pp->tp : &whole;
 }
@@ -149,8 +163,12 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
   int t_factor = g.sp ? pp->tp->t : 1;
   int X_last = router + g.X;
   uint32_t rows = buffer(st, "ep rows", router, m, ST_MEM_COMM, g.rows_bytes);
+  uint32_t send = buffer(st, "ep send", router, m, ST_MEM_COMM, g.rows_bytes);
+  uint32_t slots = buffer(st, "ep slots", router, m, ST_MEM_ACTIVATIONS, g.slots_bytes);
+  st->moe_slots[m][router] = slots;
+  uint32_t made[3] = {rows, slots, send};
   uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_DISPATCH,
-                       router + 1, X_last, m, after, &rows, 1, NULL, 0);
+                       router + 1, X_last, m, after, made, 3, &send, 1);
   if (g.sp)
     last = tp_gather(st, &g, router, m, ST_DATA_TP_INPUT, &rows, last);
   uint32_t out = buffer(st, "ep out", router, m, ST_MEM_COMM, t_factor * g.rows_bytes);
@@ -160,6 +178,8 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
     StPassMem pm = {0};
     uint32_t saved = mem.saved > 0 ? buffer(st, "kept", j, m, ST_MEM_ACTIVATIONS, mem.saved)
                                    : NONE;
+    if (saved != NONE)
+      st_program_buffer_holds(st->p, saved, ST_DATA_ACTS, j, j, m, 1);
     st->moe_saved[m][j] = saved;
     st_pass_mem_alloc(&pm, saved);
     if (j == g.first)
@@ -192,9 +212,11 @@ st_pipe_moe_backward(Stage *st, int router, int m)
   int t_factor = g.sp ? pp->tp->t : 1;
   int X_last = router + g.X;
   uint32_t dy = buffer(st, "ep dy", router, m, ST_MEM_COMM, g.rows_bytes);
-  uint32_t free[2] = {st_tensors_move_out(t, X_last + 1, TRUE), st->moe_saved[m][router]};
+  uint32_t send = buffer(st, "ep dy send", router, m, ST_MEM_COMM, g.rows_bytes);
+  uint32_t made[3] = {dy, send, st_tensors_move_in(t, router + 1, TRUE, ST_MEM_WORKSPACE)};
+  uint32_t free[3] = {st_tensors_move_out(t, X_last + 1, TRUE), st->moe_saved[m][router], send};
   uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes,
-                       ST_DATA_EP_COMBINE_GRAD, router + 1, X_last, m, NONE, &dy, 1, free, 2);
+                       ST_DATA_EP_COMBINE_GRAD, router + 1, X_last, m, NONE, made, 3, free, 3);
   if (g.sp)
     last = tp_gather(st, &g, router, m, ST_DATA_TP_OUTPUT_GRAD, &dy, last);
   uint32_t dx = buffer(st, "ep dx", router, m, ST_MEM_COMM, t_factor * g.rows_bytes);
@@ -214,7 +236,8 @@ st_pipe_moe_backward(Stage *st, int router, int m)
   }
   if (g.sp)
     last = tp_scatter(st, &g, router, m, ST_DATA_TP_INPUT_GRAD, &dx, last);
-  uint32_t grad = st_tensors_move_in(t, router + 1, TRUE, ST_MEM_WORKSPACE);
+  uint32_t back = buffer(st, "ep dx rows", router, m, ST_MEM_COMM, g.rows_bytes);
+  uint32_t gone[3] = {dx, st->moe_slots[m][router], back};
   coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_DISPATCH_GRAD, router + 1,
-       X_last, m, last, &grad, 1, &dx, 1);
+       X_last, m, last, &back, 1, gone, 3);
 }

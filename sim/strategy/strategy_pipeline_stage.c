@@ -469,13 +469,14 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
     }
   }
   st.moe_router_of = router_of;
-  g_autofree uint32_t *saved = g_new(uint32_t, (gsize)M * L);
-  g_autofree uint32_t **saved_of = g_new(uint32_t *, M);
-  for (int k = 0; k < M * L; k++)
+  g_autofree uint32_t *saved = g_new(uint32_t, 2 * (gsize)M * L);
+  g_autofree uint32_t **saved_of = g_new(uint32_t *, 2 * (gsize)M);
+  for (int k = 0; k < 2 * M * L; k++)
     saved[k] = NONE;
-  for (int m = 0; m < M; m++)
+  for (int m = 0; m < 2 * M; m++)
     saved_of[m] = saved + (gsize)m * L;
   st.moe_saved = saved_of;
+  st.moe_slots = saved_of + M;
   g_autofree StTensors **tensors = g_new(StTensors *, M);
   for (int m = 0; m < M; m++) {
     StTensorsSpec spec = {

@@ -40,8 +40,9 @@ typedef struct {
                            (a tied head's copy included; experts of other EP ranks 0) */
   /* MoE segments (StPipe.moe_segments): what lives from a segment's
    * forward to its backward, [n_micro][n_layers]: an owned expert's saved
-   * block; at a router's index, its segment's combined rows. NONE: none. */
-  uint32_t **moe_saved;
+   * block; at a router's index, its segment's combined rows (moe_saved)
+   * and its slots' tokens and gates (moe_slots). NONE: none. */
+  uint32_t **moe_saved, **moe_slots;
 } Stage;
 
 

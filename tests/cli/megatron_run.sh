@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Tensor (and sequence) parallelism run for real through the binary, as a
-# user runs it: `stagger run --strategy megatron --tensor-parallel 2` on the
-# host backend trains tiny-llama with the same losses per step as
+# Tensor, sequence and expert parallelism run for real through the binary,
+# as a user runs it: `stagger run --strategy megatron --tensor-parallel 2`
+# on the host backend trains tiny-llama with the same losses per step as
 # `--strategy dp` on the same global batch (Megatron's vocabulary padding,
-# 64 to 256, left out of the softmax), also from a stored schedule.
+# 64 to 256, left out of the softmax), also from a stored schedule; and
+# `--expert-parallel 2` trains tiny-moe as DP does.
 set -euo pipefail
 : "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
 tmp=$(mktemp -d)
@@ -46,4 +47,12 @@ agree "$tmp/v1" "$tmp/dp" || fail "--vocab-multiple 1"
 $STAGGER run --model $M --strategy megatron --tensor-parallel 2 --ranks 4 --steps 3 --seed 7 \
   --backend host --out "$tmp/s7" >/dev/null 2>&1
 ! agree "$tmp/s7" "$tmp/dp" 2>/dev/null || fail "the comparison accepts another seed's losses"
+# Expert parallelism: tiny-moe's 4 experts over 2 ranks, all-to-alls on 'ep'.
+MOE=$SRC/tests/data/exec/tiny-moe.json
+$STAGGER run --model $MOE --strategy dp --ranks 2 --steps 3 --backend host --out "$tmp/moe-dp" \
+  >/dev/null 2>&1
+$STAGGER run --model $MOE --strategy megatron --expert-parallel 2 --ranks 2 --steps 3 \
+  --backend host --out "$tmp/ep" >"$tmp/table" 2>"$tmp/err" || { cat "$tmp/err"; fail "EP 2 run"; }
+grep -q "EP 2" "$tmp/table" || fail "no EP in the layout"
+agree "$tmp/ep" "$tmp/moe-dp" || fail "EP 2 does not train as DP"
 echo ok
