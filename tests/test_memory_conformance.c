@@ -514,13 +514,16 @@ test_runs_ep(void)
    * combined rows (activations), each owned expert's saved block and
    * scratch at batch E b, the router output's gradient made by the
    * combine's gradient: every op's as the simulator has it, with two
-   * micro-batches, 16-bit activations, ZeRO 1, and a pipeline. */
+   * micro-batches, 16-bit activations, ZeRO 1, a pipeline, and
+   * recomputation (the experts' saved blocks stay). */
   g_autoptr(StModel) moe = st_test_model("tests/data/exec/tiny-moe.json");
   const Case cases[] = {
     {"megatron", 2, 2, ST_PRECISION_FP32, "expert-parallel=2", FALSE, 0},
     {"megatron", 4, 1, ST_PRECISION_MIXED, "expert-parallel=4", FALSE, 0},
     {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 zero-stage=1", FALSE, 0},
     {"megatron", 4, 2, ST_PRECISION_FP32, "expert-parallel=2 pipeline-stages=2", FALSE, 0},
+    {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 recompute=full", FALSE, 0},
+    {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 recompute=selective", FALSE, 0},
   };
   check_cases("tiny-moe", moe, cases, G_N_ELEMENTS(cases));
 }
