@@ -113,12 +113,18 @@ key(int first, int micro, int part)
   return (StOp){.layer = first, .micro = micro, .part = part};
 }
 
-/* The slots' tokens [X][b C] and gates [X][b C]. */
-static void
-slots_of(const Seg *s, void *base, int32_t **idx, float **gate)
+/* In "ep slots": expert e's slots' tokens (of [X][b C] int32), then their
+ * gates (of [X][b C] fp32). */
+static int32_t *
+slot_idx(const Seg *s, void *slots, int e)
 {
-  *idx = base;
-  *gate = (float *)((char *)base + (size_t)s->X * s->b * s->C * sizeof(int32_t));
+  return (int32_t *)slots + (size_t)e * s->b * s->C;
+}
+
+static float *
+slot_gate(const Seg *s, void *slots, int e)
+{
+  return (float *)((int32_t *)slots + (size_t)s->X * s->b * s->C) + (size_t)e * s->b * s->C;
 }
 
 gboolean
@@ -164,6 +170,7 @@ typedef struct {
   void *stream;
   const char *what;
   Seg s;
+  StOp main, slots, combined; /* the keys of the segment's handed tensors */
 } Call;
 
 static gboolean
@@ -203,20 +210,15 @@ dispatch(Call *c, GError **error)
   Act *stream = acts_layer_input(r, c->step, c->op->micro, s->first);
   if (rows == NULL || send == NULL || slots == NULL || stream->ptr == NULL)
     return op_missing(error, r, c->o, "the router's output and the all-to-all's buffers");
-  int32_t *idx;
-  float *gate;
-  slots_of(s, slots, &idx, &gate);
   for (int e = 0; e < s->X; e++)
-    ST_KCHECK(k->moe_gather(c->stream, at(s, send, e), idx + (size_t)e * s->b * s->C,
-                            gate + (size_t)e * s->b * s->C, stream->ptr, s->w, s->d,
+    ST_KCHECK(k->moe_gather(c->stream, at(s, send, e), slot_idx(s, slots, e),
+                            slot_gate(s, slots, e), stream->ptr, s->w, s->d,
                             2 * s->d + e, s->b, s->T, s->C, s->d, r->x->dt),
               k->name, error);
   if (!a2a(c, send, rows, error))
     return FALSE;
-  StOp main = key(s->first, c->op->micro, PART_MAIN);
-  StOp kept = key(s->first, c->op->micro, PART_SLOTS);
-  tp_put(r, c->step, &main, ST_DATA_EP_DISPATCH, rows);
-  tp_put(r, c->step, &kept, ST_DATA_EP_DISPATCH, slots);
+  tp_put(r, c->step, &c->main, ST_DATA_EP_DISPATCH, rows);
+  tp_put(r, c->step, &c->slots, ST_DATA_EP_DISPATCH, slots);
   acts_use(r, stream, c->step, c->o, c->stream);
   return TRUE;
 }
@@ -228,13 +230,10 @@ combine(Call *c, GError **error)
   const Seg *s = &c->s;
   const StKernels *k = r->k;
   int mb = c->op->micro, X_last = s->first + s->X - 1;
-  StOp main = key(s->first, mb, PART_MAIN);
-  StOp kept = key(s->first, mb, PART_SLOTS);
-  StOp comb = key(s->first, mb, PART_COMBINED);
   size_t room = 0;
-  void *outs = tp_take(r, c->step, &main, ST_DATA_EP_COMBINE);
+  void *outs = tp_take(r, c->step, &c->main, ST_DATA_EP_COMBINE);
   void *combined = state_own_scratch(r, c->o, c->step, ST_MEM_ACTIVATIONS, &room);
-  void *slots = tp_peek(r, c->step, &kept, ST_DATA_EP_DISPATCH);
+  void *slots = tp_peek(r, c->step, &c->slots, ST_DATA_EP_DISPATCH);
   Act *stream = acts_layer_input(r, c->step, mb, s->first);
   if (outs == NULL || combined == NULL || slots == NULL || stream->ptr == NULL)
     return op_missing(error, r, c->o, "the experts' outputs, the slots and the router's output");
@@ -245,17 +244,14 @@ combine(Call *c, GError **error)
   if (!acts_make(r, out, rows * s->d * s->es, ST_MEM_ACTIVATIONS, c->step, c->o, c->stream,
                  error))
     return FALSE;
-  int32_t *idx;
-  float *gate;
-  slots_of(s, slots, &idx, &gate);
   ST_KCHECK(k->copy2d(c->stream, out->ptr, s->d, stream->ptr, s->w, (int)rows, s->d, r->x->dt),
             k->name, error);
   for (int e = 0; e < s->X; e++)
     ST_KCHECK(k->moe_scatter(c->stream, out->ptr, s->d, 0, at(s, combined, e),
-                             idx + (size_t)e * s->b * s->C, gate + (size_t)e * s->b * s->C, s->b,
+                             slot_idx(s, slots, e), slot_gate(s, slots, e), s->b,
                              s->T, s->C, s->d, r->x->dt),
               k->name, error);
-  tp_put(r, c->step, &comb, ST_DATA_EP_COMBINE, combined);
+  tp_put(r, c->step, &c->combined, ST_DATA_EP_COMBINE, combined);
   acts_use(r, stream, c->step, c->o, c->stream);
   return TRUE;
 }
@@ -267,14 +263,11 @@ combine_grad(Call *c, GError **error)
   const Seg *s = &c->s;
   const StKernels *k = r->k;
   int mb = c->op->micro, X_last = s->first + s->X - 1;
-  StOp main = key(s->first, mb, PART_MAIN);
-  StOp kept = key(s->first, mb, PART_SLOTS);
-  StOp comb = key(s->first, mb, PART_COMBINED);
   size_t room = 0;
   void *dy = state_own_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
   void *send = state_freed_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
-  void *combined = tp_take(r, c->step, &comb, ST_DATA_EP_COMBINE);
-  void *slots = tp_peek(r, c->step, &kept, ST_DATA_EP_DISPATCH);
+  void *combined = tp_take(r, c->step, &c->combined, ST_DATA_EP_COMBINE);
+  void *slots = tp_peek(r, c->step, &c->slots, ST_DATA_EP_DISPATCH);
   Act *dsum = acts_layer_dout(r, c->step, mb, X_last);
   if (dy == NULL || send == NULL || combined == NULL || slots == NULL || dsum == NULL ||
       dsum->ptr == NULL)
@@ -284,21 +277,18 @@ combine_grad(Call *c, GError **error)
   if (!acts_make(r, grad, rows * s->w * s->es, ST_MEM_WORKSPACE, c->step, c->o, c->stream,
                  error))
     return FALSE;
-  int32_t *idx;
-  float *gate;
-  slots_of(s, slots, &idx, &gate);
   ST_KCHECK(k->memset0(c->stream, grad->ptr, rows * s->w * s->es), k->name, error);
   ST_KCHECK(k->copy2d(c->stream, grad->ptr, s->w, dsum->ptr, s->d, (int)rows, s->d, r->x->dt),
             k->name, error);
   for (int e = s->X - 1; e >= 0; e--)
     ST_KCHECK(k->moe_gather_grad(c->stream, at(s, send, e), grad->ptr, s->w, 2 * s->d + e,
                                  dsum->ptr, s->d, at(s, combined, e),
-                                 idx + (size_t)e * s->b * s->C, gate + (size_t)e * s->b * s->C,
+                                 slot_idx(s, slots, e), slot_gate(s, slots, e),
                                  s->b, s->T, s->C, s->d, r->x->dt),
               k->name, error);
   if (!a2a(c, send, dy, error))
     return FALSE;
-  tp_put(r, c->step, &main, ST_DATA_EP_COMBINE_GRAD, dy);
+  tp_put(r, c->step, &c->main, ST_DATA_EP_COMBINE_GRAD, dy);
   acts_use(r, dsum, c->step, c->o, c->stream);
   return TRUE;
 }
@@ -310,24 +300,19 @@ dispatch_grad(Call *c, GError **error)
   const Seg *s = &c->s;
   const StKernels *k = r->k;
   int mb = c->op->micro;
-  StOp main = key(s->first, mb, PART_MAIN);
-  StOp kept = key(s->first, mb, PART_SLOTS);
   size_t room = 0;
-  void *dx = tp_take(r, c->step, &main, ST_DATA_EP_DISPATCH_GRAD);
+  void *dx = tp_take(r, c->step, &c->main, ST_DATA_EP_DISPATCH_GRAD);
   void *back = state_own_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
-  void *slots = tp_take(r, c->step, &kept, ST_DATA_EP_DISPATCH);
+  void *slots = tp_take(r, c->step, &c->slots, ST_DATA_EP_DISPATCH);
   Act *grad = acts_input_grad(r, c->step, mb, s->first);
   if (dx == NULL || back == NULL || slots == NULL || grad->ptr == NULL)
     return op_missing(error, r, c->o, "the experts' input gradients, the slots and the router "
                                       "output's gradient");
   if (!a2a(c, dx, back, error))
     return FALSE;
-  int32_t *idx;
-  float *gate;
-  slots_of(s, slots, &idx, &gate);
   for (int e = s->X - 1; e >= 0; e--)
     ST_KCHECK(k->moe_scatter(c->stream, grad->ptr, s->w, s->d, at(s, back, e),
-                             idx + (size_t)e * s->b * s->C, NULL, s->b, s->T, s->C, s->d,
+                             slot_idx(s, slots, e), NULL, s->b, s->T, s->C, s->d,
                              r->x->dt),
               k->name, error);
   return TRUE;
@@ -338,7 +323,9 @@ op_ep(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
 {
   const StOp *op = st_program_op(r->p, o);
   g_autofree char *name = st_op_describe(r->x->s, r->p, o);
-  Call c = {r, o, op, step, stream, name, seg_of(r, op->layer - 1, op->micro)};
+  Call c = {r, o, op, step, stream, name, seg_of(r, op->layer - 1, op->micro),
+            key(op->layer, op->micro, PART_MAIN), key(op->layer, op->micro, PART_SLOTS),
+            key(op->layer, op->micro, PART_COMBINED)};
   if (op->sub == ST_COLL_ALL_TO_ALL) {
     switch (op->data) {
     case ST_DATA_EP_DISPATCH:
