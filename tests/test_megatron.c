@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <glib/gstdio.h>
+
 #include "output/output.h"
 #include "strategy/strategy.h"
 #include "strategy/strategy_pipeline.h"
@@ -339,6 +341,160 @@ test_zero_states(void)
   g_assert_cmpint(rs_bytes[2], >, rs_bytes[1]);
 }
 
+/* The bytes a simulated run sent over link class `cls`, integrated from the
+ * links' record over the whole run. */
+typedef struct {
+  int cls;
+  int64_t last;
+  double rate, bytes;
+} Sent;
+
+static void
+sent_row(gpointer data, int64_t t_ns, const double rate[ST_LINK_N])
+{
+  Sent *x = data;
+  if (x->last != INT64_MIN)
+    x->bytes += x->rate * (double)(t_ns - x->last) * 1e-9;
+  x->last = t_ns;
+  x->rate = rate[x->cls];
+}
+
+/* The integral over time of column `name` of a rates CSV (GB/s as steps
+ * from each row's time_us to the next): bytes. */
+static double
+csv_integral(const char *path, const char *name)
+{
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  g_auto(GStrv) header = g_strsplit(lines[0], ",", -1);
+  int col = -1;
+  for (int i = 0; header[i] != NULL; i++)
+    if (strcmp(header[i], name) == 0)
+      col = i;
+  g_assert_cmpint(col, >, 0);
+  double bytes = 0, last_t = 0, last_rate = 0;
+  for (int k = 1; lines[k] != NULL && lines[k][0] != '\0'; k++) {
+    g_auto(GStrv) f = g_strsplit(lines[k], ",", -1);
+    double t = g_ascii_strtod(f[0], NULL);
+    bytes += last_rate * (t - last_t) * 1e3; /* GB/s x us */
+    last_t = t;
+    last_rate = g_ascii_strtod(f[col], NULL);
+  }
+  return bytes;
+}
+
+/* Composition (issue 13, part 4): TP x PP (1F1B, interleaved) x DP with
+ * ZeRO 0-3 over the data-parallel ranks, GPT-3 1.3B, t = 2, p = 2, d = 4
+ * on 2 nodes of 8 H100s. Megatron's order puts each tensor group and (here)
+ * each data-parallel group inside a node and the pipelines across the two:
+ * so the NICs carry exactly the pipeline's sends and the tied embedding's
+ * all-reduce (the first and last stages'), every other collective stays on
+ * NVLink (and no link runs above its capacity: st_test_simulate). Memory
+ * per GPU by category: each GPU holds its program's persistent states, and
+ * ZeRO 1-3 shards the optimizer states over d = 4 (a quarter of ZeRO 0's,
+ * up to the layers' rounding). */
+static void
+test_composition(void)
+{
+  int64_t optimizer_whole[2] = {0};
+  for (int v = 1; v <= 2; v++)
+    for (int z = 0; z <= 3; z++) {
+      StOptions o;
+      options(&o, 2, 2, v, v == 2, 1, 16);
+      o.zero_stage = z;
+      o.steps = 2;
+      g_autoptr(StSchedule) sc = build("gpt3-1.3b", 2, 16, &o);
+      g_assert_cmpint(sc->n_ranks, ==, 16);
+      const char *inside[] = {"tp", "data"};
+      for (int r = 0; r < 16; r++) {
+        int node = st_cluster_node_of(sc->cluster, sc->ranks[r].device);
+        for (int k = 0; k < 3; k++) {
+          const StComm *c = st_schedule_comm(sc, st_schedule_find_comm(sc, k < 2 ? inside[k]
+                                                                                 : "pipe"));
+          int g = c->group_of[r], nodes = 0;
+          for (int i = c->offsets[g]; i < c->offsets[g + 1]; i++)
+            nodes |= 1 << st_cluster_node_of(sc->cluster, sc->ranks[c->members[i]].device);
+          g_assert_cmpint(nodes, ==, k < 2 ? 1 << node : 3);
+        }
+      }
+      /* What crosses the nodes, all ranks, every step: the pipeline's sends
+       * and the tied embedding's all-reduce between the first and the last
+       * stage (two ranks, one per node: each sends its buffer once). */
+      double p2p = 0;
+      int tied = st_schedule_find_comm(sc, "tied");
+      for (int r = 0; r < 16; r++) {
+        const StProgram *p = g_ptr_array_index(sc->programs, sc->ranks[r].program);
+        for (guint i = 0; i < p->ops->len; i++) {
+          const StOp *op = st_program_op(p, i);
+          if (op->kind == ST_OP_COMM_SEND || (op->kind == ST_OP_COMM_COLL && op->comm == tied))
+            p2p += (double)op->bytes * sc->steps;
+        }
+      }
+      StTimeline *timeline = NULL;
+      StSummary *sum = st_test_simulate(sc, "auto", FALSE, &timeline);
+      Sent nic = {ST_LINK_INTER_NODE, INT64_MIN, 0, 0};
+      st_net_trace_class_rates(timeline->net, sent_row, &nic);
+      g_test_message("v %d, ZeRO %d: %.0f bytes over the NICs, %.0f by the pipelines and tied", v, z,
+                     nic.bytes, p2p);
+      g_assert_cmpfloat(p2p, >, 0);
+      g_assert_cmpfloat(fabs(nic.bytes - p2p), <=, 1e-6 * p2p);
+      /* groups.csv: each communicator's bus bytes (nccl-tests' convention)
+       * over time; its integral is what the schedule's collectives on it
+       * move, all ranks, every step. */
+      if (z == 0) {
+        g_autofree char *dir = g_dir_make_tmp("megatron-XXXXXX", NULL);
+        g_autofree char *path = g_build_filename(dir, "groups.csv", NULL);
+        g_autoptr(GError) error = NULL;
+        g_assert_true(st_csv_write_groups(timeline, path, &error));
+        const char *names[] = {"tp", "data", "pipe"};
+        for (int k = 0; k < 3; k++) {
+          int comm = st_schedule_find_comm(sc, names[k]);
+          const StComm *c = st_schedule_comm(sc, comm);
+          double want = 0;
+          for (int r = 0; r < 16; r++) {
+            const StProgram *p = g_ptr_array_index(sc->programs, sc->ranks[r].program);
+            int g = c->group_of[r], n = c->offsets[g + 1] - c->offsets[g];
+            for (guint i = 0; i < p->ops->len; i++) {
+              const StOp *op = st_program_op(p, i);
+              if (op->comm == comm && op->kind == ST_OP_COMM_COLL)
+                want += (double)op->bytes * st_coll_busbw_factor(op->sub, n) * sc->steps;
+              else if (op->comm == comm && op->kind == ST_OP_COMM_SEND)
+                want += (double)op->bytes * sc->steps;
+            }
+          }
+          double got = csv_integral(path, names[k]);
+          g_test_message("groups.csv %s: %.0f bytes, the schedule's %.0f", names[k], got, want);
+          g_assert_cmpfloat(want, >, 0);
+          g_assert_cmpfloat(fabs(got - want), <=, 1e-4 * want);
+        }
+        g_unlink(path);
+        g_rmdir(dir);
+      }
+      for (int r = 0; r < 16; r++) {
+        const StProgram *p = g_ptr_array_index(sc->programs, sc->ranks[r].program);
+        int64_t persistent[ST_MEM_N];
+        st_program_persistent_bytes(p, persistent);
+        const int64_t *peak = sum->devices[sc->ranks[r].device].peak_by_category;
+        g_assert_cmpint(peak[ST_MEM_OPTIMIZER], ==, persistent[ST_MEM_OPTIMIZER]);
+        g_assert_cmpint(peak[ST_MEM_PARAMS], >=, persistent[ST_MEM_PARAMS]);
+        g_assert_cmpint(peak[ST_MEM_GRADS], >=, persistent[ST_MEM_GRADS]);
+        g_assert_cmpint(peak[ST_MEM_ACTIVATIONS], >, 0);
+      }
+      const StProgram *p0 = g_ptr_array_index(sc->programs, 0);
+      int64_t persistent[ST_MEM_N];
+      st_program_persistent_bytes(p0, persistent);
+      if (z == 0)
+        optimizer_whole[v - 1] = persistent[ST_MEM_OPTIMIZER];
+      else
+        g_assert_cmpfloat(fabs(4.0 * persistent[ST_MEM_OPTIMIZER] - optimizer_whole[v - 1]), <=,
+                          4 * 12.0 * sc->model->n_layers);
+      st_summary_free(sum);
+      st_timeline_free(timeline);
+      st_options_clear(&o);
+    }
+}
+
 /* Expert parallelism (--expert-parallel E) as Megatron-LM lays it out
  * (parallel_state.py's expert RankGenerator, expert tensor parallelism =
  * t): EP groups are E consecutive data-parallel replicas of one tensor
@@ -458,6 +614,7 @@ main(int argc, char **argv)
   g_test_add_func("/megatron/interleaved-order", test_interleaved_order);
   g_test_add_func("/megatron/interleaved-bubble", test_interleaved_bubble);
   g_test_add_func("/megatron/zero-states", test_zero_states);
+  g_test_add_func("/megatron/composition", test_composition);
   g_test_add_func("/megatron/expert-parallel", test_expert_parallel);
   g_test_add_func("/megatron/bad-layouts", test_bad_layouts);
   return g_test_run();

@@ -34,7 +34,9 @@ run(int argc, char **argv, GError **error)
     context,
     "A run directory (one holding memory.csv, comm.csv, ops.csv) gets memory.FMT\n"
     "(memory per GPU over time, stacked by category), comm.FMT (send rate over\n"
-    "all GPUs per link class) and gantt.FMT (every op on its GPU, rank and stream).\n"
+    "all GPUs per link class), groups.FMT (each communicator's traffic, from\n"
+    "groups.csv), links.FMT (the busiest links) and gantt.FMT (every op on its GPU,\n"
+    "rank and stream).\n"
     "A directory of runs (stagger sim --strategy a,b) gets each run rendered, then\n"
     "compare_memory.FMT and compare_comm.FMT overlaying them.\n"
     "\n"

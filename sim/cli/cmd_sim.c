@@ -244,7 +244,7 @@ write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error
   }
   if (!st_outdir_commit(outdir, FALSE, NULL, error))
     return FALSE;
-  fprintf(stderr, "wrote %s (report.json, trace.json, memory.csv, comm.csv, links.csv, "
+  fprintf(stderr, "wrote %s (report.json, trace.json, memory.csv, comm.csv, groups.csv, links.csv, "
                   "link_rates.csv, ops.csv%s); "
                   "plots: stagger plot %s\n",
           out, runs->len > 1 ? " per strategy" : "", out);
@@ -286,8 +286,9 @@ run(int argc, char **argv, GError **error)
          "  stagger plot runs/r50\n"
          "  stagger sim --chakra et/r50 --cluster models/clusters/dgx-h100.json --out runs/et\n\n"
          "--out DIR receives report.json, trace.json (open it in https://ui.perfetto.dev),\n"
-         "memory.csv, comm.csv (send rate per link class), links.csv (every link: capacity,\n"
-         "utilization, peak), link_rates.csv (the busiest links over time) and ops.csv;\n"
+         "memory.csv, comm.csv (send rate per link class), groups.csv (each communicator's\n"
+         "traffic over time), links.csv (every link: capacity, utilization, peak),\n"
+         "link_rates.csv (the busiest links over time) and ops.csv;\n"
          "one subfolder per strategy when several run;\n"
          "manifest.json says which command wrote it. The folder is written aside and\n"
          "replaces DIR whole when complete (a failed run leaves DIR as it was); a DIR\n"

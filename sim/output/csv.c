@@ -105,13 +105,14 @@ st_csv_write_memory(const StTimeline *t, const char *path, GError **error)
 
 /* ---- comm.csv -------------------------------------------------------------- */
 
-/* A rate change on one link class: a record starting (+rate) or ending (-rate). */
+/* A rate change in one column (a link class, a communicator): a record
+ * starting (+rate) or ending (-rate). */
 typedef struct {
   int64_t t_ns;
   double rate;   /* GB/s, i.e. bytes per ns, already weighted */
   uint32_t seq;  /* tie-break, so float sums always run in the same order */
-  int8_t link;
-  int8_t begins; /* +1 start, -1 end */
+  int32_t column;
+  int32_t begins; /* +1 start, -1 end */
 } RateChange;
 
 static int
@@ -134,16 +135,57 @@ append_rate(GString *out, double gbps)
 }
 
 static void
-append_comm_row(GString *out, int64_t t_ns, const double rate[ST_LINK_N])
+append_rates_row(GString *out, int64_t t_ns, const double *rate, int n)
 {
   double total = 0;
   append_us(out, t_ns);
-  for (int l = 0; l < ST_LINK_N; l++) {
+  for (int l = 0; l < n; l++) {
     append_rate(out, rate[l]);
     total += rate[l];
   }
   append_rate(out, total);
   g_string_append_c(out, '\n');
+}
+
+static void
+append_comm_row(GString *out, int64_t t_ns, const double rate[ST_LINK_N])
+{
+  append_rates_row(out, t_ns, rate, ST_LINK_N);
+}
+
+/* Rows of `n` rates and their total from `changes` (sorted here), after
+ * `out`'s header: at 0, at every instant a rate changes, at `end_ns`. */
+static gboolean
+write_rates(const char *path, GString *out, GArray *changes, int n, int64_t end_ns,
+            GError **error)
+{
+  RateChange *ch = (RateChange *)changes->data;
+  guint k = changes->len;
+  if (k > 0)
+    qsort(ch, k, sizeof(RateChange), compare_change);
+  g_autofree double *rate = g_new0(double, n);
+  g_autofree int *active = g_new0(int, n);
+  int64_t last = INT64_MIN;
+  if (k == 0 || ch[0].t_ns > 0) {
+    append_rates_row(out, 0, rate, n);
+    last = 0;
+  }
+  for (guint i = 0; i < k;) {
+    int64_t now = ch[i].t_ns;
+    for (; i < k && ch[i].t_ns == now; i++) {
+      rate[ch[i].column] += ch[i].rate;
+      active[ch[i].column] += ch[i].begins;
+      /* Adding and removing the same rates leaves rounding residue; an idle
+       * column is exactly zero. */
+      if (active[ch[i].column] == 0)
+        rate[ch[i].column] = 0.0;
+    }
+    append_rates_row(out, now, rate, n);
+    last = now;
+  }
+  if (last < end_ns)
+    append_rates_row(out, end_ns, rate, n);
+  return write_text(path, out, error);
 }
 
 /* From the links' record (simulated runs): rates in bytes/s. */
@@ -188,45 +230,55 @@ st_csv_write_comm(const StTimeline *t, const char *path, GError **error)
       continue;
     /* bytes per ns is GB/s (1e9 B/s); a folded device sends for all it stands for. */
     double rate = r->bytes / (double)(r->end_ns - r->start_ns) * weight[r->device];
-    RateChange begin = {r->start_ns, rate, 2 * i, (int8_t)r->link, 1};
-    RateChange end = {r->end_ns, -rate, 2 * i + 1, (int8_t)r->link, -1};
+    RateChange begin = {r->start_ns, rate, 2 * i, r->link, 1};
+    RateChange end = {r->end_ns, -rate, 2 * i + 1, r->link, -1};
     g_array_append_val(changes, begin);
     g_array_append_val(changes, end);
   }
-  RateChange *ch = (RateChange *)changes->data;
-  guint n = changes->len;
-  if (n > 0)
-    qsort(ch, n, sizeof(RateChange), compare_change);
-
   g_autoptr(GString) out = g_string_new(NULL);
   g_string_append(out, "time_us");
   for (int l = 0; l < ST_LINK_N; l++)
     g_string_append_printf(out, ",%s", st_link_name(l));
   g_string_append(out, ",total\n");
+  return write_rates(path, out, changes, ST_LINK_N, t->end_ns, error);
+}
 
-  double rate[ST_LINK_N] = {0};
-  int active[ST_LINK_N] = {0};
-  int64_t last = INT64_MIN;
-  if (n == 0 || ch[0].t_ns > 0) {
-    append_comm_row(out, 0, rate);
-    last = 0;
+/* ---- groups.csv ------------------------------------------------------------ */
+
+gboolean
+st_csv_write_groups(const StTimeline *t, const char *path, GError **error)
+{
+  const StSchedule *s = t->schedule;
+  int n = (int)s->comms->len;
+  g_autofree int32_t *weight = g_new0(int32_t, s->n_ranks);
+  for (int r = 0; r < s->n_ranks; r++)
+    weight[t->rank_rep[r]]++;
+  g_autoptr(GArray) changes = g_array_new(FALSE, FALSE, sizeof(RateChange));
+  for (guint i = 0; i < t->ops->len; i++) {
+    const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);
+    const StProgram *p = g_ptr_array_index(s->programs, s->ranks[r->rank].program);
+    const StOp *op = st_program_op(p, r->op);
+    if ((op->kind != ST_OP_COMM_COLL && op->kind != ST_OP_COMM_SEND) || op->comm < 0 ||
+        op->bytes <= 0 || r->end_ns <= r->start_ns)
+      continue;
+    const StComm *c = st_schedule_comm(s, op->comm);
+    int g = c->group_of[r->rank];
+    int size = g < 0 ? 1 : c->offsets[g + 1] - c->offsets[g];
+    double bus = (double)op->bytes *
+                 (op->kind == ST_OP_COMM_COLL ? st_coll_busbw_factor(op->sub, size) : 1.0);
+    double rate = bus / (double)(r->end_ns - r->start_ns) * weight[r->rank];
+    RateChange begin = {r->start_ns, rate, 2 * i, op->comm, 1};
+    RateChange end = {r->end_ns, -rate, 2 * i + 1, op->comm, -1};
+    g_array_append_val(changes, begin);
+    g_array_append_val(changes, end);
   }
-  for (guint i = 0; i < n;) {
-    int64_t now = ch[i].t_ns;
-    for (; i < n && ch[i].t_ns == now; i++) {
-      rate[ch[i].link] += ch[i].rate;
-      active[ch[i].link] += ch[i].begins;
-      /* Adding and removing the same rates leaves rounding residue; an idle
-       * link is exactly zero. */
-      if (active[ch[i].link] == 0)
-        rate[ch[i].link] = 0.0;
-    }
-    append_comm_row(out, now, rate);
-    last = now;
+  g_autoptr(GString) out = g_string_new("time_us");
+  for (int c = 0; c < n; c++) {
+    g_string_append_c(out, ',');
+    append_field(out, st_schedule_comm(s, c)->name);
   }
-  if (last < t->end_ns)
-    append_comm_row(out, t->end_ns, rate);
-  return write_text(path, out, error);
+  g_string_append(out, ",total\n");
+  return write_rates(path, out, changes, n, t->end_ns, error);
 }
 
 /* ---- links.csv, link_rates.csv ------------------------------------------- */

@@ -83,7 +83,7 @@ void st_summary_window(const StSummary *summary, int64_t *start_ns, int64_t *end
 void st_summary_free(StSummary *summary);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StSummary, st_summary_free)
 
-/* Writes report.json, trace.json, memory.csv, comm.csv and ops.csv into `dir`
+/* Writes report.json, trace.json, memory.csv, comm.csv, groups.csv and ops.csv into `dir`
  * (created if needed). */
 gboolean st_output_write_all(const StSummary *summary, const char *dir, GError **error);
 
@@ -92,6 +92,8 @@ gboolean st_report_write(const StSummary *summary, const char *path, GError **er
 gboolean st_trace_write(const StTimeline *timeline, const char *path, GError **error);
 gboolean st_csv_write_memory(const StTimeline *timeline, const char *path, GError **error);
 gboolean st_csv_write_comm(const StTimeline *timeline, const char *path, GError **error);
+/* groups.csv: the traffic of each communicator over time (docs/FORMATS.md). */
+gboolean st_csv_write_groups(const StTimeline *timeline, const char *path, GError **error);
 /* links.csv: one row per link of a simulated run, with its figures over the
  * steady steps; link_rates.csv: the send rate over time of the busiest
  * ST_BUSIEST_LINKS links. Only for simulated runs (summary->links). */

@@ -396,6 +396,29 @@ plot_links(Plotter *pl, const char *dir, const char *name, GError **error)
   return run_script(pl, "links.gp", vars, dir, "links", error);
 }
 
+/* groups.csv: one line per communicator (its columns, header counted). */
+static gboolean
+plot_groups(Plotter *pl, const char *dir, const char *name, GError **error)
+{
+  g_autofree char *path = g_build_filename(dir, "groups.csv", NULL);
+  g_autofree char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents(path, &text, NULL, &local)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return FALSE;
+  }
+  long commas = 0;
+  for (const char *c = text; *c != '\0' && *c != '\n'; c++)
+    commas += *c == ',';
+  g_autoptr(GString) vars = g_string_new(NULL);
+  var_string(vars, "datafile", path);
+  var_string(vars, "name", name);
+  var_int(vars, "n_comms", commas - 1); /* less time_us and total */
+  var_size(vars, pl, 1400, 600, 120, 30);
+  return run_script(pl, "groups.gp", vars, dir, "groups", error);
+}
+
 static gboolean
 plot_run(Plotter *pl, const char *dir, GError **error)
 {
@@ -404,6 +427,8 @@ plot_run(Plotter *pl, const char *dir, GError **error)
     return FALSE;
   if (has_file(dir, "comm.csv") &&
       !plot_table(pl, dir, name, "comm.csv", "comm.gp", "comm", error))
+    return FALSE;
+  if (has_file(dir, "groups.csv") && !plot_groups(pl, dir, name, error))
     return FALSE;
   if (has_file(dir, "link_rates.csv") && has_file(dir, "links.csv") &&
       !plot_links(pl, dir, name, error))

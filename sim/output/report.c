@@ -237,12 +237,13 @@ st_output_write_all(const StSummary *sum, const char *dir, GError **error)
   g_autofree char *trace = g_build_filename(dir, "trace.json", NULL);
   g_autofree char *memory = g_build_filename(dir, "memory.csv", NULL);
   g_autofree char *comm = g_build_filename(dir, "comm.csv", NULL);
+  g_autofree char *groups = g_build_filename(dir, "groups.csv", NULL);
   g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
   g_autofree char *links = g_build_filename(dir, "links.csv", NULL);
   g_autofree char *rates = g_build_filename(dir, "link_rates.csv", NULL);
   return st_report_write(sum, report, error) && st_trace_write(t, trace, error) &&
          st_csv_write_memory(t, memory, error) && st_csv_write_comm(t, comm, error) &&
-         st_csv_write_ops(t, ops, error) &&
+         st_csv_write_groups(t, groups, error) && st_csv_write_ops(t, ops, error) &&
          (sum->links == NULL ||
           (st_csv_write_links(sum, links, error) && st_csv_write_link_rates(sum, rates, error)));
 }

@@ -53,6 +53,40 @@ awk -v b="$(num "$r" bubble_fraction_estimate)" 'BEGIN { exit !(b > 0.0624 && b 
 grep -q "TP 8 + SP x PP 2 (2 chunks each, interleaved 1F1B) x DP 1" "$tmp/table" \
   || fail "no layout in the table"
 
+# col FILE NAME: the largest value in column NAME of a CSV.
+col() {
+  awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) c = i; next }
+    c && $c > m { m = $c } END { if (!c) exit 1; print m + 0 }' "$1"
+}
+
+# Issue 13's example: Llama-3 70B on 8 DGX H100 nodes, TP 8 + SP inside each
+# node, 4 stages of 2 chunks, DP 2 with ZeRO 1, selective recomputation
+# (at bf16 with fp32 master weights: --precision mixed).
+L=$SRC/models/llama-3-70b.json
+$STAGGER sim --model $L --cluster $C --nodes 8 --strategy megatron --tensor-parallel 8 \
+  --pipeline-stages 4 --virtual-stages 2 --sequence-parallel --zero-stage 1 \
+  --recompute selective --micro-batch 1 --global-batch 512 --precision mixed --steps 2 \
+  --out "$tmp/l70" >"$tmp/table" 2>/dev/null
+r=$tmp/l70/report.json
+grep -q '"out_of_memory":[[:space:]]*null' "$r" || fail "Llama-3 70B does not fit"
+grep -q "TP 8 + SP x PP 4 (2 chunks each, interleaved 1F1B) x DP 2, ZeRO 1 over DP" "$tmp/table" \
+  || fail "no Llama-3 70B layout in the table"
+# Memory by category per GPU: ZeRO 1 over 2 replicas keeps 12 / 2 bytes of
+# Adam state per 2-byte parameter, grads as the params.
+python3 - "$r" <<'PY' || fail "GPU memory by category"
+import json, sys
+for d in json.load(open(sys.argv[1]))["devices"]:
+    c = d["peak_by_category"]
+    assert c["optimizer"] == 3 * c["params"] and c["grads"] == c["params"], d
+    assert c["activations"] > 0 and d["peak_bytes"] <= 80 * 2**30, d
+PY
+# Each communicator's traffic (groups.csv), and no link above its capacity.
+for g in tp pipe data; do
+  awk -v m="$(col "$tmp/l70/groups.csv" $g)" 'BEGIN { exit !(m > 0) }' || fail "no $g traffic"
+done
+awk -F, 'NR > 1 && $10 > $5 * (1 + 1e-9) { exit 1 }' "$tmp/l70/links.csv" \
+  || fail "a link above its capacity"
+
 # Mixtral 8x7B with its 8 experts over 8 data-parallel ranks (issue 13's
 # example): experts/8 per rank, the "ep" communicator moving the
 # dispatch and combine, and the report says the layout.
@@ -69,6 +103,11 @@ r=$tmp/mx/report.json
 grep -q '"out_of_memory":[[:space:]]*null' "$r" || fail "Mixtral 8x7B does not fit"
 [ "$(num "$r" expert_parallel)" = 8 ] || fail "expert_parallel note"
 grep -q "TP 8 + SP x PP 1 x DP 8 (EP 8), ZeRO 1 over DP" "$tmp/table" || fail "no EP in the table"
+for g in ep data tp; do
+  awk -v m="$(col "$tmp/mx/groups.csv" "$g")" 'BEGIN { exit !(m > 0) }' || fail "no $g traffic"
+done
+# EP 8 over DP 8: each expert's gradients live on one rank (groups of one).
+[ "$(col "$tmp/mx/groups.csv" "expert data")" = 0 ] || fail "expert data traffic over groups of 1"
 
 # The schedule round-trips through its JSON, derived model and parts included.
 $STAGGER schedule --model $M --cluster $C --nodes 2 --strategy megatron --tensor-parallel 8 \

@@ -36,7 +36,7 @@ done
 
 "$STAGGER" plot "$tmp/run" >"$tmp/written"
 for run in "${runs[@]}"; do
-  for plot in memory comm links gantt; do
+  for plot in memory comm groups links gantt; do
     is_png "$run/$plot.png" || fail "$run/$plot.png is not a PNG"
     grep -qxF "$run/$plot.png" "$tmp/written" || fail "$run/$plot.png not listed on stdout"
   done
@@ -45,14 +45,14 @@ for plot in compare_memory compare_comm; do
   is_png "$tmp/run/$plot.png" || fail "$tmp/run/$plot.png is not a PNG"
   grep -qxF "$tmp/run/$plot.png" "$tmp/written" || fail "$plot.png not listed on stdout"
 done
-[[ $(wc -l <"$tmp/written") -eq 10 ]] || fail "expected 10 files listed, got: $(cat "$tmp/written")"
+[[ $(wc -l <"$tmp/written") -eq 12 ]] || fail "expected 12 files listed, got: $(cat "$tmp/written")"
 if compgen -G "$tmp/run/*.tmp" >/dev/null || compgen -G "$tmp/run/*/*.tmp" >/dev/null; then
   fail "temporary files left behind"
 fi
 
 # SVG of one run.
 "$STAGGER" plot "${runs[0]}" --format svg >"$tmp/written"
-for plot in memory comm links gantt; do
+for plot in memory comm groups links gantt; do
   grep -q "<svg" "${runs[0]}/$plot.svg" || fail "${runs[0]}/$plot.svg is not SVG"
 done
 
