@@ -80,10 +80,7 @@ check_split(const StSchedule *s, int job, const StLayer *l, const StLayerImpl *i
   gboolean split = l->type->tp != ST_TP_REPLICATED;
   if (split && l->type->tp != ST_TP_VOCAB_LOSS && impl->tp_spans == NULL)
     problem(problems, seen, "layer type '%s' has no tensor-parallel implementation in the "
-            "executor (%s)", name,
-            strcmp(name, "moe_expert") == 0 ? "expert tensor parallelism; expert parallelism "
-                                              "spreads whole experts"
-                                            : "its passes would run whole");
+            "executor (its passes would run whole)", name);
   /* Replicated layers under sequence parallelism see the rank's rows only:
    * learned positions and an MoE router's per-sequence capacity need the
    * whole sequence. */

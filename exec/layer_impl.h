@@ -136,6 +136,16 @@ typedef struct {
    * parallelism), a split loss's statistics (fp32 [4, rows]); NULL for
    * none. */
   void *(*tp_tensor)(const StLayer *l, int batch, StKDtype dt, int part, void *saved);
+  /* A layer whose passes end after the group's reduction (an MoE expert:
+   * its rows' MLP outputs, and their input gradients, are partial sums the
+   * reduction completes before they are scattered into the stream):
+   * tp_rows gives the rows the pass's collective reduces (in the saved
+   * block; `elems` of them), tp_tail finishes the pass after it, into the
+   * layer's output (forward) or input gradient (backward). NULL: none. */
+  void *(*tp_rows)(const StLayer *l, int batch, StKDtype dt, StPass pass, void *saved,
+                   size_t *elems);
+  int (*tp_tail)(const StLayerCtx *c, const StLayer *l, int batch, StPass pass, void *saved,
+                 void *target);
 } StLayerImpl;
 
 /* NULL when the type has no real implementation (custom layers). */

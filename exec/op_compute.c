@@ -400,6 +400,8 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   }
   if (st_model_tied_layer(r->model, i) >= 0 && c.tied_params == NULL)
     return op_missing(error, r, o, "the weights it is tied to");
+  if (ev.on && l->tp > 1) /* the reduction after it places the rows (op_tp.c) */
+    tp_put(r, step, op, ST_DATA_TP_OUTPUT, ev.out);
   int status = impl->forward(&c, l, op->batch, params, in_ptr, out_ptr, *saved);
   scratch_release(&sc);
   if (!own_sink)
@@ -532,6 +534,8 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     c.again = *cell(r, r->remade, mb, i);
   if (tied >= 0 && c.tied_params == NULL)
     return op_missing(error, r, o, "the weights it is tied to");
+  if (ev.on && l->tp > 1) /* the reduction after it places the rows (op_tp.c) */
+    tp_put(r, step, op, ST_DATA_TP_INPUT_GRAD, ev.out);
   GError *local = NULL;
   const void *in_ptr = tv.in != NULL ? tv.in : keeps_in ? in->ptr : NULL;
   const void *dout_ptr = ev.on          ? ev.in
@@ -553,7 +557,8 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
   if (!scratch_all_used(&sc, error))
     return FALSE;
-  if (!last)
+  /* a pass that ends after its reduction: op_tp.c finishes it */
+  if (!last || (impl->tp_tail != NULL && l->tp > 1))
     return TRUE;
   if (!add_tied_grads(r, o, mb, i, grads, step, stream, error))
     return FALSE;

@@ -53,13 +53,6 @@ ep_setup(Rank *r, GError **error)
   int g = c->group_of[r->rank];
   r->ep_size = c->offsets[g + 1] - c->offsets[g];
   r->ep_index = c->index_of[r->rank];
-  if (r->tp_comm >= 0) {
-    g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                "rank %d: expert parallelism with tensor parallelism (expert tensor "
-                "parallelism): the executor runs expert parallelism over whole experts only",
-                r->rank);
-    return FALSE;
-  }
   return TRUE;
 }
 

@@ -123,15 +123,58 @@ loss_stats(Call *c, GError **error)
   return TRUE;
 }
 
+/* A pass that ends after its reduction (layer_impl.h tp_rows, tp_tail: an
+ * MoE expert): its rows all-reduced, scattered into the stream; a
+ * backward's releases are this op's (the schedule frees there). */
+static gboolean
+reduce_then_tail(Call *c, const StLayerImpl *impl, GError **error)
+{
+  Rank *r = c->r;
+  const StOp *op = c->op;
+  const StLayer *l = &r->model->layers[op->layer];
+  gboolean bwd = op->data == ST_DATA_TP_INPUT_GRAD;
+  StPass pass = bwd ? ST_PASS_BWD : ST_PASS_FWD;
+  void **saved = tp_saved_cell(r, op->micro, op->layer);
+  int batch = tp_batch(r, op);
+  size_t elems = 0;
+  void *rows = *saved != NULL ? impl->tp_rows(l, batch, r->x->dt, pass, *saved, &elems) : NULL;
+  /* an owned expert under expert parallelism: the all-to-all's buffer its
+   * compute handed over (op_compute.c); else the stream */
+  gboolean ep = ep_expert(r, &(StOp){.kind = ST_OP_COMP, .layer = op->layer});
+  void *target = ep ? tp_take(r, c->step, op, op->data)
+                    : (bwd ? acts_input_grad(r, c->step, op->micro, op->layer)
+                           : acts_output(r, c->step, op->micro, op->layer))->ptr;
+  if (rows == NULL || elems != total_of(c) || target == NULL)
+    return missing(c, "the rows its pass left to reduce, and where they go", error);
+  if (!coll(c, ST_COLL_ALL_REDUCE, ST_COMM_SUM, rows, rows, elems, r->x->dt, error))
+    return FALSE;
+  StLayerCtx ctx = {.k = r->k, .stream = c->stream, .dt = r->x->dt, .tp_rank = r->tp_rank,
+                    .ep = ep ? r->ep_size : 0, .ep_index = r->ep_index};
+  int status = impl->tp_tail(&ctx, l, batch, pass, *saved, target);
+  if (status != 0)
+    return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
+  if (!bwd)
+    return TRUE;
+  op_scratch_release(r, *saved, c->step, c->o, c->stream);
+  *saved = NULL;
+  Act *dout = ep ? NULL : acts_layer_dout(r, c->step, op->micro, op->layer);
+  if (dout != NULL && dout->ptr != NULL)
+    acts_use(r, dout, c->step, c->o, c->stream);
+  return TRUE;
+}
+
 /* The part's output or the input gradient: in place, or from the partial sums. */
 static gboolean
 reduce(Call *c, GError **error)
 {
   Rank *r = c->r;
   const StOp *op = c->op;
+  const StLayerImpl *impl = st_layer_impl_find(r->model->layers[op->layer].type->name);
   if (op->data == ST_DATA_TP_OUTPUT &&
       r->model->layers[op->layer].type->tp == ST_TP_VOCAB_LOSS)
     return loss_stats(c, error);
+  if (impl != NULL && impl->tp_tail != NULL && op->sub == ST_COLL_ALL_REDUCE)
+    return reduce_then_tail(c, impl, error);
   void *target = op->data == ST_DATA_TP_OUTPUT
                    ? tp_part_output(r, op, c->step)
                    : acts_input_grad(r, c->step, op->micro, op->layer)->ptr;

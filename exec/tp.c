@@ -204,7 +204,7 @@ tp_view(Rank *r, uint32_t o, int32_t step, TpView *v, GError **error)
   const StOp *op = st_program_op(r->p, o);
   const StLayer *l = &r->model->layers[op->layer];
   *v = (TpView){tp_first_part(r, op), tp_last_part(r, op), NULL, NULL, NULL};
-  if (l->tp <= 1)
+  if (l->tp <= 1 || ep_expert(r, op)) /* (an owned expert's buffers: op_ep.c) */
     return TRUE;
   gboolean bwd = op->sub == ST_PASS_BWD, two = parts_of(r, op) > 1;
   /* gathered by this part's all-gathers (sequence parallelism) */

@@ -122,7 +122,8 @@ test_moe_dp(void)
  * ranks of the one GPU (local comm: NCCL refuses two ranks on one GPU),
  * the vocabulary padded 64 -> 256 and the padding left out of the split
  * loss (kernels/cuda/split.cu); expert parallelism's all-to-alls and the
- * experts' rows mode. fp32: routing must choose the same experts. */
+ * experts' rows mode; experts split over the tensor group. fp32: routing
+ * must choose the same experts. */
 static void
 test_llama_tp(void)
 {
@@ -135,6 +136,14 @@ static void
 test_moe_ep(void)
 {
   const char *settings[] = {"expert-parallel", "2", NULL};
+  compare_with("tests/data/exec/tiny-moe.json", "megatron", 0, ST_PRECISION_FP32, 1e-3,
+               settings);
+}
+
+static void
+test_moe_etp(void)
+{
+  const char *settings[] = {"tensor-parallel", "2", NULL};
   compare_with("tests/data/exec/tiny-moe.json", "megatron", 0, ST_PRECISION_FP32, 1e-3,
                settings);
 }
@@ -155,5 +164,6 @@ main(int argc, char **argv)
   g_test_add_func("/gpu/exec/moe-dp", test_moe_dp);
   g_test_add_func("/gpu/exec/llama-tp", test_llama_tp);
   g_test_add_func("/gpu/exec/moe-ep", test_moe_ep);
+  g_test_add_func("/gpu/exec/moe-etp", test_moe_etp);
   return g_test_run();
 }

@@ -514,8 +514,9 @@ test_runs_ep(void)
    * combined rows (activations), each owned expert's saved block and
    * scratch at batch E b, the router output's gradient made by the
    * combine's gradient: every op's as the simulator has it, with two
-   * micro-batches, 16-bit activations, ZeRO 1, a pipeline, and
-   * recomputation (the experts' saved blocks stay). */
+   * micro-batches, 16-bit activations, ZeRO 1, a pipeline, recomputation
+   * (the experts' saved blocks stay), and experts split over a tensor group
+   * (a backward's frees on the all-reduce that ends it). */
   g_autoptr(StModel) moe = st_test_model("tests/data/exec/tiny-moe.json");
   const Case cases[] = {
     {"megatron", 2, 2, ST_PRECISION_FP32, "expert-parallel=2", FALSE, 0},
@@ -524,6 +525,8 @@ test_runs_ep(void)
     {"megatron", 4, 2, ST_PRECISION_FP32, "expert-parallel=2 pipeline-stages=2", FALSE, 0},
     {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 recompute=full", FALSE, 0},
     {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 recompute=selective", FALSE, 0},
+    {"megatron", 2, 1, ST_PRECISION_FP32, "tensor-parallel=2", FALSE, 0},
+    {"megatron", 4, 2, ST_PRECISION_MIXED, "tensor-parallel=2 expert-parallel=2", FALSE, 0},
   };
   check_cases("tiny-moe", moe, cases, G_N_ELEMENTS(cases));
 }

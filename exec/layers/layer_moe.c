@@ -31,6 +31,15 @@
  * places of `out`; backward dY from `dout` at those places, dX to `din`'s.
  * The gathering, gating and scattering are the all-to-alls' side's; the
  * saved block's index and gate stay unused.
+ *
+ * Split over a tensor-parallel group (expert tensor parallelism, no
+ * sequence parallelism: every rank has every token): each rank holds its
+ * slice of the MLP (st_mlp_spans), so Y and dX are partial sums; the
+ * group's all-reduce of each completes them (tp_rows: Y in the saved
+ * block; dX is written over X there, which the backward no longer needs)
+ * and tp_tail scatters them into the stream (forward: gate x Y into the
+ * running sum; backward: dX into h's gradient). A down-projection bias is
+ * added by rank 0 only.
  */
 #include <math.h>
 
@@ -180,6 +189,17 @@ expert_of(const StLayer *l, int batch)
   return x;
 }
 
+/* Split: the down projection's bias on rank 0's rows only (the reduction
+ * sums the ranks'). */
+static Expert
+expert_on(const StLayerCtx *c, const StLayer *l, int batch)
+{
+  Expert x = expert_of(l, batch);
+  if (l->tp > 1 && c->tp_rank != 0)
+    x.mlp.bias_rows = 0;
+  return x;
+}
+
 typedef struct {
   int32_t *idx;
   float *gate;
@@ -231,7 +251,7 @@ expert_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
                const void *in, void *out, void *saved)
 {
   const StKernels *k = c->k;
-  Expert x = expert_of(l, batch);
+  Expert x = expert_on(c, l, batch);
   ExpertSaved s;
   expert_layout(&x, c->dt, saved, &s);
   if (c->ep > 0) {
@@ -239,6 +259,8 @@ expert_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
     ST_TRY(k->copy2d(c->stream, s.x, block, st_at(in, c->dt, (size_t)at), ld, c->ep, block,
                      c->dt));
     ST_TRY(st_mlp_forward(c, &x.mlp, params, s.x, s.y, &s.mlp));
+    if (l->tp > 1) /* Y is a partial sum: expert_tail places it, reduced */
+      return 0;
     return k->copy2d(c->stream, st_at(out, c->dt, (size_t)at), ld, s.y, block, c->ep, block,
                      c->dt);
   }
@@ -247,6 +269,8 @@ expert_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
                        x.capacity, x.d, c->dt));
   ST_TRY(st_mlp_forward(c, &x.mlp, params, s.x, s.y, &s.mlp));
   ST_TRY(k->copy2d(c->stream, out, ld_out, in, x.w, rows, ld_out, c->dt));
+  if (l->tp > 1) /* Y is a partial sum: expert_tail scatters it, reduced */
+    return 0;
   return k->moe_scatter(c->stream, out, ld_out, 0, s.y, s.idx, s.gate, x.B, x.T, x.capacity, x.d,
                         c->dt);
 }
@@ -257,7 +281,7 @@ expert_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *pa
                 void *dparams)
 {
   const StKernels *k = c->k;
-  Expert x = expert_of(l, batch);
+  Expert x = expert_on(c, l, batch);
   ExpertSaved s;
   expert_layout(&x, c->dt, (char *)saved, &s);
   int rows = x.B * x.T, ld_sum = x.last ? x.d : x.w;
@@ -271,6 +295,8 @@ expert_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *pa
     ST_TRY(k->copy2d(c->stream, dy, block, st_at(dout, c->dt, (size_t)at), ld, c->ep, block,
                      c->dt));
     ST_TRY(st_mlp_backward(c, &x.mlp, params, s.x, &s.mlp, dy, dx, dparams, work));
+    if (l->tp > 1) /* dX is a partial sum: kept over X, expert_tail places it, reduced */
+      return k->copy2d(c->stream, s.x, block, dx, block, c->ep, block, c->dt);
     return k->copy2d(c->stream, st_at(din, c->dt, (size_t)at), ld, dx, block, c->ep, block,
                      c->dt);
   }
@@ -282,10 +308,51 @@ expert_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *pa
   ST_TRY(k->moe_gather_grad(c->stream, dy, din, x.w, 2 * x.d + x.index, dout, ld_sum, s.y, s.idx,
                             s.gate, x.B, x.T, x.capacity, x.d, c->dt));
   ST_TRY(st_mlp_backward(c, &x.mlp, params, s.x, &s.mlp, dy, dx, dparams, work));
+  if (l->tp > 1) /* dX is a partial sum: kept over X for the reduction, then expert_tail */
+    return k->copy2d(c->stream, s.x, x.d, dx, x.d, x.B * x.capacity, x.d, c->dt);
   if (din == NULL)
     return 0;
   return k->moe_scatter(c->stream, din, x.w, x.d, dx, s.idx, NULL, x.B, x.T, x.capacity, x.d,
                         c->dt);
+}
+
+static void *
+expert_rows(const StLayer *l, int batch, StKDtype dt, StPass pass, void *saved, size_t *elems)
+{
+  Expert x = expert_of(l, batch);
+  ExpertSaved s;
+  expert_layout(&x, dt, saved, &s);
+  *elems = (size_t)x.B * x.capacity * x.d;
+  return pass == ST_PASS_BWD ? s.x : s.y;
+}
+
+static int
+expert_tail(const StLayerCtx *c, const StLayer *l, int batch, StPass pass, void *saved,
+            void *target)
+{
+  Expert x = expert_of(l, batch);
+  ExpertSaved s;
+  expert_layout(&x, c->dt, saved, &s);
+  if (c->ep > 0) { /* rows mode: back to this expert's places in the all-to-all's buffer */
+    int at, ld, block = ep_rows(c, &x, &at, &ld);
+    return c->k->copy2d(c->stream, st_at(target, c->dt, (size_t)at), ld,
+                        pass == ST_PASS_BWD ? s.x : s.y, block, c->ep, block, c->dt);
+  }
+  if (pass == ST_PASS_BWD)
+    return target == NULL ? 0
+                          : c->k->moe_scatter(c->stream, target, x.w, x.d, s.x, s.idx, NULL,
+                                              x.B, x.T, x.capacity, x.d, c->dt);
+  return c->k->moe_scatter(c->stream, target, x.last ? x.d : x.w, 0, s.y, s.idx, s.gate, x.B,
+                           x.T, x.capacity, x.d, c->dt);
+}
+
+static int
+expert_spans(const StLayer *l, int rank, StTpSpan *out)
+{
+  Expert x = expert_of(l, 1);
+  int n = 0;
+  st_mlp_spans(&x.mlp, rank, out, &n);
+  return n;
 }
 
 const StLayerImpl st_impl_moe_expert = {
@@ -294,4 +361,7 @@ const StLayerImpl st_impl_moe_expert = {
   .saved_bytes = expert_saved,
   .forward = expert_forward,
   .backward = expert_backward,
+  .tp_spans = expert_spans,
+  .tp_rows = expert_rows,
+  .tp_tail = expert_tail,
 };

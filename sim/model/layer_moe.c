@@ -251,5 +251,6 @@ const StLayerType st_layer_moe_expert = {
   .memory = expert_memory,
   .tp = ST_TP_PARALLEL,
   .tp_comm = expert_tp_comm,
+  .tp_tail = TRUE,
   .link = expert_link,
 };

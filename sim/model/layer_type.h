@@ -175,6 +175,10 @@ struct StLayerType {
    * kind's (an MoE expert all-reduces its expert rows, not the stream):
    * fills out[] and returns how many (st_layer_tp_comm). NULL: the kind's. */
   int (*tp_comm)(const StLayer *layer, StPass pass, int dtype_bytes, StTpComm out[2]);
+  /* Its backward ends after the group's reduction (an MoE expert: the
+   * reduced rows' gradients are scattered back into the stream's), so the
+   * pass's frees go on that collective rather than on its compute. */
+  gboolean tp_tail;
   /* A PARALLEL layer built of several column-then-row-parallel halves (a
    * transformer block: attention, then MLP) runs each pass in parts with
    * the kind's collectives around every part (st_layer_tp_parts): fills

@@ -111,7 +111,7 @@ emit_deps(Emit *e)
 /* A collective of the part after the last op. */
 static uint32_t
 emit_coll(Emit *e, int part, const StTpComm *c, StData data, int64_t bytes, uint32_t alloc,
-          uint32_t free)
+          uint32_t free, gboolean frees)
 {
   StOp op = st_op_coll(e->stream, c->kind, e->tp->comm, bytes);
   st_op_moves(&op, data, e->layer, e->layer);
@@ -123,6 +123,8 @@ emit_coll(Emit *e, int part, const StTpComm *c, StData data, int64_t bytes, uint
     st_program_alloc(e->p, alloc);
   if (free != NONE)
     st_program_free_buffer(e->p, free);
+  if (frees)
+    apply_frees(e);
   return e->last = st_program_commit(e->p);
 }
 
@@ -151,6 +153,8 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
     part_comms(l, pass, st_dtype_bytes(tp->dtype), &pc);
   Emit e = {p, tp, m, stream, layer, micro, NONE, after, pm, extra ? extra : &no_extra};
   gboolean first_comp = TRUE;
+  /* a pass that ends after its reduction frees there (StLayerType.tp_tail) */
+  gboolean tail = l->type->tp_tail && pass == ST_PASS_BWD && pc.n > 0 && !pc.comm[pc.n - 1].before;
   for (int j = 0; j < parts; j++) {
     /* Forward runs the parts in order, backward in reverse. */
     int part = parts == 1 ? 0 : pass == ST_PASS_BWD ? parts - j : j + 1;
@@ -163,7 +167,7 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
       gathered[n_gathered] = comm_buffer(&e, pc.data[k] == ST_DATA_TP_INPUT ? "gathered input"
                                                                             : "gathered dy",
                                          part, bytes);
-      emit_coll(&e, part, &pc.comm[k], pc.data[k], bytes, gathered[n_gathered], NONE);
+      emit_coll(&e, part, &pc.comm[k], pc.data[k], bytes, gathered[n_gathered], NONE, FALSE);
       n_gathered++;
     }
     /* The compute: a reduce-scatter after it reads the partial sums it writes. */
@@ -185,12 +189,13 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
       st_program_alloc(p, partial);
     for (int i = 0; i < n_gathered; i++)
       st_program_free_buffer(p, gathered[i]);
-    if (last_part)
+    if (last_part && !tail)
       apply_frees(&e);
     e.last = st_program_commit(p);
     first_comp = FALSE;
     for (; k < pc.n; k++) {
-      emit_coll(&e, part, &pc.comm[k], pc.data[k], pc.comm[k].bytes * batch, NONE, partial);
+      emit_coll(&e, part, &pc.comm[k], pc.data[k], pc.comm[k].bytes * batch, NONE, partial,
+                last_part && tail && k == pc.n - 1);
       partial = NONE;
     }
   }
