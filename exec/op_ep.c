@@ -184,6 +184,30 @@ a2a(Call *c, const void *send, void *recv, GError **error)
   return c->r->x->comm_backend->collective(c->r->x->comm, &call, error);
 }
 
+/* The op's own buffer of `category` (allocated, or with `freed` the one it
+ * frees), when it holds `bytes`; else NULL. */
+static void *
+own(Call *c, StMemCategory category, gboolean freed, size_t bytes)
+{
+  size_t room = 0;
+  void *ptr = freed ? state_freed_scratch(c->r, c->o, c->step, category, &room)
+                    : state_own_scratch(c->r, c->o, c->step, category, &room);
+  return room == bytes ? ptr : NULL;
+}
+
+/* Bytes of every expert's rows of one rank, and of their slots. */
+static size_t
+rows_bytes(const Seg *s)
+{
+  return (size_t)s->X * s->block * s->es;
+}
+
+static size_t
+slots_bytes(const Seg *s)
+{
+  return (size_t)s->X * s->b * s->C * (sizeof(int32_t) + sizeof(float));
+}
+
 static char *
 at(const Seg *s, void *base, int e)
 {
@@ -196,13 +220,13 @@ dispatch(Call *c, GError **error)
   Rank *r = c->r;
   const Seg *s = &c->s;
   const StKernels *k = r->k;
-  size_t room = 0;
-  void *rows = state_own_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
-  void *send = state_freed_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
-  void *slots = state_own_scratch(r, c->o, c->step, ST_MEM_ACTIVATIONS, &room);
+  void *rows = own(c, ST_MEM_COMM, FALSE, rows_bytes(s));
+  void *send = own(c, ST_MEM_COMM, TRUE, rows_bytes(s));
+  void *slots = own(c, ST_MEM_ACTIVATIONS, FALSE, slots_bytes(s));
   Act *stream = acts_layer_input(r, c->step, c->op->micro, s->first);
   if (rows == NULL || send == NULL || slots == NULL || stream->ptr == NULL)
-    return op_missing(error, r, c->o, "the router's output and the all-to-all's buffers");
+    return op_missing(error, r, c->o, "the router's output and the all-to-all's buffers (of "
+                                      "the segment's rows' bytes)");
   for (int e = 0; e < s->X; e++)
     ST_KCHECK(k->moe_gather(c->stream, at(s, send, e), slot_idx(s, slots, e),
                             slot_gate(s, slots, e), stream->ptr, s->w, s->d,
@@ -223,9 +247,8 @@ combine(Call *c, GError **error)
   const Seg *s = &c->s;
   const StKernels *k = r->k;
   int mb = c->op->micro, X_last = s->first + s->X - 1;
-  size_t room = 0;
   void *outs = tp_take(r, c->step, &c->main, ST_DATA_EP_COMBINE);
-  void *combined = state_own_scratch(r, c->o, c->step, ST_MEM_ACTIVATIONS, &room);
+  void *combined = own(c, ST_MEM_ACTIVATIONS, FALSE, rows_bytes(s));
   void *slots = tp_peek(r, c->step, &c->slots, ST_DATA_EP_DISPATCH);
   Act *stream = acts_layer_input(r, c->step, mb, s->first);
   if (outs == NULL || combined == NULL || slots == NULL || stream->ptr == NULL)
@@ -256,9 +279,8 @@ combine_grad(Call *c, GError **error)
   const Seg *s = &c->s;
   const StKernels *k = r->k;
   int mb = c->op->micro, X_last = s->first + s->X - 1;
-  size_t room = 0;
-  void *dy = state_own_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
-  void *send = state_freed_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
+  void *dy = own(c, ST_MEM_COMM, FALSE, rows_bytes(s));
+  void *send = own(c, ST_MEM_COMM, TRUE, rows_bytes(s));
   void *combined = tp_take(r, c->step, &c->combined, ST_DATA_EP_COMBINE);
   void *slots = tp_peek(r, c->step, &c->slots, ST_DATA_EP_DISPATCH);
   Act *dsum = acts_layer_dout(r, c->step, mb, X_last);
@@ -293,9 +315,8 @@ dispatch_grad(Call *c, GError **error)
   const Seg *s = &c->s;
   const StKernels *k = r->k;
   int mb = c->op->micro;
-  size_t room = 0;
   void *dx = tp_take(r, c->step, &c->main, ST_DATA_EP_DISPATCH_GRAD);
-  void *back = state_own_scratch(r, c->o, c->step, ST_MEM_COMM, &room);
+  void *back = own(c, ST_MEM_COMM, FALSE, rows_bytes(s));
   void *slots = tp_take(r, c->step, &c->slots, ST_DATA_EP_DISPATCH);
   Act *grad = acts_input_grad(r, c->step, mb, s->first);
   if (dx == NULL || back == NULL || slots == NULL || grad->ptr == NULL)
