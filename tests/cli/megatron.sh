@@ -73,13 +73,13 @@ grep -q "TP 8 + SP x PP 4 (2 chunks each, interleaved 1F1B) x DP 2, ZeRO 1 over 
   || fail "no Llama-3 70B layout in the table"
 # Memory by category per GPU: ZeRO 1 over 2 replicas keeps 12 / 2 bytes of
 # Adam state per 2-byte parameter, grads as the params.
-python3 - "$r" <<'PY' || fail "GPU memory by category"
-import json, sys
-for d in json.load(open(sys.argv[1]))["devices"]:
-    c = d["peak_by_category"]
-    assert c["optimizer"] == 3 * c["params"] and c["grads"] == c["params"], d
-    assert c["activations"] > 0 and d["peak_bytes"] <= 80 * 2**30, d
-PY
+awk -F'[:,]' '
+  function v(x) { gsub(/[^0-9]/, "", x); return x + 0 }
+  /"peak_by_category":/ { on = 1; gpus++; next }
+  on && /"params":/ { p = v($2) } on && /"grads":/ { g = v($2) }
+  on && /"optimizer":/ { o = v($2) } on && /"activations":/ { a = v($2) }
+  on && /}/ { on = 0; if (o != 3 * p || g != p || a <= 0) bad = 1 }
+  END { exit !(gpus == 64 && !bad) }' "$r" || fail "GPU memory by category"
 # Each communicator's traffic (groups.csv), and no link above its capacity.
 for g in tp pipe data; do
   awk -v m="$(col "$tmp/l70/groups.csv" $g)" 'BEGIN { exit !(m > 0) }' || fail "no $g traffic"
@@ -108,6 +108,34 @@ for g in ep data tp; do
 done
 # EP 8 over DP 8: each expert's gradients live on one rank (groups of one).
 [ "$(col "$tmp/mx/groups.csv" "expert data")" = 0 ] || fail "expert data traffic over groups of 1"
+
+# Published throughput (Narayanan et al., SC 2021, table 1: GPT models on
+# DGX A100 nodes, sequence 2048, vocabulary 51200, mixed precision, full
+# recomputation): 18.4B with TP 8 on 256 GPUs, batch 1024, 135 TFLOP/s per
+# GPU; 39.1B with TP 8 x PP 2 on 512 GPUs, batch 1536, 138 TFLOP/s; by the
+# paper's count F = 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs a step. The table
+# gives no micro-batch: 1 here. stagger's estimate (no profile) must land
+# between 0.95 and 1.5 times the measured rate: docs/VALIDATION.md finds the
+# estimate optimistic on every LLM training row (by 17-26 % of the step on
+# the A100), from kernels it does not count; 1.5 bounds that with margin, and
+# a prediction slower than measured would be a new error. docs/LLM.md reports
+# the ratios.
+mfu() { # SIZE NODES STAGES BATCH LAYERS HIDDEN TFLOPS
+  $STAGGER sim --model $SRC/tests/data/validation/megatron-gpt-$1.json \
+    --cluster $SRC/models/clusters/dgx-a100.json --nodes $2 --strategy megatron \
+    --tensor-parallel 8 --pipeline-stages $3 --recompute full --precision mixed \
+    --global-batch $4 --micro-batch 1 --out "$tmp/n$1" >/dev/null 2>&1
+  local step
+  step=$(num "$tmp/n$1/report.json" step_time_s)
+  awk -v t="$step" -v B=$4 -v l=$5 -v h=$6 -v n=$(($2 * 8)) -v m=$7 -v name=$1 'BEGIN {
+    s = 2048; V = 51200
+    F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+    r = F / (t * n) / 1e12 / m
+    printf "GPT %s: %.1f TFLOP/s per GPU predicted, %d measured: %.2fx\n", name, F / (t * n) / 1e12, m, r
+    exit !(r >= 0.95 && r <= 1.5) }' || fail "GPT $1 throughput outside the band"
+}
+mfu 18.4b 32 1 1024 40 6144 135
+mfu 39.1b 64 2 1536 48 8192 138
 
 # The schedule round-trips through its JSON, derived model and parts included.
 $STAGGER schedule --model $M --cluster $C --nodes 2 --strategy megatron --tensor-parallel 8 \
