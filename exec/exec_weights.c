@@ -46,21 +46,34 @@ whole_holder(Exec *x, int i)
   return any;
 }
 
-/* Puts slices of `kind` (n elements in all) together into `dst`. */
+/* Puts slices of `kind` (n elements in all) together into `dst`, from the
+ * ranks of tensor-parallel index `tp` (-1: every rank); *any says whether
+ * some rank held one. */
 static gboolean
-slices(Exec *x, int i, StData kind, float *dst, size_t n, GError **error)
+slices_of(Exec *x, int i, StData kind, int tp, float *dst, size_t n, gboolean *any,
+          GError **error)
 {
+  *any = FALSE;
   for (int rk = 0; rk < x->s->n_ranks; rk++) {
     Rank *r = &x->ranks[rk];
     LayerState *ls = &r->layers[i];
-    if (r->dev == NULL || r->p->job != 0 || ls->at[kind][0] == NULL)
+    if (r->dev == NULL || r->p->job != 0 || ls->at[kind][0] == NULL ||
+        (tp >= 0 && r->tp_rank != tp))
       continue;
+    *any = TRUE;
     size_t first, count;
     st_comm_slice(n, MAX(ls->parts, 1), ls->slice, &first, &count);
     if (!download(r, dst + first, ls->at[kind][0], count, error))
       return FALSE;
   }
   return TRUE;
+}
+
+static gboolean
+slices(Exec *x, int i, StData kind, float *dst, size_t n, GError **error)
+{
+  gboolean any;
+  return slices_of(x, i, kind, -1, dst, n, &any, error);
 }
 
 /* A split model's layers (tensor parallelism): each whole layer put
@@ -87,16 +100,22 @@ gather_split(Exec *x, GPtrArray *out, GError **error)
             state_at(&r->layers[i], ST_DATA_PARAMS, r->layers[i].newest) != NULL)
           holder = r;
       }
-      if (holder == NULL) {
-        g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                    "layer '%s': no rank holds tensor-parallel slice %d of its weights whole",
-                    l->name, q);
-        return FALSE;
+      if (holder != NULL) {
+        const LayerState *ls = &holder->layers[i];
+        if (!download(holder, part, state_at(ls, ST_DATA_PARAMS, ls->newest),
+                      (size_t)l->params, error))
+          return FALSE;
+      } else { /* ZeRO-3: the data-parallel shards of the slice */
+        gboolean any;
+        if (!slices_of(x, i, ST_DATA_PARAMS_SHARD, q, part, (size_t)l->params, &any, error))
+          return FALSE;
+        if (!any) {
+          g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                      "layer '%s': no rank holds tensor-parallel slice %d of its weights",
+                      l->name, q);
+          return FALSE;
+        }
       }
-      const LayerState *ls = &holder->layers[i];
-      if (!download(holder, part, state_at(ls, ST_DATA_PARAMS, ls->newest), (size_t)l->params,
-                    error))
-        return FALSE;
       st_tp_place(l, q, part, (float *)w->data);
     }
   }

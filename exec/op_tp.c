@@ -190,7 +190,10 @@ reduce(Call *c, GError **error)
               error);
 }
 
-/* The PARTIAL spans of the gradients of layers [layer, layer_last]. */
+/* The PARTIAL spans of the gradients of layers [layer, layer_last]: of the
+ * whole gradient, or under ZeRO 2-3 of the rank's shard of it (elements
+ * [first, first + count) of the layer's; the tensor group's members hold
+ * the same shard of the same layout, so they make the same calls). */
 static gboolean
 partial_grads(Call *c, GError **error)
 {
@@ -202,14 +205,13 @@ partial_grads(Call *c, GError **error)
     const StLayer *l = &r->model->layers[i];
     if (st_tp_partial_elems(l) == 0)
       continue;
-    if (r->layers[i].at[ST_DATA_GRADS_SHARD][0] != NULL) {
-      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                  "rank %d, op %u '%s': layer '%s' keeps its gradients sharded (ZeRO); the "
-                  "executor sums tensor-parallel partial gradients in whole ones only",
-                  r->rank, c->o, c->what, l->name);
-      return FALSE;
-    }
-    char *grads = state_data_of(r, c->o, c->step, ST_DATA_GRADS, i, t);
+    const LayerState *ls = &r->layers[i];
+    char *grads = ls->at[ST_DATA_GRADS_SHARD][0];
+    size_t first = 0, count = (size_t)l->params;
+    if (grads != NULL)
+      st_comm_slice((size_t)l->params, MAX(ls->parts, 1), ls->slice, &first, &count);
+    else
+      grads = state_data_of(r, c->o, c->step, ST_DATA_GRADS, i, t);
     if (grads == NULL)
       return missing(c, "the gradients", error);
     StTpSpan spans[ST_TP_SPANS_MAX];
@@ -218,8 +220,11 @@ partial_grads(Call *c, GError **error)
       if (spans[k].kind != ST_TP_SPAN_PARTIAL)
         continue;
       for (size_t row = 0; row < spans[k].rows; row++) {
-        char *at = grads + (spans[k].part + row * spans[k].part_ld) * es;
-        if (!coll(c, ST_COLL_ALL_REDUCE, ST_COMM_SUM, at, at, spans[k].len, r->x->dt, error))
+        size_t a = spans[k].part + row * spans[k].part_ld, b = a + spans[k].len;
+        size_t lo = MAX(a, first), hi = MIN(b, first + count);
+        char *at = grads + (lo - first) * es;
+        if (lo < hi &&
+            !coll(c, ST_COLL_ALL_REDUCE, ST_COMM_SUM, at, at, hi - lo, r->x->dt, error))
           return FALSE;
       }
     }

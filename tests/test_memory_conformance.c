@@ -499,6 +499,7 @@ test_runs_tp(void)
      "tensor-parallel=2 vocab-multiple=1 sequence-parallel=true", FALSE, 0},
     {"megatron", 8, 1, ST_PRECISION_FP32,
      "tensor-parallel=2 vocab-multiple=1 sequence-parallel=true pipeline-stages=2", FALSE, 0},
+    {"megatron", 4, 1, ST_PRECISION_FP32, "tensor-parallel=2 zero-stage=3", FALSE, 0},
   };
   for (gsize k = 0; k < G_N_ELEMENTS(models); k++) {
     g_autoptr(StModel) m = st_test_model(models[k]);
