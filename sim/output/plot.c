@@ -115,6 +115,21 @@ has_file(const char *dir, const char *name)
   return g_file_test(path, G_FILE_TEST_IS_REGULAR);
 }
 
+/* The text of DIR/NAME, or NULL with `error` set. */
+static char *
+read_table(const char *dir, const char *name, GError **error)
+{
+  g_autofree char *path = g_build_filename(dir, name, NULL);
+  char *text = NULL;
+  GError *local = NULL;
+  if (!g_file_get_contents(path, &text, NULL, &local)) {
+    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return NULL;
+  }
+  return text;
+}
+
 /* The run's name for titles: report.json's "description" (which says the
  * strategy and its settings), else its "strategy", else the directory's
  * name. */
@@ -223,13 +238,9 @@ memory_info_read(const char *dir, MemoryInfo *m, GError **error)
   m->stands = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
   memory_info_from_report(dir, m);
   g_autofree char *path = g_build_filename(dir, "memory.csv", NULL);
-  g_autofree char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &local)) {
-    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
-    g_error_free(local);
+  g_autofree char *text = read_table(dir, "memory.csv", error);
+  if (text == NULL)
     return FALSE;
-  }
   int last = -1, row = -1;
   gboolean header = FALSE;
   for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
@@ -401,13 +412,9 @@ static gboolean
 plot_groups(Plotter *pl, const char *dir, const char *name, GError **error)
 {
   g_autofree char *path = g_build_filename(dir, "groups.csv", NULL);
-  g_autofree char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &local)) {
-    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
-    g_error_free(local);
+  g_autofree char *text = read_table(dir, "groups.csv", error);
+  if (text == NULL)
     return FALSE;
-  }
   long commas = 0;
   for (const char *c = text; *c != '\0' && *c != '\n'; c++)
     commas += *c == ',';
