@@ -1,4 +1,4 @@
-/* csv.c: memory.csv, comm.csv and ops.csv (see output.h; docs/FORMATS.md
+/* csv.c: memory.csv, comm.csv, groups.csv and ops.csv (see output.h; docs/FORMATS.md
  * describes every column). These are the tables the gnuplot scripts in
  * plots/ read, so their shape follows what gnuplot draws easily: rows of one
  * device are contiguous and in time order, and every table starts at time 0
