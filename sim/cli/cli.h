@@ -82,6 +82,8 @@ typedef struct {
   StProfile *profile;
 } StCliInputs;
 
+/* Whether table option `name` was on the command line. */
+gboolean st_cli_given(const StCliShared *shared, const char *name);
 gboolean st_cli_load_inputs(const StCliShared *shared, StCliInputs *inputs, GError **error);
 void st_cli_inputs_clear(StCliInputs *inputs);
 

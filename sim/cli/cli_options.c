@@ -1,5 +1,6 @@
 /* cli_options.c: the options that sim, schedule, run, validate and plan share
  * (docs/ARCHITECTURE.md lists them with their meaning). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,15 @@ st_cli_shared_group(StCliShared *sh)
 }
 
 gboolean
+st_cli_given(const StCliShared *sh, const char *name)
+{
+  for (guint i = 0; sh->given != NULL && i < sh->given->len; i += 2)
+    if (strcmp(g_ptr_array_index(sh->given, i), name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+gboolean
 st_cli_load_inputs(const StCliShared *sh, StCliInputs *in, GError **error)
 {
   memset(in, 0, sizeof *in);
@@ -168,6 +178,14 @@ st_cli_load_inputs(const StCliShared *sh, StCliInputs *in, GError **error)
   in->model = st_model_load(sh->model, error);
   if (in->model == NULL)
     return FALSE;
+  /* A model written in 16 bits still trains in fp32 unless asked (as
+   * PyTorch and Megatron-LM do); a step many times longer than the user
+   * expects should not go unexplained. */
+  if (in->model->dtype != ST_DTYPE_FP32 && !st_cli_given(sh, "precision"))
+    fprintf(stderr,
+            "note: %s is written in %s, and without --precision it trains in fp32 (the "
+            "default); --precision mixed trains it in 16 bits with fp32 master weights\n",
+            in->model->name, st_dtype_name(in->model->dtype));
   in->cluster = st_cluster_load(sh->cluster, error);
   if (in->cluster == NULL)
     return FALSE;

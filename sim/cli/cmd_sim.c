@@ -162,16 +162,6 @@ build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
   return TRUE;
 }
 
-/* Whether option `name` was on the command line. */
-static gboolean
-given(const StCliShared *sh, const char *name)
-{
-  for (guint i = 0; sh->given != NULL && i < sh->given->len; i += 2)
-    if (strcmp(g_ptr_array_index(sh->given, i), name) == 0)
-      return TRUE;
-  return FALSE;
-}
-
 /* `stagger sim --chakra PREFIX`: a Chakra trace, imported onto --cluster
  * (resized by --nodes / --gpus); a foreign trace's COMP durations become
  * entries of the profile (--profile's, or a new one). */
@@ -203,7 +193,7 @@ import_chakra(StCliShared *sh, const char *prefix, const char *groups, GPtrArray
     .precision = options.precision,
     .optimizer = options.optimizer,
     .global_batch = options.global_batch,
-    .steps = given(sh, "steps") ? options.steps : 0,
+    .steps = st_cli_given(sh, "steps") ? options.steps : 0,
     .groups_path = groups,
   };
   StChakraImportStats stats = {0};

@@ -31,6 +31,18 @@ expect 2 "bucket" $STAGGER sim --model $M --cluster $C --bucket-bytes 25XB
 expect 2 "Unknown option" $STAGGER sim --model $M --cluster $C --bogus
 expect 2 "precision" $STAGGER sim --model $M --cluster $C --precision fp8
 
+# A model written in 16 bits trains in fp32 unless --precision says otherwise,
+# and the user is told so; with --precision given, nothing is said.
+sed 's/"name": *"mlp"/"name": "mlp", "dtype": "bf16"/' "$M" >"$tmp/mlp-bf16.json"
+grep -q '"dtype": "bf16"' "$tmp/mlp-bf16.json" || fail "could not write the bf16 model"
+$STAGGER sim --model "$tmp/mlp-bf16.json" --cluster $C --steps 2 --out "$tmp/bf16" >/dev/null 2>"$tmp/err"
+grep -q "written in bf16, and without --precision it trains in fp32" "$tmp/err" || fail "no note for a bf16 model in fp32"
+grep -q '"precision":[[:space:]]*"fp32"' "$tmp/bf16/report.json" || fail "the default precision is not fp32"
+$STAGGER sim --model "$tmp/mlp-bf16.json" --cluster $C --steps 2 --precision fp32 --out "$tmp/bf16f" >/dev/null 2>"$tmp/err"
+! grep -q "without --precision" "$tmp/err" || fail "note printed though --precision was given"
+$STAGGER sim --model $M --cluster $C --steps 2 --out "$tmp/fp32" >/dev/null 2>"$tmp/err"
+! grep -q "without --precision" "$tmp/err" || fail "note printed for an fp32 model"
+
 expect 2 "one value per strategy" $STAGGER sim --model $M --cluster $C --strategy zero,zero --zero-stage 1,2,3
 
 # Per-strategy values: a comma list on a numeric option gives each run its own.
