@@ -37,7 +37,8 @@ static const ModelCase MODELS[] = {
   {"gpt3-1.3b", 1, FALSE},     {"wide_resnet101_2", 1, FALSE}, {"llama-3-8b", 1, FALSE},
   {"mistral-7b", 1, FALSE},    {"qwen2-7b", 1, FALSE},         {"mixtral-8x7b", 1, FALSE},
   {"gpt-xl-padded", 2, FALSE}, {"gpt-xl-padded", 4, TRUE},     {"llama-3-8b", 4, FALSE},
-  {"llama-3-8b", 8, TRUE},     {NULL, 0, FALSE},
+  {"llama-3-8b", 8, TRUE},     {"mixtral-8x7b", 2, FALSE},     {"mixtral-8x7b", 8, TRUE},
+  {NULL, 0, FALSE},
 };
 
 static StModel *

@@ -381,17 +381,21 @@ lm_head_layer(const StLayer *layer, double b, List *l)
 /* A mixture-of-experts expert (layer_moe.c): it copies the router's stream
  * (2 d + E per token) on and back, gathers its C rows per sample, runs its
  * MLP on them (the shape that decides its GEMMs' efficiency: C rows, not
- * the sequence's), and adds gate x output back in. */
+ * the sequence's), and adds gate x output back in. Under sequence
+ * parallelism the MLP runs on the tensor group's t C rows gathered (as the
+ * head does; layer_llm.c's st_mlp_part counts them), the gather and the
+ * add on the rank's own C. */
 static void
 moe_expert_layer(const StLayer *layer, double b, List *l)
 {
+  double t = MAX(layer->tp, 1);
   double stream = features_of(&layer->in_shape);
   double d = (stream - (double)st_layer_attr(layer, "experts", 1)) / 2;
   double rows = b * (double)st_layer_attr(layer, "capacity", 1);
   const char *kind = st_layer_attr_choice(layer, "mlp");
   mem(l, ST_KERNEL_MEMORY, b * rows_of(layer) * stream, 2);
   mem(l, ST_KERNEL_MEMORY, rows * d, 2);
-  mlp(l, rows, d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
+  mlp(l, rows * (layer->sp ? t : 1), d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
       st_layer_attr(layer, "bias", 0) != 0);
   mem(l, ST_KERNEL_MEMORY, rows * d, 3);
 }
