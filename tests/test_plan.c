@@ -145,7 +145,7 @@ test_space_knobs(void)
   g_autoptr(StPlanSpec) spec = spec_of("nodes", "1,2", "micro-batch", "4,8,16", NULL);
   g_autoptr(GStringChunk) strings = g_string_chunk_new(256);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) configs = st_plan_space_expand(spec, c, strings, &error);
+  g_autoptr(GArray) configs = st_plan_space_expand(spec, NULL, c, strings, NULL, NULL, &error);
   g_assert_no_error(error);
   guint expected = 0;
   for (const StStrategy *const *s = st_strategies(); *s != NULL; s++) {
@@ -172,7 +172,7 @@ test_space_knobs(void)
    * varies for every strategy searched. */
   g_autoptr(StPlanSpec) narrow = spec_of("strategy", "dp,zero", "micro-batch", "8",
                                          "zero-stage", "2,3", "precision", "fp32,mixed", NULL);
-  g_autoptr(GArray) some = st_plan_space_expand(narrow, c, strings, &error);
+  g_autoptr(GArray) some = st_plan_space_expand(narrow, NULL, c, strings, NULL, NULL, &error);
   g_assert_no_error(error);
   g_assert_cmpuint(some->len, ==, 2 + 2 * 2);
   const StPlanConfig *last = &g_array_index(some, StPlanConfig, some->len - 1);

@@ -60,6 +60,10 @@ static const struct {
                         "such as cyclic DP's update rules v1 and v2: they train differently from "
                         "synchronous SGD/Adam, and are marked 'stale' (default: only those that "
                         "compute its update; pruned models when --sparsity asks)"},
+  {"tp-across-nodes", NULL, "Also search tensor-parallel groups that span nodes (megatron): "
+                            "their collectives then cross the slower inter-node links on every "
+                            "layer (default: a group stays inside a node, as Megatron-LM "
+                            "advises)"},
 };
 
 static gboolean

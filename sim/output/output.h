@@ -71,6 +71,9 @@ typedef struct {
                                  stands for): 1 is even */
   int64_t comm_exposed_ns;    /* time of the steady step with no COMP op running on device 0's
                                  representative (communication not hidden) */
+  int64_t *comm_exposed_by_comm; /* [schedule's communicators]: of comm_exposed_ns, the time
+                                    an op of that communicator is in flight and no COMP op
+                                    runs (groups in flight together each count it) */
   int64_t ops_by_source[ST_SRC_N]; /* recorded op counts by cost source */
   StOutOfMemory *oom;         /* NULL when every device fits */
   GArray *loss;               /* double per step (executor runs), or NULL */

@@ -234,6 +234,8 @@ busy_and_exposed(StSummary *sum, const int64_t *shift)
   Window w = steady_window(sum);
   GArray **comp = g_new0(GArray *, s->n_devices);
   g_autoptr(GArray) comm0 = g_array_new(FALSE, FALSE, sizeof(Window));
+  int n_comms = (int)s->comms->len;
+  GArray **by_comm = g_new0(GArray *, MAX(n_comms, 1));
   int rep0 = s->n_devices > 0 ? t->device_rep[0] : -1;
   for (guint i = 0; i < t->ops->len; i++) {
     const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);
@@ -246,6 +248,11 @@ busy_and_exposed(StSummary *sum, const int64_t *shift)
       g_array_append_val(comp[d], x);
     } else if (d == rep0 && op->kind != ST_OP_COPY) {
       g_array_append_val(comm0, x);
+      if (op->comm >= 0 && op->comm < n_comms) {
+        if (by_comm[op->comm] == NULL)
+          by_comm[op->comm] = g_array_new(FALSE, FALSE, sizeof(Window));
+        g_array_append_val(by_comm[op->comm], x);
+      }
     }
   }
   int64_t length = w.end - w.start;
@@ -262,7 +269,18 @@ busy_and_exposed(StSummary *sum, const int64_t *shift)
     if (comp[rep0] != NULL)
       g_array_append_vals(comm0, comp[rep0]->data, comp[rep0]->len);
     sum->comm_exposed_ns = union_length(comm0, w0) - only_comp;
+    for (int c = 0; c < n_comms; c++) {
+      if (by_comm[c] == NULL)
+        continue;
+      if (comp[rep0] != NULL)
+        g_array_append_vals(by_comm[c], comp[rep0]->data, comp[rep0]->len);
+      sum->comm_exposed_by_comm[c] = union_length(by_comm[c], w0) - only_comp;
+    }
   }
+  for (int c = 0; c < n_comms; c++)
+    if (by_comm[c] != NULL)
+      g_array_unref(by_comm[c]);
+  g_free(by_comm);
   for (int d = 0; d < s->n_devices; d++)
     if (comp[d] != NULL)
       g_array_unref(comp[d]);
@@ -433,6 +451,7 @@ st_summary_new(const StTimeline *t)
   for (int r = 0; r < s->n_ranks; r++)
     used[s->ranks[r].device] = TRUE;
   sum->devices = g_new0(StDeviceSummary, s->n_devices);
+  sum->comm_exposed_by_comm = g_new0(int64_t, MAX(s->comms->len, 1));
   for (int d = 0; d < s->n_devices; d++) {
     sum->gpus_used += used[d];
     sum->devices[d].id = d;
@@ -464,6 +483,7 @@ st_summary_free(StSummary *sum)
     return;
   g_free(sum->step_end_ns);
   g_free(sum->devices);
+  g_free(sum->comm_exposed_by_comm);
   g_free(sum->oom);
   g_free(sum->links);
   if (sum->loss != NULL)

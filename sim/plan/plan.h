@@ -122,6 +122,8 @@ typedef struct {
   gboolean allow_stale;    /* also rank configurations whose update is stale (delayed
                               gradients): by default only those computing synchronous
                               SGD/Adam's update (on a pruned model when --sparsity asks) */
+  gboolean tp_across_nodes; /* also tensor-parallel groups that span nodes (by default a
+                               strategy's estimate refuses them: StEstimate) */
   int threads;             /* evaluation threads; 0: one per processor */
   int wave;                /* simulations between pruning decisions; 0: ST_PLAN_WAVE */
 } StPlanSpec;
@@ -136,7 +138,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanSpec, st_plan_spec_free)
  * every power-of-two multiple), global-batch, gpu-batch, mem-cap (a size:
  * "80GiB"), gpu-budget, objective (time, throughput, throughput-per-gpu,
  * gpu-hours), train-steps, prune (front, winner, off), threads, wave,
- * no-fold, allow-stale.
+ * no-fold, allow-stale, tp-across-nodes.
  * Any other option of the table (strategy/options.h) takes a comma list of
  * values (ranges for integer options); errors name the option and value. */
 gboolean st_plan_spec_set(StPlanSpec *spec, const char *name, const char *value,
@@ -170,6 +172,15 @@ typedef struct {
                                  owned, the strings live in the expansion's string chunk */
 } StPlanConfig;
 
+/* Spaces of more configurations than this list only those their options
+ * and shape admit (StPlanKeep): the rest are counted by reason in the plan
+ * (StPlan.unlisted), so that a large LLM space, most of whose shapes no
+ * layout fits, is not held point by point. */
+#define ST_PLAN_LIST_ALL 20000
+
+/* Whether to keep configuration `config` of a large space. */
+typedef gboolean (*StPlanKeep)(const StPlanConfig *config, gpointer data);
+
 /* Every configuration of `spec` on `cluster` (as loaded), in a fixed order:
  * strategy (registry or given order), shape (GPUs, then nodes), micro-batch,
  * accumulation, option values. The varied options of a strategy are its
@@ -177,10 +188,14 @@ typedef struct {
  * several values for that no registered strategy declares as a knob (an
  * option that is some strategy's knob varies only for the strategies that
  * declare it). Strings go into `strings` (borrowed, must outlive the
- * configurations). Fails on an empty space or one too large to search.
+ * configurations). A knob that does not apply to `model` (StStrategy.knob_applies;
+ * `model` NULL: all apply) is not varied. A space of more than ST_PLAN_LIST_ALL
+ * holds only what `keep` keeps (NULL: everything). Fails on an empty space or
+ * one too large to search.
  * Transfer full: a GArray of StPlanConfig that frees their settings. */
-GArray *st_plan_space_expand(const StPlanSpec *spec, const StCluster *cluster,
-                             GStringChunk *strings, GError **error);
+GArray *st_plan_space_expand(const StPlanSpec *spec, const StModel *model,
+                             const StCluster *cluster, GStringChunk *strings, StPlanKeep keep,
+                             gpointer data, GError **error);
 
 /* The options and GPU count of `config`: defaults, then the spec's
  * single-valued options, then the configuration's values and batch, all
@@ -225,6 +240,10 @@ void st_plan_fingerprint(const StSchedule *schedule, const char *comm_algo, guin
 
 /* ---- results ---------------------------------------------------------------- */
 
+/* Communicators a point's exposed time is told by, and their names' room. */
+#define ST_PLAN_GROUPS 8
+#define ST_PLAN_GROUP_NAME 24
+
 typedef enum {
   ST_PLAN_OK = 0,      /* simulated, fits in the memory cap */
   ST_PLAN_OOM,         /* does not fit: simulated peak, or its memory bound (not simulated) */
@@ -250,6 +269,10 @@ typedef struct {
   int64_t work_ns;         /* before building: the compute of its global batch at the GPUs'
                               peak, spread over all of them (st_plan_work_bound); 0 unknown */
   int gpus_at_least;       /* before building: the fewest GPUs it may use */
+  gboolean estimated;      /* its strategy's estimate (StStrategy.estimate) was made */
+  StEstimate estimate;     /* lower bounds before building: step (0 unknown), peak memory */
+  int64_t before_ns;       /* before building: the larger of work_ns and the estimate's step
+                              (steady rule's tolerance off): what orders and prunes it unbuilt */
   /* Simulated (OK, OOM by simulation): */
   int32_t steps_run;                    /* steps the simulation took */
   gboolean steady;                      /* its steady state was reached (--steps auto), or
@@ -263,6 +286,10 @@ typedef struct {
   int64_t peak_by_category[ST_MEM_N];   /* on that GPU, at that moment */
   int64_t busy_ns;                      /* GPU 0 computing, per steady step */
   int64_t exposed_ns;                   /* GPU 0 communicating, not computing, per step */
+  struct {
+    char name[ST_PLAN_GROUP_NAME];      /* a communicator ("tp", "data"); "" ends the list */
+    int64_t ns;                         /* of exposed_ns, with one of its ops in flight */
+  } exposed_by_group[ST_PLAN_GROUPS];   /* groups with exposed time, most first */
   double comm_bytes;                    /* sent over all links by all GPUs, per step */
   double objective;                     /* OK only */
   int rank;                             /* 1 = the winner; 0 when not ranked */
@@ -276,6 +303,8 @@ typedef struct {
 
 typedef struct {
   int configurations, simulated, ok, oom, infeasible, pruned, failed, excluded;
+  int64_t unlisted;   /* not in configurations: refused by options or shape in a space of
+                         more than ST_PLAN_LIST_ALL (StPlan.unlisted says why) */
   int duplicates;     /* with the schedule of an earlier one: its results, not simulated again */
   int oom_by_bound;   /* of oom: not simulated, the memory bound exceeds the cap */
 } StPlanCounts;
@@ -290,10 +319,18 @@ typedef struct {
   StPlanPoint *points;         /* [configs->len], owned */
   GArray *ranking;             /* int: OK points, best first */
   StPlanCounts counts;
+  GArray *unlisted;            /* StPlanUnlisted, in order of first meeting */
   /* Timing of the run (not part of the plan: it varies between runs). */
   double seconds;
   int threads;
 } StPlan;
+
+/* Configurations of a large space refused before being listed, by reason. */
+typedef struct {
+  char *reason;   /* owned */
+  char *example;  /* the first one's strategy, shape and label, owned */
+  int64_t count;
+} StPlanUnlisted;
 
 /* Progress, called from the thread that runs st_plan_run: `done` of `total`
  * configurations decided so far. */
@@ -309,7 +346,8 @@ StPlan *st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluste
 void st_plan_free(StPlan *plan);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlan, st_plan_free)
 
-/* The winner (rank 1) and runner-up (rank 2), or -1. */
+/* The winner (rank 1) and the runner-up (the best ranked after it whose
+ * schedule differs from the winner's), or -1. */
 int st_plan_winner(const StPlan *plan);
 int st_plan_runner_up(const StPlan *plan);
 

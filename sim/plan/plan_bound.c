@@ -60,6 +60,7 @@
 #include <string.h>
 
 #include "base/limits.h"
+#include "strategy/strategy_common.h"
 #include "cost/cost.h"
 #include "output/steady.h"
 #include "sched/work.h"
@@ -443,10 +444,7 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
 int64_t
 st_plan_work_bound(const StModel *m, const StCluster *c, const StOptions *o)
 {
-  StDtype dtype = ST_DTYPE_FP32;
-  if (o->precision == ST_PRECISION_MIXED)
-    dtype = c->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
-  double peak = st_cluster_peak_flops(c, dtype);
+  double peak = st_compute_peak(c, o);
   if (!(peak > 0) || c->gpus <= 0)
     return 0;
   double ns = (m->fwd_flops + m->bwd_flops) * (double)o->global_batch / (c->gpus * peak) * 1e9;

@@ -187,5 +187,6 @@ st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src)
   memcpy(dst->peak_by_category, src->peak_by_category, sizeof dst->peak_by_category);
   dst->busy_ns = src->busy_ns;
   dst->exposed_ns = src->exposed_ns;
+  memcpy(dst->exposed_by_group, src->exposed_by_group, sizeof dst->exposed_by_group);
   dst->comm_bytes = src->comm_bytes;
 }

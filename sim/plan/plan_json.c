@@ -90,7 +90,47 @@ counts_json(const StPlanCounts *c)
   st_json_add_int(obj, "failed", c->failed);
   st_json_add_int(obj, "excluded", c->excluded);
   st_json_add_int(obj, "same_schedule", c->duplicates);
+  st_json_add_int(obj, "unlisted", c->unlisted);
   return obj;
+}
+
+/* How configurations were decided without a simulation, for a reader who
+ * asks what was pruned and why (each point's reason says which rule). */
+static cJSON *
+rules_json(const StPlan *plan)
+{
+  cJSON *rules = cJSON_CreateObject();
+  cJSON_AddStringToObject(
+    rules, "infeasible",
+    "the option table, the batch split or the strategy refused it (its message); megatron's "
+    "estimate also refuses what build() would (heads, kv heads, layers not divisible; "
+    "interleaving's micro-batches) and tensor-parallel groups spanning nodes unless "
+    "--tp-across-nodes, before building");
+  cJSON_AddStringToObject(
+    rules, "out_of_memory_by_bound",
+    "a lower bound of its peak memory exceeds the cap: before building, its strategy's closed "
+    "form (model states as ZeRO shards them, the activations its pipeline order holds at "
+    "once); after building, persistent states and buffers surely live together");
+  cJSON_AddStringToObject(
+    rules, "pruned",
+    "a lower bound of its steady step (before building: its global batch's compute at peak, "
+    "or its strategy's closed form of its busiest stage's passes at the engine's alone costs, "
+    "tensor-parallel collectives at link speed and the pipeline's fill; after building: the "
+    "longest dependency cycle through one step) cannot beat a simulated steady configuration "
+    "on no more GPUs (--prune front) or on any (--prune winner): exact, the winner and the "
+    "front against GPUs are kept");
+  cJSON_AddStringToObject(rules, "same_schedule",
+                          "it builds the schedule of an earlier configuration: its results");
+  cJSON *unlisted = cJSON_AddArrayToObject(rules, "unlisted");
+  for (guint i = 0; plan->unlisted != NULL && i < plan->unlisted->len; i++) {
+    const StPlanUnlisted *u = &g_array_index(plan->unlisted, StPlanUnlisted, i);
+    cJSON *obj = cJSON_CreateObject();
+    cJSON_AddStringToObject(obj, "reason", u->reason);
+    st_json_add_int(obj, "count", u->count);
+    cJSON_AddStringToObject(obj, "example", u->example);
+    cJSON_AddItemToArray(unlisted, obj);
+  }
+  return rules;
 }
 
 static cJSON *
@@ -137,6 +177,17 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNumberToObject(obj, "work_bound_s", (double)pt->work_ns * 1e-9);
   else
     cJSON_AddNullToObject(obj, "work_bound_s");
+  if (pt->estimated) {
+    /* The strategy's closed forms before building (StEstimate). */
+    cJSON *est = cJSON_AddObjectToObject(obj, "estimate");
+    cJSON_AddNumberToObject(est, "step_time_s", (double)pt->estimate.step_ns * 1e-9);
+    cJSON_AddNumberToObject(est, "compute_s", (double)pt->estimate.compute_ns * 1e-9);
+    cJSON_AddNumberToObject(est, "tp_comm_s", (double)pt->estimate.tp_comm_ns * 1e-9);
+    cJSON_AddNumberToObject(est, "bubble_s", (double)pt->estimate.bubble_ns * 1e-9);
+    st_json_add_int(est, "peak_bytes", pt->estimate.peak_bytes);
+  } else {
+    cJSON_AddNullToObject(obj, "estimate");
+  }
   cJSON_AddBoolToObject(obj, "simulated", pt->simulated);
   if (pt->same_as >= 0)
     st_json_add_int(obj, "same_schedule_as", pt->same_as);
@@ -163,6 +214,10 @@ point_json(const StPlan *plan, int i)
     st_json_add_int(cats, st_mem_name(k), pt->peak_by_category[k]);
   cJSON_AddNumberToObject(obj, "busy_s", (double)pt->busy_ns * 1e-9);
   cJSON_AddNumberToObject(obj, "exposed_comm_s", (double)pt->exposed_ns * 1e-9);
+  cJSON *groups = cJSON_AddObjectToObject(obj, "exposed_comm_by_group_s");
+  for (int k = 0; k < ST_PLAN_GROUPS && pt->exposed_by_group[k].name[0]; k++)
+    cJSON_AddNumberToObject(groups, pt->exposed_by_group[k].name,
+                            (double)pt->exposed_by_group[k].ns * 1e-9);
   cJSON_AddNumberToObject(obj, "comm_bytes_per_step", pt->comm_bytes);
   if (pt->rank > 0)
     st_json_add_int(obj, "rank", pt->rank);
@@ -185,6 +240,7 @@ st_plan_to_json(const StPlan *plan)
   st_json_add_int(root, "gpus_per_node", plan->cluster->gpus_per_node);
   cJSON_AddItemToObject(root, "search", search_json(plan));
   cJSON_AddItemToObject(root, "counts", counts_json(&plan->counts));
+  cJSON_AddItemToObject(root, "decided_unsimulated", rules_json(plan));
   int winner = st_plan_winner(plan), runner_up = st_plan_runner_up(plan);
   if (winner >= 0)
     st_json_add_int(root, "winner", winner);

@@ -140,6 +140,11 @@ print_counts(const StPlan *plan, FILE *out)
           c->configurations, c->simulated, c->duplicates, c->ok, c->oom - c->oom_by_bound,
           c->pruned, c->oom_by_bound, c->infeasible, c->failed, c->excluded,
           c->excluded > 0 ? ": --allow-stale admits them" : "");
+  if (c->unlisted > 0)
+    fprintf(out, "Besides, %" G_GINT64_FORMAT " configurations of this space of more than %d "
+                 "were refused by their options or batch split before listing (%u reasons: "
+                 "plan.json's decided_unsimulated.unlisted).\n",
+            c->unlisted, ST_PLAN_LIST_ALL, plan->unlisted->len);
   if (plan->spec->global_batch == 0 && plan->spec->gpu_batch == 0 &&
       plan->spec->objective != ST_PLAN_OBJ_THROUGHPUT_PER_GPU &&
       plan->spec->objective != ST_PLAN_OBJ_THROUGHPUT)
@@ -250,6 +255,31 @@ row_bytes(FILE *out, const char *name, int64_t a, int64_t b)
 }
 
 static int64_t
+group_ns(const StPlanPoint *p, const char *name)
+{
+  for (int k = 0; k < ST_PLAN_GROUPS && p->exposed_by_group[k].name[0]; k++)
+    if (strcmp(p->exposed_by_group[k].name, name) == 0)
+      return p->exposed_by_group[k].ns;
+  return 0;
+}
+
+/* Exposed time by communicator: the winner's groups, then the runner-up's
+ * others. A group in flight beside another counts in both. */
+static void
+rows_groups(FILE *out, const StPlanPoint *a, const StPlanPoint *b)
+{
+  const StPlanPoint *both[] = {a, b};
+  for (int w = 0; w < 2; w++)
+    for (int k = 0; k < ST_PLAN_GROUPS && both[w]->exposed_by_group[k].name[0]; k++) {
+      const char *name = both[w]->exposed_by_group[k].name;
+      if (w == 1 && group_ns(a, name) > 0)
+        continue;
+      g_autofree char *row = g_strdup_printf("    on \"%s\"", name);
+      row_duration(out, row, group_ns(a, name), group_ns(b, name));
+    }
+}
+
+static int64_t
 other_ns(const StPlanPoint *p)
 {
   return MAX(0, p->step_time_ns - p->busy_ns - p->exposed_ns);
@@ -287,7 +317,16 @@ print_explanation(const StPlan *plan, FILE *out)
   row_duration(out, "step time", a->step_time_ns, b->step_time_ns);
   row_duration(out, "  computing (GPU 0)", a->busy_ns, b->busy_ns);
   row_duration(out, "  exposed communication", a->exposed_ns, b->exposed_ns);
-  row_duration(out, "  waiting, idle", other_ns(a), other_ns(b));
+  rows_groups(out, a, b);
+  row_duration(out, "  waiting, idle (bubble)", other_ns(a), other_ns(b));
+  if (a->estimated && b->estimated && a->estimate.step_ns > 0 && b->estimate.step_ns > 0) {
+    fprintf(out, "  %s\n", "closed form, before building:");
+    row_duration(out, "    busiest stage computing", a->estimate.compute_ns,
+                 b->estimate.compute_ns);
+    row_duration(out, "    its TP collectives", a->estimate.tp_comm_ns, b->estimate.tp_comm_ns);
+    row_duration(out, "    pipeline fill + drain", a->estimate.bubble_ns, b->estimate.bubble_ns);
+    row_bytes(out, "    memory at least", a->estimate.peak_bytes, b->estimate.peak_bytes);
+  }
   row_bytes(out, "communication, all GPUs", (int64_t)a->comm_bytes, (int64_t)b->comm_bytes);
   row_bytes(out, "peak memory per GPU", a->peak_bytes, b->peak_bytes);
   for (int c = 0; c < ST_MEM_N; c++) {

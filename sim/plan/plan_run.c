@@ -35,6 +35,7 @@
 #include "base/units.h"
 #include "engine/engine.h"
 #include "output/output.h"
+#include "output/steady.h"
 
 typedef struct {
   StPlan *plan;
@@ -69,6 +70,30 @@ set_reason(StPlanPoint *pt, StPlanStatus status, const char *format, ...)
   pt->status = status;
 }
 
+/* The communicators with exposed time on GPU 0, most first (ties by
+ * index), per step. */
+static void
+exposed_by_group(StPlanPoint *pt, const StSummary *sum, int steady)
+{
+  const StSchedule *s = sum->timeline->schedule;
+  int n = (int)s->comms->len, k = 0;
+  g_autofree gboolean *taken = g_new0(gboolean, MAX(n, 1));
+  memset(pt->exposed_by_group, 0, sizeof pt->exposed_by_group);
+  for (; k < ST_PLAN_GROUPS; k++) {
+    int best = -1;
+    for (int c = 0; c < n; c++)
+      if (!taken[c] && sum->comm_exposed_by_comm[c] > 0 &&
+          (best < 0 || sum->comm_exposed_by_comm[c] > sum->comm_exposed_by_comm[best]))
+        best = c;
+    if (best < 0)
+      break;
+    taken[best] = TRUE;
+    g_strlcpy(pt->exposed_by_group[k].name, st_schedule_comm(s, best)->name,
+              ST_PLAN_GROUP_NAME);
+    pt->exposed_by_group[k].ns = sum->comm_exposed_by_comm[best] / steady;
+  }
+}
+
 /* The numbers of a simulated run. */
 static void
 take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
@@ -92,6 +117,7 @@ take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
   memcpy(pt->peak_by_category, worst->at_peak_by_category, sizeof pt->peak_by_category);
   pt->busy_ns = (int64_t)llround(sum->devices[0].busy_fraction * (double)sum->step_time_ns);
   pt->exposed_ns = sum->comm_exposed_ns / steady;
+  exposed_by_group(pt, sum, steady);
   pt->comm_bytes = sum->comm_bytes_total / steady;
   if (pt->peak_bytes > cap) {
     g_autofree char *peak = st_format_bytes(pt->peak_bytes);
@@ -144,6 +170,34 @@ build_point(const StPlan *plan, const StProfile *profile, int i, StOptions *opti
   return s;
 }
 
+/* Its strategy's estimate before building: refused (infeasible), over the
+ * memory cap by its lower bound (unless pruning is off), or a bound of the
+ * steady step that orders and prunes it unbuilt. */
+static void
+estimate(Run *run, StPlanPoint *pt, const StStrategy *strategy, const StCluster *cluster,
+         const StOptions *resolved, gboolean timed)
+{
+  StPlan *plan = run->plan;
+  g_autoptr(GError) error = NULL;
+  StStrategyInput in = {plan->model, cluster, run->profile, resolved};
+  pt->estimate = (StEstimate){.groups_across_nodes = plan->spec->tp_across_nodes};
+  if (!strategy->estimate(&in, &pt->estimate, &error)) {
+    set_reason(pt, ST_PLAN_INFEASIBLE, "%s: %s", strategy->name, error->message);
+    return;
+  }
+  pt->estimated = TRUE;
+  if (timed && pt->estimate.step_ns > 0)
+    pt->before_ns = MAX(pt->before_ns, st_steady_step_bound(pt->estimate.step_ns));
+  if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->estimate.peak_bytes > plan->mem_cap) {
+    g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes);
+    g_autofree char *cap = st_format_bytes(plan->mem_cap);
+    set_reason(pt, ST_PLAN_OOM,
+               "needs at least %s on one GPU (its model states and the activations its "
+               "pipeline surely holds at once, in closed form), over the cap of %s (not built)",
+               need, cap);
+  }
+}
+
 /* Phase 2, nothing built: what it computes (a stale update not admitted
  * is excluded), whether its options fit its shape, its batch split, the
  * GPUs it uses at least, and the work bound of its step. */
@@ -178,6 +232,9 @@ prepare(Run *run, int i)
     pt->gpus_at_least = shares ? 1 : MIN(c->gpus, resolved.ranks);
     if (run->profile == NULL && options.steps == 0)
       pt->work_ns = st_plan_work_bound(plan->model, cluster, &resolved);
+    pt->before_ns = pt->work_ns;
+    if (c->strategy->estimate != NULL)
+      estimate(run, pt, c->strategy, cluster, &resolved, options.steps == 0);
   }
   st_options_clear(&resolved);
   st_options_clear(&options);
@@ -401,17 +458,26 @@ prune_unbuilt(Run *run, const StPlanIncumbents *inc, const int *cand, int from, 
     int i = cand[k];
     StPlanPoint *pt = &plan->points[i];
     double best = 0;
-    int who = run->decided[i] || pt->work_ns <= 0
+    int who = run->decided[i] || pt->before_ns <= 0
                 ? -1
                 : st_plan_incumbents_beat(inc, pt->gpus_at_least, work[i], &best);
     if (who < 0)
       continue;
-    set_reason(pt, ST_PLAN_PRUNED,
-               "its %s cannot be better than %.6g (its global batch's compute alone, at the "
-               "GPUs' peak, takes %.6g s per step); configuration %d reaches %.6g on %d GPUs "
-               "(not built)",
-               st_plan_objective_name(o), work[i], (double)pt->work_ns * 1e-9, who, best,
-               plan->points[who].gpus_used);
+    if (pt->before_ns > pt->work_ns)
+      set_reason(pt, ST_PLAN_PRUNED,
+                 "its %s cannot be better than %.6g (its busiest stage's chain of compute at "
+                 "the GPUs' peak and tensor-parallel collectives at link speed, in closed "
+                 "form, takes %.6g s per step); configuration %d reaches %.6g on %d GPUs "
+                 "(not built)",
+                 st_plan_objective_name(o), work[i], (double)pt->before_ns * 1e-9, who, best,
+                 plan->points[who].gpus_used);
+    else
+      set_reason(pt, ST_PLAN_PRUNED,
+                 "its %s cannot be better than %.6g (its global batch's compute alone, at the "
+                 "GPUs' peak, takes %.6g s per step); configuration %d reaches %.6g on %d GPUs "
+                 "(not built)",
+                 st_plan_objective_name(o), work[i], (double)pt->work_ns * 1e-9, who, best,
+                 plan->points[who].gpus_used);
     decide(run, i);
   }
 }
@@ -428,7 +494,7 @@ search(Run *run, GArray *cand)
   g_autofree double *work = g_new(double, MAX(plan->configs->len, 1));
   for (int k = 0; k < n; k++) {
     int i = g_array_index(cand, int, k);
-    work[i] = st_plan_objective_bound(o, plan->spec, &plan->points[i], plan->points[i].work_ns);
+    work[i] = st_plan_objective_bound(o, plan->spec, &plan->points[i], plan->points[i].before_ns);
   }
   SortCtx sort = {plan, work};
   g_array_sort_with_data(cand, compare_candidates, &sort);
@@ -470,14 +536,16 @@ search(Run *run, GArray *cand)
         g_array_append_val(twins, i);
         continue;
       }
-      double bound = st_plan_objective_bound(o, plan->spec, pt, pt->bound.step_time_ns), best = 0;
+      /* Both bounds hold; the estimate's may be the larger. */
+      int64_t step = MAX(pt->bound.step_time_ns, pt->before_ns);
+      double bound = st_plan_objective_bound(o, plan->spec, pt, step), best = 0;
       int who = pruning ? st_plan_incumbents_beat(inc, pt->gpus_used, bound, &best) : -1;
       if (who >= 0) {
         release_kept(run, pt);
         set_reason(pt, ST_PLAN_PRUNED,
                    "its %s cannot be better than %.6g (its step time is at least %.6g s); "
                    "configuration %d reaches %.6g on %d GPUs",
-                   st_plan_objective_name(o), bound, (double)pt->bound.step_time_ns * 1e-9,
+                   st_plan_objective_name(o), bound, (double)step * 1e-9,
                    who, best, plan->points[who].gpus_used);
         decide(run, i);
         continue;
@@ -504,6 +572,76 @@ search(Run *run, GArray *cand)
   report(run);
 }
 
+/* ---- configurations of a large space refused before listing ---------------- */
+
+typedef struct {
+  StPlan *plan;
+  GHashTable *by_reason; /* reason (the entry's) -> index + 1 in plan->unlisted */
+  GHashTable *clusters;  /* (nodes, GPUs) -> the cluster resized, owned */
+} Lister;
+
+static void
+unlisted_clear(gpointer data)
+{
+  StPlanUnlisted *u = data;
+  g_free(u->reason);
+  g_free(u->example);
+}
+
+static void
+unlist(Lister *l, const StPlanConfig *c, const char *reason)
+{
+  StPlan *plan = l->plan;
+  plan->counts.unlisted++;
+  guint at = GPOINTER_TO_UINT(g_hash_table_lookup(l->by_reason, reason));
+  if (at > 0) {
+    g_array_index(plan->unlisted, StPlanUnlisted, at - 1).count++;
+    return;
+  }
+  g_autofree char *label = st_plan_config_label(c);
+  StPlanUnlisted u = {
+    g_strdup(reason),
+    g_strdup_printf("%s%s%s, %d GPUs on %d node%s, micro-batch %d", c->strategy->name,
+                    *label ? " " : "", label, c->gpus, c->nodes, c->nodes == 1 ? "" : "s",
+                    c->micro_batch),
+    1,
+  };
+  g_array_append_val(plan->unlisted, u);
+  g_hash_table_insert(l->by_reason, u.reason, GUINT_TO_POINTER(plan->unlisted->len));
+}
+
+/* StPlanKeep: what prepare() would find infeasible from the options and
+ * the batch split alone is counted by reason instead of listed. */
+static gboolean
+keep_config(const StPlanConfig *c, gpointer data)
+{
+  Lister *l = data;
+  const StPlan *plan = l->plan;
+  g_autoptr(GError) error = NULL;
+  StOptions options;
+  if (!st_plan_config_options(plan->spec, c, &options, &error)) {
+    unlist(l, c, error->message);
+    return FALSE;
+  }
+  gpointer key = GINT_TO_POINTER(c->nodes * 65536 + c->gpus);
+  StCluster *cluster = g_hash_table_lookup(l->clusters, key);
+  if (cluster == NULL) {
+    cluster = st_cluster_copy(plan->cluster);
+    if (!st_cluster_resize(cluster, c->nodes, c->gpus, NULL))
+      g_clear_pointer(&cluster, st_cluster_free);
+    else
+      g_hash_table_insert(l->clusters, key, cluster);
+  }
+  /* Kept: a shape the cluster refuses, and a stale update (excluded, listed). */
+  gboolean stale = c->strategy->update(&options).kind == ST_UPDATE_STALE;
+  gboolean ok = cluster == NULL || (stale && !plan->spec->allow_stale) ||
+                st_strategy_resolve(c->strategy, &options, cluster, &error);
+  if (!ok)
+    unlist(l, c, error->message);
+  st_options_clear(&options);
+  return ok;
+}
+
 /* ---- the search ------------------------------------------------------------ */
 
 StPlan *
@@ -518,7 +656,14 @@ st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *clust
   plan->cluster = cluster;
   plan->strings = g_string_chunk_new(4096);
   plan->mem_cap = spec->mem_cap > 0 ? spec->mem_cap : cluster->gpu.memory_bytes;
-  plan->configs = st_plan_space_expand(spec, cluster, plan->strings, error);
+  plan->unlisted = g_array_new(FALSE, FALSE, sizeof(StPlanUnlisted));
+  g_array_set_clear_func(plan->unlisted, unlisted_clear);
+  Lister lister = {plan, g_hash_table_new(g_str_hash, g_str_equal),
+                   g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)st_cluster_free)};
+  plan->configs =
+    st_plan_space_expand(spec, model, cluster, plan->strings, keep_config, &lister, error);
+  g_hash_table_unref(lister.by_reason);
+  g_hash_table_unref(lister.clusters);
   if (plan->configs == NULL)
     return NULL;
   int n = (int)plan->configs->len;
@@ -601,6 +746,8 @@ st_plan_free(StPlan *plan)
     g_array_unref(plan->configs);
   if (plan->ranking != NULL)
     g_array_unref(plan->ranking);
+  if (plan->unlisted != NULL)
+    g_array_unref(plan->unlisted);
   if (plan->strings != NULL)
     g_string_chunk_free(plan->strings);
   g_free(plan);
@@ -613,11 +760,21 @@ st_plan_winner(const StPlan *plan)
                                                          : -1;
 }
 
+/* The best point with another schedule than the winner's (a twin of it,
+ * same_as, would explain nothing). */
 int
 st_plan_runner_up(const StPlan *plan)
 {
-  return plan->ranking != NULL && plan->ranking->len > 1 ? g_array_index(plan->ranking, int, 1)
-                                                         : -1;
+  int w = st_plan_winner(plan);
+  if (w < 0)
+    return -1;
+  int ws = plan->points[w].same_as >= 0 ? plan->points[w].same_as : w;
+  for (guint k = 1; k < plan->ranking->len; k++) {
+    int i = g_array_index(plan->ranking, int, k);
+    if ((plan->points[i].same_as >= 0 ? plan->points[i].same_as : i) != ws)
+      return i;
+  }
+  return -1;
 }
 
 StSchedule *

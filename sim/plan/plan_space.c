@@ -119,11 +119,15 @@ declared_anywhere(const char *option)
 /* The options `strategy` varies: its knobs (the user's values win over the
  * declared ones), then the user's lists of options no strategy declares. */
 static GArray *
-dims_of(const StPlanSpec *spec, const StStrategy *strategy, GStringChunk *strings)
+dims_of(const StPlanSpec *spec, const StStrategy *strategy, const StModel *model,
+        GStringChunk *strings)
 {
   GArray *dims = g_array_new(FALSE, FALSE, sizeof(Dim));
   g_array_set_clear_func(dims, dim_clear);
   for (const StStrategyKnob *k = strategy->knobs; k != NULL && k->option != NULL; k++) {
+    if (model != NULL && strategy->knob_applies != NULL && !strategy->knob_applies(k->option, model) &&
+        st_plan_spec_values(spec, k->option) == NULL)
+      continue;
     Dim d = {g_string_chunk_insert_const(strings, k->option), g_ptr_array_new()};
     const StPlanValues *given = st_plan_spec_values(spec, k->option);
     g_auto(GStrv) declared = given ? NULL : g_strsplit(k->values, ",", -1);
@@ -148,9 +152,11 @@ dims_of(const StPlanSpec *spec, const StStrategy *strategy, GStringChunk *string
   return dims;
 }
 
-/* Appends every combination of `dims` for one (strategy, shape, batch). */
+/* Appends every combination of `dims` for one (strategy, shape, batch)
+ * that `keep` keeps (NULL: all). */
 static void
-append_combinations(GArray *out, const StPlanConfig *base, GArray *dims)
+append_combinations(GArray *out, const StPlanConfig *base, GArray *dims, StPlanKeep keep,
+                    gpointer data)
 {
   guint n = dims->len;
   g_autofree guint *at = g_new0(guint, n + 1);
@@ -163,7 +169,10 @@ append_combinations(GArray *out, const StPlanConfig *base, GArray *dims)
       c.settings[2 * i] = d->name;
       c.settings[2 * i + 1] = g_ptr_array_index(d->values, at[i]);
     }
-    g_array_append_val(out, c);
+    if (keep == NULL || keep(&c, data))
+      g_array_append_val(out, c);
+    else
+      g_free(c.settings);
     /* Odometer: the last option varies fastest. */
     guint i = n;
     while (i > 0) {
@@ -180,8 +189,8 @@ append_combinations(GArray *out, const StPlanConfig *base, GArray *dims)
 }
 
 GArray *
-st_plan_space_expand(const StPlanSpec *spec, const StCluster *cluster, GStringChunk *strings,
-                     GError **error)
+st_plan_space_expand(const StPlanSpec *spec, const StModel *model, const StCluster *cluster,
+                     GStringChunk *strings, StPlanKeep keep, gpointer data, GError **error)
 {
   g_autoptr(GPtrArray) strategies = g_ptr_array_new();
   for (guint i = 0; i < spec->strategies->len; i++) {
@@ -216,7 +225,7 @@ st_plan_space_expand(const StPlanSpec *spec, const StCluster *cluster, GStringCh
   /* Count first, so that a huge space fails before it is allocated. */
   double total = 0;
   for (guint s = 0; s < strategies->len; s++) {
-    g_autoptr(GArray) dims = dims_of(spec, g_ptr_array_index(strategies, s), strings);
+    g_autoptr(GArray) dims = dims_of(spec, g_ptr_array_index(strategies, s), model, strings);
     double n = (double)shape_list->len * micro->len * accum->len;
     for (guint i = 0; i < dims->len; i++)
       n *= g_array_index(dims, Dim, i).values->len;
@@ -230,11 +239,14 @@ st_plan_space_expand(const StPlanSpec *spec, const StCluster *cluster, GStringCh
     return NULL;
   }
 
-  GArray *out = g_array_sized_new(FALSE, FALSE, sizeof(StPlanConfig), (guint)total);
+  if (total <= ST_PLAN_LIST_ALL)
+    keep = NULL;
+  GArray *out = g_array_sized_new(FALSE, FALSE, sizeof(StPlanConfig),
+                                  (guint)MIN(total, ST_PLAN_LIST_ALL));
   g_array_set_clear_func(out, config_clear);
   for (guint s = 0; s < strategies->len; s++) {
     const StStrategy *strategy = g_ptr_array_index(strategies, s);
-    g_autoptr(GArray) dims = dims_of(spec, strategy, strings);
+    g_autoptr(GArray) dims = dims_of(spec, strategy, model, strings);
     for (guint h = 0; h < shape_list->len; h++) {
       const Shape *shape = &g_array_index(shape_list, Shape, h);
       for (guint m = 0; m < micro->len; m++) {
@@ -246,7 +258,7 @@ st_plan_space_expand(const StPlanSpec *spec, const StCluster *cluster, GStringCh
             .micro_batch = g_array_index(micro, int, m),
             .accumulation = g_array_index(accum, int, a),
           };
-          append_combinations(out, &base, dims);
+          append_combinations(out, &base, dims, keep, data);
         }
       }
     }

@@ -314,11 +314,14 @@ st_plan_spec_set(StPlanSpec *spec, const char *name, const char *value, GError *
     spec->prune = (StPlanPrune)choice;
     return TRUE;
   }
-  if (strcmp(name, "no-fold") == 0 || strcmp(name, "allow-stale") == 0) {
+  if (strcmp(name, "no-fold") == 0 || strcmp(name, "allow-stale") == 0 ||
+      strcmp(name, "tp-across-nodes") == 0) {
     static const char *const FLAGS[] = {"false", "true", NULL};
     if (!set_choice(&choice, FLAGS, name, value, error))
       return FALSE;
-    *(name[0] == 'n' ? &spec->no_fold : &spec->allow_stale) = choice == 1;
+    *(name[0] == 'n'   ? &spec->no_fold
+      : name[0] == 'a' ? &spec->allow_stale
+                       : &spec->tp_across_nodes) = choice == 1;
     return TRUE;
   }
   const StOptionSpec *option = st_option_find(name);

@@ -54,12 +54,30 @@ typedef struct {
 /* "sync", "stale", "pruned". */
 const char *st_update_kind_name(StUpdateKind kind);
 
+/* What the planner learns of a configuration before building it
+ * (StStrategy.estimate): lower bounds, 0 when unknown. Each must hold for
+ * the schedule build() makes and the engine's simulation of it, whatever
+ * the timing; tests/test_plan_llm.c checks them against simulations. */
+typedef struct {
+  gboolean groups_across_nodes; /* in: admit tensor-parallel groups that span nodes (the
+                                   planner's default refuses them; `sim` never asks) */
+  int64_t step_ns;    /* out: the steady step (--steps auto, no measured profile) */
+  int64_t peak_bytes; /* out: the highest device peak */
+  int64_t compute_ns; /* out: of step_ns, the busiest stage's compute at peak */
+  int64_t tp_comm_ns; /* out: of step_ns, its tensor-parallel collectives at link speed */
+  int64_t bubble_ns;  /* out: of step_ns, the pipeline's fill and drain */
+} StEstimate;
+
 typedef struct {
   const char *name;     /* as given to --strategy */
   const char *summary;  /* one line */
   const char *citation; /* the paper or system it follows */
   StSchedule *(*build)(const StStrategyInput *input, GError **error);
   const StStrategyKnob *knobs; /* terminated by option NULL; NULL when none */
+  /* NULL, or whether knob `option` means anything for `model` (expert
+   * parallelism: a model with MoE layers); when not, the planner does not
+   * vary it unless the user lists its values. */
+  gboolean (*knob_applies)(const char *option, const StModel *model);
   /* The update a configuration with these options computes (required;
    * the raw options suffice, nothing resolved). */
   StUpdate (*update)(const StOptions *options);
@@ -73,6 +91,12 @@ typedef struct {
    * planner then learns how many GPUs it uses only by building it. NULL:
    * never. */
   gboolean (*shares_devices)(const StOptions *options);
+  /* Before building (the planner): refuses what build() would refuse or
+   * what the planner does not try by default, with the reason, and fills
+   * the lower bounds it can in O(layers). `input->options` is resolved;
+   * `input->profile` non-NULL means measured costs (no time bound then).
+   * NULL: nothing known before building. */
+  gboolean (*estimate)(const StStrategyInput *input, StEstimate *estimate, GError **error);
 } StStrategy;
 
 /* The update it computes by default and how its knobs and --sparsity

@@ -20,6 +20,15 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
   };
 }
 
+double
+st_compute_peak(const StCluster *c, const StOptions *o)
+{
+  StDtype dtype = ST_DTYPE_FP32;
+  if (o->precision == ST_PRECISION_MIXED)
+    dtype = c->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
+  return st_cluster_peak_flops(c, dtype);
+}
+
 GArray *
 st_grad_buckets(const StModel *m, int64_t bucket_bytes, int grad_bytes)
 {

@@ -31,6 +31,11 @@ typedef struct {
 
 void st_state_bytes(const StOptions *options, StStateBytes *out);
 
+/* The FLOP/s no compute op of a GPU of `cluster` exceeds under `options`'
+ * precision (bf16, else fp16, under mixed precision; fp32 otherwise): what
+ * lower bounds of compute time divide by. 0 when unknown. */
+double st_compute_peak(const StCluster *cluster, const StOptions *options);
+
 typedef struct {
   int first;      /* highest layer index: its backward runs first */
   int last;       /* lowest layer index: when its backward ends the bucket is full */

@@ -35,6 +35,7 @@
  * Megatron-LM does.
  */
 #include "strategy/strategy_pipeline.h"
+#include "strategy/megatron.h"
 
 #include <stdarg.h>
 
@@ -377,6 +378,32 @@ build(const StStrategyInput *in, GError **error)
   return s;
 }
 
+gboolean
+st_megatron_shape(const StStrategyInput *in, StMegatronShape *out, GError **error)
+{
+  const StOptions *o = in->options;
+  int t = MAX(o->tensor_parallel, 1);
+  int64_t padded;
+  *out = (StMegatronShape){0};
+  StModel *m = rank_model(in->model, t, o->sequence_parallel && t > 1, o->vocab_multiple,
+                          &padded, error);
+  Layout l;
+  if (m == NULL || !layout_of(in, m, &l, error)) {
+    st_model_free(m);
+    return FALSE;
+  }
+  *out = (StMegatronShape){l.t, l.p, l.d, l.v, l.e, chunk_firsts(m, &l), m};
+  return TRUE;
+}
+
+void
+st_megatron_shape_clear(StMegatronShape *shape)
+{
+  g_free(shape->first);
+  st_model_free(shape->model);
+  *shape = (StMegatronShape){0};
+}
+
 /* Every step applies all its micro-batches' gradients, summed over the
  * data-parallel replicas, before the next forward. */
 static StUpdate
@@ -393,9 +420,30 @@ sample_group(const StOptions *o)
   return MAX(o->tensor_parallel, 1) * MAX(o->pipeline_stages, 1);
 }
 
+static gboolean
+knob_applies(const char *option, const StModel *m)
+{
+  if (g_strcmp0(option, "expert-parallel") != 0)
+    return TRUE;
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].chain_open)
+      return TRUE;
+  return FALSE;
+}
+
+/* The planner's space (docs/LLM.md): sequence parallelism whenever there is
+ * tensor parallelism (Megatron-LM's advice: it only removes memory, the
+ * bytes moved are the same), and ZeRO 1-3, not none: stage 1 (Megatron's
+ * distributed optimizer) moves the all-reduce's bytes as a reduce-scatter
+ * and an all-gather and holds less. The user's lists replace these. */
 static const StStrategyKnob KNOBS[] = {
   {"tensor-parallel", "1,2,4,8"},
-  {"pipeline-stages", "1,2,4,8"},
+  {"pipeline-stages", "1,2,4,8,16"},
+  {"virtual-stages", "1,2,4"},
+  {"sequence-parallel", "true"},
+  {"zero-stage", "1,2,3"},
+  {"recompute", "none,selective,full"},
+  {"expert-parallel", "1,2,4,8"},
   {NULL},
 };
 
@@ -409,6 +457,8 @@ const StStrategy st_strategy_megatron = {
               "Transformer Models, MLSys 2023 (arXiv:2205.05198)",
   .build = build,
   .knobs = KNOBS,
+  .knob_applies = knob_applies,
   .update = update,
   .sample_group = sample_group,
+  .estimate = st_megatron_estimate,
 };

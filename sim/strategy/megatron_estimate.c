@@ -1,0 +1,236 @@
+/* megatron_estimate.c: what the planner knows of a megatron configuration
+ * before building it (StStrategy.estimate): the checks build() makes, the
+ * planner's default of tensor-parallel groups inside a node, and lower
+ * bounds of peak memory and of the steady step, in O(layers).
+ *
+ * Memory. A GPU of stage s holds, for the whole run, its chunks' model
+ * states: weights, gradients and optimizer states per parameter
+ * (st_state_bytes), each divided over the d data-parallel ranks from the
+ * ZeRO stage that shards it on (1: optimizer states, 2: + gradients, 3: +
+ * weights; an expert's over its d / e "expert data" ranks after the e
+ * expert ranks split the experts). Rounded down, so never above the
+ * shards' sizes. Besides, 1F1B runs min(p - s, M) forwards on stage s
+ * before its first backward (interleaved: the order is walked), and each
+ * keeps its layers' saved blocks
+ * (StLayerMemory.saved; under selective recomputation less what it drops;
+ * nothing under full) until its backward: those are live together, with
+ * the states. Expert layers under expert parallelism are left out (their
+ * rows depend on the dispatch), as is everything else: a lower bound.
+ *
+ * Step time. On one stage, passes run one after another on the compute
+ * stream with the tensor-parallel collectives between them
+ * (tensor_parallel.c), so a pass takes at least its time alone as the
+ * engine costs it (st_compute_time, as plan_bound.c takes it) plus its
+ * collectives': each rank sends at least (t - 1) / t of a collective's
+ * buffer, at most at its links' bandwidth (NVLink inside a node; every
+ * link class together across nodes; none counted with a measured profile,
+ * whose collectives may beat the links' model). Stage s's first forward
+ * waits for micro-batch 0's forward of chunk 0 on stages 0..s-1, its last
+ * pass is a backward of chunk 0, after which that micro-batch's backward
+ * runs on stages s-1..0, and stage 0's next step begins after its
+ * optimizer, which follows: so the steady step is at least, for every s,
+ *   sum_{s' < s} (f_0(s') + b_0(s')) + M sum_{chunks c of s} (f_c + b_c)
+ * with f, b a chunk's forward and backward (recompute included) per
+ * micro-batch. The planner takes the largest, less the steady rule's
+ * tolerance (st_steady_step_bound). The busiest stage's compute, its
+ * collectives and the fill and drain before and after are reported apart.
+ */
+#include "strategy/megatron.h"
+
+#include <math.h>
+
+#include "cost/cost.h"
+
+#include "model/layer_type.h"
+#include "strategy/strategy_common.h"
+#include "strategy/strategy_pipeline.h"
+#include "strategy/tensor_parallel.h"
+
+typedef struct {
+  double ns[2];      /* forward, backward (recompute included) per micro-batch, alone */
+  double tp_bytes;   /* collectives' bytes each rank sends per micro-batch, both passes */
+  int64_t dense, experts; /* parameters held (experts: this EP rank's) */
+  int64_t saved;     /* kept from a forward to its backward, per micro-batch */
+} Chunk;
+
+static gboolean
+refuse(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
+
+static gboolean
+refuse(GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  g_set_error_literal(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID, message);
+  return FALSE;
+}
+
+/* A pass's time alone, as the engine costs the op (sched/work.h). */
+static double
+pass_ns(const StComputeCtx *ctx, const StLayer *l, StPass pass, int64_t batch, gboolean selective)
+{
+  StWork w = {.pass = pass, .layer = l, .batch = batch, .selective = selective};
+  StCostSource source;
+  double ns = st_compute_time(ctx, &w, &source);
+  return isfinite(ns) && ns > 0 ? ns : 0;
+}
+
+static void
+chunk_of(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
+         const StComputeCtx *ctx, int k, Chunk *c)
+{
+  const StModel *m = sh->model;
+  int mb = o->micro_batch;
+  *c = (Chunk){0};
+  for (int i = sh->first[k]; i < sh->first[k + 1]; i++) {
+    const StLayer *l = &m->layers[i];
+    gboolean expert = i > 0 && m->layers[i - 1].chain_open;
+    gboolean in_moe = expert || l->chain_open;
+    StLayerMemory mem;
+    st_layer_memory(m, i, mb, b->activation, &mem);
+    if (expert)
+      c->experts += l->params / sh->e;
+    else
+      c->dense += l->params;
+    /* An EP rank runs 1 / e of the experts at e times the batch. */
+    int64_t batch = expert ? (int64_t)mb * sh->e : mb;
+    double share = expert ? 1.0 / sh->e : 1.0;
+    c->ns[0] += share * pass_ns(ctx, l, ST_PASS_FWD, batch, FALSE);
+    c->ns[1] += share * pass_ns(ctx, l, ST_PASS_BWD, batch, FALSE);
+    /* What tensors.c recomputes (not counted inside MoE segments). */
+    if (!in_moe && o->recompute == ST_RECOMPUTE_FULL)
+      c->ns[1] += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, FALSE);
+    if (!in_moe && o->recompute == ST_RECOMPUTE_SELECTIVE && mem.again > 0)
+      c->ns[1] += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, TRUE);
+    if (sh->t > 1 && !in_moe) {
+      double bytes = (double)st_tp_pass_comm_bytes(m, i, ST_PASS_FWD, mb, b->activation) +
+                     (double)st_tp_pass_comm_bytes(m, i, ST_PASS_BWD, mb, b->activation);
+      if (o->recompute == ST_RECOMPUTE_FULL)
+        bytes += (double)st_tp_pass_comm_bytes(m, i, ST_PASS_RECOMPUTE, mb, b->activation);
+      c->tp_bytes += bytes * (sh->t - 1) / sh->t;
+    }
+    if (o->recompute == ST_RECOMPUTE_FULL || (expert && sh->e > 1))
+      continue;
+    c->saved += mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
+  }
+}
+
+/* The most saved bytes stage s holds at once: 1F1B keeps min(p - s, M)
+ * micro-batches; the interleaved order is walked (its forwards add a
+ * chunk's saved blocks, its backwards take them away at their end). */
+static int64_t
+held(const StMegatronShape *sh, const Chunk *chunk, int s, int M)
+{
+  if (sh->v == 1)
+    return (int64_t)MIN(sh->p - s, M) * chunk[s].saved;
+  g_autoptr(GArray) order = st_pipe_order_interleaved(s, sh->p, M, sh->v);
+  int64_t live = 0, most = 0;
+  for (guint k = 0; k < order->len; k++) {
+    const StPipeSlot *slot = &g_array_index(order, StPipeSlot, k);
+    int64_t saved = chunk[slot->chunk * sh->p + s].saved;
+    live += slot->fwd ? saved : 0;
+    most = MAX(most, live);
+    live -= slot->fwd ? 0 : saved;
+  }
+  return most;
+}
+
+/* Whether selective recomputation drops anything (tensors.c recomputes
+ * only layers whose memory() says so). */
+static gboolean
+drops_any(const StModel *m, int mb, StDtype dtype)
+{
+  for (int i = 0; i < m->n_layers; i++) {
+    StLayerMemory mem;
+    st_layer_memory(m, i, mb, dtype, &mem);
+    if (mem.again > 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* Model-state bytes of `params` on one GPU, ZeRO stage z sharding over n. */
+static int64_t
+states(int64_t params, int z, int n, const StStateBytes *b)
+{
+  int64_t shard = params / MAX(n, 1);
+  return (z >= 3 ? shard : params) * b->weight + (z >= 2 ? shard : params) * b->grad +
+         (z >= 1 ? shard : params) * b->optimizer;
+}
+
+gboolean
+st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
+{
+  const StOptions *o = in->options;
+  const StCluster *cl = in->cluster;
+  int t = MAX(o->tensor_parallel, 1), per = cl->gpus_per_node;
+  gboolean inside = per % t == 0;
+  if (!est->groups_across_nodes && t > 1 && !inside)
+    return refuse(error,
+                  "--tensor-parallel %d: the group would span nodes of %d GPUs (the planner keeps "
+                  "tensor parallelism inside a node unless --tp-across-nodes)",
+                  t, per);
+  StMegatronShape sh;
+  if (!st_megatron_shape(in, &sh, error))
+    return FALSE;
+  StStateBytes b;
+  st_state_bytes(o, &b);
+  if (o->recompute == ST_RECOMPUTE_SELECTIVE && !drops_any(sh.model, o->micro_batch, b.activation)) {
+    st_megatron_shape_clear(&sh);
+    return refuse(error, "--recompute selective: no layer of the model has anything to drop "
+                         "(no dense attention scores), so it builds the schedule of --recompute "
+                         "none");
+  }
+  int K = sh.p * sh.v, M = o->accumulation;
+  StDtype dtype = o->precision != ST_PRECISION_MIXED           ? ST_DTYPE_FP32
+                  : cl->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16
+                                                     : ST_DTYPE_FP16;
+  StComputeCtx ctx = {cl, in->profile, sh.model, dtype, o->compute_model};
+  g_autofree Chunk *chunk = g_new(Chunk, K);
+  for (int k = 0; k < K; k++)
+    chunk_of(&sh, o, &b, &ctx, k, &chunk[k]);
+
+  /* Memory: the stage whose states and in-flight activations weigh most. */
+  int64_t peak = 0;
+  for (int s = 0; s < sh.p; s++) {
+    int64_t dense = 0, experts = 0;
+    for (int k = s; k < K; k += sh.p) {
+      dense += chunk[k].dense;
+      experts += chunk[k].experts;
+    }
+    int64_t bytes = states(dense, o->zero_stage, sh.d, &b) +
+                    states(experts, o->zero_stage, sh.d / sh.e, &b);
+    bytes += held(&sh, chunk, s, M);
+    peak = MAX(peak, bytes);
+  }
+  est->peak_bytes = peak;
+
+  /* Time: the longest chain through one step (see the top). */
+  /* Measured collectives may beat the links' model: none counted then. */
+  double bw = in->profile != NULL ? INFINITY
+              : inside ? cl->links[ST_LINK_INTRA_NODE].bandwidth
+                     : cl->links[ST_LINK_INTRA_NODE].bandwidth +
+                         cl->links[ST_LINK_INTER_NODE].bandwidth + cl->links[ST_LINK_PCIE].bandwidth;
+  gboolean timed = bw > 0 && o->ranks <= cl->gpus;
+  double best = 0, fill = 0;
+  for (int s = 0; timed && s < sh.p; s++) {
+    double compute = 0, comm = 0;
+    for (int k = s; k < K; k += sh.p) {
+      compute += (chunk[k].ns[0] + chunk[k].ns[1]) * 1e-9;
+      comm += chunk[k].tp_bytes / bw;
+    }
+    double total = fill + M * (compute + comm);
+    if (total > best) {
+      best = total;
+      est->compute_ns = (int64_t)floor(M * compute * 1e9);
+      est->tp_comm_ns = (int64_t)floor(M * comm * 1e9);
+      est->bubble_ns = (int64_t)floor(fill * 1e9);
+    }
+    fill += (chunk[s].ns[0] + chunk[s].ns[1]) * 1e-9 + chunk[s].tp_bytes / bw;
+  }
+  est->step_ns = isfinite(best) ? (int64_t)floor(best * 1e9) : 0;
+  st_megatron_shape_clear(&sh);
+  return TRUE;
+}
