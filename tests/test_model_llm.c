@@ -380,6 +380,45 @@ test_tensor_parallel(void)
   g_assert_nonnull(strstr(error->message, "4 tensor-parallel ranks"));
 }
 
+/* Under sequence parallelism the tensor group's expert rows are gathered
+ * (t C rows, C counted on the rank's s/t tokens) before the column-parallel
+ * projections, whose weight gradients need them again in the backward:
+ * Megatron-LM's experts save the gathered input. The expert keeps X at
+ * t C rows (no all-gather repeats them in the schedule), its MLP's tensors
+ * at t C rows, and its reduce-scattered output Y, tokens and gates at C.
+ * It kept X at C rows: (t - 1) C d bytes a sample too few, 14 GiB on a
+ * Mixtral 8x7B GPU of TP 8 + SP, EP 8. */
+static void
+test_moe_sequence_parallel_memory(void)
+{
+  g_autoptr(StModel) m = st_test_model_parse(
+    "{\"name\": \"t\", \"input\": [64], \"layers\": [{\"name\": \"emb\", \"type\": "
+    "\"embedding\", \"vocab\": 64, \"dim\": 256}, "
+    "{\"name\": \"r\", \"type\": \"moe_router\", \"experts\": 4, \"top_k\": 2},"
+    "{\"repeat\": 4, \"layers\": [{\"name\": \"e{i}\", \"type\": \"moe_expert\", "
+    "\"ffn\": 512}]}]}");
+  g_autoptr(GError) error = NULL;
+  const int t = 2, e = 4, batch = 3;
+  const int64_t d = 256, f = 512 / t;
+  g_autoptr(StModel) sp = st_model_derive_as(m, NULL, t, TRUE, &error);
+  g_assert_no_error(error);
+  for (int i = 2; i < 6; i++) {
+    const StLayer *x = &sp->layers[i];
+    int64_t c = st_layer_attr(x, "capacity", 0);
+    g_assert_cmpint(c, ==, 2 * 64 / t / 4); /* C = ceil(k s' / X), s' = s / t */
+    int64_t rows = batch * c, gathered = t * rows;
+    StLayerMemory mem;
+    st_layer_memory(sp, i, batch, ST_DTYPE_FP32, &mem);
+    int64_t want = 2 * st_layer_aligned(rows * 4) + st_layer_aligned(gathered * d * e) +
+                   st_layer_aligned(gathered * f * 2 * e) + st_layer_aligned(gathered * f * e) +
+                   st_layer_aligned(rows * d * e);
+    g_assert_cmpint(mem.saved, ==, want);
+    /* Per sample, unaligned: the same tensors. */
+    g_assert_cmpint(x->act_bytes, ==,
+                    (t * c * d + t * c * f * 3 + c * d) * e + c * (int64_t)(4 + 4));
+  }
+}
+
 /* ---- sequence length, nested repeats ------------------------------------------------------- */
 
 static void
@@ -427,6 +466,7 @@ main(int argc, char **argv)
   g_test_add_func("/model/llm/korthikanti", test_korthikanti);
   g_test_add_func("/model/llm/moe", test_moe_chain);
   g_test_add_func("/model/llm/moe-bad", test_moe_bad);
+  g_test_add_func("/model/llm/moe-sequence-parallel-memory", test_moe_sequence_parallel_memory);
   g_test_add_func("/model/llm/tensor-parallel", test_tensor_parallel);
   g_test_add_func("/model/llm/seq-len", test_derive_as_seq);
   g_test_add_func("/model/llm/nested-repeat", test_nested_repeat);

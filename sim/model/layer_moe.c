@@ -208,13 +208,16 @@ expert_derive(StLayer *layer, int dtype_bytes, GError **error)
   layer->active_params = layer->params * x.top_k / x.experts;
   layer->fwd_flops = st_mlp_fwd_flops(&x.mlp);
   layer->bwd_flops = 2.0 * layer->fwd_flops;
-  layer->act_bytes = 2 * c * x.d * e + st_mlp_kept(&x.mlp, dtype_bytes) +
+  layer->act_bytes = (x.mlp.rows + c) * x.d * e + st_mlp_kept(&x.mlp, dtype_bytes) +
                      c * (int64_t)(sizeof(int32_t) + sizeof(float));
   return TRUE;
 }
 
 /* saved: row index int32 and gate fp32 [B C] each, X [B C d], the MLP's,
- * Y [B C d]; backward scratch: dY, the MLP's, dX [B C d]. */
+ * Y [B C d]; backward scratch: dY, the MLP's, dX [B C d]. Under sequence
+ * parallelism X is the tensor group's rows gathered, [t B C d] (as the MLP's
+ * tensors; the projections' weight gradients read them, and the schedule
+ * gathers them once), the rest the rank's own C. */
 static void
 expert_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
 {
@@ -222,9 +225,10 @@ expert_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *o
   gboolean ok = expert_of(layer, &x, NULL);
   g_return_if_fail(ok);
   int64_t rows = batch * x.capacity, map = st_layer_aligned(rows * x.d * dtype_bytes);
+  int64_t in = st_layer_aligned(batch * x.mlp.rows * x.d * dtype_bytes);
   StPartMemory mlp;
   st_mlp_memory(&x.mlp, batch, dtype_bytes, &mlp);
-  out->saved = 2 * st_layer_aligned(rows * 4) + 2 * map + mlp.saved;
+  out->saved = 2 * st_layer_aligned(rows * 4) + in + map + mlp.saved;
   out->bwd_scratch = 2 * map + mlp.bwd;
 }
 
