@@ -39,6 +39,20 @@ if(STAGGER_NCCL)
   endif()
 endif()
 
+# MPI (OpenMPI from Debian): `stagger plan` under mpirun spreads its search
+# over the ranks through the module libstagger-mpi.so (sim/plan/plan_dist.h).
+set(STAGGER_HAVE_MPI OFF)
+set(STAGGER_MPI_SUMMARY "disabled (STAGGER_MPI=OFF)")
+if(STAGGER_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(STAGGER_HAVE_MPI ON)
+    set(STAGGER_MPI_SUMMARY "found: MPI ${MPI_C_VERSION} (stagger plan under mpirun)")
+  else()
+    set(STAGGER_MPI_SUMMARY "not found (stagger plan runs in one process; mpirun refused)")
+  endif()
+endif()
+
 find_program(GNUPLOT_EXECUTABLE gnuplot)
 if(GNUPLOT_EXECUTABLE)
   set(STAGGER_GNUPLOT_SUMMARY "found: ${GNUPLOT_EXECUTABLE}")

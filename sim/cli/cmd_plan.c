@@ -14,12 +14,15 @@
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "interop/chakra.h"
+#include "exec/module.h"
 #include "plan/plan.h"
+#include "plan/plan_dist.h"
 
 typedef struct {
   char *model, *cluster, *profile, *out, *space, *emit, *chakra;
   int top;
   gboolean bench, quiet, force;
+  StPlanDist dist;        /* the processes the search spreads over (1: this one) */
   char *command;          /* as typed, for the output folder's manifest */
   StOutDir *outdir;       /* --out, written aside until the plan is complete */
   GPtrArray *given;       /* "name", "value" pairs in command-line order */
@@ -299,10 +302,12 @@ search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
   if (!a->quiet)
     fprintf(stderr, "planning %s on %s (%s, %d per node)\n", in->model->name,
             in->cluster->name, in->cluster->gpu.name, in->cluster->gpus_per_node);
-  g_autoptr(StPlan) plan =
-    st_plan_run(spec, in->model, in->cluster, in->profile, on_progress, &bar, error);
+  g_autoptr(StPlan) plan = st_plan_run_spread(spec, in->model, in->cluster, in->profile,
+                                              &a->dist, on_progress, &bar, error);
   if (plan == NULL)
     return FALSE;
+  if (a->dist.rank != 0) /* rank 0 prints and writes what every rank found */
+    return TRUE;
   if (!a->quiet)
     print_timing(plan, stderr);
   printf("\n");
@@ -408,6 +413,23 @@ run(int argc, char **argv, GError **error)
   g_autoptr(StPlanSpec) spec = NULL;
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
+  a.dist = (StPlanDist){0, 1, NULL, NULL};
+  const StPlanDistBackend *mpi = NULL;
+  if (ok && st_plan_dist_launched() > 1) {
+    /* Under mpirun: the search spreads over the ranks (plan_dist.h). */
+    mpi = st_module_symbol("mpi", ST_PLAN_DIST_SYMBOL, "the planner's MPI backend",
+                           "MPI (Debian: libopenmpi-dev)", error);
+    ok = mpi != NULL && mpi->open(&a.dist, error);
+    if (!ok)
+      mpi = NULL;
+    if (ok && a.bench)
+      ok = st_cli_usage_error(error, "--bench runs in one process, not under mpirun");
+    if (ok && a.dist.rank != 0) {
+      a.quiet = TRUE;
+      g_clear_pointer(&a.out, g_free);
+      g_clear_pointer(&a.emit, g_free);
+    }
+  }
   if (ok && a.top < 0)
     ok = st_cli_usage_error(error, "--top %d: must be 0 or more", a.top);
   if (ok && a.out != NULL && !a.bench)
@@ -438,6 +460,8 @@ run(int argc, char **argv, GError **error)
   }
   if (ok)
     ok = a.bench ? bench(spec, &in, error) : search(&a, spec, &in, error);
+  if (mpi != NULL)
+    mpi->close(&a.dist);
   st_cli_inputs_clear(&in);
   st_schedule_free(a.traced);
   g_free(a.chakra);

@@ -343,6 +343,14 @@ typedef void (*StPlanProgress)(gpointer data, const StPlanCounts *counts, int do
 StPlan *st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *cluster,
                     const StProfile *profile, StPlanProgress progress, gpointer data,
                     GError **error);
+/* The same search spread over the processes of `dist` (plan_dist.h; NULL:
+ * this one alone): every process gets the same plan, byte for byte, as the
+ * search alone gives. Every process must call it with the same inputs. */
+typedef struct StPlanDist StPlanDist;
+StPlan *st_plan_run_spread(const StPlanSpec *spec, const StModel *model,
+                           const StCluster *cluster, const StProfile *profile,
+                           const StPlanDist *dist, StPlanProgress progress, gpointer data,
+                           GError **error);
 void st_plan_free(StPlan *plan);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlan, st_plan_free)
 

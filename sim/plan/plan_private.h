@@ -37,3 +37,14 @@ int st_plan_fingerprints_first(GHashTable *first, const StPlan *plan, int i);
 
 /* The simulated results of `src` into `dst` (its twin). */
 void st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src);
+
+/* ---- spread over processes (plan_dist.c) ----------------------------------- */
+
+#include "plan/plan_dist.h"
+
+/* After a phase of a wave: each process gives the points among indices[0..n)
+ * that it evaluated (owner[i] == its rank) to all, and takes the others'
+ * (status, reason, description, bounds, fingerprint, simulated results).
+ * FALSE when the exchange fails. */
+gboolean st_plan_dist_exchange(const StPlanDist *dist, StPlan *plan, const int *indices, int n,
+                               const int *owner, GError **error);

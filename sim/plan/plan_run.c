@@ -47,6 +47,9 @@ typedef struct {
   StPlanProgress progress;
   gpointer data;
   int n_decided;
+  const StPlanDist *dist;   /* spread over processes, or NULL (plan_dist.h) */
+  int *owner;               /* [n]: the process that evaluates each launched configuration */
+  GError *failed;           /* an exchange between processes failed */
   gint kept_ops;            /* ops of the schedules kept from building to simulating (atomic) */
 } Run;
 
@@ -396,10 +399,20 @@ typedef struct {
 static int
 launch(Run *run, Flight *f, const int *indices, int n)
 {
-  int id = (int)f->waves->len;
-  Wave w = {n};
+  int id = (int)f->waves->len, mine = 0;
+  int rank = run->dist != NULL ? run->dist->rank : 0;
+  int size = run->dist != NULL ? run->dist->size : 1;
+  /* Building decides who evaluates a configuration; it also simulates it. */
+  for (int k = 0; k < n; k++) {
+    if (!run->simulate)
+      run->owner[indices[k]] = k % size;
+    mine += run->owner[indices[k]] == rank;
+  }
+  Wave w = {mine};
   g_array_append_val(f->waves, w);
   for (int k = 0; k < n; k++) {
+    if (run->owner[indices[k]] != rank)
+      continue;
     f->wave_of[indices[k]] = id;
     if (run->pool != NULL) {
       g_thread_pool_push(run->pool, GINT_TO_POINTER(indices[k] + 1), NULL);
@@ -414,16 +427,32 @@ launch(Run *run, Flight *f, const int *indices, int n)
 /* After the bound phase, a point is decided when it is no longer a
  * candidate; in the simulation phase, when its simulation ends. */
 static void
-wait_wave(Run *run, Flight *f, int id)
+finished(Run *run, int i)
+{
+  const StPlanPoint *pt = &run->plan->points[i];
+  if (run->simulate || pt->status != ST_PLAN_OK)
+    decide(run, i);
+}
+
+/* Spread over processes: waits for this one's share of `indices`, then
+ * takes the others' results (plan_dist.h). */
+static void
+wait_wave(Run *run, Flight *f, int id, const int *indices, int n)
 {
   while (g_array_index(f->waves, Wave, id).left > 0) {
     int i = GPOINTER_TO_INT(g_async_queue_pop(run->done)) - 1;
     g_array_index(f->waves, Wave, f->wave_of[i]).left--;
-    const StPlanPoint *pt = &run->plan->points[i];
-    if (run->simulate || pt->status != ST_PLAN_OK)
-      decide(run, i);
+    finished(run, i);
     report(run);
   }
+  if (run->dist == NULL || run->dist->size == 1 || run->failed != NULL)
+    return;
+  if (!st_plan_dist_exchange(run->dist, run->plan, indices, n, run->owner, &run->failed))
+    return;
+  for (int k = 0; k < n; k++)
+    if (run->owner[indices[k]] != run->dist->rank)
+      finished(run, indices[k]);
+  report(run);
 }
 
 /* ---- pruning ------------------------------------------------------------ */
@@ -519,7 +548,10 @@ search(Run *run, GArray *cand)
     /* Build and bound; what does not build or fit is decided there. */
     Flight built = {g_array_new(FALSE, FALSE, sizeof(Wave)), wave_of};
     run->simulate = FALSE;
-    wait_wave(run, &built, launch(run, &built, (const int *)wave->data, (int)wave->len));
+    wait_wave(run, &built, launch(run, &built, (const int *)wave->data, (int)wave->len),
+              (const int *)wave->data, (int)wave->len);
+    if (run->failed != NULL)
+      break;
     g_array_unref(built.waves);
     /* In the wave's order: a twin of a schedule met before copies its
      * results at the end; the rest are pruned by their bound or run. */
@@ -555,7 +587,10 @@ search(Run *run, GArray *cand)
     Flight simulated = {g_array_new(FALSE, FALSE, sizeof(Wave)), wave_of};
     run->simulate = TRUE;
     wait_wave(run, &simulated,
-              launch(run, &simulated, (const int *)run_now->data, (int)run_now->len));
+              launch(run, &simulated, (const int *)run_now->data, (int)run_now->len),
+              (const int *)run_now->data, (int)run_now->len);
+    if (run->failed != NULL)
+      break;
     g_array_unref(simulated.waves);
     if (pruning) {
       st_plan_incumbents_add(inc, (const int *)run_now->data, (int)run_now->len);
@@ -648,6 +683,14 @@ StPlan *
 st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *cluster,
             const StProfile *profile, StPlanProgress progress, gpointer data, GError **error)
 {
+  return st_plan_run_spread(spec, model, cluster, profile, NULL, progress, data, error);
+}
+
+StPlan *
+st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster *cluster,
+                   const StProfile *profile, const StPlanDist *dist, StPlanProgress progress,
+                   gpointer data, GError **error)
+{
   g_return_val_if_fail(spec != NULL && model != NULL && cluster != NULL, NULL);
   gint64 t0 = g_get_monotonic_time();
   g_autoptr(StPlan) plan = g_new0(StPlan, 1);
@@ -672,7 +715,10 @@ st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *clust
   plan->threads = spec->threads > 0 ? spec->threads : (int)g_get_num_processors();
 
   g_autofree gboolean *decided = g_new0(gboolean, MAX(n, 1));
+  g_autofree int *owner = g_new0(int, MAX(n, 1));
   Run run = {
+    .dist = dist,
+    .owner = owner,
     .plan = plan,
     .profile = profile,
     .done = g_async_queue_new(),
@@ -726,6 +772,10 @@ st_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *clust
   if (run.pool != NULL)
     g_thread_pool_free(run.pool, FALSE, TRUE);
   g_async_queue_unref(run.done);
+  if (run.failed != NULL) {
+    g_propagate_error(error, run.failed);
+    return NULL;
+  }
   st_plan_rank(plan);
   plan->seconds = (g_get_monotonic_time() - t0) / 1e6;
   return g_steal_pointer(&plan);
