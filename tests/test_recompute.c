@@ -140,7 +140,7 @@ test_strategies_emit(void)
     const char *strategy, *extra;
   } STRATEGIES[] = {
     {"dp", NULL},         {"zero", "zero-stage=3"},          {"cdp", "stages=2"},
-    {"burst", NULL},      {"pipeline", "pipeline-stages=2"},
+    {"burst", NULL},      {"pipeline", "pipeline-stages=2"}, {"megatron", NULL},
   };
   const double s = 64, h = 64;
   for (gsize k = 0; k < G_N_ELEMENTS(STRATEGIES); k++) {

@@ -347,6 +347,7 @@ build(const StStrategyInput *in, GError **error)
   s->steps = o->steps;
   s->settings.strategy = g_strdup("megatron");
   s->settings.precision = o->precision;
+  s->settings.recompute = (StRecompute)o->recompute;
   s->settings.optimizer = o->optimizer;
   s->settings.micro_batch = o->micro_batch;
   s->settings.accumulation = pp.n_micro;
