@@ -639,6 +639,19 @@ test_bad_layouts(void)
     g_assert_nonnull(strstr(error->message, cases[i].what));
     st_options_clear(&o);
   }
+  /* A model none of whose layers splits over a tensor group (a CNN): every
+   * tensor rank would run it whole, t times the work for the same samples. */
+  StOptions o;
+  options(&o, 2, 1, 1, FALSE, 8, 16);
+  g_autoptr(StModel) m = st_test_model_named("resnet18");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StSchedule) s = st_strategy_build(st_strategy_find("megatron"), m, c, NULL, &o, &error);
+  g_assert_null(s);
+  g_assert_nonnull(error);
+  g_test_message("%s", error->message);
+  g_assert_nonnull(strstr(error->message, "--tensor-parallel 2: no layer of"));
+  st_options_clear(&o);
 }
 
 int

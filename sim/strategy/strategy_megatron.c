@@ -134,6 +134,14 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
   }
   if (l->e > 1 && l->moe_layers == 0)
     return fail(error, "--expert-parallel %d: the model has no MoE layer", l->e);
+  gboolean splits = FALSE;
+  for (int i = 0; i < m->n_layers && !splits; i++)
+    splits = m->layers[i].type->tp == ST_TP_PARALLEL || m->layers[i].type->tp == ST_TP_VOCAB_IN ||
+             m->layers[i].type->tp == ST_TP_VOCAB_OUT;
+  if (l->t > 1 && !splits)
+    return fail(error, "--tensor-parallel %d: no layer of the model splits over a tensor group "
+                       "(Megatron-LM splits attention, MLPs, the embedding and the head); every "
+                       "tensor rank would run the whole model on the same samples", l->t);
   g_autoptr(GArray) firsts = unit_firsts(m);
   l->n_units = (int)firsts->len;
   int chunks = l->p * l->v;
