@@ -171,6 +171,30 @@ test_pruning_exact(void)
   g_assert_cmpint(unbuilt, >, 0);
 }
 
+/* dp's and zero's memory estimates bound their simulated peaks. */
+static void
+test_dp_zero_estimates(void)
+{
+  g_autoptr(StModel) m = st_test_model_parse(SMALL_LLAMA);
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
+  g_autoptr(StPlanSpec) spec =
+    spec_of("strategy", "dp,zero", "nodes", "1,2", "global-batch", "32", "micro-batch", "1,2",
+            "precision", "fp32,mixed", "zero-stage", "1,2,3", "recompute", "none,full", "prune",
+            "off", "threads", "2",
+            NULL);
+  g_autoptr(StPlan) plan = search(spec, m, c);
+  int checked = 0;
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanPoint *pt = &plan->points[i];
+    if (!pt->simulated || !pt->estimated)
+      continue;
+    g_assert_cmpint(pt->estimate.peak_bytes, >, 0);
+    g_assert_cmpint(pt->estimate.peak_bytes, <=, pt->peak_bytes);
+    checked++;
+  }
+  g_assert_cmpint(checked, >=, 8);
+}
+
 /* MoE: the expert-parallel knob is varied for a model with MoE layers only,
  * and its estimates bound the simulation too. */
 static void
@@ -206,5 +230,6 @@ main(int argc, char **argv)
   g_test_add_func("/plan/llm/constraints", test_constraints);
   g_test_add_func("/plan/llm/pruning-exact", test_pruning_exact);
   g_test_add_func("/plan/llm/expert-parallel", test_expert_parallel);
+  g_test_add_func("/plan/llm/dp-zero-estimates", test_dp_zero_estimates);
   return g_test_run();
 }

@@ -195,9 +195,9 @@ estimate(Run *run, StPlanPoint *pt, const StStrategy *strategy, const StCluster 
     g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes);
     g_autofree char *cap = st_format_bytes(plan->mem_cap);
     set_reason(pt, ST_PLAN_OOM,
-               "needs at least %s on one GPU (its model states and the activations its "
-               "pipeline surely holds at once, in closed form), over the cap of %s (not built)",
-               need, cap);
+               "needs at least %s on one GPU (%s's closed form of its model states and what "
+               "its pipeline surely holds at once), over the cap of %s (not built)",
+               need, strategy->name, cap);
   }
 }
 

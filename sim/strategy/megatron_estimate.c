@@ -38,6 +38,7 @@
 #include "strategy/megatron.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "cost/cost.h"
 
@@ -77,43 +78,75 @@ pass_ns(const StComputeCtx *ctx, const StLayer *l, StPass pass, int64_t batch, g
   return isfinite(ns) && ns > 0 ? ns : 0;
 }
 
+/* What one layer adds to its chunk per micro-batch. */
+typedef struct {
+  double fwd, bwd;   /* alone, recompute in bwd */
+  double tp_bytes;
+  int64_t saved;
+} LayerCost;
+
+static void
+layer_cost(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
+           const StComputeCtx *ctx, int i, LayerCost *lc)
+{
+  const StModel *m = sh->model;
+  const StLayer *l = &m->layers[i];
+  int mb = o->micro_batch;
+  gboolean expert = i > 0 && m->layers[i - 1].chain_open;
+  gboolean in_moe = expert || l->chain_open;
+  StLayerMemory mem;
+  st_layer_memory(m, i, mb, b->activation, &mem);
+  /* An EP rank runs 1 / e of the experts at e times the batch. */
+  int64_t batch = expert ? (int64_t)mb * sh->e : mb;
+  double share = expert ? 1.0 / sh->e : 1.0;
+  *lc = (LayerCost){0};
+  lc->fwd = share * pass_ns(ctx, l, ST_PASS_FWD, batch, FALSE);
+  lc->bwd = share * pass_ns(ctx, l, ST_PASS_BWD, batch, FALSE);
+  /* What tensors.c recomputes (not counted inside MoE segments). */
+  if (!in_moe && o->recompute == ST_RECOMPUTE_FULL)
+    lc->bwd += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, FALSE);
+  if (!in_moe && o->recompute == ST_RECOMPUTE_SELECTIVE && mem.again > 0)
+    lc->bwd += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, TRUE);
+  if (sh->t > 1 && !in_moe) {
+    double bytes = (double)st_tp_pass_comm_bytes(m, i, ST_PASS_FWD, mb, b->activation) +
+                   (double)st_tp_pass_comm_bytes(m, i, ST_PASS_BWD, mb, b->activation);
+    if (o->recompute == ST_RECOMPUTE_FULL)
+      bytes += (double)st_tp_pass_comm_bytes(m, i, ST_PASS_RECOMPUTE, mb, b->activation);
+    lc->tp_bytes = bytes * (sh->t - 1) / sh->t;
+  }
+  if (o->recompute != ST_RECOMPUTE_FULL && !(expert && sh->e > 1))
+    lc->saved = mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
+}
+
+/* Whether layers i and j cost alike: the same type, attrs and shapes, and
+ * the same place in or out of an MoE chain (repeated blocks). */
+static gboolean
+alike(const StModel *m, int i, int j)
+{
+  gboolean ei = i > 0 && m->layers[i - 1].chain_open, ej = j > 0 && m->layers[j - 1].chain_open;
+  return ei == ej && m->layers[i].chain_open == m->layers[j].chain_open &&
+         strcmp(m->layers[i].signature, m->layers[j].signature) == 0;
+}
+
 static void
 chunk_of(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
          const StComputeCtx *ctx, int k, Chunk *c)
 {
   const StModel *m = sh->model;
-  int mb = o->micro_batch;
   *c = (Chunk){0};
+  LayerCost lc = {0};
   for (int i = sh->first[k]; i < sh->first[k + 1]; i++) {
     const StLayer *l = &m->layers[i];
-    gboolean expert = i > 0 && m->layers[i - 1].chain_open;
-    gboolean in_moe = expert || l->chain_open;
-    StLayerMemory mem;
-    st_layer_memory(m, i, mb, b->activation, &mem);
-    if (expert)
+    if (i == sh->first[k] || !alike(m, i, i - 1))
+      layer_cost(sh, o, b, ctx, i, &lc);
+    if (i > 0 && m->layers[i - 1].chain_open)
       c->experts += l->params / sh->e;
     else
       c->dense += l->params;
-    /* An EP rank runs 1 / e of the experts at e times the batch. */
-    int64_t batch = expert ? (int64_t)mb * sh->e : mb;
-    double share = expert ? 1.0 / sh->e : 1.0;
-    c->ns[0] += share * pass_ns(ctx, l, ST_PASS_FWD, batch, FALSE);
-    c->ns[1] += share * pass_ns(ctx, l, ST_PASS_BWD, batch, FALSE);
-    /* What tensors.c recomputes (not counted inside MoE segments). */
-    if (!in_moe && o->recompute == ST_RECOMPUTE_FULL)
-      c->ns[1] += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, FALSE);
-    if (!in_moe && o->recompute == ST_RECOMPUTE_SELECTIVE && mem.again > 0)
-      c->ns[1] += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, TRUE);
-    if (sh->t > 1 && !in_moe) {
-      double bytes = (double)st_tp_pass_comm_bytes(m, i, ST_PASS_FWD, mb, b->activation) +
-                     (double)st_tp_pass_comm_bytes(m, i, ST_PASS_BWD, mb, b->activation);
-      if (o->recompute == ST_RECOMPUTE_FULL)
-        bytes += (double)st_tp_pass_comm_bytes(m, i, ST_PASS_RECOMPUTE, mb, b->activation);
-      c->tp_bytes += bytes * (sh->t - 1) / sh->t;
-    }
-    if (o->recompute == ST_RECOMPUTE_FULL || (expert && sh->e > 1))
-      continue;
-    c->saved += mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
+    c->ns[0] += lc.fwd;
+    c->ns[1] += lc.bwd;
+    c->tp_bytes += lc.tp_bytes;
+    c->saved += lc.saved;
   }
 }
 

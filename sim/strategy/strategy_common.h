@@ -31,6 +31,11 @@ typedef struct {
 
 void st_state_bytes(const StOptions *options, StStateBytes *out);
 
+/* StStrategy.estimate of dp and zero (dp_estimate.c): their model states'
+ * lower bound of peak memory. */
+gboolean st_dp_estimate(const StStrategyInput *input, StEstimate *estimate, GError **error);
+gboolean st_zero_estimate(const StStrategyInput *input, StEstimate *estimate, GError **error);
+
 /* The FLOP/s no compute op of a GPU of `cluster` exceeds under `options`'
  * precision (bf16, else fp16, under mixed precision; fp32 otherwise): what
  * lower bounds of compute time divide by. 0 when unknown. */

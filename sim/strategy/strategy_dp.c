@@ -168,4 +168,5 @@ const StStrategy st_strategy_dp = {
               "Training, VLDB 2020",
   .build = build,
   .update = st_sparse_update,
+  .estimate = st_dp_estimate,
 };

@@ -110,5 +110,6 @@ const StStrategy st_strategy_zero = {
               "Parameter Models, SC 2020",
   .build = build,
   .update = st_sparse_update,
+  .estimate = st_zero_estimate,
   .knobs = KNOBS,
 };

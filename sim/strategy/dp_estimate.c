@@ -1,0 +1,58 @@
+/* dp_estimate.c: what the planner knows of a dp or zero configuration
+ * before building it (StStrategy.estimate): a lower bound of its peak
+ * memory from the model states every rank holds for the whole run, so that
+ * a model whose states cannot fit is not built to find out (a 70B model's
+ * schedules take long to build). Weights and optimizer states only (the
+ * gradients of some schedules come and go); ZeRO's shards rounded down.
+ * Besides, a micro-batch's forward runs every layer before its backward,
+ * so every layer's saved block (less what selective recomputation drops;
+ * nothing under full) is live at once, beside the states (tensors.h).
+ * Nothing with --sparsity (SAMO compresses the states) and no time bound
+ * (the work bound covers it). */
+#include "strategy/strategy_common.h"
+
+#include "model/layer_type.h"
+
+/* The saved blocks of one micro-batch's forward (0 at another --seq-len:
+ * the model is derived again when built). */
+static int64_t
+saved(const StModel *m, const StOptions *o, StDtype dtype)
+{
+  if (o->recompute == ST_RECOMPUTE_FULL || (o->seq_len > 0 && o->seq_len != m->input.dims[0]))
+    return 0;
+  int64_t total = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    StLayerMemory mem;
+    st_layer_memory(m, i, o->micro_batch, dtype, &mem);
+    total += mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
+  }
+  return total;
+}
+
+gboolean
+st_dp_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
+{
+  const StOptions *o = in->options;
+  if (o->sparsity > 0)
+    return TRUE;
+  StStateBytes b;
+  st_state_bytes(o, &b);
+  est->peak_bytes =
+    in->model->params * (b.weight + b.optimizer) + saved(in->model, o, b.activation);
+  return TRUE;
+}
+
+gboolean
+st_zero_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
+{
+  const StOptions *o = in->options;
+  if (o->sparsity > 0)
+    return TRUE;
+  StStateBytes b;
+  st_state_bytes(o, &b);
+  int64_t all = in->model->params, shard = all / MAX(o->ranks, 1);
+  int stage = o->zero_stage > 0 ? o->zero_stage : 1;
+  est->peak_bytes = (stage >= 3 ? shard : all) * b.weight + shard * b.optimizer +
+                    saved(in->model, o, b.activation);
+  return TRUE;
+}
