@@ -52,6 +52,7 @@ typedef struct {
   gboolean force;     /* --force (commands that write an output folder) */
   GOptionEntry *entries; /* built from the option table, owned */
   GPtrArray *given;   /* "name", "value" pairs in command-line order, owned */
+  gboolean no_precision_note; /* the caller says st_cli_note_precision itself (plan) */
 } StCliShared;
 
 void st_cli_shared_init(StCliShared *shared);
@@ -82,6 +83,9 @@ typedef struct {
   StProfile *profile;
 } StCliInputs;
 
+/* Says on stderr that `model`, written in 16 bits, trains in fp32 when
+ * --precision was not `given`. */
+void st_cli_note_precision(const StModel *model, gboolean given);
 /* Whether table option `name` was on the command line. */
 gboolean st_cli_given(const StCliShared *shared, const char *name);
 gboolean st_cli_load_inputs(const StCliShared *shared, StCliInputs *inputs, GError **error);

@@ -167,6 +167,19 @@ st_cli_given(const StCliShared *sh, const char *name)
   return FALSE;
 }
 
+void
+st_cli_note_precision(const StModel *model, gboolean given)
+{
+  /* A model written in 16 bits still trains in fp32 unless asked (as
+   * PyTorch and Megatron-LM do); a step many times longer than the user
+   * expects should not go unexplained. */
+  if (model->dtype != ST_DTYPE_FP32 && !given)
+    fprintf(stderr,
+            "note: %s is written in %s, and without --precision it trains in fp32 (the "
+            "default); --precision mixed trains it in 16 bits with fp32 master weights\n",
+            model->name, st_dtype_name(model->dtype));
+}
+
 gboolean
 st_cli_load_inputs(const StCliShared *sh, StCliInputs *in, GError **error)
 {
@@ -178,14 +191,8 @@ st_cli_load_inputs(const StCliShared *sh, StCliInputs *in, GError **error)
   in->model = st_model_load(sh->model, error);
   if (in->model == NULL)
     return FALSE;
-  /* A model written in 16 bits still trains in fp32 unless asked (as
-   * PyTorch and Megatron-LM do); a step many times longer than the user
-   * expects should not go unexplained. */
-  if (in->model->dtype != ST_DTYPE_FP32 && !st_cli_given(sh, "precision"))
-    fprintf(stderr,
-            "note: %s is written in %s, and without --precision it trains in fp32 (the "
-            "default); --precision mixed trains it in 16 bits with fp32 master weights\n",
-            in->model->name, st_dtype_name(in->model->dtype));
+  if (!sh->no_precision_note)
+    st_cli_note_precision(in->model, st_cli_given(sh, "precision"));
   in->cluster = st_cluster_load(sh->cluster, error);
   if (in->cluster == NULL)
     return FALSE;

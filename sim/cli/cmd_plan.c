@@ -443,13 +443,16 @@ run(int argc, char **argv, GError **error)
     ok = (in.cluster = st_cluster_load(a.cluster, error)) != NULL &&
          (a.profile == NULL || (in.profile = st_profile_load(a.profile, error)) != NULL);
   } else if (ok) {
-    StCliShared sh = {.model = a.model, .cluster = a.cluster, .profile = a.profile};
+    StCliShared sh = {.model = a.model, .cluster = a.cluster, .profile = a.profile,
+                      .no_precision_note = TRUE};
     ok = st_cli_load_inputs(&sh, &in, error);
   }
   if (ok) {
     spec = make_spec(&a, error);
     ok = spec != NULL;
   }
+  if (ok && a.chakra == NULL && a.dist.rank == 0)
+    st_cli_note_precision(in.model, st_plan_spec_values(spec, "precision") != NULL);
   if (ok && a.chakra != NULL) {
     const StPlanValues *steps = st_plan_spec_values(spec, "steps");
     int n = steps != NULL ? atoi(g_ptr_array_index(steps->values, 0)) : 2;

@@ -61,7 +61,10 @@ static gboolean
 unpack(StPlan *plan, GBytes *bytes)
 {
   gsize size;
-  const guint8 *at = g_bytes_get_data(bytes, &size), *end = at + size;
+  const guint8 *at = g_bytes_get_data(bytes, &size);
+  if (size == 0) /* a rank with nothing to send: GLib's data is NULL then */
+    return TRUE;
+  const guint8 *end = at + size;
   while (at < end) {
     gint32 index;
     StPlanPoint copy;

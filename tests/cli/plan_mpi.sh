@@ -25,7 +25,11 @@ JSON
 args=(--model "$tmp/m.json" --cluster "$SRC/models/clusters/dgx-h100.json" --nodes 1-4
       --global-batch 64 --precision mixed --micro-batch 1,2 --wave 4 --threads 1 -q)
 $STAGGER plan "${args[@]}" --out "$tmp/one" >"$tmp/one.txt"
-# CI runs as root; two ranks may share the cores.
+# CI runs as root; two ranks may share the cores. Under LeakSanitizer (the
+# sanitize build) OpenMPI's own allocations, many in plugins it has unloaded
+# by exit, count as leaks no suppression can name: leaks are checked in the
+# single-process run above, not in MPI's.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
 mpirun -n 2 --oversubscribe --allow-run-as-root $STAGGER plan "${args[@]}" --out "$tmp/two" \
   >"$tmp/two.txt" || fail "mpirun -n 2 stagger plan failed"
 cmp "$tmp/one/plan.json" "$tmp/two/plan.json" || fail "plan.json differs under mpirun"

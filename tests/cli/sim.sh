@@ -42,6 +42,12 @@ $STAGGER sim --model "$tmp/mlp-bf16.json" --cluster $C --steps 2 --precision fp3
 ! grep -q "without --precision" "$tmp/err" || fail "note printed though --precision was given"
 $STAGGER sim --model $M --cluster $C --steps 2 --out "$tmp/fp32" >/dev/null 2>"$tmp/err"
 ! grep -q "without --precision" "$tmp/err" || fail "note printed for an fp32 model"
+# The planner takes --precision as its own list: the same note, and only without it.
+$STAGGER plan --model "$tmp/mlp-bf16.json" --cluster $C --nodes 1 --strategy dp -q >/dev/null 2>"$tmp/err"
+grep -q "without --precision it trains in fp32" "$tmp/err" || fail "plan: no note for a bf16 model in fp32"
+$STAGGER plan --model "$tmp/mlp-bf16.json" --cluster $C --nodes 1 --strategy dp --precision mixed -q \
+  >/dev/null 2>"$tmp/err"
+! grep -q "without --precision" "$tmp/err" || fail "plan: note printed though --precision was given"
 
 expect 2 "one value per strategy" $STAGGER sim --model $M --cluster $C --strategy zero,zero --zero-stage 1,2,3
 
