@@ -42,7 +42,7 @@ test_dgx_h100(void)
   g_assert_cmpint(c->gpus_per_node, ==, 8);
   g_assert_cmpint(c->gpus, ==, 8);
   g_assert_cmpstr(c->gpu.name, ==, "H100-SXM");
-  g_assert_cmpint(c->gpu.memory_bytes, ==, 80LL << 30);
+  g_assert_cmpint(c->gpu.memory_bytes, ==, 81090LL << 20); /* PyTorch's total_memory */
   g_assert_cmpfloat_with_epsilon(c->gpu.flops[ST_DTYPE_BF16], 989e12, 1);
   g_assert_cmpfloat_with_epsilon(c->gpu.flops[ST_DTYPE_FP16], 989e12, 1);
   g_assert_cmpfloat_with_epsilon(c->gpu.flops[ST_DTYPE_FP32], 67e12, 1);
@@ -64,7 +64,7 @@ test_dgx_h200(void)
   /* H100 compute and links, 141 GB (decimal) of HBM3e at 4.8 TB/s. */
   g_autoptr(StCluster) c = load_shipped("dgx-h200");
   g_assert_cmpstr(c->gpu.name, ==, "H200-SXM");
-  g_assert_cmpint(c->gpu.memory_bytes, ==, 141000000000LL);
+  g_assert_cmpint(c->gpu.memory_bytes, ==, 143156LL << 20); /* PyTorch's total_memory */
   g_assert_cmpfloat_with_epsilon(c->gpu.memory_bandwidth, 4.8e12, 1);
   g_assert_cmpfloat_with_epsilon(c->gpu.flops[ST_DTYPE_BF16], 989e12, 1);
   g_assert_cmpfloat_with_epsilon(c->gpu.flops[ST_DTYPE_FP32], 67e12, 1);
@@ -179,7 +179,7 @@ test_round_trip(void)
   g_autoptr(cJSON) json = st_cluster_to_json(h100);
   g_autofree char *text = cJSON_PrintUnformatted(json);
   g_assert_nonnull(strstr(text, "\"bandwidth\":\"450GB/s\""));
-  g_assert_nonnull(strstr(text, "\"memory\":\"80GiB\""));
+  g_assert_nonnull(strstr(text, "\"memory\":\"81090MiB\""));
   g_assert_nonnull(strstr(text, "\"latency\":\"2us\""));
   g_assert_nonnull(strstr(text, "\"bf16\":\"989TFLOP/s\""));
 }
@@ -381,7 +381,7 @@ test_physical_ranges(void)
                  (const char *const[]){"'fp32'", "above", "100PFLOP/s", NULL});
   expect_refused("\"2us\"", "\"2000s\"",
                  (const char *const[]){"'latency'", "'2000s'", "1s", NULL});
-  expect_refused("\"80GiB\"", "\"1kB\"", (const char *const[]){"'memory'", "1MiB", NULL});
+  expect_refused("\"81090MiB\"", "\"1kB\"", (const char *const[]){"'memory'", "1MiB", NULL});
   expect_refused("\"3.35TB/s\"", "\"0B/s\"",
                  (const char *const[]){"'memory_bandwidth'", "'0B/s'", NULL});
   /* The edges themselves are accepted. */

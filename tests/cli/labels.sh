@@ -39,7 +39,7 @@ $STAGGER sim --model $M --cluster $C --gpus 1 >"$tmp/table" 2>/dev/null
 has "$tmp/table" "dp: 1 rank, micro-batch"
 has "$tmp/table" "samples/s on 1 GPU ("
 has "$tmp/table" "\[predicted for 1 x H100-SXM\]"
-has "$tmp/table" "(capacity 80.00 GiB)"
+has "$tmp/table" "(capacity 79.19 GiB)"
 $STAGGER schedule --model $M --cluster $C --gpus 1 --steps 1 --out "$tmp/s.json" >"$tmp/desc"
 has "$tmp/desc" "1 rank on 1 device (1 node), 1 program, 1 communicator, 1 step"
 lacks "$tmp/desc" " 1 [a-z]*s[ ,)]"
