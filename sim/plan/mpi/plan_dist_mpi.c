@@ -23,6 +23,18 @@ mpi_failed(int code, const char *call, GError **error)
   return FALSE;
 }
 
+/* Waits for `request` without spinning: a rank that finished its share
+ * early would otherwise burn a core its neighbour's simulations need (MPI's
+ * blocking collectives poll). */
+static int
+wait_quietly(MPI_Request *request)
+{
+  int done = 0, code;
+  while ((code = MPI_Test(request, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done)
+    g_usleep(200);
+  return code;
+}
+
 static gboolean
 allgather(const StPlanDist *dist, GBytes *mine, GBytes **all, GError **error)
 {
@@ -33,9 +45,12 @@ allgather(const StPlanDist *dist, GBytes *mine, GBytes **all, GError **error)
   int n = (int)size, p = dist->size;
   g_autofree int *counts = g_new(int, p);
   g_autofree int *offsets = g_new(int, p);
-  int code = MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD);
+  MPI_Request request;
+  int code = MPI_Iallgather(&n, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD, &request);
+  if (code == MPI_SUCCESS)
+    code = wait_quietly(&request);
   if (code != MPI_SUCCESS)
-    return mpi_failed(code, "MPI_Allgather", error);
+    return mpi_failed(code, "MPI_Iallgather", error);
   int64_t total = 0;
   for (int r = 0; r < p; r++) {
     offsets[r] = (int)total;
@@ -44,10 +59,13 @@ allgather(const StPlanDist *dist, GBytes *mine, GBytes **all, GError **error)
   if (total > INT32_MAX)
     return mpi_failed(MPI_ERR_COUNT, "MPI_Allgatherv (over 2 GiB in all)", error);
   guint8 *buffer = g_malloc(MAX(total, 1));
-  code = MPI_Allgatherv(data, n, MPI_BYTE, buffer, counts, offsets, MPI_BYTE, MPI_COMM_WORLD);
+  code = MPI_Iallgatherv(data, n, MPI_BYTE, buffer, counts, offsets, MPI_BYTE, MPI_COMM_WORLD,
+                         &request);
+  if (code == MPI_SUCCESS)
+    code = wait_quietly(&request);
   if (code != MPI_SUCCESS) {
     g_free(buffer);
-    return mpi_failed(code, "MPI_Allgatherv", error);
+    return mpi_failed(code, "MPI_Iallgatherv", error);
   }
   for (int r = 0; r < p; r++)
     all[r] = g_bytes_new(buffer + offsets[r], (gsize)counts[r]);
