@@ -171,17 +171,18 @@ test_pruning_exact(void)
   g_assert_cmpint(unbuilt, >, 0);
 }
 
-/* dp's and zero's memory estimates bound their simulated peaks. */
+/* dp's and zero's memory estimates bound their simulated peaks, and
+ * megatron's both, at the model's sequence length and at another. */
 static void
 test_dp_zero_estimates(void)
 {
   g_autoptr(StModel) m = st_test_model_parse(SMALL_LLAMA);
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
-    spec_of("strategy", "dp,zero", "nodes", "1,2", "global-batch", "32", "micro-batch", "1,2",
-            "precision", "fp32,mixed", "zero-stage", "1,2,3", "recompute", "none,full", "prune",
-            "off", "threads", "2",
-            NULL);
+    spec_of("strategy", "dp,zero,megatron", "nodes", "1,2", "global-batch", "32", "micro-batch",
+            "1,2", "precision", "fp32,mixed", "zero-stage", "1,2,3", "recompute", "none,full",
+            "tensor-parallel", "2", "pipeline-stages", "2", "virtual-stages", "1", "seq-len",
+            "128,256", "prune", "off", "threads", "2", NULL);
   g_autoptr(StPlan) plan = search(spec, m, c);
   int checked = 0;
   for (guint i = 0; i < plan->configs->len; i++) {
@@ -190,9 +191,10 @@ test_dp_zero_estimates(void)
       continue;
     g_assert_cmpint(pt->estimate.peak_bytes, >, 0);
     g_assert_cmpint(pt->estimate.peak_bytes, <=, pt->peak_bytes);
+    g_assert_cmpint(pt->before_ns, <=, pt->step_time_ns);
     checked++;
   }
-  g_assert_cmpint(checked, >=, 8);
+  g_assert_cmpint(checked, >=, 24);
 }
 
 /* MoE: the expert-parallel knob is varied for a model with MoE layers only,

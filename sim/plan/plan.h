@@ -25,6 +25,8 @@
  *   plan_rank.c    objectives, the ranking and the Pareto fronts.
  *   plan_json.c    plan.json (every point) and plan.csv (for plots/plan.gp).
  *   plan_print.c   the ranked table and the winner against the runner-up.
+ *   plan_dist.c    a search spread over processes: what they exchange
+ *                  (plan_dist.h; the MPI module in plan/mpi/).
  *
  * Determinism: a search gives the same points, ranks, fronts and files
  * whatever the thread count. Every configuration's result is stored at its

@@ -7,6 +7,8 @@
  *    allows, the fewest GPUs it may use, and its work bound: with --steps
  *    auto and no measured profile, no step is shorter than its global
  *    batch's compute at the GPUs' peak (st_plan_work_bound).
+ *    Its strategy's estimate (StStrategy.estimate) may refuse it, put it
+ *    over the memory cap, or raise that bound (before_ns).
  * 3. Search, in order of the work bound's objective, best first, in waves
  *    (ST_PLAN_WAVE, or the spec's): build and bound the wave (parallel:
  *    this finds what the strategy refuses, and what its memory bound shows
@@ -24,7 +26,9 @@
  *
  * Every evaluation writes only its own point, and pruning is decided between
  * waves from finished results, so the plan is the same for any thread
- * count. Workers report completion through an async queue; progress is
+ * count. Spread over processes (plan_dist.h), each evaluates its share
+ * of a wave and the points are exchanged before any decision, so the plan is
+ * the same for any number of processes too. Workers report completion through an async queue; progress is
  * called from the thread that called st_plan_run.
  */
 #include "plan/plan_private.h"
@@ -182,7 +186,18 @@ estimate(Run *run, StPlanPoint *pt, const StStrategy *strategy, const StCluster 
 {
   StPlan *plan = run->plan;
   g_autoptr(GError) error = NULL;
-  StStrategyInput in = {plan->model, cluster, run->profile, resolved};
+  /* At another --seq-len, the model st_strategy_build would derive (a
+   * model that refuses it is refused when built). */
+  const StModel *model = plan->model;
+  g_autoptr(StModel) at_len = NULL;
+  if (resolved->seq_len > 0 && resolved->seq_len != model->input.dims[0]) {
+    StShape input = {.n_dims = 1, .dims = {resolved->seq_len}};
+    if (!st_model_is_token(model) ||
+        (at_len = st_model_derive_as(model, &input, 1, FALSE, NULL)) == NULL)
+      return;
+    model = at_len;
+  }
+  StStrategyInput in = {model, cluster, run->profile, resolved};
   pt->estimate = (StEstimate){.groups_across_nodes = plan->spec->tp_across_nodes};
   if (!strategy->estimate(&in, &pt->estimate, &error)) {
     set_reason(pt, ST_PLAN_INFEASIBLE, "%s: %s", strategy->name, error->message);

@@ -13,12 +13,11 @@
 
 #include "model/layer_type.h"
 
-/* The saved blocks of one micro-batch's forward (0 at another --seq-len:
- * the model is derived again when built). */
+/* The saved blocks of one micro-batch's forward. */
 static int64_t
 saved(const StModel *m, const StOptions *o, StDtype dtype)
 {
-  if (o->recompute == ST_RECOMPUTE_FULL || (o->seq_len > 0 && o->seq_len != m->input.dims[0]))
+  if (o->recompute == ST_RECOMPUTE_FULL)
     return 0;
   int64_t total = 0;
   for (int i = 0; i < m->n_layers; i++) {

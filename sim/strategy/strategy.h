@@ -93,7 +93,8 @@ typedef struct {
   gboolean (*shares_devices)(const StOptions *options);
   /* Before building (the planner): refuses what build() would refuse or
    * what the planner does not try by default, with the reason, and fills
-   * the lower bounds it can in O(layers). `input->options` is resolved;
+   * the lower bounds it can in O(layers). `input->model` is the model
+   * build() gets (at --seq-len), `input->options` resolved;
    * `input->profile` non-NULL means measured costs (no time bound then).
    * NULL: nothing known before building. */
   gboolean (*estimate)(const StStrategyInput *input, StEstimate *estimate, GError **error);
