@@ -6,7 +6,8 @@
  * gradients of some schedules come and go); ZeRO's shards rounded down.
  * Besides, a micro-batch's forward runs every layer before its backward,
  * so every layer's saved block (less what selective recomputation drops;
- * nothing under full) is live at once, beside the states (tensors.h).
+ * under full, its input instead) is live at once, beside the states
+ * (tensors.h).
  * Nothing with --sparsity (SAMO compresses the states) and no time bound
  * (the work bound covers it). */
 #include "strategy/strategy_common.h"
@@ -17,13 +18,14 @@
 static int64_t
 saved(const StModel *m, const StOptions *o, StDtype dtype)
 {
-  if (o->recompute == ST_RECOMPUTE_FULL)
-    return 0;
   int64_t total = 0;
   for (int i = 0; i < m->n_layers; i++) {
     StLayerMemory mem;
     st_layer_memory(m, i, o->micro_batch, dtype, &mem);
-    total += mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
+    /* Full recomputation keeps each layer's input for its recompute. */
+    total += o->recompute == ST_RECOMPUTE_FULL         ? mem.input
+             : o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.saved - mem.again
+                                                      : mem.saved;
   }
   return total;
 }

@@ -11,10 +11,10 @@
  * expert ranks split the experts). Rounded down, so never above the
  * shards' sizes. Besides, 1F1B runs min(p - s, M) forwards on stage s
  * before its first backward (interleaved: the order is walked), and each
- * keeps its layers' saved blocks
- * (StLayerMemory.saved; under selective recomputation less what it drops;
- * nothing under full) until its backward: those are live together, with
- * the states. Expert layers under expert parallelism are left out (their
+ * keeps its layers' saved blocks (StLayerMemory.saved; under selective
+ * recomputation less what it drops; under full recomputation their inputs
+ * instead, which the recompute reads) until its backward: those are live
+ * together, with the states (strategy/tensors.h). Expert layers under expert parallelism are left out (their
  * rows depend on the dispatch), as is everything else: a lower bound.
  *
  * Step time. On one stage, passes run one after another on the compute
@@ -114,7 +114,11 @@ layer_cost(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
       bytes += (double)st_tp_pass_comm_bytes(m, i, ST_PASS_RECOMPUTE, mb, b->activation);
     lc->tp_bytes = bytes * (sh->t - 1) / sh->t;
   }
-  if (o->recompute != ST_RECOMPUTE_FULL && !(expert && sh->e > 1))
+  /* Under full recomputation the saved block goes, but the layer's input
+   * stays for its recompute (tensors.h). */
+  if (o->recompute == ST_RECOMPUTE_FULL)
+    lc->saved = in_moe ? 0 : mem.input;
+  else if (!(expert && sh->e > 1))
     lc->saved = mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
 }
 
