@@ -206,20 +206,22 @@ test_expert_parallel(void)
   g_autoptr(StModel) dense = st_test_model_parse(SMALL_LLAMA);
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
-    spec_of("strategy", "megatron", "nodes", "1", "global-batch", "16", "micro-batch", "1",
-            "tensor-parallel", "1", "pipeline-stages", "1", "virtual-stages", "1",
-            "recompute", "none", "zero-stage", "1", "prune", "off", "threads", "2", NULL);
+    spec_of("strategy", "megatron", "nodes", "1", "global-batch", "16", "micro-batch", "1,2",
+            "tensor-parallel", "1,2", "pipeline-stages", "1,2", "virtual-stages", "1",
+            "recompute", "none,full", "zero-stage", "1,3", "prune", "off", "threads", "2", NULL);
   g_autoptr(StPlan) plan = search(spec, moe, c);
-  int ep = 0;
+  int ep = 0, spread = 0;
   for (guint i = 0; i < plan->configs->len; i++) {
     const StPlanPoint *pt = &plan->points[i];
     ep += setting(plan, (int)i, "expert-parallel") != NULL;
     if (pt->simulated && pt->estimated) {
       g_assert_cmpint(pt->estimate.peak_bytes, <=, pt->peak_bytes);
       g_assert_cmpint(pt->before_ns, <=, pt->step_time_ns);
+      spread += setting_int(plan, (int)i, "expert-parallel") > 1;
     }
   }
   g_assert_cmpint(ep, ==, (int)plan->configs->len);
+  g_assert_cmpint(spread, >=, 8);
   g_autoptr(StPlan) plan2 = search(spec, dense, c);
   for (guint i = 0; i < plan2->configs->len; i++)
     g_assert_null(setting(plan2, (int)i, "expert-parallel"));

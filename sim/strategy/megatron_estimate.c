@@ -14,8 +14,9 @@
  * keeps its layers' saved blocks (StLayerMemory.saved; under selective
  * recomputation less what it drops; under full recomputation their inputs
  * instead, which the recompute reads) until its backward: those are live
- * together, with the states (strategy/tensors.h). Expert layers under expert parallelism are left out (their
- * rows depend on the dispatch), as is everything else: a lower bound.
+ * together, with the states (strategy/tensors.h); an EP rank's experts
+ * keep theirs at e times the batch. Everything else (MoE layers under full
+ * recomputation, comm buffers, scratch) is left out: a lower bound.
  *
  * Step time. On one stage, passes run one after another on the compute
  * stream with the tensor-parallel collectives between them
@@ -116,10 +117,17 @@ layer_cost(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
   }
   /* Under full recomputation the saved block goes, but the layer's input
    * stays for its recompute (tensors.h). */
-  if (o->recompute == ST_RECOMPUTE_FULL)
+  if (o->recompute == ST_RECOMPUTE_FULL) {
     lc->saved = in_moe ? 0 : mem.input;
-  else if (!(expert && sh->e > 1))
-    lc->saved = mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
+  } else {
+    /* An EP rank's experts save their blocks at e times the batch: 1 / e
+     * of the layers, each e b rows (the same experts, so per layer the
+     * share of their sum). */
+    if (expert && sh->e > 1)
+      st_layer_memory(m, i, batch, b->activation, &mem);
+    int64_t keep = mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
+    lc->saved = expert ? keep / sh->e : keep;
+  }
 }
 
 /* Whether layers i and j cost alike: the same type, attrs and shapes, and
