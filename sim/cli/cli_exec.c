@@ -68,8 +68,10 @@ st_cli_exec_options(const StCliExec *e, StExecOptions *o, GError **error)
     return st_cli_usage_error(error, "--backend %s: expected auto, host or cuda", backend);
   if (!g_strv_contains(comms, comm))
     return st_cli_usage_error(error, "--comm %s: expected auto, local or nccl", comm);
-  if (e->timeout <= 0)
-    return st_cli_usage_error(error, "--timeout %g: must be positive", e->timeout);
+  /* NaN fails too; beyond 11.6 days a deadline in us overflows nothing but helps no one. */
+  if (!(e->timeout > 0 && e->timeout <= 1e6))
+    return st_cli_usage_error(error, "--timeout %g: must be positive, at most 1e6 s",
+                              e->timeout);
   st_exec_options_init(o);
   o->device = backend;
   o->comm = comm;
@@ -78,7 +80,10 @@ st_cli_exec_options(const StCliExec *e, StExecOptions *o, GError **error)
   o->timeout_s = e->timeout;
   o->stop = &stop_requested;
   g_autoptr(GError) local = NULL;
-  if (e->memory_limit != NULL && !st_parse_bytes(e->memory_limit, &o->memory_limit, &local))
+  if (e->memory_limit != NULL &&
+      (!st_parse_bytes(e->memory_limit, &o->memory_limit, &local) ||
+       !st_range_check(&ST_RANGE_DEVICE_MEMORY, (double)o->memory_limit, e->memory_limit,
+                       &local)))
     return st_cli_usage_error(error, "--memory-limit: %s", local->message);
   return TRUE;
 }

@@ -255,10 +255,11 @@ measure(Args *a, GError **error)
     return st_cli_usage_error(error, "--backend %s: expected auto, host or cuda", a->backend);
   if (a->comm != NULL && !g_strv_contains(comms, a->comm))
     return st_cli_usage_error(error, "--comm %s: expected auto, local or nccl", a->comm);
-  if (a->warmup < 0 || a->repeats < 1)
-    return st_cli_usage_error(error, "--warmup must be >= 0 and --repeats >= 1");
-  if (a->timeout <= 0)
-    return st_cli_usage_error(error, "--timeout must be > 0 seconds");
+  if (a->warmup < 0 || a->warmup > 100000 || a->repeats < 1 || a->repeats > 100000)
+    return st_cli_usage_error(error, "--warmup must be in [0, 100000] and --repeats in [1, "
+                                     "100000]");
+  if (!(a->timeout > 0 && a->timeout <= 1e6)) /* NaN fails too */
+    return st_cli_usage_error(error, "--timeout must be > 0 seconds, at most 1e6");
   StProfilerOptions o;
   st_profiler_options_init(&o);
   if (a->precision != NULL && !st_precision_parse(a->precision, &o.precision, error)) {

@@ -90,11 +90,14 @@ run(int argc, char **argv, GError **error)
     StOptions options;
     if (ok && st_cli_options_for(&sh, 0, 1, &options, error)) {
       g_autoptr(StCluster) cluster = st_cli_cluster_for(&sh, &in, &options, error);
+      g_autoptr(StCliProgress) progress = st_cli_progress_new(names[0], "building the schedule");
       if (cluster != NULL)
         schedule = st_strategy_build(st_strategy_find(names[0]), in.model, cluster,
                                      in.profile, &options, error);
       StFormatContext fc = {in.profile, options.comm_algo};
+      st_cli_progress_phase(progress, "writing the schedule");
       ok = schedule != NULL && (written = format->write(schedule, sh.out, &fc, error)) != NULL;
+      g_clear_pointer(&progress, st_cli_progress_free);
       st_options_clear(&options);
     } else {
       ok = FALSE;
