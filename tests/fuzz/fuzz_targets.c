@@ -6,12 +6,28 @@
 #include "base/json.h"
 #include "cluster/cluster.h"
 #include "import/import.h"
+#include "interop/chakra.h"
 #include "model/model.h"
 #include "plan/plan.h"
 #include "profile/profile.h"
 #include "profile/profile_import_kineto.h"
 #include "sched/sched.h"
 #include "strategy/options.h"
+
+/* The 8-GPU node every target that needs a cluster runs on. Transfer full. */
+static StCluster *
+node_of_8(void)
+{
+  static const char *const node =
+    "{\"name\": \"n\", \"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": {\"name\": \"G\", "
+    "\"memory\": \"80GiB\", \"flops\": {\"fp32\": \"67TFLOP/s\"}, \"memory_bandwidth\": "
+    "\"3.35TB/s\"}, \"links\": {\"intra_node\": {\"bandwidth\": \"450GB/s\", \"latency\": "
+    "\"2us\"}, \"inter_node\": {\"bandwidth\": \"50GB/s\", \"latency\": \"5us\"}}}";
+  g_autoptr(cJSON) root = cJSON_Parse(node);
+  StCluster *c = st_cluster_from_json(root, "fuzz", NULL);
+  g_assert_nonnull(c);
+  return c;
+}
 
 static gboolean
 model(const char *path)
@@ -45,7 +61,7 @@ schedule(const char *path)
 }
 
 /* Lines "NAME VALUE" set shared options by name (as the command line and
- * the planner do), then resolve them on an 8-GPU node; "space VALUE" lines
+ * the planner do), then resolve them on an 8-GPU node; "space.NAME VALUE" lines
  * go to the planner's spec, which takes ranges ("1-64:x2") and lists. */
 static gboolean
 options(const char *path)
@@ -71,14 +87,7 @@ options(const char *path)
       ok = FALSE;
     }
   }
-  static const char *const node =
-    "{\"name\": \"n\", \"nodes\": 1, \"gpus_per_node\": 8, \"gpu\": {\"name\": \"G\", "
-    "\"memory\": \"80GiB\", \"flops\": {\"fp32\": \"67TFLOP/s\"}, \"memory_bandwidth\": "
-    "\"3.35TB/s\"}, \"links\": {\"intra_node\": {\"bandwidth\": \"450GB/s\", \"latency\": "
-    "\"2us\"}, \"inter_node\": {\"bandwidth\": \"50GB/s\", \"latency\": \"5us\"}}}";
-  g_autoptr(cJSON) root = cJSON_Parse(node);
-  g_autoptr(StCluster) c = st_cluster_from_json(root, "fuzz", NULL);
-  g_assert_nonnull(c);
+  g_autoptr(StCluster) c = node_of_8();
   ok = ok && st_cluster_resize(c, o.nodes, o.gpus, NULL) && st_options_resolve(&o, c, NULL);
   st_options_clear(&o);
   st_plan_spec_free(spec);
@@ -132,6 +141,38 @@ kineto(const char *path)
   return p != NULL;
 }
 
+/* A Chakra execution trace of one rank (PREFIX.0.et), imported onto one GPU
+ * of the node, as `stagger sim --chakra PREFIX --gpus 1` does. */
+static gboolean
+chakra(const char *path)
+{
+  static char *prefix = NULL; /* a folder of this process, kept for its life */
+  if (prefix == NULL) {
+    g_autofree char *dir = g_dir_make_tmp("stagger-fuzz-chakra-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    prefix = g_build_filename(dir, "t", NULL);
+  }
+  g_autofree char *bytes = NULL;
+  gsize length = 0;
+  g_autofree char *rank0 = st_chakra_rank_path(prefix, 0);
+  g_autofree char *groups = st_chakra_groups_path(prefix);
+  /* The seed's process groups: one group, rank 0, as stagger writes it. */
+  if (!g_file_get_contents(path, &bytes, &length, NULL) ||
+      !g_file_set_contents_full(rank0, bytes, (gssize)length, G_FILE_SET_CONTENTS_NONE, 0644,
+                                NULL) ||
+      !g_file_set_contents_full(groups, "{\"1\": [0]}\n", -1, G_FILE_SET_CONTENTS_NONE, 0644,
+                                NULL))
+    return FALSE;
+  g_autoptr(StCluster) c = node_of_8();
+  st_cluster_resize(c, 0, 1, NULL);
+  g_autoptr(StProfile) profile = st_profile_new();
+  StChakraImportOptions o = {.cluster = c, .profile = profile};
+  StChakraImportStats stats = {0};
+  g_autoptr(StSchedule) s = st_chakra_import(prefix, &o, &stats, NULL);
+  st_chakra_import_stats_clear(&stats);
+  return s != NULL;
+}
+
 #define SEEDS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* One row per target; each row opens a line with {"NAME", (CMake reads them). */
@@ -149,6 +190,7 @@ static const StFuzzTarget TARGETS[] = {
   {"import_hf", import_hf, SEEDS("tests/data/hf/*.json")},
   {"import_onnx", import_onnx, SEEDS("tests/data/onnx/*.onnx")},
   {"kineto", kineto, SEEDS("tests/data/kineto/*.json")},
+  {"chakra", chakra, SEEDS("tests/fuzz/chakra/*.et")},
   {NULL},
 };
 
