@@ -82,7 +82,7 @@ st_cli_exec_options(const StCliExec *e, StExecOptions *o, GError **error)
   g_autoptr(GError) local = NULL;
   if (e->memory_limit != NULL &&
       (!st_parse_bytes(e->memory_limit, &o->memory_limit, &local) ||
-       !st_range_check(&ST_RANGE_DEVICE_MEMORY, (double)o->memory_limit, e->memory_limit,
+       !st_range_check(&ST_RANGE_SIZE, (double)o->memory_limit, e->memory_limit,
                        &local)))
     return st_cli_usage_error(error, "--memory-limit: %s", local->message);
   return TRUE;
