@@ -30,6 +30,9 @@
 /* Contents are kept for tensors up to this many elements (shape tensors,
  * split sizes, scalars); larger constants are only their shape. */
 #define ONNX_MAX_DATA 4096
+/* Elements of one value, and the span of its shape (below): 2^50, as
+ * ST_MAX_BYTES, so that any product of a value's dims fits int64. */
+#define ONNX_MAX_ELEMS (INT64_C(1) << 50)
 
 /* TensorProto.DataType values that matter here (onnx.proto). */
 enum {
@@ -151,6 +154,10 @@ onnx_int(double x)
 
 /* Elements of a value's shape (1 for a scalar). */
 int64_t onnx_elems(const OnnxValue *v);
+/* Whether `rank` dims, each >= 0, have a product of their non-zero dims of
+ * at most ONNX_MAX_ELEMS: every shape the graph holds does (a zero dim does
+ * not let the others grow unbounded), so no product of its dims overflows. */
+gboolean onnx_dims_fit(int rank, const int64_t *dims);
 /* Bytes of one element of `elem` (0 when unknown: strings, undefined). */
 int onnx_elem_bytes(int elem);
 /* "[1,64,56,56]". Transfer full. */

@@ -56,13 +56,10 @@ onnx_set_shape(const OnnxGraph *g, const OnnxNode *node, int i, int elem, int ra
     return TRUE;
   if (rank < 0 || rank > ONNX_MAX_RANK)
     return onnx_node_error(g, node, error, "output %d would have %d dims", i, rank);
-  double elems = 1;
-  for (int k = 0; k < rank; k++) {
+  for (int k = 0; k < rank; k++)
     if (dims[k] < 0)
       return onnx_node_error(g, node, error, "output %d would have a negative dim", i);
-    elems *= (double)dims[k];
-  }
-  if (elems > 0x1p50)
+  if (!onnx_dims_fit(rank, dims))
     return onnx_node_error(g, node, error, "output %d would have more than 2^50 elements", i);
   v->elem = elem;
   v->rank = rank;

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "base/limits.h"
 #include "import/onnx_ops.h"
 
 #define NORM_FLOPS_PER_ELEM 7.0
@@ -40,9 +41,17 @@ window_dims(const OnnxGraph *g, const OnnxNode *node, const OnnxValue *in,
   for (int k = 0; k < spatial; k++) {
     int64_t size = in->dims[2 + k], s = strides != NULL ? strides[k] : 1;
     int64_t d = dilations != NULL ? dilations[k] : 1;
-    if (s < 1 || d < 1 || kernel[k] < 1)
-      return onnx_node_error(g, node, error, "a kernel, stride or dilation below 1");
-    int64_t span = d * (kernel[k] - 1) + 1;
+    /* Attributes are any int64 in the file: bounded before any sum or product. */
+    if (s < 1 || d < 1 || kernel[k] < 1 || s > ONNX_MAX_ELEMS || d > ONNX_MAX_ELEMS ||
+        kernel[k] > ONNX_MAX_ELEMS)
+      return onnx_node_error(g, node, error, "a kernel, stride or dilation outside 1 to 2^50");
+    if (pads != NULL && (pads[k] < 0 || pads[k + spatial] < 0 || pads[k] > ONNX_MAX_ELEMS ||
+                         pads[k + spatial] > ONNX_MAX_ELEMS))
+      return onnx_node_error(g, node, error, "pads outside 0 to 2^50");
+    int64_t span;
+    if (!st_mul_i64(d, kernel[k] - 1, &span) || span >= ONNX_MAX_ELEMS)
+      return onnx_node_error(g, node, error, "a dilated window of more than 2^50");
+    span += 1;
     if (strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0) {
       out[2 + k] = (size + s - 1) / s;
       continue;
@@ -68,7 +77,9 @@ conv_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
   if (x->rank < 3 || w->rank != x->rank)
     return onnx_node_error(g, node, error, "expects [N, C, spatial...] data and a weight of "
                            "the same rank");
-  if (groups < 1 || x->dims[1] != w->dims[1] * groups || w->dims[0] % groups != 0)
+  int64_t channels;
+  if (groups < 1 || !st_mul_i64(w->dims[1], groups, &channels) || x->dims[1] != channels ||
+      w->dims[0] % groups != 0)
     return onnx_node_error(g, node, error,
                            "%" G_GINT64_FORMAT " input channels do not match the weight's %"
                            G_GINT64_FORMAT " x %" G_GINT64_FORMAT " groups",

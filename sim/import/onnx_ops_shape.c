@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/limits.h"
 #include "import/onnx_ops.h"
 #include "model/layer_type.h"
 
@@ -175,7 +176,8 @@ reshape_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
       return onnx_node_error(g, node, error, "dim %d is %" G_GINT64_FORMAT, k, d);
     }
     dims[k] = d;
-    known *= d;
+    if (!st_mul_i64(known, d, &known) || known > ONNX_MAX_ELEMS)
+      return onnx_node_error(g, node, error, "the target shape has more than 2^50 elements");
   }
   int64_t total = onnx_elems(in);
   if (infer >= 0 && known > 0)
@@ -347,6 +349,9 @@ split_infer(OnnxGraph *g, const OnnxNode *node, GError **error)
     dims[axis] = n_split >= 0 ? split[i] : MIN(chunk, size - total);
     if (dims[axis] < 0)
       return onnx_node_error(g, node, error, "a negative split size");
+    if (dims[axis] > size - total) /* total <= size: never overflows */
+      return onnx_node_error(g, node, error, "split sizes add to more than %" G_GINT64_FORMAT,
+                             size);
     total += dims[axis];
     if (!onnx_set_shape(g, node, i, in->elem, in->rank, dims, error))
       return FALSE;

@@ -196,14 +196,12 @@ read_tensor(OnnxGraph *g, const Onnx__TensorProto *t, int index, GError **error)
                       ONNX_MAX_RANK);
   v->elem = t->has_data_type ? t->data_type : 0;
   v->rank = (int)t->n_dims;
-  double elems = 1;
   for (size_t i = 0; i < t->n_dims; i++) {
     if (t->dims[i] < 0)
       return read_error(g->path, error, "tensor '%s': dim %zu is negative", v->name, i);
     v->dims[i] = t->dims[i];
-    elems *= (double)t->dims[i];
   }
-  if (elems > 0x1p50)
+  if (!onnx_dims_fit(v->rank, v->dims))
     return read_error(g->path, error, "tensor '%s': more than 2^50 elements", v->name);
   read_probes(t, v);
   return read_contents(g->path, t, v, error);
@@ -251,6 +249,8 @@ read_input(OnnxGraph *g, const Onnx__ValueInfoProto *info, GHashTable *dims, GEr
                         v->name, i, param, param[0] != '\0' ? param : "NAME");
     v->dims[i] = *size;
   }
+  if (!onnx_dims_fit(v->rank, v->dims))
+    return read_error(g->path, error, "input '%s': more than 2^50 elements", v->name);
   g->batch = v->dims[0];
   return TRUE;
 }
@@ -513,6 +513,18 @@ onnx_attr_ints(const OnnxNode *node, const char *name, int *n)
   const OnnxAttr *a = onnx_attr(node, name);
   *n = a != NULL ? a->n_ints : 0;
   return a != NULL ? a->ints : NULL;
+}
+
+gboolean
+onnx_dims_fit(int rank, const int64_t *dims)
+{
+  int64_t span = 1;
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0 || (dims[i] > 0 && (dims[i] > ONNX_MAX_ELEMS / span)))
+      return FALSE;
+    else if (dims[i] > 0)
+      span *= dims[i];
+  return TRUE;
 }
 
 int64_t

@@ -357,7 +357,9 @@ json_text(const cJSON *item, GError **error)
   if (cJSON_IsNumber(item)) {
     double d = item->valuedouble;
     char buf[G_ASCII_DTOSTR_BUF_SIZE];
-    if (d == (double)(int64_t)d)
+    /* Whole numbers as integers; inf and 1e300 (no int64 holds them) go on
+     * as written, for the option's own parser to refuse. */
+    if (d >= -0x1p63 && d < 0x1p63 && d == (double)(int64_t)d)
       return g_strdup_printf("%" G_GINT64_FORMAT, (int64_t)d);
     return g_strdup(g_ascii_dtostr(buf, sizeof buf, d));
   }

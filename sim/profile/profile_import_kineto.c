@@ -82,6 +82,10 @@ text_of(const cJSON *v, char *buf, size_t n)
   return "";
 }
 
+/* The times an event may have, us: 4e15 us is 127 years, 1e15 us 31.7. */
+#define KINETO_MAX_TS_US 4e15
+#define KINETO_MAX_DUR_US 1e15
+
 static gboolean
 read_events(Kineto *k, const cJSON *events, GError **error)
 {
@@ -103,6 +107,15 @@ read_events(Kineto *k, const cJSON *events, GError **error)
       g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
                   "%s: event %d: a complete event (\"ph\": \"X\") needs \"name\", \"ts\" and "
                   "\"dur\" >= 0", k->path, index);
+      return FALSE;
+    }
+    /* In microseconds: absolute clocks (since 1970, ~1.8e15 us) fit; two
+     * times and their difference stay inside int64 ns. */
+    if (!(fabs(ts->valuedouble) <= KINETO_MAX_TS_US) || !(dur->valuedouble <= KINETO_MAX_DUR_US)) {
+      g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_INVALID,
+                  "%s: event %d: \"ts\" %g us, \"dur\" %g us: outside +-%g us and 0 to %g us",
+                  k->path, index, ts->valuedouble, dur->valuedouble, KINETO_MAX_TS_US,
+                  KINETO_MAX_DUR_US);
       return FALSE;
     }
     char pid_buf[32], tid_buf[32];

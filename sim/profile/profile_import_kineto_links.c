@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "base/limits.h"
 #include "base/util.h"
 
 static int
@@ -51,7 +52,8 @@ collective_of(const char *op, const char *kernel, StCollKind *coll, gboolean *p2
   return FALSE;
 }
 
-/* Elements of the first tensor of "Input Dims". */
+/* Elements of the first tensor of "Input Dims", -1 when unknown or over
+ * ST_MAX_BYTES (no message is that large). */
 static int64_t
 first_input_elems(const cJSON *args)
 {
@@ -60,7 +62,12 @@ first_input_elems(const cJSON *args)
     return -1;
   int64_t n = 1;
   const cJSON *d;
-  cJSON_ArrayForEach(d, first) n *= cJSON_IsNumber(d) ? (int64_t)d->valuedouble : 0;
+  cJSON_ArrayForEach(d, first)
+  {
+    int64_t dim = json_whole(d, -1);
+    if (dim < 0 || !st_mul_i64(n, dim, &n) || n > ST_MAX_BYTES)
+      return -1;
+  }
   return n;
 }
 
@@ -95,14 +102,14 @@ link_of(const Kineto *k, const Ev *kernel, const Ev *op, int world, Link *out)
                : 0;
   int64_t in = arg_int(a, "In msg nelems", first_input_elems(a));
   int64_t outn = arg_int(a, "Out msg nelems", -1);
-  out->ranks = (int)arg_int(a, "Group size", world);
-  if (elem <= 0 || in < 0 || out->ranks < 2 - out->p2p)
+  int64_t ranks = arg_int(a, "Group size", world);
+  if (elem <= 0 || in < 0 || in > ST_MAX_BYTES || ranks < 2 - out->p2p || ranks > ST_MAX_GPUS)
     return FALSE;
+  out->ranks = (int)ranks;
   int64_t elems = in;
   if (!out->p2p && out->coll == ST_COLL_ALL_GATHER) /* nccl-tests' size: the output */
-    elems = outn > 0 ? outn : in * out->ranks;
-  out->bytes = elems * elem;
-  return out->bytes > 0;
+    elems = outn > 0 ? MIN(outn, ST_MAX_BYTES) : in * out->ranks; /* < 2^50 * 2^24 */
+  return st_mul_i64(elems, elem, &out->bytes) && out->bytes > 0 && out->bytes <= ST_MAX_BYTES;
 }
 
 void

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cjson/cJSON.h>
+#include <math.h>
 
 #include "profile/profile_import_kineto.h"
 
@@ -59,12 +60,23 @@ ev_at(const Kineto *k, int i)
   return &g_array_index(k->ev, Ev, i);
 }
 
-/* An integer argument of an event, or `fallback`. */
+/* A JSON number that is a whole number a double holds exactly (|v| <=
+ * 2^53), or `fallback`: anything else (1e300, NaN, 2.5, a string) is as good
+ * as absent, never an undefined conversion. */
+static inline int64_t
+json_whole(const cJSON *v, int64_t fallback)
+{
+  if (!cJSON_IsNumber(v) || !(fabs(v->valuedouble) <= 0x1p53) ||
+      v->valuedouble != floor(v->valuedouble))
+    return fallback;
+  return (int64_t)v->valuedouble;
+}
+
+/* An integer argument of an event, or `fallback` (json_whole). */
 static inline int64_t
 arg_int(const cJSON *args, const char *key, int64_t fallback)
 {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, key);
-  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : fallback;
+  return json_whole(cJSON_GetObjectItemCaseSensitive(args, key), fallback);
 }
 
 /* Link entries for the NCCL kernels whose size and group are known, the

@@ -12,6 +12,7 @@ M=$SRC/models
 C=$M/clusters/dgx-h100.json
 B=$SRC/tests/bad_inputs
 D=$SRC/tests/data
+R=$SRC/tests/fuzz/regressions
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # What no message may hold: a sanitizer's report, a GLib warning or critical

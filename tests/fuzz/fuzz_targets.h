@@ -30,6 +30,7 @@ typedef struct {
 const StFuzzTarget *st_fuzz_targets(void);
 const StFuzzTarget *st_fuzz_target_find(const char *name);
 
-/* Makes GLib criticals and warnings fatal, so that a g_return_if_fail that
- * fires on fuzzed input counts as a crash. Call once per process. */
+/* Makes GLib criticals and warnings abort, so that a g_return_if_fail that
+ * fires on fuzzed input counts as a crash (and libFuzzer keeps the input).
+ * Call once per process. */
 void st_fuzz_setup(void);
