@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/limits.h"
 #include "base/util.h"
 
 void
@@ -422,9 +423,9 @@ batch_from_shapes(const Kineto *k)
     const cJSON *dims = cJSON_GetObjectItemCaseSensitive(e->args, "Input Dims");
     const cJSON *first = cJSON_GetArrayItem(dims, 0);
     const cJSON *d0 = cJSON_GetArrayItem(first, 0);
-    if (cJSON_IsNumber(d0) && d0->valuedouble >= 1) {
+    if (json_whole(d0, 0) >= 1) {
       best_ts = e->ts;
-      batch = (int64_t)d0->valuedouble;
+      batch = json_whole(d0, 0);
     }
   }
   return batch;
@@ -551,8 +552,9 @@ build(Kineto *k, const cJSON *root, const StKinetoOptions *options, StKinetoImpo
     }
   }
   const cJSON *dist = cJSON_GetObjectItemCaseSensitive(root, "distributedInfo");
-  int world = (int)arg_int(dist, "world_size", 0);
-  kineto_add_links(k, p, stats->device, options->link, launch, world, stats);
+  int64_t world = arg_int(dist, "world_size", 0);
+  kineto_add_links(k, p, stats->device, options->link, launch,
+                   world > 0 && world <= ST_MAX_GPUS ? (int)world : 0, stats);
   stats->unattributed_ns = k->unattributed / k->n_steps;
   stats->unattributed_top = top_unattributed(k);
   return g_steal_pointer(&p);
