@@ -188,9 +188,11 @@ st_json_item_int(const cJSON *item, const char *what, int64_t min, int64_t max, 
   const int64_t exact = INT64_C(1) << 53;
   int64_t lo = MAX(min, -exact), hi = MIN(max, exact);
   if (v < (double)lo || v > (double)hi) {
+    char number[32]; /* 2^62 in digits, 1e300 as such (not its 301 digits) */
+    g_snprintf(number, sizeof number, fabs(v) < 1e20 ? "%.0f" : "%g", v);
     g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID,
-                "key '%s': %.0f is out of range [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
-                what, v, lo, hi);
+                "key '%s': %s is out of range [%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT "]",
+                what, number, lo, hi);
     return FALSE;
   }
   *out = (int64_t)v;
