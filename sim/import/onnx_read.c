@@ -518,12 +518,12 @@ onnx_attr_ints(const OnnxNode *node, const char *name, int *n)
 gboolean
 onnx_dims_fit(int rank, const int64_t *dims)
 {
-  int64_t span = 1;
-  for (int i = 0; i < rank; i++)
-    if (dims[i] < 0 || (dims[i] > 0 && (dims[i] > ONNX_MAX_ELEMS / span)))
+  int64_t span = 1; /* <= ONNX_MAX_ELEMS: the product never overflows */
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0 || dims[i] > ONNX_MAX_ELEMS / span)
       return FALSE;
-    else if (dims[i] > 0)
-      span *= dims[i];
+    span *= MAX(dims[i], 1);
+  }
   return TRUE;
 }
 
