@@ -28,7 +28,8 @@
  * waves from finished results, so the plan is the same for any thread
  * count. Spread over processes (plan_dist.h), each evaluates its share
  * of a wave and the points are exchanged before any decision, so the plan is
- * the same for any number of processes too. Workers report completion through an async queue; progress is
+ * the same for any number of processes too.
+ * Workers report completion through an async queue; progress is
  * called from the thread that called st_plan_run.
  */
 #include "plan/plan_private.h"

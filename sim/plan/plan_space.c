@@ -125,8 +125,9 @@ dims_of(const StPlanSpec *spec, const StStrategy *strategy, const StModel *model
   GArray *dims = g_array_new(FALSE, FALSE, sizeof(Dim));
   g_array_set_clear_func(dims, dim_clear);
   for (const StStrategyKnob *k = strategy->knobs; k != NULL && k->option != NULL; k++) {
-    if (model != NULL && strategy->knob_applies != NULL && !strategy->knob_applies(k->option, model) &&
-        st_plan_spec_values(spec, k->option) == NULL)
+    gboolean applies = model == NULL || strategy->knob_applies == NULL ||
+                       strategy->knob_applies(k->option, model);
+    if (!applies && st_plan_spec_values(spec, k->option) == NULL)
       continue;
     Dim d = {g_string_chunk_insert_const(strings, k->option), g_ptr_array_new()};
     const StPlanValues *given = st_plan_spec_values(spec, k->option);

@@ -222,7 +222,8 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
     return FALSE;
   StStateBytes b;
   st_state_bytes(o, &b);
-  if (o->recompute == ST_RECOMPUTE_SELECTIVE && !drops_any(sh.model, o->micro_batch, b.activation)) {
+  if (o->recompute == ST_RECOMPUTE_SELECTIVE &&
+      !drops_any(sh.model, o->micro_batch, b.activation)) {
     st_megatron_shape_clear(&sh);
     return refuse(error, "--recompute selective: no layer of the model has anything to drop "
                          "(no dense attention scores), so it builds the schedule of --recompute "
@@ -252,12 +253,14 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   }
   est->peak_bytes = peak;
 
-  /* Time: the longest chain through one step (see the top). */
-  /* Measured collectives may beat the links' model: none counted then. */
+  /* Time: the longest chain through one step (see the top). Measured
+   * collectives may beat the links' model: none counted then. */
+  const StLink *links = cl->links;
+  double across = links[ST_LINK_INTRA_NODE].bandwidth + links[ST_LINK_INTER_NODE].bandwidth +
+                  links[ST_LINK_PCIE].bandwidth;
   double bw = in->profile != NULL ? INFINITY
-              : inside ? cl->links[ST_LINK_INTRA_NODE].bandwidth
-                     : cl->links[ST_LINK_INTRA_NODE].bandwidth +
-                         cl->links[ST_LINK_INTER_NODE].bandwidth + cl->links[ST_LINK_PCIE].bandwidth;
+              : inside            ? links[ST_LINK_INTRA_NODE].bandwidth
+                                  : across;
   gboolean timed = bw > 0 && o->ranks <= cl->gpus;
   double best = 0, fill = 0;
   for (int s = 0; timed && s < sh.p; s++) {
