@@ -163,18 +163,18 @@ static const StOptionSpec SPECS[] = {
    "SIZE",
    "Refuse a simulation estimated to need more memory than this, such as 16GiB, before it "
    "starts (default: what this machine has available; plan: no limit; docs/RELIABILITY.md)"},
-  {"tensor-parallel", ST_OPT_INT, F(tensor_parallel), 0, 1024, NULL, NULL, "T",
+  {"tensor-parallel", ST_OPT_INT, F(tensor_parallel), 1, 1024, NULL, NULL, "T",
    "megatron: tensor-parallel group size (Megatron-LM's column- and row-parallel layers, "
    "attention heads, kv heads, ffn and vocabulary split T ways; all-reduces in forward and "
    "backward); ranks of a group are consecutive, inside a node first (default: 1)"},
   {"sequence-parallel", ST_OPT_FLAG, F(sequence_parallel), 0, 0, NULL, NULL, NULL,
    "megatron: sequence parallelism over the tensor-parallel group: norms and dropouts on "
    "s/T tokens, all-gather + reduce-scatter in place of each all-reduce (default: off)"},
-  {"expert-parallel", ST_OPT_INT, F(expert_parallel), 0, 1024, NULL, NULL, "E",
+  {"expert-parallel", ST_OPT_INT, F(expert_parallel), 1, 1024, NULL, NULL, "E",
    "megatron: expert-parallel group size for MoE layers: each rank keeps experts/E of every "
    "MoE layer, tokens dispatched to them and combined by all-to-all; E divides the "
    "data-parallel ranks (default: 1)"},
-  {"virtual-stages", ST_OPT_INT, F(virtual_stages), 0, 1024, NULL, NULL, "V",
+  {"virtual-stages", ST_OPT_INT, F(virtual_stages), 1, 1024, NULL, NULL, "V",
    "megatron: model chunks per pipeline stage, Megatron-LM's interleaved 1F1B schedule (V > 1 "
    "needs --pipeline-stages > 1) (default: 1)"},
   {"vocab-multiple", ST_OPT_INT, F(vocab_multiple), 0, 1 << 20, NULL, NULL, "K",
