@@ -45,7 +45,7 @@ static const struct {
   {"accumulation", "LIST", "Gradient accumulation to search when no batch is fixed (default: 1)"},
   {"global-batch", "N", "Fixed samples per step (strong scaling): accumulation follows"},
   {"gpu-batch", "N", "Fixed samples per GPU per step (weak scaling): accumulation follows"},
-  {"mem-cap", "SIZE", "Memory per GPU a configuration may use (default: the GPU's memory)"},
+  {"mem-cap", "SIZE", "Memory per GPU a configuration may use, at most the GPU's (default: the GPU's memory)"},
   {"gpu-budget", "N", "Most GPUs a configuration may use (default: no limit)"},
   {"objective", "NAME", "time (per step), throughput, throughput-per-gpu, or gpu-hours (for "
                         "--train-steps) (default: time)"},
@@ -302,6 +302,15 @@ search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
   if (!a->quiet)
     fprintf(stderr, "planning %s on %s (%s, %d per node)\n", in->model->name,
             in->cluster->name, in->cluster->gpu.name, in->cluster->gpus_per_node);
+  int64_t device = in->cluster->gpu.memory_bytes;
+  if (a->dist.rank == 0 && device > 0 && spec->mem_cap > device) {
+    g_autofree char *cap = st_format_bytes(spec->mem_cap);
+    g_autofree char *has = st_format_bytes(device);
+    fprintf(stderr,
+            "note: --mem-cap %s is more than the GPU's memory (%s: %s): configurations must "
+            "fit in %s\n",
+            cap, in->cluster->gpu.name, has, has);
+  }
   g_autoptr(StPlan) plan = st_plan_run_spread(spec, in->model, in->cluster, in->profile,
                                               &a->dist, on_progress, &bar, error);
   if (plan == NULL)

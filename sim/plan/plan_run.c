@@ -714,7 +714,10 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
   plan->model = model;
   plan->cluster = cluster;
   plan->strings = g_string_chunk_new(4096);
-  plan->mem_cap = spec->mem_cap > 0 ? spec->mem_cap : cluster->gpu.memory_bytes;
+  /* A cap above the GPU's memory would call fitting what cannot run. */
+  plan->mem_cap = cluster->gpu.memory_bytes;
+  if (spec->mem_cap > 0 && (plan->mem_cap <= 0 || spec->mem_cap < plan->mem_cap))
+    plan->mem_cap = spec->mem_cap;
   plan->unlisted = g_array_new(FALSE, FALSE, sizeof(StPlanUnlisted));
   g_array_set_clear_func(plan->unlisted, unlisted_clear);
   Lister lister = {plan, g_hash_table_new(g_str_hash, g_str_equal),

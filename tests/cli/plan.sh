@@ -139,4 +139,16 @@ expect 1 "bad.json: key 'nodez'" $STAGGER plan --model $M --cluster $C --space "
 expect 1 "no configuration fits" $STAGGER plan --model $M --cluster $C --strategy dp \
   --gpus 1 --micro-batch 4 --mem-cap 1MiB --emit-schedule "$tmp/none.json"
 
+
+# A --mem-cap above the GPU's memory cannot make a configuration fit that the
+# GPU cannot hold: the cap is the GPU's (dgx-h100: 81090 MiB, what a process
+# sees), and the user is told so.
+$STAGGER plan --model $M --cluster $C --nodes 1 --strategy dp --mem-cap 80GiB --out "$tmp/cap" \
+  >/dev/null 2>"$tmp/err"
+grep -q "note: --mem-cap 80.00 GiB is more than the GPU.s memory (H100-SXM: 79.19 GiB)" "$tmp/err" || { cat "$tmp/err" >&2; fail "no note for a cap above the GPU"; }
+grep -q '"mem_cap_bytes":[[:space:]]*85029027840' "$tmp/cap/plan.json" || fail "the cap is not the GPU's 81090 MiB"
+$STAGGER plan --model $M --cluster $C --nodes 1 --strategy dp --mem-cap 40GiB --out "$tmp/cap40" \
+  >/dev/null 2>"$tmp/err"
+! grep -q "note: --mem-cap" "$tmp/err" || fail "note printed for a cap below the GPU"
+grep -q '"mem_cap_bytes":[[:space:]]*42949672960' "$tmp/cap40/plan.json" || fail "a cap below the GPU is not kept"
 echo "cli plan: ok"
