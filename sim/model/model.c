@@ -51,8 +51,11 @@ int64_t
 st_layer_attr(const StLayer *layer, const char *key, int64_t fallback)
 {
   g_return_val_if_fail(layer != NULL && key != NULL, fallback);
+  /* Called for every op the cost models price: the first letter decides
+   * most comparisons without a call (a fifth of a large plan's time was
+   * strcmp here). */
   for (int i = 0; i < layer->n_attrs; i++)
-    if (strcmp(layer->attrs[i].key, key) == 0)
+    if (layer->attrs[i].key[0] == key[0] && strcmp(layer->attrs[i].key, key) == 0)
       return layer->attrs[i].value;
   return fallback;
 }
