@@ -13,33 +13,6 @@
 #include "plan/plan.h"
 #include "testutil.h"
 
-/* A spec from name, value pairs, NULL-terminated. */
-static StPlanSpec *
-spec_of(const char *first, ...)
-{
-  StPlanSpec *spec = st_plan_spec_new();
-  va_list args;
-  va_start(args, first);
-  for (const char *name = first; name != NULL; name = va_arg(args, const char *)) {
-    const char *value = va_arg(args, const char *);
-    g_autoptr(GError) error = NULL;
-    st_plan_spec_set(spec, name, value, &error);
-    g_assert_no_error(error);
-  }
-  va_end(args);
-  return spec;
-}
-
-static StPlan *
-search(const StPlanSpec *spec, const StModel *m, const StCluster *c)
-{
-  g_autoptr(GError) error = NULL;
-  StPlan *plan = st_plan_run(spec, m, c, NULL, NULL, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(plan);
-  return plan;
-}
-
 static char *
 plan_text(const StPlan *plan)
 {
@@ -54,7 +27,7 @@ test_spec_lists(void)
 {
   /* Integer lists: items in order, ranges of every integer, geometric
    * ranges, repeats dropped. */
-  g_autoptr(StPlanSpec) spec = spec_of("nodes", "3,1-4,2", "micro-batch", "1-64:x2",
+  g_autoptr(StPlanSpec) spec = st_test_plan_spec("nodes", "3,1-4,2", "micro-batch", "1-64:x2",
                                        "gpus", "6-96:x2", "zero-stage", "3,1", NULL);
   int nodes[] = {3, 1, 2, 4}, micro[] = {1, 2, 4, 8, 16, 32, 64}, gpus[] = {6, 12, 24, 48, 96};
   g_assert_cmpuint(spec->nodes->len, ==, G_N_ELEMENTS(nodes));
@@ -142,7 +115,7 @@ test_space_knobs(void)
    * takes those values; a list for an option no strategy declares varies
    * for every strategy. */
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
-  g_autoptr(StPlanSpec) spec = spec_of("nodes", "1,2", "micro-batch", "4,8,16", NULL);
+  g_autoptr(StPlanSpec) spec = st_test_plan_spec("nodes", "1,2", "micro-batch", "4,8,16", NULL);
   g_autoptr(GStringChunk) strings = g_string_chunk_new(256);
   g_autoptr(GError) error = NULL;
   g_autoptr(GArray) configs = st_plan_space_expand(spec, NULL, c, strings, NULL, NULL, &error);
@@ -170,7 +143,7 @@ test_space_knobs(void)
 
   /* zero declares zero-stage: given values narrow it; the precision list
    * varies for every strategy searched. */
-  g_autoptr(StPlanSpec) narrow = spec_of("strategy", "dp,zero", "micro-batch", "8",
+  g_autoptr(StPlanSpec) narrow = st_test_plan_spec("strategy", "dp,zero", "micro-batch", "8",
                                          "zero-stage", "2,3", "precision", "fp32,mixed", NULL);
   g_autoptr(GArray) some = st_plan_space_expand(narrow, NULL, c, strings, NULL, NULL, &error);
   g_assert_no_error(error);
@@ -204,10 +177,10 @@ test_winner_by_hand(void)
   const int winner_gpus[] = {4, 1, 1};
   for (gsize k = 0; k < G_N_ELEMENTS(objectives); k++) {
     g_autoptr(StPlanSpec) spec =
-      spec_of("strategy", "dp", "gpus", "1,2,4", "micro-batch", "10", "global-batch", "40",
+      st_test_plan_spec("strategy", "dp", "gpus", "1,2,4", "micro-batch", "10", "global-batch", "40",
               "comm-algo", "ring", "compute-model", "roofline", "objective", objectives[k],
               NULL);
-    g_autoptr(StPlan) plan = search(spec, m, c);
+    g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
     g_assert_cmpuint(plan->configs->len, ==, 3);
     int w = st_plan_winner(plan);
     g_assert_cmpint(w, >=, 0);
@@ -235,9 +208,9 @@ test_dedupe(void)
   g_autoptr(StModel) m = st_test_model("tests/data/engine/model.json");
   g_autoptr(StCluster) c = st_test_cluster("tests/data/engine/cluster.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
-    spec_of("strategy", "dp", "gpus", "4", "micro-batch", "10", "bucket-bytes", "0,25MiB,1GiB",
+    st_test_plan_spec("strategy", "dp", "gpus", "4", "micro-batch", "10", "bucket-bytes", "0,25MiB,1GiB",
             "comm-algo", "ring", "prune", "off", NULL);
-  g_autoptr(StPlan) plan = search(spec, m, c);
+  g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
   g_assert_cmpuint(plan->configs->len, ==, 3);
   g_assert_cmpint(plan->counts.simulated, ==, 1);
   g_assert_cmpint(plan->counts.duplicates, ==, 2);
@@ -250,14 +223,14 @@ test_dedupe(void)
   }
   g_assert_cmpint(st_plan_winner(plan), ==, 0);
 
-  g_autoptr(StPlanSpec) algos = spec_of("strategy", "dp", "gpus", "4", "micro-batch", "10",
+  g_autoptr(StPlanSpec) algos = st_test_plan_spec("strategy", "dp", "gpus", "4", "micro-batch", "10",
                                         "comm-algo", "ring", NULL);
   g_autoptr(GError) error = NULL;
   /* comm-algo takes one value per option (a string): two searches. */
-  g_autoptr(StPlan) ring = search(algos, m, c);
+  g_autoptr(StPlan) ring = st_test_plan_run(algos, m, c);
   st_plan_spec_set(algos, "comm-algo", "tree", &error);
   g_assert_no_error(error);
-  g_autoptr(StPlan) tree = search(algos, m, c);
+  g_autoptr(StPlan) tree = st_test_plan_run(algos, m, c);
   g_assert_true(memcmp(ring->points[0].fingerprint, tree->points[0].fingerprint,
                        sizeof ring->points[0].fingerprint) != 0);
 }
@@ -310,12 +283,12 @@ test_steady_trap(void)
 
   /* The trap: with two steps, cyclic DP wins on a figure that is not its
    * steady state, and the report says so. */
-  g_autoptr(StPlan) old = search(two, m, c);
+  g_autoptr(StPlan) old = st_test_plan_run(two, m, c);
   int w_old = st_plan_winner(old);
   g_assert_cmpstr(g_array_index(old->configs, StPlanConfig, w_old).strategy->name, ==, "cdp");
   g_assert_false(old->points[w_old].steady);
 
-  g_autoptr(StPlan) plan = search(steady, m, c);
+  g_autoptr(StPlan) plan = st_test_plan_run(steady, m, c);
   int w = st_plan_winner(plan);
   g_assert_cmpint(w, >=, 0);
   const StPlanPoint *win = &plan->points[w];
@@ -346,12 +319,12 @@ test_semantics(void)
    * is ranked, marked pruned. */
   g_autoptr(StModel) m = st_test_model("models/mlp.json");
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
-  g_autoptr(StPlanSpec) spec = spec_of("strategy", "dp,cdp", "gpus", "4", "micro-batch", "8",
+  g_autoptr(StPlanSpec) spec = st_test_plan_spec("strategy", "dp,cdp", "gpus", "4", "micro-batch", "8",
                                        "stages", "2", "model-parallel", "false", NULL);
   for (int allow = 0; allow < 2; allow++) {
     g_autoptr(GError) error = NULL;
     g_assert_true(st_plan_spec_set(spec, "allow-stale", allow ? "true" : "false", &error));
-    g_autoptr(StPlan) plan = search(spec, m, c);
+    g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
     const StPlanCounts *n = &plan->counts;
     g_assert_cmpint(n->ok + n->oom + n->infeasible + n->pruned + n->failed + n->excluded, ==,
                     n->configurations);
@@ -384,9 +357,9 @@ test_semantics(void)
     const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "points"), 0);
     g_assert_cmpstr(cJSON_GetObjectItem(first, "update")->valuestring, ==, "sync");
   }
-  g_autoptr(StPlanSpec) sparse = spec_of("strategy", "dp", "gpus", "4", "micro-batch", "8",
+  g_autoptr(StPlanSpec) sparse = st_test_plan_spec("strategy", "dp", "gpus", "4", "micro-batch", "8",
                                          "sparsity", "0.9", NULL);
-  g_autoptr(StPlan) pruned = search(sparse, m, c);
+  g_autoptr(StPlan) pruned = st_test_plan_run(sparse, m, c);
   int w = st_plan_winner(pruned);
   g_assert_cmpint(w, >=, 0);
   g_assert_cmpint(pruned->points[w].update.kind, ==, ST_UPDATE_PRUNED);
@@ -444,7 +417,7 @@ test_bounds_valid(void)
   for (gsize k = 0; k < G_N_ELEMENTS(SPACES); k++) {
     g_autoptr(StModel) m = st_test_model(SPACES[k].model);
     g_autoptr(StPlanSpec) spec = space_spec(&SPACES[k], "off");
-    g_autoptr(StPlan) plan = search(spec, m, c);
+    g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
     for (guint i = 0; i < plan->configs->len; i++) {
       const StPlanPoint *pt = &plan->points[i];
       if (!pt->simulated)
@@ -482,9 +455,9 @@ test_prune_keeps_winner(void)
       st_plan_spec_set(off, "objective", objectives[o], NULL);
       st_plan_spec_set(front, "objective", objectives[o], NULL);
       st_plan_spec_set(winner, "objective", objectives[o], NULL);
-      g_autoptr(StPlan) all = search(off, m, c);
-      g_autoptr(StPlan) pf = search(front, m, c);
-      g_autoptr(StPlan) pw = search(winner, m, c);
+      g_autoptr(StPlan) all = st_test_plan_run(off, m, c);
+      g_autoptr(StPlan) pf = st_test_plan_run(front, m, c);
+      g_autoptr(StPlan) pw = st_test_plan_run(winner, m, c);
       g_assert_cmpint(all->counts.pruned, ==, 0);
       g_assert_cmpint(st_plan_winner(pf), ==, st_plan_winner(all));
       g_assert_cmpint(st_plan_winner(pw), ==, st_plan_winner(all));
@@ -512,9 +485,9 @@ test_threads_deterministic(void)
   for (gsize k = 0; k < G_N_ELEMENTS(prunes); k++) {
     g_autoptr(StPlanSpec) spec = space_spec(&SPACES[3], prunes[k]);
     spec->threads = 1;
-    g_autoptr(StPlan) serial = search(spec, m, c);
+    g_autoptr(StPlan) serial = st_test_plan_run(spec, m, c);
     spec->threads = 3;
-    g_autoptr(StPlan) parallel = search(spec, m, c);
+    g_autoptr(StPlan) parallel = st_test_plan_run(spec, m, c);
     g_autofree char *a = plan_text(serial);
     g_autofree char *b = plan_text(parallel);
     g_assert_cmpstr(a, ==, b);
@@ -539,9 +512,9 @@ test_reasons(void)
   g_autoptr(StModel) m = st_test_model("tests/data/engine/model.json");
   g_autoptr(StCluster) c = st_test_cluster("tests/data/engine/cluster.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
-    spec_of("strategy", "dp", "gpus", "1,2,3,4", "micro-batch", "10", "global-batch", "40",
+    st_test_plan_spec("strategy", "dp", "gpus", "1,2,3,4", "micro-batch", "10", "global-batch", "40",
             "gpu-budget", "3", "mem-cap", "16059999B", NULL);
-  g_autoptr(StPlan) plan = search(spec, m, c);
+  g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
   const StPlanPoint *p = plan->points;
   g_assert_cmpint(p[0].status, ==, ST_PLAN_OOM);
   g_assert_false(p[0].simulated);
@@ -559,7 +532,7 @@ test_reasons(void)
   g_autoptr(GError) error = NULL;
   st_plan_spec_set(spec, "mem-cap", "16060000B", &error);
   g_assert_no_error(error);
-  g_autoptr(StPlan) fits = search(spec, m, c);
+  g_autoptr(StPlan) fits = st_test_plan_run(spec, m, c);
   g_assert_cmpint(fits->points[0].status, ==, ST_PLAN_OK);
   g_assert_cmpint(fits->points[0].peak_bytes, ==, 16060000);
 
@@ -568,9 +541,9 @@ test_reasons(void)
    * that free them, so the bound leaves them out: at 12 MB the bound fits,
    * the simulation does not, and the point says by how much. */
   g_autoptr(StPlanSpec) zero =
-    spec_of("strategy", "zero", "zero-stage", "3", "gpus", "2", "micro-batch", "10",
+    st_test_plan_spec("strategy", "zero", "zero-stage", "3", "gpus", "2", "micro-batch", "10",
             "global-batch", "20", "mem-cap", "12MB", NULL);
-  g_autoptr(StPlan) over = search(zero, m, c);
+  g_autoptr(StPlan) over = st_test_plan_run(zero, m, c);
   const StPlanPoint *z = &over->points[0];
   g_assert_cmpint(z->status, ==, ST_PLAN_OOM);
   g_assert_true(z->simulated);
@@ -587,7 +560,7 @@ test_emit_winner(void)
   g_autoptr(StModel) m = st_test_model("models/resnet18.json");
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) spec = space_spec(&SPACES[3], "front");
-  g_autoptr(StPlan) plan = search(spec, m, c);
+  g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
   int w = st_plan_winner(plan);
   g_assert_cmpint(w, >=, 0);
   g_autoptr(GError) error = NULL;

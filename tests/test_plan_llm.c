@@ -21,32 +21,6 @@ static const char *const SMALL_LLAMA =
   "{\"name\": \"lm_head\", \"type\": \"lm_head\", \"vocab\": 1000},"
   "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}";
 
-static StPlanSpec *
-spec_of(const char *first, ...)
-{
-  StPlanSpec *spec = st_plan_spec_new();
-  va_list args;
-  va_start(args, first);
-  for (const char *name = first; name != NULL; name = va_arg(args, const char *)) {
-    const char *value = va_arg(args, const char *);
-    g_autoptr(GError) error = NULL;
-    st_plan_spec_set(spec, name, value, &error);
-    g_assert_no_error(error);
-  }
-  va_end(args);
-  return spec;
-}
-
-static StPlan *
-search(const StPlanSpec *spec, const StModel *m, const StCluster *c)
-{
-  g_autoptr(GError) error = NULL;
-  StPlan *plan = st_plan_run(spec, m, c, NULL, NULL, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(plan);
-  return plan;
-}
-
 static const char *
 setting(const StPlan *plan, int i, const char *name)
 {
@@ -68,7 +42,7 @@ setting_int(const StPlan *plan, int i, const char *name)
 static StPlanSpec *
 small_space(const char *prune)
 {
-  return spec_of("strategy", "megatron", "nodes", "1,2", "global-batch", "32", "micro-batch",
+  return st_test_plan_spec("strategy", "megatron", "nodes", "1,2", "global-batch", "32", "micro-batch",
                  "1,2", "precision", "mixed", "tensor-parallel", "1,2,4,8,16", "pipeline-stages",
                  "1,2,4", "virtual-stages", "1,2", "recompute", "none,full", "prune", prune,
                  "threads", "2", NULL);
@@ -80,7 +54,7 @@ test_constraints(void)
   g_autoptr(StModel) m = st_test_model_parse(SMALL_LLAMA);
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) spec = small_space("front");
-  g_autoptr(StPlan) plan = search(spec, m, c);
+  g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
   int built = 0, across = 0;
   for (guint i = 0; i < plan->configs->len; i++) {
     const StPlanPoint *pt = &plan->points[i];
@@ -115,7 +89,7 @@ test_constraints(void)
   g_autoptr(StPlanSpec) wide = small_space("front");
   g_autoptr(GError) error = NULL;
   g_assert_true(st_plan_spec_set(wide, "tp-across-nodes", "true", &error));
-  g_autoptr(StPlan) plan2 = search(wide, m, c);
+  g_autoptr(StPlan) plan2 = st_test_plan_run(wide, m, c);
   for (guint i = 0; i < plan2->configs->len; i++)
     if (setting_int(plan2, (int)i, "tensor-parallel") == 16)
       g_assert_null(strstr(plan2->points[i].reason ? plan2->points[i].reason : "", "span nodes"));
@@ -130,8 +104,8 @@ test_pruning_exact(void)
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) all = small_space("off");
   g_autoptr(StPlanSpec) front = small_space("front");
-  g_autoptr(StPlan) exhaustive = search(all, m, c);
-  g_autoptr(StPlan) pruned = search(front, m, c);
+  g_autoptr(StPlan) exhaustive = st_test_plan_run(all, m, c);
+  g_autoptr(StPlan) pruned = st_test_plan_run(front, m, c);
   g_assert_cmpuint(exhaustive->configs->len, ==, pruned->configs->len);
   int checked = 0;
   for (guint i = 0; i < exhaustive->configs->len; i++) {
@@ -179,11 +153,11 @@ test_dp_zero_estimates(void)
   g_autoptr(StModel) m = st_test_model_parse(SMALL_LLAMA);
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
-    spec_of("strategy", "dp,zero,megatron", "nodes", "1,2", "global-batch", "32", "micro-batch",
+    st_test_plan_spec("strategy", "dp,zero,megatron", "nodes", "1,2", "global-batch", "32", "micro-batch",
             "1,2", "precision", "fp32,mixed", "zero-stage", "1,2,3", "recompute", "none,full",
             "tensor-parallel", "2", "pipeline-stages", "2", "virtual-stages", "1", "seq-len",
             "128,256", "prune", "off", "threads", "2", NULL);
-  g_autoptr(StPlan) plan = search(spec, m, c);
+  g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
   int checked = 0;
   for (guint i = 0; i < plan->configs->len; i++) {
     const StPlanPoint *pt = &plan->points[i];
@@ -206,10 +180,10 @@ test_expert_parallel(void)
   g_autoptr(StModel) dense = st_test_model_parse(SMALL_LLAMA);
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
-    spec_of("strategy", "megatron", "nodes", "1", "global-batch", "16", "micro-batch", "1,2",
+    st_test_plan_spec("strategy", "megatron", "nodes", "1", "global-batch", "16", "micro-batch", "1,2",
             "tensor-parallel", "1,2", "pipeline-stages", "1,2", "virtual-stages", "1",
             "recompute", "none,full", "zero-stage", "1,3", "prune", "off", "threads", "2", NULL);
-  g_autoptr(StPlan) plan = search(spec, moe, c);
+  g_autoptr(StPlan) plan = st_test_plan_run(spec, moe, c);
   int ep = 0, spread = 0;
   for (guint i = 0; i < plan->configs->len; i++) {
     const StPlanPoint *pt = &plan->points[i];
@@ -222,7 +196,7 @@ test_expert_parallel(void)
   }
   g_assert_cmpint(ep, ==, (int)plan->configs->len);
   g_assert_cmpint(spread, >=, 8);
-  g_autoptr(StPlan) plan2 = search(spec, dense, c);
+  g_autoptr(StPlan) plan2 = st_test_plan_run(spec, dense, c);
   for (guint i = 0; i < plan2->configs->len; i++)
     g_assert_null(setting(plan2, (int)i, "expert-parallel"));
 }

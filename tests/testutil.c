@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <glib/gstdio.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,4 +300,30 @@ st_test_open_gpu(void)
   if (dev == NULL)
     printf("1..0 # SKIP %s\n", error->message);
   return dev;
+}
+
+StPlanSpec *
+st_test_plan_spec(const char *first, ...)
+{
+  StPlanSpec *spec = st_plan_spec_new();
+  va_list args;
+  va_start(args, first);
+  for (const char *name = first; name != NULL; name = va_arg(args, const char *)) {
+    const char *value = va_arg(args, const char *);
+    g_autoptr(GError) error = NULL;
+    st_plan_spec_set(spec, name, value, &error);
+    g_assert_no_error(error);
+  }
+  va_end(args);
+  return spec;
+}
+
+StPlan *
+st_test_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *cluster)
+{
+  g_autoptr(GError) error = NULL;
+  StPlan *plan = st_plan_run(spec, model, cluster, NULL, NULL, NULL, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(plan);
+  return plan;
 }

@@ -89,3 +89,13 @@ double st_test_weights_differ(const GPtrArray *a, const GPtrArray *b);
  * plan of no tests: a GPU program's main then returns ST_TEST_SKIPPED.
  * Transfer full (dev->backend->close). */
 struct StExecDevice *st_test_open_gpu(void);
+
+/* ---- the planner ------------------------------------------------------------ */
+
+#include "plan/plan.h"
+
+/* A plan spec from name, value pairs, NULL-terminated (g_assert on a bad
+ * pair). Transfer full. */
+StPlanSpec *st_test_plan_spec(const char *first, ...) G_GNUC_NULL_TERMINATED;
+/* st_plan_run without a profile or progress (g_assert on failure). Transfer full. */
+StPlan *st_test_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *cluster);

@@ -48,3 +48,11 @@ void st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src);
  * FALSE when the exchange fails. */
 gboolean st_plan_dist_exchange(const StPlanDist *dist, StPlan *plan, const int *indices, int n,
                                const int *owner, GError **error);
+
+/* ---- the space, listed (plan_unlisted.c) ---------------------------------- */
+
+/* The configurations of plan's space (st_plan_space_expand) that are
+ * listed: those the options or the batch split refuse before anything is
+ * built are counted by reason in plan->unlisted (made here) instead.
+ * Transfer full; NULL with `error` set. */
+GArray *st_plan_expand_listed(StPlan *plan, GError **error);
