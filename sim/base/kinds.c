@@ -34,6 +34,7 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "ep_dispatch_grad", NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", NULL};
 static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
+static const char *const MEMKIND[] = {"allocated", "reserved", "device", NULL};
 
 static const char *
 name_of(const char *const *table, int n, int value)
@@ -81,6 +82,7 @@ NAME_AND_PARSE(link, StLinkClass, LINK, 0, ST_LINK_N, "link class")
 NAME_AND_PARSE(optimizer, StOptimizer, OPTIMIZER, 0, ST_OPTIMIZER_N, "optimizer")
 NAME_AND_PARSE(precision, StPrecision, PRECISION, 0, ST_PRECISION_N, "precision")
 NAME_AND_PARSE(recompute, StRecompute, RECOMPUTE, 0, ST_RECOMPUTE_N, "recomputation")
+NAME_AND_PARSE(memory_kind, StMemoryKind, MEMKIND, 0, ST_MEMKIND_N, "memory figure")
 NAME_AND_PARSE(data, StData, DATA, 0, ST_DATA_N, "data kind")
 
 int

@@ -173,6 +173,14 @@ typedef enum {
   ST_RECOMPUTE_N,
 } StRecompute;
 
+/* The per-GPU memory figures a training process shows (output/runtime_memory.h). */
+typedef enum {
+  ST_MEMKIND_ALLOCATED = 0, /* tensors alive: torch.cuda.max_memory_allocated */
+  ST_MEMKIND_RESERVED,      /* the caching allocator's segments: max_memory_reserved */
+  ST_MEMKIND_DEVICE,        /* the process on the GPU, as nvidia-smi shows it */
+  ST_MEMKIND_N,
+} StMemoryKind;
+
 typedef enum {
   ST_PRECISION_FP32 = 0, /* fp32 weights, gradients and activations */
   ST_PRECISION_MIXED,    /* 16-bit weights, gradients, activations; fp32 master weights */
@@ -192,6 +200,7 @@ const char *st_optimizer_name(StOptimizer o);
 const char *st_data_name(StData d);
 const char *st_precision_name(StPrecision p);
 const char *st_recompute_name(StRecompute r);
+const char *st_memory_kind_name(StMemoryKind k);
 
 /* Strict parsers: exact spellings of the name tables; errors list them. */
 gboolean st_dtype_parse(const char *text, StDtype *out, GError **error);
@@ -206,6 +215,7 @@ gboolean st_optimizer_parse(const char *text, StOptimizer *out, GError **error);
 gboolean st_data_parse(const char *text, StData *out, GError **error);
 gboolean st_precision_parse(const char *text, StPrecision *out, GError **error);
 gboolean st_recompute_parse(const char *text, StRecompute *out, GError **error);
+gboolean st_memory_kind_parse(const char *text, StMemoryKind *out, GError **error);
 
 /* nccl-tests' bus bandwidth factor: busbw = algbw * factor(n ranks). */
 double st_coll_busbw_factor(StCollKind c, int ranks);

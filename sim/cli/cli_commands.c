@@ -12,6 +12,7 @@ extern const StCommand st_cmd_profile;
 extern const StCommand st_cmd_run;
 extern const StCommand st_cmd_plan;
 extern const StCommand st_cmd_validate;
+extern const StCommand st_cmd_calibrate;
 
 static const StCommand *const COMMANDS[] = {
   &st_cmd_model,
@@ -22,6 +23,7 @@ static const StCommand *const COMMANDS[] = {
   &st_cmd_run,
   &st_cmd_plan,
   &st_cmd_validate,
+  &st_cmd_calibrate,
   NULL,
 };
 

@@ -80,6 +80,8 @@ typedef struct {
 } StSummary;
 
 StSummary *st_summary_new(const StTimeline *timeline);
+/* The highest per-GPU peak of memory figure `kind` over the devices. */
+int64_t st_summary_memory_peak(const StSummary *summary, StMemoryKind kind);
 /* The steady window: from the end of the last warm-up step (0 when none)
  * to the end of its last step. */
 void st_summary_window(const StSummary *summary, int64_t *start_ns, int64_t *end_ns);

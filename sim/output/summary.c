@@ -121,6 +121,16 @@ device_peaks(gpointer data, int device, int64_t t_ns, const int64_t now[ST_MEM_N
   };
 }
 
+int64_t
+st_summary_memory_peak(const StSummary *sum, StMemoryKind kind)
+{
+  (void)kind;
+  int64_t peak = 0;
+  for (int d = 0; d < sum->timeline->schedule->n_devices; d++)
+    peak = MAX(peak, sum->devices[d].peak_bytes);
+  return peak;
+}
+
 static int
 compare_time(gconstpointer a, gconstpointer b)
 {
