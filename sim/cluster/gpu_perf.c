@@ -125,6 +125,32 @@ parse_curve(const cJSON *root, const char *name, StGemmCurve *c, const char *ori
   return TRUE;
 }
 
+/* "nccl" (optional): {"channels": N, "hbm_per_byte": X, "source"}. */
+static gboolean
+parse_nccl(const cJSON *root, StGpuPerf *p, const char *origin, GError **error)
+{
+  static const char *const keys[] = {"channels", "hbm_per_byte", "source", NULL};
+  const cJSON *obj = NULL;
+  const char *source = NULL;
+  GError *local = NULL;
+  if (!st_json_get_object(root, "nccl", FALSE, &obj, &local))
+    return fail(error, local, origin, NULL);
+  if (obj == NULL)
+    return TRUE;
+  if (!st_json_check_keys(obj, keys, &local) ||
+      !st_json_get_double_range(obj, "channels", TRUE, 1, 1024, &p->nccl_channels.value,
+                                &local) ||
+      !st_json_get_double_range(obj, "hbm_per_byte", TRUE, 0, 16,
+                                &p->nccl_hbm_per_byte.value, &local) ||
+      !st_json_get_string(obj, "source", TRUE, &source, &local))
+    return fail(error, local, origin, "nccl");
+  if (*source == '\0')
+    return bad(error, origin, "nccl", "key 'source': must name the measurement");
+  p->nccl_channels.source = g_strdup(source);
+  p->nccl_hbm_per_byte.source = g_strdup(source);
+  return TRUE;
+}
+
 /* "attention" (optional): {"seq": [...], "efficiency": [...], "source"}. */
 static gboolean
 parse_attention(const cJSON *root, StAttnCurve *a, const char *origin, GError **error)
@@ -169,7 +195,7 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
                                      "launch", "memory",  "pool", "gemm", "conv",
-                                     "attention", "sharing", NULL};
+                                     "attention", "sharing", "nccl", NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
   const char *format = NULL, *gpu = NULL, *note = NULL;
@@ -203,7 +229,8 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
       !parse_number(root, "pool", "fraction", 1e-3, 1, &p->pool_fraction, origin, error) ||
       !parse_curve(root, "gemm", &p->gemm, origin, error) ||
       !parse_curve(root, "conv", &p->conv, origin, error) ||
-      !parse_attention(root, &p->attention, origin, error))
+      !parse_attention(root, &p->attention, origin, error) ||
+      !parse_nccl(root, p, origin, error))
     return NULL;
   if (p->sms.value != (double)(int64_t)p->sms.value) {
     bad(error, origin, "sms", "key 'count': expected an integer");
@@ -321,6 +348,12 @@ st_gpu_perf_to_json(const StGpuPerf *p)
     cJSON_AddStringToObject(a, "source", p->attention.source);
   }
   add_number(root, "sharing", "priority_leak", &p->priority_leak);
+  if (p->nccl_channels.value > 0) {
+    cJSON *n = cJSON_AddObjectToObject(root, "nccl");
+    cJSON_AddNumberToObject(n, "channels", p->nccl_channels.value);
+    cJSON_AddNumberToObject(n, "hbm_per_byte", p->nccl_hbm_per_byte.value);
+    cJSON_AddStringToObject(n, "source", p->nccl_channels.source);
+  }
   return root;
 }
 
@@ -345,6 +378,8 @@ st_gpu_perf_unref(StGpuPerf *p)
   clear_number(&p->sms);
   clear_number(&p->launch_us);
   clear_number(&p->pool_fraction);
+  clear_number(&p->nccl_channels);
+  clear_number(&p->nccl_hbm_per_byte);
   g_free(p->gemm.source);
   g_free(p->conv.source);
   g_free(p->attention.seq);

@@ -19,10 +19,11 @@
  *             "efficiency": {"fp32": 0.9, "tf32": 0.86, "16bit": 0.86}, "source": "..."},
  *    "conv": {... as gemm ...},
  *    "attention": {"seq": [512, 1024], "efficiency": [0.5, 0.6], "source": "..."},
- *    "sharing": {"priority_leak": 0.80, "source": "..."}}
+ *    "sharing": {"priority_leak": 0.80, "source": "..."},
+ *    "nccl": {"channels": 16, "hbm_per_byte": 3, "source": "..."}}
  *
  * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
- * [0, 1]; attention points ascending. "attention" is optional.
+ * [0, 1]; attention points ascending. "attention" and "nccl" are optional.
  * Ownership: an StGpuPerf is immutable once loaded and reference counted, so
  * cluster copies share it (st_gpu_perf_ref / st_gpu_perf_unref).
  */
@@ -76,6 +77,14 @@ typedef struct {
   StPerfNumber pool_fraction; /* share of the memory bandwidth pooling kernels sustain */
   StGemmCurve gemm, conv;
   StAttnCurve attention;
+  /* nccl (optional; absent: communication slows no compute): what NCCL's
+   * kernels hold while they move bytes, as the interference share model
+   * sees them (cost/comm_share.c): `channels` thread blocks, one SM each,
+   * and `hbm_per_byte` bytes of this GPU's memory traffic per byte a device
+   * sends (the received chunk written, read back beside the local one,
+   * reduced, written on). channels 0: not given. */
+  StPerfNumber nccl_channels;
+  StPerfNumber nccl_hbm_per_byte;
   int refs;
 } StGpuPerf;
 

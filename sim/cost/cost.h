@@ -173,6 +173,14 @@ void st_comm_plan_p2p(const StCluster *cluster, int device_a, int device_b, int6
 void st_comm_plan_p2p_profiled(const StCluster *cluster, const StProfile *profile, int device_a,
                                int device_b, int64_t bytes, StCommPlan *plan);
 
+/* What a phase's communication kernels hold on each member device while it
+ * moves bytes (comm_share.c): NCCL's channels (one thread block each, on an
+ * SM of its own) as a share of the SMs, and its memory traffic at the
+ * phase's rate alone as a share of the achievable bandwidth; leak 0 (its
+ * blocks are resident: priority gives a kernel beside it nothing back).
+ * All zero when the GPU performance file has no nccl section. */
+StShareTraits st_comm_share_traits(const StCluster *cluster, const StCommPhase *phase);
+
 /* Time of a plan alone on idle links: sum of latency + bytes / bandwidth. */
 double st_comm_plan_ns(const StCommPlan *plan);
 

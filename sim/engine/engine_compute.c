@@ -10,6 +10,13 @@
  * old rate since its last update) and its finish time is recomputed at the
  * new rate. A kernel at rate 0 (starved
  * by higher priorities) is taken off the queue until its rate rises.
+ *
+ * Communication kernels moving bytes on the device (DeviceState.comm_*)
+ * take part as one more client above every priority: their thread blocks
+ * are resident (a kernel beside them gets none of their SMs back) and
+ * their memory traffic is shared like any other. Their own rate is the
+ * network's business (engine_share.c), so the share model's answer for
+ * them is not used.
  */
 #include "engine/engine_internal.h"
 
@@ -21,8 +28,9 @@ reshare(Engine *e, DeviceState *dev)
   int n = (int)dev->kernels->len;
   if (n == 0)
     return;
+  gboolean comm = dev->comm_kernels > 0;
   StShareClient stack[16];
-  StShareClient *clients = n <= 16 ? stack : g_new(StShareClient, n);
+  StShareClient *clients = n + comm <= 16 ? stack : g_new(StShareClient, n + comm);
   for (int i = 0; i < n; i++) {
     Kernel *k = g_ptr_array_index(dev->kernels, i);
     k->remaining_ns -= (double)(e->now - k->last_ns) * k->rate;
@@ -35,7 +43,13 @@ reshare(Engine *e, DeviceState *dev)
                                  .mem = k->share.mem,
                                  .leak = k->share.leak};
   }
-  e->share->rates(clients, n);
+  if (comm)
+    clients[n] = (StShareClient){.priority = G_MAXINT32,
+                                 .fill = MIN(dev->comm_fill, 1.0),
+                                 .weight = 1.0,
+                                 .mem = MIN(dev->comm_mem, 1.0),
+                                 .leak = 0};
+  e->share->rates(clients, n + comm);
   for (int i = 0; i < n; i++) {
     Kernel *k = g_ptr_array_index(dev->kernels, i);
     k->rate = clients[i].rate;
@@ -51,6 +65,12 @@ reshare(Engine *e, DeviceState *dev)
   }
   if (clients != stack)
     g_free(clients);
+}
+
+void
+compute_reshare(Engine *e, int device)
+{
+  reshare(e, &e->devices[device]);
 }
 
 void

@@ -89,6 +89,10 @@ typedef struct {
 
 typedef struct {
   GPtrArray *kernels;    /* Kernel *, running now */
+  /* Communication kernels moving bytes here now (engine_net.c): the SMs and
+   * memory bandwidth they hold together (st_comm_share_traits, summed). */
+  int32_t comm_kernels;
+  double comm_fill, comm_mem;
 } DeviceState;
 
 /* A flow on a link: it loads the link with coef x its rate. */
@@ -129,6 +133,7 @@ typedef struct Flow {
   uint32_t mark;         /* component search stamp */
   gboolean frozen;       /* progressive filling: its rate is fixed */
   int32_t slot;          /* index in Engine.flows */
+  StShareTraits held;    /* what its kernels hold on each member's device while attached */
 } Flow;
 
 /* Admission control of one (representative) device, for multiplexing. */
@@ -313,6 +318,9 @@ int links_copy(Engine *e, int device, StNetKind kind);
 void share_init(Engine *e);
 void share_clear(Engine *e);
 void share_attach(Engine *e, Flow *f, int list);
+/* engine_compute.c: the device's kernels re-rated (a communication kernel
+ * arrived or left). */
+void compute_reshare(Engine *e, int device);
 void share_detach(Engine *e, Flow *f);
 static inline gboolean
 share_pending(const Engine *e)

@@ -191,6 +191,25 @@ flow_finish(Engine *e, Flow *f)
   flow_destroy(f);
 }
 
+/* The flow's kernels take (sign 1) or give back (-1) what they hold on its
+ * members' devices, and the kernels there are re-rated. A copy holds
+ * nothing (copy engines); a member rank sharing a device with another adds
+ * its own kernel. */
+static void
+hold(Engine *e, Flow *f, int sign)
+{
+  if (f->held.fill <= 0 && f->held.mem <= 0)
+    return;
+  for (guint i = 0; i < f->members->len; i++) {
+    int d = e->sims[g_array_index(f->members, OpRef, i).sim].device;
+    DeviceState *dev = &e->devices[d];
+    dev->comm_kernels += sign;
+    dev->comm_fill = dev->comm_kernels > 0 ? dev->comm_fill + sign * f->held.fill : 0;
+    dev->comm_mem = dev->comm_kernels > 0 ? dev->comm_mem + sign * f->held.mem : 0;
+    compute_reshare(e, d);
+  }
+}
+
 /* Enters the bandwidth part of the current phase; FALSE when it has no bytes. */
 static gboolean
 enter_bandwidth(Engine *e, Flow *f)
@@ -200,6 +219,10 @@ enter_bandwidth(Engine *e, Flow *f)
     return FALSE;
   f->remaining = ph->bytes;
   share_attach(e, f, f->lists[f->phase]);
+  if (strcmp(f->plan.algo, "copy") != 0) {
+    f->held = st_comm_share_traits(e->s->cluster, ph);
+    hold(e, f, 1);
+  }
   return TRUE;
 }
 
@@ -230,6 +253,8 @@ net_on_event(Engine *e, Flow *f)
       return;
   } else {
     share_detach(e, f);
+    hold(e, f, -1);
+    f->held = (StShareTraits){0, 0, 0};
   }
   f->phase++;
   flow_advance(e, f);

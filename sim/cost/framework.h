@@ -1,0 +1,106 @@
+/* framework.h: what the training framework does by default, as named presets
+ * (`--framework`): the same layout in Megatron-LM and in torchtitan is not
+ * the same run. A preset says, each group with the source code or
+ * documentation it is read from:
+ *
+ * - gradients: the bytes a gradient element takes under mixed precision
+ *   (2: kept and reduced in bf16; 4: fp32 gradient buffers reduced in fp32,
+ *   Megatron-LM's main_grad, FSDP's fp32 reduce dtype, AMP's fp32 grads),
+ *   whether data-parallel reductions start as buckets fill during backward
+ *   or only after it, the default bucket size and ZeRO-3 prefetch;
+ * - kernels: which memory-bound steps it fuses (a fused RMSNorm reads its
+ *   input once; PyTorch eager runs each elementwise op as its own kernel),
+ *   which attention kernel it calls, whether the loss reads fp32 logits, and
+ *   the CPU time it takes to issue one kernel (eager dispatch; 0 under CUDA
+ *   graphs), which becomes the GPU's time where kernels are shorter;
+ * - the step: gradient-norm clipping, zeroing gradients;
+ * - memory the process holds beyond its tensors (output/runtime_memory.h):
+ *   the caching allocator's reserve over what is allocated, the CUDA
+ *   context, NCCL's buffers per communicator, library workspaces.
+ *
+ * The presets are code, one file each (framework_<name>.c), listed in
+ * framework_registry.c: adding one is a file and a line. A schedule records
+ * its preset by name (settings.framework); the strategies read it for the
+ * gradients, the compute model for the kernels, the summary for memory.
+ * `ideal` is what stagger assumed before presets existed (everything fused,
+ * nothing exposed that need not be, no memory beyond tensors): a bound, not
+ * a framework.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+/* Memory-bound steps a framework may fuse into one kernel (StFramework.fused). */
+typedef enum {
+  ST_FUSE_NORM = 1 << 0,        /* LayerNorm / RMSNorm: one read, one write */
+  ST_FUSE_ACTIVATION = 1 << 1,  /* bias + GELU, SwiGLU's silu x up: one kernel */
+  ST_FUSE_ROPE = 1 << 2,        /* rotary embedding of Q and K in one kernel */
+  ST_FUSE_RESIDUAL = 1 << 3,    /* bias + dropout + residual add in one kernel */
+  ST_FUSE_SOFTMAX = 1 << 4,     /* unfused attention: scale + mask + softmax in one kernel */
+  ST_FUSE_LOSS = 1 << 5,        /* logits' softmax and cross-entropy (and its gradient) fused */
+  ST_FUSE_OPTIMIZER = 1 << 6,   /* the optimizer's update of all tensors in one or a few
+                                   kernels (fused / multi-tensor Adam) */
+} StFuse;
+
+#define ST_FUSE_ALL 0x7f
+
+/* The attention kernel a framework calls where a layer asks for flash
+ * attention (the GPU performance file has each one's curve). */
+typedef enum {
+  ST_ATTN_FLASH2 = 0, /* FlashAttention-2 (PyTorch SDPA's flash backend) */
+  ST_ATTN_FLASH3,     /* FlashAttention-3 / cuDNN fused attention (Transformer Engine) on
+                         Hopper; FlashAttention-2 elsewhere */
+  ST_ATTN_N,
+} StAttnKernel;
+
+typedef struct {
+  const char *name;     /* as --framework takes it */
+  const char *summary;  /* one line */
+  const char *version;  /* the release whose defaults these are */
+
+  /* Gradients and the data-parallel reductions. */
+  int grad_bytes_mixed;          /* 2 or 4, see above */
+  gboolean overlap_grad_reduce;  /* reductions during backward, as buckets fill */
+  int64_t bucket_bytes;          /* default --bucket-bytes; 0 = one bucket per layer */
+  int prefetch;                  /* default ZeRO-3 gathers ahead */
+  const char *gradients_source;
+
+  /* Kernels. */
+  unsigned fused;                /* StFuse */
+  StAttnKernel attention;
+  gboolean logits_fp32;          /* the loss casts logits to fp32 and reads them so */
+  double host_us_per_kernel;     /* CPU time to issue one kernel, us */
+  const char *kernels_source;
+
+  /* The step. */
+  gboolean clip_grad;            /* gradient-norm clipping: a norm and a scale pass */
+  const char *step_source;
+
+  /* Memory beyond tensors. */
+  double allocator_reserve;      /* reserved / allocated - 1 at the peak */
+  int64_t context_bytes;         /* CUDA context and libraries outside the allocator */
+  int64_t nccl_bytes_per_comm;   /* NCCL's device buffers per communicator a rank joins
+                                    with peers on other GPUs */
+  int64_t workspace_bytes;       /* cuBLAS / cuDNN workspace held in the allocator */
+  const char *memory_source;
+} StFramework;
+
+/* NULL-terminated, in registry order; the first is the default where a
+ * strategy names none. */
+const StFramework *const *st_frameworks(void);
+const StFramework *st_framework_find(const char *name);
+/* The preset a schedule of `strategy` gets without --framework: the one its
+ * strategy follows (megatron: megatron; zero: deepspeed; everything else:
+ * pytorch DDP-style eager). Never NULL. */
+const StFramework *st_framework_default(const char *strategy);
+/* `name` when given, else st_framework_default(strategy); NULL for an
+ * unknown name. */
+const StFramework *st_framework_resolve(const char *name, const char *strategy);
+
+/* The bytes of a gradient element under `mixed` precision or not. */
+static inline int
+st_framework_grad_bytes(const StFramework *f, gboolean mixed)
+{
+  return mixed ? (f != NULL ? f->grad_bytes_mixed : 2) : 4;
+}
