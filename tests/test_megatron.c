@@ -17,6 +17,7 @@ static void
 options(StOptions *o, int t, int p, int v, gboolean sp, int micro, int64_t global)
 {
   st_options_init(o);
+  o->framework = g_strdup("ideal"); /* 16-bit gradients, 25 MiB buckets */
   o->tensor_parallel = t;
   o->pipeline_stages = p;
   o->virtual_stages = v;

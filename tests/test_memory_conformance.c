@@ -102,6 +102,7 @@ build(const StModel *m, const Case *c, int micro_batch, StProfile **prof)
   *prof = c->profiled ? profile_fc2_flat(cl->gpu.name) : NULL;
   StOptions o;
   st_options_init(&o);
+  o.framework = g_strdup("ideal"); /* 16-bit gradients, 25 MiB buckets */
   o.ranks = c->ranks;
   o.micro_batch = micro_batch;
   o.global_batch = (int64_t)c->ranks * micro_batch * c->accumulation;

@@ -156,6 +156,7 @@ test_zero_model_states(void)
   g_assert_cmpint(P, ==, 25557032);
   StOptions o;
   st_options_init(&o);
+  o.framework = g_strdup("ideal"); /* 16-bit gradients, 25 MiB buckets */
   o.precision = ST_PRECISION_MIXED;
   o.optimizer = ST_OPTIMIZER_ADAM;
   struct {
@@ -254,6 +255,7 @@ test_zero3_gathers_per_layer(void)
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
   st_options_init(&o);
+  o.framework = g_strdup("ideal"); /* DP and ZeRO both reduce 16-bit gradients, as the paper */
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;
   o.zero_stage = 3;

@@ -142,6 +142,7 @@ test_llama3_zero3(void)
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
   StOptions o;
   st_options_init(&o);
+  o.framework = g_strdup("ideal"); /* 16-bit gradients, 25 MiB buckets */
   o.micro_batch = 1;
   o.zero_stage = 3;
   o.seq_len = 8192;

@@ -147,6 +147,7 @@ st_test_options_init(StOptions *o)
 {
   st_options_init(o);
   o->compute_model = g_strdup("roofline");
+  o->framework = g_strdup("ideal"); /* the worked examples' 16-bit gradients and buckets */
 }
 
 StSchedule *

@@ -53,6 +53,8 @@ typedef struct {
   GOptionEntry *entries; /* built from the option table, owned */
   GPtrArray *given;   /* "name", "value" pairs in command-line order, owned */
   gboolean no_precision_note; /* the caller says st_cli_note_precision itself (plan) */
+  const char *default_framework; /* --framework when not given (run, validate: the
+                                    executor's own, "ideal"); NULL: the strategy's */
 } StCliShared;
 
 void st_cli_shared_init(StCliShared *shared);

@@ -93,6 +93,8 @@ st_cli_options_for(const StCliShared *sh, int index, int n, StOptions *out, GErr
       return st_cli_usage_error(error, "%s", local->message);
     }
   }
+  if (out->framework == NULL && sh->default_framework != NULL)
+    out->framework = g_strdup(sh->default_framework);
   return TRUE;
 }
 

@@ -119,6 +119,7 @@ run(int argc, char **argv, GError **error)
   g_autofree char *command = st_cli_command_line(argc, argv);
   StCliShared sh;
   st_cli_shared_init(&sh);
+  sh.default_framework = "ideal"; /* what the executor implements: 16-bit gradients */
   StCliExec ex;
   st_cli_exec_init(&ex);
   g_autofree char *schedule = NULL;

@@ -330,6 +330,7 @@ run(int argc, char **argv, GError **error)
 {
   Validate v = {.command = st_cli_command_line(argc, argv)};
   st_cli_shared_init(&v.sh);
+  v.sh.default_framework = "ideal"; /* what the executor implements: 16-bit gradients */
   st_cli_exec_init(&v.ex);
   const GOptionEntry entries[] = {
     {"device", 0, 0, G_OPTION_ARG_STRING, &v.device,

@@ -54,7 +54,7 @@ typedef enum {
   ST_ATTN_N,
 } StAttnKernel;
 
-typedef struct {
+typedef struct StFramework {
   const char *name;     /* as --framework takes it */
   const char *summary;  /* one line */
   const char *version;  /* the release whose defaults these are */
@@ -63,7 +63,6 @@ typedef struct {
   int grad_bytes_mixed;          /* 2 or 4, see above */
   gboolean overlap_grad_reduce;  /* reductions during backward, as buckets fill */
   int64_t bucket_bytes;          /* default --bucket-bytes; 0 = one bucket per layer */
-  int prefetch;                  /* default ZeRO-3 gathers ahead */
   const char *gradients_source;
 
   /* Kernels. */
@@ -86,21 +85,13 @@ typedef struct {
   const char *memory_source;
 } StFramework;
 
-/* NULL-terminated, in registry order; the first is the default where a
- * strategy names none. */
+/* NULL-terminated, in registry order. */
 const StFramework *const *st_frameworks(void);
 const StFramework *st_framework_find(const char *name);
-/* The preset a schedule of `strategy` gets without --framework: the one its
- * strategy follows (megatron: megatron; zero: deepspeed; everything else:
- * pytorch DDP-style eager). Never NULL. */
-const StFramework *st_framework_default(const char *strategy);
-/* `name` when given, else st_framework_default(strategy); NULL for an
- * unknown name. */
-const StFramework *st_framework_resolve(const char *name, const char *strategy);
-
-/* The bytes of a gradient element under `mixed` precision or not. */
-static inline int
-st_framework_grad_bytes(const StFramework *f, gboolean mixed)
-{
-  return mixed ? (f != NULL ? f->grad_bytes_mixed : 2) : 4;
-}
+/* The preset a schedule of `strategy` gets without --framework: the
+ * framework its strategy's system is built on (megatron: megatron; zero:
+ * deepspeed; dp: pytorch) and, for the techniques whose own code stagger
+ * models (cyclic DP, DeepPool, AxoNN's pipelines, SAMO's sparse states,
+ * any `sparse` run), ideal: their papers' 16-bit gradients and fused
+ * kernels. Never NULL. */
+const StFramework *st_framework_default(const char *strategy, gboolean sparse);

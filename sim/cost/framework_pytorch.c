@@ -12,7 +12,6 @@ const StFramework st_framework_pytorch = {
   .grad_bytes_mixed = 4,
   .overlap_grad_reduce = TRUE,
   .bucket_bytes = 25 << 20,
-  .prefetch = 1,
   .gradients_source =
     "torch/nn/parallel/distributed.py: bucket_cap_mb=25, buckets all-reduced by autograd "
     "hooks as they fill during backward (Li et al., VLDB 2020); torch.autocast keeps the "
@@ -20,18 +19,13 @@ const StFramework st_framework_pytorch = {
   .fused = ST_FUSE_NORM | ST_FUSE_OPTIMIZER,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
-  .host_us_per_kernel = 0, /* set from the measurement in framework_host.c */
+  .host_us_per_kernel = 0,
   .kernels_source =
     "eager: every elementwise op its own kernel, except the native layer_norm / batch_norm "
-    "kernels (aten/src/ATen/native/cuda/layer_norm_kernel.cu) and the fused/foreach "
-    "optimizers (torch.optim.AdamW fused=True); scaled_dot_product_attention's flash "
-    "backend is FlashAttention-2; autocast runs softmax and cross-entropy in fp32 "
-    "(torch/amp autocast op lists)",
+    "kernels and the fused/foreach optimizers (torch.optim.AdamW fused=True); "
+    "scaled_dot_product_attention's flash backend is FlashAttention-2; autocast runs "
+    "softmax and cross-entropy in fp32",
   .clip_grad = FALSE,
   .step_source = "torch.nn.utils.clip_grad_norm_ is the script's choice; none by default",
-  .allocator_reserve = 0,
-  .context_bytes = 0,
-  .nccl_bytes_per_comm = 0,
-  .workspace_bytes = 0,
-  .memory_source = "see framework_memory.c",
+  .memory_source = "",
 };

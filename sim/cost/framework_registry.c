@@ -37,17 +37,15 @@ st_framework_find(const char *name)
 }
 
 const StFramework *
-st_framework_default(const char *strategy)
+st_framework_default(const char *strategy, gboolean sparse)
 {
-  if (strategy != NULL && strcmp(strategy, "megatron") == 0)
+  if (strategy == NULL || sparse)
+    return &st_framework_ideal;
+  if (strcmp(strategy, "megatron") == 0)
     return &st_framework_megatron;
-  if (strategy != NULL && strcmp(strategy, "zero") == 0)
+  if (strcmp(strategy, "zero") == 0)
     return &st_framework_deepspeed;
-  return &st_framework_pytorch;
-}
-
-const StFramework *
-st_framework_resolve(const char *name, const char *strategy)
-{
-  return name != NULL ? st_framework_find(name) : st_framework_default(strategy);
+  if (strcmp(strategy, "dp") == 0)
+    return &st_framework_pytorch;
+  return &st_framework_ideal;
 }

@@ -327,6 +327,7 @@ job_free(gpointer data)
   g_free(j->settings.strategy);
   g_free(j->settings.description);
   g_free(j->settings.compute_model);
+  g_free(j->settings.framework);
   g_free(j);
 }
 
@@ -380,6 +381,7 @@ st_schedule_free(StSchedule *s)
   g_free(s->settings.strategy);
   g_free(s->settings.description);
   g_free(s->settings.compute_model);
+  g_free(s->settings.framework);
   g_free(s->devices);
   g_free(s->ranks);
   g_ptr_array_unref(s->comms);
@@ -468,6 +470,7 @@ st_schedule_add_job(StSchedule *s, const char *name, StModel *model, const StSet
   j->settings.strategy = g_strdup(settings->strategy);
   j->settings.description = g_strdup(settings->description);
   j->settings.compute_model = g_strdup(settings->compute_model);
+  j->settings.framework = g_strdup(settings->framework);
   g_ptr_array_add(s->jobs, j);
   return (int)s->jobs->len;
 }

@@ -184,6 +184,8 @@ typedef struct {
                             forward, or under selective its StLayerMemory.again only) */
   char *compute_model;   /* --compute-model: what costs COMP work no profile entry covers
                             ("estimate", "roofline"); NULL = "estimate" */
+  char *framework;       /* --framework: the preset (cost/framework.h) whose defaults the
+                            schedule follows; NULL = "ideal" (a schedule from before presets) */
 } StSettings;
 
 /* A training job beside the main one: a background job multiplexed onto the

@@ -202,6 +202,8 @@ settings_to_json(const StSettings *st)
     cJSON_AddStringToObject(o, "recompute", st_recompute_name(st->recompute));
   if (st->compute_model != NULL)
     cJSON_AddStringToObject(o, "compute_model", st->compute_model);
+  if (st->framework != NULL)
+    cJSON_AddStringToObject(o, "framework", st->framework);
   return o;
 }
 

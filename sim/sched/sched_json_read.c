@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "base/limits.h"
 #include "cost/cost.h"
+#include "cost/framework.h"
 #include "sched/sched_json_private.h"
 
 /* ---- reading: helpers ----------------------------------------------------- */
@@ -110,9 +111,9 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
   static const char *const keys[] = {"strategy",     "description",  "precision",
                                      "optimizer",    "micro_batch",  "accumulation",
                                      "global_batch", "sparsity",     "recompute",
-                                     "compute_model", NULL};
+                                     "compute_model", "framework", NULL};
   const char *strategy = NULL, *description = NULL, *precision = NULL, *optimizer = NULL;
-  const char *compute = NULL;
+  const char *compute = NULL, *framework = NULL;
   int64_t micro = 0, accumulation = 0;
   if (!sj_expect_object(obj, keys, error) ||
       !st_json_get_string(obj, "strategy", FALSE, &strategy, error) ||
@@ -125,10 +126,13 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
       !st_json_get_int(obj, "accumulation", TRUE, 0, G_MAXINT32, &accumulation, error) ||
       !st_json_get_int(obj, "global_batch", TRUE, 0, INT64_C(1000000000000000),
                        &st->global_batch, error) ||
-      !st_json_get_string(obj, "compute_model", FALSE, &compute, error))
+      !st_json_get_string(obj, "compute_model", FALSE, &compute, error) ||
+      !st_json_get_string(obj, "framework", FALSE, &framework, error))
     return FALSE;
   if (compute != NULL && !st_compute_model_known(compute))
     return sj_fail(error, "key 'compute_model': expected estimate or roofline");
+  if (framework != NULL && st_framework_find(framework) == NULL)
+    return sj_fail(error, "key 'framework': unknown framework (stagger sim --help lists them)");
   const cJSON *sparsity = cJSON_GetObjectItemCaseSensitive(obj, "sparsity");
   if (sparsity != NULL) {
     if (!cJSON_IsNumber(sparsity) || !(sparsity->valuedouble >= 0 && sparsity->valuedouble < 1))
@@ -144,6 +148,7 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
   st->strategy = g_strdup(strategy);
   st->description = g_strdup(description);
   st->compute_model = g_strdup(compute);
+  st->framework = g_strdup(framework);
   return TRUE;
 }
 

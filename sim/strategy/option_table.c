@@ -7,6 +7,7 @@
 #include "base/limits.h"
 #include "base/units.h"
 #include "cost/cost.h"
+#include "cost/framework.h"
 #include "strategy/options.h"
 
 static const char *const OPTIMIZERS[] = {"sgd", "adam", NULL};     /* StOptimizer */
@@ -48,6 +49,19 @@ check_compute_model(const char *value, GError **error)
   return FALSE;
 }
 
+static gboolean
+check_framework(const char *value, GError **error)
+{
+  if (st_framework_find(value) != NULL)
+    return TRUE;
+  g_autoptr(GString) known = g_string_new(NULL);
+  for (const StFramework *const *f = st_frameworks(); *f != NULL; f++)
+    g_string_append_printf(known, "%s%s", known->len ? ", " : "", (*f)->name);
+  g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID, "unknown framework (known: %s)",
+              known->str);
+  return FALSE;
+}
+
 #define F(field) offsetof(StOptions, field)
 #define BIG 1e15
 
@@ -75,7 +89,7 @@ static const StOptionSpec SPECS[] = {
    "(default: fp32)"},
   {"bucket-bytes", ST_OPT_BYTES, F(bucket_bytes), 0, 1125899906842624.0 /* 1 PiB */, NULL, NULL, "SIZE",
    "Gradient bucket size, bytes or with a unit such as 25MiB; 0 = one bucket per layer "
-   "(default: 25MiB)"},
+   "(default: the framework's, 25MiB for PyTorch DDP)"},
   {"zero-stage", ST_OPT_INT, F(zero_stage), 1, 3, NULL, NULL, "1|2|3",
    "ZeRO stage: 1 optimizer states, 2 + gradients, 3 + parameters sharded (zero's default: "
    "1; other strategies shard only when it is given)"},
@@ -181,6 +195,16 @@ static const StOptionSpec SPECS[] = {
    "megatron: pad the vocabulary to a multiple of K x T, as Megatron-LM's "
    "--make-vocab-size-divisible-by; 1 pads only what T does not divide; 0 = 128 (default: "
    "128)"},
+  {"framework", ST_OPT_STRING, F(framework), 0, 0, NULL, check_framework, "NAME",
+   "What the training framework does by default: pytorch (eager, DDP), megatron, torchtitan, "
+   "fsdp (PyTorch FSDP as llm-foundry runs it), deepspeed, or ideal (everything fused and "
+   "overlapped: a bound, and stagger's own executor); stagger sim --list-frameworks says "
+   "what each does (default: megatron for megatron, deepspeed for zero, pytorch for dp, "
+   "ideal for the rest and for --sparsity; run and validate: ideal)"},
+  {"grad-reduce", ST_OPT_CHOICE, F(grad_reduce), 0, 0,
+   (const char *const[]){"auto", "16bit", "fp32", NULL}, NULL, "auto|16bit|fp32",
+   "Under --precision mixed: the dtype gradients are kept and reduced in (Megatron-LM's "
+   "--grad-reduce-in-bf16 is 16bit); auto = the framework's (default: auto)"},
   {NULL},
 };
 

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 
 #include "base/limits.h"
+#include "cost/framework.h"
 
 G_DEFINE_QUARK(st-options-error-quark, st_options_error)
 
@@ -15,7 +16,7 @@ st_options_init(StOptions *o)
     .steps = 0, /* auto */
     .optimizer = ST_OPTIMIZER_ADAM,
     .precision = ST_PRECISION_FP32,
-    .bucket_bytes = 25 * 1024 * 1024,
+    .bucket_bytes = -1, /* the framework's */
     .zero_stage = 0,
     .prefetch = 1,
     .comm_algo = g_strdup("auto"),
@@ -75,6 +76,23 @@ default_micro_batch(const StOptions *o, int replicas)
   return 1;
 }
 
+const StFramework *
+st_options_framework(const StOptions *o)
+{
+  const StFramework *f = st_framework_find(o->framework);
+  return f != NULL ? f : st_framework_find("ideal");
+}
+
+int
+st_options_grad_bytes(const StOptions *o)
+{
+  if (o->precision != ST_PRECISION_MIXED)
+    return 4;
+  if (o->grad_reduce != ST_GRAD_REDUCE_AUTO)
+    return o->grad_reduce == ST_GRAD_REDUCE_FP32 ? 4 : 2;
+  return st_options_framework(o)->grad_bytes_mixed;
+}
+
 gboolean
 st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
 {
@@ -107,7 +125,7 @@ st_options_resolve_group(StOptions *o, const StCluster *cluster, int group, GErr
                o->ranks, (o->ranks + cluster->gpus - 1) / cluster->gpus, cluster->gpus,
                cluster->gpus == 1 ? "" : "s", ST_MAX_RANKS_PER_GPU);
   if (o->bucket_bytes < 0)
-    return bad(error, "--bucket-bytes cannot be negative");
+    o->bucket_bytes = st_options_framework(o)->bucket_bytes;
   if (o->zero_stage < 0 || o->zero_stage > 3)
     return bad(error, "--zero-stage %d: must be 1, 2 or 3", o->zero_stage);
   if (o->prefetch < 0)

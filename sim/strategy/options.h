@@ -31,7 +31,8 @@ typedef struct {
                            schedule's state repeats, output/steady.h), within a cap */
   StOptimizer optimizer;
   StPrecision precision;
-  int64_t bucket_bytes; /* --bucket-bytes: gradient bucket size; 0 = one bucket per layer */
+  int64_t bucket_bytes; /* --bucket-bytes: gradient bucket size; 0 = one bucket per layer;
+                           -1 = not given: the framework's (resolved) */
   int zero_stage;       /* --zero-stage: 1, 2 or 3; 0 = not given (zero then uses 1) */
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
   char *comm_algo;      /* --comm-algo: auto, ring, tree, hierarchical */
@@ -69,19 +70,32 @@ typedef struct {
                             (interleaved 1F1B); 0 = not given (1) */
   int vocab_multiple;    /* --vocab-multiple: megatron pads the vocabulary to a multiple of
                             this x t; 0 = not given (128, Megatron-LM's) */
+  char *framework;       /* --framework: preset of cost/framework.h; NULL = the strategy's
+                            (st_strategy_build fills it in before building) */
+  int grad_reduce;       /* --grad-reduce: StGradReduce; 0 = the framework's */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank (per group of ranks sharing samples) per
                            step */
 } StOptions;
 
-/* Defaults: micro-batch 32, steps auto, adam, fp32, 25 MiB buckets (PyTorch
- * DDP's default), no ZeRO stage given, prefetch 1, comm algorithm auto. */
+/* --grad-reduce: the dtype gradients are kept and reduced in under mixed
+ * precision. */
+typedef enum {
+  ST_GRAD_REDUCE_AUTO = 0, /* the framework's (StFramework.grad_bytes_mixed) */
+  ST_GRAD_REDUCE_16BIT,    /* the compute dtype (Megatron-LM's --grad-reduce-in-bf16) */
+  ST_GRAD_REDUCE_FP32,     /* fp32 gradient buffers, reduced in fp32 */
+} StGradReduce;
+
+/* Defaults: micro-batch 32, steps auto, adam, fp32, buckets and gradient
+ * dtype of the framework, no ZeRO stage given, prefetch 1, comm algorithm
+ * auto. */
 void st_options_init(StOptions *options);
 void st_options_clear(StOptions *options);
 void st_options_copy(StOptions *dst, const StOptions *src);
 
 /* Fills ranks, global_batch and accumulation for `cluster` (already resized
- * by --nodes/--gpus); fails with a message naming the option when the
+ * by --nodes/--gpus), and the bucket size from the framework when not given
+ * (options->framework, else the default preset); fails with a message naming the option when the
  * numbers do not fit together (global batch not a multiple of ranks *
  * micro-batch, ZeRO stage out of range, ...). */
 gboolean st_options_resolve(StOptions *options, const StCluster *cluster, GError **error);
@@ -129,3 +143,11 @@ gboolean st_options_set(StOptions *options, const char *name, const char *value,
 
 /* The value of option `name` as text (the form st_options_set reads). Transfer full. */
 char *st_options_get(const StOptions *options, const char *name);
+
+struct StFramework;
+/* The preset `options` name; `ideal` when none is named (st_strategy_build
+ * names the strategy's before building). */
+const struct StFramework *st_options_framework(const StOptions *options);
+/* Bytes of a gradient element: fp32 4; under mixed precision --grad-reduce,
+ * else the framework's. */
+int st_options_grad_bytes(const StOptions *options);

@@ -8,14 +8,15 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
 {
   gboolean mixed = o->precision == ST_PRECISION_MIXED;
   int states = o->optimizer == ST_OPTIMIZER_ADAM ? 8 : 4; /* fp32 m and v, or momentum */
+  int grad = st_options_grad_bytes(o);
   *out = (StStateBytes){
     .weight = mixed ? 2 : 4,
-    .grad = mixed ? 2 : 4,
+    .grad = grad,
     .optimizer = states + (mixed ? 4 : 0),
     /* Adam reads p, g, m, v and writes p, m, v; momentum SGD reads p, g, buf and
-     * writes p, buf: 4 bytes each in fp32. Mixed precision trades the fp32
-     * gradient read for a 16-bit one and adds the 16-bit weight write. */
-    .optim_traffic = o->optimizer == ST_OPTIMIZER_ADAM ? 28 : 20,
+     * writes p, buf: 4 bytes each in fp32. Mixed precision reads the gradient
+     * in its own dtype and adds the 16-bit weight write. */
+    .optim_traffic = (o->optimizer == ST_OPTIMIZER_ADAM ? 28 : 20) + (mixed ? grad - 4 + 2 : 0),
     .activation = mixed ? ST_DTYPE_BF16 : ST_DTYPE_FP32,
   };
 }

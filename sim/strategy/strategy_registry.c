@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "cost/framework.h"
+
 G_DEFINE_QUARK(st-strategy-error-quark, st_strategy_error)
 
 extern const StStrategy st_strategy_dp;
@@ -119,6 +121,8 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
 {
   StOptions resolved;
   st_options_copy(&resolved, options);
+  if (resolved.framework == NULL)
+    resolved.framework = g_strdup(st_framework_default(strategy->name, resolved.sparsity > 0)->name);
   if (!st_strategy_resolve(strategy, &resolved, cluster, error)) {
     st_options_clear(&resolved);
     return NULL;
@@ -146,6 +150,8 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   StSchedule *s = strategy->build(&input, error);
   if (s != NULL && s->settings.compute_model == NULL)
     s->settings.compute_model = g_strdup(resolved.compute_model);
+  if (s != NULL && s->settings.framework == NULL)
+    s->settings.framework = g_strdup(resolved.framework);
   st_options_clear(&resolved);
   if (s == NULL)
     return NULL;
