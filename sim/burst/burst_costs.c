@@ -72,7 +72,7 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
   g_return_val_if_fail(in != NULL && in->model != NULL && in->cluster != NULL, NULL);
   const StModel *m = in->model;
   g_autoptr(StBurstGraph) g = st_burst_graph_new(in->ranks, in->batch);
-  StComputeCtx ctx = {in->cluster, in->profile, m, in->compute_dtype, in->compute_model};
+  StComputeCtx ctx = {in->cluster, in->profile, m, in->compute_dtype, in->compute_model, NULL};
   int W = g->n_widths;
   for (int i = 0; i < m->n_layers; i++) {
     const StLayer *layer = &m->layers[i];

@@ -26,6 +26,12 @@
  * - every kernel takes at least the launch time, `launch.us`.
  * Optimizer, compress and expand steps are one memory kernel of their bytes.
  *
+ * The framework (cost/framework.h) decides which kernels a pass launches
+ * (estimate_kernels.c) and what it costs the CPU to issue each: a pass
+ * takes at least its kernels times the framework's host_us_per_kernel,
+ * the GPU waiting on the CPU where kernels are shorter than their issue
+ * (eager PyTorch on small tensors).
+ *
  * Which peak: 16-bit work at the 16-bit peak; fp32 GEMMs and convolutions at
  * the TF32 peak when the curve says the framework uses it there
  * (`fp32_math: tf32`, PyTorch's default for convolutions) and the cluster
@@ -43,6 +49,7 @@
 #include <string.h>
 
 #include "cost/estimate.h"
+#include "cost/framework.h"
 
 typedef struct {
   double peak;  /* FLOP/s */
@@ -172,6 +179,11 @@ estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *f
     double f, s = kernel_s(ctx, p, &ks.k[i], &f);
     total += s;
     filled += s * f;
+  }
+  double host = ctx->framework != NULL ? ks.n * ctx->framework->host_us_per_kernel * 1e-6 : 0;
+  if (host > total) { /* the GPU idles between kernels: the fill drops with it */
+    filled *= total / host;
+    total = host;
   }
   *time_ns = total * 1e9;
   *fill = total > 0 ? MAX(filled / total, 1e-3) : 1.0;

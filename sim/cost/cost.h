@@ -49,6 +49,8 @@ typedef struct {
                            whole forward */
 } StWork;
 
+struct StFramework;
+
 typedef struct {
   const StCluster *cluster; /* borrowed */
   const StProfile *profile; /* borrowed, may be NULL */
@@ -56,6 +58,8 @@ typedef struct {
   StDtype dtype;            /* compute dtype: fp32, or bf16/fp16 under mixed precision */
   const char *fallback;     /* what answers where no profile entry does: "estimate" (NULL:
                                the default) or "roofline" (--compute-model) */
+  const struct StFramework *framework; /* the schedule's preset (cost/framework.h): which
+                                          kernels a pass launches; NULL: ideal */
 } StComputeCtx;
 
 typedef struct {

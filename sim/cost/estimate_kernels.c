@@ -13,9 +13,18 @@
  *   layer's core FLOPs (4 s^2 d_head per head forward, 2.5x backward, causal
  *   pairs only), or unfused as batched GEMMs QK^T and PV around a softmax.
  * - element-wise kernels (norms, activations, residual adds, dropout,
- *   RoPE) at bytes = passes over their tensor: a norm reads its input twice
- *   (statistics, then normalise) and writes once forward (3 passes), 5
- *   backward; an activation 2 forward, 3 backward; an add 3 forward.
+ *   RoPE, the loss) as the framework runs them (cost/framework.h): fused,
+ *   one kernel at bytes = passes over its tensor (a norm reads its input
+ *   twice, statistics then normalise, and writes once forward: 3 passes, 5
+ *   backward; an activation 2 forward, 3 backward; an add 3 forward), or in
+ *   PyTorch eager, op by op as the reference code writes it, each op a
+ *   kernel reading and writing its tensors (an RMSNorm upcast to fp32,
+ *   squared, averaged, scaled, cast back and weighted: 6 kernels; RoPE on
+ *   complex fp32: 3 per tensor; SwiGLU's silu and product: 2; the loss's
+ *   cast, log-softmax and gather: 3), autograd's backward of each reading
+ *   its saved inputs and the incoming gradient: 1.6 times the forward's
+ *   bytes (a unary op's 3 passes to 2, a product's 5 to 3) in 1.3 times
+ *   the kernels.
  * - a mixture-of-experts expert: its MLP on its C gathered rows per sample,
  *   the stream copied on and the gathered rows moved in and out.
  * - a selective recompute (the attention scores again): a shapeless GEMM of
@@ -29,6 +38,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cost/framework.h"
 #include "model/layer_type.h"
 
 /* ---- building the list ---------------------------------------------------------- */
@@ -38,6 +48,8 @@ typedef struct {
   double e;         /* bytes per activation element */
   gboolean fwd;     /* forward (or recompute), else backward */
   gboolean no_dgrad; /* the model's first layer: its input (the samples) takes no gradient */
+  unsigned fused;   /* StFuse: what the framework runs as one kernel */
+  gboolean logits_fp32; /* the loss reads fp32 logits */
 } List;
 
 static void
@@ -81,16 +93,70 @@ linear(List *l, double rows, double in, double out, gboolean bias)
     mem(l, ST_KERNEL_MEMORY, rows * out, 1);
 }
 
+/* An op PyTorch eager runs as `k` kernels moving `bytes_per_elem` bytes per
+ * element forward; backward (autograd) 1.6 times the bytes in 1.3 times the
+ * kernels (the header says why). */
+static void
+eager(List *l, double elems, int k, double bytes_per_elem)
+{
+  int n = l->fwd ? k : (int)ceil(1.3 * k);
+  double bytes = elems * bytes_per_elem * (l->fwd ? 1.0 : 1.6);
+  for (int i = 0; i < n && elems > 0; i++)
+    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n});
+}
+
+/* fp32 casts an eager op adds around its 16-bit tensors: bytes per element. */
+static double
+casts(const List *l, int n)
+{
+  return l->e < 4 ? n * (l->e + 4.0) : 0.0;
+}
+
+/* A LayerNorm (PyTorch's native kernel, fused in every framework), or an
+ * RMSNorm (`rms`), which eager code writes op by op: x.float(), pow(2),
+ * mean, x * rsqrt(mean + eps), .type_as(x), * weight. */
+static void
+norm_of(List *l, double elems, gboolean rms)
+{
+  if (!rms || (l->fused & ST_FUSE_NORM))
+    mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
+  else
+    eager(l, elems, l->e < 4 ? 6 : 4, casts(l, 2) + 8 + 4 + 8 + 2 * l->e);
+}
+
 static void
 norm(List *l, double elems)
 {
-  mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
+  norm_of(l, elems, FALSE);
 }
 
 static void
 activation(List *l, double elems)
 {
   mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 2 : 3);
+}
+
+/* A gated MLP's silu(gate) x up over `elems` outputs: one kernel fused,
+ * silu then a product in eager. */
+static void
+glu(List *l, double elems)
+{
+  if (l->fused & ST_FUSE_ACTIVATION)
+    mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
+  else
+    eager(l, elems, 2, 5 * l->e);
+}
+
+/* Rotary embedding of Q and K (`elems` in all): one kernel fused, or
+ * torchtitan's complex form per tensor: a cast to fp32, a complex product
+ * with the frequencies, a cast back. */
+static void
+rope(List *l, double elems)
+{
+  if (l->fused & ST_FUSE_ROPE)
+    mem(l, ST_KERNEL_MEMORY, elems, 2);
+  else
+    eager(l, elems, 6, casts(l, 2) + 16);
 }
 
 static void
@@ -285,7 +351,7 @@ attention_part(List *l, double b, const Attn *a, gboolean fused)
   double q = a->heads * a->hd, n = q + 2.0 * a->kv * a->hd;
   linear(l, b * a->s, a->d, n, a->qkv_bias);
   if (a->rope) /* rotate Q and K in place; backward their gradients */
-    mem(l, ST_KERNEL_MEMORY, b * a->s * (a->heads + a->kv) * a->hd, 2);
+    rope(l, b * a->s * (a->heads + a->kv) * a->hd);
   attention_core(l, b * a->heads, a->s, a->pairs, a->hd, fused);
   linear(l, b * a->s, q, a->d, a->out_bias);
 }
@@ -310,7 +376,10 @@ static void
 mlp(List *l, double rows, double d, double f, gboolean gated, gboolean bias)
 {
   linear(l, rows, d, (gated ? 2.0 : 1.0) * f, bias);
-  mem(l, ST_KERNEL_MEMORY, rows * f, l->fwd ? (gated ? 3 : 2) : (gated ? 5 : 3));
+  if (gated)
+    glu(l, rows * f);
+  else
+    activation(l, rows * f);
   linear(l, rows, f, d, bias);
 }
 
@@ -333,12 +402,14 @@ llama_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List 
 {
   Attn a = attn_of(layer);
   double elems = b * a.rows * a.d;
-  norm(l, elems);
+  const char *norm_kind = st_layer_attr_choice(layer, "norm");
+  gboolean rms = norm_kind == NULL || strcmp(norm_kind, "rmsnorm") == 0;
+  norm_of(l, elems, rms);
   attention_part(l, b, &a, fused_ok(ctx, &a));
   residual_add(l, elems);
   const char *kind = st_layer_attr_choice(layer, "mlp");
   if (kind == NULL || strcmp(kind, "none") != 0) {
-    norm(l, elems);
+    norm_of(l, elems, rms);
     mlp(l, b * a.s, a.d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
         st_layer_attr(layer, "mlp_bias", 0) != 0);
     residual_add(l, elems);
@@ -400,6 +471,52 @@ moe_expert_layer(const StLayer *layer, double b, List *l)
   mem(l, ST_KERNEL_MEMORY, rows * d, 3);
 }
 
+/* The layer's own FLOPs (a few per element) on the first kernel it pushed
+ * since `first`, so that the kernels carry them. */
+static void
+carry_flops(List *l, const StLayer *layer, double b, int first)
+{
+  if (first < l->out->n)
+    l->out->k[first].flops += b * (l->fwd ? layer->fwd_flops : layer->bwd_flops);
+}
+
+/* A standalone norm (a model's final one). */
+static void
+rmsnorm_layer(const StLayer *layer, double b, List *l)
+{
+  int first = l->out->n;
+  norm_of(l, b * (double)st_shape_elems(&layer->in_shape), TRUE);
+  carry_flops(l, layer, b, first);
+}
+
+static void
+layernorm_layer(const StLayer *layer, double b, List *l)
+{
+  int first = l->out->n;
+  norm_of(l, b * (double)st_shape_elems(&layer->in_shape), FALSE);
+  carry_flops(l, layer, b, first);
+}
+
+/* Softmax cross-entropy over the logits: fused, one kernel each way that
+ * reads the logits and keeps the fp32 softmax, then reads it and the logits
+ * again into the gradient; or eager on fp32 logits (a cast, a log-softmax
+ * that reads its input twice, for the statistics and for the output, a
+ * gather), or eager in the logits' dtype. */
+static void
+loss_layer(const StLayer *layer, double b, List *l)
+{
+  double elems = b * (double)st_shape_elems(&layer->in_shape);
+  int first = l->out->n;
+  if (l->fused & ST_FUSE_LOSS)
+    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0,
+                       elems * (l->fwd ? l->e + 4 : 2 * l->e + 4)});
+  else if (l->logits_fp32)
+    eager(l, elems, 3, casts(l, 1) + 12);
+  else
+    eager(l, elems, 2, 3 * l->e);
+  carry_flops(l, layer, b, first);
+}
+
 /* ---- the table ------------------------------------------------------------------------ */
 
 typedef void (*PlainFn)(const StLayer *layer, double b, List *l);
@@ -424,6 +541,9 @@ static const Entry TYPES[] = {
   {"geglu", gated_mlp_layer, NULL, 0},
   {"llama_block", NULL, llama_block_layer, 0},
   {"moe_expert", moe_expert_layer, NULL, 0},
+  {"rmsnorm", rmsnorm_layer, NULL, 0},
+  {"layernorm", layernorm_layer, NULL, 0},
+  {"softmax_cross_entropy", loss_layer, NULL, 0},
   {"maxpool2d", NULL, NULL, ST_KERNEL_POOL},
   {"avgpool2d", NULL, NULL, ST_KERNEL_POOL},
   {"adaptive_avgpool2d", NULL, NULL, ST_KERNEL_POOL},
@@ -465,7 +585,13 @@ one_pass(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b, S
    * backward skips its input's (its own first GEMM or convolution). */
   gboolean first = ctx->model != NULL && ctx->model->n_layers > 0 &&
                    layer == &ctx->model->layers[0];
-  List l = {out, st_dtype_bytes(ctx->dtype), pass != ST_PASS_BWD, first};
+  const StFramework *f = ctx->framework;
+  List l = {out,
+            st_dtype_bytes(ctx->dtype),
+            pass != ST_PASS_BWD,
+            first,
+            f != NULL ? f->fused : ST_FUSE_ALL,
+            f != NULL && f->logits_fp32};
   const Entry *e = entry_of(layer);
   if (e != NULL && e->plain != NULL)
     e->plain(layer, b, &l);
@@ -489,7 +615,7 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
      * back): the roofline's FLOPs and bytes, as two kernels. */
     double flops = 0, bytes = 0;
     st_compute_work_traffic(ctx, work, &flops, &bytes);
-    List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE};
+    List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE};
     if (flops > 0)
       push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0});
     if (bytes > 0)

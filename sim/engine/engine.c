@@ -9,6 +9,8 @@
  * retried when the op completes; each dependency is thus seen met once.
  */
 #include "engine/engine_internal.h"
+
+#include "cost/framework.h"
 #include "sched/work.h"
 
 #include <stdarg.h>
@@ -257,7 +259,8 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
     return FALSE;
   }
   e->compute = (StComputeCtx){s->cluster, options->profile, s->model,
-                              st_schedule_compute_dtype(s), s->settings.compute_model};
+                              st_schedule_compute_dtype(s), s->settings.compute_model,
+                              st_framework_find(s->settings.framework)};
   e->fold = st_fold_new(s, !options->no_fold);
   if (!engine_budget(e, error))
     return FALSE;

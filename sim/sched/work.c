@@ -1,6 +1,8 @@
 /* work.c: see work.h. */
 #include "sched/work.h"
 
+#include "cost/framework.h"
+
 StDtype
 st_schedule_compute_dtype(const StSchedule *s)
 {
@@ -13,7 +15,8 @@ StComputeCtx
 st_program_compute_ctx(const StSchedule *s, const StProgram *p, const StProfile *profile)
 {
   return (StComputeCtx){s->cluster, profile, st_program_model(s, p),
-                        st_schedule_compute_dtype(s), s->settings.compute_model};
+                        st_schedule_compute_dtype(s), s->settings.compute_model,
+                        st_framework_find(s->settings.framework)};
 }
 
 StWork
