@@ -10,8 +10,10 @@
 #include <glib.h>
 
 #include "cluster/cluster.h"
+#include "cost/calibration.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "output/output.h"
 #include "profile/profile.h"
 #include "strategy/options.h"
 #include "strategy/strategy.h"
@@ -45,6 +47,7 @@ typedef struct {
   char *model;
   char *cluster;
   char *profile;
+  char *calibration;  /* --calibration FILE, "none", or NULL: the shipped default */
   char *strategy;     /* comma list as given */
   char *out;
   StOptions options;  /* set through the option table (strategy/options.h) */
@@ -81,8 +84,9 @@ char *st_cli_run_label(const StCliShared *shared, char **names, int index);
  * file, and the profile (NULL without --profile). */
 typedef struct {
   StModel *model;
-  StCluster *cluster;
+  StCluster *cluster;   /* with the calibration applied (st_calibration_apply) */
   StProfile *profile;
+  StCalibration calib;  /* --calibration's, or the default; factors 1 for none */
 } StCliInputs;
 
 /* Says on stderr that `model`, written in 16 bits, trains in fp32 when
@@ -92,6 +96,12 @@ void st_cli_note_precision(const StModel *model, gboolean given);
 gboolean st_cli_given(const StCliShared *shared, const char *name);
 gboolean st_cli_load_inputs(const StCliShared *shared, StCliInputs *inputs, GError **error);
 void st_cli_inputs_clear(StCliInputs *inputs);
+/* Loads --calibration (`path`: a file, "none", or NULL for the shipped
+ * default) into inputs->calib and applies it to inputs->cluster; says on
+ * stderr which one applies. */
+gboolean st_cli_load_calibration(const char *path, StCliInputs *inputs, GError **error);
+/* Gives a prediction's summary the calibration's intervals. */
+void st_cli_spread(const StCliInputs *inputs, StSummary *summary);
 
 /* The cluster resized by a run's --nodes / --gpus. Transfer full. */
 StCluster *st_cli_cluster_for(const StCliShared *shared, const StCliInputs *inputs,

@@ -19,6 +19,7 @@ st_cli_shared_clear(StCliShared *sh)
   g_free(sh->model);
   g_free(sh->cluster);
   g_free(sh->profile);
+  g_free(sh->calibration);
   g_free(sh->strategy);
   g_free(sh->out);
   g_free(sh->entries);
@@ -137,6 +138,11 @@ st_cli_shared_group(StCliShared *sh)
      "Measured costs: a profile file or a folder of them (default: roofline and alpha-beta "
      "estimates)",
      "PATH"},
+    {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &sh->calibration,
+     "Factors fitted to measured runs (stagger calibrate), which also give each prediction "
+     "its 90 % interval; none = the published numbers alone (default: "
+     "models/calibration/default.json)",
+     "FILE|none"},
     {"strategy", 's', 0, G_OPTION_ARG_STRING, &sh->strategy,
      "Strategy, or a comma list run side by side (default: dp)", "NAME[,NAME...]"},
     {"out", 'o', 0, G_OPTION_ARG_FILENAME, &sh->out, "Output folder (a file for 'schedule')",
@@ -196,7 +202,7 @@ st_cli_load_inputs(const StCliShared *sh, StCliInputs *in, GError **error)
   if (!sh->no_precision_note)
     st_cli_note_precision(in->model, st_cli_given(sh, "precision"));
   in->cluster = st_cluster_load(sh->cluster, error);
-  if (in->cluster == NULL)
+  if (in->cluster == NULL || !st_cli_load_calibration(sh->calibration, in, error))
     return FALSE;
   if (sh->profile != NULL) {
     in->profile = st_profile_load(sh->profile, error);
@@ -206,9 +212,35 @@ st_cli_load_inputs(const StCliShared *sh, StCliInputs *in, GError **error)
   return TRUE;
 }
 
+gboolean
+st_cli_load_calibration(const char *path, StCliInputs *in, GError **error)
+{
+  st_calibration_clear(&in->calib);
+  if (path != NULL && strcmp(path, "none") == 0)
+    return TRUE;
+  if (path != NULL ? !st_calibration_load(path, &in->calib, error)
+                   : !st_calibration_load_default(&in->calib, error) && error != NULL &&
+                       *error != NULL)
+    return FALSE;
+  if (in->calib.path != NULL) {
+    g_autofree char *what = st_calibration_describe(&in->calib);
+    fprintf(stderr, "calibration: %s (%s)\n", in->calib.path, what);
+  }
+  if (in->cluster != NULL)
+    st_calibration_apply(&in->calib, in->cluster);
+  return TRUE;
+}
+
+void
+st_cli_spread(const StCliInputs *in, StSummary *summary)
+{
+  st_summary_set_spread(summary, &in->calib.step, &in->calib.memory);
+}
+
 void
 st_cli_inputs_clear(StCliInputs *in)
 {
+  st_calibration_clear(&in->calib);
   g_clear_pointer(&in->model, st_model_free);
   g_clear_pointer(&in->cluster, st_cluster_free);
   g_clear_pointer(&in->profile, st_profile_free);

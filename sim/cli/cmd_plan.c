@@ -19,7 +19,7 @@
 #include "plan/plan_dist.h"
 
 typedef struct {
-  char *model, *cluster, *profile, *out, *space, *emit, *chakra;
+  char *model, *cluster, *profile, *calibration, *out, *space, *emit, *chakra;
   int top;
   gboolean bench, quiet, force;
   StPlanDist dist;        /* the processes the search spreads over (1: this one) */
@@ -367,6 +367,11 @@ run(int argc, char **argv, GError **error)
      "Measured costs: a profile file or a folder of them (default: roofline and alpha-beta "
      "estimates)",
      "PATH"},
+    {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &a.calibration,
+     "Factors fitted to measured runs (stagger calibrate), which also give each prediction "
+     "its 90 % interval; none = the published numbers alone (default: "
+     "models/calibration/default.json)",
+     "FILE|none"},
     {"out", 'o', 0, G_OPTION_ARG_FILENAME, &a.out, "Output folder: plan.json, plan.csv", "DIR"},
     {"space", 0, 0, G_OPTION_ARG_FILENAME, &a.space,
      "JSON file of search options ({\"nodes\": \"1-64\", \"zero-stage\": [2, 3]}); the "
@@ -453,13 +458,15 @@ run(int argc, char **argv, GError **error)
          (a.profile == NULL || (in.profile = st_profile_load(a.profile, error)) != NULL);
   } else if (ok) {
     StCliShared sh = {.model = a.model, .cluster = a.cluster, .profile = a.profile,
-                      .no_precision_note = TRUE};
+                      .calibration = a.calibration, .no_precision_note = TRUE};
     ok = st_cli_load_inputs(&sh, &in, error);
   }
   if (ok) {
     spec = make_spec(&a, error);
     ok = spec != NULL;
   }
+  if (ok)
+    spec->step_spread = in.calib.step;
   if (ok && a.chakra == NULL && a.dist.rank == 0)
     st_cli_note_precision(in.model, st_plan_spec_values(spec, "precision") != NULL);
   if (ok && a.chakra != NULL) {
@@ -480,6 +487,7 @@ run(int argc, char **argv, GError **error)
   g_free(a.model);
   g_free(a.cluster);
   g_free(a.profile);
+  g_free(a.calibration);
   g_free(a.out);
   g_free(a.space);
   g_free(a.emit);

@@ -52,10 +52,10 @@ memory_budget(const StOptions *options)
 /* Simulates `run->schedule` within the memory budget, summarizes, reports
  * progress on stderr. */
 static gboolean
-simulate(Run *run, const StProfile *profile, const StOptions *options, gboolean no_fold,
+simulate(Run *run, const StCliInputs *in, const StOptions *options, gboolean no_fold,
          GError **error)
 {
-  StEngineOptions eo = {profile, options->comm_algo, options->share_model, no_fold};
+  StEngineOptions eo = {in->profile, options->comm_algo, options->share_model, no_fold};
   StEngineStats stats = {0};
   gint64 t0 = g_get_monotonic_time();
   g_autoptr(StCliProgress) progress = st_cli_progress_new(run->name, "simulating");
@@ -68,6 +68,7 @@ simulate(Run *run, const StProfile *profile, const StOptions *options, gboolean 
   run->timeline->note = g_strdup(stats.fold_note);
   st_cli_progress_phase(progress, "summarizing");
   run->summary = st_summary_new(run->timeline);
+  st_cli_spread(in, run->summary);
   g_clear_pointer(&progress, st_cli_progress_free);
   fprintf(stderr, "  %s: %" G_GINT64_FORMAT " ops, %" G_GINT64_FORMAT
                   " events, %d of %d ranks simulated%s, %.2f s\n",
@@ -152,8 +153,12 @@ build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
         run->schedule =
           st_strategy_build(strategy, in->model, cluster, in->profile, &options, error);
       }
-      ok = ok && run->schedule != NULL &&
-           simulate(run, in->profile, &options, sh->no_fold, error);
+      if (ok && run->schedule != NULL && in->calib.path != NULL) {
+        g_autofree char *what = st_calibration_describe(&in->calib);
+        g_autofree char *note = g_strdup_printf("%s (%s)", in->calib.path, what);
+        st_schedule_note_text(run->schedule, "calibration", note);
+      }
+      ok = ok && run->schedule != NULL && simulate(run, in, &options, sh->no_fold, error);
     }
     st_options_clear(&options);
     if (!ok)
@@ -210,7 +215,7 @@ import_chakra(StCliShared *sh, const char *prefix, const char *groups, GPtrArray
                                : "foreign: costs from durations, else num_ops / tensor_size");
     if (stats.warning != NULL)
       fprintf(stderr, "  %s: warning: %s\n", r->name, stats.warning);
-    ok = simulate(r, in->profile, &options, sh->no_fold, error);
+    ok = simulate(r, in, &options, sh->no_fold, error);
   }
   st_chakra_import_stats_clear(&stats);
   st_options_clear(&options);
@@ -317,7 +322,10 @@ run(int argc, char **argv, GError **error)
         in.profile = st_profile_load(sh.profile, error);
         ok = in.profile != NULL;
       }
-      ok = ok && simulate(r, in.profile, &sh.options, sh.no_fold, error);
+      /* The schedule's cluster is as it was built (calibrated then, if at
+       * all): the calibration gives the intervals only. */
+      ok = ok && st_cli_load_calibration(sh.calibration, &in, error) &&
+           simulate(r, &in, &sh.options, sh.no_fold, error);
     }
   } else if (ok) {
     ok = build_runs(&sh, runs, &in, error);

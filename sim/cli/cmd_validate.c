@@ -56,6 +56,7 @@ typedef struct {
   StModel *model;
   StProfile *profile;
   StExecOptions exec;
+  StCliInputs in;       /* only its calibration: --calibration when given */
   char *command;        /* as typed, for the manifest */
 } Validate;
 
@@ -152,6 +153,10 @@ load_inputs(Validate *v, GError **error)
   if (v->sh.cluster != NULL)
     return st_cli_usage_error(error, "validate runs on this machine's one device: drop "
                                      "--cluster (--ranks R places R ranks on it)");
+  /* This machine's own costs are measured (--profile): a calibration of
+   * published runs applies only when asked for. */
+  if (v->sh.calibration != NULL && !st_cli_load_calibration(v->sh.calibration, &v->in, error))
+    return FALSE;
   return take_ranks(v, error) && st_cli_exec_options(&v->ex, &v->exec, error) &&
          (v->model = st_model_load(v->sh.model, error)) != NULL &&
          (v->profile = st_profile_load(v->sh.profile, error)) != NULL && pick_device(v, error);
@@ -170,6 +175,7 @@ run_case(Validate *v, Case *c, GError **error)
   gboolean ok = c->schedule != NULL ||
                 (st_options_set(&o, "ranks", ranks, error) &&
                  (cluster = st_cli_local_cluster(v->device, error)) != NULL &&
+                 (st_calibration_apply(&v->in.calib, cluster), TRUE) &&
                  (c->schedule = st_strategy_build(st_strategy_find(c->v.strategy), v->model,
                                                   cluster, v->profile, &o, error)) != NULL);
   StEngineOptions eo = {v->profile, o.comm_algo, o.share_model, FALSE};
@@ -180,6 +186,7 @@ run_case(Validate *v, Case *c, GError **error)
   if (!ok)
     return FALSE;
   c->predicted = st_summary_new(c->predicted_t);
+  st_cli_spread(&v->in, c->predicted);
   fprintf(stderr, "  %s: predicted step %.3f ms\n", c->v.name, c->predicted->step_time_ns / 1e6);
   c->timelines = g_ptr_array_new_with_free_func((GDestroyNotify)st_timeline_free);
   /* --steps auto: the run measures the steps the prediction found steady. */
@@ -329,6 +336,7 @@ static gboolean
 run(int argc, char **argv, GError **error)
 {
   Validate v = {.command = st_cli_command_line(argc, argv)};
+  st_calibration_init(&v.in.calib);
   st_cli_shared_init(&v.sh);
   v.sh.default_framework = "ideal"; /* what the executor implements: 16-bit gradients */
   st_cli_exec_init(&v.ex);
@@ -381,6 +389,7 @@ run(int argc, char **argv, GError **error)
   g_free(v.command);
   st_cli_exec_clear(&v.ex);
   st_cli_shared_clear(&v.sh);
+  st_calibration_clear(&v.in.calib);
   return ok;
 }
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cost/calibration.h"
 #include "output/timeline.h"
 
 #define ST_OUTPUT_ERROR (st_output_error_quark())
@@ -30,6 +31,8 @@ typedef struct {
   int64_t peak_by_category[ST_MEM_N];  /* peak over time of each category alone */
   int64_t at_peak_by_category[ST_MEM_N]; /* the breakdown at the moment of peak_bytes */
   int64_t peak_ns;                     /* when the peak was first reached */
+  int64_t memory[ST_MEMKIND_N];        /* at the peak, as the framework shows it: allocated,
+                                          reserved, the device's (output/runtime_memory.h) */
   double busy_fraction;                /* time with a COMP op running / step window */
 } StDeviceSummary;
 
@@ -38,7 +41,8 @@ typedef struct {
   int32_t rank;
   uint32_t op;          /* the op whose allocation reached the peak */
   int32_t buffer;
-  int64_t peak_bytes;
+  int64_t peak_bytes;   /* the device's memory at that moment, as nvidia-smi would show it
+                           (tensors and what the framework holds beyond them) */
   int64_t capacity_bytes;
   int64_t over_bytes;
 } StOutOfMemory;
@@ -75,13 +79,22 @@ typedef struct {
                                     an op of that communicator is in flight and no COMP op
                                     runs (groups in flight together each count it) */
   int64_t ops_by_source[ST_SRC_N]; /* recorded op counts by cost source */
-  StOutOfMemory *oom;         /* NULL when every device fits */
+  StOutOfMemory *oom;         /* NULL when every device fits (its device figure within the
+                                 GPU's memory) */
+  struct StRuntimeMemory *runtime; /* [n_devices]: what each holds beyond tensors */
+  StResiduals step_spread, memory_spread; /* ln(measured / predicted) of the calibration's
+                                             runs (n 0: no interval), for the 90 % intervals
+                                             of the step time and the memory peaks */
   GArray *loss;               /* double per step (executor runs), or NULL */
 } StSummary;
 
 StSummary *st_summary_new(const StTimeline *timeline);
 /* The highest per-GPU peak of memory figure `kind` over the devices. */
 int64_t st_summary_memory_peak(const StSummary *summary, StMemoryKind kind);
+/* Gives the summary the calibration's residuals: the report and the table
+ * then give each prediction its 90 % interval (cost/calibration.h). */
+void st_summary_set_spread(StSummary *summary, const StResiduals *step,
+                           const StResiduals *memory);
 /* The steady window: from the end of the last warm-up step (0 when none)
  * to the end of its last step. */
 void st_summary_window(const StSummary *summary, int64_t *start_ns, int64_t *end_ns);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -115,6 +116,33 @@ steady_json(const StSummary *sum)
   return obj;
 }
 
+static cJSON *
+interval_json(double lo, double hi)
+{
+  cJSON *a = cJSON_CreateArray();
+  cJSON_AddItemToArray(a, cJSON_CreateNumber(lo));
+  cJSON_AddItemToArray(a, cJSON_CreateNumber(hi));
+  return a;
+}
+
+/* A device's memory figures (output/runtime_memory.h), bytes, with their
+ * 90 % intervals when the calibration gives them. */
+static cJSON *
+memory_json(const StSummary *sum, const int64_t figures[ST_MEMKIND_N])
+{
+  cJSON *obj = cJSON_CreateObject();
+  for (int k = 0; k < ST_MEMKIND_N; k++)
+    st_json_add_int(obj, st_memory_kind_name(k), figures[k]);
+  double lo, hi;
+  if (st_residuals_interval(&sum->memory_spread, 1.0, &lo, &hi)) {
+    cJSON *iv = cJSON_AddObjectToObject(obj, "interval");
+    for (int k = 0; k < ST_MEMKIND_N; k++)
+      cJSON_AddItemToObject(iv, st_memory_kind_name(k),
+                            interval_json(round(figures[k] * lo), round(figures[k] * hi)));
+  }
+  return obj;
+}
+
 cJSON *
 st_report_to_json(const StSummary *sum)
 {
@@ -135,6 +163,9 @@ st_report_to_json(const StSummary *sum)
   cJSON_AddItemToObject(root, "notes", notes_json(s));
 
   cJSON_AddNumberToObject(root, "step_time_s", sum->step_time_ns * 1e-9);
+  double lo, hi;
+  if (st_residuals_interval(&sum->step_spread, sum->step_time_ns * 1e-9, &lo, &hi))
+    cJSON_AddItemToObject(root, "step_time_interval_s", interval_json(lo, hi));
   cJSON_AddNumberToObject(root, "samples_per_s", sum->samples_per_s);
   st_json_add_int(root, "gpus_used", sum->gpus_used);
   st_json_add_int(root, "warmup_steps", sum->warmup_steps);
@@ -152,12 +183,17 @@ st_report_to_json(const StSummary *sum)
     st_json_add_int(dev, "node", s->devices[d].node);
     st_json_add_int(dev, "represented_by", ds->represented_by);
     st_json_add_int(dev, "peak_bytes", ds->peak_bytes);
+    cJSON_AddItemToObject(dev, "memory", memory_json(sum, ds->memory));
     cJSON_AddItemToObject(dev, "peak_by_category", categories(ds->peak_by_category));
     cJSON_AddItemToObject(dev, "at_peak_by_category", categories(ds->at_peak_by_category));
     cJSON_AddNumberToObject(dev, "peak_time_s", ds->peak_ns * 1e-9);
     cJSON_AddNumberToObject(dev, "busy_fraction", ds->busy_fraction);
     cJSON_AddItemToArray(devices, dev);
   }
+  int64_t worst[ST_MEMKIND_N];
+  for (int k = 0; k < ST_MEMKIND_N; k++)
+    worst[k] = st_summary_memory_peak(sum, k);
+  cJSON_AddItemToObject(root, "memory_peak", memory_json(sum, worst));
   cJSON_AddItemToObject(root, "total_peak_by_category", categories(sum->total_peak_by_category));
   st_json_add_int(root, "total_peak_bytes", sum->total_peak_bytes);
 

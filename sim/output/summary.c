@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "output/runtime_memory.h"
 
 typedef struct {
   int64_t start, end;
@@ -85,7 +86,9 @@ st_summary_window(const StSummary *sum, int64_t *start_ns, int64_t *end_ns)
 
 /* ---- memory ---------------------------------------------------------------- */
 
-/* Peaks of each recorded device (st_timeline_walk_memory's visitor). */
+/* Peaks of each recorded device (st_timeline_walk_memory's visitor); the
+ * device runs out of memory when the figure the device shows at a moment
+ * (tensors and what the framework holds beyond them) passes its capacity. */
 static void
 device_peaks(gpointer data, int device, int64_t t_ns, const int64_t now[ST_MEM_N],
              const StMemEvent *last_alloc)
@@ -102,8 +105,10 @@ device_peaks(gpointer data, int device, int64_t t_ns, const int64_t now[ST_MEM_N
   d->peak_bytes = total;
   d->peak_ns = t_ns;
   memcpy(d->at_peak_by_category, now, sizeof(int64_t) * ST_MEM_N);
+  st_runtime_memory_figures(&sum->runtime[device], total, d->memory);
+  int64_t shown = d->memory[ST_MEMKIND_DEVICE];
   int64_t capacity = sum->timeline->schedule->cluster->gpu.memory_bytes;
-  int64_t over = total - capacity;
+  int64_t over = shown - capacity;
   if (capacity <= 0 || over <= 0 || (sum->oom != NULL && sum->oom->device != device &&
                                      over <= sum->oom->over_bytes))
     return;
@@ -115,7 +120,7 @@ device_peaks(gpointer data, int device, int64_t t_ns, const int64_t now[ST_MEM_N
     .rank = last_alloc ? last_alloc->rank : -1,
     .op = last_alloc ? last_alloc->op : UINT32_MAX,
     .buffer = last_alloc ? last_alloc->buffer : -1,
-    .peak_bytes = total,
+    .peak_bytes = shown,
     .capacity_bytes = capacity,
     .over_bytes = over,
   };
@@ -124,11 +129,17 @@ device_peaks(gpointer data, int device, int64_t t_ns, const int64_t now[ST_MEM_N
 int64_t
 st_summary_memory_peak(const StSummary *sum, StMemoryKind kind)
 {
-  (void)kind;
   int64_t peak = 0;
   for (int d = 0; d < sum->timeline->schedule->n_devices; d++)
-    peak = MAX(peak, sum->devices[d].peak_bytes);
+    peak = MAX(peak, sum->devices[d].memory[kind]);
   return peak;
+}
+
+void
+st_summary_set_spread(StSummary *sum, const StResiduals *step, const StResiduals *memory)
+{
+  sum->step_spread = step != NULL ? *step : (StResiduals){0};
+  sum->memory_spread = memory != NULL ? *memory : (StResiduals){0};
 }
 
 static int
@@ -467,7 +478,15 @@ st_summary_new(const StTimeline *t)
     sum->devices[d].id = d;
     sum->devices[d].represented_by = t->device_rep[d];
   }
+  /* A measured run's pool is what it held; a prediction adds what the
+   * framework holds beyond tensors. */
+  sum->runtime = g_new0(StRuntimeMemory, MAX(s->n_devices, 1));
+  if (!t->measured)
+    st_runtime_memory(s, sum->runtime);
   st_timeline_walk_memory(t, FALSE, device_peaks, sum);
+  for (int d = 0; d < s->n_devices; d++)
+    st_runtime_memory_figures(&sum->runtime[d], sum->devices[d].peak_bytes,
+                              sum->devices[d].memory);
   total_peaks(sum);
   g_autofree int64_t *shift = device_shifts(s);
   busy_and_exposed(sum, shift);
@@ -495,6 +514,7 @@ st_summary_free(StSummary *sum)
   g_free(sum->devices);
   g_free(sum->comm_exposed_by_comm);
   g_free(sum->oom);
+  g_free(sum->runtime);
   g_free(sum->links);
   if (sum->loss != NULL)
     g_array_unref(sum->loss);

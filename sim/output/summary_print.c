@@ -103,6 +103,41 @@ origin_text(const StSummary *sum)
                          t->schedule->cluster->gpu.name);
 }
 
+/* " (54.1 s .. 66.3 s, 90 %)" when the calibration gives an interval. */
+static char *
+step_interval(const StSummary *sum)
+{
+  double lo, hi;
+  if (!st_residuals_interval(&sum->step_spread, (double)sum->step_time_ns, &lo, &hi))
+    return g_strdup("");
+  g_autofree char *a = st_format_duration((int64_t)lo);
+  g_autofree char *b = st_format_duration((int64_t)hi);
+  return g_strdup_printf(" (%s .. %s, 90 %%)", a, b);
+}
+
+/* The framework's figures at the device's peak (output/runtime_memory.h),
+ * with the calibration's interval on the device's. */
+static char *
+memory_line(const StSummary *sum, const StDeviceSummary *d)
+{
+  g_autofree char *alloc = st_format_bytes(d->memory[ST_MEMKIND_ALLOCATED]);
+  g_autofree char *reserved = st_format_bytes(d->memory[ST_MEMKIND_RESERVED]);
+  g_autofree char *device = st_format_bytes(d->memory[ST_MEMKIND_DEVICE]);
+  g_autofree char *range = NULL;
+  double lo, hi;
+  if (st_residuals_interval(&sum->memory_spread, (double)d->memory[ST_MEMKIND_DEVICE], &lo,
+                            &hi)) {
+    g_autofree char *a = st_format_bytes((int64_t)lo);
+    g_autofree char *b = st_format_bytes((int64_t)hi);
+    range = g_strdup_printf(" (%s .. %s, 90 %%)", a, b);
+  }
+  const char *framework = sum->timeline->schedule->settings.framework;
+  return g_strdup_printf("%s allocated, %s reserved, %s%s on the device (nvidia-smi), "
+                         "under %s",
+                         alloc, reserved, device, range ? range : "",
+                         framework ? framework : "no framework");
+}
+
 void
 st_summary_print(const StSummary *sum, FILE *out)
 {
@@ -126,12 +161,17 @@ st_summary_print(const StSummary *sum, FILE *out)
   g_autofree char *peak_row = g_strdup_printf("peak memory/%s", dev);
   g_autofree char *busy_row = g_strdup_printf("busy (%s 0)", dev);
 
+  g_autofree char *interval = step_interval(sum);
   fprintf(out, "%s  [%s]\n", s->settings.description ? s->settings.description : "", origin);
-  fprintf(out, "  %-18s %s  (%s)\n", "step time", step, note);
+  fprintf(out, "  %-18s %s%s  (%s)\n", "step time", step, interval, note);
   fprintf(out, "  %-18s %.1f samples/s on %d %s%s (%.1f per %s)\n", "throughput",
           sum->samples_per_s, sum->gpus_used, dev, st_plural(sum->gpus_used),
           sum->gpus_used ? sum->samples_per_s / sum->gpus_used : 0.0, dev);
   fprintf(out, "  %-18s %s on %s %d%s\n", peak_row, peak, dev, worst->id, cap);
+  if (!t->measured) {
+    g_autofree char *shown = memory_line(sum, worst);
+    fprintf(out, "  %-18s %s\n", "  as it shows", shown);
+  }
   fprintf(out, "  %-18s", "  at the peak");
   for (int c = 0; c < ST_MEM_N; c++) {
     g_autofree char *b = st_format_bytes(worst->at_peak_by_category[c]);
@@ -166,6 +206,23 @@ static char *
 cell_step(const StSummary *sum)
 {
   return st_format_duration(sum->step_time_ns);
+}
+
+static char *
+cell_step_range(const StSummary *sum)
+{
+  double lo, hi;
+  if (!st_residuals_interval(&sum->step_spread, (double)sum->step_time_ns, &lo, &hi))
+    return g_strdup("-");
+  g_autofree char *a = st_format_duration((int64_t)lo);
+  g_autofree char *b = st_format_duration((int64_t)hi);
+  return g_strdup_printf("%s..%s", a, b);
+}
+
+static char *
+cell_device_memory(const StSummary *sum)
+{
+  return st_format_bytes(st_summary_memory_peak(sum, ST_MEMKIND_DEVICE));
 }
 
 static char *
@@ -251,6 +308,7 @@ static const struct {
   CellFn cell;
 } ROWS[] = {
   {"step time", cell_step},
+  {"  90 % interval", cell_step_range},
   {"samples/s", cell_throughput},
   {"GPUs used", cell_gpus},
   {"peak memory / GPU", cell_peak},
@@ -260,6 +318,7 @@ static const struct {
   {"  activations", cell_mem_3},
   {"  comm", cell_mem_4},
   {"  workspace", cell_mem_5},
+  {"on the device / GPU", cell_device_memory},
   {"activations, all GPUs", cell_total_act},
   {"comm per step", cell_comm},
   {"comm peak/mean", cell_ptm},

@@ -60,6 +60,8 @@
 #pragma once
 
 #include <glib.h>
+
+#include "cost/calibration.h"
 #include <stdint.h>
 #include <stdio.h>
 
@@ -128,6 +130,8 @@ typedef struct {
                                strategy's estimate refuses them: StEstimate) */
   int threads;             /* evaluation threads; 0: one per processor */
   int wave;                /* simulations between pruning decisions; 0: ST_PLAN_WAVE */
+  StResiduals step_spread; /* the calibration's residuals (cost/calibration.h): each step
+                              time's 90 % interval, and whether the winner stands apart */
 } StPlanSpec;
 
 StPlanSpec *st_plan_spec_new(void);
@@ -284,7 +288,10 @@ typedef struct {
                                            point prunes nothing */
   int64_t step_time_ns;
   double samples_per_s;
-  int64_t peak_bytes;                   /* of the GPU with the highest peak */
+  int64_t peak_bytes;                   /* tensors, of the GPU with the highest peak */
+  int64_t device_bytes;                 /* that GPU's memory as nvidia-smi shows it (the
+                                           framework's beyond tensors, runtime_memory.h): what
+                                           the cap applies to */
   int64_t peak_by_category[ST_MEM_N];   /* on that GPU, at that moment */
   int64_t busy_ns;                      /* GPU 0 computing, per steady step */
   int64_t exposed_ns;                   /* GPU 0 communicating, not computing, per step */

@@ -184,6 +184,7 @@ st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src)
   dst->samples_per_s = src->samples_per_s;
   dst->gpus_used = src->gpus_used;
   dst->peak_bytes = src->peak_bytes;
+  dst->device_bytes = src->device_bytes;
   memcpy(dst->peak_by_category, src->peak_by_category, sizeof dst->peak_by_category);
   dst->busy_ns = src->busy_ns;
   dst->exposed_ns = src->exposed_ns;

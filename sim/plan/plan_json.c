@@ -208,7 +208,15 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNumberToObject(obj, "objective", pt->objective);
   else
     cJSON_AddNullToObject(obj, "objective");
+  double lo, hi;
+  if (pt->simulated &&
+      st_residuals_interval(&plan->spec->step_spread, step_s, &lo, &hi)) {
+    cJSON *iv = cJSON_AddArrayToObject(obj, "step_time_interval_s");
+    cJSON_AddItemToArray(iv, cJSON_CreateNumber(lo));
+    cJSON_AddItemToArray(iv, cJSON_CreateNumber(hi));
+  }
   st_json_add_int(obj, "peak_bytes", pt->peak_bytes);
+  st_json_add_int(obj, "device_bytes", pt->device_bytes);
   cJSON *cats = cJSON_AddObjectToObject(obj, "peak_by_category");
   for (int k = 0; k < ST_MEM_N; k++)
     st_json_add_int(cats, st_mem_name(k), pt->peak_by_category[k]);
@@ -250,6 +258,15 @@ st_plan_to_json(const StPlan *plan)
     st_json_add_int(root, "runner_up", runner_up);
   else
     cJSON_AddNullToObject(root, "runner_up");
+  double a0, a1, b0, b1;
+  if (winner >= 0 && runner_up >= 0 &&
+      st_residuals_interval(&plan->spec->step_spread,
+                            (double)plan->points[winner].step_time_ns, &a0, &a1) &&
+      st_residuals_interval(&plan->spec->step_spread,
+                            (double)plan->points[runner_up].step_time_ns, &b0, &b1))
+    cJSON_AddBoolToObject(root, "winner_within_runner_up_interval",
+                          (double)plan->points[winner].step_time_ns >= b0 &&
+                            (double)plan->points[runner_up].step_time_ns <= a1);
   cJSON *points = cJSON_AddArrayToObject(root, "points");
   for (guint i = 0; i < plan->configs->len; i++)
     cJSON_AddItemToArray(points, point_json(plan, (int)i));

@@ -103,7 +103,7 @@ print_table(const StPlan *plan, int top, FILE *out)
     g_autofree char *time = st_format_duration(pt->step_time_ns);
     g_autofree char *step = g_strdup_printf("%s%s", time, pt->steady ? "" : "~");
     g_autofree char *exposed = st_format_duration(pt->exposed_ns);
-    g_autofree char *peak = short_bytes(pt->peak_bytes);
+    g_autofree char *peak = short_bytes(pt->device_bytes);
     fprintf(out, "%4d  %-10s %-6s %5d %9s %11s %10.1f %8.2f %7s", pt->rank, c->strategy->name,
             st_update_kind_name(pt->update.kind), pt->gpus_used, batch, step, pt->samples_per_s,
             pt->samples_per_s / MAX(pt->gpus_used, 1), peak);
@@ -122,7 +122,9 @@ print_table(const StPlan *plan, int top, FILE *out)
   fprintf(out, "step time: the steady step (each configuration simulated until its state "
                "repeats); ~: not steady,\nthe mean of its last steps, which still vary. "
                "mb x acc: micro-batch x gradient accumulation.\npeak: memory of the GPU with "
-               "the highest peak, then its split at that moment. exposed: communication not\n"
+               "the highest peak as nvidia-smi would show it (the framework's\nallocator "
+               "reserve, CUDA context and NCCL buffers over the tensors: what --mem-cap "
+               "limits),\nthen the tensors' split at that moment. exposed: communication not\n"
                "hidden by compute on GPU 0, per step. front: on the Pareto front of %s "
                "against GPUs (G) or\nagainst peak memory (M).\n",
           st_plan_objective_name(plan->spec->objective));
@@ -191,16 +193,17 @@ print_refused(const StPlan *plan, FILE *out)
       guint at = 0;
       for (guint j = 0; j < oom->len; j++) {
         int i = g_array_index(oom, int, j);
-        if (i >= 0 && (best < 0 || plan->points[i].peak_bytes < plan->points[best].peak_bytes)) {
+        if (i >= 0 &&
+            (best < 0 || plan->points[i].device_bytes < plan->points[best].device_bytes)) {
           best = i;
           at = j;
         }
       }
       g_array_index(oom, int, at) = -1;
       g_autofree char *what = describe(plan, best);
-      g_autofree char *peak = st_format_bytes(plan->points[best].peak_bytes);
+      g_autofree char *peak = st_format_bytes(plan->points[best].device_bytes);
       g_autofree char *step = st_format_duration(plan->points[best].step_time_ns);
-      fprintf(out, "  %s: peak %s, %s per step\n", what, peak, step);
+      fprintf(out, "  %s: peak %s on the device, %s per step\n", what, peak, step);
     }
   }
   /* Everything else not simulated, grouped by the kind of reason. */
@@ -285,6 +288,32 @@ other_ns(const StPlanPoint *p)
   return MAX(0, p->step_time_ns - p->busy_ns - p->exposed_ns);
 }
 
+/* Whether the calibration can tell the winner from the runner-up: their
+ * 90 % intervals of the step time, and whether each holds the other. */
+static void
+print_overlap(const StPlan *plan, const StPlanPoint *a, const StPlanPoint *b, FILE *out)
+{
+  const StResiduals *r = &plan->spec->step_spread;
+  double alo, ahi, blo, bhi;
+  if (!st_residuals_interval(r, (double)a->step_time_ns, &alo, &ahi) ||
+      !st_residuals_interval(r, (double)b->step_time_ns, &blo, &bhi))
+    return;
+  g_autofree char *a0 = st_format_duration((int64_t)alo);
+  g_autofree char *a1 = st_format_duration((int64_t)ahi);
+  g_autofree char *b0 = st_format_duration((int64_t)blo);
+  g_autofree char *b1 = st_format_duration((int64_t)bhi);
+  gboolean within = (double)a->step_time_ns >= blo && (double)b->step_time_ns <= ahi;
+  fprintf(out, "  %-28s %14s %14s\n", "step, 90 % interval from", a0, b0);
+  fprintf(out, "  %-28s %14s %14s\n", "                        to", a1, b1);
+  if (within)
+    fprintf(out, "  The winner and the runner-up are within each other's 90 %% intervals: "
+                 "the calibration's\n  error on runs it never saw is larger than their "
+                 "difference, so either may be faster.\n");
+  else
+    fprintf(out, "  Each lies outside the other's 90 %% interval: the ranking holds within "
+                 "the calibration's error.\n");
+}
+
 static void
 print_explanation(const StPlan *plan, FILE *out)
 {
@@ -328,7 +357,8 @@ print_explanation(const StPlan *plan, FILE *out)
     row_bytes(out, "    memory at least", a->estimate.peak_bytes, b->estimate.peak_bytes);
   }
   row_bytes(out, "communication, all GPUs", (int64_t)a->comm_bytes, (int64_t)b->comm_bytes);
-  row_bytes(out, "peak memory per GPU", a->peak_bytes, b->peak_bytes);
+  row_bytes(out, "memory per GPU (nvidia-smi)", a->device_bytes, b->device_bytes);
+  row_bytes(out, "tensors at the peak", a->peak_bytes, b->peak_bytes);
   for (int c = 0; c < ST_MEM_N; c++) {
     g_autofree char *name = g_strdup_printf("  %s", st_mem_name(c));
     row_bytes(out, name, a->peak_by_category[c], b->peak_by_category[c]);
@@ -347,6 +377,7 @@ print_explanation(const StPlan *plan, FILE *out)
     if (ABS(a->peak_by_category[c] - b->peak_by_category[c]) >
         ABS(a->peak_by_category[cat] - b->peak_by_category[cat]))
       cat = c;
+  print_overlap(plan, a, b, out);
   g_autofree char *dt = signed_duration(a->step_time_ns - b->step_time_ns);
   g_autofree char *dpart = signed_duration(deltas[most]);
   g_autofree char *dmem = signed_bytes(a->peak_bytes - b->peak_bytes);

@@ -67,7 +67,7 @@ static int64_t
 cost_of(const FrontCtx *x, int i)
 {
   const StPlanPoint *pt = &x->plan->points[i];
-  return x->by_memory ? pt->peak_bytes : pt->gpus_used;
+  return x->by_memory ? pt->device_bytes : pt->gpus_used;
 }
 
 /* By cost ascending, then objective best first, then index. */

@@ -122,16 +122,17 @@ take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
   pt->samples_per_s = sum->samples_per_s;
   pt->gpus_used = sum->gpus_used;
   pt->peak_bytes = worst->peak_bytes;
+  pt->device_bytes = st_summary_memory_peak(sum, ST_MEMKIND_DEVICE);
   memcpy(pt->peak_by_category, worst->at_peak_by_category, sizeof pt->peak_by_category);
   pt->busy_ns = (int64_t)llround(sum->devices[0].busy_fraction * (double)sum->step_time_ns);
   pt->exposed_ns = sum->comm_exposed_ns / steady;
   exposed_by_group(pt, sum, steady);
   pt->comm_bytes = sum->comm_bytes_total / steady;
-  if (pt->peak_bytes > cap) {
-    g_autofree char *peak = st_format_bytes(pt->peak_bytes);
+  if (pt->device_bytes > cap) {
+    g_autofree char *peak = st_format_bytes(pt->device_bytes);
     g_autofree char *limit = st_format_bytes(cap);
-    set_reason(pt, ST_PLAN_OOM, "GPU %d peaks at %s, over the cap of %s", worst->id, peak,
-               limit);
+    set_reason(pt, ST_PLAN_OOM, "GPU %d peaks at %s on the device, over the cap of %s",
+               worst->id, peak, limit);
   } else {
     pt->status = ST_PLAN_OK;
   }
