@@ -6,6 +6,7 @@
 #include "base/limits.h"
 #include "base/units.h"
 #include "cli/cli.h"
+#include "cost/framework.h"
 #include "engine/engine.h"
 #include "interop/chakra.h"
 #include "output/output.h"
@@ -40,6 +41,51 @@ list_strategies(void)
   printf("\nupdate: what a configuration computes against synchronous SGD/Adam on the model as\n"
          "given: sync (the same update), stale (delayed gradients), pruned (a pruned model).\n"
          "stagger plan ranks only sync and pruned ones unless given --allow-stale.\n");
+}
+
+static const char *
+yes(gboolean b)
+{
+  return b ? "yes" : "no";
+}
+
+static void
+list_frameworks(void)
+{
+  static const char *const fuse_names[] = {"rmsnorm", "activation", "rope", "residual",
+                                           "softmax", "loss", "optimizer"};
+  static const char *const attn[] = {"FlashAttention-2", "FlashAttention-3 / cuDNN"};
+  for (const StFramework *const *f = st_frameworks(); *f != NULL; f++) {
+    const StFramework *x = *f;
+    g_autoptr(GString) fused = g_string_new(NULL);
+    for (gsize i = 0; i < G_N_ELEMENTS(fuse_names); i++)
+      if (x->fused & (1u << i))
+        g_string_append_printf(fused, "%s%s", fused->len ? ", " : "", fuse_names[i]);
+    g_autofree char *bucket = x->bucket_bytes == G_MAXINT64 ? g_strdup("one")
+                              : x->bucket_bytes == 0       ? g_strdup("per layer / block")
+                                                           : st_format_bytes(x->bucket_bytes);
+    printf("%s: %s\n  (%s)\n", x->name, x->summary, x->version);
+    printf("  gradients   %d bytes under mixed precision, reduced %s backward, bucket %s\n",
+           x->grad_bytes_mixed, x->overlap_grad_reduce ? "during" : "after", bucket);
+    printf("              from: %s\n", x->gradients_source);
+    printf("  kernels     fused: %s; attention: %s; loss on fp32 logits: %s; host %.1f us "
+           "per kernel\n",
+           fused->len ? fused->str : "none", attn[x->attention], yes(x->logits_fp32),
+           x->host_us_per_kernel);
+    printf("              from: %s\n", x->kernels_source);
+    printf("  step        gradient clipping: %s (from: %s)\n", yes(x->clip_grad),
+           x->step_source);
+    g_autofree char *ctxb = st_format_bytes(x->context_bytes);
+    g_autofree char *nccl = st_format_bytes(x->nccl_bytes_per_comm);
+    g_autofree char *ws = st_format_bytes(x->workspace_bytes);
+    printf("  memory      allocator reserve %.0f %%, context %s, NCCL %s per communicator, "
+           "workspace %s\n",
+           100 * x->allocator_reserve, ctxb, nccl, ws);
+    printf("              from: %s\n\n", x->memory_source);
+  }
+  printf("The default: megatron for the megatron strategy, deepspeed for zero, pytorch for\n"
+         "dp, ideal for the rest and for --sparsity; run and validate: ideal (what\n"
+         "stagger's executor implements).\n");
 }
 
 /* What a simulation may hold: --max-memory, else what this machine has. */
@@ -252,10 +298,14 @@ run(int argc, char **argv, GError **error)
   g_autofree char *command = st_cli_command_line(argc, argv);
   StCliShared sh;
   st_cli_shared_init(&sh);
-  gboolean list = FALSE;
+  gboolean list = FALSE, list_fw = FALSE;
   g_autofree char *schedule_path = NULL, *chakra = NULL, *chakra_groups = NULL;
   const GOptionEntry entries[] = {
     {"list-strategies", 0, 0, G_OPTION_ARG_NONE, &list, "List the strategies and exit", NULL},
+    {"list-frameworks", 0, 0, G_OPTION_ARG_NONE, &list_fw,
+     "List the framework presets (--framework), what each does and where it is read from, "
+     "and exit",
+     NULL},
     {"schedule", 0, 0, G_OPTION_ARG_FILENAME, &schedule_path,
      "Simulate a stored schedule (from 'stagger schedule') instead of building one", "FILE"},
     {"chakra", 0, 0, G_OPTION_ARG_FILENAME, &chakra,
@@ -300,9 +350,11 @@ run(int argc, char **argv, GError **error)
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
   /* An --out that may not be replaced is refused before any work. */
-  if (ok && !list && sh.out != NULL)
+  if (ok && !list && !list_fw && sh.out != NULL)
     ok = (outdir = st_cli_out_begin(sh.out, sh.force, command, error)) != NULL;
-  if (ok && list) {
+  if (ok && list_fw) {
+    list_frameworks();
+  } else if (ok && list) {
     list_strategies();
   } else if (ok && chakra != NULL) {
     ok = schedule_path == NULL ||

@@ -33,7 +33,7 @@
 
 /* Memory-bound steps a framework may fuse into one kernel (StFramework.fused). */
 typedef enum {
-  ST_FUSE_NORM = 1 << 0,        /* LayerNorm / RMSNorm: one read, one write */
+  ST_FUSE_NORM = 1 << 0,        /* RMSNorm in one kernel (PyTorch's LayerNorm always is one) */
   ST_FUSE_ACTIVATION = 1 << 1,  /* bias + GELU, SwiGLU's silu x up: one kernel */
   ST_FUSE_ROPE = 1 << 2,        /* rotary embedding of Q and K in one kernel */
   ST_FUSE_RESIDUAL = 1 << 3,    /* bias + dropout + residual add in one kernel */

@@ -13,7 +13,7 @@ const StFramework st_framework_deepspeed = {
     "deepspeed/runtime/zero/config.py: reduce_bucket_size 5e8 elements, overlap_comm "
     "(stage 3: on by default), communication_data_type None: gradients reduced in the "
     "model's 16-bit dtype",
-  .fused = ST_FUSE_NORM | ST_FUSE_OPTIMIZER,
+  .fused = ST_FUSE_OPTIMIZER,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
   .host_us_per_kernel = 0,

@@ -14,7 +14,7 @@ const StFramework st_framework_fsdp = {
     "mosaicml/llm-foundry scripts/train/benchmarking/submit_benchmarks.py: "
     "--fsdp_config_mixed_precision PURE (bf16 parameters, reductions and buffers), "
     "limit_all_gathers, backward_prefetch BACKWARD_PRE; FSDP wraps each transformer block",
-  .fused = ST_FUSE_NORM | ST_FUSE_OPTIMIZER,
+  .fused = ST_FUSE_OPTIMIZER,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
   .host_us_per_kernel = 0,
