@@ -73,7 +73,10 @@ typedef struct StFramework {
   const char *kernels_source;
 
   /* The step. */
-  gboolean clip_grad;            /* gradient-norm clipping: a norm and a scale pass */
+  gboolean clip_grad;            /* gradient-norm clipping: the gradients read for their norm,
+                                    then read and written scaled */
+  gboolean zero_grads;           /* the gradient buffers written with zeros every step (a
+                                    persistent buffer; PyTorch's set_to_none writes nothing) */
   const char *step_source;
 
   /* Memory beyond tensors. */

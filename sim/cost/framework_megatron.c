@@ -28,7 +28,10 @@ const StFramework st_framework_megatron = {
     "cross_entropy_loss_fusion off by default, and vocab_parallel_cross_entropy reads the "
     "logits in fp32; apex/TE FusedAdam",
   .clip_grad = TRUE,
-  .step_source = "megatron/training/arguments.py: --clip-grad 1.0 by default",
+  .zero_grads = TRUE,
+  .step_source = "megatron/training/arguments.py: --clip-grad 1.0 by default; "
+                 "model.zero_grad_buffer() fills the main_grad buffers with zeros each step "
+                 "(megatron/training/training.py train_step)",
   .allocator_reserve = 0,
   .context_bytes = 0,
   .nccl_bytes_per_comm = 0,

@@ -2,6 +2,7 @@
 #include "strategy/strategy_common.h"
 
 #include "base/util.h"
+#include "cost/framework.h"
 
 void
 st_state_bytes(const StOptions *o, StStateBytes *out)
@@ -9,6 +10,10 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
   gboolean mixed = o->precision == ST_PRECISION_MIXED;
   int states = o->optimizer == ST_OPTIMIZER_ADAM ? 8 : 4; /* fp32 m and v, or momentum */
   int grad = st_options_grad_bytes(o);
+  const StFramework *f = st_options_framework(o);
+  /* The framework's step around the optimizer: clipping reads the gradients
+   * for their norm, then reads and writes them scaled; zeroing writes them. */
+  int around = (f->clip_grad ? 3 * grad : 0) + (f->zero_grads ? grad : 0);
   *out = (StStateBytes){
     .weight = mixed ? 2 : 4,
     .grad = grad,
@@ -16,7 +21,8 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
     /* Adam reads p, g, m, v and writes p, m, v; momentum SGD reads p, g, buf and
      * writes p, buf: 4 bytes each in fp32. Mixed precision reads the gradient
      * in its own dtype and adds the 16-bit weight write. */
-    .optim_traffic = (o->optimizer == ST_OPTIMIZER_ADAM ? 28 : 20) + (mixed ? grad - 4 + 2 : 0),
+    .optim_traffic =
+      (o->optimizer == ST_OPTIMIZER_ADAM ? 28 : 20) + (mixed ? grad - 4 + 2 : 0) + around,
     .activation = mixed ? ST_DTYPE_BF16 : ST_DTYPE_FP32,
   };
 }
