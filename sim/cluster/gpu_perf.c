@@ -151,41 +151,59 @@ parse_nccl(const cJSON *root, StGpuPerf *p, const char *origin, GError **error)
   return TRUE;
 }
 
-/* "attention" (optional): {"seq": [...], "efficiency": [...], "source"}. */
+/* An array of n numbers in (0, 1] at `key` of `obj` into a new array. */
 static gboolean
-parse_attention(const cJSON *root, StAttnCurve *a, const char *origin, GError **error)
+read_fractions(const cJSON *arr, int n, double **out, const char *origin, const char *name,
+               GError **error)
 {
-  static const char *const keys[] = {"seq", "efficiency", "source", NULL};
-  const cJSON *obj = NULL, *seq = NULL, *eff = NULL;
+  if (cJSON_GetArraySize(arr) != n)
+    return bad(error, origin, name, "'seq', 'efficiency' and 'backward' need as many points");
+  *out = g_new(double, n);
+  for (int i = 0; i < n; i++) {
+    const cJSON *y = cJSON_GetArrayItem(arr, i);
+    if (!cJSON_IsNumber(y) || y->valuedouble <= 0 || y->valuedouble > 1)
+      return bad(error, origin, name, "every efficiency must be in (0, 1]");
+    (*out)[i] = y->valuedouble;
+  }
+  return TRUE;
+}
+
+/* An attention curve (optional) at `name`: {"seq": [...], "efficiency":
+ * [...], "backward": [...] (optional), "source"}. */
+static gboolean
+parse_attention(const cJSON *root, const char *name, StAttnCurve *a, const char *origin,
+                GError **error)
+{
+  static const char *const keys[] = {"seq", "efficiency", "backward", "source", NULL};
+  const cJSON *obj = NULL, *seq = NULL, *eff = NULL, *bwd = NULL;
   const char *source = NULL;
   GError *local = NULL;
-  if (!st_json_get_object(root, "attention", FALSE, &obj, &local))
+  if (!st_json_get_object(root, name, FALSE, &obj, &local))
     return fail(error, local, origin, NULL);
   if (obj == NULL)
     return TRUE;
   if (!st_json_check_keys(obj, keys, &local) ||
       !st_json_get_array(obj, "seq", TRUE, &seq, &local) ||
       !st_json_get_array(obj, "efficiency", TRUE, &eff, &local) ||
+      !st_json_get_array(obj, "backward", FALSE, &bwd, &local) ||
       !st_json_get_string(obj, "source", TRUE, &source, &local))
-    return fail(error, local, origin, "attention");
+    return fail(error, local, origin, name);
   int n = cJSON_GetArraySize(seq);
-  if (n < 1 || n != cJSON_GetArraySize(eff))
-    return bad(error, origin, "attention", "'seq' and 'efficiency' need as many points");
+  if (n < 1)
+    return bad(error, origin, name, "'seq' needs at least one point");
   if (*source == '\0')
-    return bad(error, origin, "attention", "key 'source': must name the measurement");
+    return bad(error, origin, name, "key 'source': must name the measurement");
   a->seq = g_new(double, n);
-  a->efficiency = g_new(double, n);
   a->n = n;
   for (int i = 0; i < n; i++) {
-    const cJSON *x = cJSON_GetArrayItem(seq, i), *y = cJSON_GetArrayItem(eff, i);
-    if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble < 1 ||
-        (i > 0 && x->valuedouble <= a->seq[i - 1]) || y->valuedouble <= 0 ||
-        y->valuedouble > 1)
-      return bad(error, origin, "attention",
-                 "'seq' must ascend from 1 and every efficiency be in (0, 1]");
+    const cJSON *x = cJSON_GetArrayItem(seq, i);
+    if (!cJSON_IsNumber(x) || x->valuedouble < 1 || (i > 0 && x->valuedouble <= a->seq[i - 1]))
+      return bad(error, origin, name, "'seq' must ascend from 1");
     a->seq[i] = x->valuedouble;
-    a->efficiency[i] = y->valuedouble;
   }
+  if (!read_fractions(eff, n, &a->efficiency, origin, name, error) ||
+      (bwd != NULL && !read_fractions(bwd, n, &a->backward, origin, name, error)))
+    return FALSE;
   a->source = g_strdup(source);
   return TRUE;
 }
@@ -195,7 +213,8 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
                                      "launch", "memory",  "pool", "gemm", "conv",
-                                     "attention", "sharing", "nccl", NULL};
+                                     "attention", "attention_fa3", "sharing", "nccl",
+                                     NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
   const char *format = NULL, *gpu = NULL, *note = NULL;
@@ -229,7 +248,8 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
       !parse_number(root, "pool", "fraction", 1e-3, 1, &p->pool_fraction, origin, error) ||
       !parse_curve(root, "gemm", &p->gemm, origin, error) ||
       !parse_curve(root, "conv", &p->conv, origin, error) ||
-      !parse_attention(root, &p->attention, origin, error) ||
+      !parse_attention(root, "attention", &p->attention, origin, error) ||
+      !parse_attention(root, "attention_fa3", &p->attention_fa3, origin, error) ||
       !parse_nccl(root, p, origin, error))
     return NULL;
   if (p->sms.value != (double)(int64_t)p->sms.value) {
@@ -324,6 +344,19 @@ add_curve(cJSON *root, const char *name, const StGemmCurve *c)
   cJSON_AddStringToObject(obj, "source", c->source);
 }
 
+static void
+add_attention(cJSON *root, const char *name, const StAttnCurve *a)
+{
+  if (a->n == 0)
+    return;
+  cJSON *obj = cJSON_AddObjectToObject(root, name);
+  cJSON_AddItemToObject(obj, "seq", cJSON_CreateDoubleArray(a->seq, a->n));
+  cJSON_AddItemToObject(obj, "efficiency", cJSON_CreateDoubleArray(a->efficiency, a->n));
+  if (a->backward != NULL)
+    cJSON_AddItemToObject(obj, "backward", cJSON_CreateDoubleArray(a->backward, a->n));
+  cJSON_AddStringToObject(obj, "source", a->source);
+}
+
 cJSON *
 st_gpu_perf_to_json(const StGpuPerf *p)
 {
@@ -340,13 +373,8 @@ st_gpu_perf_to_json(const StGpuPerf *p)
   add_number(root, "pool", "fraction", &p->pool_fraction);
   add_curve(root, "gemm", &p->gemm);
   add_curve(root, "conv", &p->conv);
-  if (p->attention.n > 0) {
-    cJSON *a = cJSON_AddObjectToObject(root, "attention");
-    cJSON_AddItemToObject(a, "seq", cJSON_CreateDoubleArray(p->attention.seq, p->attention.n));
-    cJSON_AddItemToObject(a, "efficiency",
-                          cJSON_CreateDoubleArray(p->attention.efficiency, p->attention.n));
-    cJSON_AddStringToObject(a, "source", p->attention.source);
-  }
+  add_attention(root, "attention", &p->attention);
+  add_attention(root, "attention_fa3", &p->attention_fa3);
   add_number(root, "sharing", "priority_leak", &p->priority_leak);
   if (p->nccl_channels.value > 0) {
     cJSON *n = cJSON_AddObjectToObject(root, "nccl");
@@ -355,6 +383,15 @@ st_gpu_perf_to_json(const StGpuPerf *p)
     cJSON_AddStringToObject(n, "source", p->nccl_channels.source);
   }
   return root;
+}
+
+static void
+attention_clear(StAttnCurve *a)
+{
+  g_free(a->seq);
+  g_free(a->efficiency);
+  g_free(a->backward);
+  g_free(a->source);
 }
 
 StGpuPerf *
@@ -382,8 +419,7 @@ st_gpu_perf_unref(StGpuPerf *p)
   clear_number(&p->nccl_hbm_per_byte);
   g_free(p->gemm.source);
   g_free(p->conv.source);
-  g_free(p->attention.seq);
-  g_free(p->attention.efficiency);
-  g_free(p->attention.source);
+  attention_clear(&p->attention);
+  attention_clear(&p->attention_fa3);
   g_free(p);
 }

@@ -18,12 +18,15 @@
  *    "gemm": {"tile": [128, 128], "k_half": 128, "fp32_math": "fp32",
  *             "efficiency": {"fp32": 0.9, "tf32": 0.86, "16bit": 0.86}, "source": "..."},
  *    "conv": {... as gemm ...},
- *    "attention": {"seq": [512, 1024], "efficiency": [0.5, 0.6], "source": "..."},
+ *    "attention": {"seq": [512, 1024], "efficiency": [0.5, 0.6],
+ *                  "backward": [0.4, 0.5], "source": "..."},
+ *    "attention_fa3": {... as attention ...},
  *    "sharing": {"priority_leak": 0.80, "source": "..."},
  *    "nccl": {"channels": 16, "hbm_per_byte": 3, "source": "..."}}
  *
  * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
- * [0, 1]; attention points ascending. "attention" and "nccl" are optional.
+ * [0, 1]; attention points ascending. "attention", "attention_fa3", "backward" and
+ * "nccl" are optional.
  * Ownership: an StGpuPerf is immutable once loaded and reference counted, so
  * cluster copies share it (st_gpu_perf_ref / st_gpu_perf_unref).
  */
@@ -51,11 +54,14 @@ typedef struct {
 } StGemmCurve;
 
 /* Fused (flash) attention: the share of the 16-bit peak reached at a
- * sequence length, interpolated in log(s) between points, flat beyond. */
+ * sequence length, interpolated in log(s) between points, flat beyond;
+ * forward, and backward where measured apart (its FLOPs are 2.5 times the
+ * forward's, at a lower share). */
 typedef struct {
   int n;               /* points; 0: no fused kernel measured (attention as GEMMs) */
   double *seq;         /* [n] ascending */
-  double *efficiency;  /* [n] */
+  double *efficiency;  /* [n], forward */
+  double *backward;    /* [n], or NULL: the forward's */
   char *source;
 } StAttnCurve;
 
@@ -76,7 +82,9 @@ typedef struct {
   StPerfNumber launch_us;    /* the least time a kernel takes, launch included, us */
   StPerfNumber pool_fraction; /* share of the memory bandwidth pooling kernels sustain */
   StGemmCurve gemm, conv;
-  StAttnCurve attention;
+  StAttnCurve attention;     /* FlashAttention-2 (PyTorch's SDPA flash backend) */
+  StAttnCurve attention_fa3; /* FlashAttention-3 / cuDNN fused attention, where the GPU
+                                has it (Hopper); n 0: none, FlashAttention-2 instead */
   /* nccl (optional; absent: communication slows no compute): what NCCL's
    * kernels hold while they move bytes, as the interference share model
    * sees them (cost/comm_share.c): `channels` thread blocks, one SM each,

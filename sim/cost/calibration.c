@@ -40,11 +40,22 @@ apply_gemm(StCluster *c, double f)
 }
 
 static void
+scale_attention(StAttnCurve *a, double f)
+{
+  for (int i = 0; i < a->n; i++) {
+    a->efficiency[i] = scaled(a->efficiency[i], f);
+    if (a->backward != NULL)
+      a->backward[i] = scaled(a->backward[i], f);
+  }
+}
+
+static void
 apply_attention(StCluster *c, double f)
 {
-  StAttnCurve *a = c->gpu.perf != NULL ? &c->gpu.perf->attention : NULL;
-  for (int i = 0; a != NULL && i < a->n; i++)
-    a->efficiency[i] = scaled(a->efficiency[i], f);
+  if (c->gpu.perf == NULL)
+    return;
+  scale_attention(&c->gpu.perf->attention, f);
+  scale_attention(&c->gpu.perf->attention_fa3, f);
 }
 
 static void

@@ -116,18 +116,29 @@ gemm_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, double *f
   return best;
 }
 
-/* The attention curve at sequence length s: log-linear between points. */
+/* The attention curve at sequence length s, forward or backward:
+ * log-linear between points. */
 static double
-attention_eff(const StAttnCurve *a, double s)
+attention_eff(const StAttnCurve *a, double s, gboolean backward)
 {
+  const double *e = backward && a->backward != NULL ? a->backward : a->efficiency;
   if (s <= a->seq[0])
-    return a->efficiency[0];
+    return e[0];
   for (int i = 1; i < a->n; i++)
     if (s <= a->seq[i]) {
       double x = (log(s) - log(a->seq[i - 1])) / (log(a->seq[i]) - log(a->seq[i - 1]));
-      return a->efficiency[i - 1] + x * (a->efficiency[i] - a->efficiency[i - 1]);
+      return e[i - 1] + x * (e[i] - e[i - 1]);
     }
-  return a->efficiency[a->n - 1];
+  return e[a->n - 1];
+}
+
+/* The curve of the kernel the framework calls (FlashAttention-3 / cuDNN
+ * where the GPU file measured one, else FlashAttention-2). */
+static const StAttnCurve *
+attention_curve(const StComputeCtx *ctx, const StGpuPerf *p)
+{
+  gboolean fa3 = ctx->framework == NULL || ctx->framework->attention == ST_ATTN_FLASH3;
+  return fa3 && p->attention_fa3.n > 0 ? &p->attention_fa3 : &p->attention;
 }
 
 static double
@@ -143,7 +154,7 @@ kernel_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, double 
   case ST_KERNEL_ATTENTION: {
     StDtype d = ctx->dtype == ST_DTYPE_FP32 ? ST_DTYPE_BF16 : ctx->dtype;
     double peak = st_cluster_peak_flops(ctx->cluster, d);
-    s = MAX(k->flops / (peak * attention_eff(&p->attention, k->m)),
+    s = MAX(k->flops / (peak * attention_eff(attention_curve(ctx, p), k->m, k->backward)),
             memory_s(ctx, k->bytes, p->memory_fraction.value));
     break;
   }
@@ -167,7 +178,7 @@ estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *f
     return FALSE;
   if (work->pass == ST_PASS_OPTIM || work->pass == ST_PASS_COMPRESS ||
       work->pass == ST_PASS_EXPAND) {
-    StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes};
+    StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes, FALSE};
     *time_ns = kernel_s(ctx, p, &k, fill) * 1e9;
     return TRUE;
   }

@@ -31,6 +31,7 @@ typedef struct {
   double m, n, k, count;
   double flops;
   double bytes;        /* memory traffic, bytes */
+  gboolean backward;   /* attention: the backward kernel (its own curve where measured) */
 } StKernel;
 
 #define ST_KERNELS_MAX 48

@@ -67,7 +67,7 @@ gemm(List *l, StKernelClass cls, double m, double n, double k, double count)
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0)
     return;
   push(l, (StKernel){cls, m, n, k, count, 2.0 * m * n * k * count,
-                     (m * k + k * n + m * n) * count * l->e});
+                     (m * k + k * n + m * n) * count * l->e, FALSE});
 }
 
 /* One memory-bound kernel making `passes` passes over `elems` elements. */
@@ -75,7 +75,7 @@ static void
 mem(List *l, StKernelClass cls, double elems, double passes)
 {
   if (elems > 0 && passes > 0)
-    push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e});
+    push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e, FALSE});
 }
 
 /* A linear of rows x in -> rows x out. */
@@ -102,7 +102,7 @@ eager(List *l, double elems, int k, double bytes_per_elem)
   int n = l->fwd ? k : (int)ceil(1.3 * k);
   double bytes = elems * bytes_per_elem * (l->fwd ? 1.0 : 1.6);
   for (int i = 0; i < n && elems > 0; i++)
-    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n});
+    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n, FALSE});
 }
 
 /* fp32 casts an eager op adds around its 16-bit tensors: bytes per element. */
@@ -294,7 +294,7 @@ attention_core(List *l, double count, double s, double pairs, double hd, gboolea
   double core = 4.0 * pairs * hd * count; /* QK^T and PV forward */
   if (fused) {
     push(l, (StKernel){ST_KERNEL_ATTENTION, s, pairs / s, hd, count, l->fwd ? core : 2.5 * core,
-                       (l->fwd ? 4.0 : 8.0) * s * hd * count * l->e});
+                       (l->fwd ? 4.0 : 8.0) * s * hd * count * l->e, !l->fwd});
     return;
   }
   double keys = pairs / s;
@@ -509,7 +509,7 @@ loss_layer(const StLayer *layer, double b, List *l)
   int first = l->out->n;
   if (l->fused & ST_FUSE_LOSS)
     push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0,
-                       elems * (l->fwd ? l->e + 4 : 2 * l->e + 4)});
+                       elems * (l->fwd ? l->e + 4 : 2 * l->e + 4), FALSE});
   else if (l->logits_fp32)
     eager(l, elems, 3, casts(l, 1) + 12);
   else
@@ -563,10 +563,10 @@ generic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b,
   st_compute_work_traffic(ctx, &w, &flops, &bytes);
   if (memory_class == ST_KERNEL_POOL || flops <= 8.0 * bytes) {
     push(l, (StKernel){memory_class == ST_KERNEL_POOL ? ST_KERNEL_POOL : ST_KERNEL_MEMORY, 0, 0,
-                       0, 0, flops, bytes});
+                       0, 0, flops, bytes, FALSE});
     return;
   }
-  push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes});
+  push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes, FALSE});
 }
 
 static const Entry *
@@ -617,9 +617,9 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
     st_compute_work_traffic(ctx, work, &flops, &bytes);
     List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE};
     if (flops > 0)
-      push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0});
+      push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE});
     if (bytes > 0)
-      push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes});
+      push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes, FALSE});
     return TRUE;
   }
   switch (work->pass) {
