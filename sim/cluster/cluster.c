@@ -135,7 +135,7 @@ static gboolean
 parse_gpu(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error)
 {
   static const char *const keys[] = {"name", "memory", "flops", "memory_bandwidth",
-                                     "performance", NULL};
+                                     "power_limit_w", "performance", NULL};
   GError *local = NULL;
   const char *name = NULL;
   const cJSON *flops = NULL;
@@ -145,7 +145,9 @@ parse_gpu(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error)
                          &local) ||
       !st_json_get_object(obj, "flops", TRUE, &flops, &local) ||
       !st_json_get_bandwidth(obj, "memory_bandwidth", TRUE, &ST_RANGE_MEMORY_BANDWIDTH,
-                             &gpu->memory_bandwidth, &local))
+                             &gpu->memory_bandwidth, &local) ||
+      !st_json_get_double_range(obj, "power_limit_w", FALSE, 1, 10000, &gpu->power_limit_w,
+                                &local))
     return fail(error, local, origin, "gpu");
   if (*name == '\0') {
     g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
@@ -393,6 +395,8 @@ st_cluster_to_json(const StCluster *c)
   if (c->gpu.tf32_flops > 0)
     add_owned_string(flops, "tf32", format_flops_exact(c->gpu.tf32_flops));
   add_owned_string(gpu, "memory_bandwidth", format_bandwidth_exact(c->gpu.memory_bandwidth));
+  if (c->gpu.power_limit_w > 0)
+    cJSON_AddNumberToObject(gpu, "power_limit_w", c->gpu.power_limit_w);
   if (c->gpu.perf != NULL)
     cJSON_AddItemToObject(gpu, "performance", st_gpu_perf_to_json(c->gpu.perf));
 

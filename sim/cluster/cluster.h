@@ -17,7 +17,10 @@
  * the last fallback), tf32, fp16, bf16, fp8. GPU `performance` (optional):
  * the GPU performance file (gpu_perf.h: achievable rates, with their
  * sources), a path relative to the cluster file or the object itself;
- * default models/gpus/default.json. Optional top-level keys: `note`
+ * default models/gpus/default.json. GPU `power_limit_w` (optional): a power
+ * cap in watts (nvidia-smi -pl), under which math runs at the share of its
+ * rated speed the performance file's power curve gives. Optional top-level
+ * keys: `note`
  * (free text: where the numbers come from) and `gpus` (GPUs in use; written
  * by st_cluster_to_json so a resized cluster reads back equal).
  *
@@ -68,6 +71,8 @@ typedef struct {
   double flops[ST_DTYPE_N];      /* peak FLOP/s per dtype; 0 when not given */
   double tf32_flops;             /* 0 when not given */
   double memory_bandwidth;       /* bytes/s */
+  double power_limit_w;          /* `power_limit_w`: a cap below the GPU's rated power
+                                    (its performance file's power.tdp_w), W; 0: none */
   StGpuPerf *perf;               /* what it achieves (gpu_perf.h): the file `performance`
                                     names, else models/gpus/default.json; shared by copies */
 } StGpuSpec;

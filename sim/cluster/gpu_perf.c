@@ -151,13 +151,13 @@ parse_nccl(const cJSON *root, StGpuPerf *p, const char *origin, GError **error)
   return TRUE;
 }
 
-/* An array of n numbers in (0, 1] at `key` of `obj` into a new array. */
+/* An array `arr` of n numbers in (0, 1] into a new array. */
 static gboolean
 read_fractions(const cJSON *arr, int n, double **out, const char *origin, const char *name,
                GError **error)
 {
   if (cJSON_GetArraySize(arr) != n)
-    return bad(error, origin, name, "'seq', 'efficiency' and 'backward' need as many points");
+    return bad(error, origin, name, "its arrays need as many points");
   *out = g_new(double, n);
   for (int i = 0; i < n; i++) {
     const cJSON *y = cJSON_GetArrayItem(arr, i);
@@ -208,13 +208,64 @@ parse_attention(const cJSON *root, const char *name, StAttnCurve *a, const char 
   return TRUE;
 }
 
+/* "power" (optional): {"tdp_w": W, "limit": [...], "throughput": [...],
+ * "source"}. */
+static gboolean
+parse_power(const cJSON *root, StGpuPerf *p, const char *origin, GError **error)
+{
+  static const char *const keys[] = {"tdp_w", "limit", "throughput", "source", NULL};
+  const cJSON *obj = NULL, *limit = NULL, *tput = NULL;
+  const char *source = NULL;
+  GError *local = NULL;
+  if (!st_json_get_object(root, "power", FALSE, &obj, &local))
+    return fail(error, local, origin, NULL);
+  if (obj == NULL)
+    return TRUE;
+  if (!st_json_check_keys(obj, keys, &local) ||
+      !st_json_get_double_range(obj, "tdp_w", TRUE, 1, 10000, &p->power.tdp_w, &local) ||
+      !st_json_get_array(obj, "limit", TRUE, &limit, &local) ||
+      !st_json_get_array(obj, "throughput", TRUE, &tput, &local) ||
+      !st_json_get_string(obj, "source", TRUE, &source, &local))
+    return fail(error, local, origin, "power");
+  int n = cJSON_GetArraySize(limit);
+  if (n < 1 || *source == '\0')
+    return bad(error, origin, "power", "needs points and a source");
+  if (!read_fractions(limit, n, &p->power.limit, origin, "power", error) ||
+      !read_fractions(tput, n, &p->power.throughput, origin, "power", error))
+    return FALSE;
+  p->power.n = n;
+  for (int i = 1; i < n; i++)
+    if (p->power.limit[i] <= p->power.limit[i - 1])
+      return bad(error, origin, "power", "'limit' must ascend");
+  if (p->power.limit[n - 1] != 1 || p->power.throughput[n - 1] != 1)
+    return bad(error, origin, "power", "the last point must be limit 1, throughput 1 (the "
+                                        "rated power, at which the efficiencies are given)");
+  p->power.source = g_strdup(source);
+  return TRUE;
+}
+
+double
+st_gpu_perf_power_factor(const StGpuPerf *p, double limit_w)
+{
+  if (p == NULL || p->power.n == 0 || limit_w <= 0 || limit_w >= p->power.tdp_w)
+    return 1.0;
+  double x = limit_w / p->power.tdp_w;
+  const double *l = p->power.limit, *t = p->power.throughput;
+  if (x <= l[0])
+    return t[0] * x / l[0]; /* below the lowest point measured: proportional to power */
+  for (int i = 1; i < p->power.n; i++)
+    if (x <= l[i])
+      return t[i - 1] + (t[i] - t[i - 1]) * (x - l[i - 1]) / (l[i] - l[i - 1]);
+  return 1.0;
+}
+
 StGpuPerf *
 st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
                                      "launch", "memory",  "pool", "gemm", "conv",
                                      "attention", "attention_fa3", "sharing", "nccl",
-                                     NULL};
+                                     "power", NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
   const char *format = NULL, *gpu = NULL, *note = NULL;
@@ -250,7 +301,7 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
       !parse_curve(root, "conv", &p->conv, origin, error) ||
       !parse_attention(root, "attention", &p->attention, origin, error) ||
       !parse_attention(root, "attention_fa3", &p->attention_fa3, origin, error) ||
-      !parse_nccl(root, p, origin, error))
+      !parse_nccl(root, p, origin, error) || !parse_power(root, p, origin, error))
     return NULL;
   if (p->sms.value != (double)(int64_t)p->sms.value) {
     bad(error, origin, "sms", "key 'count': expected an integer");
@@ -375,6 +426,14 @@ st_gpu_perf_to_json(const StGpuPerf *p)
   add_curve(root, "conv", &p->conv);
   add_attention(root, "attention", &p->attention);
   add_attention(root, "attention_fa3", &p->attention_fa3);
+  if (p->power.n > 0) {
+    cJSON *pw = cJSON_AddObjectToObject(root, "power");
+    cJSON_AddNumberToObject(pw, "tdp_w", p->power.tdp_w);
+    cJSON_AddItemToObject(pw, "limit", cJSON_CreateDoubleArray(p->power.limit, p->power.n));
+    cJSON_AddItemToObject(pw, "throughput",
+                          cJSON_CreateDoubleArray(p->power.throughput, p->power.n));
+    cJSON_AddStringToObject(pw, "source", p->power.source);
+  }
   add_number(root, "sharing", "priority_leak", &p->priority_leak);
   if (p->nccl_channels.value > 0) {
     cJSON *n = cJSON_AddObjectToObject(root, "nccl");
@@ -421,5 +480,8 @@ st_gpu_perf_unref(StGpuPerf *p)
   g_free(p->conv.source);
   attention_clear(&p->attention);
   attention_clear(&p->attention_fa3);
+  g_free(p->power.limit);
+  g_free(p->power.throughput);
+  g_free(p->power.source);
   g_free(p);
 }

@@ -22,11 +22,14 @@
  *                  "backward": [0.4, 0.5], "source": "..."},
  *    "attention_fa3": {... as attention ...},
  *    "sharing": {"priority_leak": 0.80, "source": "..."},
- *    "nccl": {"channels": 16, "hbm_per_byte": 3, "source": "..."}}
+ *    "nccl": {"channels": 16, "hbm_per_byte": 3, "source": "..."},
+ *    "power": {"tdp_w": 700, "limit": [0.5, 0.75, 1.0], "throughput": [0.7, 0.9, 1.0],
+ *              "source": "..."}}
  *
  * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
- * [0, 1]; attention points ascending. "attention", "attention_fa3", "backward" and
- * "nccl" are optional.
+ * [0, 1]; attention points ascending. "attention", "attention_fa3", "backward",
+ * "nccl" and "power" are optional; power's limits ascend in (0, 1] to 1
+ * with throughput 1 there (the efficiencies above are at the rated power).
  * Ownership: an StGpuPerf is immutable once loaded and reference counted, so
  * cluster copies share it (st_gpu_perf_ref / st_gpu_perf_unref).
  */
@@ -93,6 +96,15 @@ typedef struct {
    * reduced, written on). channels 0: not given. */
   StPerfNumber nccl_channels;
   StPerfNumber nccl_hbm_per_byte;
+  /* power (optional): the rated power, and the share of its math
+   * throughput (GEMMs, convolutions, attention) the GPU keeps under a power
+   * limit of `limit` x tdp_w, piecewise linear; n 0: no curve. */
+  struct {
+    double tdp_w;
+    int n;
+    double *limit, *throughput;
+    char *source;
+  } power;
   int refs;
 } StGpuPerf;
 
@@ -111,6 +123,9 @@ StGpuPerf *st_gpu_perf_load_named(const char *name, GError **error);
 gboolean st_gpu_perf_is_name(const char *s);
 /* st_gpu_perf_load_named("default"). Transfer full. */
 StGpuPerf *st_gpu_perf_load_default(GError **error);
+/* The share of the math throughput kept under a cap of `limit_w` watts
+ * (0, or at least the rated power: 1). */
+double st_gpu_perf_power_factor(const StGpuPerf *perf, double limit_w);
 /* The object st_gpu_perf_from_json reads back to equal numbers. Transfer full. */
 struct cJSON *st_gpu_perf_to_json(const StGpuPerf *perf);
 

@@ -32,6 +32,11 @@
  * the GPU waiting on the CPU where kernels are shorter than their issue
  * (eager PyTorch on small tensors).
  *
+ * Under a power cap (the cluster's gpu.power_limit_w) the math of GEMMs,
+ * convolutions and attention runs at the share of its speed the GPU file's
+ * power curve keeps (its clocks drop); memory-bound kernels do not slow
+ * (the memory clock is not capped).
+ *
  * Which peak: 16-bit work at the 16-bit peak; fp32 GEMMs and convolutions at
  * the TF32 peak when the curve says the framework uses it there
  * (`fp32_math: tf32`, PyTorch's default for convolutions) and the cluster
@@ -56,15 +61,23 @@ typedef struct {
   double eff;   /* at large sizes */
 } Math;
 
+/* The share of its math speed the GPU keeps under the cluster's power cap. */
+static double
+power_factor(const StComputeCtx *ctx)
+{
+  return st_gpu_perf_power_factor(ctx->cluster->gpu.perf, ctx->cluster->gpu.power_limit_w);
+}
+
 static Math
 math_of(const StComputeCtx *ctx, const StGemmCurve *c)
 {
   const StCluster *cl = ctx->cluster;
+  double pw = power_factor(ctx);
   if (ctx->dtype != ST_DTYPE_FP32)
-    return (Math){st_cluster_peak_flops(cl, ctx->dtype), c->eff_16bit};
+    return (Math){st_cluster_peak_flops(cl, ctx->dtype), c->eff_16bit * pw};
   if (c->fp32_as_tf32 && cl->gpu.tf32_flops > 0)
-    return (Math){cl->gpu.tf32_flops, c->eff_tf32};
-  return (Math){st_cluster_peak_flops(cl, ST_DTYPE_FP32), c->eff_fp32};
+    return (Math){cl->gpu.tf32_flops, c->eff_tf32 * pw};
+  return (Math){st_cluster_peak_flops(cl, ST_DTYPE_FP32), c->eff_fp32 * pw};
 }
 
 static double
@@ -154,7 +167,8 @@ kernel_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, double 
   case ST_KERNEL_ATTENTION: {
     StDtype d = ctx->dtype == ST_DTYPE_FP32 ? ST_DTYPE_BF16 : ctx->dtype;
     double peak = st_cluster_peak_flops(ctx->cluster, d);
-    s = MAX(k->flops / (peak * attention_eff(attention_curve(ctx, p), k->m, k->backward)),
+    s = MAX(k->flops / (peak * power_factor(ctx) *
+                        attention_eff(attention_curve(ctx, p), k->m, k->backward)),
             memory_s(ctx, k->bytes, p->memory_fraction.value));
     break;
   }
