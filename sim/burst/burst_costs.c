@@ -72,7 +72,8 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
   g_return_val_if_fail(in != NULL && in->model != NULL && in->cluster != NULL, NULL);
   const StModel *m = in->model;
   g_autoptr(StBurstGraph) g = st_burst_graph_new(in->ranks, in->batch);
-  StComputeCtx ctx = {in->cluster, in->profile, m, in->compute_dtype, in->compute_model, NULL};
+  StComputeCtx ctx = {in->cluster, in->profile, m, in->compute_dtype, in->compute_model, NULL,
+                      FALSE};
   int W = g->n_widths;
   for (int i = 0; i < m->n_layers; i++) {
     const StLayer *layer = &m->layers[i];

@@ -60,6 +60,7 @@ typedef struct {
                                the default) or "roofline" (--compute-model) */
   const struct StFramework *framework; /* the schedule's preset (cost/framework.h): which
                                           kernels a pass launches; NULL: ideal */
+  gboolean nchw;            /* images in NCHW: transposes around tensor-core convolutions */
 } StComputeCtx;
 
 typedef struct {

@@ -50,6 +50,7 @@ typedef struct {
   gboolean no_dgrad; /* the model's first layer: its input (the samples) takes no gradient */
   unsigned fused;   /* StFuse: what the framework runs as one kernel */
   gboolean logits_fp32; /* the loss reads fp32 logits */
+  gboolean transposes;  /* NCHW images into tensor-core convolutions: cuDNN transposes */
 } List;
 
 static void
@@ -176,11 +177,35 @@ conv_out(Map in, int64_t out_c, int64_t k, int64_t stride, int64_t pad)
   return (Map){out_c, (in.h + 2 * pad - k) / stride + 1, (in.w + 2 * pad - k) / stride + 1};
 }
 
+static double map_elems(Map x);
+
+/* cuDNN's tensor-core convolutions read and write NHWC: a tensor in NCHW
+ * is transposed in (its input forward, and backward the output's gradient
+ * and the input again for the weights' gradient) and its results back (the
+ * output forward, the input's gradient backward), each a kernel reading
+ * and writing the tensor (NVIDIA, Convolutional Layers User's Guide,
+ * "Tensor Layouts In Memory: NCHW vs NHWC"). */
+static void
+conv_transposes(List *l, double b, Map in, Map out)
+{
+  if (!l->transposes)
+    return;
+  double x = b * map_elems(in), y = b * map_elems(out);
+  mem(l, ST_KERNEL_MEMORY, x, 2);
+  mem(l, ST_KERNEL_MEMORY, y, 2);
+  if (!l->fwd) {
+    mem(l, ST_KERNEL_MEMORY, x, 2);
+    if (!l->no_dgrad)
+      mem(l, ST_KERNEL_MEMORY, x, 2);
+  }
+}
+
 /* A convolution of batch b from `in` to `out` (kernel k, groups g). */
 static void
 conv(List *l, double b, Map in, Map out, int64_t k, int64_t g)
 {
   double kk = (double)(k * k), G = (double)MAX(g, 1);
+  conv_transposes(l, b, in, out);
   if (l->fwd) {
     gemm(l, ST_KERNEL_CONV, b * out.h * out.w, out.c / G, in.c / G * kk, G);
     return;
@@ -586,12 +611,16 @@ one_pass(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b, S
   gboolean first = ctx->model != NULL && ctx->model->n_layers > 0 &&
                    layer == &ctx->model->layers[0];
   const StFramework *f = ctx->framework;
+  const StGpuPerf *p = ctx->cluster->gpu.perf;
+  gboolean tensor_cores = ctx->dtype != ST_DTYPE_FP32 ||
+                          (p != NULL && p->conv.fp32_as_tf32 && ctx->cluster->gpu.tf32_flops > 0);
   List l = {out,
             st_dtype_bytes(ctx->dtype),
             pass != ST_PASS_BWD,
             first,
             f != NULL ? f->fused : ST_FUSE_ALL,
-            f != NULL && f->logits_fp32};
+            f != NULL && f->logits_fp32,
+            ctx->nchw && tensor_cores};
   const Entry *e = entry_of(layer);
   if (e != NULL && e->plain != NULL)
     e->plain(layer, b, &l);
@@ -615,7 +644,7 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
      * back): the roofline's FLOPs and bytes, as two kernels. */
     double flops = 0, bytes = 0;
     st_compute_work_traffic(ctx, work, &flops, &bytes);
-    List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE};
+    List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE, FALSE};
     if (flops > 0)
       push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE});
     if (bytes > 0)

@@ -69,6 +69,9 @@ typedef struct StFramework {
   unsigned fused;                /* StFuse */
   StAttnKernel attention;
   gboolean logits_fp32;          /* the loss casts logits to fp32 and reads them so */
+  gboolean nchw;                 /* images in PyTorch's default contiguous NCHW layout: cuDNN
+                                    transposes them to and from the NHWC its tensor-core
+                                    convolutions need (--memory-format overrides) */
   double host_us_per_kernel;     /* CPU time to issue one kernel, us */
   const char *kernels_source;
 

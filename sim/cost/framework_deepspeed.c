@@ -16,6 +16,7 @@ const StFramework st_framework_deepspeed = {
   .fused = ST_FUSE_OPTIMIZER,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
+  .nchw = TRUE,
   .host_us_per_kernel = 0,
   .kernels_source = "the model's own PyTorch code (eager); deepspeed.ops.adam.FusedAdam",
   .clip_grad = TRUE,

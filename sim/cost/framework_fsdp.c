@@ -17,6 +17,7 @@ const StFramework st_framework_fsdp = {
   .fused = ST_FUSE_OPTIMIZER,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
+  .nchw = TRUE,
   .host_us_per_kernel = 0,
   .kernels_source =
     "llm-foundry MPT: flash attention (attn_impl flash/triton), LayerNorm and GELU MLP in "

@@ -16,6 +16,7 @@ const StFramework st_framework_ideal = {
   .fused = ST_FUSE_ALL,
   .attention = ST_ATTN_FLASH3,
   .logits_fp32 = FALSE,
+  .nchw = FALSE,
   .host_us_per_kernel = 0,
   .kernels_source = "none: the best a framework could do",
   .clip_grad = FALSE,

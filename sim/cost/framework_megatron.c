@@ -20,6 +20,7 @@ const StFramework st_framework_megatron = {
            ST_FUSE_SOFTMAX | ST_FUSE_OPTIMIZER,
   .attention = ST_ATTN_FLASH3,
   .logits_fp32 = TRUE,
+  .nchw = TRUE,
   .host_us_per_kernel = 0,
   .kernels_source =
     "megatron/training/arguments.py: --bias-gelu-fusion, --bias-dropout-fusion, "

@@ -19,12 +19,15 @@ const StFramework st_framework_pytorch = {
   .fused = ST_FUSE_OPTIMIZER,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
+  .nchw = TRUE,
   .host_us_per_kernel = 0,
   .kernels_source =
     "eager: every elementwise op its own kernel, except the native layer_norm / batch_norm "
     "kernels and the fused/foreach optimizers (torch.optim.AdamW fused=True); "
     "scaled_dot_product_attention's flash backend is FlashAttention-2; autocast runs "
-    "softmax and cross-entropy in fp32",
+    "softmax and cross-entropy in fp32; tensors in the contiguous NCHW layout unless the "
+    "script asks for channels_last, which cuDNN's tensor-core convolutions transpose to and "
+    "from NHWC (NVIDIA, Convolutional Layers User's Guide: Tensor Layouts in Memory)",
   .clip_grad = FALSE,
   .step_source = "torch.nn.utils.clip_grad_norm_ is the script's choice; none by default",
   .memory_source = "",

@@ -260,7 +260,7 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   }
   e->compute = (StComputeCtx){s->cluster, options->profile, s->model,
                               st_schedule_compute_dtype(s), s->settings.compute_model,
-                              st_framework_find(s->settings.framework)};
+                              st_framework_find(s->settings.framework), s->settings.nchw};
   e->fold = st_fold_new(s, !options->no_fold);
   if (!engine_budget(e, error))
     return FALSE;

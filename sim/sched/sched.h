@@ -186,6 +186,8 @@ typedef struct {
                             ("estimate", "roofline"); NULL = "estimate" */
   char *framework;       /* --framework: the preset (cost/framework.h) whose defaults the
                             schedule follows; NULL = "ideal" (a schedule from before presets) */
+  gboolean nchw;         /* images in NCHW (--memory-format): transposes around tensor-core
+                            convolutions */
 } StSettings;
 
 /* A training job beside the main one: a background job multiplexed onto the

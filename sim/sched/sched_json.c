@@ -204,6 +204,8 @@ settings_to_json(const StSettings *st)
     cJSON_AddStringToObject(o, "compute_model", st->compute_model);
   if (st->framework != NULL)
     cJSON_AddStringToObject(o, "framework", st->framework);
+  if (st->nchw)
+    cJSON_AddStringToObject(o, "memory_format", "nchw");
   return o;
 }
 

@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "base/json.h"
@@ -111,9 +112,9 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
   static const char *const keys[] = {"strategy",     "description",  "precision",
                                      "optimizer",    "micro_batch",  "accumulation",
                                      "global_batch", "sparsity",     "recompute",
-                                     "compute_model", "framework", NULL};
+                                     "compute_model", "framework", "memory_format", NULL};
   const char *strategy = NULL, *description = NULL, *precision = NULL, *optimizer = NULL;
-  const char *compute = NULL, *framework = NULL;
+  const char *compute = NULL, *framework = NULL, *format = NULL;
   int64_t micro = 0, accumulation = 0;
   if (!sj_expect_object(obj, keys, error) ||
       !st_json_get_string(obj, "strategy", FALSE, &strategy, error) ||
@@ -127,8 +128,12 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
       !st_json_get_int(obj, "global_batch", TRUE, 0, INT64_C(1000000000000000),
                        &st->global_batch, error) ||
       !st_json_get_string(obj, "compute_model", FALSE, &compute, error) ||
-      !st_json_get_string(obj, "framework", FALSE, &framework, error))
+      !st_json_get_string(obj, "framework", FALSE, &framework, error) ||
+      !st_json_get_string(obj, "memory_format", FALSE, &format, error))
     return FALSE;
+  if (format != NULL && strcmp(format, "nchw") != 0 && strcmp(format, "nhwc") != 0)
+    return sj_fail(error, "key 'memory_format': expected nchw or nhwc");
+  st->nchw = format != NULL && strcmp(format, "nchw") == 0;
   if (compute != NULL && !st_compute_model_known(compute))
     return sj_fail(error, "key 'compute_model': expected estimate or roofline");
   if (framework != NULL && st_framework_find(framework) == NULL)

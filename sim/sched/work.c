@@ -16,7 +16,7 @@ st_program_compute_ctx(const StSchedule *s, const StProgram *p, const StProfile 
 {
   return (StComputeCtx){s->cluster, profile, st_program_model(s, p),
                         st_schedule_compute_dtype(s), s->settings.compute_model,
-                        st_framework_find(s->settings.framework)};
+                        st_framework_find(s->settings.framework), s->settings.nchw};
 }
 
 StWork

@@ -234,7 +234,7 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
                   : cl->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16
                                                      : ST_DTYPE_FP16;
   StComputeCtx ctx = {cl, in->profile, sh.model, dtype, o->compute_model,
-                      st_options_framework(o)};
+                      st_options_framework(o), st_options_nchw(o)};
   g_autofree Chunk *chunk = g_new(Chunk, K);
   for (int k = 0; k < K; k++)
     chunk_of(&sh, o, &b, &ctx, k, &chunk[k]);

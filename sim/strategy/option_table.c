@@ -205,6 +205,11 @@ static const StOptionSpec SPECS[] = {
    (const char *const[]){"auto", "16bit", "fp32", NULL}, NULL, "auto|16bit|fp32",
    "Under --precision mixed: the dtype gradients are kept and reduced in (Megatron-LM's "
    "--grad-reduce-in-bf16 is 16bit); auto = the framework's (default: auto)"},
+  {"memory-format", ST_OPT_CHOICE, F(memory_format), 0, 0,
+   (const char *const[]){"auto", "nchw", "nhwc", NULL}, NULL, "auto|nchw|nhwc",
+   "Layout of images: nchw (PyTorch's default, which cuDNN transposes around its "
+   "tensor-core convolutions) or nhwc (channels_last); auto = the framework's (default: "
+   "auto)"},
   {NULL},
 };
 

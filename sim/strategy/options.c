@@ -94,6 +94,12 @@ st_options_grad_bytes(const StOptions *o)
 }
 
 gboolean
+st_options_nchw(const StOptions *o)
+{
+  return o->memory_format == 0 ? st_options_framework(o)->nchw : o->memory_format == 1;
+}
+
+gboolean
 st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
 {
   return st_options_resolve_group(o, cluster, 1, error);

@@ -73,6 +73,7 @@ typedef struct {
   char *framework;       /* --framework: preset of cost/framework.h; NULL = the strategy's
                             (st_strategy_build fills it in before building) */
   int grad_reduce;       /* --grad-reduce: StGradReduce; 0 = the framework's */
+  int memory_format;     /* --memory-format: 0 auto (the framework's), 1 nchw, 2 nhwc */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank (per group of ranks sharing samples) per
                            step */
@@ -151,3 +152,5 @@ const struct StFramework *st_options_framework(const StOptions *options);
 /* Bytes of a gradient element: fp32 4; under mixed precision --grad-reduce,
  * else the framework's. */
 int st_options_grad_bytes(const StOptions *options);
+/* Whether images are NCHW: --memory-format, else the framework's. */
+gboolean st_options_nchw(const StOptions *options);

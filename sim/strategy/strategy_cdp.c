@@ -116,7 +116,8 @@ static void
 estimate(CdpPlan *c)
 {
   StComputeCtx ctx = {c->cluster, c->profile, c->model, compute_dtype(c),
-                      c->options->compute_model, st_options_framework(c->options)};
+                      c->options->compute_model, st_options_framework(c->options),
+                      st_options_nchw(c->options)};
   g_free(c->fwd_ns);
   g_free(c->bwd_ns);
   g_free(c->update_ns);

@@ -104,7 +104,8 @@ double
 st_pipe_layer_time_ns(const StPipe *pp, int layer, StPass pass)
 {
   StComputeCtx ctx = {pp->cluster, pp->profile, pp->model, compute_dtype(pp),
-                      pp->options->compute_model, st_options_framework(pp->options)};
+                      pp->options->compute_model, st_options_framework(pp->options),
+                      st_options_nchw(pp->options)};
   StWork work = {.pass = pass, .layer = &pp->model->layers[layer],
                  .batch = pp->options->micro_batch,
                  .selective = pass == ST_PASS_RECOMPUTE &&

@@ -150,8 +150,10 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   StSchedule *s = strategy->build(&input, error);
   if (s != NULL && s->settings.compute_model == NULL)
     s->settings.compute_model = g_strdup(resolved.compute_model);
-  if (s != NULL && s->settings.framework == NULL)
+  if (s != NULL && s->settings.framework == NULL) {
     s->settings.framework = g_strdup(resolved.framework);
+    s->settings.nchw = st_options_nchw(&resolved);
+  }
   st_options_clear(&resolved);
   if (s == NULL)
     return NULL;
