@@ -111,10 +111,15 @@ def loss(ps):
     return sum(math.log(p / m) ** 2 for _, p, m, _ in ps) / len(ps)
 
 
-def with_params(base, x):
+def with_params(base, x, scale=1.0):
+    """The file with the fitted numbers: the convolution efficiency the same
+    share of every peak (the A100's TF32 one was measured), times `scale` for
+    a GPU whose GEMMs reach a different share (the V100's), per dtype."""
     perf = json.loads(json.dumps(base))
     perf["conv"]["k_half"] = x["k_half"]
-    perf["conv"]["efficiency"]["tf32"] = x["eff"]
+    for dtype in ("fp32", "tf32", "16bit"):
+        s = scale if isinstance(scale, (int, float)) else scale[dtype]
+        perf["conv"]["efficiency"][dtype] = round(x["eff"] * s, 3)
     perf["pool"]["fraction"] = x["pool"]
     perf["launch"]["us"] = x["launch"]
     return perf
@@ -150,13 +155,20 @@ def main():
         print("batch %4d: predicted %8.3f ms, measured %8.3f ms, %+.1f %%"
               % (b, pred, mm, 100 * (pred / mm - 1)))
     if "--write" in sys.argv:
-        for name in ("a100-sxm4.json", "default.json"):
+        a100 = json.load(open(GPU))["gemm"]["efficiency"]["16bit"]
+        for name in ("a100-sxm4.json", "default.json", "h100-sxm.json", "h200-sxm.json",
+                     "v100-sxm2.json"):
             path = os.path.join(SRC, "models/gpus", name)
             perf = json.load(open(path))
-            fitted = with_params(perf, x)
-            json.dump(fitted, open(path, "w"), indent=2)
+            # The V100 takes the A100's share scaled by its GEMMs' share of
+            # their peak against the A100's (no profile of its own).
+            scale = 1.0
+            if name == "v100-sxm2.json":
+                g = perf["gemm"]["efficiency"]
+                scale = {"fp32": g["fp32"] / a100, "tf32": 1.0, "16bit": g["16bit"] / a100}
+            json.dump(with_params(perf, x, scale), open(path, "w"), indent=2)
             open(path, "a").write("\n")
-        print("written to models/gpus/a100-sxm4.json and default.json")
+        print("written to models/gpus/{a100-sxm4,default,h100-sxm,h200-sxm,v100-sxm2}.json")
 
 
 if __name__ == "__main__":

@@ -77,8 +77,13 @@ within "held out: WRN-101-2 A100 batch 32 (DeepPool)" \
 #    16-bit tensor cores, 50 % in fp32/TF32 (NCHW layout transposes and
 #    cuDNN's algorithm choice, Winograd on the V100, are not modelled).
 resnet() { # NAME CLUSTER PRECISION BATCH MEASURED TOLERANCE
+  # NVIDIA's AMP runs are channels_last (--memory-format nhwc), its FP32/TF32
+  # ones PyTorch's default NCHW, which cuDNN transposes around tensor cores.
+  local format=nchw
+  [ "$3" = mixed ] && format=nhwc
   $STAGGER sim --model $SRC/models/resnet50.json --cluster $C/$2.json --gpus 1 --micro-batch $4 \
-    --precision $3 --optimizer sgd --steps 3 --out "$tmp/r50-$1" >/dev/null 2>&1
+    --precision $3 --optimizer sgd --memory-format $format --steps 3 --out "$tmp/r50-$1" \
+    >/dev/null 2>&1
   within "held out: ResNet-50 $1 (NVIDIA DLE)" "$(jq .samples_per_s "$tmp/r50-$1/report.json")" $5 $6
 }
 resnet "A100 AMP b256" dgx-a100 mixed 256 2470 0.20
