@@ -54,7 +54,7 @@ list_frameworks(void)
 {
   static const char *const fuse_names[] = {"rmsnorm", "activation", "rope", "residual",
                                            "softmax", "loss", "optimizer"};
-  static const char *const attn[] = {"FlashAttention-2", "FlashAttention-3 / cuDNN"};
+  static const char *const attn[] = {"FlashAttention-2", "cuDNN fused attention"};
   for (const StFramework *const *f = st_frameworks(); *f != NULL; f++) {
     const StFramework *x = *f;
     g_autoptr(GString) fused = g_string_new(NULL);

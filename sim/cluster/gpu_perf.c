@@ -264,7 +264,7 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
                                      "launch", "memory",  "pool", "gemm", "conv",
-                                     "attention", "attention_fa3", "sharing", "nccl",
+                                     "attention", "attention_cudnn", "sharing", "nccl",
                                      "power", NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
@@ -300,7 +300,7 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
       !parse_curve(root, "gemm", &p->gemm, origin, error) ||
       !parse_curve(root, "conv", &p->conv, origin, error) ||
       !parse_attention(root, "attention", &p->attention, origin, error) ||
-      !parse_attention(root, "attention_fa3", &p->attention_fa3, origin, error) ||
+      !parse_attention(root, "attention_cudnn", &p->attention_cudnn, origin, error) ||
       !parse_nccl(root, p, origin, error) || !parse_power(root, p, origin, error))
     return NULL;
   if (p->sms.value != (double)(int64_t)p->sms.value) {
@@ -425,7 +425,7 @@ st_gpu_perf_to_json(const StGpuPerf *p)
   add_curve(root, "gemm", &p->gemm);
   add_curve(root, "conv", &p->conv);
   add_attention(root, "attention", &p->attention);
-  add_attention(root, "attention_fa3", &p->attention_fa3);
+  add_attention(root, "attention_cudnn", &p->attention_cudnn);
   if (p->power.n > 0) {
     cJSON *pw = cJSON_AddObjectToObject(root, "power");
     cJSON_AddNumberToObject(pw, "tdp_w", p->power.tdp_w);
@@ -479,7 +479,7 @@ st_gpu_perf_unref(StGpuPerf *p)
   g_free(p->gemm.source);
   g_free(p->conv.source);
   attention_clear(&p->attention);
-  attention_clear(&p->attention_fa3);
+  attention_clear(&p->attention_cudnn);
   g_free(p->power.limit);
   g_free(p->power.throughput);
   g_free(p->power.source);

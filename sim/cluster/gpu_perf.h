@@ -20,14 +20,14 @@
  *    "conv": {... as gemm ...},
  *    "attention": {"seq": [512, 1024], "efficiency": [0.5, 0.6],
  *                  "backward": [0.4, 0.5], "source": "..."},
- *    "attention_fa3": {... as attention ...},
+ *    "attention_cudnn": {... as attention ...},
  *    "sharing": {"priority_leak": 0.80, "source": "..."},
  *    "nccl": {"channels": 16, "hbm_per_byte": 3, "source": "..."},
  *    "power": {"tdp_w": 700, "limit": [0.5, 0.75, 1.0], "throughput": [0.7, 0.9, 1.0],
  *              "source": "..."}}
  *
  * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
- * [0, 1]; attention points ascending. "attention", "attention_fa3", "backward",
+ * [0, 1]; attention points ascending. "attention", "attention_cudnn", "backward",
  * "nccl" and "power" are optional; power's limits ascend in (0, 1] to 1
  * with throughput 1 there (the efficiencies above are at the rated power).
  * Ownership: an StGpuPerf is immutable once loaded and reference counted, so
@@ -86,7 +86,7 @@ typedef struct {
   StPerfNumber pool_fraction; /* share of the memory bandwidth pooling kernels sustain */
   StGemmCurve gemm, conv;
   StAttnCurve attention;     /* FlashAttention-2 (PyTorch's SDPA flash backend) */
-  StAttnCurve attention_fa3; /* FlashAttention-3 / cuDNN fused attention, where the GPU
+  StAttnCurve attention_cudnn; /* cuDNN fused attention, where the GPU
                                 has it (Hopper); n 0: none, FlashAttention-2 instead */
   /* nccl (optional; absent: communication slows no compute): what NCCL's
    * kernels hold while they move bytes, as the interference share model

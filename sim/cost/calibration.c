@@ -55,7 +55,7 @@ apply_attention(StCluster *c, double f)
   if (c->gpu.perf == NULL)
     return;
   scale_attention(&c->gpu.perf->attention, f);
-  scale_attention(&c->gpu.perf->attention_fa3, f);
+  scale_attention(&c->gpu.perf->attention_cudnn, f);
 }
 
 static void

@@ -145,13 +145,13 @@ attention_eff(const StAttnCurve *a, double s, gboolean backward)
   return e[a->n - 1];
 }
 
-/* The curve of the kernel the framework calls (FlashAttention-3 / cuDNN
+/* The curve of the kernel the framework calls (cuDNN fused attention
  * where the GPU file measured one, else FlashAttention-2). */
 static const StAttnCurve *
 attention_curve(const StComputeCtx *ctx, const StGpuPerf *p)
 {
-  gboolean fa3 = ctx->framework == NULL || ctx->framework->attention == ST_ATTN_FLASH3;
-  return fa3 && p->attention_fa3.n > 0 ? &p->attention_fa3 : &p->attention;
+  gboolean cudnn = ctx->framework == NULL || ctx->framework->attention == ST_ATTN_CUDNN;
+  return cudnn && p->attention_cudnn.n > 0 ? &p->attention_cudnn : &p->attention;
 }
 
 static double

@@ -49,7 +49,7 @@ typedef enum {
  * attention (the GPU performance file has each one's curve). */
 typedef enum {
   ST_ATTN_FLASH2 = 0, /* FlashAttention-2 (PyTorch SDPA's flash backend) */
-  ST_ATTN_FLASH3,     /* FlashAttention-3 / cuDNN fused attention (Transformer Engine) on
+  ST_ATTN_CUDNN,     /* cuDNN fused attention (Transformer Engine) on
                          Hopper; FlashAttention-2 elsewhere */
   ST_ATTN_N,
 } StAttnKernel;

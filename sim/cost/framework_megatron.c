@@ -18,7 +18,7 @@ const StFramework st_framework_megatron = {
     "when it is off",
   .fused = ST_FUSE_NORM | ST_FUSE_ACTIVATION | ST_FUSE_ROPE | ST_FUSE_RESIDUAL |
            ST_FUSE_SOFTMAX | ST_FUSE_OPTIMIZER,
-  .attention = ST_ATTN_FLASH3,
+  .attention = ST_ATTN_CUDNN,
   .logits_fp32 = TRUE,
   .nchw = TRUE,
   .host_us_per_kernel = 0,
