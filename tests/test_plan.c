@@ -508,12 +508,14 @@ test_reasons(void)
    *  - 3 GPUs cannot split 40 samples in micro-batches of 10: infeasible;
    *  - 4 GPUs are over a budget of 3: infeasible;
    *  - a cap of 16,059,999 bytes: over by the bound, not simulated;
-   *  - a cap of 16,060,000 bytes: fits. */
+   *  - a cap of 16,060,000 bytes: fits.
+   * Tensors alone: no framework's context, NCCL buffers or allocator
+   * reserve (--framework ideal; test_runtime_memory covers those). */
   g_autoptr(StModel) m = st_test_model("tests/data/engine/model.json");
   g_autoptr(StCluster) c = st_test_cluster("tests/data/engine/cluster.json", 0, 0);
   g_autoptr(StPlanSpec) spec =
     st_test_plan_spec("strategy", "dp", "gpus", "1,2,3,4", "micro-batch", "10", "global-batch", "40",
-            "gpu-budget", "3", "mem-cap", "16059999B", NULL);
+            "gpu-budget", "3", "mem-cap", "16059999B", "framework", "ideal", NULL);
   g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
   const StPlanPoint *p = plan->points;
   g_assert_cmpint(p[0].status, ==, ST_PLAN_OOM);
@@ -542,7 +544,7 @@ test_reasons(void)
    * the simulation does not, and the point says by how much. */
   g_autoptr(StPlanSpec) zero =
     st_test_plan_spec("strategy", "zero", "zero-stage", "3", "gpus", "2", "micro-batch", "10",
-            "global-batch", "20", "mem-cap", "12MB", NULL);
+            "global-batch", "20", "mem-cap", "12MB", "framework", "ideal", NULL);
   g_autoptr(StPlan) over = st_test_plan_run(zero, m, c);
   const StPlanPoint *z = &over->points[0];
   g_assert_cmpint(z->status, ==, ST_PLAN_OOM);

@@ -65,23 +65,29 @@ list_frameworks(void)
                               : x->bucket_bytes == 0       ? g_strdup("per layer / block")
                                                            : st_format_bytes(x->bucket_bytes);
     printf("%s: %s\n  (%s)\n", x->name, x->summary, x->version);
-    printf("  gradients   %d bytes under mixed precision, reduced %s backward, bucket %s\n",
-           x->grad_bytes_mixed, x->overlap_grad_reduce ? "during" : "after", bucket);
+    printf("  gradients   %d bytes under mixed precision, reduced %s backward%s, bucket %s\n",
+           x->grad_bytes_mixed, x->overlap_grad_reduce ? "during" : "after",
+           x->overlap_zero12 != x->overlap_grad_reduce
+             ? (x->overlap_zero12 ? " (during under ZeRO 1-2)" : " (after under ZeRO 1-2)")
+             : "",
+           bucket);
     printf("              from: %s\n", x->gradients_source);
-    printf("  kernels     fused: %s; attention: %s; loss on fp32 logits: %s; host %.1f us "
-           "per kernel\n",
+    printf("  kernels     fused: %s; attention: %s; loss on fp32 logits: %s; images %s\n",
            fused->len ? fused->str : "none", attn[x->attention], yes(x->logits_fp32),
-           x->host_us_per_kernel);
+           x->nchw ? "NCHW" : "NHWC");
     printf("              from: %s\n", x->kernels_source);
     printf("  step        gradient clipping: %s (from: %s)\n", yes(x->clip_grad),
            x->step_source);
-    g_autofree char *ctxb = st_format_bytes(x->context_bytes);
-    g_autofree char *nccl = st_format_bytes(x->nccl_bytes_per_comm);
-    g_autofree char *ws = st_format_bytes(x->workspace_bytes);
+    const StFrameworkRuntime *rt = x->runtime;
+    g_autofree char *ctxb = st_format_bytes(rt->context_bytes);
+    g_autofree char *nccl = st_format_bytes(rt->nccl_bytes_per_comm);
+    g_autofree char *ws = st_format_bytes(rt->workspace_bytes);
+    printf("  host        %.1f us to issue a kernel (from: %s)\n", rt->host_us_per_kernel,
+           rt->host_source);
     printf("  memory      allocator reserve %.0f %%, context %s, NCCL %s per communicator, "
            "workspace %s\n",
-           100 * x->allocator_reserve, ctxb, nccl, ws);
-    printf("              from: %s\n\n", x->memory_source);
+           100 * rt->allocator_reserve, ctxb, nccl, ws);
+    printf("              from: %s\n\n", rt->memory_source);
   }
   printf("The default: megatron for the megatron strategy, deepspeed for zero, pytorch for\n"
          "dp, ideal for the rest and for --sparsity; run and validate: ideal (what\n"

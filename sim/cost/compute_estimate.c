@@ -28,7 +28,7 @@
  *
  * The framework (cost/framework.h) decides which kernels a pass launches
  * (estimate_kernels.c) and what it costs the CPU to issue each: a pass
- * takes at least its kernels times the framework's host_us_per_kernel,
+ * takes at least its kernels times the runtime's host_us_per_kernel,
  * the GPU waiting on the CPU where kernels are shorter than their issue
  * (eager PyTorch on small tensors).
  *
@@ -205,7 +205,8 @@ estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *f
     total += s;
     filled += s * f;
   }
-  double host = ctx->framework != NULL ? ks.n * ctx->framework->host_us_per_kernel * 1e-6 : 0;
+  double host =
+    ctx->framework != NULL ? ks.n * ctx->framework->runtime->host_us_per_kernel * 1e-6 : 0;
   if (host > total) { /* the GPU idles between kernels: the fill drops with it */
     filled *= total / host;
     total = host;

@@ -54,6 +54,23 @@ typedef enum {
   ST_ATTN_N,
 } StAttnKernel;
 
+/* What the process under a framework costs beyond its kernels: issuing
+ * them from the CPU, and the memory it holds beyond tensors. Every
+ * framework here runs on PyTorch, so they share one (framework_runtime.c). */
+typedef struct {
+  double host_us_per_kernel;     /* CPU time to issue one kernel, us */
+  const char *host_source;
+  double allocator_reserve;      /* reserved / allocated - 1 at the peak */
+  int64_t context_bytes;         /* CUDA context and libraries outside the allocator */
+  int64_t nccl_bytes_per_comm;   /* NCCL's device buffers per communicator a rank joins
+                                    with peers on other GPUs */
+  int64_t workspace_bytes;       /* cuBLAS workspace held in the allocator */
+  const char *memory_source;
+} StFrameworkRuntime;
+
+extern const StFrameworkRuntime st_runtime_pytorch;
+extern const StFrameworkRuntime st_runtime_none;
+
 typedef struct StFramework {
   const char *name;     /* as --framework takes it */
   const char *summary;  /* one line */
@@ -62,6 +79,7 @@ typedef struct StFramework {
   /* Gradients and the data-parallel reductions. */
   int grad_bytes_mixed;          /* 2 or 4, see above */
   gboolean overlap_grad_reduce;  /* reductions during backward, as buckets fill */
+  gboolean overlap_zero12;       /* the same under ZeRO stages 1 and 2 */
   int64_t bucket_bytes;          /* default --bucket-bytes; 0 = one bucket per layer */
   const char *gradients_source;
 
@@ -72,7 +90,6 @@ typedef struct StFramework {
   gboolean nchw;                 /* images in PyTorch's default contiguous NCHW layout: cuDNN
                                     transposes them to and from the NHWC its tensor-core
                                     convolutions need (--memory-format overrides) */
-  double host_us_per_kernel;     /* CPU time to issue one kernel, us */
   const char *kernels_source;
 
   /* The step. */
@@ -82,13 +99,8 @@ typedef struct StFramework {
                                     persistent buffer; PyTorch's set_to_none writes nothing) */
   const char *step_source;
 
-  /* Memory beyond tensors. */
-  double allocator_reserve;      /* reserved / allocated - 1 at the peak */
-  int64_t context_bytes;         /* CUDA context and libraries outside the allocator */
-  int64_t nccl_bytes_per_comm;   /* NCCL's device buffers per communicator a rank joins
-                                    with peers on other GPUs */
-  int64_t workspace_bytes;       /* cuBLAS / cuDNN workspace held in the allocator */
-  const char *memory_source;
+  /* The process: kernel issue and memory beyond tensors. */
+  const StFrameworkRuntime *runtime;
 } StFramework;
 
 /* NULL-terminated, in registry order. */

@@ -9,6 +9,7 @@ const StFramework st_framework_megatron = {
   .version = "Megatron-Core 0.x (2024-2025)",
   .grad_bytes_mixed = 4,
   .overlap_grad_reduce = FALSE,
+  .overlap_zero12 = FALSE,
   .bucket_bytes = 0x7fffffffffffffffLL,
   .gradients_source =
     "megatron/training/arguments.py validate_args: under --bf16, accumulate_allreduce_grads_"
@@ -21,7 +22,6 @@ const StFramework st_framework_megatron = {
   .attention = ST_ATTN_CUDNN,
   .logits_fp32 = TRUE,
   .nchw = TRUE,
-  .host_us_per_kernel = 0,
   .kernels_source =
     "megatron/training/arguments.py: --bias-gelu-fusion, --bias-dropout-fusion, "
     "--masked-softmax-fusion, --apply-rope-fusion on by default; Transformer Engine's "
@@ -33,9 +33,5 @@ const StFramework st_framework_megatron = {
   .step_source = "megatron/training/arguments.py: --clip-grad 1.0 by default; "
                  "model.zero_grad_buffer() fills the main_grad buffers with zeros each step "
                  "(megatron/training/training.py train_step)",
-  .allocator_reserve = 0,
-  .context_bytes = 0,
-  .nccl_bytes_per_comm = 0,
-  .workspace_bytes = 0,
-  .memory_source = "",
+  .runtime = &st_runtime_pytorch,
 };

@@ -11,6 +11,7 @@ const StFramework st_framework_pytorch = {
   .version = "PyTorch 2.x",
   .grad_bytes_mixed = 4,
   .overlap_grad_reduce = TRUE,
+  .overlap_zero12 = TRUE,
   .bucket_bytes = 25 << 20,
   .gradients_source =
     "torch/nn/parallel/distributed.py: bucket_cap_mb=25, buckets all-reduced by autograd "
@@ -20,7 +21,6 @@ const StFramework st_framework_pytorch = {
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
   .nchw = TRUE,
-  .host_us_per_kernel = 0,
   .kernels_source =
     "eager: every elementwise op its own kernel, except the native layer_norm / batch_norm "
     "kernels and the fused/foreach optimizers (torch.optim.AdamW fused=True); "
@@ -30,5 +30,5 @@ const StFramework st_framework_pytorch = {
     "from NHWC (NVIDIA, Convolutional Layers User's Guide: Tensor Layouts in Memory)",
   .clip_grad = FALSE,
   .step_source = "torch.nn.utils.clip_grad_norm_ is the script's choice; none by default",
-  .memory_source = "",
+  .runtime = &st_runtime_pytorch,
 };

@@ -9,6 +9,7 @@ const StFramework st_framework_torchtitan = {
   .version = "torchtitan 2024-2025 (job_config.py defaults)",
   .grad_bytes_mixed = 4,
   .overlap_grad_reduce = TRUE,
+  .overlap_zero12 = TRUE,
   .bucket_bytes = 0, /* FSDP2 reduces each transformer block's gradients as one group */
   .gradients_source =
     "torchtitan/config/job_config.py: mixed_precision_param bfloat16, mixed_precision_reduce "
@@ -18,16 +19,11 @@ const StFramework st_framework_torchtitan = {
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
   .nchw = TRUE,
-  .host_us_per_kernel = 0,
   .kernels_source =
     "torchtitan/config/job_config.py: compile False (eager: each elementwise op of SwiGLU and "
     "RoPE its own kernel); F.scaled_dot_product_attention (its flash backend: "
     "FlashAttention-2); the loss on logits cast to fp32; AdamW with fused=True",
   .clip_grad = TRUE,
   .step_source = "torchtitan/config/job_config.py: max_norm 1.0 (clip_grad_norm_ every step)",
-  .allocator_reserve = 0,
-  .context_bytes = 0,
-  .nccl_bytes_per_comm = 0,
-  .workspace_bytes = 0,
-  .memory_source = "",
+  .runtime = &st_runtime_pytorch,
 };

@@ -30,9 +30,10 @@ void
 st_runtime_memory(const StSchedule *s, StRuntimeMemory *out)
 {
   memset(out, 0, sizeof *out * (size_t)s->n_devices);
-  const StFramework *f = st_framework_find(s->settings.framework);
-  if (f == NULL)
+  const StFramework *fw = st_framework_find(s->settings.framework);
+  if (fw == NULL)
     return;
+  const StFrameworkRuntime *f = fw->runtime;
   for (int d = 0; d < s->n_devices; d++)
     out[d].reserve = f->allocator_reserve;
   for (int r = 0; r < s->n_ranks; r++) {

@@ -205,6 +205,11 @@ static const StOptionSpec SPECS[] = {
    (const char *const[]){"auto", "16bit", "fp32", NULL}, NULL, "auto|16bit|fp32",
    "Under --precision mixed: the dtype gradients are kept and reduced in (Megatron-LM's "
    "--grad-reduce-in-bf16 is 16bit); auto = the framework's (default: auto)"},
+  {"overlap-grad-reduce", ST_OPT_CHOICE, F(overlap_grad_reduce), 0, 0,
+   (const char *const[]){"auto", "on", "off", NULL}, NULL, "auto|on|off",
+   "Data-parallel gradient reductions during backward as buckets fill (on), or in one "
+   "bucket once backward ends (off, Megatron-LM's default); auto = the framework's "
+   "(default: auto)"},
   {"memory-format", ST_OPT_CHOICE, F(memory_format), 0, 0,
    (const char *const[]){"auto", "nchw", "nhwc", NULL}, NULL, "auto|nchw|nhwc",
    "Layout of images: nchw (PyTorch's default, which cuDNN transposes around its "

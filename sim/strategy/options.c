@@ -100,6 +100,15 @@ st_options_nchw(const StOptions *o)
 }
 
 gboolean
+st_options_overlap(const StOptions *o)
+{
+  if (o->overlap_grad_reduce != 0)
+    return o->overlap_grad_reduce == 1;
+  const StFramework *f = st_options_framework(o);
+  return o->zero_stage == 1 || o->zero_stage == 2 ? f->overlap_zero12 : f->overlap_grad_reduce;
+}
+
+gboolean
 st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
 {
   return st_options_resolve_group(o, cluster, 1, error);
@@ -132,6 +141,8 @@ st_options_resolve_group(StOptions *o, const StCluster *cluster, int group, GErr
                cluster->gpus == 1 ? "" : "s", ST_MAX_RANKS_PER_GPU);
   if (o->bucket_bytes < 0)
     o->bucket_bytes = st_options_framework(o)->bucket_bytes;
+  if (!st_options_overlap(o)) /* one bucket, when the backward is done */
+    o->bucket_bytes = G_MAXINT64;
   if (o->zero_stage < 0 || o->zero_stage > 3)
     return bad(error, "--zero-stage %d: must be 1, 2 or 3", o->zero_stage);
   if (o->prefetch < 0)

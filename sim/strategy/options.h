@@ -74,6 +74,7 @@ typedef struct {
                             (st_strategy_build fills it in before building) */
   int grad_reduce;       /* --grad-reduce: StGradReduce; 0 = the framework's */
   int memory_format;     /* --memory-format: 0 auto (the framework's), 1 nchw, 2 nhwc */
+  int overlap_grad_reduce; /* --overlap-grad-reduce: 0 auto (the framework's), 1 on, 2 off */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank (per group of ranks sharing samples) per
                            step */
@@ -154,3 +155,7 @@ const struct StFramework *st_options_framework(const StOptions *options);
 int st_options_grad_bytes(const StOptions *options);
 /* Whether images are NCHW: --memory-format, else the framework's. */
 gboolean st_options_nchw(const StOptions *options);
+/* Whether data-parallel reductions run during backward: --overlap-grad-reduce,
+ * else the framework's (under ZeRO stages 1-2 its overlap_zero12). When not,
+ * st_options_resolve makes the gradients one bucket reduced after backward. */
+gboolean st_options_overlap(const StOptions *options);

@@ -123,6 +123,9 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   st_options_copy(&resolved, options);
   if (resolved.framework == NULL)
     resolved.framework = g_strdup(st_framework_default(strategy->name, resolved.sparsity > 0)->name);
+  /* zero's stage when not given, so that the framework's ZeRO 1-2 defaults apply. */
+  if (strcmp(strategy->name, "zero") == 0 && resolved.zero_stage == 0)
+    resolved.zero_stage = 1;
   if (!st_strategy_resolve(strategy, &resolved, cluster, error)) {
     st_options_clear(&resolved);
     return NULL;
