@@ -16,7 +16,7 @@ G_DEFINE_QUARK(st-runs-error-quark, st_runs_error)
 const char *
 st_run_set_name(StRunSet set)
 {
-  return set == ST_RUN_HELD_OUT ? "held-out" : "calibration";
+  return set == ST_RUN_HELD_OUT ? "held-out" : set == ST_RUN_EXCLUDED ? "excluded" : "calibration";
 }
 
 static void
@@ -196,9 +196,14 @@ read_run(const cJSON *obj, const char *dir, StRun *run, const char *origin, int 
     run->set = ST_RUN_CALIBRATION;
   else if (strcmp(set, "held-out") == 0)
     run->set = ST_RUN_HELD_OUT;
+  else if (strcmp(set, "excluded") == 0)
+    run->set = ST_RUN_EXCLUDED;
   else
-    return bad(error, origin, where, "key 'set': '%s' is neither calibration nor held-out",
-               set);
+    return bad(error, origin, where,
+               "key 'set': '%s' is none of calibration, held-out, excluded", set);
+  if (run->set == ST_RUN_EXCLUDED && (note == NULL || *note == '\0'))
+    return bad(error, origin, where,
+               "an excluded run needs a 'note' naming the mechanism the model lacks");
   if (strategy == NULL)
     strategy = "dp";
   if (st_strategy_find(strategy) == NULL) {

@@ -16,8 +16,9 @@
  *       "measured": {"step_time_s": 12.36, "memory": "61GiB", "memory_kind": "reserved"},
  *       "note": "how the step time follows from the published figure"}]}
  *
- * `set` is "calibration" (a fit may use the run) or "held-out" (it may not);
- * default calibration. `options` are the shared options by their
+ * `set` is "calibration" (a fit may use the run), "held-out" (it may not)
+ * or "excluded" (shown with its error, counted in neither: its `note` must
+ * name the mechanism the model lacks); default calibration. `options` are the shared options by their
  * command-line names (strategy/options.h), values as numbers, strings or
  * booleans. Paths are relative to the runs file's folder, else to
  * $STAGGER_DATA_DIR (default: the source tree), so a table may name the
@@ -40,6 +41,9 @@ GQuark st_runs_error_quark(void);
 typedef enum {
   ST_RUN_CALIBRATION = 0,
   ST_RUN_HELD_OUT,
+  ST_RUN_EXCLUDED, /* a mechanism the model lacks decides it (its note says which): predicted
+                      and shown, in no set's figures */
+  ST_RUN_SETS,
 } StRunSet;
 
 typedef struct {

@@ -45,8 +45,8 @@ finish(Errors *e)
 }
 
 typedef struct {
-  Errors step[2];   /* by StRunSet: calibration (leave-one-out), held-out */
-  Errors memory[2];
+  Errors step[ST_RUN_SETS]; /* by StRunSet: calibration (leave-one-out), held-out, excluded */
+  Errors memory[ST_RUN_SETS];
   int ooms;         /* runs that really ran, predicted out of memory */
 } Tally;
 
@@ -75,7 +75,7 @@ tally(const StRuns *runs, const StFitResult *res, Tally *t)
                 r->id);
     t->ooms += p->oom;
   }
-  for (int s = 0; s < 2; s++) {
+  for (int s = 0; s < ST_RUN_SETS; s++) {
     finish(&t->step[s]);
     finish(&t->memory[s]);
   }
@@ -136,6 +136,7 @@ print_summary(const StFitResult *res, const Tally *t, int n_params, FILE *out)
   print_errors("step, held out (never fitted):", &t->step[ST_RUN_HELD_OUT], out);
   print_errors("memory peak, calibration set:", &t->memory[ST_RUN_CALIBRATION], out);
   print_errors("memory peak, held out:", &t->memory[ST_RUN_HELD_OUT], out);
+  print_errors("step, excluded (outside the model):", &t->step[ST_RUN_EXCLUDED], out);
   if (t->ooms > 0)
     fprintf(out, "  %d run%s that really ran predicted out of memory\n", t->ooms,
             t->ooms == 1 ? "" : "s");
@@ -156,11 +157,18 @@ write_markdown(const char *path, const StRuns *runs, const StFitResult *res, con
                int n_params, GError **error)
 {
   g_autoptr(GString) md = g_string_new(NULL);
-  for (int s = 0; s < 2; s++) {
-    g_string_append_printf(md, "\n%s\n\n", s == ST_RUN_CALIBRATION
-                                              ? "**Calibration set** (the fit saw these; "
-                                                "the error is each run's leave-one-out):"
-                                              : "**Held out** (no fit saw these):");
+  static const char *const titles[ST_RUN_SETS] = {
+    "**Calibration set** (the fit saw these; the error is each run's leave-one-out):",
+    "**Held out** (no fit saw these):",
+    "**Excluded** (a mechanism the model lacks decides these; shown, counted in no figure; "
+    "each run's note in the runs file says which):"};
+  for (int s = 0; s < ST_RUN_SETS; s++) {
+    gboolean any = FALSE;
+    for (guint i = 0; i < runs->runs->len; i++)
+      any = any || (int)((StRun *)g_ptr_array_index(runs->runs, i))->set == s;
+    if (!any)
+      continue;
+    g_string_append_printf(md, "\n%s\n\n", titles[s]);
     g_string_append(md, "| run | source | measured step | predicted | error | memory "
                         "measured / predicted |\n|---|---|---:|---:|---:|---|\n");
     for (guint i = 0; i < runs->runs->len; i++) {
@@ -189,8 +197,8 @@ write_markdown(const char *path, const StRuns *runs, const StFitResult *res, con
       g_string_append_printf(md, "%s |\n", p->oom ? " **predicted out of memory**" : "");
     }
   }
-  g_string_append(md, "\n| set | runs | step MAPE | bias | worst |\n|---|---:|---:|---:|---|\n");
-  const char *names[2][2] = {{"calibration, leave-one-out", "held out"},
+  g_string_append(md, "\n| set | runs | MAPE | bias | worst |\n|---|---:|---:|---:|---|\n");
+  const char *names[2][2] = {{"step, calibration (leave-one-out)", "step, held out"},
                              {"memory, calibration", "memory, held out"}};
   for (int k = 0; k < 2; k++)
     for (int s = 0; s < 2; s++) {

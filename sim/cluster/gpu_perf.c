@@ -259,13 +259,54 @@ st_gpu_perf_power_factor(const StGpuPerf *p, double limit_w)
   return 1.0;
 }
 
+/* "framework_efficiency" (optional): {"name": factor in (0, 2], ...}. */
+static gboolean
+parse_framework_efficiency(const cJSON *root, StGpuPerf *p, const char *origin, GError **error)
+{
+  const cJSON *obj = NULL, *item = NULL;
+  GError *local = NULL;
+  if (!st_json_get_object(root, "framework_efficiency", FALSE, &obj, &local))
+    return fail(error, local, origin, NULL);
+  cJSON_ArrayForEach(item, obj)
+  {
+    if (!cJSON_IsNumber(item) || !(item->valuedouble > 0 && item->valuedouble <= 2))
+      return bad(error, origin, "framework_efficiency", "each factor must be in (0, 2]");
+    if (p->n_framework >= (int)G_N_ELEMENTS(p->framework))
+      return bad(error, origin, "framework_efficiency", "too many frameworks");
+    st_gpu_perf_set_framework_factor(p, item->string, item->valuedouble);
+  }
+  return TRUE;
+}
+
+double
+st_gpu_perf_framework_factor(const StGpuPerf *p, const char *framework)
+{
+  for (int i = 0; p != NULL && framework != NULL && i < p->n_framework; i++)
+    if (strcmp(p->framework[i].name, framework) == 0)
+      return p->framework[i].factor;
+  return 1.0;
+}
+
+void
+st_gpu_perf_set_framework_factor(StGpuPerf *p, const char *framework, double factor)
+{
+  for (int i = 0; i < p->n_framework; i++)
+    if (strcmp(p->framework[i].name, framework) == 0) {
+      p->framework[i].factor = factor;
+      return;
+    }
+  g_return_if_fail(p->n_framework < (int)G_N_ELEMENTS(p->framework));
+  p->framework[p->n_framework].name = g_strdup(framework);
+  p->framework[p->n_framework++].factor = factor;
+}
+
 StGpuPerf *
 st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
                                      "launch", "memory",  "pool", "gemm", "conv",
                                      "attention", "attention_cudnn", "sharing", "nccl",
-                                     "power", NULL};
+                                     "power", "framework_efficiency", NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
   const char *format = NULL, *gpu = NULL, *note = NULL;
@@ -301,7 +342,8 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
       !parse_curve(root, "conv", &p->conv, origin, error) ||
       !parse_attention(root, "attention", &p->attention, origin, error) ||
       !parse_attention(root, "attention_cudnn", &p->attention_cudnn, origin, error) ||
-      !parse_nccl(root, p, origin, error) || !parse_power(root, p, origin, error))
+      !parse_nccl(root, p, origin, error) || !parse_power(root, p, origin, error) ||
+      !parse_framework_efficiency(root, p, origin, error))
     return NULL;
   if (p->sms.value != (double)(int64_t)p->sms.value) {
     bad(error, origin, "sms", "key 'count': expected an integer");
@@ -435,6 +477,11 @@ st_gpu_perf_to_json(const StGpuPerf *p)
     cJSON_AddStringToObject(pw, "source", p->power.source);
   }
   add_number(root, "sharing", "priority_leak", &p->priority_leak);
+  if (p->n_framework > 0) {
+    cJSON *fw = cJSON_AddObjectToObject(root, "framework_efficiency");
+    for (int i = 0; i < p->n_framework; i++)
+      cJSON_AddNumberToObject(fw, p->framework[i].name, p->framework[i].factor);
+  }
   if (p->nccl_channels.value > 0) {
     cJSON *n = cJSON_AddObjectToObject(root, "nccl");
     cJSON_AddNumberToObject(n, "channels", p->nccl_channels.value);
@@ -480,6 +527,8 @@ st_gpu_perf_unref(StGpuPerf *p)
   g_free(p->conv.source);
   attention_clear(&p->attention);
   attention_clear(&p->attention_cudnn);
+  for (int i = 0; i < p->n_framework; i++)
+    g_free(p->framework[i].name);
   g_free(p->power.limit);
   g_free(p->power.throughput);
   g_free(p->power.source);

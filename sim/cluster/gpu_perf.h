@@ -24,11 +24,13 @@
  *    "sharing": {"priority_leak": 0.80, "source": "..."},
  *    "nccl": {"channels": 16, "hbm_per_byte": 3, "source": "..."},
  *    "power": {"tdp_w": 700, "limit": [0.5, 0.75, 1.0], "throughput": [0.7, 0.9, 1.0],
- *              "source": "..."}}
+ *              "source": "..."},
+ *    "framework_efficiency": {"megatron": 0.95}}
  *
  * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
  * [0, 1]; attention points ascending. "attention", "attention_cudnn", "backward",
- * "nccl" and "power" are optional; power's limits ascend in (0, 1] to 1
+ * "nccl", "power" and "framework_efficiency" (a calibration's) are optional;
+ * power's limits ascend in (0, 1] to 1
  * with throughput 1 there (the efficiencies above are at the rated power).
  * Ownership: an StGpuPerf is immutable once loaded and reference counted, so
  * cluster copies share it (st_gpu_perf_ref / st_gpu_perf_unref).
@@ -105,6 +107,14 @@ typedef struct {
     double *limit, *throughput;
     char *source;
   } power;
+  /* framework_efficiency (written by a calibration, cost/calibration.h): the
+   * share of the efficiencies above (GEMMs, convolutions, attention) that a
+   * framework's software reaches, by framework name; absent: 1. */
+  int n_framework;
+  struct {
+    char *name;
+    double factor;
+  } framework[16];
   int refs;
 } StGpuPerf;
 
@@ -126,6 +136,10 @@ StGpuPerf *st_gpu_perf_load_default(GError **error);
 /* The share of the math throughput kept under a cap of `limit_w` watts
  * (0, or at least the rated power: 1). */
 double st_gpu_perf_power_factor(const StGpuPerf *perf, double limit_w);
+/* The framework efficiency of `framework` (1 when none is set or NULL). */
+double st_gpu_perf_framework_factor(const StGpuPerf *perf, const char *framework);
+/* Sets it (a calibration's; the perf must be private to the caller). */
+void st_gpu_perf_set_framework_factor(StGpuPerf *perf, const char *framework, double factor);
 /* The object st_gpu_perf_from_json reads back to equal numbers. Transfer full. */
 struct cJSON *st_gpu_perf_to_json(const StGpuPerf *perf);
 

@@ -31,8 +31,9 @@ scale_curve(StGemmCurve *c, double f)
 /* The parameters on the GPU performance file find it private to the
  * cluster (st_calibration_apply copies it first), or absent. */
 static void
-apply_gemm(StCluster *c, double f)
+apply_gemm(StCluster *c, double f, const char *arg)
 {
+  (void)arg;
   if (c->gpu.perf == NULL)
     return;
   scale_curve(&c->gpu.perf->gemm, f);
@@ -50,8 +51,9 @@ scale_attention(StAttnCurve *a, double f)
 }
 
 static void
-apply_attention(StCluster *c, double f)
+apply_attention(StCluster *c, double f, const char *arg)
 {
+  (void)arg;
   if (c->gpu.perf == NULL)
     return;
   scale_attention(&c->gpu.perf->attention, f);
@@ -59,8 +61,9 @@ apply_attention(StCluster *c, double f)
 }
 
 static void
-apply_memory(StCluster *c, double f)
+apply_memory(StCluster *c, double f, const char *arg)
 {
+  (void)arg;
   if (c->gpu.perf == NULL)
     return;
   c->gpu.perf->memory_fraction.value = scaled(c->gpu.perf->memory_fraction.value, f);
@@ -68,36 +71,56 @@ apply_memory(StCluster *c, double f)
 }
 
 static void
-apply_launch(StCluster *c, double f)
+apply_launch(StCluster *c, double f, const char *arg)
 {
+  (void)arg;
   if (c->gpu.perf != NULL)
     c->gpu.perf->launch_us.value *= f;
 }
 
 static void
-apply_nvlink(StCluster *c, double f)
+apply_nvlink(StCluster *c, double f, const char *arg)
 {
+  (void)arg;
   c->links[ST_LINK_INTRA_NODE].bandwidth *= f;
 }
 
 static void
-apply_network(StCluster *c, double f)
+apply_network(StCluster *c, double f, const char *arg)
 {
+  (void)arg;
   c->links[ST_LINK_INTER_NODE].bandwidth *= f;
 }
 
+static void
+apply_framework(StCluster *c, double f, const char *framework)
+{
+  if (c->gpu.perf != NULL)
+    st_gpu_perf_set_framework_factor(c->gpu.perf, framework,
+                                     f * st_gpu_perf_framework_factor(c->gpu.perf, framework));
+}
+
+#define FRAMEWORK(name)                                                                        \
+  {name, "share of the published GEMM, convolution and attention efficiencies " name            \
+         " reaches", 0.2, 2.0, apply_framework, name}
+
 static const StCalibParam PARAMS[] = {
   {"gemm", "GEMM and convolution efficiencies (models/gpus/*.json gemm, conv)", 0.2, 2.0,
-   apply_gemm},
+   apply_gemm, NULL},
   {"attention", "fused attention efficiencies (models/gpus/*.json attention)", 0.2, 2.0,
-   apply_attention},
+   apply_attention, NULL},
   {"memory", "bandwidth share memory-bound kernels reach (memory, pool fractions)", 0.2, 2.0,
-   apply_memory},
-  {"launch", "least time of a kernel (models/gpus/*.json launch.us)", 0.0, 10.0, apply_launch},
+   apply_memory, NULL},
+  {"launch", "least time of a kernel (models/gpus/*.json launch.us)", 0.0, 10.0, apply_launch, NULL},
   {"nvlink", "bandwidth of the links inside a node (cluster intra_node)", 0.2, 2.0,
-   apply_nvlink},
+   apply_nvlink, NULL},
   {"network", "bandwidth of the links between nodes (cluster inter_node)", 0.2, 2.0,
-   apply_network},
+   apply_network, NULL},
+  FRAMEWORK("pytorch"),
+  FRAMEWORK("megatron"),
+  FRAMEWORK("torchtitan"),
+  FRAMEWORK("fsdp"),
+  FRAMEWORK("deepspeed"),
   {NULL},
 };
 
@@ -199,7 +222,7 @@ st_calibration_apply(const StCalibration *c, StCluster *cluster)
   }
   for (int i = 0; i < st_calib_param_count(); i++)
     if (c->factor[i] != 1.0)
-      PARAMS[i].apply(cluster, c->factor[i]);
+      PARAMS[i].apply(cluster, c->factor[i], PARAMS[i].arg);
 }
 
 /* ---- residuals ------------------------------------------------------------ */

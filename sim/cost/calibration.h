@@ -7,6 +7,9 @@
  * links). A calibration does not replace them: each parameter multiplies
  * one group of those numbers (the
  * GEMM efficiencies, the links between nodes, ...), 1 meaning "as published".
+ * One parameter per framework preset (named as the preset) is the share of
+ * the published kernel efficiencies that framework's software reaches: what
+ * its runs lose beyond the mechanisms modelled.
  * st_calibration_apply() gives a cluster the calibrated numbers, so every
  * consumer downstream (strategies' estimates, the engine, the planner, a
  * schedule written to JSON) sees the same figures without knowing about
@@ -16,7 +19,7 @@
  *    "note": "...",
  *    "fitted_on": {"runs": "traces/reference/published-runs/runs.json",
  *                  "set": "calibration", "ids": ["..."]},
- *    "parameters": {"gemm": 0.95, "network": 0.9},
+ *    "parameters": {"gemm": 0.95, "network": 0.9, "megatron": 0.97},
  *    "step_time": {"n": 20, "mean": 0.01, "sd": 0.06},
  *    "memory": {"n": 6, "mean": 0.0, "sd": 0.04}}
  *
@@ -44,8 +47,10 @@ typedef struct {
   const char *name;    /* "gemm" */
   const char *summary; /* what it scales, one line */
   double min, max;     /* accepted values of the factor */
-  /* Multiplies the cluster's numbers by `factor` (efficiencies stay <= 1). */
-  void (*apply)(StCluster *cluster, double factor);
+  /* Multiplies the cluster's numbers by `factor` (efficiencies stay <= 1);
+   * `arg` is the entry's own. */
+  void (*apply)(StCluster *cluster, double factor, const char *arg);
+  const char *arg;
 } StCalibParam;
 
 /* The registry, terminated by an entry with name NULL. */

@@ -61,11 +61,15 @@ typedef struct {
   double eff;   /* at large sizes */
 } Math;
 
-/* The share of its math speed the GPU keeps under the cluster's power cap. */
+/* The share of the published math efficiencies reached here: what the GPU
+ * keeps under the cluster's power cap, times what a calibration found the
+ * framework's software reaches (cost/calibration.h; 1 without one). */
 static double
 power_factor(const StComputeCtx *ctx)
 {
-  return st_gpu_perf_power_factor(ctx->cluster->gpu.perf, ctx->cluster->gpu.power_limit_w);
+  const StGpuPerf *p = ctx->cluster->gpu.perf;
+  return st_gpu_perf_power_factor(p, ctx->cluster->gpu.power_limit_w) *
+         st_gpu_perf_framework_factor(p, ctx->framework != NULL ? ctx->framework->name : NULL);
 }
 
 static Math
@@ -74,10 +78,10 @@ math_of(const StComputeCtx *ctx, const StGemmCurve *c)
   const StCluster *cl = ctx->cluster;
   double pw = power_factor(ctx);
   if (ctx->dtype != ST_DTYPE_FP32)
-    return (Math){st_cluster_peak_flops(cl, ctx->dtype), c->eff_16bit * pw};
+    return (Math){st_cluster_peak_flops(cl, ctx->dtype), MIN(1.0, c->eff_16bit * pw)};
   if (c->fp32_as_tf32 && cl->gpu.tf32_flops > 0)
-    return (Math){cl->gpu.tf32_flops, c->eff_tf32 * pw};
-  return (Math){st_cluster_peak_flops(cl, ST_DTYPE_FP32), c->eff_fp32 * pw};
+    return (Math){cl->gpu.tf32_flops, MIN(1.0, c->eff_tf32 * pw)};
+  return (Math){st_cluster_peak_flops(cl, ST_DTYPE_FP32), MIN(1.0, c->eff_fp32 * pw)};
 }
 
 static double
@@ -167,8 +171,9 @@ kernel_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, double 
   case ST_KERNEL_ATTENTION: {
     StDtype d = ctx->dtype == ST_DTYPE_FP32 ? ST_DTYPE_BF16 : ctx->dtype;
     double peak = st_cluster_peak_flops(ctx->cluster, d);
-    s = MAX(k->flops / (peak * power_factor(ctx) *
-                        attention_eff(attention_curve(ctx, p), k->m, k->backward)),
+    double eff = MIN(1.0, power_factor(ctx) *
+                            attention_eff(attention_curve(ctx, p), k->m, k->backward));
+    s = MAX(k->flops / (peak * eff),
             memory_s(ctx, k->bytes, p->memory_fraction.value));
     break;
   }

@@ -81,6 +81,9 @@ typedef struct StFramework {
   gboolean overlap_grad_reduce;  /* reductions during backward, as buckets fill */
   gboolean overlap_zero12;       /* the same under ZeRO stages 1 and 2 */
   int64_t bucket_bytes;          /* default --bucket-bytes; 0 = one bucket per layer */
+  int64_t gather_bucket_elems;   /* ZeRO-3: a layer's parameters gathered in collectives of at
+                                    most this many elements, one after another (each paying
+                                    its latency); 0: one collective per layer */
   const char *gradients_source;
 
   /* Kernels. */

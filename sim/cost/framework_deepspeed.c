@@ -10,8 +10,10 @@ const StFramework st_framework_deepspeed = {
   .overlap_grad_reduce = TRUE,
   .overlap_zero12 = FALSE,
   .bucket_bytes = 1000000000, /* 5e8 elements of 2 bytes */
+  .gather_bucket_elems = 50000000,
   .gradients_source =
-    "deepspeed/runtime/zero/config.py: reduce_bucket_size 5e8 elements; overlap_comm None, "
+    "deepspeed/runtime/zero/config.py: reduce_bucket_size 5e8 elements, "
+    "stage3_prefetch_bucket_size 5e7 elements (the parameters of a gather); overlap_comm None, "
     "which its validator makes True for stage 3 and False for stages 1 and 2; "
     "engine.py communication_data_type: the model's 16-bit dtype when not configured",
   .fused = ST_FUSE_OPTIMIZER,

@@ -12,6 +12,8 @@
  */
 #include "engine/engine_internal.h"
 
+#include "base/util.h"
+
 #include <string.h>
 
 typedef struct {
@@ -28,6 +30,7 @@ typedef struct {
 
 typedef struct {
   int32_t comm, group, kind;
+  int32_t pieces; /* issued as this many collectives one after another */
   int64_t bytes;
 } PlanKey;
 
@@ -83,7 +86,7 @@ static guint
 plan_hash(gconstpointer p)
 {
   const PlanKey *k = p;
-  return mix(mix(mix(mix(2166136261u, k->comm), k->group), k->kind), k->bytes);
+  return mix(mix(mix(mix(mix(2166136261u, k->comm), k->group), k->kind), k->pieces), k->bytes);
 }
 
 static gboolean
@@ -91,7 +94,7 @@ plan_equal(gconstpointer a, gconstpointer b)
 {
   const PlanKey *x = a, *y = b;
   return x->comm == y->comm && x->group == y->group && x->kind == y->kind &&
-         x->bytes == y->bytes;
+         x->pieces == y->pieces && x->bytes == y->bytes;
 }
 
 static guint
@@ -295,10 +298,13 @@ group_info(Engine *e, int comm, int group)
   return info;
 }
 
+/* A collective issued as `pieces` collectives of bytes / pieces one after
+ * another (a ZeRO-3 gather in the framework's buckets) moves the same
+ * bytes and pays each piece's latency. */
 static const Prepared *
-collective_plan(Engine *e, int comm, int group, StCollKind kind, int64_t bytes)
+collective_plan(Engine *e, int comm, int group, StCollKind kind, int64_t bytes, int pieces)
 {
-  PlanKey key = {comm, group, kind, bytes};
+  PlanKey key = {comm, group, kind, pieces, bytes};
   Prepared *p = g_hash_table_lookup(e->plans, &key);
   if (p != NULL)
     return p;
@@ -312,8 +318,10 @@ collective_plan(Engine *e, int comm, int group, StCollKind kind, int64_t bytes)
     g_error_free(error);
     p->plan.n_phases = 0;
   }
-  for (int i = 0; i < p->plan.n_phases; i++)
+  for (int i = 0; i < p->plan.n_phases; i++) {
+    p->plan.phases[i].latency_ns = st_ns_ceil((double)p->plan.phases[i].latency_ns * pieces);
     p->lists[i] = links_collective(e, comm, group, &p->plan.phases[i].use, &info->shape);
+  }
   g_hash_table_insert(e->plans, g_memdup2(&key, sizeof key), p);
   return p;
 }
@@ -347,7 +355,12 @@ net_collective(Engine *e, const OpRef *ref)
     start_copy(e, ref, ST_NET_MEM, op->bytes);
     return;
   }
-  const Prepared *p = collective_plan(e, key.comm, key.group, op->sub, op->bytes);
+  int64_t bucket = e->s->settings.gather_bucket_bytes;
+  gboolean params = op->data == ST_DATA_PARAMS || op->data == ST_DATA_PARAMS_PACKED;
+  int pieces = bucket > 0 && params && op->sub == ST_COLL_ALL_GATHER
+                 ? (int)MIN(st_div_ceil(op->bytes, bucket), 1 << 20)
+                 : 1;
+  const Prepared *p = collective_plan(e, key.comm, key.group, op->sub, op->bytes, pieces);
   Flow *f = flow_new(e, &p->plan, p->lists);
   g_array_append_vals(f->members, inst->members->data, inst->members->len);
   g_hash_table_remove(e->instances, &key);

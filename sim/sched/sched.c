@@ -472,6 +472,7 @@ st_schedule_add_job(StSchedule *s, const char *name, StModel *model, const StSet
   j->settings.compute_model = g_strdup(settings->compute_model);
   j->settings.framework = g_strdup(settings->framework);
   j->settings.nchw = settings->nchw;
+  j->settings.gather_bucket_bytes = settings->gather_bucket_bytes;
   g_ptr_array_add(s->jobs, j);
   return (int)s->jobs->len;
 }

@@ -188,6 +188,8 @@ typedef struct {
                             schedule follows; NULL = "ideal" (a schedule from before presets) */
   gboolean nchw;         /* images in NCHW (--memory-format): transposes around tensor-core
                             convolutions */
+  int64_t gather_bucket_bytes; /* ZeRO-3 parameter gathers run as collectives of at most this
+                                  many bytes, one after another (the framework's); 0: whole */
 } StSettings;
 
 /* A training job beside the main one: a background job multiplexed onto the

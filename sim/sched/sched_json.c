@@ -206,6 +206,8 @@ settings_to_json(const StSettings *st)
     cJSON_AddStringToObject(o, "framework", st->framework);
   if (st->nchw)
     cJSON_AddStringToObject(o, "memory_format", "nchw");
+  if (st->gather_bucket_bytes > 0)
+    st_json_add_int(o, "gather_bucket_bytes", st->gather_bucket_bytes);
   return o;
 }
 

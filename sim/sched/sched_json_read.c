@@ -112,7 +112,8 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
   static const char *const keys[] = {"strategy",     "description",  "precision",
                                      "optimizer",    "micro_batch",  "accumulation",
                                      "global_batch", "sparsity",     "recompute",
-                                     "compute_model", "framework", "memory_format", NULL};
+                                     "compute_model", "framework", "memory_format",
+                                     "gather_bucket_bytes", NULL};
   const char *strategy = NULL, *description = NULL, *precision = NULL, *optimizer = NULL;
   const char *compute = NULL, *framework = NULL, *format = NULL;
   int64_t micro = 0, accumulation = 0;
@@ -129,7 +130,9 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
                        &st->global_batch, error) ||
       !st_json_get_string(obj, "compute_model", FALSE, &compute, error) ||
       !st_json_get_string(obj, "framework", FALSE, &framework, error) ||
-      !st_json_get_string(obj, "memory_format", FALSE, &format, error))
+      !st_json_get_string(obj, "memory_format", FALSE, &format, error) ||
+      !st_json_get_int(obj, "gather_bucket_bytes", FALSE, 0, INT64_C(1) << 50,
+                       &st->gather_bucket_bytes, error))
     return FALSE;
   if (format != NULL && strcmp(format, "nchw") != 0 && strcmp(format, "nhwc") != 0)
     return sj_fail(error, "key 'memory_format': expected nchw or nhwc");

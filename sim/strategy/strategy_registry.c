@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cost/framework.h"
+#include "strategy/strategy_common.h"
 
 G_DEFINE_QUARK(st-strategy-error-quark, st_strategy_error)
 
@@ -156,6 +157,10 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   if (s != NULL && s->settings.framework == NULL) {
     s->settings.framework = g_strdup(resolved.framework);
     s->settings.nchw = st_options_nchw(&resolved);
+    StStateBytes bytes;
+    st_state_bytes(&resolved, &bytes);
+    s->settings.gather_bucket_bytes =
+      st_options_framework(&resolved)->gather_bucket_elems * bytes.weight;
   }
   st_options_clear(&resolved);
   if (s == NULL)
