@@ -270,7 +270,7 @@ test_steady_trap(void)
                          "mem-cap", "80GiB", "precision", "mixed", "update-rule", "v1",
                          "stages", "2", "cdp-reduce", "chain", "stage-split", "flops",
                          "model-parallel", "false", "micro-batch", "1,2", "allow-stale",
-                         "true", "compute-model", "roofline", NULL};
+                         "true", "compute-model", "roofline", "framework", "ideal", NULL};
   g_autoptr(StPlanSpec) two = st_plan_spec_new();
   g_autoptr(StPlanSpec) steady = st_plan_spec_new();
   g_autoptr(GError) error = NULL;

@@ -340,12 +340,12 @@ test_perf_curves(void)
     g_assert_true(*p->sms.source && *p->launch_us.source && *p->pool_fraction.source);
     assert_curve_eq(&back->gemm, &p->gemm);
     assert_curve_eq(&back->conv, &p->conv);
-    g_assert_cmpint(back->attention.n, ==, p->attention.n);
-    for (int k = 0; k < p->attention.n; k++) {
-      g_assert_cmpfloat(back->attention.seq[k], ==, p->attention.seq[k]);
-      g_assert_cmpfloat(back->attention.efficiency[k], ==, p->attention.efficiency[k]);
+    g_assert_cmpint(back->attention[ST_ATTN_FLASH2].n, ==, p->attention[ST_ATTN_FLASH2].n);
+    for (int k = 0; k < p->attention[ST_ATTN_FLASH2].n; k++) {
+      g_assert_cmpfloat(back->attention[ST_ATTN_FLASH2].seq[k], ==, p->attention[ST_ATTN_FLASH2].seq[k]);
+      g_assert_cmpfloat(back->attention[ST_ATTN_FLASH2].efficiency[k], ==, p->attention[ST_ATTN_FLASH2].efficiency[k]);
     }
-    g_assert_cmpstr(back->attention.source, ==, p->attention.source);
+    g_assert_cmpstr(back->attention[ST_ATTN_FLASH2].source, ==, p->attention[ST_ATTN_FLASH2].source);
   }
   expect_edit_refused("h100-sxm", "gemm", "efficiency.16bit", "1.2",
                       "x.json: gemm: key '16bit': 1.2 is not in (0, 1]");

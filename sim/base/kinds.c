@@ -31,7 +31,7 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "tp_input", "tp_output", "tp_output_grad", "tp_input_grad",
                                    "tp_grads",
                                    "ep_dispatch", "ep_combine", "ep_combine_grad",
-                                   "ep_dispatch_grad", NULL};
+                                   "ep_dispatch_grad", "tp_overlap", NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", NULL};
 static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
 static const char *const MEMKIND[] = {"allocated", "reserved", "device", NULL};

@@ -156,6 +156,10 @@ typedef enum {
   ST_DATA_EP_COMBINE,       /* forward: the experts' outputs back to their tokens' ranks */
   ST_DATA_EP_COMBINE_GRAD,  /* backward: the gradient of those outputs, to the experts */
   ST_DATA_EP_DISPATCH_GRAD, /* backward: the gradient of the dispatched rows, back */
+  /* The t - 1 chunks of a tensor-parallel all-gather or reduce-scatter that
+   * run beside their GEMMs (--tp-comm-overlap, tensor_parallel.h): traffic
+   * the simulator times, which the executor cannot run. */
+  ST_DATA_TP_OVERLAP,
   ST_DATA_N,
 } StData;
 

@@ -54,7 +54,6 @@ list_frameworks(void)
 {
   static const char *const fuse_names[] = {"rmsnorm", "activation", "rope", "residual",
                                            "softmax", "loss", "optimizer"};
-  static const char *const attn[] = {"FlashAttention-2", "cuDNN fused attention"};
   for (const StFramework *const *f = st_frameworks(); *f != NULL; f++) {
     const StFramework *x = *f;
     g_autoptr(GString) fused = g_string_new(NULL);
@@ -73,7 +72,7 @@ list_frameworks(void)
            bucket);
     printf("              from: %s\n", x->gradients_source);
     printf("  kernels     fused: %s; attention: %s; loss on fp32 logits: %s; images %s\n",
-           fused->len ? fused->str : "none", attn[x->attention], yes(x->logits_fp32),
+           fused->len ? fused->str : "none", st_attn_kernel_names[x->attention], yes(x->logits_fp32),
            x->nchw ? "NCHW" : "NHWC");
     printf("              from: %s\n", x->kernels_source);
     printf("  step        gradient clipping: %s (from: %s)\n", yes(x->clip_grad),

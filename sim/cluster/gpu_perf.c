@@ -12,6 +12,11 @@ G_DEFINE_QUARK(st-gpu-perf-error-quark, st_gpu_perf_error)
 
 #define FORMAT "stagger-gpu-performance"
 
+const char *const st_attn_kernel_keys[ST_ATTN_N] = {"attention", "attention_cudnn",
+                                                    "attention_triton"};
+const char *const st_attn_kernel_names[ST_ATTN_N] = {
+  "FlashAttention-2", "cuDNN fused attention", "Triton FlashAttention (2022)"};
+
 static gboolean
 fail(GError **error, GError *local, const char *origin, const char *where)
 {
@@ -208,6 +213,15 @@ parse_attention(const cJSON *root, const char *name, StAttnCurve *a, const char 
   return TRUE;
 }
 
+static gboolean
+parse_attentions(const cJSON *root, StGpuPerf *p, const char *origin, GError **error)
+{
+  for (int k = 0; k < ST_ATTN_N; k++)
+    if (!parse_attention(root, st_attn_kernel_keys[k], &p->attention[k], origin, error))
+      return FALSE;
+  return TRUE;
+}
+
 /* "power" (optional): {"tdp_w": W, "limit": [...], "throughput": [...],
  * "source"}. */
 static gboolean
@@ -305,8 +319,8 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
                                      "launch", "memory",  "pool", "gemm", "conv",
-                                     "attention", "attention_cudnn", "sharing", "nccl",
-                                     "power", "framework_efficiency", NULL};
+                                     "attention", "attention_cudnn", "attention_triton",
+                                     "sharing", "nccl", "power", "framework_efficiency", NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
   const char *format = NULL, *gpu = NULL, *note = NULL;
@@ -340,9 +354,7 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
       !parse_number(root, "pool", "fraction", 1e-3, 1, &p->pool_fraction, origin, error) ||
       !parse_curve(root, "gemm", &p->gemm, origin, error) ||
       !parse_curve(root, "conv", &p->conv, origin, error) ||
-      !parse_attention(root, "attention", &p->attention, origin, error) ||
-      !parse_attention(root, "attention_cudnn", &p->attention_cudnn, origin, error) ||
-      !parse_nccl(root, p, origin, error) || !parse_power(root, p, origin, error) ||
+      !parse_attentions(root, p, origin, error) || !parse_nccl(root, p, origin, error) || !parse_power(root, p, origin, error) ||
       !parse_framework_efficiency(root, p, origin, error))
     return NULL;
   if (p->sms.value != (double)(int64_t)p->sms.value) {
@@ -466,8 +478,8 @@ st_gpu_perf_to_json(const StGpuPerf *p)
   add_number(root, "pool", "fraction", &p->pool_fraction);
   add_curve(root, "gemm", &p->gemm);
   add_curve(root, "conv", &p->conv);
-  add_attention(root, "attention", &p->attention);
-  add_attention(root, "attention_cudnn", &p->attention_cudnn);
+  for (int k = 0; k < ST_ATTN_N; k++)
+    add_attention(root, st_attn_kernel_keys[k], &p->attention[k]);
   if (p->power.n > 0) {
     cJSON *pw = cJSON_AddObjectToObject(root, "power");
     cJSON_AddNumberToObject(pw, "tdp_w", p->power.tdp_w);
@@ -525,8 +537,8 @@ st_gpu_perf_unref(StGpuPerf *p)
   clear_number(&p->nccl_hbm_per_byte);
   g_free(p->gemm.source);
   g_free(p->conv.source);
-  attention_clear(&p->attention);
-  attention_clear(&p->attention_cudnn);
+  for (int k = 0; k < ST_ATTN_N; k++)
+    attention_clear(&p->attention[k]);
   for (int i = 0; i < p->n_framework; i++)
     g_free(p->framework[i].name);
   g_free(p->power.limit);

@@ -21,6 +21,7 @@
  *    "attention": {"seq": [512, 1024], "efficiency": [0.5, 0.6],
  *                  "backward": [0.4, 0.5], "source": "..."},
  *    "attention_cudnn": {... as attention ...},
+ *    "attention_triton": {... as attention ...},
  *    "sharing": {"priority_leak": 0.80, "source": "..."},
  *    "nccl": {"channels": 16, "hbm_per_byte": 3, "source": "..."},
  *    "power": {"tdp_w": 700, "limit": [0.5, 0.75, 1.0], "throughput": [0.7, 0.9, 1.0],
@@ -28,7 +29,7 @@
  *    "framework_efficiency": {"megatron": 0.95}}
  *
  * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
- * [0, 1]; attention points ascending. "attention", "attention_cudnn", "backward",
+ * [0, 1]; attention points ascending. "attention", "attention_cudnn", "attention_triton", "backward",
  * "nccl", "power" and "framework_efficiency" (a calibration's) are optional;
  * power's limits ascend in (0, 1] to 1
  * with throughput 1 there (the efficiencies above are at the rated power).
@@ -70,6 +71,20 @@ typedef struct {
   char *source;
 } StAttnCurve;
 
+/* The fused attention kernels a GPU file may measure, each under its own
+ * key (st_attn_kernel_keys); a framework names the one it calls. */
+typedef enum {
+  ST_ATTN_FLASH2 = 0, /* "attention": FlashAttention-2 (PyTorch SDPA's flash backend) */
+  ST_ATTN_CUDNN,      /* "attention_cudnn": cuDNN fused attention (Transformer Engine) */
+  ST_ATTN_TRITON,     /* "attention_triton": the Triton FlashAttention of 2022
+                         (flash_attn_triton, llm-foundry's attn_impl triton) */
+  ST_ATTN_N,
+} StAttnKernel;
+
+extern const char *const st_attn_kernel_keys[ST_ATTN_N];
+/* Its name in words ("FlashAttention-2"). */
+extern const char *const st_attn_kernel_names[ST_ATTN_N];
+
 typedef struct {
   char *gpu;           /* the GPU the numbers were measured on ("A100-SXM4", "default") */
   char *path;          /* the file, or NULL when inline */
@@ -87,9 +102,8 @@ typedef struct {
   StPerfNumber launch_us;    /* the least time a kernel takes, launch included, us */
   StPerfNumber pool_fraction; /* share of the memory bandwidth pooling kernels sustain */
   StGemmCurve gemm, conv;
-  StAttnCurve attention;     /* FlashAttention-2 (PyTorch's SDPA flash backend) */
-  StAttnCurve attention_cudnn; /* cuDNN fused attention, where the GPU
-                                has it (Hopper); n 0: none, FlashAttention-2 instead */
+  StAttnCurve attention[ST_ATTN_N]; /* by kernel; n 0 where the file has none (the
+                                      others then take FlashAttention-2's) */
   /* nccl (optional; absent: communication slows no compute): what NCCL's
    * kernels hold while they move bytes, as the interference share model
    * sees them (cost/comm_share.c): `channels` thread blocks, one SM each,

@@ -56,8 +56,8 @@ apply_attention(StCluster *c, double f, const char *arg)
   (void)arg;
   if (c->gpu.perf == NULL)
     return;
-  scale_attention(&c->gpu.perf->attention, f);
-  scale_attention(&c->gpu.perf->attention_cudnn, f);
+  for (int k = 0; k < ST_ATTN_N; k++)
+    scale_attention(&c->gpu.perf->attention[k], f);
 }
 
 static void

@@ -149,13 +149,13 @@ attention_eff(const StAttnCurve *a, double s, gboolean backward)
   return e[a->n - 1];
 }
 
-/* The curve of the kernel the framework calls (cuDNN fused attention
- * where the GPU file measured one, else FlashAttention-2). */
+/* The curve of the kernel the framework calls (without one, cuDNN's),
+ * FlashAttention-2's where the GPU file did not measure it. */
 static const StAttnCurve *
 attention_curve(const StComputeCtx *ctx, const StGpuPerf *p)
 {
-  gboolean cudnn = ctx->framework == NULL || ctx->framework->attention == ST_ATTN_CUDNN;
-  return cudnn && p->attention_cudnn.n > 0 ? &p->attention_cudnn : &p->attention;
+  const StAttnCurve *a = &p->attention[ctx->framework ? ctx->framework->attention : ST_ATTN_CUDNN];
+  return a->n > 0 ? a : &p->attention[ST_ATTN_FLASH2];
 }
 
 static double

@@ -386,7 +386,7 @@ static gboolean
 fused_ok(const StComputeCtx *ctx, const Attn *a)
 {
   const StGpuPerf *p = ctx->cluster->gpu.perf;
-  return a->flash && p != NULL && p->attention.n > 0;
+  return a->flash && p != NULL && p->attention[ST_ATTN_FLASH2].n > 0;
 }
 
 static void

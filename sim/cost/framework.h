@@ -31,6 +31,8 @@
 #include <glib.h>
 #include <stdint.h>
 
+#include "cluster/gpu_perf.h" /* StAttnKernel */
+
 /* Memory-bound steps a framework may fuse into one kernel (StFramework.fused). */
 typedef enum {
   ST_FUSE_NORM = 1 << 0,        /* RMSNorm in one kernel (PyTorch's LayerNorm always is one) */
@@ -45,14 +47,6 @@ typedef enum {
 
 #define ST_FUSE_ALL 0x7f
 
-/* The attention kernel a framework calls where a layer asks for flash
- * attention (the GPU performance file has each one's curve). */
-typedef enum {
-  ST_ATTN_FLASH2 = 0, /* FlashAttention-2 (PyTorch SDPA's flash backend) */
-  ST_ATTN_CUDNN,     /* cuDNN fused attention (Transformer Engine) on
-                         Hopper; FlashAttention-2 elsewhere */
-  ST_ATTN_N,
-} StAttnKernel;
 
 /* What the process under a framework costs beyond its kernels: issuing
  * them from the CPU, and the memory it holds beyond tensors. Every
@@ -84,12 +78,24 @@ typedef struct StFramework {
   int64_t gather_bucket_elems;   /* ZeRO-3: a layer's parameters gathered in collectives of at
                                     most this many elements, one after another (each paying
                                     its latency); 0: one collective per layer */
+  gboolean overlap_param_gather; /* ZeRO 1-2: the next forward waits for each layer's bucket
+                                    of updated parameters, not for all of them */
+  gboolean fp32_shards;          /* ZeRO-3 under mixed precision: a rank's shard of the
+                                    parameters is the fp32 master copy, cast to 16 bits as
+                                    it is gathered (no 16-bit shard beside it) */
   const char *gradients_source;
+
+  /* Tensor parallelism. */
+  gboolean tp_comm_overlap;      /* sequence-parallel all-gathers and reduce-scatters pipelined
+                                    in chunks with their GEMMs (Transformer Engine's
+                                    userbuffers: Megatron-LM's --tp-comm-overlap) */
 
   /* Kernels. */
   unsigned fused;                /* StFuse */
   StAttnKernel attention;
   gboolean logits_fp32;          /* the loss casts logits to fp32 and reads them so */
+  gboolean loss_in_place;        /* the fused loss keeps one fp32 statistic per row, not the
+                                    probabilities, and writes its gradient over the logits */
   gboolean nchw;                 /* images in PyTorch's default contiguous NCHW layout: cuDNN
                                     transposes them to and from the NHWC its tensor-core
                                     convolutions need (--memory-format overrides) */
@@ -101,6 +107,10 @@ typedef struct StFramework {
   gboolean zero_grads;           /* the gradient buffers written with zeros every step (a
                                     persistent buffer; PyTorch's set_to_none writes nothing) */
   const char *step_source;
+
+  /* Communication kernels take the SMs and memory bandwidth the GPU file's
+   * nccl section says from the compute beside them (FALSE: a bound). */
+  gboolean comm_contends;
 
   /* The process: kernel issue and memory beyond tensors. */
   const StFrameworkRuntime *runtime;

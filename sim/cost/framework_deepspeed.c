@@ -23,5 +23,6 @@ const StFramework st_framework_deepspeed = {
   .kernels_source = "the model's own PyTorch code (eager); deepspeed.ops.adam.FusedAdam",
   .clip_grad = FALSE,
   .step_source = "deepspeed/runtime/constants.py: GRADIENT_CLIPPING_DEFAULT 0 (off)",
+  .comm_contends = TRUE,
   .runtime = &st_runtime_pytorch,
 };

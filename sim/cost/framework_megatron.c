@@ -10,13 +10,14 @@ const StFramework st_framework_megatron = {
   .grad_bytes_mixed = 4,
   .overlap_grad_reduce = FALSE,
   .overlap_zero12 = FALSE,
-  .bucket_bytes = 0x7fffffffffffffffLL,
+  .bucket_bytes = 160000000, /* with --overlap-grad-reduce: 4e7 fp32 gradients */
   .gradients_source =
     "megatron/training/arguments.py validate_args: under --bf16, accumulate_allreduce_grads_"
     "in_fp32 is forced on unless --grad-reduce-in-bf16 (fp32 main_grad buffers, reduced in "
     "fp32); megatron/core/distributed/distributed_data_parallel_config.py: overlap_grad_reduce "
     "False by default, and distributed_data_parallel.py sets bucket_size None (one bucket) "
-    "when it is off",
+    "when it is off, max(40000000, 1000000 x DP) parameters when it is on (stagger takes the "
+    "40M floor: 160 MB of fp32 gradients)",
   .fused = ST_FUSE_NORM | ST_FUSE_ACTIVATION | ST_FUSE_ROPE | ST_FUSE_RESIDUAL |
            ST_FUSE_SOFTMAX | ST_FUSE_OPTIMIZER,
   .attention = ST_ATTN_CUDNN,
@@ -33,5 +34,6 @@ const StFramework st_framework_megatron = {
   .step_source = "megatron/training/arguments.py: --clip-grad 1.0 by default; "
                  "model.zero_grad_buffer() fills the main_grad buffers with zeros each step "
                  "(megatron/training/training.py train_step)",
+  .comm_contends = TRUE,
   .runtime = &st_runtime_pytorch,
 };

@@ -30,5 +30,6 @@ const StFramework st_framework_pytorch = {
     "from NHWC (NVIDIA, Convolutional Layers User's Guide: Tensor Layouts in Memory)",
   .clip_grad = FALSE,
   .step_source = "torch.nn.utils.clip_grad_norm_ is the script's choice; none by default",
+  .comm_contends = TRUE,
   .runtime = &st_runtime_pytorch,
 };

@@ -11,6 +11,7 @@ const StFramework st_framework_torchtitan = {
   .overlap_grad_reduce = TRUE,
   .overlap_zero12 = TRUE,
   .bucket_bytes = 0, /* FSDP2 reduces each transformer block's gradients as one group */
+  .fp32_shards = TRUE,
   .gradients_source =
     "torchtitan/config/job_config.py: mixed_precision_param bfloat16, mixed_precision_reduce "
     "float32 (FSDP2 MixedPrecisionPolicy); fully_shard per transformer block, each block's "
@@ -25,5 +26,6 @@ const StFramework st_framework_torchtitan = {
     "FlashAttention-2); the loss on logits cast to fp32; AdamW with fused=True",
   .clip_grad = TRUE,
   .step_source = "torchtitan/config/job_config.py: max_norm 1.0 (clip_grad_norm_ every step)",
+  .comm_contends = TRUE,
   .runtime = &st_runtime_pytorch,
 };

@@ -13,6 +13,7 @@
 #include "engine/engine_internal.h"
 
 #include "base/util.h"
+#include "cost/framework.h"
 
 #include <string.h>
 
@@ -222,7 +223,10 @@ enter_bandwidth(Engine *e, Flow *f)
     return FALSE;
   f->remaining = ph->bytes;
   share_attach(e, f, f->lists[f->phase]);
-  if (strcmp(f->plan.algo, "copy") != 0) {
+  /* NCCL's kernels hold SMs and HBM beside the compute (copies use the copy
+   * engines), under a framework that says so (not a bound, not none). */
+  const StFramework *fw = e->compute.framework;
+  if (strcmp(f->plan.algo, "copy") != 0 && fw != NULL && fw->comm_contends) {
     f->held = st_comm_share_traits(e->s->cluster, ph);
     hold(e, f, 1);
   }

@@ -34,8 +34,10 @@ st_runtime_memory(const StSchedule *s, StRuntimeMemory *out)
   if (fw == NULL)
     return;
   const StFrameworkRuntime *f = fw->runtime;
-  for (int d = 0; d < s->n_devices; d++)
+  for (int d = 0; d < s->n_devices; d++) {
     out[d].reserve = f->allocator_reserve;
+    out[d].capacity = s->cluster->gpu.memory_bytes;
+  }
   for (int r = 0; r < s->n_ranks; r++) {
     StRuntimeMemory *m = &out[s->ranks[r].device];
     m->workspace += f->workspace_bytes;
@@ -51,5 +53,8 @@ st_runtime_memory_figures(const StRuntimeMemory *rt, int64_t tensors, int64_t ou
   out[ST_MEMKIND_ALLOCATED] = tensors + rt->workspace;
   out[ST_MEMKIND_RESERVED] =
     (int64_t)ceil((double)out[ST_MEMKIND_ALLOCATED] * (1.0 + rt->reserve));
+  if (rt->capacity > 0) /* the cache gives way before an allocation fails */
+    out[ST_MEMKIND_RESERVED] = MIN(out[ST_MEMKIND_RESERVED],
+                                   MAX(out[ST_MEMKIND_ALLOCATED], rt->capacity - rt->fixed));
   out[ST_MEMKIND_DEVICE] = out[ST_MEMKIND_RESERVED] + rt->fixed;
 }

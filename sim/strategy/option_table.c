@@ -210,6 +210,19 @@ static const StOptionSpec SPECS[] = {
    "Data-parallel gradient reductions during backward as buckets fill (on), or in one "
    "bucket once backward ends (off, Megatron-LM's default); auto = the framework's "
    "(default: auto)"},
+  {"overlap-param-gather", ST_OPT_CHOICE, F(overlap_param_gather), 0, 0,
+   (const char *const[]){"auto", "on", "off", NULL}, NULL, "auto|on|off",
+   "Under ZeRO stages 1-2: the updated parameters gathered bucket by bucket in forward "
+   "order, each layer's next forward waiting only for its own bucket (Megatron-LM's "
+   "--overlap-param-gather), or all before the next forward starts (off); auto = the "
+   "framework's (default: auto, off in every preset)"},
+  {"tp-comm-overlap", ST_OPT_CHOICE, F(tp_comm_overlap), 0, 0,
+   (const char *const[]){"auto", "on", "off", NULL}, NULL, "auto|on|off",
+   "With --sequence-parallel: each tensor-parallel all-gather and reduce-scatter pipelined "
+   "in t chunks with its GEMMs (Transformer Engine's userbuffers, Megatron-LM's "
+   "--tp-comm-overlap: one chunk exposed, the rest beside the compute, which the "
+   "collective's SMs slow); the executor cannot run it; auto = the framework's (default: "
+   "auto, off in every preset)"},
   {"memory-format", ST_OPT_CHOICE, F(memory_format), 0, 0,
    (const char *const[]){"auto", "nchw", "nhwc", NULL}, NULL, "auto|nchw|nhwc",
    "Layout of images: nchw (PyTorch's default, which cuDNN transposes around its "

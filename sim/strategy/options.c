@@ -109,6 +109,22 @@ st_options_overlap(const StOptions *o)
 }
 
 gboolean
+st_options_tp_comm_overlap(const StOptions *o)
+{
+  if (o->tp_comm_overlap != 0)
+    return o->tp_comm_overlap == 1;
+  return st_options_framework(o)->tp_comm_overlap;
+}
+
+gboolean
+st_options_overlap_param_gather(const StOptions *o)
+{
+  if (o->overlap_param_gather != 0)
+    return o->overlap_param_gather == 1;
+  return st_options_framework(o)->overlap_param_gather;
+}
+
+gboolean
 st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
 {
   return st_options_resolve_group(o, cluster, 1, error);

@@ -75,6 +75,8 @@ typedef struct {
   int grad_reduce;       /* --grad-reduce: StGradReduce; 0 = the framework's */
   int memory_format;     /* --memory-format: 0 auto (the framework's), 1 nchw, 2 nhwc */
   int overlap_grad_reduce; /* --overlap-grad-reduce: 0 auto (the framework's), 1 on, 2 off */
+  int tp_comm_overlap;   /* --tp-comm-overlap: 0 auto (the framework's), 1 on, 2 off */
+  int overlap_param_gather; /* --overlap-param-gather: 0 auto (the framework's), 1 on, 2 off */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank (per group of ranks sharing samples) per
                            step */
@@ -159,3 +161,9 @@ gboolean st_options_nchw(const StOptions *options);
  * else the framework's (under ZeRO stages 1-2 its overlap_zero12). When not,
  * st_options_resolve makes the gradients one bucket reduced after backward. */
 gboolean st_options_overlap(const StOptions *options);
+/* Whether tensor-parallel collectives are pipelined with their GEMMs:
+ * --tp-comm-overlap, else the framework's. */
+gboolean st_options_tp_comm_overlap(const StOptions *options);
+/* Whether ZeRO 1-2's parameter gathers overlap the next forward:
+ * --overlap-param-gather, else the framework's. */
+gboolean st_options_overlap_param_gather(const StOptions *options);

@@ -14,6 +14,7 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
   /* The framework's step around the optimizer: clipping reads the gradients
    * for their norm, then reads and writes them scaled; zeroing writes them. */
   int around = (f->clip_grad ? 3 * grad : 0) + (f->zero_grads ? grad : 0);
+  gboolean master_shard = mixed && f->fp32_shards;
   *out = (StStateBytes){
     .weight = mixed ? 2 : 4,
     .grad = grad,
@@ -24,6 +25,8 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
     .optim_traffic =
       (o->optimizer == ST_OPTIMIZER_ADAM ? 28 : 20) + (mixed ? grad - 4 + 2 : 0) + around,
     .activation = mixed ? ST_DTYPE_BF16 : ST_DTYPE_FP32,
+    .shard_weight = master_shard ? 4 : mixed ? 2 : 4,
+    .shard_optimizer = states + (mixed && !master_shard ? 4 : 0),
   };
 }
 
@@ -159,6 +162,7 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
     .grad_bytes = f->bytes.grad,
     .batch = batch,
     .recompute = (StRecompute)f->options->recompute,
+    .loss_in_place = st_options_framework(f->options)->loss_in_place,
   };
   g_autoptr(StTensors) t = st_tensors_new(f->program, &spec);
   for (int i = 0; i < L; i++) {

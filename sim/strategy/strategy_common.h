@@ -26,6 +26,9 @@ typedef struct {
   int optimizer;       /* bytes per parameter of optimizer states, with fp32 master
                           weights under mixed precision (ZeRO's K) */
   int optim_traffic;   /* bytes read and written per parameter by one optimizer step */
+  int shard_weight;    /* ZeRO-3: bytes per parameter of a rank's shard of the weights */
+  int shard_optimizer; /* ZeRO-3: of its optimizer states (4 less where the fp32 master
+                          is the shard itself: StFramework.fp32_shards) */
   StDtype activation;  /* dtype of activations */
 } StStateBytes;
 

@@ -335,7 +335,8 @@ build(const StStrategyInput *in, GError **error)
   StPipeComms comms;
   int tp_comm;
   add_comms(s, &l, &pp, &comms, &tp_comm);
-  StTpSpec tp = {tp_comm, l.t, pp.bytes.activation};
+  StTpSpec tp = {tp_comm, l.t, pp.bytes.activation,
+                 o->sequence_parallel && st_options_tp_comm_overlap(o), -1};
   if (l.t > 1)
     pp.tp = &tp;
   int td = l.t * l.d;

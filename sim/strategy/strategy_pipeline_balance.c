@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cost/cost.h"
+#include "cost/framework.h"
 #include "model/layer_type.h"
 #include "strategy/stages.h"
 #include "strategy/strategy_pipeline.h"
@@ -225,6 +226,7 @@ st_pipe_stage_memory(const StPipe *pp, int s)
     .batch = batch,
     .moved = moved,
     .recompute = (StRecompute)pp->options->recompute,
+    .loss_in_place = st_options_framework(pp->options)->loss_in_place,
   };
   int64_t held, peak;
   st_tensors_footprint(&spec, &held, &peak);

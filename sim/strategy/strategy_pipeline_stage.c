@@ -22,6 +22,8 @@
  */
 #include "strategy/strategy_pipeline_stage.h"
 
+#include "cost/framework.h"
+
 
 /* The stage of model chunk k, and the chunk index there. */
 static int
@@ -60,7 +62,10 @@ st_pipe_stage_pass(Stage *st, StPass pass, int i, int m, int batch, StPassMem *p
   StPassExtra hooked = {0};
   if (st->zero != NULL)
     st->hooks.before(st->hooks.data, pass, i, m, &hooked);
-  uint32_t op = st_tp_emit_pass(st->p, tp, st->pp->model, st->compute, pass, i, m, batch, pm,
+  StTpSpec mine = *tp;
+  mine.overlap = tp->overlap && st->tp_overlap >= 0;
+  mine.overlap_stream = st->tp_overlap;
+  uint32_t op = st_tp_emit_pass(st->p, &mine, st->pp->model, st->compute, pass, i, m, batch, pm,
                                 after, &hooked);
   if (st->zero != NULL)
     st->hooks.after(st->hooks.data, pass, i, m, op);
@@ -80,7 +85,7 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
    * no collective, one op. */
   gboolean selective = pass == ST_PASS_RECOMPUTE &&
                        st->pp->options->recompute == ST_RECOMPUTE_SELECTIVE;
-  static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32};
+  static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32, FALSE, -1};
   const StTpSpec *tp = st->pp->tp != NULL && !selective ? st->pp->tp : &whole;
   return st_pipe_stage_pass(st, pass, i, m, st->pp->options->micro_batch, &pm, after, tp);
 }
@@ -378,6 +383,8 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       ch->send_grad = chunk_stream(&st, "send grad", c);
   }
   st.comm = st_program_add_stream(st.p, "comm", 0);
+  st.tp_overlap = pp->tp != NULL && pp->tp->overlap
+                    ? st_program_add_stream(st.p, "tp overlap", 0) : -1;
 
   /* What it keeps: its layers' states but other EP ranks' experts'. */
   int L = pp->model->n_layers;
@@ -436,6 +443,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .spans = spans,
       .n_spans = n_spans,
       .bucket_bytes = pp->options->bucket_bytes,
+      .overlap_param_gather = st_options_overlap_param_gather(pp->options),
       .last_micro = M - 1,
     };
     zero = st_zero_new(&spec);
@@ -487,6 +495,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .batch = batch,
       .moved = moved,
       .recompute = (StRecompute)pp->options->recompute,
+      .loss_in_place = st_options_framework(pp->options)->loss_in_place,
     };
     tensors[m] = st_tensors_new(st.p, &spec);
   }

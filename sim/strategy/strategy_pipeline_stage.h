@@ -27,6 +27,7 @@ typedef struct {
   Chunk chunks[CHUNKS_MAX];
   int n_chunks;
   int compute, comm;
+  int tp_overlap;       /* the stream of --tp-comm-overlap's chunks, or -1 */
   const StBucket *buckets;
   int n_buckets;
   int *bucket_of_last;  /* [n_layers]: the bucket whose lowest layer it is, or -1 */

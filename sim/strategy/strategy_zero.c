@@ -62,6 +62,7 @@ build(const StStrategyInput *in, GError **error)
     .spans = &span,
     .n_spans = 1,
     .bucket_bytes = o->bucket_bytes,
+    .overlap_param_gather = st_options_overlap_param_gather(o),
     .last_micro = o->accumulation - 1,
     .sparse = sp,
   };

@@ -78,6 +78,8 @@ typedef struct {
   uint32_t after;         /* what the pass's first op waits for besides pm's */
   const StPassMem *pm;
   const StPassExtra *extra; /* a hook's, never NULL */
+  uint32_t rest[COMMS_MAX]; /* overlapped chunks the next exposed op also waits for */
+  int n_rest;
 } Emit;
 
 static void
@@ -94,6 +96,9 @@ apply_frees(Emit *e)
 static void
 emit_deps(Emit *e)
 {
+  for (int i = 0; i < e->n_rest; i++)
+    st_program_after(e->p, e->rest[i]);
+  e->n_rest = 0;
   if (e->last != NONE) {
     st_program_after(e->p, e->last);
     return;
@@ -128,6 +133,23 @@ emit_coll(Emit *e, int part, const StTpComm *c, StData data, int64_t bytes, uint
   return e->last = st_program_commit(e->p);
 }
 
+/* The overlapped chunks of a collective (tensor_parallel.h): beside the
+ * compute, after `after`, on the overlap stream; the pass's next exposed
+ * op waits for them. */
+static void
+emit_rest(Emit *e, int part, const StTpComm *c, int64_t bytes, uint32_t after)
+{
+  StOp op = st_op_coll(e->tp->overlap_stream, c->kind, e->tp->comm, bytes);
+  st_op_moves(&op, ST_DATA_TP_OVERLAP, e->layer, e->layer);
+  op.micro = e->micro;
+  op.part = (uint8_t)part;
+  st_program_begin(e->p, &op);
+  if (after != NONE)
+    st_program_after(e->p, after);
+  g_assert(e->n_rest < COMMS_MAX);
+  e->rest[e->n_rest++] = st_program_commit(e->p);
+}
+
 /* A transient comm buffer of the part: "WHAT LAYER [part k] mM". */
 static uint32_t
 comm_buffer(Emit *e, const char *what, int part, int64_t bytes)
@@ -151,10 +173,16 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
   PartComms pc = {0};
   if (tp->t > 1)
     part_comms(l, pass, st_dtype_bytes(tp->dtype), &pc);
-  Emit e = {p, tp, m, stream, layer, micro, NONE, after, pm, extra ? extra : &no_extra};
+  Emit e = {.p = p, .tp = tp, .m = m, .stream = stream, .layer = layer, .micro = micro,
+            .last = NONE, .after = after, .pm = pm, .extra = extra ? extra : &no_extra};
   gboolean first_comp = TRUE;
   /* a pass that ends after its reduction frees there (StLayerType.tp_tail) */
   gboolean tail = l->type->tp_tail && pass == ST_PASS_BWD && pc.n > 0 && !pc.comm[pc.n - 1].before;
+  /* Chunks overlap the compute only between a gather and a reduce-scatter
+   * (sequence parallelism), so that an exposed op joins them. */
+  gboolean split = tp->overlap && tp->t > 1 && pc.n > 0 &&
+                   pc.comm[pc.n - 1].kind == ST_COLL_REDUCE_SCATTER;
+  int64_t chunks = tp->t;
   for (int j = 0; j < parts; j++) {
     /* Forward runs the parts in order, backward in reverse. */
     int part = parts == 1 ? 0 : pass == ST_PASS_BWD ? parts - j : j + 1;
@@ -162,14 +190,18 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
     uint32_t gathered[COMMS_MAX], partial = NONE;
     int n_gathered = 0;
     int k = 0;
+    int64_t rest[COMMS_MAX] = {0};
     for (; k < pc.n && pc.comm[k].before; k++) {
       int64_t bytes = pc.comm[k].bytes * batch;
       gathered[n_gathered] = comm_buffer(&e, pc.data[k] == ST_DATA_TP_INPUT ? "gathered input"
                                                                             : "gathered dy",
                                          part, bytes);
-      emit_coll(&e, part, &pc.comm[k], pc.data[k], bytes, gathered[n_gathered], NONE, FALSE);
+      rest[k] = split ? bytes - bytes / chunks : 0;
+      emit_coll(&e, part, &pc.comm[k], pc.data[k], bytes - rest[k], gathered[n_gathered], NONE,
+                FALSE);
       n_gathered++;
     }
+    uint32_t exposed = e.last; /* what the compute waits for in the pass */
     /* The compute: a reduce-scatter after it reads the partial sums it writes. */
     gboolean scatter = k < pc.n && pc.comm[k].kind == ST_COLL_REDUCE_SCATTER;
     if (scatter)
@@ -193,9 +225,22 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
       apply_frees(&e);
     e.last = st_program_commit(p);
     first_comp = FALSE;
+    /* The gathers' other chunks, then the reduce-scatter's first ones, run
+     * beside the compute once the exposed chunks are in (with none exposed
+     * yet, after the compute: nothing to overlap). */
+    uint32_t compute = e.last;
+    for (int c = 0; split && c < pc.n; c++) {
+      if (!pc.comm[c].before && pc.comm[c].kind != ST_COLL_REDUCE_SCATTER)
+        continue;
+      int64_t bytes = pc.comm[c].bytes * batch;
+      if (!pc.comm[c].before)
+        rest[c] = bytes - bytes / chunks;
+      if (rest[c] > 0)
+        emit_rest(&e, part, &pc.comm[c], rest[c], exposed != NONE ? exposed : compute);
+    }
     for (; k < pc.n; k++) {
-      emit_coll(&e, part, &pc.comm[k], pc.data[k], pc.comm[k].bytes * batch, NONE, partial,
-                last_part && tail && k == pc.n - 1);
+      emit_coll(&e, part, &pc.comm[k], pc.data[k], pc.comm[k].bytes * batch - rest[k], NONE,
+                partial, last_part && tail && k == pc.n - 1);
       partial = NONE;
     }
   }

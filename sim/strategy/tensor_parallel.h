@@ -9,6 +9,12 @@
  *   backward, each part k in reverse: [AG output grad] [AG input]  COMP part k
  *                                     [AR | RS input grad]
  *
+ * With StTpSpec.overlap a part's all-gathers and reduce-scatters are
+ * split, one chunk exposed around the compute and the rest beside it:
+ *
+ *   [AG chunk] COMP part k  [RS chunk]
+ *       \--[AG rest][RS rest]--/          (on the overlap stream)
+ *
  * Every collective is a COMM_COLL on the tensor-parallel communicator, on
  * the pass's own stream (Megatron issues them on the compute stream and
  * waits: CUDA_DEVICE_MAX_CONNECTIONS=1), saying what it moves
@@ -33,6 +39,16 @@ typedef struct {
   int comm;      /* the tensor-parallel communicator ("tp") */
   int t;         /* ranks in a group; 1: no collectives, whole passes */
   StDtype dtype; /* activations */
+  /* --tp-comm-overlap: each all-gather and reduce-scatter in t chunks
+   * pipelined with the part's compute (Transformer Engine's userbuffers,
+   * Wang et al., ASPLOS 2023, "Overlap communication with dependent
+   * computation via decomposition"). One chunk stays exposed on the pass's
+   * stream (the first gathered before the compute can start, the last
+   * reduced after it ends); the other t - 1 run on `overlap_stream` beside
+   * the compute (ST_DATA_TP_OVERLAP), which their SMs slow as the engine's
+   * contention says. All-reduces (no sequence parallelism) stay whole. */
+  gboolean overlap;
+  int overlap_stream;
 } StTpSpec;
 
 /* Emits the pass of `layer` for micro-batch `micro` over `batch` samples on

@@ -104,6 +104,17 @@ st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pas
   return st_program_add_buffer(p, name, ST_MEM_WORKSPACE, bytes, FALSE);
 }
 
+/* A layer's tensors; under loss_in_place a loss keeps its rows' log-sum-exp
+ * (fp32) where it would keep the probabilities, and writes the gradient
+ * over the logits. */
+static void
+layer_memory(const StTensorsSpec *spec, int i, StLayerMemory *out)
+{
+  st_layer_memory(spec->model, i, spec->batch[i], spec->dtype, out);
+  if (spec->loss_in_place && out->targets > 0)
+    out->saved = st_layer_aligned(out->targets / (int64_t)sizeof(int32_t) * (int64_t)sizeof(float));
+}
+
 StTensors *
 st_tensors_new(StProgram *p, const StTensorsSpec *spec)
 {
@@ -116,7 +127,7 @@ st_tensors_new(StProgram *p, const StTensorsSpec *spec)
   t->mem = g_new0(StLayerMemory, n);
   for (int i = 0; i < n; i++)
     if (spec->batch[i] > 0)
-      st_layer_memory(m, i, spec->batch[i], spec->dtype, &t->mem[i]);
+      layer_memory(spec, i, &t->mem[i]);
   uint32_t **arrays[] = {&t->made, &t->in, &t->grad, &t->grad_in, &t->sent};
   for (gsize k = 0; k < G_N_ELEMENTS(arrays); k++) {
     *arrays[k] = g_new(uint32_t, n + 1);

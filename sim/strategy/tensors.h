@@ -75,6 +75,8 @@ typedef struct {
                                tensors cross between ranks; [0] and [n_layers] FALSE */
   StRecompute recompute;    /* full: every layer recomputed before its backward
                                (checkpointing); selective: the layers with an `again` part */
+  gboolean loss_in_place;   /* the loss keeps one fp32 statistic per row, not the
+                               probabilities (StFramework.loss_in_place) */
 } StTensorsSpec;
 
 typedef struct StTensors StTensors;

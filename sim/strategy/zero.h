@@ -59,6 +59,9 @@ typedef struct {
   const StZeroSpan *spans;  /* [n_spans], borrowed: the layers held here */
   int n_spans;
   int64_t bucket_bytes;     /* --bucket-bytes */
+  gboolean overlap_param_gather; /* stages 1-2, dense: each layer's first forward of the
+                               next step waits for its own bucket's gather, not for all
+                               (Megatron-LM's --overlap-param-gather) */
   int last_micro;           /* the step's last micro-batch */
   const StSparse *sparse;   /* NULL when dense */
 } StZeroSpec;

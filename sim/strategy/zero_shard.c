@@ -19,6 +19,9 @@ struct StZero {
   GArray *gathered_passes;  /* uint32 op ids */
   uint32_t optimizer_ref;   /* forward reference: what the next step's first pass waits for */
   gboolean forward_seen;    /* the step's first forward was built */
+  uint32_t *gather_ref;     /* [buckets], overlap_param_gather: forward references to each
+                               bucket's parameter gather, which its first forward waits for */
+  gboolean *gather_waited;  /* [buckets]: that forward was built */
   uint32_t dense_grad;      /* sparse: the running backward's dense gradient */
 };
 
@@ -113,7 +116,13 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
       extra->free[extra->n_free++] = buffer;
     }
   }
-  if (pass == ST_PASS_FWD && !z->forward_seen && sp->stage < 3)
+  int lowest = z->bucket_of_last[layer]; /* the first a forward meets */
+  if (pass == ST_PASS_FWD && sp->overlap_param_gather && sp->stage < 3 && lowest >= 0 &&
+      !z->gather_waited[lowest]) {
+    extra->after_prev_step[extra->n_after_prev_step++] = z->gather_ref[lowest];
+    z->gather_waited[lowest] = TRUE;
+  } else if (pass == ST_PASS_FWD && !z->forward_seen && sp->stage < 3 &&
+             !sp->overlap_param_gather)
     extra->after_prev_step[extra->n_after_prev_step++] = z->optimizer_ref; /* see emit_step */
   if (pass == ST_PASS_FWD)
     z->forward_seen = TRUE;
@@ -247,12 +256,13 @@ add_dense_states(const StZero *z)
     g_autofree char *gn = g_strdup_printf("%s%s", span->prefix, stage >= 2 ? "grads shard"
                                                                           : "grads");
     g_autofree char *on = g_strdup_printf("%soptimizer states shard", span->prefix);
-    uint32_t params = st_program_add_buffer(p, pn, ST_MEM_PARAMS,
-                                            (stage == 3 ? shard : whole) * sp->bytes.weight, TRUE);
+    int64_t params_bytes = stage == 3 ? shard * sp->bytes.shard_weight : whole * sp->bytes.weight;
+    int optimizer = stage == 3 ? sp->bytes.shard_optimizer : sp->bytes.optimizer;
+    uint32_t params = st_program_add_buffer(p, pn, ST_MEM_PARAMS, params_bytes, TRUE);
     uint32_t grads = st_program_add_buffer(p, gn, ST_MEM_GRADS,
                                            (stage >= 2 ? shard : whole) * sp->bytes.grad, TRUE);
     uint32_t states =
-      st_program_add_buffer(p, on, ST_MEM_OPTIMIZER, shard * sp->bytes.optimizer, TRUE);
+      st_program_add_buffer(p, on, ST_MEM_OPTIMIZER, shard * optimizer, TRUE);
     st_program_buffer_holds(p, params, stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS,
                             span->first, span->last, -1, stage == 3 ? n : 1);
     st_program_buffer_holds(p, grads, stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS,
@@ -311,6 +321,12 @@ st_zero_new(const StZeroSpec *spec)
   z->last_reduce = NONE;
   z->gathered_passes = g_array_new(FALSE, FALSE, sizeof(uint32_t));
   z->optimizer_ref = st_program_forward_ref(spec->program);
+  z->gather_ref = g_new(uint32_t, MAX(z->buckets->len, 1));
+  z->gather_waited = g_new0(gboolean, MAX(z->buckets->len, 1));
+  z->spec.overlap_param_gather = spec->overlap_param_gather && spec->stage < 3 &&
+                                 spec->sparse == NULL;
+  for (guint b = 0; z->spec.overlap_param_gather && b < z->buckets->len; b++)
+    z->gather_ref[b] = st_program_forward_ref(spec->program);
   if (spec->sparse != NULL)
     add_sparse_states(z);
   else
@@ -328,6 +344,8 @@ st_zero_free(StZero *z)
   g_free(z->bucket_of_first);
   g_free(z->bucket_of_last);
   g_free(z->bucket_buffer);
+  g_free(z->gather_ref);
+  g_free(z->gather_waited);
   g_free(z->spans);
   g_free(z->span_of);
   g_free(z->bucket_span);
@@ -381,9 +399,13 @@ st_zero_emit_step(StZero *z, uint32_t after)
     st_program_alloc(p, temp);
   uint32_t optimizer = st_program_commit(p);
   /* Stages 1 and 2 gather the updated parameters right after the step; the
-   * next forward waits for the last gather. Stage 3 gathers them on use. */
+   * next forward waits for the last gather, or with overlap_param_gather
+   * each of its layers for its own bucket's, gathered in forward order.
+   * Stage 3 gathers them on use. */
   uint32_t next_step_waits_for = optimizer;
-  for (guint b = 0; sp->stage < 3 && b < z->buckets->len; b++) {
+  guint n_buckets = sp->stage < 3 ? z->buckets->len : 0;
+  for (guint k = 0; k < n_buckets; k++) {
+    guint b = sp->overlap_param_gather ? n_buckets - 1 - k : k;
     const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
     StOp ag = st_op_coll(sp->gather_stream, ST_COLL_ALL_GATHER,
                          z->spans[z->bucket_span[b]].gather_comm, bk->params * sp->bytes.weight);
@@ -394,6 +416,8 @@ st_zero_emit_step(StZero *z, uint32_t after)
     st_program_begin(p, &ag);
     st_program_after(p, optimizer);
     next_step_waits_for = st_program_commit(p);
+    if (sp->overlap_param_gather)
+      st_program_resolve(p, z->gather_ref[b], next_step_waits_for);
   }
   if (temp != NONE) {
     StOp expand = st_sparse_expand_op(sparse, sp->compute, -1, m->params, z->nnz);

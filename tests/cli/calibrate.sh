@@ -118,7 +118,7 @@ expect 1 "id 'a' appears twice" $STAGGER calibrate --runs "$tmp/bad2.json" --fit
 jq '.runs[0].options["zero-stage"] = 5' "$tmp/runs.json" >"$tmp/bad3.json"
 expect 1 "zero-stage 5" $STAGGER calibrate --runs "$tmp/bad3.json" --fit none
 jq '.runs[0].set = "test"' "$tmp/runs.json" >"$tmp/bad4.json"
-expect 1 "'test' is neither calibration nor held-out" $STAGGER calibrate --runs "$tmp/bad4.json" --fit none
+expect 1 "'test' is none of calibration, held-out, excluded" $STAGGER calibrate --runs "$tmp/bad4.json" --fit none
 jq '.runs |= map(select(.id == "a" or .id == "f"))' "$tmp/runs.json" >"$tmp/few.json"
 expect 1 "too few to fit 2 parameters" $STAGGER calibrate --runs "$tmp/few.json" --fit gemm,network
 echo '{"format": "stagger-calibration", "version": 1, "parameters": {"gemm": 9}}' >"$tmp/bad.json"
