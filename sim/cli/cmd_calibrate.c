@@ -12,10 +12,14 @@
 #include "base/units.h"
 #include "calib/fit.h"
 #include "cli/cli.h"
+#include "cost/framework.h"
 
-/* What `stagger calibrate` fits unless told: one factor per mechanism whose
- * published numbers are least certain (docs/VALIDATION.md says why). */
-#define DEFAULT_FIT "gemm,network"
+/* What `stagger calibrate` fits unless told: the efficiency factor of each
+ * framework preset the calibration set names often enough to pin it
+ * (docs/VALIDATION.md says why these and not the kernels' own). */
+#define DEFAULT_FIT "frameworks"
+/* Calibration runs a framework's factor needs before `frameworks` fits it. */
+#define MIN_FRAMEWORK_RUNS 3
 
 typedef struct {
   double mape, bias, worst;
@@ -214,20 +218,71 @@ write_markdown(const char *path, const StRuns *runs, const StFitResult *res, con
   return g_file_set_contents(path, md->str, (gssize)md->len, error);
 }
 
+/* The framework preset a run runs under: its --framework, else its
+ * strategy's. */
+static const char *
+run_framework(const StRun *r)
+{
+  gboolean sparse = FALSE;
+  for (guint k = 0; k + 1 < r->options->len; k += 2) {
+    const char *name = g_ptr_array_index(r->options, k);
+    const char *value = g_ptr_array_index(r->options, k + 1);
+    if (strcmp(name, "framework") == 0)
+      return value;
+    if (strcmp(name, "sparsity") == 0)
+      sparse = g_ascii_strtod(value, NULL) > 0;
+  }
+  return st_framework_default(r->strategy, sparse)->name;
+}
+
+/* Adds parameter i once. */
+static void
+add_param(StFitOptions *o, int i)
+{
+  for (int j = 0; j < o->n_params; j++)
+    if (o->params[j] == i)
+      return;
+  o->params[o->n_params++] = i;
+}
+
+/* `frameworks`: the factor of every preset at least MIN_FRAMEWORK_RUNS
+ * calibration runs run under; the others stay at 1, said on stderr. */
+static void
+add_framework_params(const StRuns *runs, StFitOptions *o)
+{
+  for (const StFramework *const *f = st_frameworks(); *f != NULL; f++) {
+    int i = st_calib_param_index((*f)->name), n = 0;
+    for (guint k = 0; i >= 0 && k < runs->runs->len; k++) {
+      const StRun *r = g_ptr_array_index(runs->runs, k);
+      n += r->set == ST_RUN_CALIBRATION && strcmp(run_framework(r), (*f)->name) == 0;
+    }
+    if (n >= MIN_FRAMEWORK_RUNS)
+      add_param(o, i);
+    else if (n > 0)
+      fprintf(stderr, "calibrate: %s: %d calibration run%s (fewer than %d), its factor left "
+              "as it is\n", (*f)->name, n, n == 1 ? "" : "s", MIN_FRAMEWORK_RUNS);
+  }
+}
+
 static gboolean
-parse_fit(const char *list, StFitOptions *o, GError **error)
+parse_fit(const char *list, const StRuns *runs, StFitOptions *o, GError **error)
 {
   o->n_params = 0;
   if (strcmp(list, "none") == 0)
     return TRUE;
   g_auto(GStrv) names = g_strsplit(list, ",", -1);
   for (char **n = names; *n != NULL; n++) {
-    int i = st_calib_param_index(g_strstrip(*n));
+    if (strcmp(g_strstrip(*n), "frameworks") == 0) {
+      add_framework_params(runs, o);
+      continue;
+    }
+    int i = st_calib_param_index(*n);
     if (i < 0) {
       g_autoptr(GString) known = g_string_new(NULL);
       for (const StCalibParam *p = st_calib_params(); p->name != NULL; p++)
         g_string_append_printf(known, "%s%s", known->len ? ", " : "", p->name);
-      return st_cli_usage_error(error, "--fit: unknown parameter '%s' (known: %s, or none)",
+      return st_cli_usage_error(error,
+                                "--fit: unknown parameter '%s' (known: %s, frameworks, or none)",
                                 *n, known->str);
     }
     for (int j = 0; j < o->n_params; j++)
@@ -280,7 +335,8 @@ run(int argc, char **argv, GError **error)
      "traces/reference/published-runs/runs.json)",
      "FILE"},
     {"fit", 0, 0, G_OPTION_ARG_STRING, &fit,
-     "Parameters to fit, comma-separated, or none to only predict (default: " DEFAULT_FIT ")",
+     "Parameters to fit, comma-separated; frameworks = the factor of every framework preset "
+     "at least 3 calibration runs run under; none = only predict (default: " DEFAULT_FIT ")",
      "LIST"},
     {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calib_path,
      "Start from this calibration (with --fit none: the one evaluated); none = the published "
@@ -337,8 +393,9 @@ run(int argc, char **argv, GError **error)
                               iterations);
   StFitOptions fo = {0};
   double max_mape = 0, max_err = 0;
-  if (!parse_fit(fit != NULL ? fit : DEFAULT_FIT, &fo, error) ||
-      (check != NULL && !parse_check(check, &max_mape, &max_err, error)))
+  const char *fit_list = fit != NULL ? fit : DEFAULT_FIT;
+  gboolean predict_only = strcmp(fit_list, "none") == 0;
+  if (check != NULL && !parse_check(check, &max_mape, &max_err, error))
     return FALSE;
   fo.max_iterations = iterations;
 
@@ -347,9 +404,11 @@ run(int argc, char **argv, GError **error)
   gboolean ok = TRUE;
   if (calib_path != NULL && strcmp(calib_path, "none") != 0)
     ok = st_calibration_load(calib_path, &start, error);
-  else if (calib_path == NULL && fo.n_params == 0)
+  else if (calib_path == NULL && predict_only)
     ok = st_calibration_load_default(&start, error) || error == NULL || *error == NULL;
   g_autoptr(StRuns) runs = ok ? st_runs_load(runs_path, error) : NULL;
+  if (runs != NULL && !parse_fit(fit_list, runs, &fo, error))
+    g_clear_pointer(&runs, st_runs_free);
   g_autoptr(StPredictor) predictor =
     runs != NULL ? st_predictor_new(runs, threads > 0 ? threads : (int)g_get_num_processors(),
                                     error)
@@ -380,7 +439,7 @@ run(int argc, char **argv, GError **error)
   if (out != NULL) {
     if (res.calib.note == NULL)
       res.calib.note = g_strdup_printf("fitted by stagger calibrate --runs %s --fit %s",
-                                       runs_path, fit != NULL ? fit : DEFAULT_FIT);
+                                       runs_path, fit_list);
     ok = st_calibration_save(&res.calib, out, error);
     if (ok)
       printf("wrote %s\n", out);

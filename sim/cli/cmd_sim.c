@@ -53,7 +53,7 @@ static void
 list_frameworks(void)
 {
   static const char *const fuse_names[] = {"rmsnorm", "activation", "rope", "residual",
-                                           "softmax", "loss", "optimizer"};
+                                           "softmax", "loss", "optimizer", "moe dispatch"};
   for (const StFramework *const *f = st_frameworks(); *f != NULL; f++) {
     const StFramework *x = *f;
     g_autoptr(GString) fused = g_string_new(NULL);

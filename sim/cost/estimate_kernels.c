@@ -115,12 +115,15 @@ casts(const List *l, int n)
 
 /* A LayerNorm (PyTorch's native kernel, fused in every framework), or an
  * RMSNorm (`rms`), which eager code writes op by op: x.float(), pow(2),
- * mean, x * rsqrt(mean + eps), .type_as(x), * weight. */
+ * mean, x * rsqrt(mean + eps), .type_as(x), * weight. Fused, the forward
+ * reads x once and writes y once (QuACK's and Liger's RMSNorm benchmarks
+ * count exactly that traffic at 2.9-3.0 TB/s on an H100); the backward
+ * reads x and dy, writes dx, and reduces the weight's gradient. */
 static void
 norm_of(List *l, double elems, gboolean rms)
 {
   if (!rms || (l->fused & ST_FUSE_NORM))
-    mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
+    mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 2 : 5);
   else
     eager(l, elems, l->e < 4 ? 6 : 4, casts(l, 2) + 8 + 4 + 8 + 2 * l->e);
 }
@@ -475,7 +478,8 @@ lm_head_layer(const StLayer *layer, double b, List *l)
 }
 
 /* A mixture-of-experts expert (layer_moe.c): it copies the router's stream
- * (2 d + E per token) on and back, gathers its C rows per sample, runs its
+ * (2 d + E per token) on and back (as stagger's executor chains experts;
+ * a framework's token dispatcher does not: ST_FUSE_DISPATCH), gathers its C rows per sample, runs its
  * MLP on them (the shape that decides its GEMMs' efficiency: C rows, not
  * the sequence's), and adds gate x output back in. Under sequence
  * parallelism the MLP runs on the tensor group's t C rows gathered (as the
@@ -489,7 +493,8 @@ moe_expert_layer(const StLayer *layer, double b, List *l)
   double d = (stream - (double)st_layer_attr(layer, "experts", 1)) / 2;
   double rows = b * (double)st_layer_attr(layer, "capacity", 1);
   const char *kind = st_layer_attr_choice(layer, "mlp");
-  mem(l, ST_KERNEL_MEMORY, b * rows_of(layer) * stream, 2);
+  if (!(l->fused & ST_FUSE_DISPATCH))
+    mem(l, ST_KERNEL_MEMORY, b * rows_of(layer) * stream, 2);
   mem(l, ST_KERNEL_MEMORY, rows * d, 2);
   mlp(l, rows * (layer->sp ? t : 1), d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
       st_layer_attr(layer, "bias", 0) != 0);

@@ -43,6 +43,10 @@ typedef enum {
   ST_FUSE_LOSS = 1 << 5,        /* logits' softmax and cross-entropy (and its gradient) fused */
   ST_FUSE_OPTIMIZER = 1 << 6,   /* the optimizer's update of all tensors in one or a few
                                    kernels (fused / multi-tensor Adam) */
+  ST_FUSE_DISPATCH = 1 << 7,    /* MoE: a token dispatcher permutes each expert's rows once
+                                   per layer; the running token stream is not copied through
+                                   every expert, as stagger's executor chains them (so not in
+                                   ST_FUSE_ALL, the executor's bound) */
 } StFuse;
 
 #define ST_FUSE_ALL 0x7f

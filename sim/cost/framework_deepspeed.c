@@ -16,7 +16,7 @@ const StFramework st_framework_deepspeed = {
     "stage3_prefetch_bucket_size 5e7 elements (the parameters of a gather); overlap_comm None, "
     "which its validator makes True for stage 3 and False for stages 1 and 2; "
     "engine.py communication_data_type: the model's 16-bit dtype when not configured",
-  .fused = ST_FUSE_OPTIMIZER,
+  .fused = ST_FUSE_OPTIMIZER | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
   .nchw = TRUE,

@@ -18,7 +18,7 @@ const StFramework st_framework_fsdp = {
     "--grad-reduce 16bit); FSDP FULL_SHARD wrapping each transformer block, limit_all_gathers, "
     "backward_prefetch BACKWARD_PRE; torch/distributed/fsdp MixedPrecision: the sharded flat "
     "parameters stay in full precision and param_dtype applies to the gathered ones",
-  .fused = ST_FUSE_OPTIMIZER | ST_FUSE_LOSS,
+  .fused = ST_FUSE_OPTIMIZER | ST_FUSE_LOSS | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_TRITON,
   .logits_fp32 = FALSE,
   .loss_in_place = TRUE,

@@ -19,7 +19,7 @@ const StFramework st_framework_megatron = {
     "when it is off, max(40000000, 1000000 x DP) parameters when it is on (stagger takes the "
     "40M floor: 160 MB of fp32 gradients)",
   .fused = ST_FUSE_NORM | ST_FUSE_ACTIVATION | ST_FUSE_ROPE | ST_FUSE_RESIDUAL |
-           ST_FUSE_SOFTMAX | ST_FUSE_OPTIMIZER,
+           ST_FUSE_SOFTMAX | ST_FUSE_OPTIMIZER | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_CUDNN,
   .logits_fp32 = TRUE,
   .nchw = TRUE,

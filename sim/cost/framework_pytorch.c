@@ -17,7 +17,7 @@ const StFramework st_framework_pytorch = {
     "torch/nn/parallel/distributed.py: bucket_cap_mb=25, buckets all-reduced by autograd "
     "hooks as they fill during backward (Li et al., VLDB 2020); torch.autocast keeps the "
     "parameters, hence their gradients, in fp32",
-  .fused = ST_FUSE_OPTIMIZER,
+  .fused = ST_FUSE_OPTIMIZER | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
   .nchw = TRUE,

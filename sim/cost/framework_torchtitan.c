@@ -16,7 +16,7 @@ const StFramework st_framework_torchtitan = {
     "torchtitan/config/job_config.py: mixed_precision_param bfloat16, mixed_precision_reduce "
     "float32 (FSDP2 MixedPrecisionPolicy); fully_shard per transformer block, each block's "
     "reduce-scatter issued when its backward ends",
-  .fused = ST_FUSE_OPTIMIZER,
+  .fused = ST_FUSE_OPTIMIZER | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
   .nchw = TRUE,

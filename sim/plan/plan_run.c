@@ -199,9 +199,15 @@ estimate(Run *run, StPlanPoint *pt, const StStrategy *strategy, const StCluster 
       return;
     model = at_len;
   }
-  StStrategyInput in = {model, cluster, run->profile, resolved};
+  /* Under the framework the build will name. */
+  StOptions named;
+  st_options_copy(&named, resolved);
+  st_strategy_name_framework(strategy, &named);
+  StStrategyInput in = {model, cluster, run->profile, &named};
   pt->estimate = (StEstimate){.groups_across_nodes = plan->spec->tp_across_nodes};
-  if (!strategy->estimate(&in, &pt->estimate, &error)) {
+  gboolean ok = strategy->estimate(&in, &pt->estimate, &error);
+  st_options_clear(&named);
+  if (!ok) {
     set_reason(pt, ST_PLAN_INFEASIBLE, "%s: %s", strategy->name, error->message);
     return;
   }

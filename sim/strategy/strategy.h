@@ -116,6 +116,10 @@ const StStrategy *st_strategy_lookup(const char *name, GError **error);
 gboolean st_strategy_resolve(const StStrategy *strategy, StOptions *options,
                              const StCluster *cluster, GError **error);
 
+/* Names the framework preset the strategy runs under when the options name
+ * none (st_framework_default), as building and estimating both read it. */
+void st_strategy_name_framework(const StStrategy *strategy, StOptions *options);
+
 /* Resolves the options for the cluster, then builds and checks the schedule. */
 StSchedule *st_strategy_build(const StStrategy *strategy, const StModel *model,
                               const StCluster *cluster, const StProfile *profile,

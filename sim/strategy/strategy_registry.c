@@ -116,14 +116,21 @@ st_strategy_resolve(const StStrategy *strategy, StOptions *options, const StClus
   return st_options_resolve_group(options, cluster, MAX(group, 1), error);
 }
 
+void
+st_strategy_name_framework(const StStrategy *strategy, StOptions *options)
+{
+  if (options->framework == NULL)
+    options->framework =
+      g_strdup(st_framework_default(strategy->name, options->sparsity > 0)->name);
+}
+
 StSchedule *
 st_strategy_build(const StStrategy *strategy, const StModel *model, const StCluster *cluster,
                   const StProfile *profile, const StOptions *options, GError **error)
 {
   StOptions resolved;
   st_options_copy(&resolved, options);
-  if (resolved.framework == NULL)
-    resolved.framework = g_strdup(st_framework_default(strategy->name, resolved.sparsity > 0)->name);
+  st_strategy_name_framework(strategy, &resolved);
   /* zero's stage when not given, so that the framework's ZeRO 1-2 defaults apply. */
   if (strcmp(strategy->name, "zero") == 0 && resolved.zero_stage == 0)
     resolved.zero_stage = 1;
