@@ -156,6 +156,39 @@ print_summary(const StFitResult *res, const Tally *t, int n_params, FILE *out)
 }
 
 /* The same as markdown, for docs/VALIDATION.md. */
+/* The framework preset a run runs under: its --framework, else its
+ * strategy's. */
+static const char *
+run_framework(const StRun *r)
+{
+  gboolean sparse = FALSE;
+  for (guint k = 0; k + 1 < r->options->len; k += 2) {
+    const char *name = g_ptr_array_index(r->options, k);
+    const char *value = g_ptr_array_index(r->options, k + 1);
+    if (strcmp(name, "framework") == 0)
+      return value;
+    if (strcmp(name, "sparsity") == 0)
+      sparse = g_ascii_strtod(value, NULL) > 0;
+  }
+  return st_framework_default(r->strategy, sparse)->name;
+}
+
+/* "strategy: name value, ..." without the framework (its own column). */
+static char *
+run_layout(const StRun *r)
+{
+  GString *g = g_string_new(r->strategy);
+  const char *sep = ": ";
+  for (guint k = 0; k + 1 < r->options->len; k += 2) {
+    const char *name = g_ptr_array_index(r->options, k);
+    if (strcmp(name, "framework") == 0)
+      continue;
+    g_string_append_printf(g, "%s%s %s", sep, name, (char *)g_ptr_array_index(r->options, k + 1));
+    sep = ", ";
+  }
+  return g_string_free(g, FALSE);
+}
+
 static gboolean
 write_markdown(const char *path, const StRuns *runs, const StFitResult *res, const Tally *t,
                int n_params, GError **error)
@@ -172,15 +205,21 @@ write_markdown(const char *path, const StRuns *runs, const StFitResult *res, con
       any = any || (int)((StRun *)g_ptr_array_index(runs->runs, i))->set == s;
     if (!any)
       continue;
-    g_string_append_printf(md, "\n%s\n\n", titles[s]);
-    g_string_append(md, "| run | source | measured step | predicted | error | memory "
-                        "measured / predicted |\n|---|---|---:|---:|---:|---|\n");
+    g_string_append_printf(md, "\n%s\n\n",
+                           s == ST_RUN_CALIBRATION && n_params == 0
+                             ? "**Calibration set** (nothing fitted here: each run's own error):"
+                             : titles[s]);
+    g_string_append(md, "| run | source | layout | framework | measured step | predicted | "
+                        "error | memory measured / predicted |\n"
+                        "|---|---|---|---|---:|---:|---:|---|\n");
     for (guint i = 0; i < runs->runs->len; i++) {
       const StRun *r = g_ptr_array_index(runs->runs, i);
       const StRunPrediction *p = &res->pred[i];
       if ((int)r->set != s)
         continue;
-      g_string_append_printf(md, "| %s | %s | ", r->id, r->source ? r->source : "");
+      g_autofree char *layout = run_layout(r);
+      g_string_append_printf(md, "| %s | %s | %s | %s | ", r->id, r->source ? r->source : "",
+                             layout, run_framework(r));
       if (!p->ok) {
         g_string_append_printf(md, "failed: %s | | | |\n", p->error ? p->error : "?");
         continue;
@@ -202,7 +241,9 @@ write_markdown(const char *path, const StRuns *runs, const StFitResult *res, con
     }
   }
   g_string_append(md, "\n| set | runs | MAPE | bias | worst |\n|---|---:|---:|---:|---|\n");
-  const char *names[2][2] = {{"step, calibration (leave-one-out)", "step, held out"},
+  const char *names[2][2] = {{n_params > 0 ? "step, calibration (leave-one-out)"
+                                            : "step, calibration",
+                              "step, held out"},
                              {"memory, calibration", "memory, held out"}};
   for (int k = 0; k < 2; k++)
     for (int s = 0; s < 2; s++) {
@@ -216,23 +257,6 @@ write_markdown(const char *path, const StRuns *runs, const StFitResult *res, con
   g_string_append_printf(md, "\nCalibration: %s%s.\n", factors,
                          n_params > 0 ? " (fitted on the calibration set)" : "");
   return g_file_set_contents(path, md->str, (gssize)md->len, error);
-}
-
-/* The framework preset a run runs under: its --framework, else its
- * strategy's. */
-static const char *
-run_framework(const StRun *r)
-{
-  gboolean sparse = FALSE;
-  for (guint k = 0; k + 1 < r->options->len; k += 2) {
-    const char *name = g_ptr_array_index(r->options, k);
-    const char *value = g_ptr_array_index(r->options, k + 1);
-    if (strcmp(name, "framework") == 0)
-      return value;
-    if (strcmp(name, "sparsity") == 0)
-      sparse = g_ascii_strtod(value, NULL) > 0;
-  }
-  return st_framework_default(r->strategy, sparse)->name;
 }
 
 /* Adds parameter i once. */

@@ -171,6 +171,17 @@ fits_to_build(const char *name, const StOptions *options, const StCluster *clust
   return FALSE;
 }
 
+/* The calibration the cluster took, as a note of the schedule (report.json). */
+static void
+note_calibration(StSchedule *schedule, const StCliInputs *in)
+{
+  if (in->calib.path == NULL)
+    return;
+  g_autofree char *what = st_calibration_describe(&in->calib);
+  g_autofree char *note = g_strdup_printf("%s (%s)", in->calib.path, what);
+  st_schedule_note_text(schedule, "calibration", note);
+}
+
 static gboolean
 build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
 {
@@ -204,11 +215,8 @@ build_runs(StCliShared *sh, GPtrArray *runs, StCliInputs *in, GError **error)
         run->schedule =
           st_strategy_build(strategy, in->model, cluster, in->profile, &options, error);
       }
-      if (ok && run->schedule != NULL && in->calib.path != NULL) {
-        g_autofree char *what = st_calibration_describe(&in->calib);
-        g_autofree char *note = g_strdup_printf("%s (%s)", in->calib.path, what);
-        st_schedule_note_text(run->schedule, "calibration", note);
-      }
+      if (ok && run->schedule != NULL)
+        note_calibration(run->schedule, in);
       ok = ok && run->schedule != NULL && simulate(run, in, &options, sh->no_fold, error);
     }
     st_options_clear(&options);
@@ -235,6 +243,7 @@ import_chakra(StCliShared *sh, const char *prefix, const char *groups, GPtrArray
     return FALSE;
   g_autoptr(StCluster) cluster = NULL;
   gboolean ok = (in->cluster = st_cluster_load(sh->cluster, error)) != NULL &&
+                st_cli_load_calibration(sh->calibration, in, error) &&
                 (cluster = st_cli_cluster_for(sh, in, &options, error)) != NULL;
   if (ok && sh->profile != NULL)
     ok = (in->profile = st_profile_load(sh->profile, error)) != NULL;
@@ -258,6 +267,8 @@ import_chakra(StCliShared *sh, const char *prefix, const char *groups, GPtrArray
             cluster->gpu.name);
     r->schedule = st_chakra_import(prefix, &io, &stats, error);
     ok = r->schedule != NULL;
+    if (ok)
+      note_calibration(r->schedule, in);
   }
   if (ok) {
     fprintf(stderr, "  %s: %d ranks, %" G_GINT64_FORMAT " nodes -> %" G_GINT64_FORMAT

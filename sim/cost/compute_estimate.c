@@ -61,14 +61,27 @@ typedef struct {
   double eff;   /* at large sizes */
 } Math;
 
-/* The share of the published math efficiencies reached here: what the GPU
- * keeps under the cluster's power cap, times what a calibration found the
- * framework's software reaches (cost/calibration.h; 1 without one). */
+/* What the GPU keeps of its math throughput under the cluster's power cap. */
 static double
 power_factor(const StComputeCtx *ctx)
 {
   const StGpuPerf *p = ctx->cluster->gpu.perf;
-  return st_gpu_perf_power_factor(p, ctx->cluster->gpu.power_limit_w) *
+  return st_gpu_perf_power_factor(p, ctx->cluster->gpu.power_limit_w);
+}
+
+/* The share of the published GEMM and convolution efficiencies reached
+ * here: the power cap's, times what a calibration found the framework's
+ * software reaches with the shapes it hands cuBLAS and cuDNN
+ * (cost/calibration.h; 1 without one). The attention curves take the power
+ * cap's alone: they are the fused kernels' own end-to-end measurements, the
+ * kernels the frameworks call as they are (the A100's long-sequence
+ * llm-foundry runs, attention-bound, are within 5 % uncalibrated where its
+ * short-sequence ones, GEMM-bound, are 4-17 % fast: docs/VALIDATION.md). */
+static double
+math_factor(const StComputeCtx *ctx)
+{
+  const StGpuPerf *p = ctx->cluster->gpu.perf;
+  return power_factor(ctx) *
          st_gpu_perf_framework_factor(p, ctx->framework != NULL ? ctx->framework->name : NULL);
 }
 
@@ -76,7 +89,7 @@ static Math
 math_of(const StComputeCtx *ctx, const StGemmCurve *c)
 {
   const StCluster *cl = ctx->cluster;
-  double pw = power_factor(ctx);
+  double pw = math_factor(ctx);
   if (ctx->dtype != ST_DTYPE_FP32)
     return (Math){st_cluster_peak_flops(cl, ctx->dtype), MIN(1.0, c->eff_16bit * pw)};
   if (c->fp32_as_tf32 && cl->gpu.tf32_flops > 0)

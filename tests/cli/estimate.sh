@@ -26,7 +26,7 @@ expect 2 "unknown compute model (known: estimate, roofline)" $STAGGER sim \
 
 # Sources: estimate by default, roofline when asked; the report counts them.
 for cm in estimate roofline; do
-  $STAGGER sim --model $SRC/models/mlp.json --cluster $C/dgx-h100.json --gpus 2 \
+  $STAGGER sim --calibration none --model $SRC/models/mlp.json --cluster $C/dgx-h100.json --gpus 2 \
     --compute-model $cm --out "$tmp/src-$cm" >/dev/null 2>&1
   awk -F, -v cm=$cm 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
     $c["kind"] == "COMP" && $c["source"] != cm { bad = 1 } END { exit bad || !c["source"] }' \
@@ -57,7 +57,7 @@ fwdbwd() {
 #    the first convolution and the linears the fit leaves out, 203.8 / 54.96 ms
 #    in all; tolerance 15 %.
 for b in 128:203.845 32:54.964; do
-  $STAGGER sim --model $SRC/models/vgg16.json --cluster $C/dgx-a100.json --gpus 1 \
+  $STAGGER sim --calibration none --model $SRC/models/vgg16.json --cluster $C/dgx-a100.json --gpus 1 \
     --micro-batch ${b%%:*} --out "$tmp/vgg${b%%:*}" >/dev/null 2>&1
   within "fitted: VGG-16 A100 batch ${b%%:*} (DeepPool)" \
     "$(fwdbwd "$tmp/vgg${b%%:*}" '^(avgpool|drop6|drop7|loss)$')" "${b#*:}" 0.15
@@ -66,7 +66,7 @@ done
 # 2. Held out: WideResNet-101-2 on one A100, batch 32, fp32 (TF32): DeepPool's
 #    other profile, 104.0 ms over its rows (no row for bn1 and the loss);
 #    tolerance 35 %.
-$STAGGER sim --model $SRC/models/wide_resnet101_2.json --cluster $C/dgx-a100.json --gpus 1 \
+$STAGGER sim --calibration none --model $SRC/models/wide_resnet101_2.json --cluster $C/dgx-a100.json --gpus 1 \
   --micro-batch 32 --out "$tmp/wrn" >/dev/null 2>&1
 within "held out: WRN-101-2 A100 batch 32 (DeepPool)" \
   "$(fwdbwd "$tmp/wrn" '^(bn1|loss)$')" 104.005 0.35
@@ -81,7 +81,7 @@ resnet() { # NAME CLUSTER PRECISION BATCH MEASURED TOLERANCE
   # ones PyTorch's default NCHW, which cuDNN transposes around tensor cores.
   local format=nchw
   [ "$3" = mixed ] && format=nhwc
-  $STAGGER sim --model $SRC/models/resnet50.json --cluster $C/$2.json --gpus 1 --micro-batch $4 \
+  $STAGGER sim --calibration none --model $SRC/models/resnet50.json --cluster $C/$2.json --gpus 1 --micro-batch $4 \
     --precision $3 --optimizer sgd --memory-format $format --steps 3 --out "$tmp/r50-$1" \
     >/dev/null 2>&1
   within "held out: ResNet-50 $1 (NVIDIA DLE)" "$(jq .samples_per_s "$tmp/r50-$1/report.json")" $5 $6
@@ -96,7 +96,7 @@ resnet "V100 FP32 b112" dgx-v100 fp32 112 367 0.50
 #    (Narayanan et al., SC 2021, table 1: 137 TFLOP/s per GPU by their count
 #    96 B s l h^2 (1 + s/6h + V/16lh) = 1.547e16 FLOPs a step: 3.528 s).
 #    Tolerance 25 %.
-$STAGGER sim --model $SRC/tests/data/validation/megatron-gpt-1.7b.json --cluster $C/dgx-a100.json \
+$STAGGER sim --calibration none --model $SRC/tests/data/validation/megatron-gpt-1.7b.json --cluster $C/dgx-a100.json \
   --nodes 4 --strategy dp --recompute full --precision mixed \
   --global-batch 512 --micro-batch 4 --steps 2 --out "$tmp/meg" >/dev/null 2>&1
 within "held out: Megatron GPT 1.7B, 32 A100 (step s)" \
@@ -108,7 +108,7 @@ within "held out: Megatron GPT 1.7B, 32 A100 (step s)" \
 #    45 % on the H100 (LLM training runs 17-43 % slower than predicted:
 #    docs/VALIDATION.md says why).
 mpt() { # SIZE CLUSTER MICRO GLOBAL TOKENS_PER_S_PER_GPU TOLERANCE
-  $STAGGER sim --model $SRC/tests/data/validation/mpt-$1.json --cluster $C/$2.json --gpus 8 \
+  $STAGGER sim --calibration none --model $SRC/tests/data/validation/mpt-$1.json --cluster $C/$2.json --gpus 8 \
     --strategy zero --zero-stage 3 --precision mixed --micro-batch $3 --global-batch $4 \
     --out "$tmp/mpt-$1-$2" >/dev/null 2>&1
   within "held out: MPT-$1 8x $2 (step s)" "$(jq .step_time_s "$tmp/mpt-$1-$2/report.json")" \

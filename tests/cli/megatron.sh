@@ -114,18 +114,18 @@ done
 # DGX A100 nodes, sequence 2048, vocabulary 51200, mixed precision, full
 # recomputation): 18.4B with TP 8 on 256 GPUs, batch 1024, 135 TFLOP/s per
 # GPU; 39.1B with TP 8 x PP 2 on 512 GPUs, batch 1536, 138 TFLOP/s; by the
-# paper's count F = 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs a step. The table
-# gives no micro-batch: 1 here. stagger's estimate (no profile) must land
-# between 0.95 and 1.5 times the measured rate: docs/VALIDATION.md finds the
-# estimate optimistic on every LLM training row (by 17-26 % of the step on
-# the A100), from kernels it does not count; 1.5 bounds that with margin, and
-# a prediction slower than measured would be a new error. docs/LLM.md reports
-# the ratios.
+# paper's count F = 96 B s l h^2 (1 + s/6h + V/16lh) FLOPs a step, run as
+# traces/reference/published-runs/runs.json has them (micro-batch 8, 16-bit
+# gradient reductions overlapped with backward: the 2021 code's defaults).
+# With the shipped calibration (fitted on the 39.1B among others; the 18.4B
+# is held out) each must land within 25 % of the measured rate, the issue's
+# bound on any run; tests/cli/published.sh checks the whole table.
 mfu() { # SIZE NODES STAGES BATCH LAYERS HIDDEN TFLOPS
   $STAGGER sim --model $SRC/tests/data/validation/megatron-gpt-$1.json \
     --cluster $SRC/models/clusters/dgx-a100.json --nodes $2 --strategy megatron \
     --tensor-parallel 8 --pipeline-stages $3 --recompute full --precision mixed \
-    --global-batch $4 --micro-batch 1 --out "$tmp/n$1" >/dev/null 2>&1
+    --global-batch $4 --micro-batch 8 --grad-reduce 16bit --overlap-grad-reduce on \
+    --out "$tmp/n$1" >/dev/null 2>&1
   local step
   step=$(num "$tmp/n$1/report.json" step_time_s)
   awk -v t="$step" -v B=$4 -v l=$5 -v h=$6 -v n=$(($2 * 8)) -v m=$7 -v name=$1 'BEGIN {
@@ -133,7 +133,7 @@ mfu() { # SIZE NODES STAGES BATCH LAYERS HIDDEN TFLOPS
     F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
     r = F / (t * n) / 1e12 / m
     printf "GPT %s: %.1f TFLOP/s per GPU predicted, %d measured: %.2fx\n", name, F / (t * n) / 1e12, m, r
-    exit !(r >= 0.95 && r <= 1.5) }' || fail "GPT $1 throughput outside the band"
+    exit !(r >= 0.8 && r <= 1.25) }' || fail "GPT $1 throughput outside the band"
 }
 mfu 18.4b 32 1 1024 40 6144 135
 mfu 39.1b 64 2 1536 48 8192 138
