@@ -65,7 +65,9 @@ build(const StModel *m, const Case *c)
                 st_options_set(&o, "stage-split", c->split, &error) &&
                 st_options_set(&o, "cdp-reduce", c->reduce, &error) &&
                 (c->zero == 0 || st_options_set(&o, "zero-stage", zero, &error)) &&
-                st_options_set(&o, "model-parallel", c->mp ? "true" : "false", &error));
+                st_options_set(&o, "model-parallel", c->mp ? "true" : "false", &error) &&
+                /* what the executor runs: 16-bit gradients under mixed precision */
+                st_options_set(&o, "framework", "ideal", &error));
   g_assert_no_error(error);
   StSchedule *s = st_strategy_build(st_strategy_find("cdp"), m, cl, NULL, &o, &error);
   g_assert_no_error(error);

@@ -45,7 +45,5 @@ st_framework_default(const char *strategy, gboolean sparse)
     return &st_framework_megatron;
   if (strcmp(strategy, "zero") == 0)
     return &st_framework_deepspeed;
-  if (strcmp(strategy, "dp") == 0)
-    return &st_framework_pytorch;
-  return &st_framework_ideal;
+  return &st_framework_pytorch;
 }

@@ -130,6 +130,27 @@ read_table(const char *dir, const char *name, GError **error)
   return text;
 }
 
+/* "predicted step 1.2 s (1.0 s .. 1.5 s, 90 %)" from DIR's report.json,
+ * when a calibration gave the step its interval; NULL otherwise. */
+static char *
+step_interval(const char *dir)
+{
+  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
+  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
+                              ? st_json_load_file(path, NULL)
+                              : NULL;
+  const cJSON *step = cJSON_GetObjectItem(report, "step_time_s");
+  const cJSON *iv = cJSON_GetObjectItem(report, "step_time_interval_s");
+  if (!cJSON_IsNumber(step) || !cJSON_IsArray(iv) || cJSON_GetArraySize(iv) != 2)
+    return NULL;
+  g_autofree char *t = st_format_duration((int64_t)(step->valuedouble * 1e9));
+  g_autofree char *lo =
+    st_format_duration((int64_t)(cJSON_GetArrayItem(iv, 0)->valuedouble * 1e9));
+  g_autofree char *hi =
+    st_format_duration((int64_t)(cJSON_GetArrayItem(iv, 1)->valuedouble * 1e9));
+  return g_strdup_printf("predicted step %s (%s .. %s, 90 %%)", t, lo, hi);
+}
+
 /* The run's name for titles: report.json's "description" (which says the
  * strategy and its settings), else its "strategy", else the directory's
  * name. */
@@ -342,11 +363,14 @@ plot_memory(Plotter *pl, const char *dir, const char *name, GError **error)
     g_autofree char *label = panel_label(pl->dev, d, stands);
     var_string(vars, label_key, label);
   }
-  g_autofree char *note =
-    (int)info.devices->len > n
-      ? g_strdup_printf("first %d of %u recorded %ss", n, info.devices->len, pl->dev)
-      : g_strdup("");
-  var_string(vars, "note", note);
+  /* The second line: the calibration's interval on the step, and which
+   * panels are shown when not all. */
+  g_autofree char *step = step_interval(dir);
+  g_autoptr(GString) note = g_string_new(step != NULL ? step : "");
+  if ((int)info.devices->len > n)
+    g_string_append_printf(note, "%sfirst %d of %u recorded %ss", note->len ? "; " : "", n,
+                           info.devices->len, pl->dev);
+  var_string(vars, "note", note->str);
   return run_script(pl, "memory.gp", vars, dir, "memory", error);
 }
 

@@ -67,6 +67,11 @@ awk -v l="$lo" -v m="$mid" -v h="$hi" 'BEGIN { exit !(l < m && m < h) }' ||
   >"$tmp/sim" 2>/dev/null
 jq -e '.step_time_interval_s == null' "$tmp/raw/report.json" >/dev/null ||
   fail "--calibration none still has an interval"
+# The plots' titles carry the interval too.
+if command -v gnuplot >/dev/null; then
+  "$STAGGER" plot "$tmp/run" --format svg >/dev/null 2>&1 || fail "plot failed"
+  grep -q "90 %)" "$tmp/run/memory.svg" || fail "the plots do not show the step's interval"
+fi
 # The calibrated step is the slower: the framework factor is below 1.
 awk -v a="$mid" -v b="$(jq '.step_time_s' "$tmp/raw/report.json")" 'BEGIN { exit !(a > b) }' ||
   fail "the calibration did not slow the Megatron step"
