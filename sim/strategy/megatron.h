@@ -11,6 +11,23 @@ typedef struct {
   StModel *model;     /* one tensor rank's model (vocabulary padded), owned */
 } StMegatronShape;
 
+/* --layer-split: how megatron's model chunks share the transformer layers
+ * when no uneven option is given. */
+typedef enum {
+  ST_LAYER_SPLIT_EVEN = 0, /* Megatron-LM's: the same number each */
+  ST_LAYER_SPLIT_BALANCED, /* least largest forward + backward FLOPs per chunk */
+} StLayerSplit;
+
+/* The first layer of each of the p v model chunks of `model` (one tensor
+ * rank's), [p v + 1] with [p v] = n_layers, as Megatron-Core splits them
+ * under the options (--first-stage-layers, --last-stage-layers,
+ * --account-for-embedding, --account-for-loss, --layer-split;
+ * megatron_split.c); *n_units: the model's transformer layers;
+ * stage_units ([p], may be NULL): each stage's. NULL with Megatron-LM's
+ * reason when it refuses the split. Transfer full. */
+int32_t *st_megatron_split(const StModel *model, int p, int v, const StOptions *options,
+                           int *n_units, int *stage_units, GError **error);
+
 /* Fails with build()'s message when build() would refuse the options. */
 gboolean st_megatron_shape(const StStrategyInput *input, StMegatronShape *out, GError **error);
 void st_megatron_shape_clear(StMegatronShape *shape);

@@ -191,6 +191,24 @@ static const StOptionSpec SPECS[] = {
   {"virtual-stages", ST_OPT_INT, F(virtual_stages), 1, 1024, NULL, NULL, "V",
    "megatron: model chunks per pipeline stage, Megatron-LM's interleaved 1F1B schedule (V > 1 "
    "needs --pipeline-stages > 1) (default: 1)"},
+  {"first-stage-layers", ST_OPT_INT, F(first_stage_layers), 0, 1e6, NULL, NULL, "N",
+   "megatron: transformer layers on the first pipeline stage, the stages between sharing the "
+   "rest evenly (Megatron-LM's --decoder-first-pipeline-num-layers; Llama 3 405B: 7 of 126 on "
+   "16 stages) (default: an even split)"},
+  {"last-stage-layers", ST_OPT_INT, F(last_stage_layers), 0, 1e6, NULL, NULL, "N",
+   "megatron: transformer layers on the last pipeline stage (Megatron-LM's "
+   "--decoder-last-pipeline-num-layers) (default: an even split)"},
+  {"account-for-embedding", ST_OPT_FLAG, F(account_for_embedding), 0, 0, NULL, NULL, NULL,
+   "megatron: the embedding counts as one layer of the split, the first chunk holding one "
+   "transformer layer fewer (Megatron-LM's --account-for-embedding-in-pipeline-split)"},
+  {"account-for-loss", ST_OPT_FLAG, F(account_for_loss), 0, 0, NULL, NULL, NULL,
+   "megatron: the head's loss counts as one layer, the last chunk holding one fewer "
+   "(Megatron-LM's --account-for-loss-in-pipeline-split)"},
+  {"layer-split", ST_OPT_CHOICE, F(layer_split), 0, 0,
+   (const char *const[]){"even", "balanced", NULL}, NULL, "even|balanced",
+   "megatron: how model chunks share the transformer layers when no uneven option is given: "
+   "even (Megatron-LM's, p x v must divide them) or balanced (contiguous chunks of least "
+   "largest forward + backward FLOPs, embedding and head included) (default: even)"},
   {"vocab-multiple", ST_OPT_INT, F(vocab_multiple), 0, 1 << 20, NULL, NULL, "K",
    "megatron: pad the vocabulary to a multiple of K x T, as Megatron-LM's "
    "--make-vocab-size-divisible-by; 1 pads only what T does not divide; 0 = 128 (default: "

@@ -68,6 +68,13 @@ typedef struct {
   int expert_parallel;   /* --expert-parallel: megatron's EP group size; 0 = not given (1) */
   int virtual_stages;    /* --virtual-stages: megatron's model chunks per pipeline stage
                             (interleaved 1F1B); 0 = not given (1) */
+  int first_stage_layers; /* --first-stage-layers: megatron's first stage's transformer
+                             layers; 0 = as the others */
+  int last_stage_layers;  /* --last-stage-layers: the last stage's; 0 = as the others */
+  gboolean account_for_embedding; /* --account-for-embedding: the embedding counts as a layer
+                                     in megatron's split */
+  gboolean account_for_loss;      /* --account-for-loss: the loss does */
+  int layer_split;        /* --layer-split: StLayerSplit (strategy/megatron.h), 0 = even */
   int vocab_multiple;    /* --vocab-multiple: megatron pads the vocabulary to a multiple of
                             this x t; 0 = not given (128, Megatron-LM's) */
   char *framework;       /* --framework: preset of cost/framework.h; NULL = the strategy's

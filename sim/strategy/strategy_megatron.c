@@ -23,12 +23,9 @@
  * "data" (gradient all-reduce), "tied" (the embedding's and the tied head's
  * stages, when they differ).
  *
- * Stages are cut between units, Megatron's transformer layers (a unit
- * starts at each layer that splits as a column- then row-parallel pair and
- * continues no chain; the layers before the first join it, the rest the
- * unit before them): p v must divide their number, every model chunk
- * holding as many (Megatron-LM's even split, the embedding on the first
- * stage, the head and the loss on the last).
+ * Stages are cut between units, Megatron's transformer layers, evenly or
+ * as Megatron-LM's uneven options say (megatron_split.c), the embedding on
+ * the first stage, the head and the loss on the last.
  *
  * A step runs M = global batch / (d x micro-batch) micro-batches through
  * each pipeline; interleaving (v > 1) needs M a multiple of p, as
@@ -46,41 +43,8 @@ typedef struct {
   int e;          /* expert-parallel size, dividing d */
   int n_units;
   int moe_layers; /* routers in the model */
+  int32_t *first; /* [p v + 1]: chunk k's layers, st_megatron_split's (owned) */
 } Layout;
-
-/* Whether layer i closes an MoE chain (its last expert). */
-static gboolean
-is_moe_end(const StModel *m, int i)
-{
-  return i > 0 && m->layers[i - 1].chain_open && !m->layers[i].chain_open;
-}
-
-/* The first layer of each unit (see the top), ascending; transfer full. */
-static GArray *
-unit_firsts(const StModel *m)
-{
-  GArray *firsts = g_array_new(FALSE, FALSE, sizeof(int32_t));
-  gboolean any = FALSE;
-  for (int i = 0; i < m->n_layers; i++)
-    any = any || m->layers[i].type->tp == ST_TP_PARALLEL;
-  for (int i = 0; i < m->n_layers; i++) {
-    gboolean continues = i > 0 && m->layers[i - 1].chain_open;
-    gboolean starts = !continues && (!any || m->layers[i].type->tp == ST_TP_PARALLEL);
-    if (!starts)
-      continue;
-    /* A cut right after an MoE layer's experts moves past the next layer,
-     * so that the combine's output is read where it is made. */
-    int32_t first = firsts->len == 0 ? 0 : i;
-    if (first > 0 && is_moe_end(m, first - 1) && first + 1 < m->n_layers)
-      first++;
-    g_array_append_val(firsts, first);
-  }
-  if (firsts->len == 0) {
-    int32_t zero = 0;
-    g_array_append_val(firsts, zero);
-  }
-  return firsts;
-}
 
 static gboolean
 fail(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
@@ -142,33 +106,14 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
     return fail(error, "--tensor-parallel %d: no layer of the model splits over a tensor group "
                        "(Megatron-LM splits attention, MLPs, the embedding and the head); every "
                        "tensor rank would run the whole model on the same samples", l->t);
-  g_autoptr(GArray) firsts = unit_firsts(m);
-  l->n_units = (int)firsts->len;
-  int chunks = l->p * l->v;
-  if (l->n_units % chunks != 0)
-    return fail(error, "--pipeline-stages %d x --virtual-stages %d = %d model chunks do not "
-                       "divide the model's %d transformer layers evenly (Megatron-LM's split)",
-                l->p, l->v, chunks, l->n_units);
   int M = o->accumulation; /* per pipeline: st_strategy_resolve with sample_group */
   if (l->v > 1 && M % l->p != 0)
     return fail(error, "--virtual-stages %d: the %d micro-batches per "
                        "pipeline must be a multiple of the %d stages (Megatron-LM's interleaved "
                        "schedule)",
                 l->v, M, l->p);
-  return TRUE;
-}
-
-/* Model chunk k of p v holds units [k U / (p v), (k + 1) U / (p v)). */
-static int32_t *
-chunk_firsts(const StModel *m, const Layout *l)
-{
-  g_autoptr(GArray) units = unit_firsts(m);
-  int K = l->p * l->v, per = l->n_units / K;
-  int32_t *first = g_new(int32_t, K + 1);
-  for (int k = 0; k < K; k++)
-    first[k] = g_array_index(units, int32_t, k * per);
-  first[K] = m->n_layers;
-  return first;
+  l->first = st_megatron_split(m, l->p, l->v, o, &l->n_units, NULL, error);
+  return l->first != NULL;
 }
 
 /* Communicators laid out as the top says; `color` is scratch of R. */
@@ -227,6 +172,14 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
   st_schedule_note_number(s, "expert_parallel", l->e);
   st_schedule_note_number(s, "micro_batches", pp->n_micro);
   st_schedule_note_number(s, "transformer_layers", l->n_units);
+  g_autofree int *per_stage = g_new(int, l->p);
+  int n_units;
+  g_autofree int32_t *first = st_megatron_split(m, l->p, l->v, pp->options, &n_units, per_stage,
+                                                NULL);
+  g_autoptr(GString) stages = g_string_new(NULL);
+  for (int st = 0; first != NULL && st < l->p; st++)
+    g_string_append_printf(stages, "%s%d", st ? "," : "", per_stage[st]);
+  st_schedule_note_text(s, "stage_transformer_layers", stages->str);
   /* Narayanan et al. 2021, section 2.2: (p - 1) / (v m) of the ideal time. */
   st_schedule_note_number(s, "bubble_fraction_estimate",
                           (double)(l->p - 1) / ((double)l->v * pp->n_micro));
@@ -302,6 +255,7 @@ build(const StStrategyInput *in, GError **error)
     return NULL;
   StPipe pp;
   if (!st_pipe_init(&pp, m, in->cluster, in->profile, o, error)) {
+    g_free(l.first);
     st_pipe_clear(&pp);
     return NULL;
   }
@@ -327,7 +281,7 @@ build(const StStrategyInput *in, GError **error)
       owner[i + 1 + x] = x / (X / l.e);
   }
   pp.expert_owner = pp.moe_segments ? owner : NULL;
-  st_pipe_set_split(&pp, chunk_firsts(m, &l));
+  st_pipe_set_split(&pp, g_steal_pointer(&l.first));
 
   int R = o->ranks;
   const StModel *mm = m;
@@ -402,7 +356,7 @@ st_megatron_shape(const StStrategyInput *in, StMegatronShape *out, GError **erro
     st_model_free(m);
     return FALSE;
   }
-  *out = (StMegatronShape){l.t, l.p, l.d, l.v, l.e, chunk_firsts(m, &l), m};
+  *out = (StMegatronShape){l.t, l.p, l.d, l.v, l.e, g_steal_pointer(&l.first), m};
   return TRUE;
 }
 

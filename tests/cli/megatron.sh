@@ -138,6 +138,27 @@ mfu() { # SIZE NODES STAGES BATCH LAYERS HIDDEN TFLOPS
 mfu 18.4b 32 1 1024 40 6144 135
 mfu 39.1b 64 2 1536 48 8192 138
 
+# Llama 3 405B's 126 layers on 16 stages (Llama 3 paper, section 3.3.2:
+# one layer fewer on the first and the last stage): refused evenly, with
+# the options that place them named; run as the paper did and as
+# Megatron-LM's accounting of the embedding and the loss does, the same.
+B=$SRC/models/llama-3-405b.json
+expect 1 "first-stage-layers" $STAGGER sim --model $B --cluster $C --nodes 16 \
+  --strategy megatron --tensor-parallel 8 --pipeline-stages 16
+expect 1 "exclude each other" $STAGGER sim --model $B --cluster $C --nodes 16 \
+  --strategy megatron --tensor-parallel 8 --pipeline-stages 16 --first-stage-layers 7 \
+  --last-stage-layers 7 --account-for-loss
+for split in "--first-stage-layers 7 --last-stage-layers 7" \
+             "--account-for-embedding --account-for-loss"; do
+  # shellcheck disable=SC2086
+  $STAGGER sim --model $B --cluster $C --nodes 16 --strategy megatron --tensor-parallel 8 \
+    --sequence-parallel --pipeline-stages 16 $split --precision mixed --seq-len 8192 \
+    --micro-batch 1 --global-batch 16 --recompute full --out "$tmp/l405" >/dev/null 2>&1 \
+    || fail "405B on 16 stages: $split"
+  grep -q '"stage_transformer_layers":[[:space:]]*"7,8,8,8,8,8,8,8,8,8,8,8,8,8,8,7"' \
+    "$tmp/l405/report.json" || fail "405B stages: $split"
+done
+
 # The schedule round-trips through its JSON, derived model and parts included.
 $STAGGER schedule --model $M --cluster $C --nodes 2 --strategy megatron --tensor-parallel 8 \
   --sequence-parallel --micro-batch 1 --global-batch 2 --out "$tmp/s.json" >/dev/null
