@@ -47,6 +47,23 @@ agree "$tmp/v1" "$tmp/dp" || fail "--vocab-multiple 1"
 $STAGGER run --model $M --strategy megatron --tensor-parallel 2 --ranks 4 --steps 3 --seed 7 \
   --backend host --out "$tmp/s7" >/dev/null 2>&1
 ! agree "$tmp/s7" "$tmp/dp" 2>/dev/null || fail "the comparison accepts another seed's losses"
+# Uneven pipeline stages (Megatron-LM's first/last-stage layer counts, its
+# accounting of the embedding, and the FLOPs-balanced split): tiny-llama
+# with three blocks on two stages, 1 + 2 or 2 + 1, trains as DP does.
+sed 's/"repeat": 2/"repeat": 3/' "$M" >"$tmp/tl3.json"
+$STAGGER run --model "$tmp/tl3.json" --strategy dp --ranks 1 --steps 3 --backend host \
+  --out "$tmp/tl3-dp" >/dev/null 2>&1
+for split in "--first-stage-layers 1:1,2" "--last-stage-layers 1:2,1" \
+             "--account-for-embedding:1,2" "--layer-split balanced:2,1"; do
+  # shellcheck disable=SC2086
+  $STAGGER run --model "$tmp/tl3.json" --strategy megatron --pipeline-stages 2 ${split%%:*} \
+    --ranks 2 --steps 3 --backend host --out "$tmp/uneven" >/dev/null 2>"$tmp/err" \
+    || { cat "$tmp/err"; fail "uneven stages: ${split%%:*}"; }
+  grep -q "\"stage_transformer_layers\":[[:space:]]*\"${split##*:}\"" "$tmp/uneven/report.json" \
+    || fail "stages of ${split%%:*}: wanted ${split##*:}"
+  agree "$tmp/uneven" "$tmp/tl3-dp" || fail "${split%%:*} does not train as DP"
+done
+
 # Expert parallelism: tiny-moe's 4 experts over 2 ranks, all-to-alls on 'ep'.
 MOE=$SRC/tests/data/exec/tiny-moe.json
 $STAGGER run --model $MOE --strategy dp --ranks 2 --steps 3 --backend host --out "$tmp/moe-dp" \
