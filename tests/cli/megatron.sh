@@ -159,6 +159,16 @@ for split in "--first-stage-layers 7 --last-stage-layers 7" \
     "$tmp/l405/report.json" || fail "405B stages: $split"
 done
 
+# The planner crosses --layer-split like any list: GPT-2's 12 layers on 5
+# stages only split balanced.
+$STAGGER plan --model $SRC/models/gpt2-124m.json --cluster $C --gpus 5 --strategy megatron \
+  --pipeline-stages 5 --layer-split even,balanced --global-batch 10 --micro-batch 1 \
+  --precision mixed >"$tmp/plan" 2>&1 || fail "plan with --layer-split even,balanced"
+grep -q "^Winner: .*pipeline-stages=5 .*layer-split=balanced" "$tmp/plan" \
+  || fail "no balanced 5-stage winner"
+grep -q "do not divide the model's 12 transformer layers" "$tmp/plan" \
+  || fail "the even split's refusal is not listed"
+
 # The schedule round-trips through its JSON, derived model and parts included.
 $STAGGER schedule --model $M --cluster $C --nodes 2 --strategy megatron --tensor-parallel 8 \
   --sequence-parallel --micro-batch 1 --global-batch 2 --out "$tmp/s.json" >/dev/null
