@@ -7,7 +7,7 @@
 void
 st_state_bytes(const StOptions *o, StStateBytes *out)
 {
-  gboolean mixed = o->precision == ST_PRECISION_MIXED;
+  gboolean mixed = st_precision_16bit(o->precision);
   int states = o->optimizer == ST_OPTIMIZER_ADAM ? 8 : 4; /* fp32 m and v, or momentum */
   int grad = st_options_grad_bytes(o);
   const StFramework *f = st_options_framework(o);
@@ -34,9 +34,10 @@ double
 st_compute_peak(const StCluster *c, const StOptions *o)
 {
   StDtype dtype = ST_DTYPE_FP32;
-  if (o->precision == ST_PRECISION_MIXED)
+  if (st_precision_16bit(o->precision))
     dtype = c->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
-  return st_cluster_peak_flops(c, dtype);
+  double peak = st_cluster_peak_flops(c, dtype);
+  return o->precision == ST_PRECISION_FP8 ? MAX(peak, c->gpu.fp8_flops) : peak;
 }
 
 GArray *
