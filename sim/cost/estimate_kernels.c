@@ -36,10 +36,11 @@
  *   three GEMMs (forward, dgrad, wgrad) on FP8 inputs, 1 byte each, with a
  *   bf16 output; forward, a fused cast-transpose of the input (reads it,
  *   writes it and its transpose in FP8: TE's fp8_cast_transpose_fused,
- *   transformer_engine/pytorch/module/linear.py) and of the weight (its
- *   FP8 copy and transpose, as TE caches them; counted every forward,
- *   an upper bound where Megatron's is_first_microbatch reuses them);
- *   backward, the same of the output's gradient. Attention's core (flash
+ *   transformer_engine/pytorch/module/linear.py); backward, the same of the
+ *   output's gradient. The weight's cast (its cached FP8 copy and
+ *   transpose) runs on each step's first micro-batch only (Megatron-LM
+ *   passes TE is_first_microbatch): the optimizer step's traffic carries it
+ *   (strategy_common.c, st_state_bytes). Attention's core (flash
  *   or the BMMs), norms, activations, the embedding, the LM head and the
  *   loss stay in 16 bits (Megatron-LM builds the output layer with its own
  *   ColumnParallelLinear, outside TE's fp8_autocast).
@@ -129,12 +130,7 @@ te_linear(List *l, double rows, double in, double out, gboolean bias)
     linear(l, rows, in, out, bias);
     return;
   }
-  if (l->fwd) {
-    fp8_cast_transpose(l, rows * in);
-    fp8_cast_transpose(l, in * out);
-  } else {
-    fp8_cast_transpose(l, rows * out);
-  }
+  fp8_cast_transpose(l, rows * (l->fwd ? in : out));
   l->fp8_now = TRUE;
   linear(l, rows, in, out, bias);
   l->fp8_now = FALSE;
