@@ -103,6 +103,11 @@ st_exec_check(const StSchedule *s, GError **error)
     problem(problems, seen, "its steps are 'auto' (until its state repeats), which only the "
                             "simulator can tell: give it a number of steps (stagger run and "
                             "validate take theirs from a simulation)");
+  for (int j = 0; j < st_schedule_n_jobs(s); j++)
+    if (st_schedule_job_settings(s, j)->precision == ST_PRECISION_FP8)
+      problem(problems, seen, "precision fp8 (FP8 GEMMs are simulated only: the executor's "
+                              "kernels run fp32 and bf16; --precision mixed runs the same "
+                              "schedule in bf16)");
   for (int j = 0; j < st_schedule_n_jobs(s); j++) {
     const StModel *m = st_schedule_job_model(s, j);
     for (int i = 0; i < m->n_layers; i++) {

@@ -78,7 +78,7 @@ test_never_beats_roofline(void)
     for (int mi = 0; MODELS[mi].name != NULL; mi++) {
       g_autoptr(StModel) m = model_of(&MODELS[mi]);
       for (int d = 0; d < 2; d++) {
-        StComputeCtx est = {cl, NULL, m, d ? ST_DTYPE_BF16 : ST_DTYPE_FP32, NULL, NULL, FALSE};
+        StComputeCtx est = {cl, NULL, m, d ? ST_DTYPE_BF16 : ST_DTYPE_FP32, NULL, NULL, FALSE, FALSE};
         StComputeCtx roof = est;
         roof.fallback = "roofline";
         /* The last: a selective recompute (attention layers only). */
@@ -127,7 +127,7 @@ test_kernels_carry_the_flops(void)
   for (int mi = 0; MODELS[mi].name != NULL; mi++) {
     g_autoptr(StModel) m = model_of(&MODELS[mi]);
     g_autoptr(StCluster) cl = st_test_cluster_named("dgx-a100", 1, 1);
-    StComputeCtx ctx = {cl, NULL, m, ST_DTYPE_BF16, NULL, NULL, FALSE};
+    StComputeCtx ctx = {cl, NULL, m, ST_DTYPE_BF16, NULL, NULL, FALSE, FALSE};
     for (int i = 0; i < m->n_layers; i++) {
       const StLayer *l = &m->layers[i];
       for (int p = 0; p < 2; p++) {
@@ -171,7 +171,7 @@ test_worked_gemm(void)
   const StGpuPerf *p = cl->gpu.perf;
   g_assert_cmpfloat(p->sms.value, ==, 108);
   g_assert_cmpint(p->gemm.tile_m, ==, 128);
-  StComputeCtx ctx = {cl, NULL, m, ST_DTYPE_BF16, NULL, NULL, FALSE};
+  StComputeCtx ctx = {cl, NULL, m, ST_DTYPE_BF16, NULL, NULL, FALSE, FALSE};
   /* A later layer (the first skips its input gradient): use the forward. */
   StWork w = {.pass = ST_PASS_FWD, .layer = &m->layers[0], .batch = 8};
   StCostSource src;

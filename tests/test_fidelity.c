@@ -43,7 +43,7 @@ static double
 pass_ns(const StCluster *c, const StModel *m, int layer, StPass pass, int batch,
         const StFramework *framework)
 {
-  StComputeCtx ctx = {c, NULL, m, ST_DTYPE_BF16, "estimate", framework, FALSE};
+  StComputeCtx ctx = {c, NULL, m, ST_DTYPE_BF16, "estimate", framework, FALSE, FALSE};
   StWork w = {.pass = pass, .layer = &m->layers[layer], .batch = batch};
   StCostSource source;
   return st_compute_time(&ctx, &w, &source);

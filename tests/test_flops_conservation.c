@@ -40,7 +40,7 @@ schedule_flops(const StSchedule *s, GHashTable *by_layer, double *kernels)
   *kernels = 0;
   for (int r = 0; r < s->n_ranks; r++) {
     const StProgram *p = st_schedule_program_of(s, r);
-    StComputeCtx ctx = {s->cluster, NULL, st_program_model(s, p), ST_DTYPE_BF16, NULL, NULL, FALSE};
+    StComputeCtx ctx = {s->cluster, NULL, st_program_model(s, p), ST_DTYPE_BF16, NULL, NULL, FALSE, FALSE};
     for (guint o = 0; o < p->ops->len; o++) {
       const StOp *op = st_program_op(p, o);
       if (op->kind != ST_OP_COMP || op->layer < 0 ||

@@ -59,7 +59,7 @@ test_spec_errors(void)
     {"micro-batch", "1-8:x1", "K >= 2"},
     {"micro-batch", "0", "--micro-batch"},
     {"zero-stage", "2,4", "--zero-stage 4"},
-    {"precision", "fp32,fp8", "--precision fp8"},
+    {"precision", "fp32,fp4", "--precision fp4"},
     {"objective", "fast", "--objective fast"},
     {"mem-cap", "80", "--mem-cap 80"},
     {"strategy", "dp,nosuch", "nosuch"},

@@ -226,7 +226,7 @@ test_format_bad_input(void)
      "\"alone_us\": 1, \"end_us\": [1]}]}",
      "sharing[0]: key 'end_us': 1 values for 2 streams"},
     {"{\"format\": \"stagger-profile\", \"version\": 1, \"device\": \"G\", \"precision\": "
-     "\"fp8\"}",
+     "\"fp4\"}",
      "key 'precision'"},
   };
   g_autofree char *tmp = st_test_tmpdir();
@@ -602,7 +602,7 @@ test_compute_fill(void)
   g_autoptr(StProfile) profile = st_profile_new();
   st_profile_add_layer(profile, "UNIT", "a", NULL, ST_PASS_FWD, 10, 100e3, 0);
   g_assert_true(st_profile_set_layer_fill(profile, "UNIT", "a", NULL, ST_PASS_FWD, 10, 0.6, FALSE));
-  StComputeCtx ctx = {cluster, profile, model, ST_DTYPE_FP32, NULL, NULL, FALSE};
+  StComputeCtx ctx = {cluster, profile, model, ST_DTYPE_FP32, NULL, NULL, FALSE, FALSE};
   StWork fwd = {.pass = ST_PASS_FWD, .layer = &model->layers[0], .batch = 10};
   StWork rec = {.pass = ST_PASS_RECOMPUTE, .layer = &model->layers[0], .batch = 10};
   StWork bwd = {.pass = ST_PASS_BWD, .layer = &model->layers[0], .batch = 10};

@@ -111,7 +111,7 @@ static int
 recompute_ops(const StSchedule *s, double *flops)
 {
   const StProgram *p = st_schedule_program_of(s, 0);
-  StComputeCtx ctx = {s->cluster, NULL, s->model, ST_DTYPE_BF16, NULL, NULL, FALSE};
+  StComputeCtx ctx = {s->cluster, NULL, s->model, ST_DTYPE_BF16, NULL, NULL, FALSE, FALSE};
   int n = 0;
   *flops = 0;
   for (guint o = 0; o < p->ops->len; o++) {

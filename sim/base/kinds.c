@@ -32,7 +32,7 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "tp_grads",
                                    "ep_dispatch", "ep_combine", "ep_combine_grad",
                                    "ep_dispatch_grad", "tp_overlap", NULL};
-static const char *const PRECISION[] = {"fp32", "mixed", NULL};
+static const char *const PRECISION[] = {"fp32", "mixed", "fp8", NULL};
 static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
 static const char *const MEMKIND[] = {"allocated", "reserved", "device", NULL};
 

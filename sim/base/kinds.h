@@ -188,8 +188,20 @@ typedef enum {
 typedef enum {
   ST_PRECISION_FP32 = 0, /* fp32 weights, gradients and activations */
   ST_PRECISION_MIXED,    /* 16-bit weights, gradients, activations; fp32 master weights */
+  ST_PRECISION_FP8,      /* mixed, and the GEMMs of the transformer layers' linears in FP8
+                            (Transformer Engine's recipe as Megatron-LM runs it:
+                            docs/LLM.md, "FP8 training"); simulated only */
   ST_PRECISION_N,
 } StPrecision;
+
+/* Whether `p` keeps weights, gradients and activations in 16 bits with fp32
+ * master weights: mixed, and fp8 (whose FP8 is confined to GEMM inputs and
+ * the cached FP8 weight copies; everything stored otherwise is as mixed). */
+static inline gboolean
+st_precision_16bit(StPrecision p)
+{
+  return p == ST_PRECISION_MIXED || p == ST_PRECISION_FP8;
+}
 
 const char *st_dtype_name(StDtype d);
 int st_dtype_bytes(StDtype d);

@@ -154,6 +154,7 @@ typedef struct {
   StDtype activation_dtype; /* of the activations moved between sets */
   int grad_bytes;           /* per parameter, for the gradient all-reduce */
   const char *compute_model; /* --compute-model (cost.h: StComputeCtx.fallback), may be NULL */
+  gboolean fp8;             /* --precision fp8 (StComputeCtx.fp8) */
 } StBurstCostInput;
 
 /* The chain graph of a model with every cost filled from the same cost

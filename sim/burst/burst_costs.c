@@ -73,7 +73,7 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
   const StModel *m = in->model;
   g_autoptr(StBurstGraph) g = st_burst_graph_new(in->ranks, in->batch);
   StComputeCtx ctx = {in->cluster, in->profile, m, in->compute_dtype, in->compute_model, NULL,
-                      FALSE};
+                      FALSE, in->fp8};
   int W = g->n_widths;
   for (int i = 0; i < m->n_layers; i++) {
     const StLayer *layer = &m->layers[i];

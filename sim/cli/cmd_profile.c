@@ -267,6 +267,9 @@ measure(Args *a, GError **error)
     g_clear_error(error);
     return st_cli_usage_error(error, "--precision: %s", why);
   }
+  if (o.precision == ST_PRECISION_FP8)
+    return st_cli_usage_error(error, "--precision fp8: the profiler's kernels run fp32 and bf16 "
+                                     "(FP8 GEMMs are simulated only); profile with mixed");
   g_autoptr(GArray) batches = g_array_new(FALSE, FALSE, sizeof(int));
   g_autoptr(GArray) ranks = g_array_new(FALSE, FALSE, sizeof(int));
   if ((a->batches != NULL && !parse_list("--batches", a->batches, 1, batches, error)) ||

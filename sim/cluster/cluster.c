@@ -84,14 +84,13 @@ parse_flops(const cJSON *obj, StGpuSpec *gpu, const char *origin, GError **error
 {
   static const char *const keys[] = {"fp32", "tf32", "fp16", "bf16", "fp8", NULL};
   GError *local = NULL;
-  double fp8 = 0; /* accepted for completeness; no compute dtype uses it yet */
   const StRange *r = &ST_RANGE_FLOP_RATE;
   if (!st_json_check_keys(obj, keys, &local) ||
       !st_json_get_flop_rate(obj, "fp32", TRUE, r, &gpu->flops[ST_DTYPE_FP32], &local) ||
       !st_json_get_flop_rate(obj, "tf32", FALSE, r, &gpu->tf32_flops, &local) ||
       !st_json_get_flop_rate(obj, "fp16", FALSE, r, &gpu->flops[ST_DTYPE_FP16], &local) ||
       !st_json_get_flop_rate(obj, "bf16", FALSE, r, &gpu->flops[ST_DTYPE_BF16], &local) ||
-      !st_json_get_flop_rate(obj, "fp8", FALSE, r, &fp8, &local))
+      !st_json_get_flop_rate(obj, "fp8", FALSE, r, &gpu->fp8_flops, &local))
     return fail(error, local, origin, "gpu.flops");
   return TRUE;
 }
@@ -394,6 +393,8 @@ st_cluster_to_json(const StCluster *c)
       add_owned_string(flops, dtype_keys[d], format_flops_exact(c->gpu.flops[d]));
   if (c->gpu.tf32_flops > 0)
     add_owned_string(flops, "tf32", format_flops_exact(c->gpu.tf32_flops));
+  if (c->gpu.fp8_flops > 0)
+    add_owned_string(flops, "fp8", format_flops_exact(c->gpu.fp8_flops));
   add_owned_string(gpu, "memory_bandwidth", format_bandwidth_exact(c->gpu.memory_bandwidth));
   if (c->gpu.power_limit_w > 0)
     cJSON_AddNumberToObject(gpu, "power_limit_w", c->gpu.power_limit_w);

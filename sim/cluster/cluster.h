@@ -70,6 +70,8 @@ typedef struct {
   int64_t memory_bytes;
   double flops[ST_DTYPE_N];      /* peak FLOP/s per dtype; 0 when not given */
   double tf32_flops;             /* 0 when not given */
+  double fp8_flops;              /* dense FP8 tensor-core peak (Hopper and later); 0 when not
+                                    given: the GPU cannot train in fp8 */
   double memory_bandwidth;       /* bytes/s */
   double power_limit_w;          /* `power_limit_w`: a cap below the GPU's rated power
                                     (its performance file's power.tdp_w), W; 0: none */

@@ -89,25 +89,32 @@ get_fraction(const cJSON *obj, const char *key, double *out, const char *origin,
   return TRUE;
 }
 
+/* A GEMM curve. `fp8`: the optional "gemm_fp8" section, whose efficiency
+ * has the one key "fp8" (of the FP8 peak) and no fp32_math; absent, tile_m
+ * stays 0. */
 static gboolean
-parse_curve(const cJSON *root, const char *name, StGemmCurve *c, const char *origin,
-            GError **error)
+parse_curve(const cJSON *root, const char *name, gboolean fp8, StGemmCurve *c,
+            const char *origin, GError **error)
 {
   static const char *const keys[] = {"tile", "k_half", "fp32_math", "efficiency", "source",
                                      NULL};
+  static const char *const fp8_keys[] = {"tile", "k_half", "efficiency", "source", NULL};
   static const char *const eff_keys[] = {"fp32", "tf32", "16bit", NULL};
+  static const char *const eff_fp8_keys[] = {"fp8", NULL};
   const cJSON *obj = NULL, *tile = NULL, *eff = NULL;
   const char *math = "fp32", *source = NULL;
   GError *local = NULL;
-  if (!st_json_get_object(root, name, TRUE, &obj, &local))
+  if (!st_json_get_object(root, name, !fp8, &obj, &local))
     return fail(error, local, origin, NULL);
-  if (!st_json_check_keys(obj, keys, &local) ||
+  if (obj == NULL)
+    return TRUE;
+  if (!st_json_check_keys(obj, fp8 ? fp8_keys : keys, &local) ||
       !st_json_get_array(obj, "tile", TRUE, &tile, &local) ||
       !st_json_get_double(obj, "k_half", TRUE, 0, &c->k_half, &local) ||
       !st_json_get_string(obj, "fp32_math", FALSE, &math, &local) ||
       !st_json_get_object(obj, "efficiency", TRUE, &eff, &local) ||
       !st_json_get_string(obj, "source", TRUE, &source, &local) ||
-      !st_json_check_keys(eff, eff_keys, &local))
+      !st_json_check_keys(eff, fp8 ? eff_fp8_keys : eff_keys, &local))
     return fail(error, local, origin, name);
   int64_t t[2];
   if (cJSON_GetArraySize(tile) != 2)
@@ -120,9 +127,10 @@ parse_curve(const cJSON *root, const char *name, StGemmCurve *c, const char *ori
   if (strcmp(math, "fp32") != 0 && strcmp(math, "tf32") != 0)
     return bad(error, origin, name, "key 'fp32_math': expected fp32 or tf32");
   c->fp32_as_tf32 = strcmp(math, "tf32") == 0;
-  if (!get_fraction(eff, "fp32", &c->eff_fp32, origin, name, error) ||
-      !get_fraction(eff, "tf32", &c->eff_tf32, origin, name, error) ||
-      !get_fraction(eff, "16bit", &c->eff_16bit, origin, name, error))
+  if (fp8 ? !get_fraction(eff, "fp8", &c->eff_fp8, origin, name, error)
+          : (!get_fraction(eff, "fp32", &c->eff_fp32, origin, name, error) ||
+             !get_fraction(eff, "tf32", &c->eff_tf32, origin, name, error) ||
+             !get_fraction(eff, "16bit", &c->eff_16bit, origin, name, error)))
     return FALSE;
   if (*source == '\0')
     return bad(error, origin, name, "key 'source': must name the measurement it comes from");
@@ -319,7 +327,7 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
 {
   static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
                                      "launch", "memory",  "pool", "gemm", "conv",
-                                     "attention", "attention_cudnn", "attention_triton",
+                                     "gemm_fp8", "attention", "attention_cudnn", "attention_triton",
                                      "sharing", "nccl", "power", "framework_efficiency", NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
@@ -352,8 +360,9 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
       !parse_number(root, "sms", "count", 1, 1e5, &p->sms, origin, error) ||
       !parse_number(root, "launch", "us", 0, 1e4, &p->launch_us, origin, error) ||
       !parse_number(root, "pool", "fraction", 1e-3, 1, &p->pool_fraction, origin, error) ||
-      !parse_curve(root, "gemm", &p->gemm, origin, error) ||
-      !parse_curve(root, "conv", &p->conv, origin, error) ||
+      !parse_curve(root, "gemm", FALSE, &p->gemm, origin, error) ||
+      !parse_curve(root, "conv", FALSE, &p->conv, origin, error) ||
+      !parse_curve(root, "gemm_fp8", TRUE, &p->gemm_fp8, origin, error) ||
       !parse_attentions(root, p, origin, error) || !parse_nccl(root, p, origin, error) || !parse_power(root, p, origin, error) ||
       !parse_framework_efficiency(root, p, origin, error))
     return NULL;
@@ -478,6 +487,15 @@ st_gpu_perf_to_json(const StGpuPerf *p)
   add_number(root, "pool", "fraction", &p->pool_fraction);
   add_curve(root, "gemm", &p->gemm);
   add_curve(root, "conv", &p->conv);
+  if (p->gemm_fp8.tile_m > 0) {
+    cJSON *obj = cJSON_AddObjectToObject(root, "gemm_fp8");
+    int tile[2] = {p->gemm_fp8.tile_m, p->gemm_fp8.tile_n};
+    cJSON_AddItemToObject(obj, "tile", cJSON_CreateIntArray(tile, 2));
+    cJSON_AddNumberToObject(obj, "k_half", p->gemm_fp8.k_half);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(obj, "efficiency"), "fp8",
+                            p->gemm_fp8.eff_fp8);
+    cJSON_AddStringToObject(obj, "source", p->gemm_fp8.source);
+  }
   for (int k = 0; k < ST_ATTN_N; k++)
     add_attention(root, st_attn_kernel_keys[k], &p->attention[k]);
   if (p->power.n > 0) {
@@ -537,6 +555,7 @@ st_gpu_perf_unref(StGpuPerf *p)
   clear_number(&p->nccl_hbm_per_byte);
   g_free(p->gemm.source);
   g_free(p->conv.source);
+  g_free(p->gemm_fp8.source);
   for (int k = 0; k < ST_ATTN_N; k++)
     attention_clear(&p->attention[k]);
   for (int i = 0; i < p->n_framework; i++)

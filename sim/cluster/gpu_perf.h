@@ -18,6 +18,8 @@
  *    "gemm": {"tile": [128, 128], "k_half": 128, "fp32_math": "fp32",
  *             "efficiency": {"fp32": 0.9, "tf32": 0.86, "16bit": 0.86}, "source": "..."},
  *    "conv": {... as gemm ...},
+ *    "gemm_fp8": {"tile": [128, 128], "k_half": 256, "efficiency": {"fp8": 0.78},
+ *                 "source": "..."},
  *    "attention": {"seq": [512, 1024], "efficiency": [0.5, 0.6],
  *                  "backward": [0.4, 0.5], "source": "..."},
  *    "attention_cudnn": {... as attention ...},
@@ -30,7 +32,7 @@
  *
  * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
  * [0, 1]; attention points ascending. "attention", "attention_cudnn", "attention_triton", "backward",
- * "nccl", "power" and "framework_efficiency" (a calibration's) are optional;
+ * "gemm_fp8", "nccl", "power" and "framework_efficiency" (a calibration's) are optional;
  * power's limits ascend in (0, 1] to 1
  * with throughput 1 there (the efficiencies above are at the rated power).
  * Ownership: an StGpuPerf is immutable once loaded and reference counted, so
@@ -55,6 +57,7 @@ typedef struct {
   int tile_m, tile_n;
   double k_half;
   double eff_fp32, eff_tf32, eff_16bit; /* of the fp32, TF32 and 16-bit peaks */
+  double eff_fp8;         /* gemm_fp8 only: of the FP8 peak (StGpuSpec.fp8_flops) */
   gboolean fp32_as_tf32;  /* fp32 work runs on TF32 tensor cores when the GPU has them */
   char *source;
 } StGemmCurve;
@@ -102,6 +105,11 @@ typedef struct {
   StPerfNumber launch_us;    /* the least time a kernel takes, launch included, us */
   StPerfNumber pool_fraction; /* share of the memory bandwidth pooling kernels sustain */
   StGemmCurve gemm, conv;
+  /* gemm_fp8 (optional; tile_m 0 when absent): FP8 GEMMs (E4M3 x E4M3 or E5M2
+   * inputs, bf16 output, fp32 accumulation, as cuBLASLt runs Transformer
+   * Engine's) at their own large-size efficiency and k_half; absent, an FP8
+   * GEMM takes the gemm curve's 16-bit efficiency at the FP8 peak. */
+  StGemmCurve gemm_fp8;
   StAttnCurve attention[ST_ATTN_N]; /* by kernel; n 0 where the file has none (the
                                       others then take FlashAttention-2's) */
   /* nccl (optional; absent: communication slows no compute): what NCCL's

@@ -26,6 +26,7 @@ scale_curve(StGemmCurve *c, double f)
   c->eff_fp32 = scaled(c->eff_fp32, f);
   c->eff_tf32 = scaled(c->eff_tf32, f);
   c->eff_16bit = scaled(c->eff_16bit, f);
+  c->eff_fp8 = scaled(c->eff_fp8, f);
 }
 
 /* The parameters on the GPU performance file find it private to the
@@ -38,6 +39,7 @@ apply_gemm(StCluster *c, double f, const char *arg)
     return;
   scale_curve(&c->gpu.perf->gemm, f);
   scale_curve(&c->gpu.perf->conv, f);
+  scale_curve(&c->gpu.perf->gemm_fp8, f);
 }
 
 static void

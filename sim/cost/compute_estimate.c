@@ -40,7 +40,10 @@
  * Which peak: 16-bit work at the 16-bit peak; fp32 GEMMs and convolutions at
  * the TF32 peak when the curve says the framework uses it there
  * (`fp32_math: tf32`, PyTorch's default for convolutions) and the cluster
- * gives one, else the fp32 peak.
+ * gives one, else the fp32 peak; FP8 GEMMs (--precision fp8: the
+ * transformer layers' linears, estimate_kernels.c) at the FP8 peak
+ * (StGpuSpec.fp8_flops) on the GPU file's gemm_fp8 curve, its own
+ * efficiency and k_half (without one, the gemm curve's 16-bit efficiency).
  *
  * Never faster than the roofline (compute_roofline.c): every kernel runs at
  * most at its peak and its bytes at most at the bandwidth, and the kernels
@@ -86,10 +89,12 @@ math_factor(const StComputeCtx *ctx)
 }
 
 static Math
-math_of(const StComputeCtx *ctx, const StGemmCurve *c)
+math_of(const StComputeCtx *ctx, const StGemmCurve *c, gboolean fp8)
 {
   const StCluster *cl = ctx->cluster;
   double pw = math_factor(ctx);
+  if (fp8)
+    return (Math){cl->gpu.fp8_flops, MIN(1.0, (c->eff_fp8 > 0 ? c->eff_fp8 : c->eff_16bit) * pw)};
   if (ctx->dtype != ST_DTYPE_FP32)
     return (Math){st_cluster_peak_flops(cl, ctx->dtype), MIN(1.0, c->eff_16bit * pw)};
   if (c->fp32_as_tf32 && cl->gpu.tf32_flops > 0)
@@ -109,7 +114,7 @@ static double
 tiled_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, const StGemmCurve *c,
         double tm, double tn, double *fill)
 {
-  Math m = math_of(ctx, c);
+  Math m = math_of(ctx, c, k->fp8);
   double sms = p->sms.value;
   double tiles = ceil(k->m / tm) * ceil(k->n / tn) * k->count;
   double split = 1;
@@ -129,8 +134,10 @@ static double
 gemm_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, double *fill)
 {
   const StGemmCurve *c = k->cls == ST_KERNEL_CONV ? &p->conv : &p->gemm;
+  if (k->fp8 && p->gemm_fp8.tile_m > 0)
+    c = &p->gemm_fp8;
   if (k->k <= 0) { /* no shape known: the curve's large-size efficiency */
-    Math m = math_of(ctx, c);
+    Math m = math_of(ctx, c, k->fp8);
     *fill = 1.0;
     return MAX(k->flops / (m.peak * m.eff), memory_s(ctx, k->bytes, p->memory_fraction.value));
   }
@@ -210,7 +217,7 @@ estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *f
     return FALSE;
   if (work->pass == ST_PASS_OPTIM || work->pass == ST_PASS_COMPRESS ||
       work->pass == ST_PASS_EXPAND) {
-    StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes, FALSE};
+    StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes, FALSE, FALSE};
     *time_ns = kernel_s(ctx, p, &k, fill) * 1e9;
     return TRUE;
   }

@@ -9,7 +9,9 @@
  * fp32 work takes the faster of the fp32 and TF32 peaks when the cluster
  * gives a TF32 one: frameworks run fp32 convolutions on TF32 tensor cores
  * by default (PyTorch: torch.backends.cudnn.allow_tf32), so a bound at the
- * fp32 peak would not bound them.
+ * fp32 peak would not bound them. Under --precision fp8 (StComputeCtx.fp8)
+ * a layer's FLOPs take the FP8 peak where the GPU has one: its linears' GEMMs
+ * run there, and a bound at the 16-bit peak would not bound them.
  *
  * Layer passes (per op of `batch` samples):
  *   fwd, recompute: FLOPs = batch * fwd_flops,
@@ -90,6 +92,8 @@ time_ns(const StComputeCtx *ctx, double flops, double bytes)
   double peak = st_cluster_peak_flops(ctx->cluster, ctx->dtype);
   if (ctx->dtype == ST_DTYPE_FP32)
     peak = MAX(peak, ctx->cluster->gpu.tf32_flops);
+  if (ctx->fp8)
+    peak = MAX(peak, ctx->cluster->gpu.fp8_flops);
   double compute_s = flops / peak;
   double memory_s = bytes / ctx->cluster->gpu.memory_bandwidth;
   return MAX(compute_s, memory_s) * 1e9;

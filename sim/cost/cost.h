@@ -61,6 +61,10 @@ typedef struct {
   const struct StFramework *framework; /* the schedule's preset (cost/framework.h): which
                                           kernels a pass launches; NULL: ideal */
   gboolean nchw;            /* images in NCHW: transposes around tensor-core convolutions */
+  gboolean fp8;             /* --precision fp8: the transformer layers' linears run their
+                               GEMMs in FP8 at the GPU's FP8 peak (StGpuSpec.fp8_flops; a
+                               GPU without one runs them at dtype), with Transformer
+                               Engine's casts (estimate_kernels.c); dtype stays 16-bit */
 } StComputeCtx;
 
 typedef struct {
@@ -90,6 +94,12 @@ double st_compute_time(const StComputeCtx *ctx, const StWork *work, StCostSource
  * and weight traffic at ctx->dtype; an elementwise pass's bytes, 0 FLOPs. */
 void st_compute_work_traffic(const StComputeCtx *ctx, const StWork *work, double *flops,
                              double *bytes);
+/* Elements of the weights of `layer` (as derived: one tensor rank's) whose
+ * GEMMs run in FP8 under ctx->fp8: the linears of the transformer layers,
+ * as estimate_kernels.c lists them, of which Transformer Engine caches an
+ * FP8 copy and, on Hopper, its transpose. 0 without ctx->fp8. `linears`
+ * (may be NULL): how many linears those weights belong to. */
+int64_t st_compute_fp8_weights(const StComputeCtx *ctx, const StLayer *layer, int *linears);
 /* The fill of the first model that knows one (a profile's measured "fill",
  * compute_profile.c), else 1: a kernel fills the device alone. */
 double st_compute_fill(const StComputeCtx *ctx, const StWork *work);

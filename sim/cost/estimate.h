@@ -32,6 +32,8 @@ typedef struct {
   double flops;
   double bytes;        /* memory traffic, bytes */
   gboolean backward;   /* attention: the backward kernel (its own curve where measured) */
+  gboolean fp8;        /* GEMM: FP8 inputs (Transformer Engine's linears under --precision
+                          fp8), at the FP8 peak on the gemm_fp8 curve */
 } StKernel;
 
 #define ST_KERNELS_MAX 48

@@ -29,6 +29,21 @@
  *   the stream copied on and the gathered rows moved in and out.
  * - a selective recompute (the attention scores again): a shapeless GEMM of
  *   the layer's again_flops and a memory pass over act_again, twice.
+ * - under --precision fp8 (StComputeCtx.fp8), Transformer Engine's recipe as
+ *   Megatron-LM runs it (te.Linear / LayerNormLinear / LayerNormMLP in the
+ *   transformer layers): the linears of attention (QKV, the output
+ *   projection) and of the MLPs (fc1 / gate-up, fc2; experts' too) run their
+ *   three GEMMs (forward, dgrad, wgrad) on FP8 inputs, 1 byte each, with a
+ *   bf16 output; forward, a fused cast-transpose of the input (reads it,
+ *   writes it and its transpose in FP8: TE's fp8_cast_transpose_fused,
+ *   transformer_engine/pytorch/module/linear.py); backward, the same of the
+ *   output's gradient. The weight's cast (its cached FP8 copy and
+ *   transpose) runs on each step's first micro-batch only (Megatron-LM
+ *   passes TE is_first_microbatch): the optimizer step's traffic carries it
+ *   (strategy_common.c, st_state_bytes). Attention's core (flash
+ *   or the BMMs), norms, activations, the embedding, the LM head and the
+ *   loss stay in 16 bits (Megatron-LM builds the output layer with its own
+ *   ColumnParallelLinear, outside TE's fp8_autocast).
  * Shapes are one rank's under tensor parallelism (attrs / layer->tp). The
  * model's first layer computes no input gradient (frameworks do not ask one
  * for the samples), though its layer FLOPs count one.
@@ -51,6 +66,8 @@ typedef struct {
   unsigned fused;   /* StFuse: what the framework runs as one kernel */
   gboolean logits_fp32; /* the loss reads fp32 logits */
   gboolean transposes;  /* NCHW images into tensor-core convolutions: cuDNN transposes */
+  gboolean fp8;         /* the transformer layers' linears in FP8 (te_linear) */
+  gboolean fp8_now;     /* the GEMMs being pushed take FP8 inputs */
 } List;
 
 static void
@@ -67,8 +84,9 @@ gemm(List *l, StKernelClass cls, double m, double n, double k, double count)
 {
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0)
     return;
+  double in_bytes = l->fp8_now ? 1.0 : l->e; /* FP8 inputs, a 16-bit output */
   push(l, (StKernel){cls, m, n, k, count, 2.0 * m * n * k * count,
-                     (m * k + k * n + m * n) * count * l->e, FALSE});
+                     ((m * k + k * n) * in_bytes + m * n * l->e) * count, FALSE, l->fp8_now});
 }
 
 /* One memory-bound kernel making `passes` passes over `elems` elements. */
@@ -76,7 +94,7 @@ static void
 mem(List *l, StKernelClass cls, double elems, double passes)
 {
   if (elems > 0 && passes > 0)
-    push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e, FALSE});
+    push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e, FALSE, FALSE});
 }
 
 /* A linear of rows x in -> rows x out. */
@@ -94,6 +112,30 @@ linear(List *l, double rows, double in, double out, gboolean bias)
     mem(l, ST_KERNEL_MEMORY, rows * out, 1);
 }
 
+/* A fused cast of `elems` 16-bit elements into FP8 and its FP8 transpose:
+ * reads e, writes 2 bytes per element. */
+static void
+fp8_cast_transpose(List *l, double elems)
+{
+  if (elems > 0)
+    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, elems * (l->e + 2.0), FALSE, FALSE});
+}
+
+/* A linear of a transformer layer: Transformer Engine's module, its GEMMs in
+ * FP8 under --precision fp8 with the casts the header lists, else linear(). */
+static void
+te_linear(List *l, double rows, double in, double out, gboolean bias)
+{
+  if (!l->fp8) {
+    linear(l, rows, in, out, bias);
+    return;
+  }
+  fp8_cast_transpose(l, rows * (l->fwd ? in : out));
+  l->fp8_now = TRUE;
+  linear(l, rows, in, out, bias);
+  l->fp8_now = FALSE;
+}
+
 /* An op PyTorch eager runs as `k` kernels moving `bytes_per_elem` bytes per
  * element forward; backward (autograd) 1.6 times the bytes in 1.3 times the
  * kernels (the header says why). */
@@ -103,7 +145,7 @@ eager(List *l, double elems, int k, double bytes_per_elem)
   int n = l->fwd ? k : (int)ceil(1.3 * k);
   double bytes = elems * bytes_per_elem * (l->fwd ? 1.0 : 1.6);
   for (int i = 0; i < n && elems > 0; i++)
-    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n, FALSE});
+    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n, FALSE, FALSE});
 }
 
 /* fp32 casts an eager op adds around its 16-bit tensors: bytes per element. */
@@ -323,7 +365,7 @@ attention_core(List *l, double count, double s, double pairs, double hd, gboolea
   double core = 4.0 * pairs * hd * count; /* QK^T and PV forward */
   if (fused) {
     push(l, (StKernel){ST_KERNEL_ATTENTION, s, pairs / s, hd, count, l->fwd ? core : 2.5 * core,
-                       (l->fwd ? 4.0 : 8.0) * s * hd * count * l->e, !l->fwd});
+                       (l->fwd ? 4.0 : 8.0) * s * hd * count * l->e, !l->fwd, FALSE});
     return;
   }
   double keys = pairs / s;
@@ -378,11 +420,11 @@ static void
 attention_part(List *l, double b, const Attn *a, gboolean fused)
 {
   double q = a->heads * a->hd, n = q + 2.0 * a->kv * a->hd;
-  linear(l, b * a->s, a->d, n, a->qkv_bias);
+  te_linear(l, b * a->s, a->d, n, a->qkv_bias);
   if (a->rope) /* rotate Q and K in place; backward their gradients */
     rope(l, b * a->s * (a->heads + a->kv) * a->hd);
   attention_core(l, b * a->heads, a->s, a->pairs, a->hd, fused);
-  linear(l, b * a->s, q, a->d, a->out_bias);
+  te_linear(l, b * a->s, q, a->d, a->out_bias);
 }
 
 /* A fused kernel runs where the GPU has a measured one; else the GEMMs. */
@@ -404,12 +446,12 @@ attention_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l
 static void
 mlp(List *l, double rows, double d, double f, gboolean gated, gboolean bias)
 {
-  linear(l, rows, d, (gated ? 2.0 : 1.0) * f, bias);
+  te_linear(l, rows, d, (gated ? 2.0 : 1.0) * f, bias);
   if (gated)
     glu(l, rows * f);
   else
     activation(l, rows * f);
-  linear(l, rows, f, d, bias);
+  te_linear(l, rows, f, d, bias);
 }
 
 static double
@@ -455,9 +497,9 @@ transformer_block_layer(const StLayer *layer, double b, List *l)
   Attn a = {rows, s, d, heads / t, heads / t, d / heads, s * s, FALSE, TRUE, TRUE, FALSE};
   double elems = b * rows * d;
   norm(l, elems);
-  linear(l, b * s, d, 3.0 * a.heads * a.hd, TRUE);
+  te_linear(l, b * s, d, 3.0 * a.heads * a.hd, TRUE);
   attention_core(l, b * a.heads, s, a.pairs, a.hd, FALSE);
-  linear(l, b * s, a.heads * a.hd, d, TRUE);
+  te_linear(l, b * s, a.heads * a.hd, d, TRUE);
   residual_add(l, elems);
   norm(l, elems);
   mlp(l, b * s, d, tp_ffn(layer), FALSE, TRUE);
@@ -540,7 +582,7 @@ loss_layer(const StLayer *layer, double b, List *l)
   int first = l->out->n;
   if (l->fused & ST_FUSE_LOSS)
     push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0,
-                       elems * (l->fwd ? l->e + 4 : 2 * l->e + 4), FALSE});
+                       elems * (l->fwd ? l->e + 4 : 2 * l->e + 4), FALSE, FALSE});
   else if (l->logits_fp32)
     eager(l, elems, 3, casts(l, 1) + 12);
   else
@@ -594,10 +636,10 @@ generic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b,
   st_compute_work_traffic(ctx, &w, &flops, &bytes);
   if (memory_class == ST_KERNEL_POOL || flops <= 8.0 * bytes) {
     push(l, (StKernel){memory_class == ST_KERNEL_POOL ? ST_KERNEL_POOL : ST_KERNEL_MEMORY, 0, 0,
-                       0, 0, flops, bytes, FALSE});
+                       0, 0, flops, bytes, FALSE, FALSE});
     return;
   }
-  push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes, FALSE});
+  push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes, FALSE, FALSE});
 }
 
 static const Entry *
@@ -626,7 +668,9 @@ one_pass(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b, S
             first,
             f != NULL ? f->fused : ST_FUSE_ALL,
             f != NULL && f->logits_fp32,
-            ctx->nchw && tensor_cores};
+            ctx->nchw && tensor_cores,
+            ctx->fp8 && ctx->cluster->gpu.fp8_flops > 0,
+            FALSE};
   const Entry *e = entry_of(layer);
   if (e != NULL && e->plain != NULL)
     e->plain(layer, b, &l);
@@ -650,11 +694,11 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
      * back): the roofline's FLOPs and bytes, as two kernels. */
     double flops = 0, bytes = 0;
     st_compute_work_traffic(ctx, work, &flops, &bytes);
-    List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE, FALSE};
+    List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE, FALSE, FALSE, FALSE};
     if (flops > 0)
-      push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE});
+      push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE, FALSE});
     if (bytes > 0)
-      push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes, FALSE});
+      push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes, FALSE, FALSE});
     return TRUE;
   }
   switch (work->pass) {
@@ -670,4 +714,25 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
   default:
     return FALSE;
   }
+}
+
+int64_t
+st_compute_fp8_weights(const StComputeCtx *ctx, const StLayer *layer, int *linears)
+{
+  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
+  if (linears != NULL)
+    *linears = 0;
+  if (!ctx->fp8)
+    return 0;
+  /* One sample's forward: each FP8 GEMM is a linear's x[rows, in] W[in, out]. */
+  StKernels ks = {0};
+  one_pass(ctx, layer, ST_PASS_FWD, 1, &ks);
+  double w = 0;
+  for (int i = 0; i < ks.n; i++)
+    if (ks.k[i].fp8) {
+      w += ks.k[i].k * ks.k[i].n;
+      if (linears != NULL)
+        (*linears)++;
+    }
+  return (int64_t)llround(w);
 }

@@ -260,7 +260,8 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   }
   e->compute = (StComputeCtx){s->cluster, options->profile, s->model,
                               st_schedule_compute_dtype(s), s->settings.compute_model,
-                              st_framework_find(s->settings.framework), s->settings.nchw};
+                              st_framework_find(s->settings.framework), s->settings.nchw,
+                              s->settings.precision == ST_PRECISION_FP8};
   e->fold = st_fold_new(s, !options->no_fold);
   if (!engine_budget(e, error))
     return FALSE;

@@ -6,7 +6,7 @@
 StDtype
 st_schedule_compute_dtype(const StSchedule *s)
 {
-  if (s->settings.precision != ST_PRECISION_MIXED)
+  if (!st_precision_16bit(s->settings.precision))
     return ST_DTYPE_FP32;
   return s->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
 }
@@ -16,7 +16,8 @@ st_program_compute_ctx(const StSchedule *s, const StProgram *p, const StProfile 
 {
   return (StComputeCtx){s->cluster, profile, st_program_model(s, p),
                         st_schedule_compute_dtype(s), s->settings.compute_model,
-                        st_framework_find(s->settings.framework), s->settings.nchw};
+                        st_framework_find(s->settings.framework), s->settings.nchw,
+                        st_schedule_job_settings(s, p->job)->precision == ST_PRECISION_FP8};
 }
 
 StWork

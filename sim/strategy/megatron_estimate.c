@@ -230,11 +230,12 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
                          "none");
   }
   int K = sh.p * sh.v, M = o->accumulation;
-  StDtype dtype = o->precision != ST_PRECISION_MIXED           ? ST_DTYPE_FP32
+  StDtype dtype = !st_precision_16bit(o->precision)   ? ST_DTYPE_FP32
                   : cl->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16
                                                      : ST_DTYPE_FP16;
   StComputeCtx ctx = {cl, in->profile, sh.model, dtype, o->compute_model,
-                      st_options_framework(o), st_options_nchw(o)};
+                      st_options_framework(o), st_options_nchw(o),
+                      o->precision == ST_PRECISION_FP8};
   g_autofree Chunk *chunk = g_new(Chunk, K);
   for (int k = 0; k < K; k++)
     chunk_of(&sh, o, &b, &ctx, k, &chunk[k]);

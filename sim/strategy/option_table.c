@@ -11,7 +11,7 @@
 #include "strategy/options.h"
 
 static const char *const OPTIMIZERS[] = {"sgd", "adam", NULL};     /* StOptimizer */
-static const char *const PRECISIONS[] = {"fp32", "mixed", NULL};   /* StPrecision */
+static const char *const PRECISIONS[] = {"fp32", "mixed", "fp8", NULL};   /* StPrecision */
 
 static gboolean
 check_comm_algo(const char *value, GError **error)
@@ -84,9 +84,10 @@ static const StOptionSpec SPECS[] = {
    "finds steady); N runs N, the first being warm-up (default: auto)"},
   {"optimizer", ST_OPT_CHOICE, F(optimizer), 0, 0, OPTIMIZERS, NULL, "sgd|adam",
    "sgd (with momentum) or adam (AdamW) (default: adam)"},
-  {"precision", ST_OPT_CHOICE, F(precision), 0, 0, PRECISIONS, NULL, "fp32|mixed",
-   "fp32, or mixed: 16-bit weights, gradients and activations with fp32 master weights "
-   "(default: fp32)"},
+  {"precision", ST_OPT_CHOICE, F(precision), 0, 0, PRECISIONS, NULL, "fp32|mixed|fp8",
+   "fp32, or mixed: 16-bit weights, gradients and activations with fp32 master weights, or "
+   "fp8: mixed with the transformer layers' linears in FP8 (Transformer Engine's hybrid "
+   "recipe; a GPU with an FP8 peak, Hopper on; simulated only) (default: fp32)"},
   {"bucket-bytes", ST_OPT_BYTES, F(bucket_bytes), 0, 1125899906842624.0 /* 1 PiB */, NULL, NULL, "SIZE",
    "Gradient bucket size, bytes or with a unit such as 25MiB; 0 = one bucket per layer "
    "(default: the framework's, 25MiB for PyTorch DDP)"},

@@ -86,7 +86,7 @@ st_options_framework(const StOptions *o)
 int
 st_options_grad_bytes(const StOptions *o)
 {
-  if (o->precision != ST_PRECISION_MIXED)
+  if (!st_precision_16bit(o->precision))
     return 4;
   if (o->grad_reduce != ST_GRAD_REDUCE_AUTO)
     return o->grad_reduce == ST_GRAD_REDUCE_FP32 ? 4 : 2;
@@ -155,6 +155,11 @@ st_options_resolve_group(StOptions *o, const StCluster *cluster, int group, GErr
                "(docs/RELIABILITY.md): give fewer ranks or more --nodes",
                o->ranks, (o->ranks + cluster->gpus - 1) / cluster->gpus, cluster->gpus,
                cluster->gpus == 1 ? "" : "s", ST_MAX_RANKS_PER_GPU);
+  if (o->precision == ST_PRECISION_FP8 && cluster != NULL && cluster->gpu.fp8_flops <= 0)
+    return bad(error,
+               "--precision fp8: the %s has no FP8 tensor cores (the cluster gives no "
+               "gpu.flops.fp8; FP8 GEMMs start with Hopper and Ada): use --precision mixed",
+               cluster->gpu.name);
   if (o->bucket_bytes < 0)
     o->bucket_bytes = st_options_framework(o)->bucket_bytes;
   if (!st_options_overlap(o)) /* one bucket, when the backward is done */

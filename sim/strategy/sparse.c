@@ -26,7 +26,7 @@ st_sparse_init(StSparse *sp, const StOptions *o, GError **error)
   }
   StStateBytes dense;
   st_state_bytes(o, &dense);
-  gboolean mixed = o->precision == ST_PRECISION_MIXED;
+  gboolean mixed = st_precision_16bit(o->precision);
   int states = o->optimizer == ST_OPTIMIZER_ADAM ? 8 : 4; /* fp32 m and v, or momentum */
   *sp = (StSparse){
     .p = o->sparsity,

@@ -386,7 +386,7 @@ signature(const Burst *b, int j)
 static StDtype
 compute_dtype(const StOptions *o, const StCluster *c)
 {
-  if (o->precision != ST_PRECISION_MIXED)
+  if (!st_precision_16bit(o->precision))
     return ST_DTYPE_FP32;
   return c->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
 }
@@ -411,6 +411,7 @@ build(const StStrategyInput *in, GError **error)
     .ranks = o->ranks,
     .batch = b.M,
     .compute_dtype = compute_dtype(o, in->cluster),
+    .fp8 = o->precision == ST_PRECISION_FP8,
     .compute_model = o->compute_model,
     .activation_dtype = b.bytes.activation,
     .grad_bytes = b.bytes.grad,

@@ -104,7 +104,7 @@ split_stages(CdpPlan *c)
 static StDtype
 compute_dtype(const CdpPlan *c)
 {
-  if (c->options->precision != ST_PRECISION_MIXED)
+  if (!st_precision_16bit(c->options->precision))
     return ST_DTYPE_FP32;
   return c->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
 }
@@ -117,7 +117,7 @@ estimate(CdpPlan *c)
 {
   StComputeCtx ctx = {c->cluster, c->profile, c->model, compute_dtype(c),
                       c->options->compute_model, st_options_framework(c->options),
-                      st_options_nchw(c->options)};
+                      st_options_nchw(c->options), c->options->precision == ST_PRECISION_FP8};
   g_free(c->fwd_ns);
   g_free(c->bwd_ns);
   g_free(c->update_ns);

@@ -40,7 +40,8 @@ gboolean st_dp_estimate(const StStrategyInput *input, StEstimate *estimate, GErr
 gboolean st_zero_estimate(const StStrategyInput *input, StEstimate *estimate, GError **error);
 
 /* The FLOP/s no compute op of a GPU of `cluster` exceeds under `options`'
- * precision (bf16, else fp16, under mixed precision; fp32 otherwise): what
+ * precision (bf16, else fp16, under mixed precision; fp32 otherwise; the FP8
+ * peak under fp8, where the linears' GEMMs run): what
  * lower bounds of compute time divide by. 0 when unknown. */
 double st_compute_peak(const StCluster *cluster, const StOptions *options);
 

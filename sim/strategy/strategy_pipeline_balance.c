@@ -96,7 +96,7 @@ st_pipe_boundary_bytes(const StPipe *pp, int s)
 static StDtype
 compute_dtype(const StPipe *pp)
 {
-  if (pp->options->precision != ST_PRECISION_MIXED)
+  if (!st_precision_16bit(pp->options->precision))
     return ST_DTYPE_FP32;
   return pp->cluster->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16 : ST_DTYPE_FP16;
 }
@@ -106,7 +106,7 @@ st_pipe_layer_time_ns(const StPipe *pp, int layer, StPass pass)
 {
   StComputeCtx ctx = {pp->cluster, pp->profile, pp->model, compute_dtype(pp),
                       pp->options->compute_model, st_options_framework(pp->options),
-                      st_options_nchw(pp->options)};
+                      st_options_nchw(pp->options), pp->options->precision == ST_PRECISION_FP8};
   StWork work = {.pass = pass, .layer = &pp->model->layers[layer],
                  .batch = pp->options->micro_batch,
                  .selective = pass == ST_PASS_RECOMPUTE &&

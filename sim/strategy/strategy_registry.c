@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cost/framework.h"
+#include "strategy/fp8.h"
 #include "strategy/strategy_common.h"
 
 G_DEFINE_QUARK(st-strategy-error-quark, st_strategy_error)
@@ -172,6 +173,7 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   st_options_clear(&resolved);
   if (s == NULL)
     return NULL;
+  st_fp8_add_weight_caches(s);
   if (!st_schedule_check(s, error)) {
     g_prefix_error(error, "strategy '%s' built an invalid schedule: ", strategy->name);
     st_schedule_free(s);

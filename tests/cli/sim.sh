@@ -29,7 +29,7 @@ expect 2 "unknown strategy 'cyclic'" $STAGGER sim --model $M --cluster $C --stra
 expect 2 "model FILE is required" $STAGGER sim --cluster $C
 expect 2 "bucket" $STAGGER sim --model $M --cluster $C --bucket-bytes 25XB
 expect 2 "Unknown option" $STAGGER sim --model $M --cluster $C --bogus
-expect 2 "precision" $STAGGER sim --model $M --cluster $C --precision fp8
+expect 2 "precision" $STAGGER sim --model $M --cluster $C --precision fp4
 
 # A model written in 16 bits trains in fp32 unless --precision says otherwise,
 # and the user is told so; with --precision given, nothing is said.
