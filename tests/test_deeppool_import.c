@@ -179,7 +179,7 @@ test_plan_vgg16(void)
   g_autofree char *cpath = st_test_src("models/clusters/dgx-a100.json");
   g_autoptr(StCluster) c = st_cluster_load(cpath, &error);
   g_assert_no_error(error);
-  StBurstCostInput in = {m, c, p, "auto", 8, 32, ST_DTYPE_FP32, ST_DTYPE_FP32, 4, NULL};
+  StBurstCostInput in = {m, c, p, "auto", 8, 32, ST_DTYPE_FP32, ST_DTYPE_FP32, 4, NULL, FALSE};
   g_autoptr(StBurstGraph) g = st_burst_graph_for_model(&in, &error);
   g_assert_no_error(error);
   StBurstParams params;
