@@ -332,9 +332,18 @@ void
 st_summary_print_compare(const StSummary *const *sums, const char *const *names, int n,
                          FILE *out)
 {
+  /* Every cell first: a column is as wide as its widest cell, two spaces apart. */
+  gsize n_rows = G_N_ELEMENTS(ROWS);
+  g_autoptr(GPtrArray) cells = g_ptr_array_new_with_free_func(g_free);
   int width = 14;
   for (int i = 0; i < n; i++)
     width = MAX(width, (int)strlen(names[i]) + 2);
+  for (gsize r = 0; r < n_rows; r++)
+    for (int i = 0; i < n; i++) {
+      char *cell = ROWS[r].cell(sums[i]);
+      width = MAX(width, (int)strlen(cell) + 2);
+      g_ptr_array_add(cells, cell);
+    }
   /* Rows name the devices as the runs do (all on the host: CPUs). */
   gboolean host = TRUE;
   for (int i = 0; i < n; i++)
@@ -343,14 +352,12 @@ st_summary_print_compare(const StSummary *const *sums, const char *const *names,
   for (int i = 0; i < n; i++)
     fprintf(out, "%*s", width, names[i]);
   fputc('\n', out);
-  for (gsize r = 0; r < G_N_ELEMENTS(ROWS); r++) {
+  for (gsize r = 0; r < n_rows; r++) {
     g_auto(GStrv) parts = g_strsplit(ROWS[r].name, "GPU", -1);
     g_autofree char *name = g_strjoinv(host ? "CPU" : "GPU", parts);
     fprintf(out, "%-24s", name);
-    for (int i = 0; i < n; i++) {
-      g_autofree char *cell = ROWS[r].cell(sums[i]);
-      fprintf(out, "%*s", width, cell);
-    }
+    for (int i = 0; i < n; i++)
+      fprintf(out, "%*s", width, (const char *)g_ptr_array_index(cells, r * n + i));
     fputc('\n', out);
   }
 }
