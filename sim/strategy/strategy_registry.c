@@ -70,6 +70,8 @@ st_strategy_update_summary(const StStrategy *s)
   GString *out = g_string_new(NULL);
   g_string_printf(out, "%s: %s", st_update_kind_name(base.kind), base.what);
   for (const StStrategyKnob *k = s->knobs; k != NULL && k->option != NULL; k++) {
+    if (k->values == NULL)
+      continue;
     g_auto(GStrv) values = g_strsplit(k->values, ",", -1);
     for (char **v = values; *v != NULL; v++)
       variant(out, s, base, k->option, *v, *v);
