@@ -120,7 +120,7 @@ static const StOptionSpec SPECS[] = {
    (const char *const[]){"none", "selective", "full", NULL}, NULL, "none|selective|full",
    "Activation recomputation (Korthikanti et al. 2022): none keeps every activation; "
    "selective drops the attention scores of dense attention and recomputes them before each "
-   "backward (flash attention keeps none anyway); full keeps each layer's input only and runs "
+   "backward (refused for a model that keeps none: flash attention); full keeps each layer's input only and runs "
    "its forward again before its backward (default: none)"},
   {"seq-len", ST_OPT_INT, F(seq_len), 0, 16777216, NULL, NULL, "N",
    "Tokens per sequence of a token model (one whose first layer reads token ids); the model "

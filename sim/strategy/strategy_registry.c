@@ -6,6 +6,7 @@
 
 #include "cost/framework.h"
 #include "strategy/strategy_common.h"
+#include "strategy/tensors.h"
 
 G_DEFINE_QUARK(st-strategy-error-quark, st_strategy_error)
 
@@ -158,6 +159,10 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
       return NULL;
     }
     model = at_len;
+  }
+  if (!st_recompute_check(model, (StRecompute)resolved.recompute, error)) {
+    st_options_clear(&resolved);
+    return NULL;
   }
   StStrategyInput input = {model, cluster, profile, &resolved};
   StSchedule *s = strategy->build(&input, error);

@@ -68,4 +68,84 @@ for z in 1 2; do
     "$tmp/pcdp/plan.json" >/dev/null || fail "cdp searched no --zero-stage $z"
 done
 
+# ---- each recompute mode changes what the layers keep, or is refused.
+# GPT-2's dense attention keeps its scores: selective drops them, full
+# keeps only each block's input, so activations fall from none to selective
+# to full.
+acts() { # MODEL MODE: GPU 0's activation peak in bytes
+  $STAGGER sim --model "$SRC/models/$1.json" --cluster $C --gpus 1 --micro-batch 4 \
+    --precision mixed --recompute "$2" --steps 2 --out "$tmp/rc-$1-$2" >/dev/null 2>&1
+  jq '.devices[0].peak_by_category.activations' "$tmp/rc-$1-$2/report.json"
+}
+none=$(acts gpt2-124m none); sel=$(acts gpt2-124m selective); full=$(acts gpt2-124m full)
+[ "$sel" -lt "$none" ] || fail "gpt2-124m: selective keeps $sel bytes, none $none"
+[ "$full" -lt "$sel" ] || fail "gpt2-124m: full keeps $full bytes, selective $sel"
+# Llama's flash attention keeps no scores: selective would change nothing,
+# and is refused with the reason; full still changes what is kept.
+for m in llama-2-7b mistral-7b; do
+  expect 1 "recompute selective.*no layer of '$m'.*flash attention keeps none" \
+    $STAGGER sim --model "$SRC/models/$m.json" --cluster $C --gpus 1 --micro-batch 1 \
+    --precision mixed --recompute selective --steps 2
+done
+none=$(acts llama-2-7b none); full=$(acts llama-2-7b full)
+[ "$full" -lt "$none" ] || fail "llama-2-7b: full keeps $full bytes, none $none"
+# The planner gives the same reason for every strategy that would try it.
+$STAGGER plan --model $SRC/models/llama-2-7b.json --cluster $C --strategy zero,megatron \
+  --recompute none,selective --tensor-parallel 1 --pipeline-stages 1 --virtual-stages 1 \
+  --zero-stage 1 --nodes 1 \
+  --micro-batch 1 --precision mixed --out "$tmp/prc" >/dev/null 2>&1
+for s in zero megatron; do
+  jq -e --arg s "$s" '[.points[] | select(.strategy == $s and .settings.recompute == "selective")
+      | select(.status == "infeasible" and (.reason | test("flash attention keeps none")))]
+      | length == 1' "$tmp/prc/plan.json" >/dev/null || fail "plan: $s with selective on llama not refused"
+done
+
+# ---- headline numbers: MFU with its convention and how far it may be off.
+# Model FLOPs per step = the model's forward + backward (model show's
+# totals) x the global batch, for a tensor-parallel run too (the whole
+# model, not one rank's share, its vocabulary padded as Megatron-LM pads it:
+# 32000 to 32768, 0.04 % more FLOPs); MFU = that / (GPUs x peak x step).
+L=$SRC/models/llama-2-7b.json
+per_sample=$($STAGGER model show --json "$L" | jq '.totals.fwd_flops + .totals.bwd_flops')
+check_mfu() { # DIR GLOBAL-BATCH TOLERANCE
+  jq -e --argjson f "$per_sample" --argjson b "$2" --argjson tol "$3" '
+    (.mfu.model_flops_per_step / ($f * $b) - 1 | fabs) < $tol and
+    (.mfu.value / (.mfu.model_flops_per_step /
+       (.gpus_used * .mfu.peak_flops_per_gpu * .step_time_s)) - 1 | fabs) < 1e-6 and
+    .mfu.peak_dtype == "bf16" and .mfu.value > 0.05 and .mfu.value < 1' "$1/report.json" >/dev/null \
+    || { jq .mfu "$1/report.json" >&2; fail "$1: MFU is not model FLOPs over peak x GPUs x step"; }
+}
+$STAGGER sim --model "$L" --cluster $C --strategy zero --zero-stage 3 --precision mixed \
+  --micro-batch 1 --global-batch 16 --out "$tmp/mz" >"$tmp/mz.txt" 2>/dev/null
+check_mfu "$tmp/mz" 16 1e-9
+$STAGGER sim --model "$L" --cluster $C --strategy megatron --tensor-parallel 8 --precision mixed \
+  --micro-batch 1 --global-batch 8 --out "$tmp/mt" >"$tmp/mt.txt" 2>/dev/null
+check_mfu "$tmp/mt" 8 1e-3
+# The summary prints it with the peak and the convention, and how far the
+# prediction has been off: the calibration's own count of runs.
+n=$(jq '.step_time.n' "$SRC/models/calibration/default.json")
+grep -Eq "^  MFU  +[0-9.]+ % of 8 x 989 TFLOP/s \(bf16 dense peak\).*model FLOPs per step \(forward \+ backward" \
+  "$tmp/mz.txt" || { cat "$tmp/mz.txt" >&2; fail "sim prints no MFU with its peak and convention"; }
+grep -q "how sure .*predicted, not measured.*on the $n published runs .* off by [0-9]* % rms" \
+  "$tmp/mz.txt" || fail "sim does not say how far the step and MFU have been off ($n runs)"
+$STAGGER sim --model "$L" --cluster $C --strategy zero --precision mixed --micro-batch 1 \
+  --calibration none >"$tmp/mn.txt" 2>/dev/null
+grep -q "how sure .*no calibration stands behind it" "$tmp/mn.txt" || fail "--calibration none: no caveat"
+# Side by side: an MFU row and the note under the table.
+$STAGGER sim --model $SRC/models/resnet50.json --cluster $C --strategy dp,zero --steps 3 \
+  --micro-batch 32 >"$tmp/cmp.txt" 2>/dev/null
+grep -Eq "^MFU +[0-9.]+ % +[0-9.]+ %" "$tmp/cmp.txt" || fail "the comparison has no MFU row"
+grep -q "^Step time and MFU are predicted, not measured: on the $n published runs" "$tmp/cmp.txt" \
+  || fail "the comparison does not say how far it may be off"
+# The intervals' cells do not run into each other.
+grep -Eq "^  90 % interval +[0-9.]+ [mun]?s\.\.[0-9.]+ [mun]?s +[0-9.]+" "$tmp/cmp.txt" \
+  || { grep interval "$tmp/cmp.txt" >&2; fail "interval cells run together"; }
+# plan: an MFU column, in plan.json too, and the same caveat.
+grep -Eq "^ *rank .* MFU .*peak" "$tmp/plist.txt" || fail "the plan table has no MFU column"
+grep -Eq "^ +1 +zero .* [0-9.]+% " "$tmp/plist.txt" || fail "the plan's winner has no MFU"
+jq -e '[.points[] | select(.status == "ok") | .mfu > 0] | all' "$tmp/plist/plan.json" >/dev/null \
+  || fail "plan.json: a simulated point without its MFU"
+grep -q "^Step times and MFU are predicted, not measured: on the $n published runs" \
+  "$tmp/plist.txt" || fail "the plan does not say how far it may be off"
+
 echo "first contact: all checks passed"
