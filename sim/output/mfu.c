@@ -52,8 +52,8 @@ st_mfu_describe(const StMfu *m, int gpus)
 {
   g_autofree char *work = flops_text(m->flops_per_step);
   if (m->peak_flops <= 0 || m->mfu <= 0)
-    return g_strdup_printf("- (no peak FLOP/s for this GPU); %s model FLOPs per step%s", work,
-                           ST_MFU_CONVENTION);
+    return g_strdup_printf("- (no peak FLOP/s known for this device); %s model FLOPs per step%s",
+                           work, ST_MFU_CONVENTION);
   g_autofree char *peak = flops_text(m->peak_flops);
   return g_strdup_printf("%.1f %% of %d x %s/s (%s dense peak); %s model FLOPs per step%s",
                          100.0 * m->mfu, gpus, peak, m->tf32 ? "tf32" : st_dtype_name(m->dtype),

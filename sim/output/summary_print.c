@@ -376,7 +376,7 @@ st_summary_print_compare(const StSummary *const *sums, const char *const *names,
     fputc('\n', out);
   }
   /* What MFU counts, and how far a prediction of it may be off. */
-  fprintf(out, "\nMFU: model FLOPs per step over the GPUs' dense peak in that time; model "
+  fprintf(out, "\nMFU: model FLOPs per step over the devices' dense peak in that time; model "
                "FLOPs%s.\n", ST_MFU_CONVENTION);
   gboolean predicted = FALSE;
   for (int i = 0; i < n; i++)

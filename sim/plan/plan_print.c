@@ -125,7 +125,7 @@ print_table(const StPlan *plan, int top, FILE *out)
   fprintf(out, "step time: the steady step (each configuration simulated until its state "
                "repeats); ~: not steady,\nthe mean of its last steps, which still vary. "
                "mb x acc: micro-batch x gradient accumulation.\nMFU: model FLOPs "
-               "per step over the GPUs' dense peak in that time; model FLOPs%s.\npeak: memory of the GPU with "
+               "per step over the devices' dense peak in that time; model FLOPs%s.\npeak: memory of the GPU with "
                "the highest peak as nvidia-smi would show it (the framework's\nallocator "
                "reserve, CUDA context and NCCL buffers over the tensors: what --mem-cap "
                "limits),\nthen the tensors' split at that moment. exposed: communication not\n"

@@ -148,4 +148,29 @@ jq -e '[.points[] | select(.status == "ok") | .mfu > 0] | all' "$tmp/plist/plan.
 grep -q "^Step times and MFU are predicted, not measured: on the $n published runs" \
   "$tmp/plist.txt" || fail "the plan does not say how far it may be off"
 
+# ---- the memory plot holds the run to the GPU's capacity.
+# GPT-3 2.7B under plain DP at micro-batch 16 needs hundreds of GiB: the
+# plot draws the capacity (report.json's, in the key) and marks the device
+# that goes over at its peak as the device shows it, and says so in its
+# heading; a run that fits has the line and no mark.
+if [[ -n "${GNUPLOT:-}" ]]; then
+  $STAGGER sim --model $SRC/models/gpt3-2.7b.json --cluster $C --strategy dp --precision mixed \
+    --micro-batch 16 --steps 2 --out "$tmp/oom" >/dev/null 2>&1
+  $STAGGER sim --model $SRC/models/mlp.json --cluster $C --steps 2 --out "$tmp/fits" >/dev/null 2>&1
+  for d in oom fits; do $STAGGER plot "$tmp/$d" --format svg >/dev/null; done
+  gib() { awk -v b="$1" -v f="$2" 'BEGIN { printf f, b / 1073741824 }'; }
+  cap=$(gib "$(jq '.gpu_memory_bytes' "$tmp/oom/report.json")" "%.3g")
+  over=$(gib "$(jq '.out_of_memory.peak_bytes' "$tmp/oom/report.json")" "%.2f")
+  dev=$(jq '.out_of_memory.device' "$tmp/oom/report.json")
+  grep -q "capacity $cap GiB" "$tmp/oom/memory.svg" || fail "the OOM plot draws no capacity ($cap GiB)"
+  grep -q "OUT OF MEMORY: $over GiB on the device" "$tmp/oom/memory.svg" \
+    || fail "the OOM plot marks no peak over the capacity ($over GiB)"
+  grep -q "OUT OF MEMORY: GPU $dev peaks at $over GiB" "$tmp/oom/memory.svg" \
+    || fail "the OOM plot's heading does not say which GPU goes over"
+  grep -q "capacity $cap GiB" "$tmp/fits/memory.svg" || fail "a fitting run's plot has no capacity"
+  ! grep -q "OUT OF MEMORY" "$tmp/fits/memory.svg" || fail "a fitting run's plot says out of memory"
+else
+  echo "no gnuplot: the memory plot's checks skipped"
+fi
+
 echo "first contact: all checks passed"
