@@ -173,4 +173,25 @@ else
   echo "no gnuplot: the memory plot's checks skipped"
 fi
 
+# ---- validate says where its profile was measured, against what ran.
+# The shipped host profile, relabelled as another machine's: a warning that
+# the errors measure the two machines, and how to profile this one; labelled
+# as this machine's kind ("host: N CPU cores"), a note naming both.
+validate_with() { # MACHINE OUT
+  rm -rf "$tmp/prof"; cp -r "$SRC/traces/profiles/host" "$tmp/prof"
+  sed -i "s/\"machine\":.*/\"machine\": \"$1\",/" "$tmp/prof"/*.json
+  $STAGGER validate --model $SRC/models/mlp.json --strategy dp --ranks 1 --micro-batch 16 \
+    --steps 2 --backend host --profile "$tmp/prof" >"$2" 2>/dev/null
+}
+validate_with "host: 9999 CPU cores (Elsewhere 1), reference kernels" "$tmp/v-other.txt"
+grep -q "^WARNING: the profile was measured on another machine: .*'host: 9999 CPU cores (Elsewhere 1)" \
+  "$tmp/v-other.txt" || { cat "$tmp/v-other.txt" >&2; fail "validate does not warn of a profile from elsewhere"; }
+grep -q "Profile this machine first" "$tmp/v-other.txt" || fail "validate does not say to profile first"
+grep -q "stagger profile --model .*mlp.json .*--backend host" "$tmp/v-other.txt" \
+  || fail "validate gives no profile command"
+validate_with "host: $(nproc) CPU cores (Here 1), reference kernels" "$tmp/v-here.txt"
+grep -q "^note: .*'host: $(nproc) CPU cores (Here 1), reference kernels'.*ran on 'host: $(nproc) CPU cores" \
+  "$tmp/v-here.txt" || { cat "$tmp/v-here.txt" >&2; fail "validate does not name the profile's machine"; }
+! grep -q "WARNING" "$tmp/v-here.txt" || fail "validate warns of a profile of this machine's kind"
+
 echo "first contact: all checks passed"
