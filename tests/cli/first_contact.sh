@@ -100,6 +100,20 @@ for s in zero megatron; do
       | length == 1' "$tmp/prc/plan.json" >/dev/null || fail "plan: $s with selective on llama not refused"
 done
 
+# ---- the plan compares distinct layouts: no runner-up that is the winner
+# under another name. Selective recomputation on Llama changes nothing, so
+# zero with it would build the winner again with empty recompute ops and a
+# made-up difference; it is refused, and the runner-up differs in more than
+# the recompute mode.
+$STAGGER plan --model "$SRC/models/llama-2-7b.json" --cluster $C --strategy zero \
+  --recompute none,selective --zero-stage 1,2 --micro-batch 1 --global-batch 16 \
+  --precision mixed --nodes 1 --out "$tmp/pwin" >"$tmp/pwin.txt" 2>/dev/null
+jq -e '.winner != null and .runner_up != null and
+  (.points[.winner].settings | del(.recompute)) != (.points[.runner_up].settings | del(.recompute))' \
+  "$tmp/pwin/plan.json" >/dev/null || { grep -A2 "^Winner\|^Runner" "$tmp/pwin.txt" >&2; fail "the runner-up is the winner under another name"; }
+jq -e '[.points[] | select(.status == "ok" and .settings.recompute == "selective")] | length == 0' \
+  "$tmp/pwin/plan.json" >/dev/null || fail "a selective twin was simulated"
+
 # ---- headline numbers: MFU with its convention and how far it may be off.
 # Model FLOPs per step = the model's forward + backward (model show's
 # totals) x the global batch, for a tensor-parallel run too (the whole
