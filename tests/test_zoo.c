@@ -129,7 +129,8 @@ test_llama3_zero3(void)
    *   (218,112,000: its weights and norms) before their reduce-scatters
    *   finish: 1.38 more, 3.25;
    * - activations at the end of the forward: flash attention keeps no s x s
-   *   scores, so selective recomputation drops nothing and each of the 32
+   *   scores (so selective recomputation, which would drop nothing, is
+   *   refused: no recomputation here) and each of the 32
    *   blocks keeps its input, norm1's output, Q K V (s x 6144), the
    *   attention output, x1, norm2's output (s x 4096 each), gate and up
    *   (s x 2 x 14336) and their product (s x 14336) in bf16, and fp32 the
@@ -146,7 +147,6 @@ test_llama3_zero3(void)
   o.micro_batch = 1;
   o.zero_stage = 3;
   o.seq_len = 8192;
-  o.recompute = ST_RECOMPUTE_SELECTIVE;
   o.precision = ST_PRECISION_MIXED;
   g_autoptr(StSchedule) s = st_test_build("zero", m, c, &o);
   st_options_clear(&o);

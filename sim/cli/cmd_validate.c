@@ -202,6 +202,46 @@ run_case(Validate *v, Case *c, GError **error)
   return TRUE;
 }
 
+/* "host: 2 CPU cores" of "host: 2 CPU cores (AMD EPYC), reference kernels":
+ * the backend and the device, without the details one run may leave out.
+ * Transfer full. */
+static char *
+machine_core(const char *machine)
+{
+  gsize n = strcspn(machine, "(,");
+  return g_strstrip(g_strndup(machine, n));
+}
+
+/* Where the profile's times come from, against the device that ran: the
+ * prediction is the measuring machine's, so a profile measured elsewhere
+ * (the one shipped in traces/profiles/, on a new machine) shows as error
+ * that is not the simulator's. Printed under the table. */
+static void
+print_profile_origin(const Validate *v, const char *ran_on, FILE *out)
+{
+  const char *machine = st_profile_machine(v->profile);
+  const char *date = st_profile_date(v->profile);
+  g_autofree char *when = date != NULL ? g_strdup_printf(" on %s", date) : g_strdup("");
+  g_autofree char *measured = machine != NULL ? g_strdup_printf("'%s'%s", machine, when)
+                                              : g_strdup_printf("a machine it does not name%s",
+                                                                when);
+  g_autofree char *a = machine != NULL ? machine_core(machine) : NULL;
+  g_autofree char *b = ran_on != NULL ? machine_core(ran_on) : NULL;
+  gboolean elsewhere = a == NULL || b == NULL || strcmp(a, b) != 0;
+  fprintf(out, "\n%s: the predicted times are those --profile %s measured, on %s; the cases "
+               "ran on '%s'.\n",
+          elsewhere ? "WARNING: the profile was measured on another machine" : "note",
+          v->sh.profile, measured, ran_on != NULL ? ran_on : "?");
+  fprintf(out, "%s Profile this machine first and predict from that:\n"
+               "  stagger profile --model %s --batches ... --sharing --backend %s --out PROFILE\n"
+               "  stagger validate ... --profile PROFILE\n",
+          elsewhere ? "Step-time errors then measure the two machines' difference, not the "
+                      "simulator's."
+                    : "A profile shipped with stagger (traces/profiles/) or measured on another "
+                      "machine of this kind predicts that machine's times.",
+          v->sh.model != NULL ? v->sh.model : "MODEL", v->exec.device ? v->exec.device : "auto");
+}
+
 /* CASE/predicted/, CASE/measured/ and CASE/validate.json. */
 static gboolean
 write_case(const Case *c, const char *out, GError **error)
@@ -303,6 +343,15 @@ validate(Validate *v, GError **error)
   }
   StValidation result = {v->model->name, v->sh.profile, v->device, cases};
   st_validation_print(&result, stdout);
+  const char *ran_on = NULL;
+  for (guint i = 0; i < cases->len && ran_on == NULL; i++) {
+    const Case *c = g_ptr_array_index(cases, i);
+    const char *origin = c->measured != NULL ? c->measured->timeline->origin : NULL;
+    if (origin != NULL)
+      ran_on = g_str_has_prefix(origin, "measured: ") ? origin + strlen("measured: ") : origin;
+  }
+  if (v->profile != NULL)
+    print_profile_origin(v, ran_on, stdout);
   gboolean ok = TRUE;
   if (outdir == NULL) {
     fprintf(stderr, "no --out DIR given: nothing written\n");

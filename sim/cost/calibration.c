@@ -255,6 +255,22 @@ st_residuals_interval(const StResiduals *r, double x, double *lo, double *hi)
   return TRUE;
 }
 
+char *
+st_residuals_describe(const StResiduals *r)
+{
+  if (r == NULL || r->n < 3)
+    return g_strdup("no calibration stands behind it (--calibration none, or no "
+                    "residuals): how far it is off is unknown (docs/VALIDATION.md has the "
+                    "published runs' error)");
+  /* The root mean square of ln(measured / predicted), from its mean and
+   * its (n - 1) standard deviation. */
+  double rms = sqrt(r->mean * r->mean + r->sd * r->sd * (r->n - 1) / r->n);
+  return g_strdup_printf("on the %d published runs behind the calibration, each left out of "
+                         "its fit, the predicted step was off by %.0f %% rms, bias %+.0f %% "
+                         "(docs/VALIDATION.md)",
+                         r->n, 100.0 * expm1(rms), 100.0 * expm1(r->mean));
+}
+
 /* ---- the file ------------------------------------------------------------- */
 
 static gboolean

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "cost/calibration.h"
+#include "output/mfu.h"
 #include "output/timeline.h"
 
 #define ST_OUTPUT_ERROR (st_output_error_quark())
@@ -60,6 +61,8 @@ typedef struct {
   StSteady steady;            /* whether the run reached its steady state (timeline.h) */
   double samples_per_s;
   int32_t gpus_used;          /* devices hosting at least one rank */
+  StMfu mfu;                  /* model FLOPs utilization of the steady step on gpus_used
+                                 (output/mfu.h) */
   StDeviceSummary *devices;   /* [n_devices] */
   int64_t total_peak_by_category[ST_MEM_N]; /* peak over time of the sum over devices */
   int64_t total_peak_bytes;   /* peak over time of the sum of everything */

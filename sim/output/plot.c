@@ -177,6 +177,10 @@ typedef struct {
   GArray *devices;     /* int */
   GArray *first, *last; /* int: index of each device's first and last data row */
   GHashTable *stands;  /* device -> "0-2,5" (char *), folded timelines only */
+  int64_t capacity;    /* the GPU's memory, bytes (predicted runs; 0: not known) */
+  int oom_device;      /* the device that runs out of memory, -1 when none */
+  int64_t oom_bytes;   /* its peak as the device shows it (nvidia-smi), bytes */
+  double oom_ms;       /* when it peaks */
 } MemoryInfo;
 
 static void
@@ -225,6 +229,21 @@ memory_info_from_report(const char *dir, MemoryInfo *m)
   const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(report, "kind"));
   m->kind = g_strdup(kind != NULL ? kind : "predicted");
   const cJSON *devices = cJSON_GetObjectItem(report, "devices");
+  /* The capacity and the device that goes over it (a prediction's: the
+   * executor reports running out of memory itself). */
+  m->oom_device = -1;
+  const cJSON *capacity = cJSON_GetObjectItem(report, "gpu_memory_bytes");
+  m->capacity = cJSON_IsNumber(capacity) ? (int64_t)capacity->valuedouble : 0;
+  const cJSON *oom = cJSON_GetObjectItem(report, "out_of_memory");
+  const cJSON *oom_dev = cJSON_GetObjectItem(oom, "device");
+  if (m->capacity > 0 && cJSON_IsNumber(oom_dev)) {
+    m->oom_device = (int)oom_dev->valuedouble;
+    m->oom_bytes = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(oom, "peak_bytes"));
+    const cJSON *dev;
+    cJSON_ArrayForEach(dev, devices)
+      if ((int)cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "id")) == m->oom_device)
+        m->oom_ms = 1e3 * cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "peak_time_s"));
+  }
   g_autoptr(GHashTable) members =
     g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref);
   gboolean folded = FALSE;
@@ -370,6 +389,27 @@ plot_memory(Plotter *pl, const char *dir, const char *name, GError **error)
   if ((int)info.devices->len > n)
     g_string_append_printf(note, "%sfirst %d of %u recorded %ss", note->len ? "; " : "", n,
                            info.devices->len, pl->dev);
+  /* The GPU's capacity as a line, and the device that goes over it marked
+   * at its peak as the device shows it (tensors and what the framework
+   * holds beyond them: what runs a GPU out of memory). */
+  var_int(vars, "capacity", (long)info.capacity);
+  var_int(vars, "oomdev", info.oom_device);
+  var_int(vars, "oombytes", (long)info.oom_bytes);
+  char oom_ms[G_ASCII_DTOSTR_BUF_SIZE];
+  g_string_append_printf(vars, "oomms=%s; ",
+                         g_ascii_formatd(oom_ms, sizeof oom_ms, "%.6f", info.oom_ms));
+  if (info.oom_device >= 0) {
+    g_autofree char *at = st_format_bytes(info.oom_bytes);
+    g_autofree char *cap = st_format_bytes(info.capacity);
+    g_autofree char *over = st_format_bytes(info.oom_bytes - info.capacity);
+    g_autofree char *label = g_strdup_printf("OUT OF MEMORY: %s on the device > %s", at, cap);
+    var_string(vars, "oomlabel", label);
+    g_string_append_printf(note, "%sOUT OF MEMORY: %s %d peaks at %s on the device (nvidia-smi), "
+                           "over its %s by %s", note->len ? "; " : "", pl->dev, info.oom_device,
+                           at, cap, over);
+  } else {
+    var_string(vars, "oomlabel", "");
+  }
   var_string(vars, "note", note->str);
   return run_script(pl, "memory.gp", vars, dir, "memory", error);
 }

@@ -157,6 +157,11 @@ st_report_to_json(const StSummary *sum)
   cJSON_AddStringToObject(root, "model", s->model->name);
   cJSON_AddStringToObject(root, "cluster", s->cluster->name);
   cJSON_AddStringToObject(root, "gpu", s->cluster->gpu.name);
+  /* The capacity the prediction is held to (a measured run ran elsewhere). */
+  if (sum->timeline->measured)
+    cJSON_AddNullToObject(root, "gpu_memory_bytes");
+  else
+    st_json_add_int(root, "gpu_memory_bytes", s->cluster->gpu.memory_bytes);
   cJSON_AddStringToObject(root, "device_kind", st_timeline_device_noun(t));
   st_json_add_int(root, "ranks", s->n_ranks);
   cJSON_AddItemToObject(root, "settings", settings_json(s));
@@ -167,6 +172,16 @@ st_report_to_json(const StSummary *sum)
   if (st_residuals_interval(&sum->step_spread, sum->step_time_ns * 1e-9, &lo, &hi))
     cJSON_AddItemToObject(root, "step_time_interval_s", interval_json(lo, hi));
   cJSON_AddNumberToObject(root, "samples_per_s", sum->samples_per_s);
+  /* output/mfu.h: null when the device gives no peak (CPU threads on the host). */
+  cJSON *mfu = cJSON_AddObjectToObject(root, "mfu");
+  if (sum->mfu.mfu > 0)
+    cJSON_AddNumberToObject(mfu, "value", sum->mfu.mfu);
+  else
+    cJSON_AddNullToObject(mfu, "value");
+  cJSON_AddNumberToObject(mfu, "model_flops_per_step", sum->mfu.flops_per_step);
+  cJSON_AddNumberToObject(mfu, "peak_flops_per_gpu", sum->mfu.peak_flops);
+  cJSON_AddStringToObject(mfu, "peak_dtype",
+                          sum->mfu.tf32 ? "tf32" : st_dtype_name(sum->mfu.dtype));
   st_json_add_int(root, "gpus_used", sum->gpus_used);
   st_json_add_int(root, "warmup_steps", sum->warmup_steps);
   cJSON_AddItemToObject(root, "steady", steady_json(sum));

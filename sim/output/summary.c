@@ -478,6 +478,10 @@ st_summary_new(const StTimeline *t)
     sum->devices[d].id = d;
     sum->devices[d].represented_by = t->device_rep[d];
   }
+  st_mfu_of(s, sum->step_time_ns, sum->gpus_used, &sum->mfu);
+  /* CPU threads on the host have no dense peak to hold them to. */
+  if (t->on_host)
+    sum->mfu.peak_flops = sum->mfu.mfu = 0;
   /* A measured run's pool is what it held; a prediction adds what the
    * framework holds beyond tensors. */
   sum->runtime = g_new0(StRuntimeMemory, MAX(s->n_devices, 1));

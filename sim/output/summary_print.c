@@ -167,6 +167,12 @@ st_summary_print(const StSummary *sum, FILE *out)
   fprintf(out, "  %-18s %.1f samples/s on %d %s%s (%.1f per %s)\n", "throughput",
           sum->samples_per_s, sum->gpus_used, dev, st_plural(sum->gpus_used),
           sum->gpus_used ? sum->samples_per_s / sum->gpus_used : 0.0, dev);
+  g_autofree char *mfu = st_mfu_describe(&sum->mfu, sum->gpus_used);
+  fprintf(out, "  %-18s %s\n", "MFU", mfu);
+  if (!t->measured) {
+    g_autofree char *error = st_residuals_describe(&sum->step_spread);
+    fprintf(out, "  %-18s predicted, not measured, and MFU with it: %s\n", "  how sure", error);
+  }
   fprintf(out, "  %-18s %s on %s %d%s\n", peak_row, peak, dev, worst->id, cap);
   if (!t->measured) {
     g_autofree char *shown = memory_line(sum, worst);
@@ -217,6 +223,14 @@ cell_step_range(const StSummary *sum)
   g_autofree char *a = st_format_duration((int64_t)lo);
   g_autofree char *b = st_format_duration((int64_t)hi);
   return g_strdup_printf("%s..%s", a, b);
+}
+
+static char *
+cell_mfu(const StSummary *sum)
+{
+  if (sum->mfu.mfu <= 0)
+    return g_strdup("-");
+  return g_strdup_printf("%.1f %%", 100.0 * sum->mfu.mfu);
 }
 
 static char *
@@ -310,6 +324,7 @@ static const struct {
   {"step time", cell_step},
   {"  90 % interval", cell_step_range},
   {"samples/s", cell_throughput},
+  {"MFU", cell_mfu},
   {"GPUs used", cell_gpus},
   {"peak memory / GPU", cell_peak},
   {"  params", cell_mem_0},
@@ -359,5 +374,15 @@ st_summary_print_compare(const StSummary *const *sums, const char *const *names,
     for (int i = 0; i < n; i++)
       fprintf(out, "%*s", width, (const char *)g_ptr_array_index(cells, r * n + i));
     fputc('\n', out);
+  }
+  /* What MFU counts, and how far a prediction of it may be off. */
+  fprintf(out, "\nMFU: model FLOPs per step over the devices' dense peak in that time; model "
+               "FLOPs%s.\n", ST_MFU_CONVENTION);
+  gboolean predicted = FALSE;
+  for (int i = 0; i < n; i++)
+    predicted = predicted || !sums[i]->timeline->measured;
+  if (predicted) {
+    g_autofree char *error = st_residuals_describe(&sums[0]->step_spread);
+    fprintf(out, "Step time and MFU are predicted, not measured: %s.\n", error);
   }
 }

@@ -288,6 +288,7 @@ typedef struct {
                                            point prunes nothing */
   int64_t step_time_ns;
   double samples_per_s;
+  double mfu;                           /* model FLOPs utilization (output/mfu.h); 0 unknown */
   int64_t peak_bytes;                   /* tensors, of the GPU with the highest peak */
   int64_t device_bytes;                 /* that GPU's memory as nvidia-smi shows it (the
                                            framework's beyond tensors, runtime_memory.h): what

@@ -182,6 +182,7 @@ st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src)
   dst->unsteady_auto = src->unsteady_auto;
   dst->step_time_ns = src->step_time_ns;
   dst->samples_per_s = src->samples_per_s;
+  dst->mfu = src->mfu;
   dst->gpus_used = src->gpus_used;
   dst->peak_bytes = src->peak_bytes;
   dst->device_bytes = src->device_bytes;

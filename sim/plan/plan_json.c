@@ -202,6 +202,10 @@ point_json(const StPlan *plan, int i)
   cJSON_AddNumberToObject(obj, "samples_per_s", pt->samples_per_s);
   cJSON_AddNumberToObject(obj, "samples_per_s_per_gpu",
                           pt->samples_per_s / MAX(pt->gpus_used, 1));
+  if (pt->mfu > 0)
+    cJSON_AddNumberToObject(obj, "mfu", pt->mfu);
+  else
+    cJSON_AddNullToObject(obj, "mfu");
   cJSON_AddNumberToObject(obj, "gpu_hours",
                           pt->gpus_used * step_s * (double)plan->spec->train_steps / 3600.0);
   if (pt->status == ST_PLAN_OK)

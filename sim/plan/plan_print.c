@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/units.h"
+#include "output/mfu.h"
 
 /* "23.1G", "512M", "40K": a memory cell. */
 static char *
@@ -90,9 +91,10 @@ print_table(const StPlan *plan, int top, FILE *out)
   }
   fprintf(out, "Best %d of %u that fit, by %s (predicted by the simulator):\n\n", n,
           plan->ranking->len, st_plan_objective_name(plan->spec->objective));
-  fprintf(out, "%4s  %-10s %-6s %5s %9s %11s %10s %8s %7s %6s %6s %6s %6s %6s %6s %9s %5s  %s\n",
+  fprintf(out,
+          "%4s  %-10s %-6s %5s %9s %11s %10s %8s %6s %7s %6s %6s %6s %6s %6s %6s %9s %5s  %s\n",
           "rank", "strategy", "update", "GPUs", "mb x acc", "step time", "samples/s", "per GPU",
-          "peak", "params", "grads", "optim", "activ", "comm", "work", "exposed", "front",
+          "MFU", "peak", "params", "grads", "optim", "activ", "comm", "work", "exposed", "front",
           "options");
   for (int k = 0; k < n; k++) {
     int i = g_array_index(plan->ranking, int, k);
@@ -104,9 +106,10 @@ print_table(const StPlan *plan, int top, FILE *out)
     g_autofree char *step = g_strdup_printf("%s%s", time, pt->steady ? "" : "~");
     g_autofree char *exposed = st_format_duration(pt->exposed_ns);
     g_autofree char *peak = short_bytes(pt->device_bytes);
-    fprintf(out, "%4d  %-10s %-6s %5d %9s %11s %10.1f %8.2f %7s", pt->rank, c->strategy->name,
-            st_update_kind_name(pt->update.kind), pt->gpus_used, batch, step, pt->samples_per_s,
-            pt->samples_per_s / MAX(pt->gpus_used, 1), peak);
+    g_autofree char *mfu = pt->mfu > 0 ? g_strdup_printf("%.1f%%", 100 * pt->mfu) : g_strdup("-");
+    fprintf(out, "%4d  %-10s %-6s %5d %9s %11s %10.1f %8.2f %6s %7s", pt->rank,
+            c->strategy->name, st_update_kind_name(pt->update.kind), pt->gpus_used, batch, step,
+            pt->samples_per_s, pt->samples_per_s / MAX(pt->gpus_used, 1), mfu, peak);
     for (int cat = 0; cat < ST_MEM_N; cat++) {
       g_autofree char *b = short_bytes(pt->peak_by_category[cat]);
       fprintf(out, " %6s", b);
@@ -121,13 +124,16 @@ print_table(const StPlan *plan, int top, FILE *out)
                                   : "not ranked without --allow-stale");
   fprintf(out, "step time: the steady step (each configuration simulated until its state "
                "repeats); ~: not steady,\nthe mean of its last steps, which still vary. "
-               "mb x acc: micro-batch x gradient accumulation.\npeak: memory of the GPU with "
+               "mb x acc: micro-batch x gradient accumulation.\nMFU: model FLOPs "
+               "per step over the devices' dense peak in that time; model FLOPs%s.\npeak: memory of the GPU with "
                "the highest peak as nvidia-smi would show it (the framework's\nallocator "
                "reserve, CUDA context and NCCL buffers over the tensors: what --mem-cap "
                "limits),\nthen the tensors' split at that moment. exposed: communication not\n"
                "hidden by compute on GPU 0, per step. front: on the Pareto front of %s "
                "against GPUs (G) or\nagainst peak memory (M).\n",
-          st_plan_objective_name(plan->spec->objective));
+          ST_MFU_CONVENTION, st_plan_objective_name(plan->spec->objective));
+  g_autofree char *error = st_residuals_describe(&plan->spec->step_spread);
+  fprintf(out, "Step times and MFU are predicted, not measured: %s.\n", error);
 }
 
 static void

@@ -41,6 +41,7 @@
 #include "engine/engine.h"
 #include "output/output.h"
 #include "output/steady.h"
+#include "strategy/tensors.h"
 
 typedef struct {
   StPlan *plan;
@@ -120,6 +121,7 @@ take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
   pt->unsteady_auto = sum->steady.auto_steps && !sum->steady.converged;
   pt->step_time_ns = sum->step_time_ns;
   pt->samples_per_s = sum->samples_per_s;
+  pt->mfu = sum->mfu.mfu;
   pt->gpus_used = sum->gpus_used;
   pt->peak_bytes = worst->peak_bytes;
   pt->device_bytes = st_summary_memory_peak(sum, ST_MEMKIND_DEVICE);
@@ -248,7 +250,8 @@ prepare(Run *run, int i)
                "its update is not synchronous SGD/Adam's: %s (--allow-stale admits it)",
                pt->update.what);
   } else if (!st_cluster_resize(cluster, options.nodes, options.gpus, &error) ||
-             !st_strategy_resolve(c->strategy, &resolved, cluster, &error)) {
+             !st_strategy_resolve(c->strategy, &resolved, cluster, &error) ||
+             !st_recompute_check(plan->model, (StRecompute)resolved.recompute, &error)) {
     set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
   } else {
     pt->ranks = resolved.ranks;

@@ -117,7 +117,10 @@ declared_anywhere(const char *option)
 }
 
 /* The options `strategy` varies: its knobs (the user's values win over the
- * declared ones), then the user's lists of options no strategy declares. */
+ * declared ones; a knob without values only with the user's), then the
+ * user's lists of options no strategy declares. A list of an option other
+ * strategies declare and this one does not is not varied here: it does not
+ * read it. */
 static GArray *
 dims_of(const StPlanSpec *spec, const StStrategy *strategy, const StModel *model,
         GStringChunk *strings)
@@ -127,10 +130,10 @@ dims_of(const StPlanSpec *spec, const StStrategy *strategy, const StModel *model
   for (const StStrategyKnob *k = strategy->knobs; k != NULL && k->option != NULL; k++) {
     gboolean applies = model == NULL || strategy->knob_applies == NULL ||
                        strategy->knob_applies(k->option, model);
-    if (!applies && st_plan_spec_values(spec, k->option) == NULL)
+    const StPlanValues *given = st_plan_spec_values(spec, k->option);
+    if ((!applies || k->values == NULL) && given == NULL)
       continue;
     Dim d = {g_string_chunk_insert_const(strings, k->option), g_ptr_array_new()};
-    const StPlanValues *given = st_plan_spec_values(spec, k->option);
     g_auto(GStrv) declared = given ? NULL : g_strsplit(k->values, ",", -1);
     for (guint i = 0; given != NULL && i < given->values->len; i++)
       g_ptr_array_add(d.values,

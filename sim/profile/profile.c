@@ -350,6 +350,18 @@ compare_names(gconstpointer a, gconstpointer b)
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+const char *
+st_profile_machine(const StProfile *p)
+{
+  return p->machine;
+}
+
+const char *
+st_profile_date(const StProfile *p)
+{
+  return p->date;
+}
+
 char **
 st_profile_devices(const StProfile *p)
 {

@@ -168,3 +168,7 @@ int st_profile_n_copy_entries(const StProfile *profile);
 int st_profile_n_sharing_entries(const StProfile *profile);
 /* The devices the entries name, sorted, NULL-terminated. Transfer full. */
 char **st_profile_devices(const StProfile *profile);
+/* What measured it and when, as its file says ("host: 2 CPU cores (AMD
+ * EPYC), reference kernels", "2026-11-21"); NULL when not said. Borrowed. */
+const char *st_profile_machine(const StProfile *profile);
+const char *st_profile_date(const StProfile *profile);

@@ -182,20 +182,6 @@ held(const StMegatronShape *sh, const Chunk *chunk, int s, int M)
   return most;
 }
 
-/* Whether selective recomputation drops anything (tensors.c recomputes
- * only layers whose memory() says so). */
-static gboolean
-drops_any(const StModel *m, int mb, StDtype dtype)
-{
-  for (int i = 0; i < m->n_layers; i++) {
-    StLayerMemory mem;
-    st_layer_memory(m, i, mb, dtype, &mem);
-    if (mem.again > 0)
-      return TRUE;
-  }
-  return FALSE;
-}
-
 /* Model-state bytes of `params` on one GPU, ZeRO stage z sharding over n. */
 static int64_t
 states(int64_t params, int z, int n, const StStateBytes *b)
@@ -222,13 +208,6 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
     return FALSE;
   StStateBytes b;
   st_state_bytes(o, &b);
-  if (o->recompute == ST_RECOMPUTE_SELECTIVE &&
-      !drops_any(sh.model, o->micro_batch, b.activation)) {
-    st_megatron_shape_clear(&sh);
-    return refuse(error, "--recompute selective: no layer of the model has anything to drop "
-                         "(no dense attention scores), so it builds the schedule of --recompute "
-                         "none");
-  }
   int K = sh.p * sh.v, M = o->accumulation;
   StDtype dtype = !st_precision_16bit(o->precision)   ? ST_DTYPE_FP32
                   : cl->gpu.flops[ST_DTYPE_BF16] > 0 ? ST_DTYPE_BF16

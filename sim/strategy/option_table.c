@@ -66,10 +66,10 @@ check_framework(const char *value, GError **error)
 #define BIG 1e15
 
 static const StOptionSpec SPECS[] = {
-  {"nodes", ST_OPT_INT, F(nodes), 0, 1e6, NULL, NULL, "N",
+  {"nodes", ST_OPT_INT, F(nodes), 1, 1e6, NULL, NULL, "N",
    "Copies of the cluster file's node (default: as in the file)"},
-  {"gpus", ST_OPT_INT, F(gpus), 0, 1e7, NULL, NULL, "G", "Use the first G GPUs (default: all)"},
-  {"ranks", ST_OPT_INT, F(ranks), 0, 1e7, NULL, NULL, "R",
+  {"gpus", ST_OPT_INT, F(gpus), 1, 1e7, NULL, NULL, "G", "Use the first G GPUs (default: all)"},
+  {"ranks", ST_OPT_INT, F(ranks), 1, 1e7, NULL, NULL, "R",
    "Data-parallel workers, round-robin on the GPUs; more ranks than GPUs share them "
    "(default: one per GPU)"},
   {"micro-batch", ST_OPT_INT, F(micro_batch), 1, 1e7, NULL, NULL, "B",
@@ -121,7 +121,7 @@ static const StOptionSpec SPECS[] = {
    (const char *const[]){"none", "selective", "full", NULL}, NULL, "none|selective|full",
    "Activation recomputation (Korthikanti et al. 2022): none keeps every activation; "
    "selective drops the attention scores of dense attention and recomputes them before each "
-   "backward (flash attention keeps none anyway); full keeps each layer's input only and runs "
+   "backward (refused for a model that keeps none: flash attention); full keeps each layer's input only and runs "
    "its forward again before its backward (default: none)"},
   {"seq-len", ST_OPT_INT, F(seq_len), 0, 16777216, NULL, NULL, "N",
    "Tokens per sequence of a token model (one whose first layer reads token ids); the model "

@@ -22,9 +22,10 @@
 GQuark st_options_error_quark(void);
 
 typedef struct {
-  int nodes;            /* --nodes: copies of the cluster's node; 0 = as in the file */
-  int gpus;             /* --gpus: use the first G GPUs; 0 = all */
-  int ranks;            /* --ranks: data-parallel workers, round-robin on GPUs; 0 = one per GPU */
+  int nodes;            /* --nodes: copies of the cluster's node; 0 = not given: as in the file
+                           (given, it is at least 1, as --gpus and --ranks) */
+  int gpus;             /* --gpus: use the first G GPUs; 0 = not given: all */
+  int ranks;            /* --ranks: data-parallel workers, round-robin on GPUs; 0 = not given: one per GPU */
   int micro_batch;      /* --micro-batch: samples per micro-batch per rank */
   int64_t global_batch; /* --global-batch: samples per step; 0 = ranks * micro-batch */
   int steps;            /* --steps: training steps to run; 0 = auto: until steady (the

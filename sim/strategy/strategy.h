@@ -29,10 +29,15 @@ typedef struct {
 } StStrategyInput;
 
 /* An option the planner varies for a strategy, with the values it tries
- * unless the user narrows them: {"zero-stage", "1,2,3"}. */
+ * unless the user narrows them: {"zero-stage", "1,2,3"}. A strategy lists
+ * every option it reads that another strategy declares as a knob, with
+ * values NULL when the planner should not vary it by default
+ * ({"recompute", NULL}): a list the user gives for it is then searched whole
+ * for this strategy too, and never for a strategy that does not read it. */
 typedef struct {
   const char *option; /* a name from the option table (options.h) */
-  const char *values; /* comma list, each accepted by st_options_set */
+  const char *values; /* comma list, each accepted by st_options_set; NULL: only the
+                         user's list */
 } StStrategyKnob;
 
 /* What update a configuration computes, against the planner's baseline:

@@ -484,6 +484,7 @@ build(const StStrategyInput *in, GError **error)
 
 static const StStrategyKnob KNOBS[] = {
   {"amp-limit", "1.5,2,4"},
+  {"recompute", NULL},
   {NULL},
 };
 

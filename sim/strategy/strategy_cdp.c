@@ -379,6 +379,8 @@ static const StStrategyKnob KNOBS[] = {
   {"stages", "2,4,8"},
   {"cdp-reduce", "chain,collective"},
   {"model-parallel", "false,true"},
+  {"zero-stage", NULL},
+  {"recompute", NULL},
   {NULL},
 };
 

@@ -161,6 +161,12 @@ build(const StStrategyInput *in, GError **error)
   return finish(&frame, &dp);
 }
 
+/* What the planner varies only over the user's list (strategy.h). */
+static const StStrategyKnob KNOBS[] = {
+  {"recompute", NULL},
+  {NULL},
+};
+
 const StStrategy st_strategy_dp = {
   .name = "dp",
   .summary = "data parallelism: gradient buckets all-reduced while backward runs (PyTorch DDP)",
@@ -169,4 +175,5 @@ const StStrategy st_strategy_dp = {
   .build = build,
   .update = st_sparse_update,
   .estimate = st_dp_estimate,
+  .knobs = KNOBS,
 };

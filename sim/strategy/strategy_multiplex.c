@@ -367,6 +367,8 @@ build(const StStrategyInput *in, GError **error)
 
 static const StStrategyKnob KNOBS[] = {
   {"foreground", "burst,dp"},
+  {"recompute", NULL},  /* the foreground's */
+  {"zero-stage", NULL}, /* a zero foreground's */
   {NULL},
 };
 

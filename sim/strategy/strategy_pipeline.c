@@ -250,6 +250,7 @@ static const StStrategyKnob KNOBS[] = {
   {"pipeline-schedule", "1f1b,gpipe"},
   {"recompute", "none,full"},
   {"balance", "time,memory"},
+  {"pipeline-stages", NULL}, /* by default the fewest that fit (0) */
   {NULL},
 };
 

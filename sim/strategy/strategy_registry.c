@@ -7,6 +7,7 @@
 #include "cost/framework.h"
 #include "strategy/fp8.h"
 #include "strategy/strategy_common.h"
+#include "strategy/tensors.h"
 
 G_DEFINE_QUARK(st-strategy-error-quark, st_strategy_error)
 
@@ -71,6 +72,8 @@ st_strategy_update_summary(const StStrategy *s)
   GString *out = g_string_new(NULL);
   g_string_printf(out, "%s: %s", st_update_kind_name(base.kind), base.what);
   for (const StStrategyKnob *k = s->knobs; k != NULL && k->option != NULL; k++) {
+    if (k->values == NULL)
+      continue;
     g_auto(GStrv) values = g_strsplit(k->values, ",", -1);
     for (char **v = values; *v != NULL; v++)
       variant(out, s, base, k->option, *v, *v);
@@ -157,6 +160,10 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
       return NULL;
     }
     model = at_len;
+  }
+  if (!st_recompute_check(model, (StRecompute)resolved.recompute, error)) {
+    st_options_clear(&resolved);
+    return NULL;
   }
   StStrategyInput input = {model, cluster, profile, &resolved};
   StSchedule *s = strategy->build(&input, error);

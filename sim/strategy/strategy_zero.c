@@ -100,6 +100,7 @@ build(const StStrategyInput *in, GError **error)
 
 static const StStrategyKnob KNOBS[] = {
   {"zero-stage", "1,2,3"},
+  {"recompute", NULL},
   {NULL},
 };
 

@@ -2,6 +2,7 @@
 #include "strategy/tensors.h"
 
 #include "model/layer_type.h"
+#include "strategy/options.h"
 
 #define NONE UINT32_MAX
 
@@ -195,6 +196,32 @@ static gboolean
 selective(const StTensors *t, int i)
 {
   return t->spec.recompute == ST_RECOMPUTE_SELECTIVE && t->mem[i].again > 0;
+}
+
+gboolean
+st_recompute_check(const StModel *model, StRecompute recompute, GError **error)
+{
+  /* What the passes allocate decides (st_layer_memory, as the tensors
+   * below read it): any micro-batch drops the same layers' parts. */
+  gboolean changes = recompute == ST_RECOMPUTE_NONE;
+  for (int i = 0; i < model->n_layers && !changes; i++) {
+    StLayerMemory mem;
+    st_layer_memory(model, i, 1, model->dtype, &mem);
+    changes = recompute == ST_RECOMPUTE_SELECTIVE ? mem.again > 0 : mem.saved > 0;
+  }
+  if (changes)
+    return TRUE;
+  if (recompute == ST_RECOMPUTE_SELECTIVE)
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                "--recompute selective: it drops only the attention scores dense attention "
+                "keeps, and no layer of '%s' keeps any (flash attention keeps none): it would "
+                "change nothing; --recompute full keeps only each layer's input",
+                model->name);
+  else
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                "--recompute %s: no layer of '%s' keeps anything for its backward",
+                st_recompute_name(recompute), model->name);
+  return FALSE;
 }
 
 gboolean

@@ -86,6 +86,13 @@ StTensors *st_tensors_new(StProgram *program, const StTensorsSpec *spec);
 void st_tensors_free(StTensors *tensors);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTensors, st_tensors_free)
 
+/* Whether `recompute` changes what some layer of `model` keeps from
+ * forward to backward; FALSE with the reason when it means nothing for it
+ * (selective recomputation drops only what dense attention keeps, its
+ * scores, and a model of flash attention keeps none), so that sim and the
+ * planner refuse it rather than report the same run under another name. */
+gboolean st_recompute_check(const StModel *model, StRecompute recompute, GError **error);
+
 /* Whether layer `layer` has a recompute pass before its backward. */
 gboolean st_tensors_recomputes(const StTensors *tensors, int layer);
 

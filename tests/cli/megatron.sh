@@ -65,7 +65,7 @@ col() {
 L=$SRC/models/llama-3-70b.json
 $STAGGER sim --model $L --cluster $C --nodes 8 --strategy megatron --tensor-parallel 8 \
   --pipeline-stages 4 --virtual-stages 2 --sequence-parallel --zero-stage 1 \
-  --recompute selective --micro-batch 1 --global-batch 512 --precision mixed --steps 2 \
+  --micro-batch 1 --global-batch 512 --precision mixed --steps 2 \
   --out "$tmp/l70" >"$tmp/table" 2>/dev/null
 r=$tmp/l70/report.json
 grep -q '"out_of_memory":[[:space:]]*null' "$r" || fail "Llama-3 70B does not fit"
@@ -97,7 +97,7 @@ expect 1 "expert-parallel 3 does not divide" $STAGGER sim --model $X --cluster $
 expect 1 "has no MoE layer" $STAGGER sim --model $M --cluster $C --strategy megatron \
   --expert-parallel 2
 $STAGGER sim --model $X --cluster $C --nodes 8 --strategy megatron --tensor-parallel 8 \
-  --expert-parallel 8 --sequence-parallel --zero-stage 1 --recompute selective \
+  --expert-parallel 8 --sequence-parallel --zero-stage 1 \
   --precision mixed --micro-batch 1 --global-batch 64 --steps 2 --out "$tmp/mx" \
   >"$tmp/table" 2>/dev/null
 r=$tmp/mx/report.json
