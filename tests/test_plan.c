@@ -472,6 +472,11 @@ space_spec(const Space *sp, const char *prune)
   g_assert_no_error(error);
   st_plan_spec_set(spec, "allow-stale", "true", &error);
   g_assert_no_error(error);
+  /* Fused and free of NCCL's contention: what pruning keeps does not depend
+   * on the runtime, and cyclic DP under contention runs to its step cap
+   * (docs/PERFORMANCE.md, "Issue 19"). */
+  st_plan_spec_set(spec, "framework", "ideal", &error);
+  g_assert_no_error(error);
   return spec;
 }
 
