@@ -53,7 +53,9 @@ st_zero_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   st_state_bytes(o, &b);
   int64_t all = in->model->params, shard = all / MAX(o->ranks, 1);
   int stage = o->zero_stage > 0 ? o->zero_stage : 1;
-  est->peak_bytes = (stage >= 3 ? shard : all) * b.weight + shard * b.optimizer +
+  /* --offload optimizer: the optimizer states are in host memory. */
+  int optimizer = o->offload == ST_OFFLOAD_OPTIMIZER ? 0 : b.optimizer;
+  est->peak_bytes = (stage >= 3 ? shard : all) * b.weight + shard * optimizer +
                     saved(in->model, o, b.activation);
   return TRUE;
 }
