@@ -36,6 +36,8 @@ typedef struct {
   int zero_stage;       /* --zero-stage: 1, 2 or 3; 0 = not given (zero then uses 1) */
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
   int offload;          /* --offload: StOffload, 0 = none (zero stages 1-2 only) */
+  int shard_group;      /* --shard-group: zero shards over groups of this many consecutive
+                           ranks and replicates across them (HSDP); 0 = all ranks */
   char *comm_algo;      /* --comm-algo: auto, ring, tree, hierarchical */
   char *share_model;    /* --share-model: GPU sharing model (cost.h); NULL = the default */
   char *compute_model;  /* --compute-model: estimate (NULL) or roofline, where no profile answers */

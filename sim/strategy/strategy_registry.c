@@ -139,6 +139,13 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
     st_options_clear(&resolved);
     return NULL;
   }
+  if (resolved.shard_group > 0 && strcmp(strategy->name, "zero") != 0) {
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                "--shard-group %d: only the zero strategy shards in groups (HSDP), not '%s'",
+                resolved.shard_group, strategy->name);
+    st_options_clear(&resolved);
+    return NULL;
+  }
   if (resolved.offload != ST_OFFLOAD_NONE && strcmp(strategy->name, "zero") != 0) {
     g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
                 "--offload optimizer: only the zero strategy models ZeRO-Offload, not '%s'",

@@ -31,6 +31,17 @@
  * rank moves 2P/N bytes of gradient shard down and 2P/N of parameter shard
  * up over PCIe per step, the CPU stepping its shard in between.
  *
+ * With --shard-group g (HSDP: PyTorch FSDP's HYBRID_SHARD, DeepSpeed ZeRO++'s
+ * hpZ for the parameters), the N ranks form N/g groups of g consecutive
+ * ranks (a node's GPUs when g is its GPU count) that each shard the states
+ * over their g members, as above with N = g; the k = N/g ranks holding the
+ * same shard (one per group) are the replicas: after each reduce-scatter in
+ * the group, the shard is all-reduced over them. Per rank and step (stage 2,
+ * one micro-batch, 16-bit): intra-group, a reduce-scatter and an all-gather
+ * of 2P bytes over g; across groups, an all-reduce of 2P/g bytes over k.
+ * Communicators "shard" (stage 3: "gather" and "reduce", both in-group) and
+ * "replicate".
+ *
  * The mechanism is zero.h's, which megatron shares.
  */
 #include "strategy/zero.h"
@@ -58,6 +69,16 @@ build(const StStrategyInput *in, GError **error)
                 "gradients and parameters between GPU and host over", in->cluster->name);
     return NULL;
   }
+  int group = o->shard_group > 0 ? o->shard_group : o->ranks;
+  if (o->ranks % group != 0 || (group != o->ranks && sp != NULL)) {
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                "--shard-group %d: %s", o->shard_group,
+                sp != NULL ? "hybrid sharding is not modelled with --sparsity"
+                           : "must divide the ranks");
+    if (sp == NULL)
+      g_prefix_error(error, "%d ranks: ", o->ranks);
+    return NULL;
+  }
   StDpFrame frame;
   st_dp_frame_init(&frame, in, "zero");
   StProgram *p = frame.program;
@@ -76,7 +97,7 @@ build(const StStrategyInput *in, GError **error)
     .model = m,
     .bytes = frame.bytes,
     .stage = stage,
-    .n = o->ranks,
+    .n = group,
     .prefetch = o->prefetch,
     .compute = frame.compute,
     .elems = elems,
@@ -92,14 +113,29 @@ build(const StStrategyInput *in, GError **error)
     spec.copy_stream = st_program_add_stream(p, "offload", 0);
     spec.host_stream = st_program_add_host_stream(p, "cpu");
   }
+  /* HSDP: colors of the groups (consecutive ranks) and of the replicas. */
+  g_autofree int32_t *in_group = g_new(int32_t, o->ranks);
+  g_autofree int32_t *across = g_new(int32_t, o->ranks);
+  for (int r = 0; r < o->ranks; r++) {
+    in_group[r] = r / group;
+    across[r] = r % group;
+  }
+  gboolean hybrid = group < o->ranks;
   if (spec.stage == 3) {
     spec.gather_stream = st_program_add_stream(p, "gather", 0);
     spec.reduce_stream = st_program_add_stream(p, "reduce", 0);
-    spec.gather_comm = st_schedule_add_world(frame.schedule, "gather");
-    spec.reduce_comm = st_schedule_add_world(frame.schedule, "reduce");
+    spec.gather_comm = hybrid ? st_schedule_add_comm(frame.schedule, "gather", in_group)
+                              : st_schedule_add_world(frame.schedule, "gather");
+    spec.reduce_comm = hybrid ? st_schedule_add_comm(frame.schedule, "reduce", in_group)
+                              : st_schedule_add_world(frame.schedule, "reduce");
   } else {
     spec.reduce_stream = spec.gather_stream = st_program_add_stream(p, "comm", 0);
-    spec.reduce_comm = spec.gather_comm = frame.world;
+    spec.reduce_comm = spec.gather_comm =
+      hybrid ? st_schedule_add_comm(frame.schedule, "shard", in_group) : frame.world;
+  }
+  if (hybrid) {
+    spec.replicate = TRUE;
+    spec.replicate_comm = st_schedule_add_comm(frame.schedule, "replicate", across);
   }
   g_autoptr(StZero) z = st_zero_new(&spec);
   StPassHooks hooks = st_zero_hooks(z);
@@ -116,10 +152,20 @@ build(const StStrategyInput *in, GError **error)
                     n_buckets == 1 ? "" : "s",
                     spec.stage == 3 ? ", parameters gathered per layer" : "",
                     offload ? ", optimizer offloaded to the CPU" : "");
+  if (hybrid) {
+    char *d = s->settings.description;
+    s->settings.description = g_strdup_printf("%s, sharded in %d groups of %d (HSDP)", d,
+                                              o->ranks / group, group);
+    g_free(d);
+  }
   st_schedule_note_number(s, "zero_stage", spec.stage);
   st_schedule_note_number(s, "gradient_buckets", n_buckets);
   if (spec.stage == 3)
     st_schedule_note_number(s, "prefetch", o->prefetch);
+  if (hybrid) {
+    st_schedule_note_number(s, "shard_group", group);
+    st_schedule_note_number(s, "shard_groups", o->ranks / group);
+  }
   if (sp != NULL)
     st_sparse_note(sp, s, nnz);
   if (offload) {

@@ -76,6 +76,10 @@ typedef struct {
                                (Megatron-LM's --overlap-param-gather) */
   int last_micro;           /* the step's last micro-batch */
   const StSparse *sparse;   /* NULL when dense */
+  gboolean replicate;       /* HSDP (strategy_zero.c): each reduce-scatter's shard is then
+                               all-reduced over `replicate_comm`, the ranks holding the same
+                               shard in the other groups of n */
+  int replicate_comm;
   gboolean offload;         /* ZeRO-Offload (above): stages 1-2, dense */
   int copy_stream;          /* offload: the PCIe copies' stream */
   int host_stream;          /* offload: the CPU step's stream (StStream.host) */

@@ -187,6 +187,19 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
   if (sp->stage >= 2)
     st_program_free_buffer(p, z->bucket_buffer[b]);
   z->last_reduce = st_program_commit(p);
+  if (!sp->replicate)
+    return;
+  /* HSDP: the group's reduced shard summed with the other groups' copies of
+   * it, in place. */
+  StOp ar = st_op_coll(sp->reduce_stream, ST_COLL_ALL_REDUCE, sp->replicate_comm,
+                       st_shard(bk->params, span->n) * sp->bytes.grad);
+  g_autofree char *ar_label = g_strdup_printf("bucket %d shard across groups", b);
+  ar.label = st_program_label(p, ar_label);
+  st_op_moves(&ar, ST_DATA_GRADS_SHARD, bk->last, bk->first);
+  ar.micro = micro;
+  st_program_begin(p, &ar);
+  st_program_after(p, z->last_reduce);
+  z->last_reduce = st_program_commit(p);
 }
 
 StPassHooks
