@@ -204,6 +204,46 @@ test_json_and_executor(void)
   g_assert_nonnull(strstr(error->message, "host CPU"));
 }
 
+/* Megatron's distributed optimizer (ZeRO-1 over DP) offloaded, as
+ * Megatron-LM's --optimizer-cpu-offload: GPT-2 124M, t = 2 on 4 GPUs (d =
+ * 2), fp32 gradients (the megatron preset's main_grad). Per rank, with S
+ * the elements of its optimizer shard: without offload 12 S bytes of
+ * optimizer states; with, none on the GPU, 4 S bytes of fp32 gradient down
+ * and 2 S of bf16 parameters up a step: D2H = 2 x H2D, 12 S = 6 x H2D. */
+static void
+test_megatron(void)
+{
+  g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
+  int64_t by[2][ST_MEM_N], down = 0, up = 0;
+  for (int k = 0; k < 2; k++) {
+    StOptions o;
+    zero_options(&o, 1, k == 1);
+    o.framework = g_strdup("megatron");
+    o.tensor_parallel = 2;
+    o.global_batch = 4;
+    g_autoptr(StSchedule) s = st_test_build("megatron", m, c, &o);
+    st_options_clear(&o);
+    persistent_by_category(s, by[k]);
+    const StProgram *p = st_schedule_program_of(s, 0);
+    for (guint i = 0; k == 1 && i < p->ops->len; i++) {
+      const StOp *op = st_program_op(p, i);
+      if (op->kind == ST_OP_COPY)
+        *(op->sub == ST_COPY_D2H ? &down : &up) += op->bytes;
+    }
+    StTimeline *t = NULL;
+    g_autoptr(StSummary) sum = st_test_simulate(s, NULL, FALSE, &t);
+    g_assert_null(sum->oom);
+    st_timeline_free(t);
+  }
+  g_assert_cmpint(up, >, 0);
+  g_assert_cmpint(down, ==, 2 * up);
+  g_assert_cmpint(by[1][ST_MEM_OPTIMIZER], ==, 0);
+  g_assert_cmpint(by[0][ST_MEM_OPTIMIZER], ==, 6 * up);
+  g_assert_cmpint(by[1][ST_MEM_PARAMS], ==, by[0][ST_MEM_PARAMS]);
+  g_assert_cmpint(by[1][ST_MEM_GRADS], ==, by[0][ST_MEM_GRADS]);
+}
+
 /* Refused: ZeRO-3 (ZeRO-Infinity's offload is another design) and any
  * strategy but zero. */
 static void
@@ -234,6 +274,7 @@ main(int argc, char **argv)
   g_test_add_func("/offload/memory", test_memory);
   g_test_add_func("/offload/step-time", test_step_time);
   g_test_add_func("/offload/json-and-executor", test_json_and_executor);
+  g_test_add_func("/offload/megatron", test_megatron);
   g_test_add_func("/offload/refusals", test_refusals);
   return g_test_run();
 }

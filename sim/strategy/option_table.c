@@ -98,7 +98,7 @@ static const StOptionSpec SPECS[] = {
   {"prefetch", ST_OPT_INT, F(prefetch), 0, 1e4, NULL, NULL, "N",
    "ZeRO-3: parameter gathers issued ahead of the layer that needs them (default: 1)"},
   {"offload", ST_OPT_CHOICE, F(offload), 0, 0, OFFLOADS, NULL, "none|optimizer",
-   "zero stages 1-2: optimizer: ZeRO-Offload, fp32 master weights, optimizer states and the "
+   "zero stages 1-2 and megatron's distributed optimizer: optimizer: ZeRO-Offload, fp32 master weights, optimizer states and the "
    "optimizer step in host memory on the CPU, gradient shards down and parameters up over "
    "PCIe each step (simulated only) (default: none)"},
   {"shard-group", ST_OPT_INT, F(shard_group), 0, ST_MAX_GPUS, NULL, NULL, "N",

@@ -35,7 +35,7 @@ typedef struct {
                            -1 = not given: the framework's (resolved) */
   int zero_stage;       /* --zero-stage: 1, 2 or 3; 0 = not given (zero then uses 1) */
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
-  int offload;          /* --offload: StOffload, 0 = none (zero stages 1-2 only) */
+  int offload;          /* --offload: StOffload, 0 = none (zero and megatron, ZeRO stages 1-2) */
   int shard_group;      /* --shard-group: zero shards over groups of this many consecutive
                            ranks and replicates across them (HSDP); 0 = all ranks */
   char *comm_algo;      /* --comm-algo: auto, ring, tree, hierarchical */

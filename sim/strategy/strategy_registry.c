@@ -146,9 +146,11 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
     st_options_clear(&resolved);
     return NULL;
   }
-  if (resolved.offload != ST_OFFLOAD_NONE && strcmp(strategy->name, "zero") != 0) {
+  if (resolved.offload != ST_OFFLOAD_NONE && strcmp(strategy->name, "zero") != 0 &&
+      strcmp(strategy->name, "megatron") != 0) {
     g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
-                "--offload optimizer: only the zero strategy models ZeRO-Offload, not '%s'",
+                "--offload optimizer: only the zero strategy models ZeRO-Offload (and megatron "
+                "its distributed optimizer's), not '%s'",
                 strategy->name);
     st_options_clear(&resolved);
     return NULL;
