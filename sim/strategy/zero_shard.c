@@ -269,26 +269,20 @@ add_dense_states(const StZero *z)
     g_autofree char *gn = g_strdup_printf("%s%s", span->prefix, stage >= 2 ? "grads shard"
                                                                           : "grads");
     g_autofree char *on = g_strdup_printf("%soptimizer states shard", span->prefix);
-    /* ZeRO-Offload: the optimizer states and fp32 master weights are in
-     * host memory, none of them on the GPU. */
-    int64_t states_bytes = sp->offload ? 0 : shard * (int64_t)(stage == 3 ? sp->bytes.shard_optimizer
-                                                                            : sp->bytes.optimizer);
     int64_t params_bytes = stage == 3 ? shard * sp->bytes.shard_weight : whole * sp->bytes.weight;
     uint32_t params = st_program_add_buffer(p, pn, ST_MEM_PARAMS, params_bytes, TRUE);
     uint32_t grads = st_program_add_buffer(p, gn, ST_MEM_GRADS,
                                            (stage >= 2 ? shard : whole) * sp->bytes.grad, TRUE);
-    if (sp->offload) {
-      st_program_buffer_holds(p, params, stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS,
-                              span->first, span->last, -1, stage == 3 ? n : 1);
-      st_program_buffer_holds(p, grads, stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS,
-                              span->first, span->last, -1, stage >= 2 ? n : 1);
-      continue;
-    }
-    uint32_t states = st_program_add_buffer(p, on, ST_MEM_OPTIMIZER, states_bytes, TRUE);
     st_program_buffer_holds(p, params, stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS,
                             span->first, span->last, -1, stage == 3 ? n : 1);
     st_program_buffer_holds(p, grads, stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS,
                             span->first, span->last, -1, stage >= 2 ? n : 1);
+    /* ZeRO-Offload: the optimizer states and fp32 master weights are in
+     * host memory, none of them on the GPU. */
+    if (sp->offload)
+      continue;
+    int optimizer = stage == 3 ? sp->bytes.shard_optimizer : sp->bytes.optimizer;
+    uint32_t states = st_program_add_buffer(p, on, ST_MEM_OPTIMIZER, shard * optimizer, TRUE);
     st_program_buffer_holds(p, states, ST_DATA_OPTIM_SHARD, span->first, span->last, -1, n);
   }
 }
