@@ -45,6 +45,11 @@ problem(GPtrArray *problems, GHashTable *seen, const char *format, ...)
 static void
 check_program(const StProgram *p, GPtrArray *problems, GHashTable *seen)
 {
+  for (guint k = 0; k < p->streams->len; k++)
+    if (g_array_index(p->streams, StStream, k).host)
+      problem(problems, seen, "a stream on the host CPU ('%s': ZeRO-Offload's --offload "
+              "optimizer, whose CPU optimizer step and PCIe copies only the simulator models)",
+              g_array_index(p->streams, StStream, k).name);
   for (guint o = 0; o < p->ops->len; o++) {
     const StOp *op = st_program_op(p, o);
     if (op->kind == ST_OP_COPY && (op->sub != ST_COPY_D2D || op->sample_stride == 0 ||

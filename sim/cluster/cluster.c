@@ -486,6 +486,13 @@ st_cluster_resize(StCluster *c, int nodes, int gpus, GError **error)
 }
 
 double
+st_cluster_host_memory_bandwidth(const StCluster *c)
+{
+  g_return_val_if_fail(c != NULL, 0);
+  return 100e9;
+}
+
+double
 st_cluster_peak_flops(const StCluster *c, StDtype dtype)
 {
   g_return_val_if_fail(c != NULL && dtype >= 0 && dtype < ST_DTYPE_N, 0);

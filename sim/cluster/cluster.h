@@ -112,6 +112,16 @@ st_cluster_node_of(const StCluster *cluster, int gpu)
   return gpu / cluster->gpus_per_node;
 }
 
+/* Bytes/s of host memory traffic that the host CPU's optimizer step
+ * (ZeRO-Offload's CPU-Adam, StStream.host) sustains over a whole node, its
+ * GPUs' ranks sharing it. ESTIMATED, the same for every cluster (no cluster
+ * file key yet): 100 GB/s, about half the STREAM peak of a two-socket
+ * server's DDR4 (2 x 8 channels x 25.6 GB/s = 410 GB/s on a DGX A100's
+ * EPYC 7742s; 2 x 6 x 21.3 = 256 GB/s on the DGX-2 of the ZeRO-Offload
+ * paper), the share a vectorised Adam over 28 bytes per parameter reaches
+ * (docs/LLM.md, "ZeRO-Offload"). */
+double st_cluster_host_memory_bandwidth(const StCluster *cluster);
+
 /* Peak FLOP/s for compute in `dtype`: bf16 falls back to fp16 and back. */
 double st_cluster_peak_flops(const StCluster *cluster, StDtype dtype);
 

@@ -82,6 +82,17 @@ prog_info_init(Engine *e, ProgInfo *info, const StProgram *p)
     g_array_append_val(info->stream_ops[op->stream], i);
     if (op->kind != ST_OP_COMP)
       continue;
+    const StStream *stream = &g_array_index(p->streams, StStream, op->stream);
+    if (stream->host) {
+      /* The host CPU's step: its bytes of host memory traffic at the node's
+       * bandwidth, shared by the node's GPUs in use, whose ranks step at
+       * once (ZeRO-Offload: one CPU-Adam per rank on its shard). */
+      int per_node = MIN(s->cluster->gpus_per_node, s->cluster->gpus);
+      info->cost_ns[i] = (double)op->bytes * per_node /
+                         st_cluster_host_memory_bandwidth(s->cluster) * 1e9;
+      info->source[i] = ST_SRC_ESTIMATE;
+      continue;
+    }
     StWork work = st_op_work(s, p, op);
     StCostSource source = ST_SRC_NONE;
     info->cost_ns[i] = st_compute_time(&ctx, &work, &source);
@@ -304,8 +315,10 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
     e->sim_of_rank[sr->rank] = i;
   }
   e->devices = g_new0(DeviceState, s->n_devices);
-  for (int d = 0; d < s->n_devices; d++)
+  for (int d = 0; d < s->n_devices; d++) {
     e->devices[d].kernels = g_ptr_array_new();
+    e->devices[d].host_kernels = g_ptr_array_new();
+  }
   reserve_records(e);
   net_init(e);
   admission_init(e);
@@ -336,8 +349,10 @@ engine_clear(Engine *e)
     if (e->progs[p].stream_ops != NULL)
       prog_info_clear(&e->progs[p], g_ptr_array_index(e->s->programs, p));
   g_free(e->progs);
-  for (int d = 0; e->devices != NULL && d < e->s->n_devices; d++)
+  for (int d = 0; e->devices != NULL && d < e->s->n_devices; d++) {
     g_ptr_array_unref(e->devices[d].kernels);
+    g_ptr_array_unref(e->devices[d].host_kernels);
+  }
   g_free(e->devices);
   st_fold_free(e->fold);
   st_timeline_free(e->tl);

@@ -89,6 +89,15 @@ compute_start(Engine *e, const OpRef *ref)
   k->remaining_ns = sr->info->cost_ns[ref->op];
   k->last_ns = e->now;
   k->start_ns = e->now;
+  k->host = g_array_index(sr->program->streams, StStream,
+                          st_program_op(sr->program, ref->op)->stream)
+              .host;
+  if (k->host) {
+    k->rate = 1;
+    g_ptr_array_add(e->devices[k->device].host_kernels, k);
+    st_queue_reschedule(&e->queue, &k->ev.node, st_time_add(e->now, st_ns_ceil(k->remaining_ns)));
+    return;
+  }
   DeviceState *dev = &e->devices[k->device];
   g_ptr_array_add(dev->kernels, k);
   reshare(e, dev);
@@ -98,8 +107,12 @@ void
 compute_on_event(Engine *e, Kernel *k)
 {
   DeviceState *dev = &e->devices[k->device];
-  g_ptr_array_remove_fast(dev->kernels, k);
-  reshare(e, dev);
+  if (k->host) {
+    g_ptr_array_remove_fast(dev->host_kernels, k);
+  } else {
+    g_ptr_array_remove_fast(dev->kernels, k);
+    reshare(e, dev);
+  }
   const SimRank *sr = &e->sims[k->ref.sim];
   engine_complete(e, &k->ref, k->start_ns, sr->info->source[k->ref.op], NULL);
   g_free(k);
@@ -109,9 +122,11 @@ void
 compute_clear(Engine *e)
 {
   for (int d = 0; e->devices != NULL && d < e->s->n_devices; d++) {
-    GPtrArray *ks = e->devices[d].kernels;
-    for (guint i = 0; i < ks->len; i++)
-      g_free(g_ptr_array_index(ks, i));
-    g_ptr_array_set_size(ks, 0);
+    GPtrArray *lists[2] = {e->devices[d].kernels, e->devices[d].host_kernels};
+    for (int l = 0; l < 2; l++) {
+      for (guint i = 0; i < lists[l]->len; i++)
+        g_free(g_ptr_array_index(lists[l], i));
+      g_ptr_array_set_size(lists[l], 0);
+    }
   }
 }

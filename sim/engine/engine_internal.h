@@ -85,10 +85,14 @@ typedef struct {
   double rate;
   int64_t last_ns;
   int64_t start_ns;
+  gboolean host;         /* on a host stream (StStream.host): runs its cost_ns alone, on
+                            no GPU's list of kernels */
 } Kernel;
 
 typedef struct {
   GPtrArray *kernels;    /* Kernel *, running now */
+  GPtrArray *host_kernels; /* Kernel *, host-stream ops of its ranks running now (each at
+                              its own pace, no share model) */
   /* Communication kernels moving bytes here now (engine_net.c): the SMs and
    * memory bandwidth they hold together (st_comm_share_traits, summed). */
   int32_t comm_kernels;

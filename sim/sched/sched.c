@@ -65,6 +65,15 @@ st_program_add_stream(StProgram *p, const char *name, int priority)
   return (int)p->streams->len - 1;
 }
 
+int
+st_program_add_host_stream(StProgram *p, const char *name)
+{
+  int k = st_program_add_stream(p, name, 0);
+  if (k >= 0)
+    g_array_index(p->streams, StStream, k).host = TRUE;
+  return k;
+}
+
 uint32_t
 st_program_add_buffer(StProgram *p, const char *name, StMemCategory category, int64_t bytes,
                       gboolean persistent)

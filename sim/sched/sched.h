@@ -58,6 +58,12 @@ typedef struct {
    * ends. FALSE (the default) for every ordinary stream. */
   gboolean background;
   StAdmissionPolicy admission; /* when background */
+  /* Runs on the host CPU, not the GPU (ZeRO-Offload's CPU optimizer step,
+   * zero.h): its COMP ops are elementwise work whose StOp.bytes of host
+   * memory traffic take their time at the host's memory bandwidth
+   * (st_cluster_host_memory_bandwidth, shared by the node's GPUs' ranks),
+   * and occupy no GPU. FALSE for every GPU stream. The simulator's only. */
+  gboolean host;
 } StStream;
 
 typedef struct {
@@ -257,6 +263,8 @@ StProgram *st_program_new(const char *name);
 void st_program_free(StProgram *program);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StProgram, st_program_free)
 int st_program_add_stream(StProgram *program, const char *name, int priority);
+/* A stream on the host CPU (StStream.host). */
+int st_program_add_host_stream(StProgram *program, const char *name);
 uint32_t st_program_add_buffer(StProgram *program, const char *name, StMemCategory category,
                                int64_t bytes, gboolean persistent);
 /* Says what a buffer holds (for the executor): `data` of layers [layer,

@@ -149,6 +149,8 @@ program_to_json(const StProgram *p)
     st_json_add_int(so, "priority", st->priority);
     if (st->background)
       cJSON_AddItemToObject(so, "admission", admission_to_json(&st->admission));
+    if (st->host)
+      cJSON_AddTrueToObject(so, "host");
     cJSON_AddItemToArray(streams, so);
   }
   cJSON *buffers = cJSON_AddArrayToObject(o, "buffers");

@@ -41,7 +41,7 @@ read_admission(const cJSON *obj, StAdmissionPolicy *a, GError **error)
 static gboolean
 read_stream(const cJSON *item, int i, gpointer ctx, GError **error)
 {
-  static const char *const keys[] = {"name", "priority", "admission", NULL};
+  static const char *const keys[] = {"name", "priority", "admission", "host", NULL};
   const char *name = NULL;
   int32_t priority = 0;
   if (i >= G_MAXUINT16)
@@ -53,7 +53,12 @@ read_stream(const cJSON *item, int i, gpointer ctx, GError **error)
   const cJSON *adm = cJSON_GetObjectItemCaseSensitive(item, "admission");
   if (adm != NULL && !read_admission(adm, &admission, error))
     return FALSE;
+  const cJSON *host = cJSON_GetObjectItemCaseSensitive(item, "host");
+  if (host != NULL && !cJSON_IsBool(host))
+    return sj_fail(error, "key 'host': expected true or false");
   int k = st_program_add_stream(ctx, name, priority);
+  if (host != NULL && cJSON_IsTrue(host))
+    g_array_index(((StProgram *)ctx)->streams, StStream, k).host = TRUE;
   if (adm != NULL) {
     StStream *st = &g_array_index(((StProgram *)ctx)->streams, StStream, k);
     st->background = TRUE;

@@ -51,9 +51,12 @@ st_zero_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
     return TRUE;
   StStateBytes b;
   st_state_bytes(o, &b);
-  int64_t all = in->model->params, shard = all / MAX(o->ranks, 1);
+  int group = o->shard_group > 0 ? o->shard_group : o->ranks; /* --shard-group: HSDP */
+  int64_t all = in->model->params, shard = all / MAX(group, 1);
   int stage = o->zero_stage > 0 ? o->zero_stage : 1;
-  est->peak_bytes = (stage >= 3 ? shard : all) * b.weight + shard * b.optimizer +
+  /* --offload optimizer: the optimizer states are in host memory. */
+  int optimizer = o->offload == ST_OFFLOAD_OPTIMIZER ? 0 : b.optimizer;
+  est->peak_bytes = (stage >= 3 ? shard : all) * b.weight + shard * optimizer +
                     saved(in->model, o, b.activation);
   return TRUE;
 }

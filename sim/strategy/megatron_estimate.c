@@ -182,13 +182,14 @@ held(const StMegatronShape *sh, const Chunk *chunk, int s, int M)
   return most;
 }
 
-/* Model-state bytes of `params` on one GPU, ZeRO stage z sharding over n. */
+/* Model-state bytes of `params` on one GPU, ZeRO stage z sharding over n;
+ * none of the optimizer's under --offload optimizer. */
 static int64_t
-states(int64_t params, int z, int n, const StStateBytes *b)
+states(int64_t params, int z, int n, gboolean offload, const StStateBytes *b)
 {
   int64_t shard = params / MAX(n, 1);
   return (z >= 3 ? shard : params) * b->weight + (z >= 2 ? shard : params) * b->grad +
-         (z >= 1 ? shard : params) * b->optimizer;
+         (offload ? 0 : (z >= 1 ? shard : params) * b->optimizer);
 }
 
 gboolean
@@ -227,8 +228,9 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
       dense += chunk[k].dense;
       experts += chunk[k].experts;
     }
-    int64_t bytes = states(dense, o->zero_stage, sh.d, &b) +
-                    states(experts, o->zero_stage, sh.d / sh.e, &b);
+    gboolean offload = o->offload == ST_OFFLOAD_OPTIMIZER;
+    int64_t bytes = states(dense, o->zero_stage, sh.d, offload, &b) +
+                    states(experts, o->zero_stage, sh.d / sh.e, offload, &b);
     bytes += held(&sh, chunk, s, M);
     peak = MAX(peak, bytes);
   }

@@ -12,6 +12,7 @@
 
 static const char *const OPTIMIZERS[] = {"sgd", "adam", NULL};     /* StOptimizer */
 static const char *const PRECISIONS[] = {"fp32", "mixed", "fp8", NULL};   /* StPrecision */
+static const char *const OFFLOADS[] = {"none", "optimizer", NULL};         /* StOffload */
 
 static gboolean
 check_comm_algo(const char *value, GError **error)
@@ -96,6 +97,15 @@ static const StOptionSpec SPECS[] = {
    "1; other strategies shard only when it is given)"},
   {"prefetch", ST_OPT_INT, F(prefetch), 0, 1e4, NULL, NULL, "N",
    "ZeRO-3: parameter gathers issued ahead of the layer that needs them (default: 1)"},
+  {"offload", ST_OPT_CHOICE, F(offload), 0, 0, OFFLOADS, NULL, "none|optimizer",
+   "zero stages 1-2 and megatron's distributed optimizer: optimizer: ZeRO-Offload, fp32 master weights, optimizer states and the "
+   "optimizer step in host memory on the CPU, gradient shards down and parameters up over "
+   "PCIe each step (simulated only) (default: none)"},
+  {"shard-group", ST_OPT_INT, F(shard_group), 0, ST_MAX_GPUS, NULL, NULL, "N",
+   "zero: hybrid sharding (HSDP, FSDP's HYBRID_SHARD): states sharded over groups of N "
+   "consecutive ranks (a node: its GPUs), replicated across groups; gradients "
+   "reduce-scattered in the group then all-reduced across groups; 0 = all ranks "
+   "(default: 0)"},
   {"comm-algo", ST_OPT_STRING, F(comm_algo), 0, 0, NULL, check_comm_algo, "NAME",
    "Collective algorithm: auto (the fastest alone), ring, tree, hierarchical (default: auto)"},
   {"compute-model", ST_OPT_STRING, F(compute_model), 0, 0, NULL, check_compute_model, "NAME",

@@ -36,6 +36,9 @@ typedef struct {
                            -1 = not given: the framework's (resolved) */
   int zero_stage;       /* --zero-stage: 1, 2 or 3; 0 = not given (zero then uses 1) */
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
+  int offload;          /* --offload: StOffload, 0 = none (zero and megatron, ZeRO stages 1-2) */
+  int shard_group;      /* --shard-group: zero shards over groups of this many consecutive
+                           ranks and replicates across them (HSDP); 0 = all ranks */
   char *comm_algo;      /* --comm-algo: auto, ring, tree, hierarchical */
   char *share_model;    /* --share-model: GPU sharing model (cost.h); NULL = the default */
   char *compute_model;  /* --compute-model: estimate (NULL) or roofline, where no profile answers */
@@ -97,6 +100,13 @@ typedef enum {
   ST_GRAD_REDUCE_16BIT,    /* the compute dtype (Megatron-LM's --grad-reduce-in-bf16) */
   ST_GRAD_REDUCE_FP32,     /* fp32 gradient buffers, reduced in fp32 */
 } StGradReduce;
+
+/* --offload: what ZeRO keeps in host memory (zero.h). */
+typedef enum {
+  ST_OFFLOAD_NONE = 0,
+  ST_OFFLOAD_OPTIMIZER, /* ZeRO-Offload (Ren et al., ATC 2021): fp32 master weights, optimizer
+                           states and the optimizer step on the CPU */
+} StOffload;
 
 /* Defaults: micro-batch 32, steps auto, adam, fp32, buckets and gradient
  * dtype of the framework, no ZeRO stage given, prefetch 1, comm algorithm

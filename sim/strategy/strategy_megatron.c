@@ -76,6 +76,13 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
   if (o->sparsity > 0)
     return fail(error, "--sparsity: megatron keeps dense model states (SAMO's modifier applies "
                        "to dp, zero and pipeline)");
+  if (o->offload == ST_OFFLOAD_OPTIMIZER && o->zero_stage != 1 && o->zero_stage != 2)
+    return fail(error, "--offload optimizer: megatron offloads the distributed optimizer's "
+                       "shards (Megatron-LM's --optimizer-cpu-offload): needs --zero-stage 1 "
+                       "or 2");
+  if (o->offload == ST_OFFLOAD_OPTIMIZER && !in->cluster->links[ST_LINK_PCIE].present)
+    return fail(error, "--offload optimizer: cluster '%s' has no pcie link (its links.pcie)",
+                in->cluster->name);
   if (R % (l->t * l->p) != 0)
     return fail(error, "--tensor-parallel %d x --pipeline-stages %d = %d does not divide the %d "
                        "ranks (R = t x p x d)",
@@ -265,6 +272,7 @@ build(const StStrategyInput *in, GError **error)
   pp.n_data = l.d;
   pp.n_micro = o->accumulation;
   pp.zero_stage = o->zero_stage;
+  pp.offload = o->offload == ST_OFFLOAD_OPTIMIZER;
   /* MoE layers run as segments with expert parallelism, and with sequence
    * parallelism over a tensor group (the experts then compute on every
    * tensor rank's rows). */
@@ -327,6 +335,8 @@ build(const StStrategyInput *in, GError **error)
     : o->recompute == ST_RECOMPUTE_SELECTIVE ? ", selective recomputation"
                                              : "");
   note_layout(s, &l, &pp, mm);
+  if (pp.offload)
+    st_schedule_note_text(s, "offload", "optimizer");
   if (padded > 0) {
     st_schedule_note_number(s, "vocab_padded", (double)padded);
     /* the executor's data and loss keep to the file's (exec/layers/layer_loss.c) */

@@ -102,6 +102,8 @@ typedef struct {
                                NULL */
   int zero_stage;           /* 1-3: ZeRO over the data-parallel group (zero.h) in place of
                                the all-reduce per bucket; 0: none */
+  gboolean offload;         /* with zero_stage 1-2: optimizer states and step on the CPU
+                               (zero.h's ZeRO-Offload; Megatron-LM's --optimizer-cpu-offload) */
   int ep;                   /* expert parallelism: each MoE layer's experts spread over
                                groups of ep data-parallel ranks; 1: none */
   const int32_t *expert_owner; /* [n_layers], borrowed: the EP index keeping each expert

@@ -445,7 +445,12 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .bucket_bytes = pp->options->bucket_bytes,
       .overlap_param_gather = st_options_overlap_param_gather(pp->options),
       .last_micro = M - 1,
+      .offload = pp->offload,
     };
+    if (pp->offload) {
+      spec.copy_stream = st_program_add_stream(st.p, "offload", 0);
+      spec.host_stream = st_program_add_host_stream(st.p, "cpu");
+    }
     zero = st_zero_new(&spec);
     st.zero = zero;
     st.hooks = st_zero_hooks(zero);

@@ -142,6 +142,22 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
     st_options_clear(&resolved);
     return NULL;
   }
+  if (resolved.shard_group > 0 && strcmp(strategy->name, "zero") != 0) {
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                "--shard-group %d: only the zero strategy shards in groups (HSDP), not '%s'",
+                resolved.shard_group, strategy->name);
+    st_options_clear(&resolved);
+    return NULL;
+  }
+  if (resolved.offload != ST_OFFLOAD_NONE && strcmp(strategy->name, "zero") != 0 &&
+      strcmp(strategy->name, "megatron") != 0) {
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                "--offload optimizer: only the zero strategy models ZeRO-Offload (and megatron "
+                "its distributed optimizer's), not '%s'",
+                strategy->name);
+    st_options_clear(&resolved);
+    return NULL;
+  }
   /* --seq-len: the model derived again at that many tokens per sequence. */
   g_autoptr(StModel) at_len = NULL;
   if (resolved.seq_len > 0 && resolved.seq_len != model->input.dims[0]) {

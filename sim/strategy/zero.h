@@ -25,6 +25,18 @@
  * stage's model chunks), and are found by layer, so the backwards of
  * different micro-batches may interleave (1F1B, interleaved pipelines).
  *
+ * With offload (ZeRO-Offload, Ren et al., USENIX ATC 2021; DeepSpeed's
+ * offload_optimizer {device: cpu}; stages 1-2, dense): the fp32 master
+ * weights and optimizer states live in host memory (no ST_MEM_OPTIMIZER
+ * buffer on the GPU), and the step is: the gradient shard copied to the
+ * host (D2H, shard x grad bytes) on the `copy_stream` once the last
+ * reduction is done, the optimizer step on the `host_stream` (StStream.host:
+ * shard x optim_traffic bytes of host memory), the updated 16-bit parameter
+ * shard copied back (H2D, shard x weight bytes), then the all-gathers as
+ * without. Per rank and step 4P/n bytes over PCIe in mixed precision with
+ * 16-bit gradients: the paper's 4M over the ranks. Its one-step delayed
+ * parameter update is not modelled.
+ *
  * With --sparsity (SAMO, sparse.h; the `zero` strategy only): reductions and
  * gathers move compressed vectors, states are the sparse layout's (see
  * strategy_zero.c).
@@ -64,6 +76,13 @@ typedef struct {
                                (Megatron-LM's --overlap-param-gather) */
   int last_micro;           /* the step's last micro-batch */
   const StSparse *sparse;   /* NULL when dense */
+  gboolean replicate;       /* HSDP (strategy_zero.c): each reduce-scatter's shard is then
+                               all-reduced over `replicate_comm`, the ranks holding the same
+                               shard in the other groups of n */
+  int replicate_comm;
+  gboolean offload;         /* ZeRO-Offload (above): stages 1-2, dense */
+  int copy_stream;          /* offload: the PCIe copies' stream */
+  int host_stream;          /* offload: the CPU step's stream (StStream.host) */
 } StZeroSpec;
 
 typedef struct StZero StZero;

@@ -187,6 +187,19 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
   if (sp->stage >= 2)
     st_program_free_buffer(p, z->bucket_buffer[b]);
   z->last_reduce = st_program_commit(p);
+  if (!sp->replicate)
+    return;
+  /* HSDP: the group's reduced shard summed with the other groups' copies of
+   * it, in place. */
+  StOp ar = st_op_coll(sp->reduce_stream, ST_COLL_ALL_REDUCE, sp->replicate_comm,
+                       st_shard(bk->params, span->n) * sp->bytes.grad);
+  g_autofree char *ar_label = g_strdup_printf("bucket %d shard across groups", b);
+  ar.label = st_program_label(p, ar_label);
+  st_op_moves(&ar, ST_DATA_GRADS_SHARD, bk->last, bk->first);
+  ar.micro = micro;
+  st_program_begin(p, &ar);
+  st_program_after(p, z->last_reduce);
+  z->last_reduce = st_program_commit(p);
 }
 
 StPassHooks
@@ -257,16 +270,19 @@ add_dense_states(const StZero *z)
                                                                           : "grads");
     g_autofree char *on = g_strdup_printf("%soptimizer states shard", span->prefix);
     int64_t params_bytes = stage == 3 ? shard * sp->bytes.shard_weight : whole * sp->bytes.weight;
-    int optimizer = stage == 3 ? sp->bytes.shard_optimizer : sp->bytes.optimizer;
     uint32_t params = st_program_add_buffer(p, pn, ST_MEM_PARAMS, params_bytes, TRUE);
     uint32_t grads = st_program_add_buffer(p, gn, ST_MEM_GRADS,
                                            (stage >= 2 ? shard : whole) * sp->bytes.grad, TRUE);
-    uint32_t states =
-      st_program_add_buffer(p, on, ST_MEM_OPTIMIZER, shard * optimizer, TRUE);
     st_program_buffer_holds(p, params, stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS,
                             span->first, span->last, -1, stage == 3 ? n : 1);
     st_program_buffer_holds(p, grads, stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS,
                             span->first, span->last, -1, stage >= 2 ? n : 1);
+    /* ZeRO-Offload: the optimizer states and fp32 master weights are in
+     * host memory, none of them on the GPU. */
+    if (sp->offload)
+      continue;
+    int optimizer = stage == 3 ? sp->bytes.shard_optimizer : sp->bytes.optimizer;
+    uint32_t states = st_program_add_buffer(p, on, ST_MEM_OPTIMIZER, shard * optimizer, TRUE);
     st_program_buffer_holds(p, states, ST_DATA_OPTIM_SHARD, span->first, span->last, -1, n);
   }
 }
@@ -275,6 +291,7 @@ StZero *
 st_zero_new(const StZeroSpec *spec)
 {
   g_return_val_if_fail(spec->stage >= 1 && spec->stage <= 3 && spec->n >= 1, NULL);
+  g_return_val_if_fail(!spec->offload || (spec->stage < 3 && spec->sparse == NULL), NULL);
   StZero *z = g_new0(StZero, 1);
   z->spec = *spec;
   int L = spec->model->n_layers;
@@ -387,22 +404,47 @@ st_zero_emit_step(StZero *z, uint32_t after)
                                  z->nnz * sparse->temp, FALSE);
     st_program_buffer_holds(p, temp, ST_DATA_PARAMS_PACKED, 0, m->n_layers - 1, -1, 1);
   }
+  /* ZeRO-Offload: the gradient shard goes down to the host first. */
+  uint32_t down = NONE;
+  if (sp->offload) {
+    StOp d2h = st_op_copy(sp->copy_stream, ST_COPY_D2H, z->shard * sp->bytes.grad);
+    d2h.label = st_program_label(p, "grads shard to host");
+    st_op_moves(&d2h, ST_DATA_GRADS_SHARD, 0, m->n_layers - 1);
+    st_program_begin(p, &d2h);
+    if (z->last_reduce != NONE)
+      st_program_after(p, z->last_reduce);
+    if (after != NONE)
+      st_program_after(p, after);
+    down = st_program_commit(p);
+  }
   StOp step = sparse != NULL ? st_sparse_optim_op(sparse, sp->compute, z->shard)
-                             : st_op_elementwise(sp->compute, ST_PASS_OPTIM, -1, z->shard,
+                             : st_op_elementwise(sp->offload ? sp->host_stream : sp->compute,
+                                                 ST_PASS_OPTIM, -1, z->shard,
                                                  z->shard * sp->bytes.optim_traffic);
   st_program_begin(p, &step);
   if (z->last_reduce != NONE)
     st_program_after(p, z->last_reduce);
   if (after != NONE)
     st_program_after(p, after);
+  if (down != NONE)
+    st_program_after(p, down);
   if (temp != NONE)
     st_program_alloc(p, temp);
   uint32_t optimizer = st_program_commit(p);
+  uint32_t updated = optimizer; /* where the updated 16-bit parameters are on the GPU */
+  if (sp->offload) {
+    StOp h2d = st_op_copy(sp->copy_stream, ST_COPY_H2D, z->shard * sp->bytes.weight);
+    h2d.label = st_program_label(p, "params shard from host");
+    st_op_moves(&h2d, ST_DATA_PARAMS_SHARD, 0, m->n_layers - 1);
+    st_program_begin(p, &h2d);
+    st_program_after(p, optimizer);
+    updated = st_program_commit(p);
+  }
   /* Stages 1 and 2 gather the updated parameters right after the step; the
    * next forward waits for the last gather, or with overlap_param_gather
    * each of its layers for its own bucket's, gathered in forward order.
    * Stage 3 gathers them on use. */
-  uint32_t next_step_waits_for = optimizer;
+  uint32_t next_step_waits_for = updated;
   guint n_buckets = sp->stage < 3 ? z->buckets->len : 0;
   for (guint k = 0; k < n_buckets; k++) {
     guint b = sp->overlap_param_gather ? n_buckets - 1 - k : k;
@@ -414,7 +456,7 @@ st_zero_emit_step(StZero *z, uint32_t after)
     ag.label = st_program_label(p, label);
     st_op_moves(&ag, sparse ? ST_DATA_PARAMS_PACKED : ST_DATA_PARAMS, bk->last, bk->first);
     st_program_begin(p, &ag);
-    st_program_after(p, optimizer);
+    st_program_after(p, updated);
     next_step_waits_for = st_program_commit(p);
     if (sp->overlap_param_gather)
       st_program_resolve(p, z->gather_ref[b], next_step_waits_for);
