@@ -418,6 +418,7 @@ static const StStrategyKnob KNOBS[] = {
   {"zero-stage", "1,2,3"},
   {"recompute", "none,selective,full"},
   {"expert-parallel", "1,2,4,8"},
+  {"offload", NULL},
   {NULL},
 };
 

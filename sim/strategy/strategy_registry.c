@@ -128,6 +128,33 @@ st_strategy_name_framework(const StStrategy *strategy, StOptions *options)
       g_strdup(st_framework_default(strategy->name, options->sparsity > 0)->name);
 }
 
+/* Whether `strategy` reads `option`: its knobs name it. */
+static gboolean
+reads(const StStrategy *strategy, const char *option)
+{
+  for (const StStrategyKnob *k = strategy->knobs; k != NULL && k->option != NULL; k++)
+    if (strcmp(k->option, option) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* FALSE with a message naming the strategies that read `option` when it was
+ * given (`given`) to one that does not. */
+static gboolean
+reads_given(const StStrategy *strategy, const char *option, gboolean given, GError **error)
+{
+  if (!given || reads(strategy, option))
+    return TRUE;
+  g_autoptr(GString) which = g_string_new(NULL);
+  for (const StStrategy *const *s = st_strategies(); *s != NULL; s++)
+    if (reads(*s, option))
+      g_string_append_printf(which, "%s%s", which->len ? ", " : "", (*s)->name);
+  g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+              "--%s: the %s strategy does not model it; those that do: %s", option,
+              strategy->name, which->str);
+  return FALSE;
+}
+
 StSchedule *
 st_strategy_build(const StStrategy *strategy, const StModel *model, const StCluster *cluster,
                   const StProfile *profile, const StOptions *options, GError **error)
@@ -142,19 +169,8 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
     st_options_clear(&resolved);
     return NULL;
   }
-  if (resolved.shard_group > 0 && strcmp(strategy->name, "zero") != 0) {
-    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
-                "--shard-group %d: only the zero strategy shards in groups (HSDP), not '%s'",
-                resolved.shard_group, strategy->name);
-    st_options_clear(&resolved);
-    return NULL;
-  }
-  if (resolved.offload != ST_OFFLOAD_NONE && strcmp(strategy->name, "zero") != 0 &&
-      strcmp(strategy->name, "megatron") != 0) {
-    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
-                "--offload optimizer: only the zero strategy models ZeRO-Offload (and megatron "
-                "its distributed optimizer's), not '%s'",
-                strategy->name);
+  if (!reads_given(strategy, "shard-group", resolved.shard_group > 0, error) ||
+      !reads_given(strategy, "offload", resolved.offload != ST_OFFLOAD_NONE, error)) {
     st_options_clear(&resolved);
     return NULL;
   }

@@ -56,7 +56,7 @@ python3 -c "import sys; sys.exit(0 if $cpu - $gpu >= $P / 32e9 else 1)" ||
 # Refusals, naming the option.
 expect 1 "zero stages 1 and 2" $STAGGER sim --strategy zero --zero-stage 3 --model "$M" \
   --cluster "$A100" --gpus 2 --precision mixed --micro-batch 1 --offload optimizer
-expect 1 "only the zero strategy" $STAGGER sim --strategy dp --model "$SRC/models/mlp.json" \
+expect 1 "those that do: zero" $STAGGER sim --strategy dp --model "$SRC/models/mlp.json" \
   --cluster "$A100" --gpus 2 --offload optimizer
 expect 1 "host CPU" $STAGGER run --strategy zero --zero-stage 2 --model "$SRC/models/mlp.json" \
   --cluster "$A100" --gpus 2 --precision mixed --steps 2 --offload optimizer --backend host
