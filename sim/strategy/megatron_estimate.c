@@ -55,20 +55,6 @@ typedef struct {
   int64_t saved;     /* kept from a forward to its backward, per micro-batch */
 } Chunk;
 
-static gboolean
-refuse(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean
-refuse(GError **error, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  g_autofree char *message = g_strdup_vprintf(format, args);
-  va_end(args);
-  g_set_error_literal(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID, message);
-  return FALSE;
-}
-
 /* A pass's time alone, as the engine costs the op (sched/work.h). */
 static double
 pass_ns(const StComputeCtx *ctx, const StLayer *l, StPass pass, int64_t batch, gboolean selective)
@@ -200,7 +186,7 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   int t = MAX(o->tensor_parallel, 1), per = cl->gpus_per_node;
   gboolean inside = per % t == 0;
   if (!est->groups_across_nodes && t > 1 && !inside)
-    return refuse(error,
+    return st_strategy_refuse(error,
                   "--tensor-parallel %d: the group would span nodes of %d GPUs (the planner keeps "
                   "tensor parallelism inside a node unless --tp-across-nodes)",
                   t, per);

@@ -31,6 +31,7 @@
  * embedding alone be a stage's work; the stage programs need a layer).
  */
 #include "strategy/megatron.h"
+#include "strategy/strategy_common.h"
 
 #include <stdarg.h>
 
@@ -71,20 +72,6 @@ unit_firsts(const StModel *m)
   return firsts;
 }
 
-static gboolean
-fail(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean
-fail(GError **error, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  g_autofree char *message = g_strdup_vprintf(format, args);
-  va_end(args);
-  g_set_error_literal(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID, message);
-  return FALSE;
-}
-
 #define EVEN_HINT                                                                            \
   "; --first-stage-layers/--last-stage-layers, --account-for-embedding/--account-for-loss " \
   "(Megatron-LM's uneven splits) or --layer-split balanced place the rest"
@@ -96,15 +83,15 @@ first_last(int U, int p, int v, const StOptions *o, int *per_stage, GError **err
   int F = o->first_stage_layers, L = o->last_stage_layers;
   int middle = p - (F > 0) - (L > 0), rest = U - F - L;
   if (p < 2)
-    return fail(error, "--first-stage-layers/--last-stage-layers need --pipeline-stages > 1");
+    return st_strategy_refuse(error, "--first-stage-layers/--last-stage-layers need --pipeline-stages > 1");
   if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && (rest < middle || rest % middle)))
-    return fail(error, "--first-stage-layers %d, --last-stage-layers %d: the other %d "
+    return st_strategy_refuse(error, "--first-stage-layers %d, --last-stage-layers %d: the other %d "
                        "transformer layers do not split evenly over the %d stages between",
                 F, L, MAX(rest, 0), middle);
   for (int s = 0; s < p; s++) {
     per_stage[s] = s == 0 && F > 0 ? F : s == p - 1 && L > 0 ? L : rest / MAX(middle, 1);
     if (per_stage[s] % v != 0)
-      return fail(error, "stage %d's %d transformer layers are not a multiple of "
+      return st_strategy_refuse(error, "stage %d's %d transformer layers are not a multiple of "
                          "--virtual-stages %d (Megatron-LM's rule for uneven stages)",
                   s, per_stage[s], v);
   }
@@ -120,13 +107,13 @@ chunk_sizes(const StModel *m, GArray *units, int p, int v, const StOptions *o, i
   gboolean uneven = o->first_stage_layers > 0 || o->last_stage_layers > 0;
   int accounted = (o->account_for_embedding ? 1 : 0) + (o->account_for_loss ? 1 : 0);
   if (uneven && accounted > 0)
-    return fail(error, "--first-stage-layers/--last-stage-layers and --account-for-embedding/"
+    return st_strategy_refuse(error, "--first-stage-layers/--last-stage-layers and --account-for-embedding/"
                        "--account-for-loss exclude each other (as in Megatron-LM)");
   if ((uneven || accounted > 0) && o->layer_split != ST_LAYER_SPLIT_EVEN)
-    return fail(error, "--layer-split balanced chooses every chunk itself: drop the uneven "
+    return st_strategy_refuse(error, "--layer-split balanced chooses every chunk itself: drop the uneven "
                        "stage options");
   if (U < K)
-    return fail(error, "--pipeline-stages %d x --virtual-stages %d = %d model chunks, more than "
+    return st_strategy_refuse(error, "--pipeline-stages %d x --virtual-stages %d = %d model chunks, more than "
                        "the model's %d transformer layers",
                 p, v, K, U);
   if (uneven) {
@@ -151,7 +138,7 @@ chunk_sizes(const StModel *m, GArray *units, int p, int v, const StOptions *o, i
     return TRUE;
   }
   if ((U + accounted) % K != 0)
-    return fail(error, "--pipeline-stages %d x --virtual-stages %d = %d model chunks do not "
+    return st_strategy_refuse(error, "--pipeline-stages %d x --virtual-stages %d = %d model chunks do not "
                        "divide the model's %d transformer layers%s evenly (Megatron-LM's split)"
                        "%s",
                 p, v, K, U, accounted ? " with the embedding and loss counted" : "",
@@ -162,7 +149,7 @@ chunk_sizes(const StModel *m, GArray *units, int p, int v, const StOptions *o, i
   size[0] -= o->account_for_embedding ? 1 : 0;
   size[K - 1] -= o->account_for_loss ? 1 : 0;
   if (size[0] < 1 || size[K - 1] < 1)
-    return fail(error, "with the embedding and the loss counted as layers, a chunk of %d holds "
+    return st_strategy_refuse(error, "with the embedding and the loss counted as layers, a chunk of %d holds "
                        "no transformer layer (stagger needs one per chunk)",
                 per);
   return TRUE;

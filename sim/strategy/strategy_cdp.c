@@ -50,20 +50,6 @@ plan_clear(CdpPlan *c)
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(CdpPlan, plan_clear)
 
-static gboolean
-invalid(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean
-invalid(GError **error, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  g_autofree char *message = g_strdup_vprintf(format, args);
-  va_end(args);
-  g_set_error_literal(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID, message);
-  return FALSE;
-}
-
 /* ---- stages ---------------------------------------------------------------------- */
 
 /* Memory a layer brings to its stage: its model states, and what one
@@ -286,11 +272,11 @@ static gboolean
 check_options(const StOptions *o, GError **error)
 {
   if (o->zero_stage > 0 && o->model_parallel)
-    return invalid(error, "--zero-stage %d with --model-parallel: each stage's devices "
+    return st_strategy_refuse(error, "--zero-stage %d with --model-parallel: each stage's devices "
                    "already hold only that stage's states; use one or the other",
                    o->zero_stage);
   if (o->zero_stage > 0 && o->cdp_reduce == CDP_REDUCE_COLLECTIVE)
-    return invalid(error, "--zero-stage %d with --cdp-reduce collective: the ZeRO relay "
+    return st_strategy_refuse(error, "--zero-stage %d with --cdp-reduce collective: the ZeRO relay "
                    "reduces each stage's gradient by a chain to its owner",
                    o->zero_stage);
   return TRUE;

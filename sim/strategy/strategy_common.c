@@ -1,6 +1,8 @@
 /* strategy_common.c: see strategy_common.h. */
 #include "strategy/strategy_common.h"
 
+#include <stdarg.h>
+
 #include "base/util.h"
 #include "cost/framework.h"
 
@@ -196,4 +198,15 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
     st_tensors_pass(t, ST_PASS_BWD, i, &pm);
     emit_pass(f, ST_PASS_BWD, i, micro, hooks, &extra, &pm);
   }
+}
+
+gboolean
+st_strategy_refuse(GError **error, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_autofree char *message = g_strdup_vprintf(format, args);
+  va_end(args);
+  g_set_error_literal(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID, message);
+  return FALSE;
 }

@@ -105,3 +105,7 @@ void st_dp_emit_micro_batch(StDpFrame *frame, int micro, const StPassHooks *hook
 
 /* ceil(n / parts). */
 int64_t st_shard(int64_t n, int parts);
+
+/* Sets `error` to ST_STRATEGY_ERROR / ST_ERROR_INVALID with the formatted
+ * message and returns FALSE: a strategy's refusal in one line. */
+gboolean st_strategy_refuse(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);

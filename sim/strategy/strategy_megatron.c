@@ -33,6 +33,7 @@
  */
 #include "strategy/strategy_pipeline.h"
 #include "strategy/megatron.h"
+#include "strategy/strategy_common.h"
 
 #include <stdarg.h>
 
@@ -45,20 +46,6 @@ typedef struct {
   int moe_layers; /* routers in the model */
   int32_t *first; /* [p v + 1]: chunk k's layers, st_megatron_split's (owned) */
 } Layout;
-
-static gboolean
-fail(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean
-fail(GError **error, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  g_autofree char *message = g_strdup_vprintf(format, args);
-  va_end(args);
-  g_set_error_literal(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID, message);
-  return FALSE;
-}
 
 /* The sizes from the options, each checked against the ranks, the model and
  * the batch. */
@@ -74,24 +61,24 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
   };
   int R = o->ranks;
   if (o->sparsity > 0)
-    return fail(error, "--sparsity: megatron keeps dense model states (SAMO's modifier applies "
+    return st_strategy_refuse(error, "--sparsity: megatron keeps dense model states (SAMO's modifier applies "
                        "to dp, zero and pipeline)");
   if (o->offload == ST_OFFLOAD_OPTIMIZER && o->zero_stage != 1 && o->zero_stage != 2)
-    return fail(error, "--offload optimizer: megatron offloads the distributed optimizer's "
+    return st_strategy_refuse(error, "--offload optimizer: megatron offloads the distributed optimizer's "
                        "shards (Megatron-LM's --optimizer-cpu-offload): needs --zero-stage 1 "
                        "or 2");
   if (o->offload == ST_OFFLOAD_OPTIMIZER && !in->cluster->links[ST_LINK_PCIE].present)
-    return fail(error, "--offload optimizer: cluster '%s' has no pcie link (its links.pcie)",
+    return st_strategy_refuse(error, "--offload optimizer: cluster '%s' has no pcie link (its links.pcie)",
                 in->cluster->name);
   if (R % (l->t * l->p) != 0)
-    return fail(error, "--tensor-parallel %d x --pipeline-stages %d = %d does not divide the %d "
+    return st_strategy_refuse(error, "--tensor-parallel %d x --pipeline-stages %d = %d does not divide the %d "
                        "ranks (R = t x p x d)",
                 l->t, l->p, l->t * l->p, R);
   l->d = R / (l->t * l->p);
   if (l->v > 1 && l->p == 1)
-    return fail(error, "--virtual-stages %d: interleaving needs --pipeline-stages > 1", l->v);
+    return st_strategy_refuse(error, "--virtual-stages %d: interleaving needs --pipeline-stages > 1", l->v);
   if (l->d % l->e != 0)
-    return fail(error, "--expert-parallel %d does not divide the %d data-parallel ranks (experts "
+    return st_strategy_refuse(error, "--expert-parallel %d does not divide the %d data-parallel ranks (experts "
                        "spread over data-parallel ranks, as Megatron-LM's expert groups)",
                 l->e, l->d);
   for (int i = 0; i < m->n_layers; i++) {
@@ -100,22 +87,22 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
     l->moe_layers++;
     int64_t experts = st_layer_attr(&m->layers[i], "experts", 0);
     if (experts % l->e != 0)
-      return fail(error, "--expert-parallel %d does not divide layer %d '%s''s %" G_GINT64_FORMAT
+      return st_strategy_refuse(error, "--expert-parallel %d does not divide layer %d '%s''s %" G_GINT64_FORMAT
                          " experts", l->e, i, m->layers[i].name, experts);
   }
   if (l->e > 1 && l->moe_layers == 0)
-    return fail(error, "--expert-parallel %d: the model has no MoE layer", l->e);
+    return st_strategy_refuse(error, "--expert-parallel %d: the model has no MoE layer", l->e);
   gboolean splits = FALSE;
   for (int i = 0; i < m->n_layers && !splits; i++)
     splits = m->layers[i].type->tp == ST_TP_PARALLEL || m->layers[i].type->tp == ST_TP_VOCAB_IN ||
              m->layers[i].type->tp == ST_TP_VOCAB_OUT;
   if (l->t > 1 && !splits)
-    return fail(error, "--tensor-parallel %d: no layer of the model splits over a tensor group "
+    return st_strategy_refuse(error, "--tensor-parallel %d: no layer of the model splits over a tensor group "
                        "(Megatron-LM splits attention, MLPs, the embedding and the head); every "
                        "tensor rank would run the whole model on the same samples", l->t);
   int M = o->accumulation; /* per pipeline: st_strategy_resolve with sample_group */
   if (l->v > 1 && M % l->p != 0)
-    return fail(error, "--virtual-stages %d: the %d micro-batches per "
+    return st_strategy_refuse(error, "--virtual-stages %d: the %d micro-batches per "
                        "pipeline must be a multiple of the %d stages (Megatron-LM's interleaved "
                        "schedule)",
                 l->v, M, l->p);
