@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "output/output.h"
+#include "output/plot_rundir.h"
 
 /* More panels than this are unreadable on one page. */
 #define MAX_PANELS 8
@@ -106,215 +107,6 @@ run_script(Plotter *pl, const char *script, GString *vars, const char *dir, cons
   return TRUE;
 }
 
-/* ---- what a run directory holds ---------------------------------------------- */
-
-static gboolean
-has_file(const char *dir, const char *name)
-{
-  g_autofree char *path = g_build_filename(dir, name, NULL);
-  return g_file_test(path, G_FILE_TEST_IS_REGULAR);
-}
-
-/* The text of DIR/NAME, or NULL with `error` set. */
-static char *
-read_table(const char *dir, const char *name, GError **error)
-{
-  g_autofree char *path = g_build_filename(dir, name, NULL);
-  char *text = NULL;
-  GError *local = NULL;
-  if (!g_file_get_contents(path, &text, NULL, &local)) {
-    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s", local->message);
-    g_error_free(local);
-    return NULL;
-  }
-  return text;
-}
-
-/* "predicted step 1.2 s (1.0 s .. 1.5 s, 90 %)" from DIR's report.json,
- * when a calibration gave the step its interval; NULL otherwise. */
-static char *
-step_interval(const char *dir)
-{
-  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
-  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
-                              ? st_json_load_file(path, NULL)
-                              : NULL;
-  const cJSON *step = cJSON_GetObjectItem(report, "step_time_s");
-  const cJSON *iv = cJSON_GetObjectItem(report, "step_time_interval_s");
-  if (!cJSON_IsNumber(step) || !cJSON_IsArray(iv) || cJSON_GetArraySize(iv) != 2)
-    return NULL;
-  g_autofree char *t = st_format_duration((int64_t)(step->valuedouble * 1e9));
-  g_autofree char *lo =
-    st_format_duration((int64_t)(cJSON_GetArrayItem(iv, 0)->valuedouble * 1e9));
-  g_autofree char *hi =
-    st_format_duration((int64_t)(cJSON_GetArrayItem(iv, 1)->valuedouble * 1e9));
-  return g_strdup_printf("predicted step %s (%s .. %s, 90 %%)", t, lo, hi);
-}
-
-/* The run's name for titles: report.json's "description" (which says the
- * strategy and its settings), else its "strategy", else the directory's
- * name. */
-static char *
-run_name(const char *dir)
-{
-  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
-  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
-                              ? st_json_load_file(path, NULL)
-                              : NULL;
-  const char *strategy = cJSON_GetStringValue(cJSON_GetObjectItem(report, "strategy"));
-  const char *description = cJSON_GetStringValue(cJSON_GetObjectItem(report, "description"));
-  if (description != NULL && description[0] != '\0')
-    return g_strdup(description);
-  if (strategy != NULL)
-    return g_strdup(strategy);
-  return g_path_get_basename(dir);
-}
-
-/* What the gnuplot scripts need from memory.csv: its kind, the devices in
- * the order of their rows, and the devices each one stands for. */
-typedef struct {
-  char *kind;          /* "predicted" or "measured" */
-  GArray *devices;     /* int */
-  GArray *first, *last; /* int: index of each device's first and last data row */
-  GHashTable *stands;  /* device -> "0-2,5" (char *), folded timelines only */
-  int64_t capacity;    /* the GPU's memory, bytes (predicted runs; 0: not known) */
-  int oom_device;      /* the device that runs out of memory, -1 when none */
-  int64_t oom_bytes;   /* its peak as the device shows it (nvidia-smi), bytes */
-  double oom_ms;       /* when it peaks */
-} MemoryInfo;
-
-static void
-memory_info_clear(MemoryInfo *m)
-{
-  g_free(m->kind);
-  if (m->devices)
-    g_array_unref(m->devices);
-  if (m->first)
-    g_array_unref(m->first);
-  if (m->last)
-    g_array_unref(m->last);
-  if (m->stands)
-    g_hash_table_unref(m->stands);
-}
-
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(MemoryInfo, memory_info_clear)
-
-/* "0-3,6": the ids of `ids` (ascending), runs compressed. */
-static char *
-id_ranges(const GArray *ids)
-{
-  GString *out = g_string_new(NULL);
-  for (guint i = 0; i < ids->len; i++) {
-    int first = g_array_index(ids, int, i);
-    while (i + 1 < ids->len && g_array_index(ids, int, i + 1) == g_array_index(ids, int, i) + 1)
-      i++;
-    int last = g_array_index(ids, int, i);
-    g_string_append_printf(out, "%s%d", out->len ? "," : "", first);
-    if (last > first)
-      g_string_append_printf(out, "-%d", last);
-  }
-  return g_string_free(out, FALSE);
-}
-
-/* What report.json beside memory.csv says about it: predicted or measured,
- * and, when identical devices were folded, the devices each recorded one
- * stands for. Without a report: predicted, nothing folded. */
-static void
-memory_info_from_report(const char *dir, MemoryInfo *m)
-{
-  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
-  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
-                              ? st_json_load_file(path, NULL)
-                              : NULL;
-  const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(report, "kind"));
-  m->kind = g_strdup(kind != NULL ? kind : "predicted");
-  const cJSON *devices = cJSON_GetObjectItem(report, "devices");
-  /* The capacity and the device that goes over it (a prediction's: the
-   * executor reports running out of memory itself). */
-  m->oom_device = -1;
-  const cJSON *capacity = cJSON_GetObjectItem(report, "gpu_memory_bytes");
-  m->capacity = cJSON_IsNumber(capacity) ? (int64_t)capacity->valuedouble : 0;
-  const cJSON *oom = cJSON_GetObjectItem(report, "out_of_memory");
-  const cJSON *oom_dev = cJSON_GetObjectItem(oom, "device");
-  if (m->capacity > 0 && cJSON_IsNumber(oom_dev)) {
-    m->oom_device = (int)oom_dev->valuedouble;
-    m->oom_bytes = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(oom, "peak_bytes"));
-    const cJSON *dev;
-    cJSON_ArrayForEach(dev, devices)
-      if ((int)cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "id")) == m->oom_device)
-        m->oom_ms = 1e3 * cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "peak_time_s"));
-  }
-  g_autoptr(GHashTable) members =
-    g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref);
-  gboolean folded = FALSE;
-  const cJSON *dev;
-  cJSON_ArrayForEach(dev, devices) {
-    int id = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "id"));
-    int rep = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "represented_by"));
-    folded = folded || rep != id;
-    GArray *ids = g_hash_table_lookup(members, GINT_TO_POINTER(rep));
-    if (ids == NULL) {
-      ids = g_array_new(FALSE, FALSE, sizeof(int));
-      g_hash_table_insert(members, GINT_TO_POINTER(rep), ids);
-    }
-    g_array_append_val(ids, id);
-  }
-  if (!folded)
-    return;
-  GHashTableIter iter;
-  gpointer rep, ids;
-  g_hash_table_iter_init(&iter, members);
-  while (g_hash_table_iter_next(&iter, &rep, &ids))
-    g_hash_table_replace(m->stands, rep, id_ranges(ids));
-}
-
-/* memory.csv's devices in the order of their rows (the header line first). */
-static gboolean
-memory_info_read(const char *dir, MemoryInfo *m, GError **error)
-{
-  m->devices = g_array_new(FALSE, FALSE, sizeof(int));
-  m->first = g_array_new(FALSE, FALSE, sizeof(int));
-  m->last = g_array_new(FALSE, FALSE, sizeof(int));
-  m->stands = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
-  memory_info_from_report(dir, m);
-  g_autofree char *path = g_build_filename(dir, "memory.csv", NULL);
-  g_autofree char *text = read_table(dir, "memory.csv", error);
-  if (text == NULL)
-    return FALSE;
-  int last = -1, row = -1;
-  gboolean header = FALSE;
-  for (char *line = text, *next; line != NULL && *line != '\0'; line = next) {
-    next = strchr(line, '\n');
-    if (next != NULL)
-      *next++ = '\0';
-    int device;
-    if (!header) {
-      header = TRUE; /* the column names */
-    } else {
-      const char *comma = strchr(line, ',');
-      row++;
-      if (comma == NULL || sscanf(comma + 1, "%d", &device) != 1) {
-        g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_PARSE, "%s: data row %d: no device", path,
-                    row + 1);
-        return FALSE;
-      }
-      /* Rows of a device are contiguous: a new value is a new device. */
-      if (device != last) {
-        g_array_append_val(m->devices, device);
-        g_array_append_val(m->first, row);
-        g_array_append_val(m->last, row);
-      }
-      g_array_index(m->last, int, m->last->len - 1) = row;
-      last = device;
-    }
-  }
-  if (m->devices->len == 0) {
-    g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_INVALID, "%s: no rows", path);
-    return FALSE;
-  }
-  return TRUE;
-}
-
 /* ---- one run --------------------------------------------------------------------- */
 
 static void
@@ -356,7 +148,7 @@ plot_memory(Plotter *pl, const char *dir, const char *name, GError **error)
 {
   g_autofree char *path = g_build_filename(dir, "memory.csv", NULL);
   g_auto(MemoryInfo) info = {0};
-  if (!memory_info_read(dir, &info, error))
+  if (!plot_memory_info_read(dir, &info, error))
     return FALSE;
   int n = MIN((int)info.devices->len, MAX_PANELS);
   /* Two columns of panels on a page, one on a terminal. */
@@ -384,7 +176,7 @@ plot_memory(Plotter *pl, const char *dir, const char *name, GError **error)
   }
   /* The second line: the calibration's interval on the step, and which
    * panels are shown when not all. */
-  g_autofree char *step = step_interval(dir);
+  g_autofree char *step = plot_step_interval(dir);
   g_autoptr(GString) note = g_string_new(step != NULL ? step : "");
   if ((int)info.devices->len > n)
     g_string_append_printf(note, "%sfirst %d of %u recorded %ss", note->len ? "; " : "", n,
@@ -476,7 +268,7 @@ static gboolean
 plot_groups(Plotter *pl, const char *dir, const char *name, GError **error)
 {
   g_autofree char *path = g_build_filename(dir, "groups.csv", NULL);
-  g_autofree char *text = read_table(dir, "groups.csv", error);
+  g_autofree char *text = plot_read_table(dir, "groups.csv", error);
   if (text == NULL)
     return FALSE;
   long commas = 0;
@@ -493,18 +285,18 @@ plot_groups(Plotter *pl, const char *dir, const char *name, GError **error)
 static gboolean
 plot_run(Plotter *pl, const char *dir, GError **error)
 {
-  g_autofree char *name = run_name(dir);
+  g_autofree char *name = plot_run_name(dir);
   if (!plot_memory(pl, dir, name, error))
     return FALSE;
-  if (has_file(dir, "comm.csv") &&
+  if (plot_has_file(dir, "comm.csv") &&
       !plot_table(pl, dir, name, "comm.csv", "comm.gp", "comm", error))
     return FALSE;
-  if (has_file(dir, "groups.csv") && !plot_groups(pl, dir, name, error))
+  if (plot_has_file(dir, "groups.csv") && !plot_groups(pl, dir, name, error))
     return FALSE;
-  if (has_file(dir, "link_rates.csv") && has_file(dir, "links.csv") &&
+  if (plot_has_file(dir, "link_rates.csv") && plot_has_file(dir, "links.csv") &&
       !plot_links(pl, dir, name, error))
     return FALSE;
-  if (has_file(dir, "ops.csv") &&
+  if (plot_has_file(dir, "ops.csv") &&
       !plot_table(pl, dir, name, "ops.csv", "gantt.gp", "gantt", error))
     return FALSE;
   return TRUE;
@@ -533,7 +325,7 @@ list_runs(const char *dir, GError **error)
   const char *entry;
   while ((entry = g_dir_read_name(d)) != NULL) {
     g_autofree char *sub = g_build_filename(dir, entry, NULL);
-    if (g_file_test(sub, G_FILE_TEST_IS_DIR) && has_file(sub, "memory.csv"))
+    if (g_file_test(sub, G_FILE_TEST_IS_DIR) && plot_has_file(sub, "memory.csv"))
       g_ptr_array_add(runs, g_strdup(entry));
   }
   g_ptr_array_sort(runs, compare_names);
@@ -552,7 +344,7 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
     g_autofree char *sub = g_build_filename(dir, run, NULL);
     g_autofree char *memory = g_build_filename(sub, "memory.csv", NULL);
     g_auto(MemoryInfo) info = {0};
-    if (!memory_info_read(sub, &info, error))
+    if (!plot_memory_info_read(sub, &info, error))
       return FALSE;
     g_autofree char *file_key = g_strdup_printf("file%u", i + 1);
     g_autofree char *name_key = g_strdup_printf("name%u", i + 1);
@@ -578,7 +370,7 @@ plot_compare(Plotter *pl, const char *dir, GPtrArray *runs, GError **error)
     g_autofree char *wts_key = g_strdup_printf("wts%u", i + 1);
     var_string(mem, devs_key, devs->str);
     var_string(mem, wts_key, wts->str);
-    if (has_file(sub, "comm.csv")) {
+    if (plot_has_file(sub, "comm.csv")) {
       g_autofree char *table = g_build_filename(sub, "comm.csv", NULL);
       n_comm++;
       g_autofree char *comm_file = g_strdup_printf("file%d", n_comm);
@@ -650,7 +442,7 @@ plot_validation(Plotter *pl, const char *dir, GError **error)
   g_autoptr(GPtrArray) cases = g_ptr_array_new_with_free_func(g_free);
   for (const char *entry; (entry = g_dir_read_name(d)) != NULL;) {
     g_autofree char *sub = g_build_filename(dir, entry, NULL);
-    if (g_file_test(sub, G_FILE_TEST_IS_DIR) && has_file(sub, "validate.json"))
+    if (g_file_test(sub, G_FILE_TEST_IS_DIR) && plot_has_file(sub, "validate.json"))
       g_ptr_array_add(cases, g_steal_pointer(&sub));
   }
   g_ptr_array_sort(cases, compare_names);
@@ -780,9 +572,9 @@ st_plot_dir(const char *dir, const char *plots_dir, const char *format, GPtrArra
     g_set_error(error, ST_OUTPUT_ERROR, ST_ERROR_IO, "%s: no such directory", dir);
     return FALSE;
   }
-  gboolean single = has_file(dir, "memory.csv");
-  gboolean plan = !single && has_file(dir, "plan.csv");
-  gboolean validation = !single && has_file(dir, "validate.csv");
+  gboolean single = plot_has_file(dir, "memory.csv");
+  gboolean plan = !single && plot_has_file(dir, "plan.csv");
+  gboolean validation = !single && plot_has_file(dir, "validate.csv");
   g_autoptr(GPtrArray) runs = NULL;
   if (!single && !plan && !validation) {
     runs = list_runs(dir, error);
