@@ -232,7 +232,10 @@ start_rank(Engine *e, int sim)
 
 /* The timeline's records, sized for what the run will append (background
  * streams that repeat may add more): growing arrays of millions of records
- * by doubling would copy them again and again. */
+ * by doubling would copy them again and again. A --steps auto run is sized
+ * for its cap: what it does not reach is address space, never touched
+ * (up to RESERVE_MAX_BYTES an array; beyond, its arrays grow). */
+#define RESERVE_MAX_BYTES (G_GUINT64_CONSTANT(1) << 30)
 static void
 reserve_records(Engine *e)
 {
@@ -246,9 +249,14 @@ reserve_records(Engine *e)
     }
     persistent += p->buffers->len; /* at most */
   }
-  ops *= (guint64)MAX(e->s->steps, 0);
-  mem = mem * (guint64)MAX(e->s->steps, 0) + persistent;
+  gboolean fixed = e->s->steps > 0;
+  guint64 steps = (guint64)(fixed ? e->s->steps : st_steady_cap(e->s));
+  ops *= steps;
+  mem = mem * steps + persistent;
   if (ops > G_MAXUINT / 2 || mem > G_MAXUINT / 2)
+    return;
+  if (!fixed && (ops * sizeof(StOpRecord) > RESERVE_MAX_BYTES ||
+                 mem * sizeof(StMemEvent) > RESERVE_MAX_BYTES))
     return;
   g_array_unref(e->tl->ops);
   e->tl->ops = g_array_sized_new(FALSE, FALSE, sizeof(StOpRecord), (guint)ops);

@@ -91,7 +91,10 @@ steady_json(const StSummary *sum)
     cJSON_AddBoolToObject(obj, "converged", st->converged);
   else
     cJSON_AddNullToObject(obj, "converged");
-  const char *rule = !st->converged ? NULL : st->exact ? "idle_boundaries" : "phases_repeat";
+  const char *rule = !st->converged ? NULL
+                     : st->exact    ? "idle_boundaries"
+                     : st->settling ? "step_repeats_phases_settle"
+                                    : "phases_repeat";
   if (rule != NULL)
     cJSON_AddStringToObject(obj, "rule", rule);
   else

@@ -11,6 +11,12 @@
  * most the second figure. */
 #define MIN_MAX_PERIOD 4
 #define MAX_MAX_PERIOD 64
+/* Rule 3: periods running over which a state's changes must have shrunk,
+ * how far (in tolerances) its phases may still be from repeating, and how
+ * far (a fraction of the step) they may still move in all. */
+#define SETTLING_PERIODS 8
+#define SETTLING_SLACK 10
+#define SETTLING_REACH 0.05
 
 void
 st_steady_rule_init(StSteadyRule *rule, const StSchedule *s, int cap)
@@ -34,9 +40,10 @@ st_steady_cap(const StSchedule *s)
 int64_t
 st_steady_step_bound(int64_t cycle_ns)
 {
-  if (cycle_ns <= DEFAULT_FLOOR_NS)
+  if (cycle_ns <= SETTLING_SLACK * DEFAULT_FLOOR_NS)
     return 0;
-  return (int64_t)floor((double)(cycle_ns - DEFAULT_FLOOR_NS) / (1 + DEFAULT_TOLERANCE));
+  return (int64_t)floor((double)(cycle_ns - SETTLING_SLACK * DEFAULT_FLOOR_NS) /
+                        (1 + SETTLING_SLACK * DEFAULT_TOLERANCE));
 }
 
 struct StSteadyDetector {
@@ -57,7 +64,9 @@ st_steady_detector_new(int n_lanes, const StSteadyRule *rule, gboolean start_idl
   StSteadyDetector *d = g_new0(StSteadyDetector, 1);
   d->rule = *rule;
   d->n_lanes = n_lanes;
-  d->hist = 2 * rule->max_period + 2;
+  /* Rule 2 looks two periods back; rule 3 SETTLING_PERIODS, for periods
+   * of a few steps. */
+  d->hist = 2 * rule->max_period + 2 + 2 * SETTLING_PERIODS;
   d->rel = g_new(int64_t, (gsize)d->hist * 2 * MAX(n_lanes, 1));
   d->end = g_new0(int64_t, d->hist);
   d->delta = g_new(int64_t, (gsize)(rule->max_period + 1) * d->hist);
@@ -123,41 +132,70 @@ compare(const StSteadyDetector *d, int p, int k)
   return most;
 }
 
-/* Rule 2 for period p at step k (see steady.h). */
-static gboolean
+/* The mean step over the period ending at step k. */
+static double
+period_mean(const StSteadyDetector *d, int p, int k)
+{
+  return (double)(end_of(d, k) - end_of(d, k - p)) / p;
+}
+
+/* How the state's changes shrink from period to period at step k: the
+ * largest ratio Delta_p(j) / Delta_p(j-p) over `periods` periods back, 1
+ * when one does not shrink (or the history ends first). */
+static double
+contraction(const StSteadyDetector *d, int p, int k, int periods)
+{
+  const StSteadyRule *r = &d->rule;
+  double ratio = 0;
+  for (int j = k; j > k - periods * p; j -= p) {
+    int64_t after = *delta_of(d, p, j);
+    gboolean held = j - p >= r->first_step + p && j - p > k - d->hist;
+    int64_t before = held ? *delta_of(d, p, j - p) : -1;
+    if (before <= after)
+      return 1;
+    ratio = MAX(ratio, (double)after / (double)before);
+  }
+  return ratio;
+}
+
+/* Rules 2 and 3 for period p at step k (see steady.h): 0 when neither
+ * holds, else the rule. */
+static int
 repeats(const StSteadyDetector *d, int p, int k, int64_t *drift)
 {
   const StSteadyRule *r = &d->rule;
   if (k - 2 * p + 1 < r->first_step)
-    return FALSE;
-  double mean = (double)(end_of(d, k) - end_of(d, k - p)) / p;
-  double tol = MAX(r->tolerance * mean, (double)r->floor_ns);
+    return 0;
+  double tol = MAX(r->tolerance * period_mean(d, p, k), (double)r->floor_ns);
+  int64_t most = 0;
   for (int j = k - p + 1; j <= k; j++) {
     int64_t dj = *delta_of(d, p, j);
-    if (dj < 0 || (double)dj > tol)
-      return FALSE;
+    if (dj < 0 || (double)dj > SETTLING_SLACK * tol)
+      return 0;
+    most = MAX(most, dj);
   }
   int64_t now = *delta_of(d, p, k);
   *drift = now;
-  if (now == 0)
-    return TRUE;
+  if ((double)most <= tol && now == 0)
+    return 2;
   /* The drift to come: the rest of a geometric series while the changes
    * shrink (the larger of the last two ratios, so that one large change
    * followed by small ones is no trend), else the same change every period
    * over the horizon. */
-  double g = (double)r->horizon / p, ratio = 0;
-  for (int j = k; j > k - 2 * p; j -= p) {
-    int64_t after = *delta_of(d, p, j);
-    int64_t before = j - p >= r->first_step + p ? *delta_of(d, p, j - p) : -1;
-    if (before <= after) {
-      ratio = 1;
-      break;
-    }
-    ratio = MAX(ratio, (double)after / (double)before);
-  }
-  if (ratio < 1)
-    g = ratio / (1 - ratio);
-  return (double)now * g <= tol;
+  double ratio = contraction(d, p, k, 2);
+  double g = ratio < 1 ? ratio / (1 - ratio) : (double)r->horizon / p;
+  if ((double)most <= tol && (double)now * g <= tol)
+    return 2;
+  /* Rule 3: a state that has shrunk its changes for SETTLING_PERIODS
+   * periods running converges; the mean step moves with it, by at most
+   * its last change times the same series. */
+  ratio = contraction(d, p, k, SETTLING_PERIODS);
+  if (ratio >= 1)
+    return 0;
+  g = ratio / (1 - ratio);
+  double moved = fabs(period_mean(d, p, k) - period_mean(d, p, k - p));
+  gboolean near = (double)now * g <= SETTLING_REACH * period_mean(d, p, k);
+  return near && moved * g <= tol ? 3 : 0;
 }
 
 gboolean
@@ -184,13 +222,16 @@ st_steady_detector_add(StSteadyDetector *d, int64_t end_ns, const int64_t *first
   d->prev_idle = idle;
   *out = (StSteady){.evaluated = TRUE, .drift_ns = MAX(least, 0)};
   if (idle && was_idle && k >= r->first_step) {
-    *out = (StSteady){TRUE, FALSE, TRUE, TRUE, 1, k, k, 0, 0};
+    *out = (StSteady){.evaluated = TRUE, .converged = TRUE, .exact = TRUE, .period = 1,
+                      .first = k, .last = k};
     return TRUE;
   }
   for (int p = 1; p <= r->max_period; p++) {
     int64_t drift = 0;
-    if (repeats(d, p, k, &drift)) {
-      *out = (StSteady){TRUE, FALSE, TRUE, FALSE, p, k - p + 1, k, 0, drift};
+    int rule = repeats(d, p, k, &drift);
+    if (rule > 0) {
+      *out = (StSteady){.evaluated = TRUE, .converged = TRUE, .settling = rule == 3,
+                        .period = p, .first = k - p + 1, .last = k, .drift_ns = drift};
       return TRUE;
     }
   }

@@ -39,6 +39,24 @@
  *      The window is that period, steps k-p+1 .. k; its mean step is the
  *      steady step time.
  *
+ *   3. A settling state with a converged step (StSteady.settling). Coupled
+ *      workers (cyclic DP whose NCCL kernels slow the compute they overlap)
+ *      can settle as a damped alternation: d swings by a millisecond from
+ *      step to step, the swing shrinking by 2-4 % a period, while the
+ *      period's mean step stays within nanoseconds; rule 2 would wait for
+ *      the swing to vanish, hundreds of steps. Steady at step k with period
+ *      p when
+ *        - Delta_p(j) <= 10 tol for each step j of the period (the phases
+ *          repeat to within 0.1 % of the step);
+ *        - Delta_p has shrunk in each of the last 8 periods: r, the largest
+ *          of those ratios, is below 1 (a contraction, not a rotation whose
+ *          changes stay the same, nor a jump); and
+ *        - the phases move less than 5 % of the step from here on
+ *          (Delta_p(k) x r / (1 - r)), and the period's mean step less than
+ *          tol: its last change times r / (1 - r), the series of rule 2.
+ *      The window and step are rule 2's. A lane that drifts at a constant
+ *      rate meets neither rule: where it stops is not known.
+ *
  *   Steps before `first_step` (a schedule's declared warm-up, such as
  *   multiplexing's steps alone) are never part of a comparison or window.
  *   A run that meets neither rule within its cap has not converged, and is
@@ -80,8 +98,8 @@ int st_steady_cap(const StSchedule *schedule);
  * instance of step k (a cycle of dependencies through one step): exactly
  * periodic runs repeat every op in one period, so their step is at least
  * cycle_ns; a period that repeats within the tolerance may report up to
- * the tolerance less: (cycle_ns - floor_ns) / (1 + tolerance), with the
- * default rule. */
+ * the tolerance less, ten times it under rule 3:
+ * (cycle_ns - 10 floor_ns) / (1 + 10 tolerance), with the default rule. */
 int64_t st_steady_step_bound(int64_t cycle_ns);
 
 typedef struct StSteadyDetector StSteadyDetector;

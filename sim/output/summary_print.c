@@ -33,6 +33,10 @@ steps_note(const StSummary *sum)
                            sum->warmup_steps, sum->warmup_steps == 1 ? "" : "s", ran);
   if (st->auto_steps && st->converged && st->exact)
     return g_strdup_printf("%s, steady: every step starts idle; %s", which, ran);
+  if (st->auto_steps && st->converged && st->settling)
+    return g_strdup_printf("%s, steady: its step repeats while the phases still settle "
+                           "(every %d step%s, each change smaller); %s",
+                           which, st->period, st->period == 1 ? "" : "s", ran);
   if (st->auto_steps && st->converged && st->period == 1)
     return g_strdup_printf("%s, steady: its phases repeat; %s", which, ran);
   if (st->auto_steps && st->converged)

@@ -65,6 +65,8 @@ typedef struct {
   gboolean auto_steps;  /* the engine ran until steady, within `cap` steps (--steps auto) */
   gboolean converged;
   gboolean exact;       /* seen by idle step boundaries (periodic by construction) */
+  gboolean settling;    /* converged by its mean step while the state still shrinks its
+                           changes (steady.h, rule 3) */
   int32_t period;       /* steps per period when converged, else 0 */
   int32_t first, last;  /* converged: the period it was seen on, steps first .. last;
                            auto and not converged: the window the mean covers */
