@@ -185,6 +185,8 @@ evaluate_at(StSchedule *s, const StExecOptions *o, int32_t steps, const GPtrArra
       return FALSE;
     st_timeline_free(t);
     weights = result.weights;
+    /* steps trained: a multiplexed foreground runs some before its own */
+    steps = (int32_t)result.loss->len;
   }
   StEvalPoint p = {.steps = steps};
   gboolean ok = st_dataset_evaluate(o->data, s->model, weights, &p.loss, &p.accuracy, error);
