@@ -16,8 +16,11 @@
  * - Other models: inputs uniform in [-1, 1]; the target is the class a fixed
  *   random linear teacher gives the first (up to) 64 inputs, argmax over c of
  *   sum_k T[c, k] x[k]: learnable, and cheap to make even for images.
+ * With a real data set (StExecOptions.data, exec/dataset.h), sample g is
+ * its training row st_dataset_train_row(seed, g): features and label.
  */
 #include "exec/check.h"
+#include "exec/dataset.h"
 #include "exec/mix.h"
 #include "exec/runtime.h"
 
@@ -93,16 +96,25 @@ data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GEr
     bytes = (size_t)b * per * sizeof(int32_t);
   } else {
     size_t n = (size_t)b * per;
+    const StDataset *ds = r->p->job == 0 ? r->x->o->data : NULL; /* background: synthetic */
+    g_autofree float *real = NULL;
+    if (ds != NULL) { /* rows of the data set; st_dataset_fits checked the width */
+      real = g_new(float, n);
+      for (int j = 0; j < b; j++)
+        memcpy(real + (size_t)j * per,
+               ds->x + (size_t)st_dataset_train_row(ds, seed, g0 + (uint64_t)j * stride) * per,
+               sizeof(float) * per);
+    }
     bytes = n * st_kdt_size(r->x->dt);
     if (r->x->dt == ST_KDT_BF16) {
       uint16_t *h = g_new(uint16_t, n);
       for (size_t i = 0; i < n; i++)
-        h[i] = st_f32_to_bf16(uniform(seed, g0 + i / per * stride, i % per));
+        h[i] = st_f32_to_bf16(real != NULL ? real[i] : uniform(seed, g0 + i / per * stride, i % per));
       host = h;
     } else {
       float *h = g_new(float, n);
       for (size_t i = 0; i < n; i++)
-        h[i] = uniform(seed, g0 + i / per * stride, i % per);
+        h[i] = real != NULL ? real[i] : uniform(seed, g0 + i / per * stride, i % per);
       host = h;
     }
   }
@@ -183,8 +195,14 @@ data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream, G
   int per = positions(r->model, r->vocab, &classes);
   uint64_t g0 = samples_of(r, op, micro, step, &stride, &b), seed = r->x->o->seed;
   g_autofree int32_t *t = g_new(int32_t, (size_t)b * per);
-  for (int j = 0; j < b; j++)
-    targets_of(r->model, r->vocab, seed, g0 + (uint64_t)j * stride, t + (size_t)j * per);
+  const StDataset *ds = r->p->job == 0 ? r->x->o->data : NULL; /* background: synthetic */
+  for (int j = 0; j < b; j++) {
+    uint64_t g = g0 + (uint64_t)j * stride;
+    if (ds != NULL) /* one position (st_dataset_fits) */
+      t[j] = ds->y[st_dataset_train_row(ds, seed, g)];
+    else
+      targets_of(r->model, r->vocab, seed, g, t + (size_t)j * per);
+  }
   size_t bytes = (size_t)b * per * sizeof(int32_t);
   void *ptr = NULL;
   g_mutex_lock(&r->lock);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec/check.h"
+#include "exec/dataset.h"
 #include "exec/runtime.h"
 
 G_DEFINE_QUARK(st-exec-error-quark, st_exec_error)
@@ -287,7 +288,8 @@ static gboolean
 setup(Exec *x, GError **error)
 {
   const StSchedule *s = x->s;
-  if (!st_exec_check(s, error))
+  if (!st_exec_check(s, error) ||
+      (x->o->data != NULL && !st_dataset_fits(x->o->data, s->model, error)))
     return FALSE;
   if ((x->comm_backend = pick_comm(x->o->comm, error)) == NULL || !open_devices(x, error))
     return FALSE;

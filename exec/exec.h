@@ -38,7 +38,9 @@ typedef enum {
 typedef struct {
   const char *device;     /* "auto" (cuda when a device answers, else host), "host", "cuda" */
   const char *comm;       /* "auto" (local in one process, nccl under torchrun/mpirun), ... */
-  uint64_t seed;          /* weights and synthetic data */
+  uint64_t seed;          /* weights and synthetic data (or a data set's order) */
+  const struct StDataset *data; /* a real data set to train on (exec/dataset.h; borrowed),
+                                   or NULL: the synthetic task of exec/data.c */
   double lr;              /* learning rate (default 1e-3 for adam, 1e-2 for sgd) */
   double timeout_s;       /* a collective that does not complete in time fails the run */
   int64_t memory_limit;   /* bytes a rank may allocate (0: what the device has) */

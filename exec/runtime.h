@@ -8,7 +8,8 @@
  * sparse_mask.c (SAMO's mask), acts.c (activations and their lifetimes),
  * op_compute.c (layer passes), op_update.c (optimizer, compress, expand),
  * op_comm.c (collectives and transfers), op_move.c (burst's samples moved
- * between GPU sets), data.c (synthetic samples), mux.c and admit.c
+ * between GPU sets), data.c (synthetic samples, or a data set's rows:
+ * dataset.c), mux.c and admit.c
  * (multiplexing: foreground and background jobs, admission at run time).
  *
  * Threads: one per (rank, stream). A rank's shared state (buffers, layer

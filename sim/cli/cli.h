@@ -120,14 +120,18 @@ typedef struct {
   gint64 seed;
   double lr, timeout;
   char *memory_limit;
+  char *data;           /* --data FILE, or NULL: synthetic samples */
+  gint eval_every;      /* --eval-every K: held-out figures every K steps (0: at the end) */
+  struct StDataset *dataset; /* owned: --data loaded by st_cli_exec_options */
 } StCliExec;
 
 void st_cli_exec_init(StCliExec *e);
 void st_cli_exec_clear(StCliExec *e);
-/* --backend --comm --seed --lr --timeout --memory-limit, into `group`. */
+/* --backend --comm --seed --lr --timeout --memory-limit --data --eval-every, into `group`. */
 void st_cli_exec_add_entries(StCliExec *e, GOptionGroup *group);
-/* Checks them (usage errors) and fills `options`; SIGINT stops the run. */
-gboolean st_cli_exec_options(const StCliExec *e, StExecOptions *options, GError **error);
+/* Checks them (usage errors), loads --data once, and fills `options`
+ * (borrowing e's data set); SIGINT stops the run. */
+gboolean st_cli_exec_options(StCliExec *e, StExecOptions *options, GError **error);
 /* --steps auto for the executor (a schedule whose steps are 0): what the
  * simulator predicted (`predicted`, a simulation of the same schedule)
  * decides. The run takes the predicted warm-up (at least one step: a real
@@ -144,11 +148,16 @@ gboolean st_cli_exec_auto_steps_simulated(StSchedule *schedule, const StProfile 
  * loss in the summary) over `window` (from st_cli_exec_auto_steps; NULL:
  * the steps after the schedule's warm-up); the timeline the summary reads
  * goes to `timelines`, a multiplexed run's admission decisions to
- * `admissions_csv` (NULL when it made none). Errors are prefixed with
+ * `admissions_csv` (NULL when it made none). With a data set
+ * (options->data), the summary's `eval` holds the held-out figures of the
+ * final weights and, every `eval_every` steps (0: none), of the weights a
+ * run of that many steps ends with (a separate run of the same schedule and
+ * seed: the one measured is not perturbed). Errors are prefixed with
  * `name`. Transfer full. */
 StSummary *st_cli_exec_run(StSchedule *schedule, const char *name,
-                           const StExecOptions *options, const StSteady *window,
-                           GPtrArray *timelines, char **admissions_csv, GError **error);
+                           const StExecOptions *options, int eval_every,
+                           const StSteady *window, GPtrArray *timelines,
+                           char **admissions_csv, GError **error);
 /* DIR/admission.csv from st_cli_exec_run's `admissions_csv`; nothing when NULL. */
 gboolean st_cli_write_admissions(const char *dir, const char *csv, GError **error);
 /* Installs (TRUE) or removes (FALSE) the SIGINT handler that stops runs. */

@@ -61,7 +61,7 @@ schedules_of(StCliShared *sh, const char *file, GPtrArray *schedules, GPtrArray 
  * measured is written (unless no step completed), no further schedule runs,
  * and `*stopped` says what was interrupted. */
 static gboolean
-run_all(GPtrArray *schedules, GPtrArray *names, const StExecOptions *o,
+run_all(GPtrArray *schedules, GPtrArray *names, const StExecOptions *o, int eval_every,
         const StProfile *profile, const char *comm_algo, StOutDir *outdir,
         GPtrArray *timelines, GPtrArray *summaries, guint *written, char **stopped,
         GError **error)
@@ -80,7 +80,7 @@ run_all(GPtrArray *schedules, GPtrArray *names, const StExecOptions *o,
                       "steady window)\n",
               name, steps, window.first + 1, window.last + 1);
     StSummary *sum =
-      st_cli_exec_run(s, name, o, auto_steps ? &window : NULL, timelines, &admissions, error);
+      st_cli_exec_run(s, name, o, eval_every, auto_steps ? &window : NULL, timelines, &admissions, error);
     if (sum == NULL)
       return FALSE;
     if (*o->stop) {
@@ -132,7 +132,8 @@ run(int argc, char **argv, GError **error)
     g_option_context_new("- run training steps for real and measure them");
   g_option_context_set_summary(
     ctx, "Builds each --strategy's schedule as 'stagger sim' does (or reads --schedule) and\n"
-         "runs it: real layers on synthetic data, real optimizer steps, real collectives.\n"
+         "runs it: real layers on synthetic data (or --data FILE), real optimizer steps,\n"
+         "real collectives.\n"
          "Writes the same report.json, trace.json and CSVs as a simulation, measured, plus\n"
          "the loss of every step. Ctrl-C stops at the next op, writes the steps measured so\n"
          "far (marked partial in manifest.json), runs no further strategy and exits 130.");
@@ -172,7 +173,7 @@ run(int argc, char **argv, GError **error)
   if (ok) {
     st_cli_exec_catch_sigint(TRUE);
     ok = schedules_of(&sh, schedule, schedules, names, error) &&
-         run_all(schedules, names, &o, profile, sh.options.comm_algo, outdir, timelines,
+         run_all(schedules, names, &o, ex.eval_every, profile, sh.options.comm_algo, outdir, timelines,
                  summaries, &written, &stopped, error);
     /* What was measured goes into place, even when stopped; when nothing
      * was, --out stays as it was. */

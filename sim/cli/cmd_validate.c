@@ -194,7 +194,7 @@ run_case(Validate *v, Case *c, GError **error)
   gboolean auto_steps = c->schedule->steps == 0;
   if (auto_steps)
     st_cli_exec_auto_steps(c->schedule, c->predicted, &window);
-  c->measured = st_cli_exec_run(c->schedule, c->v.name, &v->exec, auto_steps ? &window : NULL,
+  c->measured = st_cli_exec_run(c->schedule, c->v.name, &v->exec, v->ex.eval_every, auto_steps ? &window : NULL,
                                 c->timelines, &c->admissions, error);
   if (c->measured == NULL)
     return FALSE;

@@ -514,3 +514,24 @@ st_csv_write_ops(const StTimeline *t, const char *path, GError **error)
   st_op_names_clear(&names);
   return st_text_close(&o, error);
 }
+
+gboolean
+st_csv_write_loss(const StSummary *sum, const char *path, GError **error)
+{
+  g_autoptr(GString) out = g_string_new("step,train_loss,heldout_loss,heldout_accuracy\n");
+  guint e = 0;
+  for (guint i = 0; i < sum->loss->len; i++) {
+    g_string_append_printf(out, "%u,%.9g", i + 1, g_array_index(sum->loss, double, i));
+    while (sum->eval != NULL && e < sum->eval->len &&
+           g_array_index(sum->eval, StEvalPoint, e).steps < (int32_t)i + 1)
+      e++;
+    if (sum->eval != NULL && e < sum->eval->len &&
+        g_array_index(sum->eval, StEvalPoint, e).steps == (int32_t)i + 1) {
+      const StEvalPoint *p = &g_array_index(sum->eval, StEvalPoint, e);
+      g_string_append_printf(out, ",%.9g,%.6f\n", p->loss, p->accuracy);
+    } else {
+      g_string_append(out, ",,\n");
+    }
+  }
+  return write_text(path, out, error);
+}

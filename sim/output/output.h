@@ -89,7 +89,16 @@ typedef struct {
                                              runs (n 0: no interval), for the 90 % intervals
                                              of the step time and the memory peaks */
   GArray *loss;               /* double per step (executor runs), or NULL */
+  GArray *eval;               /* StEvalPoint per held-out evaluation (executor runs on a
+                                 data set, `run --data`), ascending steps, or NULL */
 } StSummary;
+
+/* The held-out figures of a run's weights after `steps` training steps. */
+typedef struct {
+  int32_t steps;              /* steps trained (1-based: after step `steps`) */
+  double loss;                /* mean cross-entropy over the held-out rows */
+  double accuracy;            /* top-1, a fraction */
+} StEvalPoint;
 
 StSummary *st_summary_new(const StTimeline *timeline);
 /* The highest per-GPU peak of memory figure `kind` over the devices. */
@@ -126,6 +135,9 @@ gboolean st_csv_write_link_rates(const StSummary *summary, const char *path, GEr
  * returns how many. */
 int st_summary_busiest_links(const StSummary *summary, int32_t *out, int max);
 gboolean st_csv_write_ops(const StTimeline *timeline, const char *path, GError **error);
+/* loss.csv (executor runs): step, train_loss, heldout_loss, heldout_accuracy;
+ * the held-out columns empty at steps not evaluated. */
+gboolean st_csv_write_loss(const StSummary *summary, const char *path, GError **error);
 
 /* The human table of one run, and of several side by side (`names[i]`
  * labels summaries[i]). */

@@ -264,6 +264,17 @@ st_report_to_json(const StSummary *sum)
     for (guint i = 0; i < sum->loss->len; i++)
       cJSON_AddItemToArray(loss, cJSON_CreateNumber(g_array_index(sum->loss, double, i)));
   }
+  if (sum->eval != NULL) {
+    cJSON *heldout = cJSON_AddArrayToObject(root, "heldout");
+    for (guint i = 0; i < sum->eval->len; i++) {
+      const StEvalPoint *e = &g_array_index(sum->eval, StEvalPoint, i);
+      cJSON *p = cJSON_CreateObject();
+      cJSON_AddNumberToObject(p, "steps", e->steps);
+      cJSON_AddNumberToObject(p, "loss", e->loss);
+      cJSON_AddNumberToObject(p, "accuracy", e->accuracy);
+      cJSON_AddItemToArray(heldout, p);
+    }
+  }
   return root;
 }
 
@@ -295,9 +306,11 @@ st_output_write_all(const StSummary *sum, const char *dir, GError **error)
   g_autofree char *ops = g_build_filename(dir, "ops.csv", NULL);
   g_autofree char *links = g_build_filename(dir, "links.csv", NULL);
   g_autofree char *rates = g_build_filename(dir, "link_rates.csv", NULL);
+  g_autofree char *loss = g_build_filename(dir, "loss.csv", NULL);
   return st_report_write(sum, report, error) && st_trace_write(t, trace, error) &&
          st_csv_write_memory(t, memory, error) && st_csv_write_comm(t, comm, error) &&
          st_csv_write_groups(t, groups, error) && st_csv_write_ops(t, ops, error) &&
          (sum->links == NULL ||
-          (st_csv_write_links(sum, links, error) && st_csv_write_link_rates(sum, rates, error)));
+          (st_csv_write_links(sum, links, error) && st_csv_write_link_rates(sum, rates, error))) &&
+         (sum->loss == NULL || st_csv_write_loss(sum, loss, error));
 }

@@ -522,5 +522,7 @@ st_summary_free(StSummary *sum)
   g_free(sum->links);
   if (sum->loss != NULL)
     g_array_unref(sum->loss);
+  if (sum->eval != NULL)
+    g_array_unref(sum->eval);
   g_free(sum);
 }
