@@ -173,7 +173,8 @@ test_space_lists_whole(void)
    * values or without), each value in as many configurations as the others,
    * and by no strategy that does not read it (issue 27: zero searched one
    * value of --recompute none,selective,full). Values: a choice option's
-   * every choice, an integer's 1 and 2, else the knob's declared ones. */
+   * every choice, an integer's 1 and 2, an undeclared number's 0 and 0.05
+   * (cdp's --cdp-slack), else the knob's declared ones. */
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   g_autoptr(GStringChunk) strings = g_string_chunk_new(256);
   /* Every strategy runs passes, so every one honours --recompute
@@ -187,7 +188,9 @@ test_space_lists_whole(void)
       g_autofree char *list = option->type == ST_OPT_CHOICE
                                 ? g_strjoinv(",", (char **)option->choices)
                               : option->type == ST_OPT_INT ? g_strdup("1,2")
-                                                           : g_strdup(k->values);
+                              : option->type == ST_OPT_DOUBLE && k->values == NULL
+                                ? g_strdup("0,0.05")
+                                : g_strdup(k->values);
       g_assert_nonnull(list);
       g_auto(GStrv) values = g_strsplit(list, ",", -1);
       guint n_values = g_strv_length(values);

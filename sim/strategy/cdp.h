@@ -91,6 +91,8 @@ enum {
   CDP_TAG_GRAD,       /* model parallelism: their gradient back to the previous stage */
   CDP_TAG_READY,      /* shared device: the holder's update is done (0 bytes) */
   CDP_TAG_DONE,       /* shared device: a guest's backward is in the gradient (0 bytes) */
+  CDP_TAG_TURN,       /* stretched stagger: the device is free for the receiver's pass
+                         (0 bytes); CDP_TAG_TURN + i for the receiver's pass i */
 };
 
 #define CDP_NONE UINT32_MAX
@@ -127,6 +129,14 @@ typedef struct {
   int32_t *base;            /* [s], model parallelism: the first of them */
   int gpus_free_hops;       /* model parallelism: the devices the stagger would need if
                                moving activations between stages cost nothing */
+  /* Model parallelism's slack (strategy_cdp_slack.c). */
+  double slack;             /* --cdp-slack: the stretch the plan may take on */
+  double step_free_ns;      /* T0: one worker's step with free transfers */
+  double stretch;           /* the least stretch that absorbs the transfers on the devices
+                               free transfers need (INFINITY: none does; 0 not computed) */
+  double absorbed_ns;       /* the largest transfer absorbed, ns (0 when not absorbed) */
+  gboolean absorbed;        /* the stretched stagger is the plan: step_ns = T0 (1 + stretch) */
+  int gpus_unabsorbed;      /* devices the transfers need without the stretch */
 } CdpPlan;
 
 /* The parameter version (0 or 1 steps old) a pass of `worker` reads in `stage`. */
@@ -208,6 +218,11 @@ typedef struct {
   void (*after_forward)(CdpRank *r, int l);
   /* After the last backward op of stage l (last micro-batch). */
   void (*after_backward)(CdpRank *r, int l);
+  /* Before any micro-batch's forward or backward of stage l: a dependency
+   * of its first op, if it returns TRUE. */
+  gboolean (*turn_in)(CdpRank *r, int l, int micro, gboolean backward, StDep *dep);
+  /* After any micro-batch's forward or backward of stage l: its last op. */
+  void (*turn_out)(CdpRank *r, int l, int micro, gboolean backward, uint32_t last);
 } CdpHooks;
 
 struct CdpRank {
@@ -306,5 +321,31 @@ int cdp_zero_collectives_replaced(const CdpPlan *c);
  * again after the transfers were re-estimated for the new placement reaches
  * a fixed point (strategy_cdp.c). */
 int cdp_mp_place(CdpPlan *c);
+/* Lays out the devices `hosts` gives each stage (sets base); returns the
+ * GPUs the layout spans, as cdp_mp_place. */
+int cdp_mp_lay_out(CdpPlan *c);
+/* Slack (strategy_cdp_slack.c): the least stretch e >= 0 such that, with
+ * the devices `hosts` gives each stage (placed for free transfers) and
+ * each worker's cycle stretched to T0 (1 + e), every worker's transfers
+ * (hop_ns, for base) fit between its passes and every device's cycle has
+ * room for its workers' passes and the stage's optimizer step; INFINITY
+ * when a transfer follows a pass of no length. T0 is step_free_ns. */
+double cdp_mp_stretch(const CdpPlan *c);
+/* The largest transfer of hop_ns, ns. */
+double cdp_mp_hop_max(const CdpPlan *c);
+/* Turns on a shared device under the stretched stagger: worker k's pass i
+ * of stage l (i = 2 micro, + 1 for the backward) waits for the pass that
+ * precedes it on the device in the stretched timeline (`from`'s pass
+ * `from_pass`, of the previous step when `prev`) to end, and hands the
+ * device on to `to`'s pass `to_pass` when it ends; -1 when the turn is the
+ * worker's own (its program order keeps it) or more than a step apart (not
+ * declared). Indexed [(k * s + l) * 2a + i]; transfer full. Only when
+ * `absorbed`. */
+typedef struct {
+  int from, from_pass;
+  gboolean prev;
+  int to, to_pass;
+} CdpTurn;
+CdpTurn *cdp_mp_turns(const CdpPlan *c);
 gboolean cdp_mp_check(const CdpPlan *c, int used, GError **error);
 gboolean cdp_build_mp(CdpPlan *c, GError **error);

@@ -158,6 +158,11 @@ static const StOptionSpec SPECS[] = {
   {"model-parallel", ST_OPT_FLAG, F(model_parallel), 0, 0, NULL, NULL, NULL,
    "cdp: each stage on devices of its own, shared by the workers whose stagger lets them "
    "(default: off)"},
+  {"cdp-slack", ST_OPT_DOUBLE, F(cdp_slack), 0, 1e3, NULL, NULL, "X",
+   "cdp --model-parallel: the largest step-time increase, as a fraction of the step with free "
+   "transfers, that the stagger may take on to absorb transfers between stages and keep the "
+   "GPUs free transfers would need (the paper's max(N, S) for equal stages); above it, more "
+   "GPUs instead; 0 = never (default: 0.01)"},
   {"amp-limit", ST_OPT_DOUBLE, F(amp_limit), 0, 1e6, NULL, NULL, "X",
    "burst: amplification limit; a layer may take w GPUs only while (its time on w GPUs + "
    "gradient sync + moving its output) x w / its time alone on one GPU stays under X; layers "

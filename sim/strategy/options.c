@@ -20,6 +20,7 @@ st_options_init(StOptions *o)
     .zero_stage = 0,
     .prefetch = 1,
     .comm_algo = g_strdup("auto"),
+    .cdp_slack = 0.01,
   };
 }
 

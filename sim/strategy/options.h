@@ -54,6 +54,10 @@ typedef struct {
   int stage_split;       /* --stage-split: CdpSplit (strategy/cdp.h), 0 = equal FLOPs */
   int cdp_reduce;        /* --cdp-reduce: CdpReduce (strategy/cdp.h), 0 = p2p chain */
   gboolean model_parallel; /* --model-parallel: cdp with each stage on devices of its own */
+  double cdp_slack;      /* --cdp-slack: under --model-parallel, the largest step-time increase
+                            (fraction of the step with free transfers) the stagger may take on
+                            to absorb transfers and keep the devices transfers-free would need;
+                            0 = never (default 0.01) */
   double amp_limit;      /* --amp-limit: burst's amplification limit; 0 = not given (2.0) */
   int mux_foreground;    /* --foreground: multiplex's foreground strategy, index in
                             {burst, dp, zero}; 0 = burst */

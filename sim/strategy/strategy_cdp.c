@@ -187,20 +187,10 @@ hop_estimate(CdpPlan *c, gboolean free_hops)
 /* Places the stages by the estimate, then again with the transfers between
  * the devices placed, until the placement holds (a stage never loses a
  * device from one round to the next, so this ends within N rounds per
- * stage). Also counts the devices the paper's idealisation would need
- * (transfers free, no room kept for the optimizer steps). Returns the GPUs
- * the layout spans (cdp_mp_place). */
+ * stage). Returns the GPUs the layout spans (cdp_mp_place). */
 static int
-place(CdpPlan *c)
+place_with_transfers(CdpPlan *c)
 {
-  /* The paper's idealised count: transfers free, optimizer steps ignored. */
-  hop_estimate(c, TRUE);
-  estimate(c);
-  memset(c->update_ns, 0, sizeof(double) * c->s);
-  cdp_mp_place(c);
-  c->gpus_free_hops = 0;
-  for (int l = 0; l < c->s; l++)
-    c->gpus_free_hops += c->hosts[l];
   g_clear_pointer(&c->hosts, g_free);
   g_clear_pointer(&c->base, g_free);
   hop_estimate(c, FALSE);
@@ -217,6 +207,52 @@ place(CdpPlan *c)
   return used;
 }
 
+static int
+sum_hosts(const CdpPlan *c)
+{
+  int sum = 0;
+  for (int l = 0; l < c->s; l++)
+    sum += c->hosts[l];
+  return sum;
+}
+
+/* Counts the devices the paper's idealisation would need (transfers free,
+ * no room kept for the optimizer steps), then chooses between keeping them
+ * with the stagger stretched to absorb the transfers (strategy_cdp_slack.c),
+ * when that costs at most --cdp-slack of the step, and the devices the
+ * transfers need unstretched (place_with_transfers). Returns the GPUs the
+ * layout spans. */
+static int
+place(CdpPlan *c)
+{
+  hop_estimate(c, TRUE);
+  estimate(c);
+  c->step_free_ns = c->step_ns;
+  memset(c->update_ns, 0, sizeof(double) * c->s);
+  cdp_mp_place(c);
+  c->gpus_free_hops = sum_hosts(c);
+  /* The devices free transfers need, with these transfers, stretched. */
+  int span = cdp_mp_lay_out(c);
+  hop_estimate(c, FALSE);
+  estimate(c);
+  c->stretch = c->rule == CDP_RULE_DP ? INFINITY : cdp_mp_stretch(c);
+  g_autofree int32_t *free_hosts = g_steal_pointer(&c->hosts);
+  int used = place_with_transfers(c);
+  c->gpus_unabsorbed = sum_hosts(c);
+  if (c->gpus_unabsorbed <= c->gpus_free_hops || !(c->stretch <= c->slack))
+    return used;
+  g_free(c->hosts);
+  c->hosts = g_steal_pointer(&free_hosts);
+  span = cdp_mp_lay_out(c);
+  hop_estimate(c, FALSE);
+  estimate(c);
+  c->absorbed = TRUE;
+  c->absorbed_ns = cdp_mp_hop_max(c);
+  c->step_ns = c->step_free_ns * (1 + c->stretch);
+  c->delay_ns = (int64_t)llround(c->step_ns / c->n);
+  return span;
+}
+
 /* ---- the report -------------------------------------------------------------------- */
 
 static char *
@@ -226,6 +262,30 @@ stage_layers_text(const CdpPlan *c)
   for (int l = 0; l < c->s; l++)
     g_string_append_printf(t, "%s%d-%d", l ? "," : "", c->first[l], c->first[l + 1] - 1);
   return g_string_free(g_steal_pointer(&t), FALSE);
+}
+
+/* What model parallelism's placement did with the transfers (place). */
+static char *
+slack_text(const CdpPlan *c)
+{
+  if (c->absorbed)
+    return g_strdup_printf(
+      "absorbed up to %.2f us of transfers per stage boundary in the stagger: step +%.2f %% "
+      "over free transfers (%.3f -> %.3f ms), %d GPUs instead of %d",
+      c->absorbed_ns * 1e-3, 100 * c->stretch, c->step_free_ns * 1e-6, c->step_ns * 1e-6,
+      c->gpus_free_hops, c->gpus_unabsorbed);
+  if (c->gpus_unabsorbed <= c->gpus_free_hops)
+    return g_strdup_printf("transfers need no GPUs beyond the %d free transfers would",
+                           c->gpus_free_hops);
+  if (!isfinite(c->stretch))
+    return g_strdup_printf("transfers cannot be absorbed in the stagger%s: %d GPUs where free "
+                           "transfers need %d",
+                           c->rule == CDP_RULE_DP ? " (dp rule: no stagger)" : "",
+                           c->gpus_unabsorbed, c->gpus_free_hops);
+  return g_strdup_printf("transfers too slow for the slack (absorbing them costs +%.2f %% of "
+                         "the step, --cdp-slack %.2f %%): %d GPUs where free transfers need %d",
+                         100 * c->stretch, 100 * c->slack, c->gpus_unabsorbed,
+                         c->gpus_free_hops);
 }
 
 static void
@@ -263,6 +323,14 @@ notes(const CdpPlan *c, StSchedule *s)
     st_schedule_note_number(s, "gpus_free_transfers", c->gpus_free_hops);
     st_schedule_note_number(s, "gpus_dp_model_parallel", (double)c->n * c->s);
     st_schedule_note_text(s, "devices_per_stage", hosts->str);
+    g_autofree char *slack = slack_text(c);
+    st_schedule_note_text(s, "transfers", slack);
+    st_schedule_note_number(s, "cdp_slack", c->slack);
+    st_schedule_note_number(s, "step_free_transfers_s", c->step_free_ns * 1e-9);
+    if (isfinite(c->stretch))
+      st_schedule_note_number(s, "step_stretch", c->stretch);
+    st_schedule_note_number(s, "transfers_absorbed_s", c->absorbed_ns * 1e-9);
+    st_schedule_note_number(s, "gpus_without_stretch", c->gpus_unabsorbed);
   }
 }
 
@@ -302,6 +370,7 @@ build(const StStrategyInput *in, GError **error)
     .split = (CdpSplit)o->stage_split,
     .zero = o->zero_stage,
     .mp = o->model_parallel,
+    .slack = o->cdp_slack,
   };
   st_state_bytes(o, &c.bytes);
   split_stages(&c);
@@ -355,7 +424,10 @@ build(const StStrategyInput *in, GError **error)
     SPLITS[c.split],
     c.zero > 0 ? "ZeRO relay" : c.reduce == CDP_REDUCE_CHAIN ? "chain" : "collective",
     c.zero > 0 ? (const char *[]){"", " 1", " 2", " 3"}[c.zero] : "",
-    c.mp ? ", model parallel" : "", o->micro_batch, o->accumulation);
+    !c.mp        ? ""
+    : c.absorbed ? ", model parallel, transfers absorbed in the stagger"
+                 : ", model parallel",
+    o->micro_batch, o->accumulation);
   notes(&c, s);
   return g_steal_pointer(&c.schedule);
 }
@@ -365,6 +437,7 @@ static const StStrategyKnob KNOBS[] = {
   {"stages", "2,4,8"},
   {"cdp-reduce", "chain,collective"},
   {"model-parallel", "false,true"},
+  {"cdp-slack", NULL},
   {"zero-stage", NULL},
   {"recompute", NULL},
   {NULL},

@@ -107,8 +107,8 @@ fits(const CdpPlan *c, GArray ***spans, int l, int m)
  * chain between a stage's devices stays on the node's links (crossing nodes
  * it runs at the inter-node bandwidth, 9x slower on a DGX H100). Sets base;
  * returns the GPUs the layout spans (idle ones left in a node included). */
-static int
-lay_out(CdpPlan *c)
+int
+cdp_mp_lay_out(CdpPlan *c)
 {
   int per = c->cluster->gpus_per_node > 0 ? c->cluster->gpus_per_node : 1;
   int nodes = 0;
@@ -154,7 +154,7 @@ cdp_mp_place(CdpPlan *c)
   }
   g_free(c->hosts);
   c->hosts = hosts;
-  int span = lay_out(c);
+  int span = cdp_mp_lay_out(c);
   for (int k = 0; k < c->n; k++) {
     for (int l = 0; l < c->s; l++)
       g_array_unref(spans[k][l]);
@@ -184,6 +184,8 @@ cdp_mp_check(const CdpPlan *c, int used, GError **error)
 typedef struct {
   uint32_t *done; /* [n]: a holder's receives of its guests' DONE, this step */
   int n_done;
+  CdpTurn *turns; /* cdp_mp_turns under the stretched stagger, else NULL */
+  int *turn_in, *turn_out; /* [2a]: this rank's streams of turns, -1 until used */
 } Mp;
 
 /* The device holder of worker k's stage l, and the guests of holder j. */
@@ -216,6 +218,8 @@ mp_step_begin(CdpRank *r)
   g_autofree char *ready = g_strdup_printf("ready s%d", l);
   g_autofree char *done = g_strdup_printf("done s%d", l);
   mp->n_done = 0;
+  for (int i = 0; i < 2 * c->a; i++)
+    mp->turn_in[i] = mp->turn_out[i] = -1;
   if (st->role == CDP_ROLE_GUEST) {
     uint32_t got = cdp_emit_p2p(r, FALSE, cdp_stream(r, &r->sync, "sync", 0),
                                 cdp_rank_of(c, holder_of(c, r->worker, l), l),
@@ -288,6 +292,48 @@ guest_stage(CdpRank *r, int l, CdpSlots slots)
     cdp_add_gate(st->gate_b, &st->n_gate_b, CDP_MARK_GATE, FALSE);
 }
 
+static const CdpTurn *
+turn_of(const CdpRank *r, int l, int micro, gboolean backward)
+{
+  const Mp *mp = r->data;
+  if (mp->turns == NULL)
+    return NULL;
+  return &mp->turns[((gsize)r->worker * r->c->s + l) * 2 * r->c->a + 2 * micro + backward];
+}
+
+/* The stretched stagger's turns (cdp_mp_turns): a zero-byte message from
+ * the rank whose pass precedes this one on the device. */
+static gboolean
+mp_turn_in(CdpRank *r, int l, int micro, gboolean backward, StDep *dep)
+{
+  const CdpTurn *t = turn_of(r, l, micro, backward);
+  if (t == NULL || t->from < 0)
+    return FALSE;
+  Mp *mp = r->data;
+  int i = 2 * micro + backward;
+  g_autofree char *name = g_strdup_printf("turn in %d", i);
+  g_autofree char *label = g_strdup_printf("turn s%d", l);
+  uint32_t got = cdp_emit_p2p(r, FALSE, cdp_stream(r, &mp->turn_in[i], name, 0),
+                              cdp_rank_of(r->c, t->from, l), CDP_TAG(CDP_TAG_TURN + i, l), 0,
+                              ST_DATA_NONE, l, label, NULL, 0);
+  *dep = (StDep){got, t->prev ? -1 : 0};
+  return TRUE;
+}
+
+static void
+mp_turn_out(CdpRank *r, int l, int micro, gboolean backward, uint32_t last)
+{
+  const CdpTurn *t = turn_of(r, l, micro, backward);
+  if (t == NULL || t->to < 0)
+    return;
+  Mp *mp = r->data;
+  int i = 2 * micro + backward;
+  g_autofree char *name = g_strdup_printf("turn out %d", i);
+  g_autofree char *label = g_strdup_printf("turn s%d", l);
+  cdp_emit_p2p(r, TRUE, cdp_stream(r, &mp->turn_out[i], name, 0), cdp_rank_of(r->c, t->to, l),
+               CDP_TAG(CDP_TAG_TURN + t->to_pass, l), 0, ST_DATA_NONE, l, label, &last, 1);
+}
+
 gboolean
 cdp_build_mp(CdpPlan *c, GError **error)
 {
@@ -299,8 +345,10 @@ cdp_build_mp(CdpPlan *c, GError **error)
     for (int k = 0; k < c->n; k++)
       color[cdp_rank_of(c, k, l)] = k < c->hosts[l] ? l : -1;
   st_schedule_add_comm(s, "holders", color);
-  Mp mp = {g_new(uint32_t, c->n), 0};
-  static const CdpHooks hooks = {mp_step_begin, mp_before_pass, NULL, mp_after_backward};
+  Mp mp = {g_new(uint32_t, c->n), 0, c->absorbed ? cdp_mp_turns(c) : NULL,
+            g_new(int, 2 * c->a), g_new(int, 2 * c->a)};
+  static const CdpHooks hooks = {mp_step_begin, mp_before_pass, NULL, mp_after_backward,
+                                 mp_turn_in, mp_turn_out};
   for (int l = 0; l < c->s; l++) {
     for (int k = 0; k < c->n; k++) {
       int rank = cdp_rank_of(c, k, l), j = holder_of(c, k, l);
@@ -324,5 +372,8 @@ cdp_build_mp(CdpPlan *c, GError **error)
     }
   }
   g_free(mp.done);
+  g_free(mp.turns);
+  g_free(mp.turn_in);
+  g_free(mp.turn_out);
   return TRUE;
 }

@@ -368,16 +368,21 @@ cdp_emit_reduction(CdpRank *r, int l, const int32_t *holders, int n, int me,
 
 /* ---- the step ----------------------------------------------------------------------- */
 
-/* A layer pass of stage `st` with the memory of `pm`, gated by `gates`. */
+/* A layer pass of stage `st` with the memory of `pm`, gated by `gates` and
+ * `turn` (may be NULL). */
 static uint32_t
 emit_pass(CdpRank *r, StPass pass, int layer, int micro, CdpStage *st, const CdpGate *gates,
-          int n_gates, const CdpGate *more, int n_more, const StPassMem *pm)
+          int n_gates, const CdpGate *more, int n_more, const StDep *turn, const StPassMem *pm)
 {
   StOp op = st_op_comp(r->compute, pass, layer, micro, r->c->mb);
   op.version = st->delta;
   st_program_begin(r->p, &op);
   apply_gates(r->p, st, gates, n_gates);
   apply_gates(r->p, st, more, n_more);
+  if (turn != NULL && turn->step_offset < 0)
+    st_program_after_prev_step(r->p, turn->op);
+  else if (turn != NULL)
+    st_program_after(r->p, turn->op);
   st_pass_mem_apply(r->p, pm);
   return st_program_commit(r->p);
 }
@@ -427,18 +432,23 @@ emit_micro(CdpRank *r, int micro, const int *batch, const gboolean *moved)
     CdpStage *st = &r->st[l];
     if (first_micro && h->before_pass != NULL)
       h->before_pass(r, l, FALSE);
+    StDep turn;
+    gboolean turns = h->turn_in != NULL && h->turn_in(r, l, micro, FALSE, &turn);
+    uint32_t op = CDP_NONE;
     for (int i = c->first[l]; i < c->first[l + 1]; i++) {
       StPassMem pm = {0};
       st_tensors_pass(t, ST_PASS_FWD, i, &pm);
       gboolean gated = first_micro && i == c->first[l];
-      uint32_t op = emit_pass(r, ST_PASS_FWD, i, micro, st, st->gate_f, gated ? st->n_gate_f : 0,
-                              NULL, 0, &pm);
+      op = emit_pass(r, ST_PASS_FWD, i, micro, st, st->gate_f, gated ? st->n_gate_f : 0, NULL, 0,
+                     turns && i == c->first[l] ? &turn : NULL, &pm);
       if (gated) {
         cdp_mark_set(r->p, &st->marks[CDP_MARK_F_FIRST], op);
         if (h->after_forward != NULL)
           h->after_forward(r, l);
       }
     }
+    if (h->turn_out != NULL && op != CDP_NONE)
+      h->turn_out(r, l, micro, FALSE, op);
   }
   if (r->hi < c->s) {
     st_tensors_sent(t, end,
@@ -454,15 +464,20 @@ emit_micro(CdpRank *r, int micro, const int *batch, const gboolean *moved)
     CdpStage *st = &r->st[l];
     if (first_micro && h->before_pass != NULL)
       h->before_pass(r, l, TRUE);
+    StDep turn;
+    gboolean turns = h->turn_in != NULL && h->turn_in(r, l, micro, TRUE, &turn);
+    uint32_t id = CDP_NONE;
     for (int i = c->first[l + 1] - 1; i >= c->first[l]; i--) {
       gboolean opens = first_micro && i == c->first[l + 1] - 1;
       gboolean closes = last_micro && i == c->first[l];
+      const StDep *first_turn = turns && i == c->first[l + 1] - 1 ? &turn : NULL;
       StPassMem pm = {0};
       if (st_tensors_recomputes(t, i)) {
         /* before the backward, on the weights it reads, behind its gates */
         st_tensors_pass(t, ST_PASS_RECOMPUTE, i, &pm);
         emit_pass(r, ST_PASS_RECOMPUTE, i, micro, st, st->gate_b, opens ? st->n_gate_b : 0,
-                  NULL, 0, &pm);
+                  NULL, 0, first_turn, &pm);
+        first_turn = NULL;
         pm = (StPassMem){0};
       }
       st_tensors_pass(t, ST_PASS_BWD, i, &pm);
@@ -470,13 +485,15 @@ emit_micro(CdpRank *r, int micro, const int *batch, const gboolean *moved)
         st_pass_mem_alloc(&pm, st->grads_step);
       if (closes)
         st_pass_mem_free(&pm, st->relayed);
-      uint32_t id = emit_pass(r, ST_PASS_BWD, i, micro, st, st->gate_b, opens ? st->n_gate_b : 0,
-                              st->gate_b_last, closes ? st->n_gate_b_last : 0, &pm);
+      id = emit_pass(r, ST_PASS_BWD, i, micro, st, st->gate_b, opens ? st->n_gate_b : 0,
+                     st->gate_b_last, closes ? st->n_gate_b_last : 0, first_turn, &pm);
       if (opens)
         cdp_mark_set(r->p, &st->marks[CDP_MARK_B_FIRST], id);
       if (closes)
         cdp_mark_set(r->p, &st->marks[CDP_MARK_B_LAST], id);
     }
+    if (h->turn_out != NULL && id != CDP_NONE)
+      h->turn_out(r, l, micro, TRUE, id);
     if (last_micro && h->after_backward != NULL)
       h->after_backward(r, l);
   }
@@ -544,7 +561,7 @@ cdp_build_replicas(CdpPlan *c, GError **error)
   for (int k = 0; k < c->n; k++)
     workers[k] = k;
   Replicas rp = {workers};
-  static const CdpHooks hooks = {NULL, replica_before, NULL, replica_after};
+  static const CdpHooks hooks = {NULL, replica_before, NULL, replica_after, NULL, NULL};
   for (int k = 0; k < c->n; k++) {
     CdpRank r;
     cdp_rank_init(&r, c, k, k, 0, c->s, &hooks, &rp);

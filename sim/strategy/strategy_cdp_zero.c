@@ -317,7 +317,7 @@ cdp_build_zero(CdpPlan *c, GError **error)
   for (int l = 0; l < c->s; l++)
     plan_stage(c, l, &z.stages[l], &seen[l]);
   static const CdpHooks hooks = {zero_step_begin, zero_before_pass, zero_after_forward,
-                                 zero_after_backward};
+                                 zero_after_backward, NULL, NULL};
   for (int k = 0; k < c->n; k++) {
     CdpRank r;
     cdp_rank_init(&r, c, k, k, 0, c->s, &hooks, &z);
