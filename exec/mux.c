@@ -23,7 +23,9 @@
  * until the pending receive turns long, or a poll (so that completions on a
  * GPU whose foreground thread is blocked are seen), and asks again. Every
  * admission is recorded, and a refusal when its reason differs from that
- * stream's last one. Admitted, it holds a piece of `piece_ns`, spent op by
+ * stream's last one. Admitted, it holds a piece of the length the controller
+ * gives (st_admission_piece_ns: sized from the slowdown budget the
+ * foreground's measured kernels left, at most `piece_ns`), spent op by
  * op by the ops' measured times (their time under sharing, not alone, so
  * pieces are at most as long as the policy says); a piece ends when spent,
  * or before a transfer or collective of the background job.
@@ -359,6 +361,7 @@ admit(MuxStream *ms, uint32_t o, int32_t step, GError **error)
   Mux *m = ms->mux;
   Rank *r = ms->r;
   ms->refused = ST_ADMIT_N;
+  int64_t piece = 0;
   g_mutex_lock(&m->lock);
   for (;;) {
     if (stopped(m->x) || !reap_device(m, r->device, error)) {
@@ -367,7 +370,7 @@ admit(MuxStream *ms, uint32_t o, int32_t step, GError **error)
     }
     int64_t now = mux_now_ns(m->x);
     StAdmitDecision d =
-      st_admit_ask(m->ctl, r->device, r->rank, o, step, now, &ms->refused);
+      st_admit_ask(m->ctl, r->device, r->rank, o, step, now, &ms->refused, &piece);
     if (st_admit_ok(d))
       break;
     int64_t until = now + POLL_NS, recheck = st_admit_recheck_ns(m->ctl, r->device);
@@ -376,9 +379,8 @@ admit(MuxStream *ms, uint32_t o, int32_t step, GError **error)
     g_cond_wait_until(&m->cond, &m->lock, m->x->origin_us + until / 1000 + 1);
   }
   g_mutex_unlock(&m->lock);
-  const StAdmissionPolicy *p = st_admit_policy(m->ctl, r->device);
   ms->in_piece = TRUE;
-  ms->piece_left_ns = p != NULL ? p->piece_ns : 0;
+  ms->piece_left_ns = piece;
   return TRUE;
 }
 

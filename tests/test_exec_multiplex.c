@@ -53,7 +53,7 @@ controller(StAdmissionPolicy *p)
 static StAdmitDecision
 ask(StAdmitCtl *c, int device, int64_t now)
 {
-  return st_admit_ask(c, device, 7, 3, 0, now, NULL);
+  return st_admit_ask(c, device, 7, 3, 0, now, NULL, NULL);
 }
 
 static void
@@ -90,9 +90,11 @@ static void
 test_admission_slowed(void)
 {
   /* A foreground kernel that took 1.2x its alone time sets the average to
-   * 1.2 at once (> 1.1: refused); each kernel as fast as alone then moves it
-   * by 1/8 of the way: 1 + 0.2 (7/8)^k, still above 1.1 after k = 5
-   * (1.1026) and below after k = 6 (1.0898). Samples without an alone time
+   * 1.2 at once (> 1.1) and the budget to 1.1 x 100 - 120 = -10 us (over:
+   * refused); each kernel as fast as alone (50 us) then earns 5 us, so the
+   * budget is back at 0 after k = 2, and moves the average by 1/8 of the
+   * way: 1 + 0.2 (7/8)^k, still above 1.1 after k = 5 (1.1026: slowed) and
+   * below after k = 6 (1.0898: admitted). Samples without an alone time
    * change nothing. */
   StAdmissionPolicy p;
   g_autoptr(StAdmitCtl) c = controller(&p);
@@ -100,11 +102,14 @@ test_admission_slowed(void)
   st_admit_fg_step_done(c, 1);
   st_admit_fg_end(c, 0, ST_OP_COMP, 100 * US, 120 * US, 100 * US);
   g_assert_cmpfloat_with_epsilon(st_admit_slowdown(c, 0), 1.2, 1e-12);
-  g_assert_cmpint(ask(c, 0, 100 * US), ==, ST_ADMIT_NO_SLOWED);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), -10 * US, 1e-6);
+  g_assert_cmpint(ask(c, 0, 100 * US), ==, ST_ADMIT_NO_BUDGET);
   for (int k = 1; k <= 6; k++) {
     st_admit_fg_end(c, 0, ST_OP_COMP, (100 + k) * US, 50 * US, 50 * US);
     g_assert_cmpfloat_with_epsilon(st_admit_slowdown(c, 0), 1 + 0.2 * pow(7.0 / 8, k), 1e-12);
-    g_assert_cmpint(ask(c, 0, (100 + k) * US), ==, k < 6 ? ST_ADMIT_NO_SLOWED : ST_ADMIT_YES);
+    g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), (-10 + 5 * k) * US, 1e-6);
+    g_assert_cmpint(ask(c, 0, (100 + k) * US), ==,
+                    k < 2 ? ST_ADMIT_NO_BUDGET : k < 6 ? ST_ADMIT_NO_SLOWED : ST_ADMIT_YES);
     if (k == 6)
       st_admit_piece_end(c, 0);
   }
@@ -149,10 +154,10 @@ test_admission_records(void)
   g_autoptr(StAdmitCtl) c = controller(&p);
   StAdmitDecision last = ST_ADMIT_N;
   for (int k = 0; k < 3; k++)
-    g_assert_cmpint(st_admit_ask(c, 0, 5, 9, 2, k * US, &last), ==, ST_ADMIT_NO_WARMUP);
+    g_assert_cmpint(st_admit_ask(c, 0, 5, 9, 2, k * US, &last, NULL), ==, ST_ADMIT_NO_WARMUP);
   st_admit_fg_step_done(c, 0);
   st_admit_fg_step_done(c, 1);
-  g_assert_cmpint(st_admit_ask(c, 0, 5, 9, 2, 5 * US, &last), ==, ST_ADMIT_YES);
+  g_assert_cmpint(st_admit_ask(c, 0, 5, 9, 2, 5 * US, &last, NULL), ==, ST_ADMIT_YES);
   const GArray *rec = st_admit_records(c);
   g_assert_cmpuint(rec->len, ==, 2);
   const StAdmitRecord *a = &g_array_index(rec, StAdmitRecord, 0);
