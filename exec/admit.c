@@ -14,7 +14,8 @@ typedef struct {
   int32_t fg_recvs;
   int64_t fg_recv_since;
   double fg_slowdown;
-  double fg_budget_ns;
+  double fg_budget_ns;      /* the step budget, then this step's kernels */
+  double fg_step_budget_ns; /* over the foreground steps */
 } Device;
 
 struct StAdmitCtl {
@@ -22,6 +23,7 @@ struct StAdmitCtl {
   Device *devices;
   int fg_streams, steps;
   int32_t *finished; /* [steps]: foreground streams that finished each step */
+  int64_t *end_ns;   /* [steps]: when the last of them did */
   int32_t steps_done;
   GArray *records;   /* StAdmitRecord */
 };
@@ -38,6 +40,7 @@ st_admit_ctl_new(int n_devices, int fg_streams, int steps)
   c->fg_streams = fg_streams;
   c->steps = steps;
   c->finished = g_new0(int32_t, MAX(steps, 1));
+  c->end_ns = g_new0(int64_t, MAX(steps, 1));
   c->records = g_array_new(FALSE, FALSE, sizeof(StAdmitRecord));
   return c;
 }
@@ -49,6 +52,7 @@ st_admit_ctl_free(StAdmitCtl *c)
     return;
   g_free(c->devices);
   g_free(c->finished);
+  g_free(c->end_ns);
   if (c->records != NULL)
     g_array_unref(c->records);
   g_free(c);
@@ -99,15 +103,33 @@ st_admit_fg_end(StAdmitCtl *c, int d, StOpKind kind, int64_t now_ns, int64_t too
   }
 }
 
+/* Step k ended: every device's budget becomes its step budget (the
+ * engine's step_budget). */
+static void
+step_budget(StAdmitCtl *c, int k)
+{
+  for (int d = 0; d < c->n_devices; d++) {
+    Device *dev = &c->devices[d];
+    const StAdmissionPolicy *p = dev->policy;
+    if (p == NULL || p->from_step < 2 || k < p->from_step)
+      continue;
+    double alone = (double)(c->end_ns[p->from_step - 1] - c->end_ns[p->from_step - 2]);
+    dev->fg_step_budget_ns = st_admission_step_budget(
+      p, dev->fg_step_budget_ns, (double)(c->end_ns[k] - c->end_ns[k - 1]), alone);
+    dev->fg_budget_ns = dev->fg_step_budget_ns;
+  }
+}
+
 gboolean
-st_admit_fg_step_done(StAdmitCtl *c, int step)
+st_admit_fg_step_done(StAdmitCtl *c, int step, int64_t end_ns)
 {
   if (step < 0 || step >= c->steps)
     return FALSE;
   c->finished[step]++;
+  c->end_ns[step] = MAX(c->end_ns[step], end_ns);
   int32_t before = c->steps_done;
   while (c->steps_done < c->steps && c->finished[c->steps_done] >= c->fg_streams)
-    c->steps_done++;
+    step_budget(c, c->steps_done++);
   return c->steps_done != before;
 }
 

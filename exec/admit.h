@@ -58,9 +58,13 @@ void st_admit_fg_begin(StAdmitCtl *ctl, int device, StOpKind kind, int64_t now_n
  * budget (st_admission_budget). */
 void st_admit_fg_end(StAdmitCtl *ctl, int device, StOpKind kind, int64_t now_ns,
                      int64_t took_ns, int64_t alone_ns);
-/* One foreground stream finished step `step`; TRUE when every foreground
- * stream has finished it and the steps before (the count advanced). */
-gboolean st_admit_fg_step_done(StAdmitCtl *ctl, int step);
+/* One foreground stream finished step `step` at `end_ns` (its last op's
+ * end); TRUE when every foreground stream has finished it and the steps
+ * before (the count advanced). A step ends when its last stream does; from
+ * `from_step` on, each step that ends sets every device's budget to its
+ * step budget, moved by the step's time against the reference step's
+ * (st_admission_step_budget, as the engine does). */
+gboolean st_admit_fg_step_done(StAdmitCtl *ctl, int step, int64_t end_ns);
 int st_admit_fg_steps_done(const StAdmitCtl *ctl);
 /* Every foreground step done (FALSE without a foreground). */
 gboolean st_admit_fg_finished(const StAdmitCtl *ctl);

@@ -259,8 +259,10 @@ mux_steal_records(Exec *x)
 
 /* ---- the foreground ------------------------------------------------------------ */
 
+/* The op's measured time; *end_ns (may be NULL): its end since the run's
+ * origin. -1 on error. */
 static int64_t
-duration(Rank *r, int32_t step, uint32_t o, GError **error)
+duration(Rank *r, int32_t step, uint32_t o, int64_t *end_ns, GError **error)
 {
   const StDeviceBackend *b = r->dev->backend;
   void *origin = r->x->origins[0];
@@ -268,6 +270,8 @@ duration(Rank *r, int32_t step, uint32_t o, GError **error)
   if (!b->event_time(r->dev, origin, *steps_event(r, step, o, 0), &start, error) ||
       !b->event_time(r->dev, origin, *steps_event(r, step, o, 1), &end, error))
     return -1;
+  if (end_ns != NULL)
+    *end_ns = end;
   return end - start;
 }
 
@@ -285,7 +289,7 @@ reap(MuxStream *ms, GError **error)
       break;
     g_queue_pop_head(&ms->flight);
     g_autofree Flight *done = f;
-    int64_t took = duration(r, f->step, f->op, error);
+    int64_t end = 0, took = duration(r, f->step, f->op, &end, error);
     if (took < 0)
       return FALSE;
     const StOp *op = st_program_op(r->p, f->op);
@@ -295,7 +299,7 @@ reap(MuxStream *ms, GError **error)
     st_admit_fg_end(m->ctl, r->device, op->kind, mux_now_ns(m->x), took,
                     f->step > m->alone_step ? *alone : 0);
     if (f->last)
-      st_admit_fg_step_done(m->ctl, f->step);
+      st_admit_fg_step_done(m->ctl, f->step, end);
     changed = TRUE;
   }
   if (changed)
@@ -448,7 +452,7 @@ mux_after(MuxStream *ms, uint32_t o, int32_t step, GError **error)
   }
   if (!ms->in_piece)
     return TRUE;
-  int64_t took = duration(ms->r, step, o, error); /* on a GPU: waits for the op */
+  int64_t took = duration(ms->r, step, o, NULL, error); /* on a GPU: waits for the op */
   if (took < 0)
     return FALSE;
   ms->piece_left_ns -= took;
