@@ -32,6 +32,7 @@ typedef struct {
   uint32_t op;            /* the op that would start the piece */
   int32_t iteration;      /* the background's own step */
   uint8_t decision;       /* StAdmitDecision */
+  int64_t piece_ns;       /* the piece admitted (st_admission_piece_ns); 0: refused */
   StAdmissionState state; /* what the controller knew */
 } StAdmitRecord;
 
@@ -53,12 +54,17 @@ void st_admit_ctl_device(StAdmitCtl *ctl, int device, const StAdmissionPolicy *p
 void st_admit_fg_begin(StAdmitCtl *ctl, int device, StOpKind kind, int64_t now_ns);
 /* ...and ended. A compute op that took `took_ns` against `alone_ns` in the
  * reference step (0: unknown, no sample) moves the device's slowdown
- * average. */
+ * average and, once admission opened (`from_step` steps done), its slowdown
+ * budget (st_admission_budget). */
 void st_admit_fg_end(StAdmitCtl *ctl, int device, StOpKind kind, int64_t now_ns,
                      int64_t took_ns, int64_t alone_ns);
-/* One foreground stream finished step `step`; TRUE when every foreground
- * stream has finished it and the steps before (the count advanced). */
-gboolean st_admit_fg_step_done(StAdmitCtl *ctl, int step);
+/* One foreground stream finished step `step` at `end_ns` (its last op's
+ * end); TRUE when every foreground stream has finished it and the steps
+ * before (the count advanced). A step ends when its last stream does; from
+ * `from_step` on, each step that ends sets every device's budget to its
+ * step budget, moved by the step's time against the reference step's
+ * (st_admission_step_budget, as the engine does). */
+gboolean st_admit_fg_step_done(StAdmitCtl *ctl, int step, int64_t end_ns);
 int st_admit_fg_steps_done(const StAdmitCtl *ctl);
 /* Every foreground step done (FALSE without a foreground). */
 gboolean st_admit_fg_finished(const StAdmitCtl *ctl);
@@ -66,10 +72,12 @@ gboolean st_admit_fg_finished(const StAdmitCtl *ctl);
 /* A background piece asks at `now_ns`: the decision, kept unless it repeats
  * *last (the decision this same request got when it last asked; NULL: always
  * kept), which it then updates. Admitted, the piece is in flight on the
- * device until st_admit_piece_end. Once the foreground finished, its
- * devices count as without one (what still runs completes). */
+ * device until st_admit_piece_end, and *piece_ns (may be NULL) is its length
+ * in ns of background time (st_admission_piece_ns); refused, 0. Once the
+ * foreground finished, its devices count as without one (what still runs
+ * completes). */
 StAdmitDecision st_admit_ask(StAdmitCtl *ctl, int device, int rank, uint32_t op, int iteration,
-                             int64_t now_ns, StAdmitDecision *last);
+                             int64_t now_ns, StAdmitDecision *last, int64_t *piece_ns);
 void st_admit_piece_end(StAdmitCtl *ctl, int device);
 
 /* When a refused piece should ask again if nothing else changes: just after
@@ -77,6 +85,8 @@ void st_admit_piece_end(StAdmitCtl *ctl, int device);
 int64_t st_admit_recheck_ns(const StAdmitCtl *ctl, int device);
 /* The device's slowdown average (1: as fast as alone). */
 double st_admit_slowdown(const StAdmitCtl *ctl, int device);
+/* The device's slowdown budget, ns (st_admission_budget). */
+double st_admit_budget_ns(const StAdmitCtl *ctl, int device);
 /* The policy of a device, NULL when it runs no background. Borrowed. */
 const StAdmissionPolicy *st_admit_policy(const StAdmitCtl *ctl, int device);
 

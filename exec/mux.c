@@ -23,7 +23,9 @@
  * until the pending receive turns long, or a poll (so that completions on a
  * GPU whose foreground thread is blocked are seen), and asks again. Every
  * admission is recorded, and a refusal when its reason differs from that
- * stream's last one. Admitted, it holds a piece of `piece_ns`, spent op by
+ * stream's last one. Admitted, it holds a piece of the length the controller
+ * gives (st_admission_piece_ns: sized from the slowdown budget the
+ * foreground's measured kernels left, at most `piece_ns`), spent op by
  * op by the ops' measured times (their time under sharing, not alone, so
  * pieces are at most as long as the policy says); a piece ends when spent,
  * or before a transfer or collective of the background job.
@@ -257,8 +259,10 @@ mux_steal_records(Exec *x)
 
 /* ---- the foreground ------------------------------------------------------------ */
 
+/* The op's measured time; *end_ns (may be NULL): its end since the run's
+ * origin. -1 on error. */
 static int64_t
-duration(Rank *r, int32_t step, uint32_t o, GError **error)
+duration(Rank *r, int32_t step, uint32_t o, int64_t *end_ns, GError **error)
 {
   const StDeviceBackend *b = r->dev->backend;
   void *origin = r->x->origins[0];
@@ -266,6 +270,8 @@ duration(Rank *r, int32_t step, uint32_t o, GError **error)
   if (!b->event_time(r->dev, origin, *steps_event(r, step, o, 0), &start, error) ||
       !b->event_time(r->dev, origin, *steps_event(r, step, o, 1), &end, error))
     return -1;
+  if (end_ns != NULL)
+    *end_ns = end;
   return end - start;
 }
 
@@ -283,7 +289,7 @@ reap(MuxStream *ms, GError **error)
       break;
     g_queue_pop_head(&ms->flight);
     g_autofree Flight *done = f;
-    int64_t took = duration(r, f->step, f->op, error);
+    int64_t end = 0, took = duration(r, f->step, f->op, &end, error);
     if (took < 0)
       return FALSE;
     const StOp *op = st_program_op(r->p, f->op);
@@ -293,7 +299,7 @@ reap(MuxStream *ms, GError **error)
     st_admit_fg_end(m->ctl, r->device, op->kind, mux_now_ns(m->x), took,
                     f->step > m->alone_step ? *alone : 0);
     if (f->last)
-      st_admit_fg_step_done(m->ctl, f->step);
+      st_admit_fg_step_done(m->ctl, f->step, end);
     changed = TRUE;
   }
   if (changed)
@@ -359,6 +365,7 @@ admit(MuxStream *ms, uint32_t o, int32_t step, GError **error)
   Mux *m = ms->mux;
   Rank *r = ms->r;
   ms->refused = ST_ADMIT_N;
+  int64_t piece = 0;
   g_mutex_lock(&m->lock);
   for (;;) {
     if (stopped(m->x) || !reap_device(m, r->device, error)) {
@@ -367,7 +374,7 @@ admit(MuxStream *ms, uint32_t o, int32_t step, GError **error)
     }
     int64_t now = mux_now_ns(m->x);
     StAdmitDecision d =
-      st_admit_ask(m->ctl, r->device, r->rank, o, step, now, &ms->refused);
+      st_admit_ask(m->ctl, r->device, r->rank, o, step, now, &ms->refused, &piece);
     if (st_admit_ok(d))
       break;
     int64_t until = now + POLL_NS, recheck = st_admit_recheck_ns(m->ctl, r->device);
@@ -376,9 +383,8 @@ admit(MuxStream *ms, uint32_t o, int32_t step, GError **error)
     g_cond_wait_until(&m->cond, &m->lock, m->x->origin_us + until / 1000 + 1);
   }
   g_mutex_unlock(&m->lock);
-  const StAdmissionPolicy *p = st_admit_policy(m->ctl, r->device);
   ms->in_piece = TRUE;
-  ms->piece_left_ns = p != NULL ? p->piece_ns : 0;
+  ms->piece_left_ns = piece;
   return TRUE;
 }
 
@@ -446,7 +452,7 @@ mux_after(MuxStream *ms, uint32_t o, int32_t step, GError **error)
   }
   if (!ms->in_piece)
     return TRUE;
-  int64_t took = duration(ms->r, step, o, error); /* on a GPU: waits for the op */
+  int64_t took = duration(ms->r, step, o, NULL, error); /* on a GPU: waits for the op */
   if (took < 0)
     return FALSE;
   ms->piece_left_ns -= took;

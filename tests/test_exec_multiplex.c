@@ -53,7 +53,7 @@ controller(StAdmissionPolicy *p)
 static StAdmitDecision
 ask(StAdmitCtl *c, int device, int64_t now)
 {
-  return st_admit_ask(c, device, 7, 3, 0, now, NULL);
+  return st_admit_ask(c, device, 7, 3, 0, now, NULL, NULL);
 }
 
 static void
@@ -68,9 +68,9 @@ test_admission_warmup_and_alone(void)
   g_autoptr(StAdmitCtl) c = controller(&p);
   g_assert_cmpint(ask(c, 0, 0), ==, ST_ADMIT_NO_WARMUP);
   g_assert_cmpint(ask(c, 1, 0), ==, ST_ADMIT_NO_WARMUP);
-  g_assert_true(st_admit_fg_step_done(c, 0));
+  g_assert_true(st_admit_fg_step_done(c, 0, 0));
   g_assert_cmpint(ask(c, 1, 10), ==, ST_ADMIT_NO_WARMUP);
-  g_assert_true(st_admit_fg_step_done(c, 1));
+  g_assert_true(st_admit_fg_step_done(c, 1, 1 * MS));
   for (int k = 0; k < 4; k++)
     g_assert_cmpint(ask(c, 1, 20), ==, ST_ADMIT_YES_ALONE);
   g_assert_cmpint(ask(c, 1, 20), ==, ST_ADMIT_NO_PIECES);
@@ -78,9 +78,9 @@ test_admission_warmup_and_alone(void)
   g_assert_cmpint(ask(c, 1, 30), ==, ST_ADMIT_YES_ALONE);
   g_assert_cmpint(ask(c, 0, 30), ==, ST_ADMIT_YES);
   g_assert_cmpint(ask(c, 0, 30), ==, ST_ADMIT_NO_PIECES);
-  st_admit_fg_step_done(c, 2);
+  st_admit_fg_step_done(c, 2, 2 * MS);
   g_assert_false(st_admit_fg_finished(c));
-  st_admit_fg_step_done(c, 3);
+  st_admit_fg_step_done(c, 3, 3 * MS);
   g_assert_true(st_admit_fg_finished(c));
   /* One piece in flight on device 0, now under the alone limit of 4. */
   g_assert_cmpint(ask(c, 0, 40), ==, ST_ADMIT_YES_ALONE);
@@ -90,26 +90,96 @@ static void
 test_admission_slowed(void)
 {
   /* A foreground kernel that took 1.2x its alone time sets the average to
-   * 1.2 at once (> 1.1: refused); each kernel as fast as alone then moves it
-   * by 1/8 of the way: 1 + 0.2 (7/8)^k, still above 1.1 after k = 5
-   * (1.1026) and below after k = 6 (1.0898). Samples without an alone time
+   * 1.2 at once (> 1.1) and the budget to 1.1 x 100 - 120 = -10 us (over:
+   * refused); each kernel as fast as alone (50 us) then earns 5 us, so the
+   * budget is back at 0 after k = 2, and moves the average by 1/8 of the
+   * way: 1 + 0.2 (7/8)^k, still above 1.1 after k = 5 (1.1026: slowed) and
+   * below after k = 6 (1.0898: admitted). Samples without an alone time
    * change nothing. */
   StAdmissionPolicy p;
   g_autoptr(StAdmitCtl) c = controller(&p);
-  st_admit_fg_step_done(c, 0);
-  st_admit_fg_step_done(c, 1);
+  st_admit_fg_step_done(c, 0, 0);
+  st_admit_fg_step_done(c, 1, 1 * MS);
   st_admit_fg_end(c, 0, ST_OP_COMP, 100 * US, 120 * US, 100 * US);
   g_assert_cmpfloat_with_epsilon(st_admit_slowdown(c, 0), 1.2, 1e-12);
-  g_assert_cmpint(ask(c, 0, 100 * US), ==, ST_ADMIT_NO_SLOWED);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), -10 * US, 1e-6);
+  g_assert_cmpint(ask(c, 0, 100 * US), ==, ST_ADMIT_NO_BUDGET);
   for (int k = 1; k <= 6; k++) {
     st_admit_fg_end(c, 0, ST_OP_COMP, (100 + k) * US, 50 * US, 50 * US);
     g_assert_cmpfloat_with_epsilon(st_admit_slowdown(c, 0), 1 + 0.2 * pow(7.0 / 8, k), 1e-12);
-    g_assert_cmpint(ask(c, 0, (100 + k) * US), ==, k < 6 ? ST_ADMIT_NO_SLOWED : ST_ADMIT_YES);
+    g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), (-10 + 5 * k) * US, 1e-6);
+    g_assert_cmpint(ask(c, 0, (100 + k) * US), ==,
+                    k < 2 ? ST_ADMIT_NO_BUDGET : k < 6 ? ST_ADMIT_NO_SLOWED : ST_ADMIT_YES);
     if (k == 6)
       st_admit_piece_end(c, 0);
   }
   st_admit_fg_end(c, 0, ST_OP_COMP, 200 * US, 500 * US, 0);
   g_assert_cmpint(ask(c, 0, 200 * US), ==, ST_ADMIT_YES);
+}
+
+static void
+test_admission_budget(void)
+{
+  /* The budget rule (sched/admission.h), fed measured times. Steps end at
+   * 1 and 2 ms: the reference step (step 1, the last alone) took 1 ms.
+   * Step 2 takes 1.3 ms: the step budget is 1.1 - 1.3 = -0.2 ms: over, so
+   * nothing is admitted, not even on a receive pending for 600 us. Step 3
+   * takes 1.0 ms: -0.1 ms, still over. Step 4 takes 1.0 ms: 0, admitted,
+   * with the smallest piece (1 ns: one op). Kernels as fast as alone (100 us
+   * each) then earn 10 us apiece: the next piece is 10 us, and after 60 of
+   * them the budget is at its cap, one full piece (500 us). A kernel that
+   * took 1.8x (180 us against 100) costs it 70 us: 430 us, the piece shrinks
+   * to that; nine more such kernels (-630 us) overdraw it: refused. The next
+   * step ending at the reference's 1.1x sets it back to the step budget, 0:
+   * one op again. */
+  StAdmissionPolicy p;
+  st_admission_policy_init(&p);
+  p.from_step = 2;
+  g_autoptr(StAdmitCtl) c = st_admit_ctl_new(1, 1, 8);
+  st_admit_ctl_device(c, 0, &p, TRUE);
+  int64_t piece = -1;
+  st_admit_fg_step_done(c, 0, 1 * MS);
+  st_admit_fg_step_done(c, 1, 2 * MS);
+  st_admit_fg_step_done(c, 2, 3.3 * MS);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), -0.2 * MS, 1e-3);
+  g_assert_cmpint(st_admit_ask(c, 0, 1, 0, 0, 3.3 * MS, NULL, &piece), ==, ST_ADMIT_NO_BUDGET);
+  g_assert_cmpint(piece, ==, 0);
+  st_admit_fg_begin(c, 0, ST_OP_COMM_RECV, 3.3 * MS);
+  g_assert_cmpint(st_admit_ask(c, 0, 1, 0, 0, 3.9 * MS, NULL, &piece), ==, ST_ADMIT_NO_BUDGET);
+  st_admit_fg_end(c, 0, ST_OP_COMM_RECV, 4.0 * MS, 0, 0);
+  st_admit_fg_step_done(c, 3, 4.3 * MS);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), -0.1 * MS, 1e-3);
+  g_assert_cmpint(st_admit_ask(c, 0, 1, 0, 0, 4.3 * MS, NULL, &piece), ==, ST_ADMIT_NO_BUDGET);
+  st_admit_fg_step_done(c, 4, 5.3 * MS);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), 0, 1e-3);
+  g_assert_cmpint(st_admit_ask(c, 0, 1, 0, 0, 5.3 * MS, NULL, &piece), ==, ST_ADMIT_YES);
+  g_assert_cmpint(piece, ==, 1);
+  st_admit_piece_end(c, 0);
+  st_admit_fg_end(c, 0, ST_OP_COMP, 5.4 * MS, 100 * US, 100 * US);
+  g_assert_cmpint(st_admit_ask(c, 0, 1, 0, 0, 5.4 * MS, NULL, &piece), ==, ST_ADMIT_YES);
+  g_assert_cmpint(piece, ==, 10 * US);
+  st_admit_piece_end(c, 0);
+  for (int k = 0; k < 60; k++)
+    st_admit_fg_end(c, 0, ST_OP_COMP, 5.5 * MS, 100 * US, 100 * US);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), 500 * US, 1e-3);
+  g_assert_cmpint(st_admit_ask(c, 0, 1, 0, 0, 5.5 * MS, NULL, &piece), ==, ST_ADMIT_YES);
+  g_assert_cmpint(piece, ==, 500 * US);
+  st_admit_piece_end(c, 0);
+  st_admit_fg_end(c, 0, ST_OP_COMP, 5.6 * MS, 180 * US, 100 * US);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), 430 * US, 1e-3);
+  /* The average (1.8) refuses first; the budget is what sizes a piece once
+   * the average has recovered. */
+  g_assert_cmpint(st_admit_ask(c, 0, 1, 0, 0, 5.6 * MS, NULL, &piece), ==, ST_ADMIT_NO_SLOWED);
+  StAdmissionState s = {.has_foreground = TRUE, .fg_steps_done = 5, .fg_slowdown = 1.0,
+                        .fg_budget_ns = st_admit_budget_ns(c, 0)};
+  g_assert_cmpint(st_admission_piece_ns(&p, &s, st_admission_decide(&p, &s)), ==, 430 * US);
+  for (int k = 0; k < 9; k++)
+    st_admit_fg_end(c, 0, ST_OP_COMP, 5.7 * MS, 180 * US, 100 * US);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), -200 * US, 1e-3);
+  s.fg_budget_ns = st_admit_budget_ns(c, 0);
+  g_assert_cmpint(st_admission_decide(&p, &s), ==, ST_ADMIT_NO_BUDGET);
+  st_admit_fg_step_done(c, 5, 6.4 * MS);
+  g_assert_cmpfloat_with_epsilon(st_admit_budget_ns(c, 0), 0, 1e-3);
 }
 
 static void
@@ -122,8 +192,8 @@ test_admission_allreduce_and_receive(void)
    * else holds, and the controller says to look again at 1.5 ms + 1 ns. */
   StAdmissionPolicy p;
   g_autoptr(StAdmitCtl) c = controller(&p);
-  st_admit_fg_step_done(c, 0);
-  st_admit_fg_step_done(c, 1);
+  st_admit_fg_step_done(c, 0, 0);
+  st_admit_fg_step_done(c, 1, 1 * MS);
   st_admit_fg_begin(c, 0, ST_OP_COMM_COLL, 0);
   g_assert_cmpint(ask(c, 0, 10 * US), ==, ST_ADMIT_NO_COLLECTIVE);
   st_admit_fg_end(c, 0, ST_OP_COMM_COLL, 20 * US, 20 * US, 0);
@@ -149,10 +219,10 @@ test_admission_records(void)
   g_autoptr(StAdmitCtl) c = controller(&p);
   StAdmitDecision last = ST_ADMIT_N;
   for (int k = 0; k < 3; k++)
-    g_assert_cmpint(st_admit_ask(c, 0, 5, 9, 2, k * US, &last), ==, ST_ADMIT_NO_WARMUP);
-  st_admit_fg_step_done(c, 0);
-  st_admit_fg_step_done(c, 1);
-  g_assert_cmpint(st_admit_ask(c, 0, 5, 9, 2, 5 * US, &last), ==, ST_ADMIT_YES);
+    g_assert_cmpint(st_admit_ask(c, 0, 5, 9, 2, k * US, &last, NULL), ==, ST_ADMIT_NO_WARMUP);
+  st_admit_fg_step_done(c, 0, 0);
+  st_admit_fg_step_done(c, 1, 1 * MS);
+  g_assert_cmpint(st_admit_ask(c, 0, 5, 9, 2, 5 * US, &last, NULL), ==, ST_ADMIT_YES);
   const GArray *rec = st_admit_records(c);
   g_assert_cmpuint(rec->len, ==, 2);
   const StAdmitRecord *a = &g_array_index(rec, StAdmitRecord, 0);
@@ -412,6 +482,7 @@ main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/exec/multiplex/admission/warmup-and-alone", test_admission_warmup_and_alone);
   g_test_add_func("/exec/multiplex/admission/slowed", test_admission_slowed);
+  g_test_add_func("/exec/multiplex/admission/budget", test_admission_budget);
   g_test_add_func("/exec/multiplex/admission/allreduce-and-receive",
                   test_admission_allreduce_and_receive);
   g_test_add_func("/exec/multiplex/admission/records", test_admission_records);

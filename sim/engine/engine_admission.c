@@ -7,8 +7,11 @@
  * the engine knows there now: background pieces in flight, whether a
  * foreground collective runs, how long the foreground has waited on a
  * receive, and the moving average of the foreground kernels' slowdown
- * (their time over their time alone). Admitted, the stream holds a piece
- * for `piece_ns` of compute time alone, spent op by op; refused, it waits
+ * (their time over their time alone) and the slowdown budget the
+ * foreground's steps and then this step's kernels there left
+ * (st_admission_budget, counted from the step admission opens).
+ * Admitted, the stream holds a piece of compute time alone sized from that
+ * budget (st_admission_piece_ns), spent op by op; refused, it waits
  * on the device's list and is tried again whenever one of those facts
  * changes there. Ops are never cut: a piece ends after the op that spends
  * its budget, or before a non-compute op of its stream.
@@ -80,6 +83,7 @@ admission_init(Engine *e)
   e->adm = a;
   a->devices = g_new0(AdmitDevice, e->s->n_devices);
   a->fg_finished = g_array_new(FALSE, TRUE, sizeof(int32_t));
+  a->fg_step_end = g_array_new(FALSE, FALSE, sizeof(int64_t));
   a->dirty = g_array_new(FALSE, FALSE, sizeof(int32_t));
   for (int d = 0; d < e->s->n_devices; d++) {
     AdmitDevice *dev = &a->devices[d];
@@ -121,6 +125,7 @@ admission_clear(Engine *e)
     g_array_unref(a->devices[d].waiting);
   g_free(a->devices);
   g_array_unref(a->fg_finished);
+  g_array_unref(a->fg_step_end);
   g_array_unref(a->dirty);
   g_free(a);
   e->adm = NULL;
@@ -195,10 +200,13 @@ admission_may_start(Engine *e, const OpRef *ref)
     .fg_collective = dev->fg_collectives > 0,
     .fg_recv_wait_ns = dev->fg_recvs > 0 ? e->now - dev->fg_recv_since : 0,
     .fg_slowdown = dev->fg_slowdown,
+    .fg_budget_ns = dev->fg_budget_ns,
   };
-  if (st_admit_ok(st_admission_decide(&spec->admission, &state))) {
+  StAdmitDecision decision = st_admission_decide(&spec->admission, &state);
+  if (st_admit_ok(decision)) {
     st->in_piece = TRUE;
-    st->piece_left_ns = (double)spec->admission.piece_ns - cost;
+    st->piece_left_ns =
+      (double)st_admission_piece_ns(&spec->admission, &state, decision) - cost;
     dev->bg_in_flight++;
     return TRUE;
   }
@@ -224,6 +232,27 @@ admission_record_step(Engine *e, const OpRef *ref)
   return e->adm->fg_steps_done;
 }
 
+/* Foreground step k just ended: from the step admission opens on, every
+ * device's budget becomes its step budget, moved by the step's time against
+ * the reference step's (the last alone, from_step - 1; there is none
+ * before step 2). */
+static void
+step_budget(Engine *e, int32_t k)
+{
+  Admission *a = e->adm;
+  const int64_t *end = (const int64_t *)(gpointer)a->fg_step_end->data;
+  for (int d = 0; d < e->s->n_devices; d++) {
+    AdmitDevice *dev = &a->devices[d];
+    const StAdmissionPolicy *p = dev->policy;
+    if (p == NULL || p->from_step < 2 || k < p->from_step)
+      continue;
+    double alone = (double)(end[p->from_step - 1] - end[p->from_step - 2]);
+    dev->fg_step_budget_ns = st_admission_step_budget(p, dev->fg_step_budget_ns,
+                                                      (double)(end[k] - end[k - 1]), alone);
+    dev->fg_budget_ns = dev->fg_step_budget_ns;
+  }
+}
+
 /* A foreground stream finished step k: advance the steps finished by all. */
 static void
 foreground_step_done(Engine *e, int32_t k)
@@ -236,8 +265,11 @@ foreground_step_done(Engine *e, int32_t k)
   g_array_index(a->fg_finished, int32_t, k)++;
   int32_t before = a->fg_steps_done;
   while (a->fg_steps_done < e->steps.limit && (guint)a->fg_steps_done < a->fg_finished->len &&
-         g_array_index(a->fg_finished, int32_t, a->fg_steps_done) == a->n_fg_streams)
+         g_array_index(a->fg_finished, int32_t, a->fg_steps_done) == a->n_fg_streams) {
+    g_array_append_val(a->fg_step_end, e->now);
     a->fg_steps_done++;
+    step_budget(e, a->fg_steps_done - 1);
+  }
   if (a->fg_steps_done != before)
     mark_all_dirty(e); /* admission may open (from_step) or the background ends */
 }
@@ -270,6 +302,13 @@ admission_on_complete(Engine *e, const OpRef *ref, int64_t start_ns, gboolean wr
       dev->fg_slowdown = st_admission_slowdown(dev->policy, before, sample);
       if (dev->fg_slowdown != before)
         mark_dirty(a, sr->device);
+      if (a->fg_steps_done >= dev->policy->from_step) {
+        gboolean over = dev->fg_budget_ns < 0;
+        dev->fg_budget_ns = st_admission_budget(dev->policy, dev->fg_budget_ns,
+                                                (double)(e->now - start_ns), cost);
+        if (over && dev->fg_budget_ns >= 0)
+          mark_dirty(a, sr->device);
+      }
     }
   } else if (op->kind == ST_OP_COMM_COLL) {
     dev->fg_collectives--;

@@ -151,6 +151,8 @@ typedef struct {
   int32_t fg_recvs;        /* foreground receives posted, not complete */
   int64_t fg_recv_since;   /* when fg_recvs last became non-zero */
   double fg_slowdown;      /* moving average (st_admission_slowdown), 1 = as alone */
+  double fg_budget_ns;     /* st_admission_budget: the step budget, then this step's kernels */
+  double fg_step_budget_ns; /* st_admission_budget over the foreground steps */
   gboolean dirty;          /* something the decision reads changed */
   GArray *waiting;         /* int32 pairs (sim, stream) waiting for admission */
 } AdmitDevice;
@@ -162,6 +164,7 @@ typedef struct {
   int32_t n_fg_streams;    /* foreground streams with ops of simulated ranks */
   GArray *fg_finished;     /* int32 per step: foreground streams that finished step k */
   int32_t fg_steps_done;   /* steps that every foreground stream has finished */
+  GArray *fg_step_end;     /* int64 ns per step done: when its last foreground stream ended it */
   GArray *dirty;           /* int32 devices with dirty set */
   int64_t bg_ops_since_fg; /* background ops completed since the foreground's last */
 } Admission;

@@ -90,6 +90,10 @@ multiplex_json(const StSummary *sum, int alone)
   cJSON_AddNumberToObject(obj, "foreground_alone_step_time_s", alone_ns * 1e-9);
   cJSON_AddNumberToObject(obj, "foreground_slowdown",
                           alone_ns > 0 ? (double)sum->step_time_ns / alone_ns : 0);
+  /* The bound admission holds it to (sched/admission.h): 1 + the limit. */
+  double limit = note_number(s, "slowdown_limit");
+  if (limit >= 0)
+    cJSON_AddNumberToObject(obj, "foreground_slowdown_bound", 1.0 + limit);
   cJSON_AddNumberToObject(obj, "foreground_samples_per_s", sum->samples_per_s);
   g_autofree double *weight = g_new0(double, s->n_ranks);
   for (int r = 0; r < s->n_ranks; r++)

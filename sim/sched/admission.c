@@ -26,6 +26,10 @@ st_admission_decide(const StAdmissionPolicy *p, const StAdmissionState *s)
     return s->bg_in_flight < p->bg_pieces_alone ? ST_ADMIT_YES_ALONE : ST_ADMIT_NO_PIECES;
   if (s->bg_in_flight >= p->bg_pieces)
     return ST_ADMIT_NO_PIECES;
+  /* Over the budget, the foreground is owed time: nothing, even on a GPU it
+   * leaves idle now, since the op a piece starts may outlast the idling. */
+  if (s->fg_budget_ns < 0)
+    return ST_ADMIT_NO_BUDGET;
   /* A foreground that idles on a long receive is neither computing nor
    * reducing: whatever its recent slowdown, the GPU is free. */
   if (s->fg_recv_wait_ns > p->long_recv_ns)
@@ -41,7 +45,7 @@ const char *
 st_admit_decision_name(StAdmitDecision d)
 {
   static const char *const names[ST_ADMIT_N] = {
-    "warmup", "pieces", "collective", "slowed", "alone", "long_receive", "yes",
+    "warmup", "pieces", "collective", "slowed", "over_budget", "alone", "long_receive", "yes",
   };
   return d >= 0 && d < ST_ADMIT_N ? names[d] : "?";
 }
@@ -52,6 +56,30 @@ st_admission_slowdown(const StAdmissionPolicy *p, double average, double sample)
   if (sample >= average)
     return sample;
   return average + p->recover * (sample - average);
+}
+
+double
+st_admission_budget(const StAdmissionPolicy *p, double budget, double took_ns, double alone_ns)
+{
+  return MIN(budget + (1.0 + p->slowdown_limit) * alone_ns - took_ns, (double)p->piece_ns);
+}
+
+double
+st_admission_step_budget(const StAdmissionPolicy *p, double budget, double took_ns,
+                         double alone_ns)
+{
+  return MIN(st_admission_budget(p, budget, took_ns, alone_ns), 0.0);
+}
+
+int64_t
+st_admission_piece_ns(const StAdmissionPolicy *p, const StAdmissionState *s, StAdmitDecision d)
+{
+  if (!st_admit_ok(d))
+    return 0;
+  if (d == ST_ADMIT_YES_ALONE)
+    return p->piece_ns;
+  double budget = CLAMP(s->fg_budget_ns, 1.0, (double)MAX(p->piece_ns, 1));
+  return (int64_t)budget;
 }
 
 gboolean

@@ -21,7 +21,26 @@
  *       when no foreground collective (an all-reduce) is running and the
  *       foreground is slowed by at most `slowdown_limit` (10 %) against its
  *       solo time, as a moving average that takes a slower sample at once
- *       and a faster one with weight `recover` (st_admission_slowdown).
+ *       and a faster one with weight `recover` (st_admission_slowdown), and
+ *       the device's slowdown budget is not overdrawn (below).
+ *
+ * The budget is what holds the bound over time, not only at the instant of
+ * a decision: it is the foreground time the background may still cost
+ * before the measured slowdown since admission opened exceeds the limit,
+ * capped at one full piece, `piece_ns`. One rule, st_admission_budget, at
+ * two grains: each foreground step that took `took` against the reference
+ * step's `alone` sets it to the step budget, budget + (1 + slowdown_limit)
+ * x alone - took (what the bound is about: a step waits on every device's
+ * slowed kernels, so kernels each within the limit can still slow the step
+ * beyond it); within a step, each foreground kernel of the device moves it
+ * by the same rule, so a slowed kernel backs off at once. An admitted
+ * piece is sized from it
+ * (st_admission_piece_ns): as long as the budget (one op at least, at most
+ * `piece_ns`), since a background ns costs a foreground kernel at most about
+ * one ns when both fill the GPU. Over the bound (budget < 0) nothing is
+ * admitted beside a computing foreground and a long receive gets one op;
+ * under it, pieces grow back with the budget. Ops are never cut, so a
+ * piece overshoots by at most one op, which the budget then pays back.
  *
  * Everything here is a pure function of its arguments, with no state: the
  * simulator engine calls it at each decision point, and an executor can call
@@ -52,6 +71,8 @@ typedef struct {
   gboolean fg_collective;  /* a foreground collective is running now */
   int64_t fg_recv_wait_ns; /* how long the foreground has waited on a receive; 0: none */
   double fg_slowdown;      /* st_admission_slowdown's average; 1 = as fast as alone */
+  double fg_budget_ns;     /* st_admission_budget: foreground ns the background may still
+                              cost; < 0: the measured slowdown is over the limit */
 } StAdmissionState;
 
 typedef enum {
@@ -59,6 +80,7 @@ typedef enum {
   ST_ADMIT_NO_PIECES,       /* as many background pieces in flight as allowed */
   ST_ADMIT_NO_COLLECTIVE,   /* the foreground runs a collective */
   ST_ADMIT_NO_SLOWED,       /* the foreground is slowed by more than the limit */
+  ST_ADMIT_NO_BUDGET,       /* the slowdown budget is overdrawn */
   ST_ADMIT_YES_ALONE,       /* no foreground on the device */
   ST_ADMIT_YES_LONG_RECEIVE, /* the foreground idles on a long receive */
   ST_ADMIT_YES,             /* the foreground is not slowed and not in a collective */
@@ -85,6 +107,24 @@ const char *st_admit_decision_name(StAdmitDecision decision);
  * weight `recover`, so the controller reacts at once to interference and
  * lets background work back in slowly. */
 double st_admission_slowdown(const StAdmissionPolicy *policy, double average, double sample);
+
+/* The budget after one more foreground kernel or step that took `took_ns`
+ * against `alone_ns` alone: budget + (1 + slowdown_limit) alone_ns - took_ns,
+ * at most `piece_ns`. Starts at 0 when admission opens. */
+double st_admission_budget(const StAdmissionPolicy *policy, double budget, double took_ns,
+                           double alone_ns);
+
+/* The same rule over one foreground step against the reference step, but
+ * at most 0: a step that left part of its slowdown unused does not carry it
+ * over, a step over the limit leaves a debt the next ones repay. */
+double st_admission_step_budget(const StAdmissionPolicy *policy, double budget, double took_ns,
+                                double alone_ns);
+
+/* The length of a piece admitted with `decision` on `state`, in ns of GPU
+ * time alone: `piece_ns` without a foreground, else the budget within
+ * [1, piece_ns] (1: the piece ends after its first op). 0 when refused. */
+int64_t st_admission_piece_ns(const StAdmissionPolicy *policy, const StAdmissionState *state,
+                              StAdmitDecision decision);
 
 /* Whether the foreground may launch one more piece with `in_flight` running. */
 gboolean st_admission_fg_may_launch(const StAdmissionPolicy *policy, int in_flight);
