@@ -11,15 +11,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 M=$SRC/models/resnet50.json
 C=$SRC/models/clusters/dgx-h100.json
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# expect CODE PATTERN CMD...: exit code CODE and PATTERN on stderr.
-expect() {
-  local code=$1 pattern=$2; shift 2
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
-  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
-  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
-}
+source "$SRC/tests/cli/lib/common.sh"
 
 # A number from report.json: the first "KEY": value after the line matching AFTER.
 number() { # FILE AFTER KEY

@@ -9,15 +9,8 @@ set -euo pipefail
 : "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$SRC/tests/cli/lib/common.sh"
 command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
-
-expect() {
-  local code=$1 pattern=$2; shift 2
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
-  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
-  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
-}
 
 C=$SRC/models/clusters
 grep -q -- "--compute-model=NAME" <<<"$($STAGGER sim --help)" || fail "sim --help lacks --compute-model"

@@ -9,15 +9,7 @@ set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 C=$SRC/models/clusters/dgx-h100.json
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# expect CODE PATTERN CMD...: exit code CODE and PATTERN on stderr.
-expect() {
-  local code=$1 pattern=$2; shift 2
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
-  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
-  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
-}
+source "$SRC/tests/cli/lib/common.sh"
 
 # ---- zero sizes: refused by sim, schedule and plan alike, never the default 8 GPUs.
 for opt in nodes gpus ranks; do

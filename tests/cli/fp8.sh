@@ -12,15 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 M=$SRC/models/llama-3-8b.json
 H100=$SRC/models/clusters/dgx-h100.json
 A100=$SRC/models/clusters/dgx-a100.json
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# expect CODE PATTERN CMD...: exit code CODE and PATTERN on stderr.
-expect() {
-  local code=$1 pattern=$2; shift 2
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
-  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
-  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
-}
+source "$SRC/tests/cli/lib/common.sh"
 
 # field FILE EXPR: a value of a JSON file (python3's json).
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }

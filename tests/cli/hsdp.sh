@@ -10,14 +10,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 M=$SRC/models/gpt3-1.3b.json
 H100=$SRC/models/clusters/dgx-h100.json
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$SRC/tests/cli/lib/common.sh"
 
-expect() {
-  local code=$1 pattern=$2; shift 2
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
-  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
-  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
-}
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 grep -q -- "--shard-group" <<<"$($STAGGER sim --help)" || fail "sim --help lacks --shard-group"

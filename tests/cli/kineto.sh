@@ -9,13 +9,7 @@ trap 'rm -rf "$tmp"' EXIT
 M=$SRC/models/mlp.json
 C=$SRC/models/clusters/dgx-h100.json
 D=$SRC/tests/data/kineto
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() {
-  local code=$1 pattern=$2; shift 2
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
-  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
-  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
-}
+source "$SRC/tests/cli/lib/common.sh"
 
 grep -q -- "--import-kineto" <<<"$($STAGGER profile --help)" || fail "profile --help lacks --import-kineto"
 

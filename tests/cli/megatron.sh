@@ -8,15 +8,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 M=$SRC/models/gpt3-13b.json
 C=$SRC/models/clusters/dgx-h100.json
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# expect CODE PATTERN CMD...: exit code CODE and PATTERN on stderr.
-expect() {
-  local code=$1 pattern=$2; shift 2
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
-  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
-  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
-}
+source "$SRC/tests/cli/lib/common.sh"
 
 # num FILE KEY: the number under "KEY" in a report.json.
 num() { sed -n "s/.*\"$2\":[[:space:]]*\([-0-9.e+]*\),*$/\1/p" "$1" | head -1; }

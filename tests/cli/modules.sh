@@ -10,15 +10,9 @@ trap 'rm -rf "$tmp"' EXIT
 M=$SRC/models/mlp.json
 C=$SRC/models/clusters/dgx-h100.json
 BUILD=$(dirname "$STAGGER")
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$SRC/tests/cli/lib/common.sh"
 # gpu_libs CMD...: the CUDA / NCCL libraries the dynamic loader opens for CMD.
 gpu_libs() { LD_DEBUG=files "$@" 2>&1 >/dev/null | grep -oE 'file=[^ ]*lib(cuda|cudart|cublas|cublasLt|nccl)\.[^ ]*' || true; }
-expect() {
-  local code=$1 pattern=$2; shift 2
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local got=$?; set -e
-  [ "$got" -eq "$code" ] || { cat "$tmp/err" >&2; fail "exit $got, wanted $code: $*"; }
-  grep -q -- "$pattern" "$tmp/err" || { cat "$tmp/err" >&2; fail "stderr lacks '$pattern': $*"; }
-}
 
 # Nothing of CUDA's at start: not linked, not loaded, for commands that do
 # not run on a device (and for a run on the host backend).
