@@ -237,12 +237,8 @@ test_refused_without_fp8(void)
     g_autoptr(StCluster) c = st_test_cluster_named(clusters[i], 1, 8);
     StOptions o;
     megatron_options(&o, ST_PRECISION_FP8);
-    g_autoptr(GError) error = NULL;
-    g_autoptr(StSchedule) s =
-      st_strategy_build(st_strategy_find("megatron"), m, c, NULL, &o, &error);
+    g_autoptr(GError) error = st_test_build_refused("megatron", m, c, &o);
     st_options_clear(&o);
-    g_assert_null(s);
-    g_assert_nonnull(error);
     g_assert_nonnull(strstr(error->message, "--precision fp8"));
     g_assert_nonnull(strstr(error->message, c->gpu.name));
   }

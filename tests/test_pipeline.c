@@ -296,10 +296,7 @@ test_bad_stages(void)
   StOptions o;
   st_test_options_init(&o);
   o.pipeline_stages = 3;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(StSchedule) s =
-    st_strategy_build(st_strategy_find("pipeline"), m, c, NULL, &o, &error);
-  g_assert_null(s);
+  g_autoptr(GError) error = st_test_build_refused("pipeline", m, c, &o);
   g_assert_error(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID);
   g_assert_nonnull(strstr(error->message, "--pipeline-stages 3"));
   st_options_clear(&o);

@@ -439,9 +439,7 @@ test_bad_batch(void)
   st_options_init(&o);
   o.micro_batch = 8;
   o.global_batch = 100;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(StSchedule) s = st_strategy_build(st_strategy_find("dp"), m, c, NULL, &o, &error);
-  g_assert_null(s);
+  g_autoptr(GError) error = st_test_build_refused("dp", m, c, &o);
   g_assert_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID);
   g_assert_nonnull(strstr(error->message, "--global-batch 100"));
   st_options_clear(&o);

@@ -128,6 +128,18 @@ st_test_build(const char *strategy, const StModel *m, const StCluster *c, const 
   return s;
 }
 
+GError *
+st_test_build_refused(const char *strategy, const StModel *m, const StCluster *c,
+                      const StOptions *o)
+{
+  GError *error = NULL;
+  StSchedule *s = st_strategy_build(st_strategy_find(strategy), m, c, NULL, o, &error);
+  g_assert_null(s);
+  g_assert_nonnull(error);
+  g_test_message("%s", error->message);
+  return error;
+}
+
 StSummary *
 st_test_simulate(const StSchedule *s, const char *algo, gboolean no_fold, StTimeline **timeline)
 {

@@ -41,6 +41,10 @@ void st_test_options_init(StOptions *options);
 /* The strategy's schedule (g_assert on failure). Transfer full. */
 StSchedule *st_test_build(const char *strategy, const StModel *model, const StCluster *cluster,
                           const StOptions *options);
+/* The error `strategy` refuses `options` with (no schedule: asserted); its
+ * message is logged. The caller frees it. */
+GError *st_test_build_refused(const char *strategy, const StModel *model,
+                              const StCluster *cluster, const StOptions *options);
 /* Simulates without a profile (`algo` as --comm-algo), checks that every
  * link stays within its capacity (st_test_assert_links) and summarizes; the
  * timeline the summary reads goes to *timeline (the caller frees both). */
