@@ -33,15 +33,20 @@ plot_read_table(const char *dir, const char *name, GError **error)
   return text;
 }
 
+/* DIR's report.json, or NULL when it has none (or it does not parse). */
+static cJSON *
+load_report(const char *dir)
+{
+  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
+  return g_file_test(path, G_FILE_TEST_IS_REGULAR) ? st_json_load_file(path, NULL) : NULL;
+}
+
 /* "predicted step 1.2 s (1.0 s .. 1.5 s, 90 %)" from DIR's report.json,
  * when a calibration gave the step its interval; NULL otherwise. */
 char *
 plot_step_interval(const char *dir)
 {
-  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
-  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
-                              ? st_json_load_file(path, NULL)
-                              : NULL;
+  g_autoptr(cJSON) report = load_report(dir);
   const cJSON *step = cJSON_GetObjectItem(report, "step_time_s");
   const cJSON *iv = cJSON_GetObjectItem(report, "step_time_interval_s");
   if (!cJSON_IsNumber(step) || !cJSON_IsArray(iv) || cJSON_GetArraySize(iv) != 2)
@@ -60,10 +65,7 @@ plot_step_interval(const char *dir)
 char *
 plot_run_name(const char *dir)
 {
-  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
-  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
-                              ? st_json_load_file(path, NULL)
-                              : NULL;
+  g_autoptr(cJSON) report = load_report(dir);
   const char *strategy = cJSON_GetStringValue(cJSON_GetObjectItem(report, "strategy"));
   const char *description = cJSON_GetStringValue(cJSON_GetObjectItem(report, "description"));
   if (description != NULL && description[0] != '\0')
@@ -112,10 +114,7 @@ id_ranges(const GArray *ids)
 static void
 memory_info_from_report(const char *dir, MemoryInfo *m)
 {
-  g_autofree char *path = g_build_filename(dir, "report.json", NULL);
-  g_autoptr(cJSON) report = g_file_test(path, G_FILE_TEST_IS_REGULAR)
-                              ? st_json_load_file(path, NULL)
-                              : NULL;
+  g_autoptr(cJSON) report = load_report(dir);
   const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(report, "kind"));
   m->kind = g_strdup(kind != NULL ? kind : "predicted");
   const cJSON *devices = cJSON_GetObjectItem(report, "devices");
