@@ -15,14 +15,14 @@
  *     as the reference its slowdown and idle time are measured against);
  *   - on a device without a foreground job, up to `bg_pieces_alone` (4)
  *     background pieces are in flight;
- *   - otherwise at most `bg_pieces` (1), and a piece is admitted only
+ *   - otherwise at most `bg_pieces` (1), none while the device's slowdown
+ *     budget is overdrawn (below), and then a piece is admitted only
  *       when the foreground waits on a long receive (over `long_recv_ns`,
- *       500 us: the GPU idles inside a burst), whatever else holds; or
+ *       500 us: the GPU idles inside a burst); or
  *       when no foreground collective (an all-reduce) is running and the
  *       foreground is slowed by at most `slowdown_limit` (10 %) against its
  *       solo time, as a moving average that takes a slower sample at once
- *       and a faster one with weight `recover` (st_admission_slowdown), and
- *       the device's slowdown budget is not overdrawn (below).
+ *       and a faster one with weight `recover` (st_admission_slowdown).
  *
  * The budget is what holds the bound over time, not only at the instant of
  * a decision: it is the foreground time the background may still cost
@@ -38,8 +38,8 @@
  * (st_admission_piece_ns): as long as the budget (one op at least, at most
  * `piece_ns`), since a background ns costs a foreground kernel at most about
  * one ns when both fill the GPU. Over the bound (budget < 0) nothing is
- * admitted beside a computing foreground and a long receive gets one op;
- * under it, pieces grow back with the budget. Ops are never cut, so a
+ * admitted beside a foreground, long receives included (the op a piece
+ * starts may outlast the wait); under it, pieces grow back with the budget. Ops are never cut, so a
  * piece overshoots by at most one op, which the budget then pays back.
  *
  * Everything here is a pure function of its arguments, with no state: the

@@ -176,13 +176,16 @@ static const StOptionSpec SPECS[] = {
    "$STAGGER_DATA_DIR or beside --model; local trains a copy on each GPU, dp one copy over "
    "all GPUs; none: the foreground alone (default: none)"},
   {"mux-piece-us", ST_OPT_DOUBLE, F(mux_piece_us), 0, 1e9, NULL, NULL, "US",
-   "multiplex: length of a background piece, in us of GPU time alone; 0 = 500 (default: 500)"},
+   "multiplex: the longest background piece, in us of GPU time alone (beside a foreground a "
+   "piece is as long as the slowdown budget left, one op at least); 0 = 500 (default: 500)"},
   {"mux-slowdown", ST_OPT_DOUBLE, F(mux_slowdown), 0, 1e6, NULL, NULL, "PCT",
-   "multiplex: admit a background piece only while the foreground runs at most PCT % slower "
-   "than alone (a moving average); 0 = 10 (default: 10)"},
+   "multiplex: the foreground slowdown admission holds: a background piece only while the "
+   "foreground runs at most PCT % slower than alone, as a moving average and over its steps "
+   "since admission opened (a budget: a step over it is paid back); 0 = 10 (default: 10)"},
   {"mux-long-recv-us", ST_OPT_DOUBLE, F(mux_long_recv_us), 0, 1e12, NULL, NULL, "US",
    "multiplex: a foreground receive waited on longer than this admits background work even "
-   "when the foreground was slowed; 0 = 500 (default: 500)"},
+   "when the foreground's moving average is slowed, while the budget is not overdrawn; "
+   "0 = 500 (default: 500)"},
   {"mux-bg-pieces", ST_OPT_INT, F(mux_bg_pieces), 0, 1e4, NULL, NULL, "N",
    "multiplex: background pieces in flight on a GPU beside the foreground; 0 = 1 (default: 1)"},
   {"mux-bg-pieces-alone", ST_OPT_INT, F(mux_bg_pieces_alone), 0, 1e4, NULL, NULL, "N",
