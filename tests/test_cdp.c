@@ -72,7 +72,7 @@ static StTimeline *
 simulate(const StSchedule *s, gboolean no_fold)
 {
   g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {NULL, "auto", NULL, no_fold};
+  StEngineOptions eo = {NULL, "auto", NULL, no_fold, NULL};
   StTimeline *t = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   g_assert_nonnull(t);

@@ -28,7 +28,7 @@ static void
 simulate_to(const StSchedule *s, const StProfile *profile, gboolean no_fold, const char *dir)
 {
   g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {profile, "auto", NULL, no_fold};
+  StEngineOptions eo = {profile, "auto", NULL, no_fold, NULL};
   StTimeline *t = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   g_autoptr(StSummary) sum = st_summary_new(t);
@@ -269,7 +269,7 @@ test_foreign_gpu_trace(void)
 
   /* The closed forms below are the roofline's: pin it (--compute-model). */
   s->settings.compute_model = g_strdup("roofline");
-  StEngineOptions eo = {profile, "auto", NULL, FALSE};
+  StEngineOptions eo = {profile, "auto", NULL, FALSE, NULL};
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   /* Ops in dependency order: launch is last (it depends on nothing, and
@@ -359,7 +359,7 @@ test_foreign_memory(void)
   g_assert_cmpuint(two->n_free, ==, 1);
   g_assert_cmpuint(st_program_frees(p, two)[0], ==, 0);
   /* The peak: w + b live throughout, a while one and two run. */
-  StEngineOptions eo = {profile, "auto", NULL, FALSE};
+  StEngineOptions eo = {profile, "auto", NULL, FALSE, NULL};
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   g_autoptr(StSummary) sum = st_summary_new(t);

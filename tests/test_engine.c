@@ -176,7 +176,7 @@ two_priorities(StSchedule **out, const char *share)
     st_test_add(p, st_op_comp(0, ST_PASS_FWD, 0, 0, 10));
   }
   g_autoptr(GError) error = NULL;
-  StEngineOptions o = {NULL, "auto", share, FALSE};
+  StEngineOptions o = {NULL, "auto", share, FALSE, NULL};
   StTimeline *t = st_simulate(s, &o, NULL, &error);
   g_assert_no_error(error);
   *out = s;
@@ -231,16 +231,14 @@ test_deadlock(void)
 
 /* ---- steps and memory -------------------------------------------------------------- */
 
-static void
-test_steps_and_memory(void)
+/* One rank's `steps` steps of fwd (100 us) + bwd (200 us), the forward
+ * keeping 40000 B of activations until the backward ends, beside 4 MB of
+ * persistent weights. Transfer full. */
+static StSchedule *
+memory_schedule(int steps)
 {
-  /* 3 steps of fwd (100 us) + bwd (200 us) on one rank: steps end at 300,
-   * 600 and 900 us; the step time (steps 2-3) is 300 us. The forward keeps
-   * 4000 B/sample x 10 = 40000 B of activations until the backward ends; the
-   * weights (4 MB) are persistent. A previous-step dependency of the forward
-   * on the backward is met in step 0 and changes nothing after. */
-  g_autoptr(StSchedule) s = st_test_unit_schedule(1, NULL);
-  s->steps = 3;
+  StSchedule *s = st_test_unit_schedule(1, NULL);
+  s->steps = steps;
   StProgram *p = st_test_program_for(s, 0, 1);
   uint32_t w = st_program_add_buffer(p, "weights", ST_MEM_PARAMS, 4000000, TRUE);
   uint32_t act = st_program_add_buffer(p, "act", ST_MEM_ACTIVATIONS, 40000, FALSE);
@@ -255,6 +253,18 @@ test_steps_and_memory(void)
   st_program_begin(p, &bwd);
   st_program_free_buffer(p, act);
   st_program_resolve(p, bwd_ref, st_program_commit(p));
+  return s;
+}
+
+static void
+test_steps_and_memory(void)
+{
+  /* 3 steps of fwd (100 us) + bwd (200 us) on one rank: steps end at 300,
+   * 600 and 900 us; the step time (steps 2-3) is 300 us. The forward keeps
+   * 4000 B/sample x 10 = 40000 B of activations until the backward ends; the
+   * weights (4 MB) are persistent. A previous-step dependency of the forward
+   * on the backward is met in step 0 and changes nothing after. */
+  g_autoptr(StSchedule) s = memory_schedule(3);
   g_autoptr(StTimeline) t = st_test_run(s, NULL, FALSE);
   g_autoptr(StSummary) sum = st_summary_new(t);
   g_assert_cmpint(sum->steps, ==, 3);
@@ -266,6 +276,53 @@ test_steps_and_memory(void)
   g_assert_cmpint(sum->devices[0].peak_by_category[ST_MEM_PARAMS], ==, 4000000);
   g_assert_cmpfloat_with_epsilon(sum->devices[0].busy_fraction, 1.0, 1e-12);
   g_assert_null(sum->oom);
+}
+
+/* Record arrays lent to one timeline after another (the planner's threads)
+ * give the records a fresh timeline has, whatever ran in them before; a
+ * timeline built while another holds them gets arrays of its own, and the
+ * holder's records stay as they were. */
+static void
+assert_same_records(const StTimeline *a, const StTimeline *b)
+{
+  g_assert_cmpuint(a->ops->len, ==, b->ops->len);
+  g_assert_cmpuint(a->mem->len, ==, b->mem->len);
+  g_assert_cmpmem(a->ops->data, a->ops->len * sizeof(StOpRecord), b->ops->data,
+                  b->ops->len * sizeof(StOpRecord));
+  g_assert_cmpmem(a->mem->data, a->mem->len * sizeof(StMemEvent), b->mem->data,
+                  b->mem->len * sizeof(StMemEvent));
+}
+
+static void
+test_records_reused(void)
+{
+  g_autoptr(StSchedule) longer = memory_schedule(5);
+  g_autoptr(StSchedule) shorter = memory_schedule(2);
+  StEngineOptions fresh = {0};
+  g_autoptr(StTimeline) want_long = st_simulate(longer, &fresh, NULL, NULL);
+  g_autoptr(StTimeline) want_short = st_simulate(shorter, &fresh, NULL, NULL);
+
+  StTimelineArrays *arrays = st_timeline_arrays_new();
+  StEngineOptions lent = {.arrays = arrays};
+  StTimeline *first = st_simulate(longer, &lent, NULL, NULL);
+  g_assert_true(first->lender == arrays);
+  assert_same_records(first, want_long);
+  StTimeline *beside = st_simulate(shorter, &lent, NULL, NULL);
+  g_assert_null(beside->lender);
+  assert_same_records(beside, want_short);
+  assert_same_records(first, want_long);
+  st_timeline_free(beside);
+  st_timeline_free(first);
+
+  StTimeline *again = st_simulate(shorter, &lent, NULL, NULL);
+  g_assert_true(again->lender == arrays);
+  assert_same_records(again, want_short);
+  g_autoptr(StSummary) got = st_summary_new(again);
+  g_autoptr(StSummary) want = st_summary_new(want_short);
+  g_assert_cmpint(got->devices[0].peak_bytes, ==, want->devices[0].peak_bytes);
+  g_assert_cmpint(got->step_time_ns, ==, want->step_time_ns);
+  st_timeline_free(again);
+  st_timeline_arrays_free(arrays);
 }
 
 static void
@@ -379,6 +436,7 @@ main(int argc, char **argv)
   g_test_add_func("/engine/compute/shared-interference", test_compute_interference);
   g_test_add_func("/engine/deadlock", test_deadlock);
   g_test_add_func("/engine/steps-and-memory", test_steps_and_memory);
+  g_test_add_func("/engine/records-reused", test_records_reused);
   g_test_add_func("/engine/out-of-memory", test_out_of_memory);
   g_test_add_func("/engine/deterministic", test_deterministic);
   g_test_add_func("/engine/start-offset", test_start_offset);

@@ -50,7 +50,7 @@ test_golden(gconstpointer data)
   g_autoptr(StSchedule) s = st_strategy_build(st_strategy_find(g->strategy), m, c, NULL, &o,
                                               &error);
   g_assert_no_error(error);
-  StEngineOptions eo = {NULL, "auto", NULL, FALSE};
+  StEngineOptions eo = {NULL, "auto", NULL, FALSE, NULL};
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   g_autoptr(StSummary) sum = st_summary_new(t);

@@ -89,7 +89,7 @@ test_gpu_shaped(void)
   g_autoptr(StSchedule) s = st_test_build("dp", m, c, &so);
   st_options_clear(&so);
   g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {p, "auto", NULL, FALSE};
+  StEngineOptions eo = {p, "auto", NULL, FALSE, NULL};
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   gboolean seen = FALSE;

@@ -221,7 +221,7 @@ check_run(const char *name, const StModel *m, const Case *c)
   g_autoptr(StProfile) prof = NULL;
   g_autoptr(StSchedule) s = build(m, c, micro_batch, &prof);
   g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {prof, "auto", NULL, TRUE}; /* every rank recorded */
+  StEngineOptions eo = {prof, "auto", NULL, TRUE, NULL}; /* every rank recorded */
   g_autoptr(StTimeline) predicted = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   StExecOptions xo;

@@ -145,7 +145,7 @@ simulate_share(const StSchedule *s, const char *share, gboolean no_fold)
   g_autoptr(GError) error = NULL;
   g_assert_true(st_schedule_check(s, &error));
   g_assert_no_error(error);
-  StEngineOptions o = {NULL, "auto", share, no_fold};
+  StEngineOptions o = {NULL, "auto", share, no_fold, NULL};
   StTimeline *t = st_simulate(s, &o, NULL, &error);
   g_assert_no_error(error);
   return t;

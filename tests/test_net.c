@@ -297,7 +297,7 @@ test_link_profile_shares(void)
     for (int n = 1; n <= 2; n++) {
       g_autoptr(StSchedule) s = concurrent_all_reduces(4, n);
       g_autoptr(GError) error = NULL;
-      StEngineOptions o = {prof, "auto", NULL, TRUE};
+      StEngineOptions o = {prof, "auto", NULL, TRUE, NULL};
       g_autoptr(StTimeline) t = st_simulate(s, &o, NULL, &error);
       g_assert_no_error(error);
       st_test_assert_links(t);

@@ -647,7 +647,7 @@ test_emit_winner(void)
   g_autoptr(StSchedule) s = st_plan_build(plan, NULL, w, &error);
   g_assert_no_error(error);
   g_assert_true(st_schedule_check(s, &error));
-  StEngineOptions eo = {NULL, "auto", NULL, FALSE};
+  StEngineOptions eo = {NULL, "auto", NULL, FALSE, NULL};
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   g_autoptr(StSummary) sum = st_summary_new(t);

@@ -429,7 +429,7 @@ profile_tiny(const char *model_path, gboolean sharing)
    * (profiled at batches 1, 2 and 4; interpolated at 3), none roofline. */
   for (int mb = 2; mb <= 3; mb++) {
     g_autoptr(StSchedule) s = host_schedule(m, "dp", 2, mb, back);
-    StEngineOptions eo = {back, NULL, NULL, TRUE};
+    StEngineOptions eo = {back, NULL, NULL, TRUE, NULL};
     g_autoptr(StTimeline) tl = st_simulate(s, &eo, NULL, &error);
     g_assert_no_error(error);
     int comp = 0;
@@ -566,7 +566,7 @@ shared_end(double fill)
   if (fill > 0)
     g_assert_true(st_profile_set_layer_fill(profile, "UNIT", "a", NULL, ST_PASS_FWD, 10, fill,
                                             FALSE));
-  StEngineOptions o = {profile, NULL, NULL, TRUE};
+  StEngineOptions o = {profile, NULL, NULL, TRUE, NULL};
   g_autoptr(StTimeline) t = st_simulate(s, &o, NULL, &error);
   g_assert_no_error(error);
   g_assert_cmpuint(t->ops->len, ==, 2);

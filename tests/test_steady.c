@@ -268,7 +268,7 @@ static StTimeline *
 run(const StSchedule *s)
 {
   g_autoptr(GError) error = NULL;
-  StEngineOptions o = {NULL, "ring", NULL, TRUE};
+  StEngineOptions o = {NULL, "ring", NULL, TRUE, NULL};
   StTimeline *t = st_simulate(s, &o, NULL, &error);
   g_assert_no_error(error);
   return t;

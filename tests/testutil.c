@@ -144,7 +144,7 @@ StSummary *
 st_test_simulate(const StSchedule *s, const char *algo, gboolean no_fold, StTimeline **timeline)
 {
   g_autoptr(GError) error = NULL;
-  StEngineOptions eo = {NULL, algo, NULL, no_fold};
+  StEngineOptions eo = {NULL, algo, NULL, no_fold, NULL};
   *timeline = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   g_assert_nonnull(*timeline);
@@ -200,7 +200,7 @@ st_test_run(const StSchedule *s, const char *algo, gboolean no_fold)
   g_autoptr(GError) error = NULL;
   g_assert_true(st_schedule_check(s, &error));
   g_assert_no_error(error);
-  StEngineOptions o = {NULL, algo, NULL, no_fold};
+  StEngineOptions o = {NULL, algo, NULL, no_fold, NULL};
   StTimeline *t = st_simulate(s, &o, NULL, &error);
   g_assert_no_error(error);
   st_test_assert_links(t);

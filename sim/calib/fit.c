@@ -87,7 +87,7 @@ predict_one(const StPredictor *p, int i, const StCalibration *calib, StRunPredic
        : NULL;
   g_autoptr(StTimeline) timeline = NULL;
   if (schedule != NULL) {
-    StEngineOptions eo = {NULL, o.comm_algo, o.share_model, FALSE};
+    StEngineOptions eo = {NULL, o.comm_algo, o.share_model, FALSE, NULL};
     StEngineStats stats = {0};
     timeline = st_simulate(schedule, &eo, &stats, error);
     st_engine_stats_clear(&stats);

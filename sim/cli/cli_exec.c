@@ -155,7 +155,7 @@ gboolean
 st_cli_exec_auto_steps_simulated(StSchedule *s, const StProfile *profile, const char *comm_algo,
                                  StSteady *window, GError **error)
 {
-  StEngineOptions eo = {profile, comm_algo, NULL, FALSE};
+  StEngineOptions eo = {profile, comm_algo, NULL, FALSE, NULL};
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, error);
   if (t == NULL) {
     g_prefix_error(error, "predicting the steady state for --steps auto: ");

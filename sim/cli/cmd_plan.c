@@ -271,7 +271,7 @@ static gboolean
 print_trace(const Args *a, const StSchedule *s, const StCliInputs *in, const StPlan *plan,
             GError **error)
 {
-  StEngineOptions eo = {in->profile, "auto", NULL, plan->spec->no_fold};
+  StEngineOptions eo = {in->profile, "auto", NULL, plan->spec->no_fold, NULL};
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, error);
   if (t == NULL) {
     g_prefix_error(error, "%s: ", a->chakra);

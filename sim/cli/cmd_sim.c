@@ -106,7 +106,7 @@ static gboolean
 simulate(Run *run, const StCliInputs *in, const StOptions *options, gboolean no_fold,
          GError **error)
 {
-  StEngineOptions eo = {in->profile, options->comm_algo, options->share_model, no_fold};
+  StEngineOptions eo = {in->profile, options->comm_algo, options->share_model, no_fold, NULL};
   StEngineStats stats = {0};
   gint64 t0 = g_get_monotonic_time();
   g_autoptr(StCliProgress) progress = st_cli_progress_new(run->name, "simulating");

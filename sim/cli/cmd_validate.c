@@ -178,7 +178,7 @@ run_case(Validate *v, Case *c, GError **error)
                  (st_calibration_apply(&v->in.calib, cluster), TRUE) &&
                  (c->schedule = st_strategy_build(st_strategy_find(c->v.strategy), v->model,
                                                   cluster, v->profile, &o, error)) != NULL);
-  StEngineOptions eo = {v->profile, o.comm_algo, o.share_model, FALSE};
+  StEngineOptions eo = {v->profile, o.comm_algo, o.share_model, FALSE, NULL};
   StEngineStats stats = {0};
   ok = ok && (c->predicted_t = st_simulate(c->schedule, &eo, &stats, error)) != NULL;
   st_engine_stats_clear(&stats);

@@ -258,10 +258,7 @@ reserve_records(Engine *e)
   if (!fixed && (ops * sizeof(StOpRecord) > RESERVE_MAX_BYTES ||
                  mem * sizeof(StMemEvent) > RESERVE_MAX_BYTES))
     return;
-  g_array_unref(e->tl->ops);
-  e->tl->ops = g_array_sized_new(FALSE, FALSE, sizeof(StOpRecord), (guint)ops);
-  g_array_unref(e->tl->mem);
-  e->tl->mem = g_array_sized_new(FALSE, FALSE, sizeof(StMemEvent), (guint)mem);
+  st_timeline_reserve(e->tl, (guint)ops, (guint)mem);
 }
 
 static gboolean
@@ -284,7 +281,7 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   e->fold = st_fold_new(s, !options->no_fold);
   if (!engine_budget(e, error))
     return FALSE;
-  e->tl = st_timeline_new(s, FALSE, "simulated");
+  e->tl = st_timeline_new_in(s, FALSE, "simulated", options->arrays);
   memcpy(e->tl->rank_rep, e->fold->rank_rep, sizeof(int32_t) * s->n_ranks);
   memcpy(e->tl->device_rep, e->fold->device_rep, sizeof(int32_t) * s->n_devices);
   st_queue_init(&e->queue);

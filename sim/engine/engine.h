@@ -43,6 +43,8 @@ typedef struct {
   const char *comm_algo;    /* "auto" (default when NULL), "ring", "tree", "hierarchical" */
   const char *share_model;  /* GPU sharing model; NULL: the registry's first ("interference") */
   gboolean no_fold;         /* simulate every rank even when identical ranks could fold */
+  StTimelineArrays *arrays; /* borrowed, may be NULL: record arrays to reuse (a caller that
+                               simulates many schedules in turn, timeline.h) */
 } StEngineOptions;
 
 /* What a caller allows a run, and where it watches it. */

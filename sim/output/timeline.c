@@ -4,8 +4,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct StTimelineArrays {
+  GArray *ops, *mem, *comm; /* a reference each, kept between timelines */
+  gboolean lent;
+};
+
+StTimelineArrays *
+st_timeline_arrays_new(void)
+{
+  StTimelineArrays *a = g_new0(StTimelineArrays, 1);
+  a->ops = g_array_new(FALSE, FALSE, sizeof(StOpRecord));
+  a->mem = g_array_new(FALSE, FALSE, sizeof(StMemEvent));
+  a->comm = g_array_new(FALSE, FALSE, sizeof(StCommRecord));
+  return a;
+}
+
+void
+st_timeline_arrays_free(StTimelineArrays *a)
+{
+  if (a == NULL)
+    return;
+  g_return_if_fail(!a->lent);
+  g_array_unref(a->ops);
+  g_array_unref(a->mem);
+  g_array_unref(a->comm);
+  g_free(a);
+}
+
+static GArray *
+borrow(GArray *a)
+{
+  g_array_set_size(a, 0);
+  return g_array_ref(a);
+}
+
 StTimeline *
 st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origin)
+{
+  return st_timeline_new_in(schedule, measured, origin, NULL);
+}
+
+StTimeline *
+st_timeline_new_in(const StSchedule *schedule, gboolean measured, const char *origin,
+                   StTimelineArrays *arrays)
 {
   StTimeline *t = g_new0(StTimeline, 1);
   t->schedule = schedule;
@@ -18,9 +59,17 @@ st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origi
   t->device_rep = g_new(int32_t, schedule->n_devices);
   for (int d = 0; d < schedule->n_devices; d++)
     t->device_rep[d] = d;
-  t->ops = g_array_new(FALSE, FALSE, sizeof(StOpRecord));
-  t->mem = g_array_new(FALSE, FALSE, sizeof(StMemEvent));
-  t->comm = g_array_new(FALSE, FALSE, sizeof(StCommRecord));
+  if (arrays != NULL && !arrays->lent) {
+    arrays->lent = TRUE;
+    t->lender = arrays;
+    t->ops = borrow(arrays->ops);
+    t->mem = borrow(arrays->mem);
+    t->comm = borrow(arrays->comm);
+  } else {
+    t->ops = g_array_new(FALSE, FALSE, sizeof(StOpRecord));
+    t->mem = g_array_new(FALSE, FALSE, sizeof(StMemEvent));
+    t->comm = g_array_new(FALSE, FALSE, sizeof(StCommRecord));
+  }
   t->algos = g_ptr_array_new();
   t->steps = schedule->steps;
   return t;
@@ -35,12 +84,33 @@ st_timeline_free(StTimeline *t)
   g_free(t->note);
   g_free(t->rank_rep);
   g_free(t->device_rep);
+  if (t->lender != NULL)
+    t->lender->lent = FALSE;
   g_array_unref(t->ops);
   g_array_unref(t->mem);
   g_array_unref(t->comm);
   st_net_trace_free(t->net);
   g_ptr_array_unref(t->algos);
   g_free(t);
+}
+
+/* Grows a's room to n (GArray has no reserve of its own): its length set
+ * to n and back, which allocates but writes nothing. */
+static void
+reserve(GArray *a, guint n)
+{
+  guint len = a->len;
+  if (n <= len)
+    return;
+  g_array_set_size(a, n);
+  g_array_set_size(a, len);
+}
+
+void
+st_timeline_reserve(StTimeline *t, guint ops, guint mem)
+{
+  reserve(t->ops, ops);
+  reserve(t->mem, mem);
 }
 
 uint8_t
@@ -132,39 +202,43 @@ st_timeline_lanes(const StTimeline *t)
   return first;
 }
 
-/* By time, then recorded order (the per-device copy keeps it). */
+/* By time, then recorded order (indices of one device ascend). */
 static gint
-compare_mem(gconstpointer a, gconstpointer b, gpointer unused)
+compare_mem(gconstpointer a, gconstpointer b, gpointer events)
 {
-  const StMemEvent *x = a, *y = b;
-  return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
+  const StMemEvent *ev = events;
+  const StMemEvent *x = &ev[*(const guint *)a], *y = &ev[*(const guint *)b];
+  if (x->t_ns != y->t_ns)
+    return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
+  return (*(const guint *)a > *(const guint *)b) - (*(const guint *)a < *(const guint *)b);
 }
 
 void
 st_timeline_walk_memory(const StTimeline *t, gboolean to_end, StMemVisit visit, gpointer data)
 {
-  /* The events copied by device (a counting sort, stable), so each device's
-   * are contiguous, then by time within a device: they are recorded in time
-   * order, so that is checked and a device sorted (stably, by a merge sort)
-   * only when it is not. O(E) for the simulator's timelines. */
+  /* The events' indices by device (a counting sort, stable), so each
+   * device's are contiguous, then by time within a device: they are
+   * recorded in time order, so that is checked and a device sorted only
+   * when it is not. O(E) for the simulator's timelines; indices, not copies
+   * of the events, so that a planner's thousands of walks touch a tenth of
+   * the fresh memory. */
   guint n = t->mem->len;
   int n_dev = t->schedule->n_devices;
+  const StMemEvent *all = (const StMemEvent *)(gpointer)t->mem->data;
   g_autofree guint *first = g_new0(guint, n_dev + 1);
   for (guint i = 0; i < n; i++)
-    first[g_array_index(t->mem, StMemEvent, i).device + 1]++;
+    first[all[i].device + 1]++;
   for (int d = 0; d < n_dev; d++)
     first[d + 1] += first[d];
-  g_autofree StMemEvent *ev = g_new(StMemEvent, n > 0 ? n : 1);
+  g_autofree guint *idx = g_new(guint, n > 0 ? n : 1);
   g_autofree guint *fill = g_memdup2(first, sizeof(guint) * (n_dev + 1));
-  for (guint i = 0; i < n; i++) {
-    const StMemEvent *e = &g_array_index(t->mem, StMemEvent, i);
-    ev[fill[e->device]++] = *e;
-  }
+  for (guint i = 0; i < n; i++)
+    idx[fill[all[i].device]++] = i;
   for (int d = 0; d < n_dev; d++)
     for (guint i = first[d] + 1; i < first[d + 1]; i++)
-      if (ev[i - 1].t_ns > ev[i].t_ns) {
-        g_qsort_with_data(ev + first[d], (gint)(first[d + 1] - first[d]), sizeof *ev,
-                          compare_mem, NULL);
+      if (all[idx[i - 1]].t_ns > all[idx[i]].t_ns) {
+        g_qsort_with_data(idx + first[d], (gint)(first[d + 1] - first[d]), sizeof *idx,
+                          compare_mem, (gpointer)all);
         break;
       }
   for (int d = 0; d < n_dev; d++) {
@@ -173,17 +247,18 @@ st_timeline_walk_memory(const StTimeline *t, gboolean to_end, StMemVisit visit, 
     int64_t state[ST_MEM_N] = {0};
     int64_t last = INT64_MIN;
     guint i = first[d], end = first[d + 1];
-    if (i == end || ev[i].t_ns > 0) {
+    if (i == end || all[idx[i]].t_ns > 0) {
       visit(data, d, 0, state, NULL);
       last = 0;
     }
     while (i < end) {
-      int64_t now = ev[i].t_ns;
+      int64_t now = all[idx[i]].t_ns;
       const StMemEvent *alloc = NULL;
-      for (; i < end && ev[i].t_ns == now; i++) {
-        state[ev[i].category] += ev[i].delta;
-        if (ev[i].delta > 0)
-          alloc = &ev[i];
+      for (; i < end && all[idx[i]].t_ns == now; i++) {
+        const StMemEvent *e = &all[idx[i]];
+        state[e->category] += e->delta;
+        if (e->delta > 0)
+          alloc = e;
       }
       visit(data, d, now, state, alloc);
       last = now;

@@ -93,6 +93,7 @@ typedef struct {
   int32_t steps;              /* steps it holds: the schedule's, as many as --steps auto
                                  ran, or fewer when a run was stopped early */
   StSteady steady;            /* the simulator's steady state (auto runs: set by the engine) */
+  struct StTimelineArrays *lender; /* where ops, mem and comm were borrowed, or NULL */
 } StTimeline;
 
 /* Op descriptions (st_op_describe) made once per program op, for writers
@@ -128,6 +129,21 @@ st_timeline_algo_name(const StTimeline *t, const StOpRecord *r)
  * cluster's device is "host". */
 StTimeline *st_timeline_new(const StSchedule *schedule, gboolean measured, const char *origin);
 void st_timeline_free(StTimeline *timeline);
+
+/* Record arrays lent to one timeline after another: a caller that runs
+ * thousands of simulations in turn (a planner's thread) keeps their pages
+ * mapped and written, where fresh arrays of every run fault each page in
+ * again (a third of the planner's time on ResNet-50, docs/PERFORMANCE.md).
+ * One timeline at a time: while one holds them, the next gets arrays of its
+ * own. Free the arrays after the last timeline that used them. */
+typedef struct StTimelineArrays StTimelineArrays;
+StTimelineArrays *st_timeline_arrays_new(void);
+void st_timeline_arrays_free(StTimelineArrays *arrays);
+/* st_timeline_new with the records in `arrays` (may be NULL: its own). */
+StTimeline *st_timeline_new_in(const StSchedule *schedule, gboolean measured, const char *origin,
+                               StTimelineArrays *arrays);
+/* Room for `ops` op records and `mem` memory events without moving them. */
+void st_timeline_reserve(StTimeline *timeline, guint ops, guint mem);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTimeline, st_timeline_free)
 
 /* TRUE when device d has its own records (it is its own representative). */

@@ -57,6 +57,8 @@ typedef struct {
   int *owner;               /* [n]: the process that evaluates each launched configuration */
   GError *failed;           /* an exchange between processes failed */
   gint kept_ops;            /* ops of the schedules kept from building to simulating (atomic) */
+  GAsyncQueue *arrays;      /* StTimelineArrays no evaluation holds: each simulation borrows
+                               one, so a thread's runs reuse the same record pages */
 } Run;
 
 /* Schedules built for their bounds are kept for their simulation (in the
@@ -342,18 +344,23 @@ evaluate(Run *run, int i)
     st_options_clear(&options);
     return;
   }
+  StTimelineArrays *arrays = g_async_queue_try_pop(run->arrays);
   StEngineOptions eo = {run->profile, options.comm_algo, options.share_model,
-                        plan->spec->no_fold};
+                        plan->spec->no_fold,
+                        arrays != NULL ? arrays : st_timeline_arrays_new()};
   /* --max-memory bounds each configuration's simulation (none by default:
    * the search holds only summaries, a configuration at a time per thread). */
   StEngineBudget budget = {options.max_memory, NULL};
-  g_autoptr(StTimeline) t = st_simulate_within(s, &eo, &budget, NULL, &error);
+  StTimeline *t = st_simulate_within(s, &eo, &budget, NULL, &error);
   if (t == NULL) {
     set_reason(pt, ST_PLAN_FAILED, "simulation failed: %s", error->message);
   } else {
-    g_autoptr(StSummary) sum = st_summary_new(t);
+    StSummary *sum = st_summary_new(t);
     take_summary(pt, sum, plan->mem_cap);
+    st_summary_free(sum);
+    st_timeline_free(t);
   }
+  g_async_queue_push(run->arrays, eo.arrays);
   st_options_clear(&options);
 }
 
@@ -674,6 +681,7 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
     .plan = plan,
     .profile = profile,
     .done = g_async_queue_new(),
+    .arrays = g_async_queue_new_full((GDestroyNotify)st_timeline_arrays_free),
     .decided = decided,
     .progress = progress,
     .data = data,
@@ -682,6 +690,7 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
     run.pool = g_thread_pool_new(worker, &run, plan->threads, TRUE, error);
     if (run.pool == NULL) {
       g_async_queue_unref(run.done);
+      g_async_queue_unref(run.arrays);
       return NULL;
     }
   }
@@ -724,6 +733,7 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
   if (run.pool != NULL)
     g_thread_pool_free(run.pool, FALSE, TRUE);
   g_async_queue_unref(run.done);
+  g_async_queue_unref(run.arrays);
   if (run.failed != NULL) {
     g_propagate_error(error, run.failed);
     return NULL;

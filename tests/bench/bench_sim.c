@@ -63,7 +63,7 @@ measure(const char *strategy, const StModel *m, const StCluster *c, const StOpti
   double t1 = cpu_s();
   /* Small simulations take microseconds: repeated until they add up to
    * 50 ms of CPU, their time is the mean. */
-  StEngineOptions eo = {NULL, "auto", NULL, no_fold};
+  StEngineOptions eo = {NULL, "auto", NULL, no_fold, NULL};
   StEngineStats stats = {0};
   int runs = 0;
   double t2;
@@ -209,7 +209,7 @@ run_large(int steps)
   g_autoptr(StSchedule) s = st_strategy_build(st_strategy_find("dp"), m, c, NULL, &o, &error);
   st_options_clear(&o);
   w[1] = now_s(), u[1] = cpu_s();
-  StEngineOptions eo = {NULL, "auto", NULL, TRUE};
+  StEngineOptions eo = {NULL, "auto", NULL, TRUE, NULL};
   StEngineStats stats = {0};
   g_autoptr(StTimeline) t = s ? st_simulate(s, &eo, &stats, &error) : NULL;
   w[2] = now_s(), u[2] = cpu_s();
