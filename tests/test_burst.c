@@ -320,11 +320,98 @@ test_uneven_shares(void)
   st_options_clear(&o);
 }
 
+/* A node's backward share (ms per width) of a node made by add(). */
+static void
+set_bwd(StBurstGraph *g, int v, const double *bwd)
+{
+  StBurstNode *n = st_burst_graph_node(g, v);
+  for (int k = 0; k < g->n_widths; k++)
+    n->bwd_ns[k] = bwd[k] * MS;
+}
+
+/* The step's timeline, by hand. A then B on up to 2 GPUs (widths 1, 2):
+ *   A: forward 1, backward 2 ms at either width, no sync;
+ *   B: forward 2, backward 4 at width 1; forward 1, backward 2 and an
+ *      all-reduce of 1.5 at width 2;
+ *   moving A's output between widths: 1 ms both ways (0.5 each);
+ *   the optimizer step 1 ms.
+ * Both on 1 GPU: forward 1 + 2, backward 4 + 2: 9, step 10.
+ * A on 1, B on 2: A's forward ends at 1, B's starts at 1.5 and ends at 2.5;
+ * B's backward ends at 4.5, its all-reduce runs 4.5-6; A's gradient arrives
+ * at 5, and A's backward (2 ms of work) runs at half speed beside the
+ * all-reduce until 6 (0.5 ms of work), the 1.5 left alone: 7.5; step 8.5.
+ * Without the drag, A's backward ends at 7: step 8. */
+static void
+test_step_timeline(void)
+{
+  g_autoptr(StBurstGraph) g = st_burst_graph_new(2, 2);
+  const double a_compute[] = {3, 3}, a_bwd[] = {2, 2};
+  const double b_compute[] = {6, 3}, b_bwd[] = {4, 2}, b_sync[] = {0, 1.5};
+  int a = add(g, "A", NULL, 0, a_compute, NULL, 1);
+  int b = add(g, "B", &a, 1, b_compute, b_sync, 0);
+  set_bwd(g, a, a_bwd);
+  set_bwd(g, b, b_bwd);
+  g->step_ns = 1 * MS;
+  const int32_t narrow[] = {0, 0}, split[] = {0, 1};
+  g_assert_cmpfloat_with_epsilon(st_burst_step_ns(g, narrow), 10 * MS, 1);
+  g_assert_cmpfloat_with_epsilon(st_burst_step_ns(g, split), 8 * MS, 1);
+  g->sync_drag = 0.5;
+  g_assert_cmpfloat_with_epsilon(st_burst_step_ns(g, split), 8.5 * MS, 1);
+  g_assert_cmpfloat_with_epsilon(st_burst_step_ns(g, narrow), 10 * MS, 1);
+}
+
+/* DeepPool's objective counts an all-reduce in the chain; the step hides it
+ * behind the backward of the layers before. Up to 4 GPUs (widths 1, 2, 4):
+ *   A: compute 30, 15, 7.5 ms (backward 20, 10, 5), no sync;
+ *   B, the last: compute 12, 7, 4 (backward 8, 4.5, 2.5), all-reduce 0, 10,
+ *   10;
+ *   moving A's output: 0.4 ms both ways.
+ * The dynamic programming: A on 4 (7.5); B on 1: 7.5 + 0.4 + 12 = 19.9
+ * against B on 4: 7.5 + 4 + 10 = 21.5 (on 2: 24.9), so B stays on 1 GPU,
+ * a step of 2.5 + 0.2 + 4 forward, 8 + 0.2 + 5 backward = 19.9 ms.
+ * On the timeline B on 4 is faster: forward 2.5 + 1.5, B's backward to 6.5,
+ * its all-reduce 6.5-16.5 beside A's backward (6.5-11.5): 16.5 ms (B on 2:
+ * 19.7). The refinement moves B to 4 (its amplification without the sync,
+ * 4 x 4 / 12 = 1.33, is under the limit of 2); without it the plan is the
+ * dynamic programming's; under a limit of 1.1 (B on 2: 1.17) it stays. */
+static void
+test_refine(void)
+{
+  g_autoptr(StBurstGraph) g = st_burst_graph_new(4, 4);
+  const double a_compute[] = {30, 15, 7.5}, a_bwd[] = {20, 10, 5};
+  const double b_compute[] = {12, 7, 4}, b_bwd[] = {8, 4.5, 2.5}, b_sync[] = {0, 10, 10};
+  int a = add(g, "A", NULL, 0, a_compute, NULL, 0.4);
+  int b = add(g, "B", &a, 1, b_compute, b_sync, 0);
+  set_bwd(g, a, a_bwd);
+  set_bwd(g, b, b_bwd);
+  StBurstParams p = params(2, 0);
+  p.refine = FALSE;
+  g_autoptr(StBurstPlan) dp_only = plan(g, &p);
+  g_assert_cmpint(dp_only->nodes[0].gpus, ==, 4);
+  g_assert_cmpint(dp_only->nodes[1].gpus, ==, 1);
+  g_assert_cmpint(dp_only->refined, ==, 0);
+  g_assert_cmpfloat_with_epsilon(dp_only->iteration_ns, 19.9 * MS, 1);
+  g_assert_cmpfloat_with_epsilon(dp_only->step_ns, 19.9 * MS, 1);
+  p.refine = TRUE;
+  g_autoptr(StBurstPlan) refined = plan(g, &p);
+  g_assert_cmpint(refined->nodes[0].gpus, ==, 4);
+  g_assert_cmpint(refined->nodes[1].gpus, ==, 4);
+  g_assert_cmpint(refined->refined, ==, 1);
+  g_assert_cmpfloat_with_epsilon(refined->step_ns, 16.5 * MS, 1);
+  g_assert_cmpfloat_with_epsilon(refined->dp_step_ns, 16.5 * MS, 1);
+  p.amp_limit = 1.1;
+  g_autoptr(StBurstPlan) held = plan(g, &p);
+  g_assert_cmpint(held->nodes[1].gpus, ==, 1);
+  g_assert_cmpint(held->refined, ==, 0);
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/burst/plan/chain", test_chain);
+  g_test_add_func("/burst/plan/step-timeline", test_step_timeline);
+  g_test_add_func("/burst/plan/refine", test_refine);
   g_test_add_func("/burst/plan/amplification-limit", test_amplification_limit);
   g_test_add_func("/burst/plan/branch", test_branch);
   g_test_add_func("/burst/plan/skip-connection", test_skip_connection);

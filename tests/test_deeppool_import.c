@@ -179,7 +179,9 @@ test_plan_vgg16(void)
   g_autofree char *cpath = st_test_src("models/clusters/dgx-a100.json");
   g_autoptr(StCluster) c = st_cluster_load(cpath, &error);
   g_assert_no_error(error);
-  StBurstCostInput in = {m, c, p, "auto", 8, 32, ST_DTYPE_FP32, ST_DTYPE_FP32, 4, NULL, FALSE};
+  StBurstCostInput in = {.model = m, .cluster = c, .profile = p, .comm_algo = "auto",
+                         .ranks = 8, .batch = 32, .compute_dtype = ST_DTYPE_FP32,
+                         .activation_dtype = ST_DTYPE_FP32, .grad_bytes = 4};
   g_autoptr(StBurstGraph) g = st_burst_graph_for_model(&in, &error);
   g_assert_no_error(error);
   StBurstParams params;

@@ -58,6 +58,7 @@ typedef struct {
   int32_t *preds;      /* earlier nodes whose outputs this one reads */
   double single_ns;    /* forward + backward of the whole batch on one GPU */
   double *compute_ns;  /* [n_widths]: forward + backward at the local batch on one GPU of the set */
+  double *bwd_ns;      /* [n_widths]: the backward's part of compute_ns */
   double *sync_ns;     /* [n_widths]: gradient all-reduce within the set (0 for one GPU) */
   double *xfer_ns;     /* [n_widths * n_widths]: [a * n_widths + b] moves the output from
                           width a to width b and its gradient back; 0 when a == b */
@@ -69,6 +70,11 @@ typedef struct {
   int32_t *widths;     /* [n_widths]: GPU counts 1, 2, 4, ... */
   int64_t batch;       /* samples planned (one micro-batch), split over each node's GPUs */
   GPtrArray *nodes;    /* StBurstNode *, owned, in topological order */
+  double step_ns;      /* the optimizer step of the rank in every set (rank 0 holds every
+                          node's parameters, whatever the widths): part of every step */
+  double sync_drag;    /* the share of its speed a backward loses while an all-reduce runs
+                          beside it (NCCL's SMs, under a framework whose collectives
+                          contend: cost/framework.h); 0: none */
 } StBurstGraph;
 
 /* An empty graph whose widths are the powers of two up to min(max_gpus,
@@ -98,6 +104,8 @@ st_burst_share(int64_t batch, int w, int j)
 typedef struct {
   double amp_limit; /* 2.0 */
   double exempt_ns; /* 300 us */
+  gboolean refine;  /* TRUE: improve the dynamic programming's widths on the step's
+                       timeline (st_burst_step_ns), within the limit */
 } StBurstParams;
 
 void st_burst_params_init(StBurstParams *params);
@@ -109,19 +117,37 @@ typedef struct {
   double compute_ns, sync_ns;
   double xfer_in_ns;    /* moving its input in from its predecessors' sets (the slowest) */
   double amplification; /* with the transfer to its successor's width; 1 when exempt */
-  double end_ns;        /* predicted finish, from the start of the iteration */
+  double end_ns;        /* the dynamic programming's finish: compute, sync and transfers
+                           one after another from the start of the iteration */
 } StBurstChoice;
 
 typedef struct {
   int32_t n_nodes;
   StBurstChoice *nodes;   /* [n_nodes] */
-  double iteration_ns;    /* predicted forward + backward of the batch */
+  double step_ns;         /* predicted step of the plan: st_burst_step_ns */
+  double dp_step_ns;      /* the same of every node on dp_gpus (data parallelism) */
+  int32_t refined;        /* nodes whose width the timeline changed from the dynamic
+                             programming's (StBurstParams.refine) */
+  double iteration_ns;    /* DeepPool's objective: every node's compute, sync and transfer
+                             in turn, the last node's end_ns */
   double gpu_ns;          /* GPU-time held: sum of gpus x (compute + sync) per node and of
                              the larger set's gpus x transfer per edge */
   int32_t dp_gpus;        /* the widest width */
   double dp_iteration_ns; /* every node on dp_gpus, one after another (data parallelism) */
   double dp_gpu_ns;       /* dp_gpus x dp_iteration_ns */
 } StBurstPlan;
+
+/* The step of `graph` with node v on widths[width[v]] (indices), as the
+ * schedule runs it: the forward in topological order, each node after its
+ * inputs have moved (half of xfer_ns: the activations); the backward in
+ * reverse, each node after its output's gradient has moved back (the other
+ * half), at 1 - sync_drag of its speed while an all-reduce runs; each
+ * node's gradient all-reduce on a stream of its own once its backward is
+ * done, one after another, beside the backward; then the
+ * optimizer step (step_ns) once the compute and the last all-reduce are
+ * done. DeepPool's objective counts the all-reduces in the chain instead,
+ * which a step whose syncs hide behind the backward does not pay. */
+double st_burst_step_ns(const StBurstGraph *graph, const int32_t *width);
 
 /* Plans `graph`. Fails when the graph is empty or not series-parallel with
  * one source and one sink, naming the node at fault. Transfer full. */
@@ -155,6 +181,10 @@ typedef struct {
   int grad_bytes;           /* per parameter, for the gradient all-reduce */
   const char *compute_model; /* --compute-model (cost.h: StComputeCtx.fallback), may be NULL */
   gboolean fp8;             /* --precision fp8 (StComputeCtx.fp8) */
+  const struct StFramework *framework; /* the schedule's preset (StComputeCtx.framework) */
+  gboolean nchw;            /* StComputeCtx.nchw */
+  const char *optimizer;    /* its kernel's name (st_optimizer_name), for the step */
+  int optim_traffic;        /* bytes the optimizer step moves per parameter */
 } StBurstCostInput;
 
 /* The chain graph of a model with every cost filled from the same cost

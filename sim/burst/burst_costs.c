@@ -14,6 +14,7 @@
 #include "burst/burst.h"
 
 #include "cost/cost.h"
+#include "cost/framework.h"
 
 static double
 pass_ns(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_t batch)
@@ -72,9 +73,10 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
   g_return_val_if_fail(in != NULL && in->model != NULL && in->cluster != NULL, NULL);
   const StModel *m = in->model;
   g_autoptr(StBurstGraph) g = st_burst_graph_new(in->ranks, in->batch);
-  StComputeCtx ctx = {in->cluster, in->profile, m, in->compute_dtype, in->compute_model, NULL,
-                      FALSE, in->fp8};
+  StComputeCtx ctx = {in->cluster, in->profile, m, in->compute_dtype, in->compute_model,
+                      in->framework, in->nchw, in->fp8};
   int W = g->n_widths;
+  int64_t params = 0;
   for (int i = 0; i < m->n_layers; i++) {
     const StLayer *layer = &m->layers[i];
     int pred = i - 1;
@@ -83,7 +85,8 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
     n->single_ns = fwd_bwd_ns(&ctx, layer, in->batch);
     int64_t per_sample = st_model_bytes_as(m, layer->out_bytes, in->activation_dtype);
     for (int k = 0; k < W; k++) {
-      n->compute_ns[k] = fwd_bwd_ns(&ctx, layer, n->batch[k]);
+      n->bwd_ns[k] = pass_ns(&ctx, layer, ST_PASS_BWD, n->batch[k]);
+      n->compute_ns[k] = pass_ns(&ctx, layer, ST_PASS_FWD, n->batch[k]) + n->bwd_ns[k];
       if (!sync_ns(in, g->widths[k], layer->params * in->grad_bytes, &n->sync_ns[k], error)) {
         g_prefix_error(error, "layer %d '%s': ", i, layer->name);
         return NULL;
@@ -92,6 +95,16 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
         n->xfer_ns[k * W + b] =
           2 * transition_ns(in, in->batch, g->widths[k], g->widths[b], per_sample);
     }
+    params += layer->params;
+  }
+  const StGpuPerf *perf = in->cluster->gpu.perf;
+  if (in->framework != NULL && in->framework->comm_contends && perf != NULL &&
+      perf->nccl_channels.value > 0 && perf->sms.value > 0)
+    g->sync_drag = MIN(1.0, perf->nccl_channels.value / perf->sms.value);
+  if (params > 0 && in->optimizer != NULL) {
+    StWork step = {.pass = ST_PASS_OPTIM, .elems = params,
+                   .bytes = params * in->optim_traffic, .kernel = in->optimizer};
+    g->step_ns = st_compute_time(&ctx, &step, NULL);
   }
   return g_steal_pointer(&g);
 }

@@ -26,6 +26,7 @@ node_free(gpointer data)
   g_free(n->name);
   g_free(n->preds);
   g_free(n->compute_ns);
+  g_free(n->bwd_ns);
   g_free(n->sync_ns);
   g_free(n->xfer_ns);
   g_free(n->batch);
@@ -72,6 +73,7 @@ st_burst_graph_add(StBurstGraph *g, const char *name, int layer, const int *pred
     n->preds[i] = preds[i];
   }
   n->compute_ns = g_new0(double, W);
+  n->bwd_ns = g_new0(double, W);
   n->sync_ns = g_new0(double, W);
   n->xfer_ns = g_new0(double, (gsize)W * W);
   n->batch = g_new(int32_t, W);
@@ -84,7 +86,73 @@ st_burst_graph_add(StBurstGraph *g, const char *name, int layer, const int *pred
 void
 st_burst_params_init(StBurstParams *p)
 {
-  *p = (StBurstParams){.amp_limit = 2.0, .exempt_ns = 300e3};
+  *p = (StBurstParams){.amp_limit = 2.0, .exempt_ns = 300e3, .refine = TRUE};
+}
+
+/* ---- the step's timeline -------------------------------------------------------- */
+
+double
+st_burst_step_ns(const StBurstGraph *g, const int32_t *width)
+{
+  int n = (int)g->nodes->len, W = g->n_widths;
+  g_autofree double *fin = g_new0(double, MAX(n, 1));   /* forward, then backward finish */
+  g_autofree double *ready = g_new0(double, MAX(n, 1)); /* output gradient arrived */
+  double forward = 0;
+  for (int v = 0; v < n; v++) {
+    const StBurstNode *x = st_burst_graph_node(g, v);
+    double start = 0;
+    for (int i = 0; i < x->n_preds; i++) {
+      int u = x->preds[i];
+      const StBurstNode *p = st_burst_graph_node(g, u);
+      start = MAX(start, fin[u] + p->xfer_ns[width[u] * W + width[v]] / 2);
+    }
+    /* One compute stream: rank 0 is in every set, so it runs every node. */
+    fin[v] = MAX(start, forward) + x->compute_ns[width[v]] - x->bwd_ns[width[v]];
+    forward = fin[v];
+  }
+  for (int v = 0; v < n; v++)
+    ready[v] = -INFINITY; /* no successor's gradient yet: the sink's starts the backward */
+  /* The backward in reverse order, each node's all-reduce queued on the
+   * sync stream as its backward ends; the backwards after it run slower
+   * while it runs (sync_drag). */
+  GArray *syncs = g_array_new(FALSE, FALSE, sizeof(double)); /* start, end, ... */
+  double computed = forward, synced = 0;
+  guint first = 0; /* the all-reduces before it ended before the compute's clock */
+  for (int v = n - 1; v >= 0; v--) {
+    const StBurstNode *x = st_burst_graph_node(g, v);
+    double t = MAX(isfinite(ready[v]) ? ready[v] : forward, computed);
+    double work = x->bwd_ns[width[v]];
+    while (first + 1 < syncs->len && g_array_index(syncs, double, first + 1) <= t)
+      first += 2;
+    for (guint i = first; i + 1 < syncs->len && work > 0; i += 2) {
+      double s0 = g_array_index(syncs, double, i), s1 = g_array_index(syncs, double, i + 1);
+      if (s1 <= t)
+        continue;
+      double alone = MIN(work, MAX(0, s0 - t)); /* before this all-reduce starts */
+      t += alone;
+      work -= alone;
+      double rate = 1 - g->sync_drag;
+      double beside = rate > 0 ? MIN(work / rate, s1 - t) : s1 - t;
+      t += beside;
+      work -= beside * rate;
+    }
+    fin[v] = t + MAX(work, 0);
+    computed = MAX(computed, fin[v]);
+    double sync = x->sync_ns[width[v]];
+    if (sync > 0) {
+      double s0 = MAX(synced, fin[v]);
+      synced = s0 + sync;
+      g_array_append_val(syncs, s0);
+      g_array_append_val(syncs, synced);
+    }
+    for (int i = 0; i < x->n_preds; i++) {
+      int u = x->preds[i];
+      const StBurstNode *p = st_burst_graph_node(g, u);
+      ready[u] = MAX(ready[u], fin[v] + p->xfer_ns[width[u] * W + width[v]] / 2);
+    }
+  }
+  g_array_unref(syncs);
+  return MAX(computed, synced) + g->step_ns;
 }
 
 /* ---- the solver ---------------------------------------------------------------- */
@@ -404,6 +472,103 @@ solver_init(Solver *s, const StBurstGraph *g, const StBurstParams *p, GError **e
   return TRUE;
 }
 
+/* ---- refining on the step's timeline ------------------------------------------------ */
+
+/* v's amplification at the widths `w` as the step pays it: its passes and
+ * its transfer out to its one successor, without its all-reduce, which runs
+ * beside the backward (the timeline charges what of it shows). */
+static double
+amp_at(const Solver *s, const int32_t *w, int v)
+{
+  const StBurstNode *n = node(s, v);
+  if (n->single_ns < s->p->exempt_ns || n->single_ns <= 0)
+    return 1.0;
+  GArray *next = s->succs[v];
+  double out = next->len == 1 ? xfer(s, v, w[v], w[g_array_index(next, int32_t, 0)]) : 0;
+  return (n->compute_ns[w[v]] + out) * s->g->widths[w[v]] / n->single_ns;
+}
+
+/* Under the limit, or no more amplified than the dynamic programming left
+ * it (a node none of whose widths is admitted). */
+static gboolean
+admitted(const Solver *s, const int32_t *w, int v, const double *before)
+{
+  double a = amp_at(s, w, v);
+  return a < s->p->amp_limit || a <= before[v];
+}
+
+/* The last node of the run of equal widths that starts at or holds i. */
+static int
+run_end(const int32_t *w, int n, int i)
+{
+  while (i + 1 < n && w[i + 1] == w[i])
+    i++;
+  return i;
+}
+
+#define REFINE_ROUNDS 32
+#define REFINE_SPAN 32 /* nodes a move takes at most, besides whole runs */
+
+/* The dynamic programming counts each all-reduce in the chain; the step
+ * overlaps them with the backward (st_burst_step_ns), so a layer with many
+ * parameters that it kept narrow to spare the sync may run faster wide.
+ * Moves, one at a time, the best of: any span of up to REFINE_SPAN
+ * consecutive nodes, a run of equal widths, or a run and the next, to
+ * another width, while the step gets faster and every node touched stays
+ * admitted. Returns the nodes changed. */
+static int
+refine(Solver *s)
+{
+  int n = s->n, W = s->W;
+  g_autofree double *before = g_new(double, n);
+  g_autofree int32_t *start = g_memdup2(s->chosen, sizeof(int32_t) * n);
+  g_autofree int32_t *trial = g_new(int32_t, n);
+  for (int v = 0; v < n; v++)
+    before[v] = amp_at(s, s->chosen, v);
+  double best = st_burst_step_ns(s->g, s->chosen);
+  for (int round = 0; round < REFINE_ROUNDS; round++) {
+    int bi = -1, bj = -1, bk = -1;
+    double bt = best * (1 - 1e-9);
+    for (int i = 0; i < n; i++) {
+      int last = MIN(n - 1, i + REFINE_SPAN - 1);
+      if (run_end(s->chosen, n, i) + 1 < n)
+        last = MAX(last, run_end(s->chosen, n, run_end(s->chosen, n, i) + 1));
+      for (int j = i; j <= last; j++) {
+        if (j - i >= REFINE_SPAN && j != last && j != run_end(s->chosen, n, i))
+          continue;
+        for (int k = 0; k < W; k++) {
+          memcpy(trial, s->chosen, sizeof(int32_t) * n);
+          for (int v = i; v <= j; v++)
+            trial[v] = k;
+          if (memcmp(trial, s->chosen, sizeof(int32_t) * n) == 0)
+            continue;
+          gboolean ok = TRUE;
+          for (int v = i; ok && v <= j; v++)
+            ok = admitted(s, trial, v, before);
+          for (int p = 0; ok && p < node(s, i)->n_preds; p++)
+            ok = admitted(s, trial, node(s, i)->preds[p], before);
+          if (!ok)
+            continue;
+          double t = st_burst_step_ns(s->g, trial);
+          if (t < bt) {
+            bt = t;
+            bi = i, bj = j, bk = k;
+          }
+        }
+      }
+    }
+    if (bi < 0)
+      break;
+    for (int v = bi; v <= bj; v++)
+      s->chosen[v] = bk;
+    best = st_burst_step_ns(s->g, s->chosen);
+  }
+  int changed = 0;
+  for (int v = 0; v < n; v++)
+    changed += s->chosen[v] != start[v];
+  return changed;
+}
+
 /* Fills the plan's per-node numbers and totals from the chosen widths. */
 static void
 fill_plan(const Solver *s, StBurstPlan *plan)
@@ -437,6 +602,11 @@ fill_plan(const Solver *s, StBurstPlan *plan)
   }
   plan->iteration_ns = plan->nodes[s->n - 1].end_ns;
   plan->dp_gpu_ns = plan->dp_gpus * plan->dp_iteration_ns;
+  plan->step_ns = st_burst_step_ns(g, s->chosen);
+  g_autofree int32_t *wide = g_new(int32_t, s->n);
+  for (int v = 0; v < s->n; v++)
+    wide[v] = top;
+  plan->dp_step_ns = st_burst_step_ns(g, wide);
 }
 
 StBurstPlan *
@@ -462,6 +632,8 @@ st_burst_plan_new(const StBurstGraph *g, const StBurstParams *p, GError **error)
   StBurstPlan *plan = g_new0(StBurstPlan, 1);
   plan->n_nodes = s.n;
   plan->nodes = g_new0(StBurstChoice, s.n);
+  if (p->refine)
+    plan->refined = refine(&s);
   fill_plan(&s, plan);
   solver_clear(&s);
   return plan;

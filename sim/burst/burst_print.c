@@ -27,15 +27,22 @@ st_burst_plan_table(const StBurstPlan *plan, const StBurstGraph *g, const StBurs
                            st_burst_graph_node(g, v)->name, c->gpus, c->batch, compute, sync, x,
                            c->amplification, end);
   }
+  g_autofree char *step = ms(plan->step_ns), *dp_step = ms(plan->dp_step_ns);
   g_autofree char *it = ms(plan->iteration_ns), *dp = ms(plan->dp_iteration_ns);
   g_autofree char *gpu = ms(plan->gpu_ns), *dp_gpu = ms(plan->dp_gpu_ns);
   g_string_append_printf(out,
-                         "predicted iteration %s ms (data parallel on %d GPUs: %s ms, %.2fx); "
-                         "GPU-time %s GPU-ms (data parallel: %s GPU-ms, %.2fx); estimates from "
-                         "the cost models\n",
-                         it, plan->dp_gpus, dp,
-                         plan->iteration_ns > 0 ? plan->dp_iteration_ns / plan->iteration_ns : 0,
-                         gpu, dp_gpu, plan->dp_gpu_ns > 0 ? plan->gpu_ns / plan->dp_gpu_ns : 0);
+                         "predicted step %s ms (data parallel on %d GPUs: %s ms, %.2fx): the "
+                         "all-reduces beside the backward, the optimizer step after; "
+                         "%d layer%s widened or narrowed from the dynamic programming's\n",
+                         step, plan->dp_gpus, dp_step,
+                         plan->step_ns > 0 ? plan->dp_step_ns / plan->step_ns : 0, plan->refined,
+                         plan->refined == 1 ? "" : "s");
+  g_string_append_printf(out,
+                         "DeepPool's objective (end_ms: compute, sync and transfers in turn) %s "
+                         "ms (data parallel: %s ms); GPU-time %s GPU-ms (data parallel: %s "
+                         "GPU-ms, %.2fx); estimates from the cost models\n",
+                         it, dp, gpu, dp_gpu,
+                         plan->dp_gpu_ns > 0 ? plan->gpu_ns / plan->dp_gpu_ns : 0);
   return g_string_free(out, FALSE);
 }
 

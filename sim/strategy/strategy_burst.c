@@ -415,6 +415,10 @@ build(const StStrategyInput *in, GError **error)
     .compute_model = o->compute_model,
     .activation_dtype = b.bytes.activation,
     .grad_bytes = b.bytes.grad,
+    .framework = st_options_framework(o),
+    .nchw = st_options_nchw(o),
+    .optimizer = st_optimizer_name(o->optimizer),
+    .optim_traffic = b.bytes.optim_traffic,
   };
   g_autoptr(StBurstGraph) graph = st_burst_graph_for_model(&costs, error);
   if (graph == NULL)
@@ -469,11 +473,14 @@ build(const StStrategyInput *in, GError **error)
   s->settings.description =
     g_strdup_printf("burst: %d rank%s, %" G_GINT64_FORMAT " samples per micro-batch x %d, "
                     "layers on %d-%d GPUs (planned %.2f ms, data parallel %.2f ms)",
-                    o->ranks, st_plural(o->ranks), b.M, b.A, narrowest, plan->dp_gpus, plan->iteration_ns / 1e6,
-                    plan->dp_iteration_ns / 1e6);
+                    o->ranks, st_plural(o->ranks), b.M, b.A, narrowest, plan->dp_gpus,
+                    plan->step_ns / 1e6, plan->dp_step_ns / 1e6);
   st_schedule_note_text(s, "burst_plan", summary);
   st_schedule_note_text(s, "burst_plan_table", table);
   st_schedule_note_number(s, "amp_limit", params.amp_limit);
+  st_schedule_note_number(s, "planned_step_s", plan->step_ns * 1e-9);
+  st_schedule_note_number(s, "planned_dp_step_s", plan->dp_step_ns * 1e-9);
+  st_schedule_note_number(s, "refined_layers", plan->refined);
   st_schedule_note_number(s, "planned_iteration_s", plan->iteration_ns * 1e-9);
   st_schedule_note_number(s, "planned_gpu_time_s", plan->gpu_ns * 1e-9);
   st_schedule_note_number(s, "planned_dp_iteration_s", plan->dp_iteration_ns * 1e-9);
