@@ -51,9 +51,10 @@ typedef struct {
 gboolean st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out);
 
 /* The share of `layer`'s backward that computes its weights' gradient (W of
- * a split backward), in [0, 1): of its kernels' FLOPs (bytes when they have
- * none), W's over the whole backward's; 0 for a layer without parameters.
- * A type without a list of its own: its forward's FLOPs over its
- * backward's, at most a half (a linear's wgrad costs its forward). The
+ * a split backward), in [0, 1]: of its kernels' FLOPs (bytes when they have
+ * none), W's over the whole backward's (a tied head's wgrad included). A
+ * type without a list of its own: 0 without parameters, else its forward's
+ * FLOPs over its backward's, at most a half (a linear's wgrad costs its
+ * forward). The
  * roofline and a profile that measured only whole backwards split by it. */
 double st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer);

@@ -762,11 +762,11 @@ double
 st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer)
 {
   g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
-  if (layer->params <= 0 || layer->bwd_flops <= 0)
-    return 0;
   const Entry *e = entry_of(layer);
   if (e == NULL || (e->plain == NULL && e->with_ctx == NULL))
-    return MIN(layer->fwd_flops / layer->bwd_flops, 0.5);
+    return layer->params > 0 && layer->bwd_flops > 0
+             ? MIN(layer->fwd_flops / layer->bwd_flops, 0.5)
+             : 0;
   StKernels all = {0}, weights = {0};
   one_pass(ctx, layer, ST_PASS_BWD, 1, &all);
   one_pass(ctx, layer, ST_PASS_BWD_WEIGHT, 1, &weights);
