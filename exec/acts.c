@@ -213,7 +213,9 @@ acts_count_users(Rank *r)
       /* (a selective recompute reads the saved block, and the input only
        * when the layer keeps it anyway) */
       count(r, acts_layer_input(r, 0, mb, i));
-    } else if (op->kind == ST_OP_COMP && op->sub == ST_PASS_BWD) {
+    } else if (op->kind == ST_OP_COMP &&
+               (op->sub == ST_PASS_BWD || op->sub == ST_PASS_BWD_WEIGHT)) {
+      /* (a split backward's B reads them too, and W after it last) */
       if (keeps(&m->layers[i], ST_KEEPS_INPUT))
         count(r, acts_layer_input(r, 0, mb, i));
       /* A checkpointed layer's backward reads its recompute's output instead. */

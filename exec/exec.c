@@ -200,8 +200,9 @@ rank_setup(Exec *x, int rank, GError **error)
   }
   for (guint o = 0; o < n_ops; o++) {
     const StOp *op = st_program_op(r->p, o);
-    if (op->kind == ST_OP_COMP && op->sub == ST_PASS_BWD && op->layer >= 0)
-      r->runs_bwd[op->layer] = TRUE;
+    if (op->kind == ST_OP_COMP &&
+        (op->sub == ST_PASS_BWD || op->sub == ST_PASS_BWD_WEIGHT) && op->layer >= 0)
+      r->runs_bwd[op->layer] = TRUE; /* computes the layer's weight gradient */
     if (op->kind == ST_OP_COMP && op->sub == ST_PASS_FWD && op->layer >= 0 &&
         r->fwd_version[op->layer] < 0)
       r->fwd_version[op->layer] = op->version;

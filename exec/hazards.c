@@ -47,7 +47,7 @@ access_of(const Rank *r, const StOp *op, gboolean reading, Access *acc)
   }
   if (op->kind != ST_OP_COMP || (op->layer < 0 && op->sub != ST_PASS_OPTIM))
     return FALSE;
-  if (op->sub == ST_PASS_BWD) {
+  if (op->sub == ST_PASS_BWD || op->sub == ST_PASS_BWD_WEIGHT) { /* B writes no gradient */
     int w = state_weights_layer(m, op->layer);
     *acc = (Access){FALSE, w, w, 0};
     return m->layers[w].params > 0;

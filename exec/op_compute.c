@@ -18,7 +18,18 @@
  * (StLayerImpl.again_bytes: attention scores), which its forward writes
  * into a piece of its own workspace; the recompute allocates that part
  * (activations) and makes it from the saved block; the backward reads it
- * there and frees it. */
+ * there and frees it.
+ *
+ * A split backward (zero-bubble pipelines: ST_PASS_BWD_INPUT, B, then
+ * ST_PASS_BWD_WEIGHT, W). The layer implementations compute both gradients
+ * in one call, so B runs it for the input's gradient with the weights'
+ * written into a block of the pool it throws away, and frees nothing the
+ * layer read; W runs it again without an input gradient (as for a model's
+ * first layer) into the layer's gradient, and frees what a backward frees.
+ * The numbers are a whole backward's; the work is up to twice its (the
+ * input-gradient chain inside a layer runs twice), and the thrown-away
+ * block is memory the simulator does not count (it counts Qi et al.'s B,
+ * which writes no weight gradient). */
 #include <string.h>
 
 #include "exec/check.h"
@@ -481,10 +492,15 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const StLayer *l = &m->layers[op->layer];
   const StLayerImpl *impl = st_layer_impl_find(l->type->name);
   int mb = op->micro, i = op->layer;
+  /* A split backward's halves: B makes the input's gradient, W the weights'. */
+  gboolean input_half = op->sub == ST_PASS_BWD_INPUT, weight_half = op->sub == ST_PASS_BWD_WEIGHT;
   void *params = state_data_of(r, o, step, ST_DATA_PARAMS, i, weights_step(r, o, step));
-  void *grads = state_data_of(r, o, step, ST_DATA_GRADS, i, step);
-  if (l->params > 0 && (params == NULL || grads == NULL))
+  void *grads = input_half ? NULL : state_data_of(r, o, step, ST_DATA_GRADS, i, step);
+  if (l->params > 0 && (params == NULL || (grads == NULL && !input_half)))
     return op_missing(error, r, o, params == NULL ? "the layer's weights" : "its gradients");
+  if ((input_half || weight_half) && (st_model_tied_layer(m, i) >= 0 || l->tp > 1))
+    return op_missing(error, r, o, "a split backward of a tied or tensor-parallel layer (the "
+                      "schedule keeps their backwards whole)");
   gboolean keeps_in = (l->type->keeps & ST_KEEPS_INPUT) != 0;
   gboolean keeps_out = (l->type->keeps & ST_KEEPS_OUTPUT) != 0;
   gboolean sel = selective(r, mb, i);
@@ -501,7 +517,7 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return op_missing(error, r, o, "an activation the layer kept");
   if (dout != NULL && dout->ptr == NULL && !is_loss(l))
     return op_missing(error, r, o, "the gradient of the layer's output");
-  Act *din = i > 0 && !ev.on ? acts_input_grad(r, step, mb, i) : NULL;
+  Act *din = i > 0 && !ev.on && !weight_half ? acts_input_grad(r, step, mb, i) : NULL;
   gboolean first = tp_first_part(r, op), last = tp_last_part(r, op);
   if (din != NULL && first) {
     size_t bytes = (size_t)op->batch * (size_t)st_shape_elems(&l->in_shape) *
@@ -543,9 +559,24 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
                          : dout != NULL    ? dout->ptr
                                            : NULL;
   void *din_ptr = ev.on ? ev.out : tv.out != NULL ? tv.out : din != NULL ? din->ptr : NULL;
-  int status = call_backward(r, impl, &c, l, i, op->batch, params, in_ptr,
-                             keeps_out ? out_ptr : NULL, *saved, dout_ptr, din_ptr, grads,
-                             state_weights_layer(m, i), step, stream, &local);
+  int status;
+  if (input_half) {
+    /* the weights' gradient of this call goes nowhere: W computes it */
+    size_t bytes = (size_t)l->params * st_kdt_size(r->x->dt);
+    void *thrown = bytes > 0 ? op_scratch(r, bytes, ST_MEM_WORKSPACE,
+                                          "a B pass's weight gradient, thrown away", step, o,
+                                          stream, &local)
+                             : NULL;
+    status = bytes > 0 && thrown == NULL
+               ? -1
+               : impl->backward(&c, l, op->batch, params, in_ptr, keeps_out ? out_ptr : NULL,
+                                *saved, dout_ptr, din_ptr, thrown);
+    op_scratch_release(r, thrown, step, o, stream);
+  } else {
+    status = call_backward(r, impl, &c, l, i, op->batch, params, in_ptr,
+                           keeps_out ? out_ptr : NULL, *saved, dout_ptr, din_ptr, grads,
+                           state_weights_layer(m, i), step, stream, &local);
+  }
   scratch_release(&sc);
   if (local != NULL) {
     g_propagate_error(error, local);
@@ -560,6 +591,11 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   /* a pass that ends after its reduction: op_tp.c finishes it */
   if (!last || (impl->tp_tail != NULL && l->tp > 1))
     return TRUE;
+  if (input_half) { /* W reads it all again */
+    if (din != NULL && din->users == 0)
+      acts_use(r, din, step, o, stream);
+    return TRUE;
+  }
   if (!add_tied_grads(r, o, mb, i, grads, step, stream, error))
     return FALSE;
   op_scratch_release(r, *saved, step, o, stream);
@@ -596,6 +632,8 @@ op_compute(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   case ST_PASS_RECOMPUTE:
     return forward(r, o, step, stream, error);
   case ST_PASS_BWD:
+  case ST_PASS_BWD_INPUT:
+  case ST_PASS_BWD_WEIGHT:
     return backward(r, o, step, stream, error);
   case ST_PASS_OPTIM:
     return op_update(r, o, step, stream, error);

@@ -72,7 +72,10 @@ test_never_beats_roofline(void)
    * (every kernel at most at its peak, its bytes at most at the bandwidth).
    * Selective recomputes too, where a layer has one. The first layer's
    * backward computes no input gradient, half of what its count (and so the
-   * roofline) holds for a conv or a linear: there the bound is that half. */
+   * roofline) holds for a conv or a linear: there the bound is that half,
+   * and its W (all of its backward) too. A split backward's B and W each
+   * (zero-bubble pipelines): the roofline cuts the backward by W's share of
+   * its kernels' FLOPs. */
   for (int c = 0; CLUSTERS[c] != NULL; c++) {
     g_autoptr(StCluster) cl = st_test_cluster_named(CLUSTERS[c], 1, 1);
     for (int mi = 0; MODELS[mi].name != NULL; mi++) {
@@ -82,8 +85,9 @@ test_never_beats_roofline(void)
         StComputeCtx roof = est;
         roof.fallback = "roofline";
         /* The last: a selective recompute (attention layers only). */
-        static const StPass passes[] = {ST_PASS_FWD, ST_PASS_BWD, ST_PASS_RECOMPUTE,
-                                        ST_PASS_RECOMPUTE};
+        static const StPass passes[] = {ST_PASS_FWD,        ST_PASS_BWD,
+                                        ST_PASS_BWD_INPUT,  ST_PASS_BWD_WEIGHT,
+                                        ST_PASS_RECOMPUTE, ST_PASS_RECOMPUTE};
         static const int64_t batches[] = {1, 8, 64};
         for (int i = 0; i < m->n_layers; i++)
           for (gsize p = 0; p < G_N_ELEMENTS(passes); p++)
@@ -95,8 +99,10 @@ test_never_beats_roofline(void)
                           .selective = selective};
               StCostSource se, sr;
               double te = cost(&est, &w, &se), tr = cost(&roof, &w, &sr);
-              if (i == 0 && passes[p] == ST_PASS_BWD)
+              if (i == 0 && (passes[p] == ST_PASS_BWD || passes[p] == ST_PASS_BWD_WEIGHT))
                 tr /= 2;
+              if (i == 0 && passes[p] == ST_PASS_BWD_INPUT) /* nothing to compute */
+                continue;
               g_assert_cmpint(se, ==, ST_SRC_ESTIMATE);
               g_assert_cmpint(sr, ==, ST_SRC_ROOFLINE);
               if (te < tr * (1 - 1e-9))
@@ -147,6 +153,61 @@ test_kernels_carry_the_flops(void)
                   MODELS[mi].name, MODELS[mi].tp, i, l->name, l->type->name, p ? "bwd" : "fwd",
                   flops, want);
       }
+    }
+  }
+}
+
+static void
+test_split_backward(void)
+{
+  /* A backward split in two (zero-bubble pipelines): B's and W's kernels
+   * are the backward's, each once (count, FLOPs and bytes add up; a type
+   * without a list splits its one kernel by its share), W holds
+   * the wgrad GEMMs and nothing for a layer without weights, and for a
+   * linear of rows x in -> out W is its one GEMM of 2 rows in out FLOPs.
+   * The roofline splits the same way: its B + W is its backward. */
+  g_autoptr(StCluster) cl = st_test_cluster_named("dgx-h100", 1, 1);
+  for (int mi = 0; MODELS[mi].name != NULL; mi++) {
+    g_autoptr(StModel) m = model_of(&MODELS[mi]);
+    StComputeCtx ctx = {cl, NULL, m, ST_DTYPE_BF16, NULL, NULL, FALSE, FALSE};
+    StComputeCtx roof = ctx;
+    roof.fallback = "roofline";
+    for (int i = 0; i < m->n_layers; i++) {
+      const StLayer *l = &m->layers[i];
+      StKernels ks[3];
+      const StPass passes[3] = {ST_PASS_BWD, ST_PASS_BWD_INPUT, ST_PASS_BWD_WEIGHT};
+      double flops[3] = {0}, bytes[3] = {0};
+      for (int p = 0; p < 3; p++) {
+        StWork w = {.pass = passes[p], .layer = l, .batch = 8};
+        g_assert_true(st_estimate_kernels(&ctx, &w, &ks[p]));
+        for (int k = 0; k < ks[p].n; k++) {
+          flops[p] += ks[p].k[k].flops;
+          bytes[p] += ks[p].k[k].bytes;
+        }
+      }
+      /* (a type without a list of its own: its one kernel cut in two) */
+      if (ks[0].n > 1)
+        g_assert_cmpint(ks[1].n + ks[2].n, ==, ks[0].n);
+      g_assert_cmpfloat_with_epsilon(flops[1] + flops[2], flops[0], 1e-9 * flops[0] + 1);
+      g_assert_cmpfloat_with_epsilon(bytes[1] + bytes[2], bytes[0], 1e-9 * bytes[0] + 1);
+      if (l->params == 0 && st_model_tied_layer(m, i) < 0 && ks[2].n > 0)
+        g_error("%s layer %d '%s' (%s) has no weights but W kernels", MODELS[mi].name, i,
+                l->name, l->type->name);
+      if (strcmp(l->type->name, "linear") == 0) {
+        double rows = 8, in = (double)st_shape_elems(&l->in_shape),
+               out = (double)st_shape_elems(&l->out_shape);
+        g_assert_cmpfloat_with_epsilon(flops[2], 2 * rows * in * out, 1e-6 * flops[2]);
+      }
+      double t[3];
+      for (int p = 0; p < 3; p++) {
+        StWork w = {.pass = passes[p], .layer = l, .batch = 8};
+        StCostSource src;
+        double f = 0, b = 0;
+        st_compute_work_traffic(&roof, &w, &f, &b);
+        t[p] = f + b;
+        g_assert_cmpfloat(cost(&roof, &w, &src), >=, 0);
+      }
+      g_assert_cmpfloat_with_epsilon(t[1] + t[2], t[0], 1e-9 * t[0] + 1);
     }
   }
 }
@@ -225,6 +286,7 @@ main(int argc, char **argv)
   g_test_add_func("/estimate/never-beats-roofline", test_never_beats_roofline);
   g_test_add_func("/estimate/kernels-carry-the-flops", test_kernels_carry_the_flops);
   g_test_add_func("/estimate/worked-gemm", test_worked_gemm);
+  g_test_add_func("/estimate/split-backward", test_split_backward);
   g_test_add_func("/estimate/choice", test_choice);
   return g_test_run();
 }

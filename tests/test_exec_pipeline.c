@@ -104,6 +104,23 @@ test_agreement(void)
 }
 
 static void
+test_zero_bubble(void)
+{
+  /* The zero-bubble orders (each backward as B, the input's gradient, and
+   * W, the weights', run later): the same agreement with DP, as W adds each
+   * micro-batch's weight gradient in micro-batch order as a whole backward
+   * does. Every order of both models, two and three stages, with and
+   * without checkpointing; the GPT's tied head keeps its backward whole. */
+  const char *models[] = {"tests/data/exec/tiny-mlp3.json", "tests/data/exec/tiny-gpt.json"};
+  const char *orders[] = {"zb-h1", "zb-h2"};
+  for (gsize i = 0; i < G_N_ELEMENTS(models); i++)
+    for (int stages = 2; stages <= 3; stages++)
+      for (gsize k = 0; k < G_N_ELEMENTS(orders); k++)
+        for (int ckpt = 0; ckpt <= 1; ckpt++)
+          g_assert_cmpfloat(against_dp(models[i], stages, orders[k], ckpt), <=, 1e-5);
+}
+
+static void
 test_tied_copy(void)
 {
   /* The tiny GPT cut in 3 stages puts its tied head away from the
@@ -153,6 +170,7 @@ main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/exec/pipeline/agreement", test_agreement);
+  g_test_add_func("/exec/pipeline/zero-bubble", test_zero_bubble);
   g_test_add_func("/exec/pipeline/tied-copy", test_tied_copy);
   g_test_add_func("/exec/pipeline/replicas", test_replicas);
   g_test_add_func("/exec/pipeline/mixed", test_mixed);

@@ -110,6 +110,80 @@ test_orders(void)
         }
 }
 
+/* The order as text: F, B (a whole backward, or under the zero-bubble
+ * orders its input-gradient half) and W, each with its micro-batch. */
+static char *
+order_text(const GArray *slots)
+{
+  GString *text = g_string_new(NULL);
+  for (guint i = 0; i < slots->len; i++) {
+    const StPipeSlot *slot = &g_array_index(slots, StPipeSlot, i);
+    char c = slot->fwd ? 'F' : slot->half == ST_PASS_BWD_WEIGHT ? 'W' : 'B';
+    g_string_append_printf(text, "%s%c%d", i ? " " : "", c, slot->micro);
+  }
+  return g_string_free(text, FALSE);
+}
+
+static void
+test_orders_zero_bubble(void)
+{
+  /* S = 4, M = 6. ZB-H1: stage s runs S - s forwards, then B, the W's
+   * that leave s behind, a forward while any is left; the first stage
+   * runs each W right after its B, the last defers 3. ZB-H2: 2 (S - s) - 1
+   * forwards first (all 6 on stage 0: 7 > M), 2 s W's deferred. */
+  struct {
+    StPipeOrder order;
+    int stage;
+    const char *want;
+  } cases[] = {
+    {ST_PIPE_ZB_H1, 0, "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5"},
+    {ST_PIPE_ZB_H1, 3, "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5"},
+    {ST_PIPE_ZB_H2, 0, "F0 F1 F2 F3 F4 F5 B0 W0 B1 W1 B2 W2 B3 W3 B4 W4 B5 W5"},
+    {ST_PIPE_ZB_H2, 2, "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 B4 W0 B5 W1 W2 W3 W4 W5"},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autoptr(GArray) slots = st_pipe_order(cases[k].order, cases[k].stage, 4, 6);
+    g_autofree char *text = order_text(slots);
+    g_assert_cmpstr(text, ==, cases[k].want);
+  }
+  /* Every micro-batch's F, B and W once, B before its W, W's in order; in
+   * flight (from F to W) at most what st_pipe_in_flight says: ZB-H1's
+   * first stage holds 1F1B's min(S, M), and every stage at most S; ZB-H2
+   * min(2 S - 1, M) on every stage. */
+  for (int order = ST_PIPE_ZB_H1; order <= ST_PIPE_ZB_H2; order++)
+    for (int S = 1; S <= 5; S++)
+      for (int M = 1; M <= 11; M++)
+        for (int s = 0; s < S; s++) {
+          g_autoptr(GArray) slots = st_pipe_order(order, s, S, M);
+          g_assert_cmpuint(slots->len, ==, 3 * M);
+          int f = 0, b = 0, w = 0, now = 0, most = 0;
+          for (guint i = 0; i < slots->len; i++) {
+            const StPipeSlot *slot = &g_array_index(slots, StPipeSlot, i);
+            if (slot->fwd) {
+              g_assert_cmpint(slot->micro, ==, f++);
+              now++;
+            } else if (slot->half == ST_PASS_BWD_INPUT) {
+              g_assert_cmpint(slot->micro, ==, b++);
+              g_assert_cmpint(b, <=, f);
+            } else {
+              g_assert_cmpint(slot->half, ==, ST_PASS_BWD_WEIGHT);
+              g_assert_cmpint(slot->micro, ==, w++);
+              g_assert_cmpint(w, <=, b);
+              now--;
+            }
+            most = MAX(most, now);
+          }
+          g_assert_cmpint(most, ==, st_pipe_in_flight(order, s, S, M));
+          if (order == ST_PIPE_ZB_H1) {
+            g_assert_cmpint(most, <=, MIN(S, M));
+            if (s == 0)
+              g_assert_cmpint(most, ==, MIN(S, M));
+          } else {
+            g_assert_cmpint(most, ==, MIN(2 * S - 1, M));
+          }
+        }
+}
+
 /* ---- the uniform pipeline ------------------------------------------------------ */
 
 typedef struct {
@@ -217,6 +291,103 @@ test_uniform_memory(gconstpointer data)
   }
   st_timeline_free(t);
   uniform_clear(&u);
+}
+
+/* The uniform pipeline again with a first layer that has no weights and
+ * costs nothing, so that every stage's layer computes an input gradient:
+ * stage 0 holds it and l0. `bwd` is the backward's FLOPs per sample. */
+static StModel *
+uniform_split_model(double bwd)
+{
+  g_autofree char *text = g_strdup_printf(
+    "{\"name\": \"uniform4\", \"input\": [250], \"layers\": ["
+    "{\"name\": \"in\", \"type\": \"custom\", \"params\": 0, \"fwd_flops\": 0,"
+    " \"bwd_flops\": 0, \"activation_bytes\": 0, \"output_bytes\": 1000},"
+    "{\"repeat\": 4, \"layers\": [{\"name\": \"l{i}\", \"type\": \"custom\","
+    " \"params\": 1000000, \"fwd_flops\": 1000000000, \"bwd_flops\": %.0f,"
+    " \"activation_bytes\": 4000, \"output_bytes\": 1000}]}]}",
+    bwd);
+  return model_from_text(text);
+}
+
+static void
+test_zero_bubble_step(gconstpointer data)
+{
+  /* Qi et al.'s closed forms (ICLR 2024, section 2), per GPU, with f, b
+   * and w one stage's forward, B and W per micro-batch:
+   *   1F1B  (S - 1)(f + b + w)
+   *   ZB-H1 (S - 1)(f + b - w)
+   *   ZB-H2 (S - 1)(f + b - 2w), at least 0.
+   * A custom layer's W is its forward's FLOPs (a linear's wgrad), at most
+   * half its backward: with a backward of 2e9 FLOPs f = b = w = 100 us and
+   * the bubbles are 900, 300 and 0 us; with 3e9, b = 200 us, w = 100 us:
+   * 1200, 600, 300 us. S = 4, M = 8; each GPU computes M (f + b + w) and
+   * its optimizer (o), and idles the rest of the steady step:
+   *   idle = T - M (f + b + w) - o = the bubble,
+   * give or take the transfers on the critical path (at most 2 (S - 1)
+   * (M / S + 1) of c = 1.1 us: 20 us) and the input layer's nanoseconds.
+   * ZB-H2's 0 holds in the steady step, where each stage starts its next
+   * step as soon as its optimizer is done (the paper's parallelogram). */
+  const int *cfg = data; /* {order, backward FLOPs / 1e9} */
+  const double S = 4, M = 8, f = F_NS, b = cfg[1] == 2 ? 100000.0 : 200000.0, w = 100000.0;
+  double want = cfg[0] == ST_PIPE_ZB_H1   ? (S - 1) * (f + b - w)
+                : cfg[0] == ST_PIPE_ZB_H2 ? MAX(0.0, (S - 1) * (f + b - 2 * w))
+                                          : (S - 1) * (f + b + w);
+  Uniform u;
+  uniform_init(&u, cfg[0], FALSE);
+  st_model_free(u.model);
+  u.model = uniform_split_model(cfg[1] * 1e9);
+  u.options.steps = 0; /* until steady */
+  g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
+  if (cfg[0] != ST_PIPE_1F1B) {
+    g_assert_cmpfloat_with_epsilon(note(s, "stage_fwd_estimate_s"), f * 1e-9, 1e-7);
+    g_assert_cmpfloat_with_epsilon(note(s, "stage_bwd_input_estimate_s"), b * 1e-9, 1e-7);
+    g_assert_cmpfloat_with_epsilon(note(s, "stage_bwd_weight_estimate_s"), w * 1e-9, 1e-7);
+    g_assert_cmpfloat_with_epsilon(note(s, "bubble_estimate_s"), want * 1e-9, 1e-6);
+  }
+  StTimeline *t;
+  g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
+  double T = (double)sum->step_time_ns;
+  for (int d = 0; d < 4; d++) {
+    double idle = (1 - sum->devices[d].busy_fraction) * T;
+    g_test_message("GPU %d: idle %.1f us, closed form %.1f us", d, idle / 1e3, want / 1e3);
+    g_assert_cmpfloat_with_epsilon(idle, want, 25000.0);
+  }
+  g_assert_cmpfloat_with_epsilon(T, M * (f + b + w) + O_NS + want, 25000.0);
+  st_timeline_free(t);
+  uniform_clear(&u);
+}
+
+static void
+test_zero_bubble_memory(void)
+{
+  /* Activations per GPU (A = 40 kB a micro-batch, kept from its forward to
+   * its W): ZB-H1 keeps the first stage at 1F1B's S = 4 micro-batches, and
+   * no stage above it; ZB-H2 keeps 2 S - 1 = 7 on every stage. As in the
+   * 1F1B test, boundary tensors in transit add at most 4 x 10 kB. */
+  const StPipeOrder orders[] = {ST_PIPE_1F1B, ST_PIPE_ZB_H1, ST_PIPE_ZB_H2};
+  int64_t peak_of[3][4];
+  for (int k = 0; k < 3; k++) {
+    Uniform u;
+    uniform_init(&u, orders[k], FALSE);
+    st_model_free(u.model);
+    u.model = uniform_split_model(2e9);
+    g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
+    StTimeline *t;
+    g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
+    for (int d = 0; d < 4; d++) {
+      peak_of[k][d] = sum->devices[d].peak_by_category[ST_MEM_ACTIVATIONS];
+      g_test_message("%d GPU %d: activations peak %" G_GINT64_FORMAT, k, d, peak_of[k][d]);
+      int n = orders[k] == ST_PIPE_ZB_H2 ? 7 : orders[k] == ST_PIPE_ZB_H1 ? 4 : 4 - d;
+      g_assert_cmpint(peak_of[k][d], >=, (int64_t)n * ACT);
+      g_assert_cmpint(peak_of[k][d], <=, (int64_t)n * ACT + 4 * BOUNDARY);
+      g_assert_cmpfloat(note(s, "memory_per_rank_estimate_bytes"), >=,
+                        (double)sum->devices[d].peak_bytes);
+    }
+    st_timeline_free(t);
+    uniform_clear(&u);
+  }
+  g_assert_cmpint(peak_of[1][0], ==, peak_of[0][0]);
 }
 
 static void
@@ -371,6 +542,15 @@ check_folding(const StSchedule *s)
   st_timeline_free(tu);
 }
 
+static const struct {
+  const char *model;
+  int nodes, gpus, ranks, stages, micro, accumulation;
+  StPrecision precision;
+} cases[] = {
+  {"gpt2-124m", 2, 0, 0, 4, 1, 2, ST_PRECISION_MIXED},
+  {"mlp", 1, 4, 6, 3, 8, 1, ST_PRECISION_FP32},
+};
+
 static void
 test_conformance(void)
 {
@@ -378,14 +558,6 @@ test_conformance(void)
    * stages x 4 pipelines over 2 nodes, and on the MLP with 6 ranks sharing
    * 4 GPUs in 3 stages: a valid schedule (st_strategy_build checks it) that
    * simulates to the end, folded and unfolded alike. */
-  struct {
-    const char *model;
-    int nodes, gpus, ranks, stages, micro, accumulation;
-    StPrecision precision;
-  } cases[] = {
-    {"gpt2-124m", 2, 0, 0, 4, 1, 2, ST_PRECISION_MIXED},
-    {"mlp", 1, 4, 6, 3, 8, 1, ST_PRECISION_FP32},
-  };
   for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
     g_autoptr(StModel) m = st_test_model_named(cases[k].model);
     g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", cases[k].nodes,
@@ -408,6 +580,50 @@ test_conformance(void)
       g_autoptr(StSchedule) s = build(m, c, &o);
       g_assert_cmpint(s->programs->len, ==, cases[k].stages);
       check_folding(s);
+      st_options_clear(&o);
+    }
+  }
+}
+
+static void
+test_conformance_zero_bubble(void)
+{
+  /* The zero-bubble orders with and without checkpointing on the same
+   * cases (GPT-2's tied head keeps its backward whole; every other layer
+   * with weights runs B and W): valid, simulated to the end, folded and
+   * unfolded alike; --sparsity is refused. */
+  for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+    g_autoptr(StModel) m = st_test_model_named(cases[k].model);
+    g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", cases[k].nodes,
+                                          cases[k].gpus);
+    int ranks = cases[k].ranks ? cases[k].ranks : c->gpus;
+    for (int variant = 0; variant < 4; variant++) {
+      StOptions o;
+      st_test_options_init(&o);
+      o.ranks = cases[k].ranks;
+      o.micro_batch = cases[k].micro;
+      o.global_batch = (int64_t)ranks * cases[k].micro * cases[k].accumulation;
+      o.precision = cases[k].precision;
+      o.steps = 2;
+      o.pipeline_stages = cases[k].stages;
+      o.pipeline_schedule = variant % 2 ? ST_PIPE_ZB_H2 : ST_PIPE_ZB_H1;
+      o.recompute = variant / 2 ? ST_RECOMPUTE_FULL : ST_RECOMPUTE_NONE;
+      g_test_message("%s zero-bubble variant %d", cases[k].model, variant);
+      g_autoptr(StSchedule) s = build(m, c, &o);
+      guint halves = 0;
+      for (guint p = 0; p < s->programs->len; p++) {
+        const StProgram *prog = g_ptr_array_index(s->programs, p);
+        for (guint i = 0; i < prog->ops->len; i++) {
+          const StOp *op = st_program_op(prog, i);
+          halves += op->kind == ST_OP_COMP && (op->sub == ST_PASS_BWD_INPUT ||
+                                               op->sub == ST_PASS_BWD_WEIGHT);
+        }
+      }
+      g_assert_cmpuint(halves, >, 0);
+      check_folding(s);
+      o.sparsity = 0.9;
+      g_autoptr(GError) error = st_test_build_refused("pipeline", m, c, &o);
+      g_assert_error(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID);
       st_options_clear(&o);
     }
   }
@@ -447,6 +663,7 @@ main(int argc, char **argv)
   static const int gpipe[2] = {ST_PIPE_GPIPE, 0}, f1b1[2] = {ST_PIPE_1F1B, 0};
   static const int gpipe_ck[2] = {ST_PIPE_GPIPE, 1}, f1b1_ck[2] = {ST_PIPE_1F1B, 1};
   g_test_add_func("/pipeline/orders", test_orders);
+  g_test_add_func("/pipeline/orders/zero-bubble", test_orders_zero_bubble);
   g_test_add_data_func("/pipeline/uniform/step/gpipe", gpipe, test_uniform_step);
   g_test_add_data_func("/pipeline/uniform/step/1f1b", f1b1, test_uniform_step);
   g_test_add_data_func("/pipeline/uniform/step/gpipe-checkpoint", gpipe_ck, test_uniform_step);
@@ -458,10 +675,20 @@ main(int argc, char **argv)
   g_test_add_data_func("/pipeline/uniform/memory/1f1b-checkpoint", f1b1_ck,
                        test_uniform_memory);
   g_test_add_func("/pipeline/uniform/p2p-bytes", test_uniform_p2p_bytes);
+  static const int zb[][2] = {{ST_PIPE_1F1B, 2}, {ST_PIPE_ZB_H1, 2}, {ST_PIPE_ZB_H2, 2},
+                              {ST_PIPE_1F1B, 3}, {ST_PIPE_ZB_H1, 3}, {ST_PIPE_ZB_H2, 3}};
+  static const char *const zb_names[] = {"1f1b", "zb-h1", "zb-h2"};
+  for (gsize k = 0; k < G_N_ELEMENTS(zb); k++) {
+    g_autofree char *path = g_strdup_printf("/pipeline/zero-bubble/step/%s/bwd-%de9",
+                                            zb_names[k % 3], zb[k][1]);
+    g_test_add_data_func(path, zb[k], test_zero_bubble_step);
+  }
+  g_test_add_func("/pipeline/zero-bubble/memory", test_zero_bubble_memory);
   g_test_add_func("/pipeline/fit-to-memory", test_fit_to_memory);
   g_test_add_func("/pipeline/bad-stages", test_bad_stages);
   g_test_add_func("/pipeline/tied-embedding", test_tied_embedding);
   g_test_add_func("/pipeline/conformance", test_conformance);
+  g_test_add_func("/pipeline/zero-bubble/conformance", test_conformance_zero_bubble);
   g_test_add_func("/pipeline/scale", test_scale);
   return g_test_run();
 }

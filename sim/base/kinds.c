@@ -11,7 +11,8 @@ static const int DTYPE_BYTES[] = {4, 2, 2};
 static const char *const OP_KIND[] = {"INVALID", "COMP", "COMM_COLL", "COMM_SEND", "COMM_RECV",
                                       "COPY", NULL};
 static const char *const PASS[] = {"invalid", "fwd",    "bwd",    "fwd+bwd", "optim",
-                                   "compress", "expand", "recompute", NULL};
+                                   "compress", "expand", "recompute", "bwd_input",
+                                   "bwd_weight", NULL};
 static const char *const COLL[] = {"invalid",    "all_reduce", "reduce_scatter",
                                    "all_gather", "broadcast",  "reduce",
                                    "all_to_all", NULL};

@@ -39,8 +39,21 @@ typedef enum {
   ST_PASS_COMPRESS,  /* gather non-zeros of a dense tensor (sparse modifier) */
   ST_PASS_EXPAND,    /* scatter non-zeros back into a dense tensor */
   ST_PASS_RECOMPUTE, /* forward recomputed for activation checkpointing */
+  /* A backward split in two (zero-bubble pipelines, Qi et al., ICLR 2024):
+   * B, the gradient of the layer's input, which the stage before waits
+   * for, and W, the gradient of its weights, which nothing downstream
+   * waits for and a schedule may run later. B + W is the layer's BWD. */
+  ST_PASS_BWD_INPUT,  /* B: the input's gradient (keeps what W reads) */
+  ST_PASS_BWD_WEIGHT, /* W: the weights' gradient (frees what the backward read) */
   ST_PASS_N,
 } StPass;
+
+/* A backward pass, whole or either half of a split one. */
+static inline gboolean
+st_pass_is_backward(StPass p)
+{
+  return p == ST_PASS_BWD || p == ST_PASS_BWD_INPUT || p == ST_PASS_BWD_WEIGHT;
+}
 
 /* Collective operations. `bytes` of a collective is always the full buffer
  * (nccl-tests' "size"): all-gather's output, reduce-scatter's input,

@@ -222,7 +222,16 @@ estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *f
     return TRUE;
   }
   StKernels ks;
-  if (!st_estimate_kernels(ctx, work, &ks) || ks.n == 0)
+  if (!st_estimate_kernels(ctx, work, &ks))
+    return FALSE;
+  if (ks.n == 0 && (work->pass == ST_PASS_BWD_INPUT || work->pass == ST_PASS_BWD_WEIGHT)) {
+    /* half a backward with no kernel of its own (a norm's scale gradient
+     * comes with its input's): nothing to run */
+    *time_ns = 0;
+    *fill = 1.0;
+    return TRUE;
+  }
+  if (ks.n == 0)
     return FALSE;
   double total = 0, filled = 0;
   for (int i = 0; i < ks.n; i++) {

@@ -10,8 +10,15 @@
  * the fill the profile measured for them (profile_fill), which the engine
  * gives the share model, and the priority leak their sharing
  * measurements show (profile_leak).
+ *
+ * Half a backward (B or W of a zero-bubble pipeline) takes its own entry
+ * ("bwd_input", "bwd_weight") when the profile has one, else the measured
+ * backward cut as the estimate cuts it: W its estimated share of B + W's
+ * time (without a GPU performance file, st_estimate_weight_share).
  */
 #include "cost/cost_impl.h"
+
+#include "cost/estimate.h"
 
 /* fwd FLOPs / (fwd + bwd) FLOPs, which splits a fwd+bwd measurement. A
  * layer without FLOPs gets the usual 1:2 ratio of forward to backward. */
@@ -20,6 +27,21 @@ fwd_fraction(const StLayer *layer)
 {
   double total = layer->fwd_flops + layer->bwd_flops;
   return total > 0 ? layer->fwd_flops / total : 1.0 / 3.0;
+}
+
+/* W's share of a backward's time, as the estimate sees it. */
+static double
+weight_time_share(const StComputeCtx *ctx, const StWork *work)
+{
+  StWork b = *work, w = *work;
+  b.pass = ST_PASS_BWD_INPUT;
+  w.pass = ST_PASS_BWD_WEIGHT;
+  double tb = 0, tw = 0;
+  StCostSource src;
+  if (st_compute_estimate.cost(ctx, &b, &tb, &src) && st_compute_estimate.cost(ctx, &w, &tw, &src) &&
+      tb + tw > 0)
+    return tw / (tb + tw);
+  return st_estimate_weight_share(ctx, work->layer);
 }
 
 static gboolean
@@ -45,6 +67,23 @@ profile_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCos
     return work->pass == ST_PASS_RECOMPUTE &&
            st_profile_layer_time(ctx->profile, device, layer->name, layer->signature,
                                  ST_PASS_FWD, work->batch, fraction, time_ns, source);
+  }
+  case ST_PASS_BWD_INPUT:
+  case ST_PASS_BWD_WEIGHT: {
+    const StLayer *layer = work->layer;
+    if (layer == NULL || work->batch <= 0)
+      return FALSE;
+    double fraction = fwd_fraction(layer);
+    if (st_profile_layer_time(ctx->profile, device, layer->name, layer->signature, work->pass,
+                              work->batch, fraction, time_ns, source))
+      return TRUE;
+    if (!st_profile_layer_time(ctx->profile, device, layer->name, layer->signature,
+                               ST_PASS_BWD, work->batch, fraction, time_ns, source))
+      return FALSE;
+    double w = weight_time_share(ctx, work);
+    *time_ns *= work->pass == ST_PASS_BWD_WEIGHT ? w : 1.0 - w;
+    *source = ST_SRC_INTERPOLATED;
+    return TRUE;
   }
   case ST_PASS_OPTIM:
   case ST_PASS_COMPRESS:

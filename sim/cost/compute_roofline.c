@@ -23,13 +23,19 @@
  *   bwd:            FLOPs = batch * bwd_flops,
  *                   bytes = batch * bwd_io_bytes (at the compute dtype)
  *                           + 2 * params * dtype bytes (weights read, weight
- *                             gradients written).
+ *                             gradients written);
+ *   bwd_input, bwd_weight (a split backward's B and W): the backward's FLOPs
+ *                   and bytes times 1 - w and w, w the weights' share of the
+ *                   estimate's kernels (st_estimate_weight_share), so that
+ *                   B + W is the backward.
  * Elementwise passes (optim, compress, expand) move work->bytes and are
  * bandwidth bound: t = bytes / memory_bandwidth.
  */
 #include "cost/cost_impl.h"
 
 #include <math.h>
+
+#include "cost/estimate.h"
 
 /* Activation traffic of `samples` samples, given per sample at the model's
  * dtype, as the compute dtype moves it. */
@@ -51,9 +57,14 @@ layer_traffic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_
   if (selective) {
     *flops = (double)batch * layer->again_flops;
     *bytes = 2.0 * io_bytes(ctx, (double)layer->act_again, batch);
-  } else if (pass == ST_PASS_BWD) {
-    *flops = (double)batch * layer->bwd_flops;
-    *bytes = io_bytes(ctx, layer->bwd_io_bytes, batch) + 2 * weight_bytes;
+  } else if (st_pass_is_backward(pass)) {
+    double part = 1.0;
+    if (pass != ST_PASS_BWD) {
+      double w = st_estimate_weight_share(ctx, layer);
+      part = pass == ST_PASS_BWD_WEIGHT ? w : 1.0 - w;
+    }
+    *flops = part * (double)batch * layer->bwd_flops;
+    *bytes = part * (io_bytes(ctx, layer->bwd_io_bytes, batch) + 2 * weight_bytes);
   } else {
     *flops = (double)batch * layer->fwd_flops;
     *bytes = io_bytes(ctx, layer->fwd_io_bytes, batch) + weight_bytes;
@@ -68,6 +79,8 @@ st_compute_work_traffic(const StComputeCtx *ctx, const StWork *work, double *flo
   switch (work->pass) {
   case ST_PASS_FWD:
   case ST_PASS_BWD:
+  case ST_PASS_BWD_INPUT:
+  case ST_PASS_BWD_WEIGHT:
   case ST_PASS_RECOMPUTE:
     g_return_if_fail(work->layer != NULL);
     layer_traffic(ctx, work->layer, work->pass, work->batch, work->selective, flops, bytes);

@@ -49,3 +49,12 @@ typedef struct {
  * multiply of their FLOPs when they have FLOPs beyond a few per element,
  * else one memory-bound kernel of their roofline bytes. */
 gboolean st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out);
+
+/* The share of `layer`'s backward that computes its weights' gradient (W of
+ * a split backward), in [0, 1]: of its kernels' FLOPs (bytes when they have
+ * none), W's over the whole backward's (a tied head's wgrad included). A
+ * type without a list of its own: 0 without parameters, else its forward's
+ * FLOPs over its backward's, at most a half (a linear's wgrad costs its
+ * forward). The
+ * roofline and a profile that measured only whole backwards split by it. */
+double st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer);

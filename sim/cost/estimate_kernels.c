@@ -47,6 +47,16 @@
  * Shapes are one rank's under tensor parallelism (attrs / layer->tp). The
  * model's first layer computes no input gradient (frameworks do not ask one
  * for the samples), though its layer FLOPs count one.
+ *
+ * A backward split in two (ST_PASS_BWD_INPUT, B, and ST_PASS_BWD_WEIGHT, W:
+ * zero-bubble pipelines) is the backward's list cut in two: W is the
+ * kernels that compute a weight's gradient and nothing else, the wgrad
+ * GEMMs of linears and convolutions, a bias's reduction and the input a
+ * convolution transposes again for its wgrad; B is everything else (the
+ * dgrad GEMMs, attention's backward, the element-wise gradients, a norm's
+ * fused backward with its scale's gradient: Qi et al. leave what is not a
+ * GEMM in B too). A type without a list of its own splits its one kernel
+ * by st_estimate_weight_share.
  */
 #include "cost/estimate.h"
 
@@ -68,11 +78,17 @@ typedef struct {
   gboolean transposes;  /* NCHW images into tensor-core convolutions: cuDNN transposes */
   gboolean fp8;         /* the transformer layers' linears in FP8 (te_linear) */
   gboolean fp8_now;     /* the GEMMs being pushed take FP8 inputs */
+  StPass only;          /* ST_PASS_BWD_INPUT / _WEIGHT: keep that half of a backward's
+                           kernels; else every kernel */
+  gboolean weights_now; /* the kernels being pushed compute a weight's gradient (W) */
 } List;
 
 static void
 push(List *l, StKernel k)
 {
+  if ((l->only == ST_PASS_BWD_INPUT && l->weights_now) ||
+      (l->only == ST_PASS_BWD_WEIGHT && !l->weights_now))
+    return;
   if (l->out->n < ST_KERNELS_MAX)
     l->out->k[l->out->n++] = k;
   else /* never for the shipped types; keep the work, as one more pass */
@@ -107,9 +123,11 @@ linear(List *l, double rows, double in, double out, gboolean bias)
   }
   if (!l->no_dgrad)
     gemm(l, ST_KERNEL_GEMM, rows, in, out, 1);
+  l->weights_now = TRUE;
   gemm(l, ST_KERNEL_GEMM, in, out, rows, 1);
   if (bias)
     mem(l, ST_KERNEL_MEMORY, rows * out, 1);
+  l->weights_now = FALSE;
 }
 
 /* A fused cast of `elems` 16-bit elements into FP8 and its FP8 transpose:
@@ -240,7 +258,9 @@ conv_transposes(List *l, double b, Map in, Map out)
   mem(l, ST_KERNEL_MEMORY, x, 2);
   mem(l, ST_KERNEL_MEMORY, y, 2);
   if (!l->fwd) {
+    l->weights_now = TRUE; /* the input again, for the weights' gradient */
     mem(l, ST_KERNEL_MEMORY, x, 2);
+    l->weights_now = FALSE;
     if (!l->no_dgrad)
       mem(l, ST_KERNEL_MEMORY, x, 2);
   }
@@ -262,7 +282,9 @@ conv(List *l, double b, Map in, Map out, int64_t k, int64_t g)
   double s2 = (double)(in.h * in.w) / (double)(out.h * out.w);
   if (!l->no_dgrad)
     gemm(l, ST_KERNEL_CONV, b * in.h * in.w, in.c / G, out.c / G * kk / s2, G);
+  l->weights_now = TRUE;
   gemm(l, ST_KERNEL_CONV, out.c / G, in.c / G * kk, b * out.h * out.w, G);
+  l->weights_now = FALSE;
 }
 
 static Map
@@ -307,8 +329,10 @@ conv2d_layer(const StLayer *layer, double b, List *l)
   const int64_t *o = layer->out_shape.dims;
   conv(l, b, in, (Map){o[0], o[1], o[2]}, st_layer_attr(layer, "kernel", 1),
        st_layer_attr(layer, "groups", 1));
+  l->weights_now = TRUE; /* the bias's gradient */
   if (!l->fwd && st_layer_attr(layer, "bias", 1))
     mem(l, ST_KERNEL_MEMORY, b * (double)(o[0] * o[1] * o[2]), 1);
+  l->weights_now = FALSE;
 }
 
 /* conv (no bias) + batchnorm (+ ReLU), as torchvision's residual blocks. */
@@ -634,6 +658,15 @@ generic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b,
   StWork w = {.pass = pass, .layer = layer, .batch = (int64_t)b};
   double flops = 0, bytes = 0;
   st_compute_work_traffic(ctx, &w, &flops, &bytes);
+  if (l->only != ST_PASS_INVALID) { /* one half of the backward: its share */
+    double share = st_estimate_weight_share(ctx, layer);
+    double part = l->only == ST_PASS_BWD_WEIGHT ? share : 1.0 - share;
+    flops *= part;
+    bytes *= part;
+    l->weights_now = l->only == ST_PASS_BWD_WEIGHT;
+    if (flops <= 0 && bytes <= 0)
+      return;
+  }
   if (memory_class == ST_KERNEL_POOL || flops <= 8.0 * bytes) {
     push(l, (StKernel){memory_class == ST_KERNEL_POOL ? ST_KERNEL_POOL : ST_KERNEL_MEMORY, 0, 0,
                        0, 0, flops, bytes, FALSE, FALSE});
@@ -654,6 +687,10 @@ entry_of(const StLayer *layer)
 static void
 one_pass(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b, StKernels *out)
 {
+  /* Half a backward: the backward's kernels, those of that half kept. */
+  StPass only = pass == ST_PASS_BWD_INPUT || pass == ST_PASS_BWD_WEIGHT ? pass : ST_PASS_INVALID;
+  if (only != ST_PASS_INVALID)
+    pass = ST_PASS_BWD;
   /* Frameworks compute no gradient for the samples: the first layer's
    * backward skips its input's (its own first GEMM or convolution). */
   gboolean first = ctx->model != NULL && ctx->model->n_layers > 0 &&
@@ -670,6 +707,8 @@ one_pass(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b, S
             f != NULL && f->logits_fp32,
             ctx->nchw && tensor_cores,
             ctx->fp8 && ctx->cluster->gpu.fp8_flops > 0,
+            FALSE,
+            only,
             FALSE};
   const Entry *e = entry_of(layer);
   if (e != NULL && e->plain != NULL)
@@ -694,7 +733,8 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
      * back): the roofline's FLOPs and bytes, as two kernels. */
     double flops = 0, bytes = 0;
     st_compute_work_traffic(ctx, work, &flops, &bytes);
-    List l = {out, st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE, FALSE, FALSE, FALSE};
+    List l = {out,   st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE, FALSE, FALSE,
+              FALSE, ST_PASS_INVALID,            FALSE};
     if (flops > 0)
       push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE, FALSE});
     if (bytes > 0)
@@ -704,6 +744,8 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
   switch (work->pass) {
   case ST_PASS_FWD:
   case ST_PASS_BWD:
+  case ST_PASS_BWD_INPUT:
+  case ST_PASS_BWD_WEIGHT:
   case ST_PASS_RECOMPUTE:
     one_pass(ctx, work->layer, work->pass, b, out);
     return TRUE;
@@ -714,6 +756,30 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
   default:
     return FALSE;
   }
+}
+
+double
+st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer)
+{
+  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
+  const Entry *e = entry_of(layer);
+  if (e == NULL || (e->plain == NULL && e->with_ctx == NULL))
+    return layer->params > 0 && layer->bwd_flops > 0
+             ? MIN(layer->fwd_flops / layer->bwd_flops, 0.5)
+             : 0;
+  StKernels all = {0}, weights = {0};
+  one_pass(ctx, layer, ST_PASS_BWD, 1, &all);
+  one_pass(ctx, layer, ST_PASS_BWD_WEIGHT, 1, &weights);
+  double f_all = 0, f_w = 0, b_all = 0, b_w = 0;
+  for (int i = 0; i < all.n; i++) {
+    f_all += all.k[i].flops;
+    b_all += all.k[i].bytes;
+  }
+  for (int i = 0; i < weights.n; i++) {
+    f_w += weights.k[i].flops;
+    b_w += weights.k[i].bytes;
+  }
+  return f_all > 0 ? f_w / f_all : b_all > 0 ? b_w / b_all : 0;
 }
 
 int64_t

@@ -22,7 +22,7 @@ class_of(const StOp *op)
 {
   if (op->kind == ST_OP_COMP)
     return op->sub == ST_PASS_FWD || op->sub == ST_PASS_RECOMPUTE ? ST_CLASS_FORWARD
-           : op->sub == ST_PASS_BWD                               ? ST_CLASS_BACKWARD
+           : st_pass_is_backward((StPass)op->sub)                 ? ST_CLASS_BACKWARD
            : op->sub == ST_PASS_OPTIM                             ? ST_CLASS_OPTIMIZER
                                                                   : ST_CLASS_OTHER_COMPUTE;
   if (op->kind == ST_OP_COMM_COLL)

@@ -118,8 +118,9 @@ is_comm(const StOp *op)
 static gboolean
 is_layer_pass(const StOp *op)
 {
-  return op->kind == ST_OP_COMP && (op->sub == ST_PASS_FWD || op->sub == ST_PASS_BWD ||
-                                    op->sub == ST_PASS_FWDBWD || op->sub == ST_PASS_RECOMPUTE);
+  return op->kind == ST_OP_COMP &&
+         (op->sub == ST_PASS_FWD || st_pass_is_backward((StPass)op->sub) ||
+          op->sub == ST_PASS_FWDBWD || op->sub == ST_PASS_RECOMPUTE);
 }
 
 /* Indices, kinds and same-step order of one op; NULL when fine, else why. */

@@ -44,7 +44,8 @@ typedef struct {
   char *compute_model;  /* --compute-model: estimate (NULL) or roofline, where no profile answers */
   int pipeline_stages;   /* --pipeline-stages: G_inter, stages per pipeline; 0 = auto (the fewest
                             whose estimated memory per GPU fits) */
-  int pipeline_schedule; /* --pipeline-schedule: StPipeOrder (strategy_pipeline.h), 0 = 1f1b */
+  int pipeline_schedule; /* --pipeline-schedule: StPipeOrder (strategy_pipeline.h), 0 = 1f1b;
+                            zb-h1, zb-h2: zero-bubble orders (pipeline only) */
   int balance;           /* --balance: StPipeBalance (strategy_pipeline.h), 0 = time */
   int recompute;         /* --recompute: StRecompute (base/kinds.h), 0 = none */
   int seq_len;           /* --seq-len: tokens per sequence of a token model; 0 = the model's */

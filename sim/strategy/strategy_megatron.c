@@ -247,6 +247,16 @@ build(const StStrategyInput *in, GError **error)
   Layout l;
   if (!layout_of(in, m, &l, error))
     return NULL;
+  /* Megatron-LM's own orders only; the split backward's orders are the
+   * pipeline strategy's (they would need each tensor-parallel part's B and
+   * W around its collectives). */
+  if (st_pipe_order_splits((StPipeOrder)o->pipeline_schedule)) {
+    g_free(l.first);
+    st_strategy_refuse(error, "--pipeline-schedule zb-h1/zb-h2: megatron runs Megatron-LM's 1F1B "
+                       "(interleaved with --virtual-stages); the zero-bubble orders are the "
+                       "pipeline strategy's");
+    return NULL;
+  }
   StPipe pp;
   if (!st_pipe_init(&pp, m, in->cluster, in->profile, o, error)) {
     g_free(l.first);

@@ -13,14 +13,17 @@
  * The notes carry estimates, each labelled: the bubble fraction of uniform
  * stages, the passes' time from the slowest stage, the p2p and all-reduce
  * bytes per GPU and their time alone on idle links. The simulated bubble of
- * a GPU is (1 - busy_fraction) x step time in the report.
+ * a GPU is (1 - busy_fraction) x step time in the report. Under the
+ * zero-bubble orders the bubble estimate is the paper's closed form over
+ * the slowest stage's f, b (B) and w (W), which the notes also give
+ * (stage_*_estimate_s), and the bubble itself (bubble_estimate_s).
  */
 #include "strategy/strategy_pipeline.h"
 
 #include "base/util.h"
 #include "cost/cost.h"
 
-static const char *const ORDER_NAMES[] = {"1f1b", "gpipe"};
+static const char *const ORDER_NAMES[] = {"1f1b", "gpipe", "zb-h1", "zb-h2"};
 static const char *const BALANCE_NAMES[] = {"time", "memory", "params"};
 
 /* Estimated peak per GPU: the worst stage, times the ranks a GPU hosts. */
@@ -88,18 +91,48 @@ p2p_ns(const StPipe *pp, const StSchedule *s, int from, int to, int64_t bytes)
   return st_comm_plan_ns(&plan);
 }
 
+/* The per-GPU bubble of the order over stages of forward f, B b and W w
+ * (strategy_pipeline.h), in the unit of its arguments. */
+static double
+bubble_closed_form(StPipeOrder order, int S, double f, double b, double w)
+{
+  switch (order) {
+  case ST_PIPE_ZB_H1:
+    return MAX(0.0, (S - 1) * (f + b - w));
+  case ST_PIPE_ZB_H2:
+    return MAX(0.0, (S - 1) * (f + b - 2 * w));
+  default:
+    return (S - 1) * (f + b + w);
+  }
+}
+
 static void
 note_estimates(const StPipe *pp, StSchedule *s, const StPipeComms *comms)
 {
   int S = pp->n_stages, M = pp->n_micro;
   double slowest = 0, p2p_bytes = 0, p2p_time = 0, ar_bytes = 0, ar_time = 0;
+  double f_slow = 0, b_slow = 0, w_slow = 0; /* the slowest stage's (ns) */
   int64_t memory = 0;
   for (int st = 0; st < S; st++) {
-    double t = 0;
+    double t = 0, tf = 0, tb = 0, tw = 0;
     for (int i = pp->first[st]; i < pp->first[st + 1]; i++) {
       t += st_pipe_layer_time_ns(pp, i, ST_PASS_FWD) + st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
-      if (pp->options->recompute != ST_RECOMPUTE_NONE)
+      tf += st_pipe_layer_time_ns(pp, i, ST_PASS_FWD);
+      if (st_pipe_splits(pp, i)) {
+        tb += i > 0 ? st_pipe_layer_time_ns(pp, i, ST_PASS_BWD_INPUT) : 0;
+        tw += st_pipe_layer_time_ns(pp, i, ST_PASS_BWD_WEIGHT);
+      } else {
+        tb += st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
+      }
+      if (pp->options->recompute != ST_RECOMPUTE_NONE) {
         t += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
+        tb += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
+      }
+    }
+    if (t > slowest) {
+      f_slow = tf;
+      b_slow = tb;
+      w_slow = tw;
     }
     slowest = MAX(slowest, t);
     /* Pipeline 0's ranks 0 .. S-1: this stage's sends and receives, each alone. */
@@ -135,7 +168,17 @@ note_estimates(const StPipe *pp, StSchedule *s, const StPipeComms *comms)
     ar_time = MAX(ar_time, reduce_time);
     memory = MAX(memory, st_pipe_stage_memory(pp, st));
   }
-  st_schedule_note_number(s, "bubble_fraction_estimate", (double)(S - 1) / (M + S - 1));
+  if (st_pipe_order_splits(pp->order)) {
+    double bubble = bubble_closed_form(pp->order, S, f_slow, b_slow, w_slow);
+    st_schedule_note_number(s, "bubble_fraction_estimate",
+                            bubble / (M * (f_slow + b_slow + w_slow) + bubble));
+    st_schedule_note_number(s, "bubble_estimate_s", bubble * 1e-9);
+    st_schedule_note_number(s, "stage_fwd_estimate_s", f_slow * 1e-9);
+    st_schedule_note_number(s, "stage_bwd_input_estimate_s", b_slow * 1e-9);
+    st_schedule_note_number(s, "stage_bwd_weight_estimate_s", w_slow * 1e-9);
+  } else {
+    st_schedule_note_number(s, "bubble_fraction_estimate", (double)(S - 1) / (M + S - 1));
+  }
   st_schedule_note_number(s, "slowest_stage_fwd_bwd_estimate_s", slowest * 1e-9);
   st_schedule_note_number(s, "passes_time_estimate_s", (M + S - 1) * slowest * 1e-9);
   st_schedule_note_number(s, "p2p_bytes_per_gpu", p2p_bytes);
@@ -166,6 +209,15 @@ build(const StStrategyInput *in, GError **error)
   StPipe pp;
   if (!st_pipe_init(&pp, in->model, in->cluster, in->profile, o, error)) {
     st_pipe_clear(&pp);
+    return NULL;
+  }
+  /* The split backward is written for the dense stage programs of this
+   * strategy: SAMO's compress after each backward is not (yet) placed
+   * after its W. */
+  if (st_pipe_order_splits(pp.order) && st_sparse_on(&pp.sparse)) {
+    st_pipe_clear(&pp);
+    st_strategy_refuse(error, "--pipeline-schedule %s with --sparsity: the zero-bubble orders "
+                       "are built for dense models only", ORDER_NAMES[pp.order]);
     return NULL;
   }
   const char *how = NULL;
@@ -256,11 +308,12 @@ static const StStrategyKnob KNOBS[] = {
 
 const StStrategy st_strategy_pipeline = {
   .name = "pipeline",
-  .summary = "inter-layer (pipeline) parallelism inside data-parallel groups, GPipe or 1F1B; "
-             "with --sparsity, SAMO's compressed model states",
+  .summary = "inter-layer (pipeline) parallelism inside data-parallel groups, GPipe, 1F1B or "
+             "zero bubble (ZB-H1, ZB-H2); with --sparsity, SAMO's compressed model states",
   .citation = "Singh and Bhatele, AxoNN: An asynchronous, message-driven parallel framework "
               "for extreme-scale deep learning, IPDPS 2022; Singh and Bhatele, Exploiting "
-              "Sparsity in Pruned Neural Networks to Optimize Large Model Training, IPDPS 2023",
+              "Sparsity in Pruned Neural Networks to Optimize Large Model Training, IPDPS 2023; "
+              "Qi, Wan, Huang and Lin, Zero Bubble Pipeline Parallelism, ICLR 2024",
   .build = build,
   .update = st_sparse_update,
   .knobs = KNOBS,

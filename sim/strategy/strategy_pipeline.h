@@ -6,7 +6,7 @@
  *                                or fitted to memory), notes, the registry entry
  *   strategy_pipeline_balance.c  what a layer weighs (time, memory, params),
  *                                the split into stages, the memory estimate
- *   strategy_pipeline_order.c    GPipe and 1F1B orders of passes
+ *   strategy_pipeline_order.c    GPipe, 1F1B and zero-bubble orders of passes
  *   strategy_pipeline_stage.c    one stage's program: passes, p2p, reductions
  *
  * Layout. R ranks = G_inter stages x G_data pipelines: rank r is stage
@@ -25,6 +25,18 @@
  * under both orders; each GPU idles (S - 1)(f + b) of it, the bubble,
  * a fraction (S - 1) / (M + S - 1). GPipe holds M micro-batches of
  * activations on every stage; 1F1B holds min(S - s, M) on stage s.
+ *
+ * Zero-bubble orders (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR
+ * 2024) split each backward in B (the input's gradient, which the stage
+ * before waits for) and W (the weights'), ST_PASS_BWD_INPUT and
+ * ST_PASS_BWD_WEIGHT, and run W later, where the stage would idle. With
+ * per-stage times f, b (B) and w (W) the bubble of each GPU is
+ *   1F1B (S - 1)(f + b + w), ZB-H1 (S - 1)(f + b - w), ZB-H2 (S - 1)(f + b - 2w)
+ * (at least 0), ZB-H1 at 1F1B's peak of activations (S micro-batches on the
+ * first stage), ZB-H2 at 2S - 1 on every stage. ZB-H2's reaches 0 only in
+ * the steady state, where each stage's next step starts as soon as its own
+ * optimizer is done (the paper's parallelogram: this strategy's step has
+ * no synchronisation across stages but the tied embedding's).
  */
 #pragma once
 
@@ -35,7 +47,16 @@
 typedef enum {
   ST_PIPE_1F1B = 0, /* PipeDream-Flush: warm-up forwards, then one forward one backward */
   ST_PIPE_GPIPE,    /* every forward, then every backward */
+  ST_PIPE_ZB_H1,    /* zero bubble, 1F1B's memory: W deferred by the stage's index */
+  ST_PIPE_ZB_H2,    /* zero bubble: 2S - 1 micro-batches in flight on every stage */
 } StPipeOrder;
+
+/* Whether the order splits backwards into B and W. */
+static inline gboolean
+st_pipe_order_splits(StPipeOrder order)
+{
+  return order == ST_PIPE_ZB_H1 || order == ST_PIPE_ZB_H2;
+}
 
 typedef enum {
   ST_PIPE_BALANCE_TIME = 0, /* forward + backward (+ recompute) time, from the cost models */
@@ -49,11 +70,19 @@ typedef struct {
   gboolean fwd;
   int micro;
   int chunk;
+  StPass half; /* a backward of a zero-bubble order: ST_PASS_BWD_INPUT (B) or
+                  ST_PASS_BWD_WEIGHT (W); ST_PASS_INVALID: the whole pass */
 } StPipeSlot;
 
 /* The slots of stage `stage` of `n_stages` for `n_micro` micro-batches, in
- * order (GArray of StPipeSlot, transfer full). Backwards run in micro-batch
- * order under both orders. */
+ * order (GArray of StPipeSlot, transfer full). Backwards (B and W) run in
+ * micro-batch order under every order. Zero-bubble orders: stage s runs
+ * `warm` forwards, then, until the backwards are done, a B, the W's that
+ * leave at most `lag` of them behind the B's, and a forward while any is
+ * left; then the remaining W's. ZB-H1: warm = S - s, lag = s (the first
+ * stage runs each W right after its B, so it holds 1F1B's S micro-batches;
+ * stage s defers s W's). ZB-H2: warm = 2 (S - s) - 1, lag = 2 s, every
+ * stage holding 2S - 1. */
 GArray *st_pipe_order(StPipeOrder order, int stage, int n_stages, int n_micro);
 
 /* Megatron-LM's interleaved 1F1B (Narayanan et al., SC 2021, section 2.2):
@@ -66,7 +95,8 @@ GArray *st_pipe_order(StPipeOrder order, int stage, int n_stages, int n_micro);
  * then the remaining backwards. n_micro must be a multiple of n_stages. */
 GArray *st_pipe_order_interleaved(int stage, int n_stages, int n_micro, int n_chunks);
 
-/* Micro-batches whose activations stage `stage` holds at most at once. */
+/* Micro-batches whose activations stage `stage` holds at most at once
+ * (from a forward to the end of its backward, or of its W). */
 int st_pipe_in_flight(StPipeOrder order, int stage, int n_stages, int n_micro);
 
 /* Everything the parts share about one pipeline layout. */
@@ -112,6 +142,11 @@ typedef struct {
                                experts on the EP rank owning them, tokens dispatched and
                                combined by all-to-all */
 } StPipe;
+
+/* Whether layer i's backward runs as B and W under pipe's order: a
+ * zero-bubble order, and the layer has weights of its own (a tied head's
+ * backward stays whole: it adds into the embedding's gradient). */
+gboolean st_pipe_splits(const StPipe *pipe, int i);
 
 /* Fills the per-layer facts for `n_stages` stages (no split yet: `first`
  * is NULL). Fails naming --sparsity when it is out of range. */

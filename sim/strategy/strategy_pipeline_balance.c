@@ -242,6 +242,14 @@ st_pipe_stage_memory(const StPipe *pp, int s)
   for (int i = lo; st_sparse_on(sp) && i < hi; i++)
     dense = MAX(dense, (pp->owned[i] + st_sparse_nnz(sp, pp->owned[i])) * sp->grad);
   int in_flight = st_pipe_in_flight(pp->order, s, S, pp->n_micro);
+  /* Zero-bubble orders: a micro-batch whose B ran and W did not also holds
+   * the gradients of its layers' outputs, which the W's read (the most of
+   * them: every layer's, and the one received). */
+  if (st_pipe_order_splits(pp->order)) {
+    for (int i = lo; i < hi; i++)
+      held += st_pipe_input_bytes(pp, i);
+    held += s < S - 1 ? st_pipe_boundary_bytes(pp, s) : 0;
+  }
   int64_t acts = (int64_t)(in_flight - 1) * held + peak + 2 * in + 2 * out + dense;
   int64_t step = st_sparse_on(sp) ? nnz * sp->temp : 0;
   return states + MAX(acts, step);

@@ -19,6 +19,15 @@
  * The last micro-batch's backward launches each gradient bucket's
  * all-reduce across the pipelines; the tied embedding's gradient is then
  * summed between its two stages; the optimizer waits for both.
+ *
+ * Zero-bubble orders: a B slot runs, from the chunk's last layer down, the
+ * B (ST_PASS_BWD_INPUT) of every layer that splits (st_pipe_splits) and the
+ * whole backward of the others, and sends the input's gradient; the
+ * model's first layer has no input gradient, so its B is skipped. A W slot
+ * runs the W's (ST_PASS_BWD_WEIGHT) in the same order, and the last
+ * micro-batch's W slot launches the buckets' all-reduces: a layer's
+ * gradient is complete after its W. A recompute runs before the first half
+ * of its layer's backward.
  */
 #include "strategy/strategy_pipeline_stage.h"
 
@@ -152,6 +161,40 @@ st_pipe_maybe_reduce(Stage *st, int i, int m, uint32_t ready)
   st->last_reduce = st_program_commit(st->p);
 }
 
+gboolean
+st_pipe_splits(const StPipe *pp, int i)
+{
+  return st_pipe_order_splits(pp->order) && pp->model->layers[i].params > 0 &&
+         i != pp->tied_head;
+}
+
+/* The W slot of micro-batch m on chunk c (zero-bubble orders). */
+static void
+emit_weights(Stage *st, int m, int c)
+{
+  const StPipe *pp = st->pp;
+  const Chunk *ch = &st->chunks[c];
+  StTensors *t = st->tensors[m];
+  uint32_t last = NONE;
+  for (int i = ch->hi - 1; i >= ch->lo; i--) {
+    if (st_pipe_splits(pp, i)) {
+      /* After its B (the same stream), or where the B was skipped, after
+       * the receive of its output's gradient (b_op says which). */
+      uint32_t after = st->b_op[i];
+      if (i == 0 && st_tensors_recomputes(t, i)) { /* its B was skipped */
+        emit_pass(st, ST_PASS_RECOMPUTE, i, m, after, NONE);
+        after = NONE;
+      }
+      last = emit_pass(st, ST_PASS_BWD_WEIGHT, i, m, after, NONE);
+    }
+    /* Every layer above it in the bucket has its gradient by now: the W's
+     * so far in this slot, or the B slot before it. */
+    uint32_t ready = last != NONE ? last : st->b_op[i];
+    if (ready != NONE)
+      st_pipe_maybe_reduce(st, i, m, ready);
+  }
+}
+
 static void
 emit_backward(Stage *st, int m, int c)
 {
@@ -174,6 +217,11 @@ emit_backward(Stage *st, int m, int c)
       st_pipe_moe_backward(st, router, m);
       i = router;
     }
+    gboolean split = st_pipe_splits(pp, i);
+    if (split && i == 0) { /* no input gradient: all of it is W, after the receive */
+      st->b_op[i] = i == ch->hi - 1 ? recv : NONE;
+      continue;
+    }
     /* As autograd runs it: the recompute starts once the output's gradient
      * is here, not ahead of it. */
     if (st_tensors_recomputes(t, i))
@@ -182,7 +230,12 @@ emit_backward(Stage *st, int m, int c)
     if (st_sparse_on(sp) && pp->owned[i] > 0)
       dense = st_sparse_dense_grad_buffer(sp, st->p, pp->model->layers[i].name, i, m,
                                           pp->owned[i]);
-    bwd = emit_pass(st, ST_PASS_BWD, i, m, i == ch->hi - 1 ? recv : NONE, dense);
+    bwd = emit_pass(st, split ? ST_PASS_BWD_INPUT : ST_PASS_BWD, i, m,
+                    i == ch->hi - 1 ? recv : NONE, dense);
+    if (st_pipe_order_splits(pp->order)) { /* the W slot reduces */
+      st->b_op[i] = bwd;
+      continue;
+    }
     uint32_t ready = bwd;
     if (dense != NONE)
       ready = st_sparse_emit_compress(sp, st->p, st->compute, i, m, pp->owned[i], bwd, dense);
@@ -508,10 +561,16 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
 
   g_autoptr(GArray) order = V > 1 ? st_pipe_order_interleaved(s, S, M, V)
                                   : st_pipe_order(pp->order, s, S, M);
+  g_autofree uint32_t *b_op = g_new(uint32_t, L);
+  for (int i = 0; i < L; i++)
+    b_op[i] = NONE;
+  st.b_op = b_op;
   for (guint k = 0; k < order->len; k++) {
     const StPipeSlot *slot = &g_array_index(order, StPipeSlot, k);
     if (slot->fwd)
       emit_forward(&st, slot->micro, slot->chunk);
+    else if (slot->half == ST_PASS_BWD_WEIGHT)
+      emit_weights(&st, slot->micro, slot->chunk);
     else
       emit_backward(&st, slot->micro, slot->chunk);
   }

@@ -44,7 +44,12 @@ typedef struct {
    * block; at a router's index, its segment's combined rows (moe_saved)
    * and its slots' tokens and gates (moe_slots). NONE: none. */
   uint32_t **moe_saved, **moe_slots;
+  /* Zero-bubble orders (st_pipe_order_splits): per layer, the last op of
+   * its backward's B slot for the micro-batch being emitted (a whole
+   * backward for a layer that does not split, NONE when none ran there). */
+  uint32_t *b_op;
 } Stage;
+
 
 
 /* A layer pass with `pm`'s effects (tensors.h's, or a segment's own) over

@@ -88,7 +88,7 @@ st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pas
   st_layer_memory(m, layer, batch, dtype, &mem);
   gboolean selective = recompute == ST_RECOMPUTE_SELECTIVE;
   int64_t bytes = mem.fwd_scratch;
-  if (pass == ST_PASS_BWD)
+  if (st_pass_is_backward(pass)) /* each half of a split one runs the layer's backward call */
     bytes = mem.bwd_scratch;
   else if (pass == ST_PASS_FWD && selective)
     bytes += mem.again;
@@ -101,7 +101,12 @@ st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pas
   if (bytes == 0)
     return NONE;
   char name[NAME_MAX_LEN];
-  name_of(name, pass == ST_PASS_BWD ? "scratch bwd" : "scratch fwd", m->layers[layer].name, micro);
+  name_of(name,
+          pass == ST_PASS_BWD          ? "scratch bwd"
+          : pass == ST_PASS_BWD_INPUT  ? "scratch bwd_input"
+          : pass == ST_PASS_BWD_WEIGHT ? "scratch bwd_weight"
+                                       : "scratch fwd",
+          m->layers[layer].name, micro);
   return st_program_add_buffer(p, name, ST_MEM_WORKSPACE, bytes, FALSE);
 }
 
@@ -368,17 +373,26 @@ recompute(StTensors *t, int i, StPassMem *pm)
   free_read(t, ST_PASS_RECOMPUTE, i, pm);
 }
 
+/* A backward (`pass` BWD), or half of one: B (BWD_INPUT) makes the input's
+ * gradient and frees nothing the layer read, which W (BWD_WEIGHT) reads
+ * again and frees as a whole backward does. */
 static void
-backward(StTensors *t, int i, StPassMem *pm)
+backward(StTensors *t, int i, StPass pass, StPassMem *pm)
 {
   const StLayerMemory *mem = &t->mem[i];
   const StModel *m = t->spec.model;
+  gboolean makes = pass != ST_PASS_BWD_WEIGHT, frees = pass != ST_PASS_BWD_INPUT;
   /* The first layer's input is data: no gradient of it. */
-  if (i > 0) {
+  if (i > 0 && makes) {
     t->grad[i] = buffer(t, "dx", i, ST_MEM_WORKSPACE, mem->input_grad, ST_DATA_INPUT_GRAD, i);
     st_pass_mem_alloc(pm, t->grad[i]);
   }
-  scratch(t, pm, ST_PASS_BWD, i);
+  scratch(t, pm, pass, i);
+  if (!frees) {
+    if (i > 0 && !runs(t, i - 1) && !moved(t, i))
+      st_pass_mem_free(pm, t->grad[i]);
+    return;
+  }
   /* A tied head's weight gradient waits in a buffer of its own until the
    * backward of the layer it is tied to adds it to that layer's gradient
    * (which, in a ZeRO bucket, only comes with that backward; the executor
@@ -407,7 +421,7 @@ backward(StTensors *t, int i, StPassMem *pm)
   }
   /* Nobody here reads the gradient it made (no layer before it here, and
    * no transfer out): it goes with this pass. */
-  if (i > 0 && !runs(t, i - 1) && !moved(t, i))
+  if (i > 0 && makes && !runs(t, i - 1) && !moved(t, i))
     st_pass_mem_free(pm, t->grad[i]);
 }
 
@@ -423,7 +437,9 @@ st_tensors_pass(StTensors *t, StPass pass, int layer, StPassMem *pm)
     recompute(t, layer, pm);
     return;
   case ST_PASS_BWD:
-    backward(t, layer, pm);
+  case ST_PASS_BWD_INPUT:
+  case ST_PASS_BWD_WEIGHT:
+    backward(t, layer, pass, pm);
     return;
   default:
     g_assert_not_reached();

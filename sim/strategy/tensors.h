@@ -22,6 +22,9 @@
  *   something to drop (StLayerMemory.again) keeps the rest of its saved
  *   block, its forward takes the dropped part as scratch, and the recompute
  *   allocates it again (activations) for the backward;
+ * - a backward split in two (zero-bubble pipelines): B (ST_PASS_BWD_INPUT)
+ *   allocates g[k] and frees nothing the layer read; W (ST_PASS_BWD_WEIGHT)
+ *   frees what the whole backward frees (below), and reads them last;
  * - backward of k > 0: g[k] (workspace); a tied head's backward, when this
  *   rank runs the backward of the layer it is tied to, that layer's weight
  *   gradient (grads), freed by that backward, which adds it in;
