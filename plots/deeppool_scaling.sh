@@ -64,7 +64,7 @@ sweep() {
        .[2].multiplex.foreground_samples_per_s, (.[2] | bg), .[2].multiplex.cluster_samples_per_s,
        .[3].multiplex.foreground_samples_per_s, (.[3] | bg), .[3].multiplex.cluster_samples_per_s,
        (.[0] | idle), (.[1] | idle), .[2].multiplex.gpu_idle_fraction,
-       .[1].notes.planned_iteration_s * 1e3, .[1].notes.planned_gpu_time_s * 1e3,
+       .[1].notes.planned_step_s * 1e3, .[1].notes.planned_gpu_time_s * 1e3,
        .[1].notes.planned_dp_gpu_time_s * 1e3, .[2].multiplex.foreground_slowdown]
       | map(tostring) | join(",")' "$d" "$b" "$mb" "$md" >>"$csv"
     echo "$short: $g GPUs done" >&2
