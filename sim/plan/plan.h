@@ -144,9 +144,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanSpec, st_plan_spec_free)
  * (alias strategies: a comma list or "all"), nodes, gpus, micro-batch,
  * accumulation (integer lists: "1,2,4", "1-64" every integer, "1-64:x2"
  * every power-of-two multiple), global-batch, gpu-batch, mem-cap (a size:
- * "80GiB"), gpu-budget, gpus-per-node (one count, not a list), objective (time, throughput, throughput-per-gpu,
- * gpu-hours), train-steps, prune (front, winner, off), threads, wave,
- * no-fold, allow-stale, tp-across-nodes.
+ * "80GiB"), gpu-budget, gpus-per-node (one count, not a list), objective
+ * (time, throughput, throughput-per-gpu, gpu-hours), train-steps, prune
+ * (front, winner, off), threads, wave, no-fold, allow-stale, tp-across-nodes.
  * Any other option of the table (strategy/options.h) takes a comma list of
  * values (ranges for integer options); errors name the option and value. */
 gboolean st_plan_spec_set(StPlanSpec *spec, const char *name, const char *value,
