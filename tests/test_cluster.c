@@ -1,5 +1,5 @@
 /* test_cluster.c: the shipped clusters load with their datasheet numbers,
- * --nodes / --gpus resize them, groups get their shapes, and every kind of
+ * --gpus-per-node / --nodes / --gpus resize them, groups get their shapes, and every kind of
  * bad file is refused with an error that names the file and the key. */
 #include <glib.h>
 #include <string.h>
@@ -214,6 +214,68 @@ test_resize(void)
   g_assert_false(st_cluster_resize(c, -1, 0, NULL));
 }
 
+/* --gpus-per-node K keeps K of a node's GPUs, spread over its NICs, before
+ * --nodes copies the node. Summit: 6 GPUs and 2 NICs per node. */
+static void
+test_keep_gpus_per_node(void)
+{
+  g_autoptr(GError) error = NULL;
+  /* 16 GPUs as --gpus leaves them, the first 16 of 3 nodes: 6, 6 and 4.
+   * On the last node GPUs 0-2 use NIC 0 and GPU 3 NIC 1, so one NIC
+   * carries 3/4 of the node's ring traffic where a full node's carries 3/6. */
+  g_autoptr(StCluster) first = load_shipped("summit");
+  g_assert_true(st_cluster_resize(first, 3, 16, &error));
+  int32_t all[16];
+  for (int i = 0; i < 16; i++)
+    all[i] = i;
+  StGroupShape s;
+  st_cluster_group_shape(first, all, 16, &s);
+  g_assert_cmpint(s.nodes, ==, 3);
+  g_assert_cmpint(s.per_node, ==, 6);
+  g_assert_cmpfloat_with_epsilon(s.nic_share, 3.0 / 4, 1e-12);
+  /* --gpus-per-node 4 --nodes 4: every node alike, 2 GPUs on each NIC. */
+  g_autoptr(StCluster) c = load_shipped("summit");
+  g_assert_true(st_cluster_keep_gpus_per_node(c, 4, &error));
+  g_assert_no_error(error);
+  g_assert_true(st_cluster_resize(c, 4, 0, &error));
+  g_assert_cmpint(c->gpus_per_node, ==, 4);
+  g_assert_cmpint(c->nodes, ==, 4);
+  g_assert_cmpint(c->gpus, ==, 16);
+  g_assert_cmpint(c->fabric.nics, ==, 2);
+  g_assert_cmpint(st_cluster_node_of(c, 13), ==, 3);
+  st_cluster_group_shape(c, all, 16, &s);
+  g_assert_cmpint(s.nodes, ==, 4);
+  g_assert_cmpint(s.per_node, ==, 4);
+  g_assert_cmpint(s.per_nic, ==, 2);
+  g_assert_cmpfloat_with_epsilon(s.nic_share, 1.0 / 2, 1e-12);
+  /* It reads back equal. */
+  g_autoptr(cJSON) json = st_cluster_to_json(c);
+  g_autoptr(StCluster) back = st_cluster_from_json(json, "round-trip", &error);
+  g_assert_no_error(error);
+  assert_clusters_equal(c, back);
+  /* One GPU per node keeps one NIC: a GPU uses one. 0 leaves the node as
+   * it is; GPUs in use that were fewer than all stay as many as fit. */
+  g_autoptr(StCluster) one = load_shipped("summit");
+  g_assert_true(st_cluster_resize(one, 2, 5, &error));
+  g_assert_true(st_cluster_keep_gpus_per_node(one, 0, &error));
+  g_assert_cmpint(one->gpus_per_node, ==, 6);
+  g_assert_true(st_cluster_keep_gpus_per_node(one, 1, &error));
+  g_assert_cmpint(one->gpus_per_node, ==, 1);
+  g_assert_cmpint(one->fabric.nics, ==, 1);
+  g_assert_cmpint(one->gpus, ==, 2);
+  /* More than the node holds: refused, naming the file and the option, the
+   * cluster unchanged. */
+  g_autoptr(StCluster) bad = load_shipped("summit");
+  g_assert_false(st_cluster_keep_gpus_per_node(bad, 7, &error));
+  g_assert_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "summit.json"));
+  g_assert_nonnull(strstr(error->message, "--gpus-per-node 7"));
+  g_assert_nonnull(strstr(error->message, "6 GPUs"));
+  g_assert_cmpint(bad->gpus_per_node, ==, 6);
+  g_assert_cmpint(bad->gpus, ==, 6);
+  g_assert_cmpint(bad->fabric.nics, ==, 2);
+}
+
 /* A file without inter_node is fine alone; --nodes 2 needs the link. */
 static void
 test_resize_needs_inter_node(void)
@@ -426,6 +488,7 @@ main(int argc, char **argv)
   g_test_add_func("/cluster/round-trip", test_round_trip);
   g_test_add_func("/cluster/resize", test_resize);
   g_test_add_func("/cluster/resize-needs-inter-node", test_resize_needs_inter_node);
+  g_test_add_func("/cluster/keep-gpus-per-node", test_keep_gpus_per_node);
   g_test_add_func("/cluster/links-and-groups", test_links_and_groups);
   g_test_add_func("/cluster/bad-files", test_bad_files);
   g_test_add_func("/cluster/physical-ranges", test_physical_ranges);

@@ -178,6 +178,39 @@ test_ring_across_nodes(void)
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_E * 1e9 + 2 * ALPHA_E, 1e-3);
 }
 
+/* 16 ranks on Summit (6 GPUs and 2 NICs of B_e = 12.5 GB/s per node, NVLink
+ * 50 GB/s, alpha_i 2 us, alpha_e 5 us), ring all-reduce of S. The first 16
+ * GPUs (nodes of 6, 6, 4): on the last node NIC 0 serves 3 of its 4 GPUs and
+ * carries 3/4 of the node's ring: x = min(50/(5/6), B_e/(3/4)) = 4/3 B_e,
+ * t = 2*15/16*S/(4/3 B_e) + 26 alpha_i + 4 alpha_e. With --gpus-per-node 4
+ * on 4 nodes each NIC serves 2 of 4: x = min(50/(3/4), B_e/(1/2)) = 2 B_e,
+ * t = 2*15/16*S/(2 B_e) + 24 alpha_i + 6 alpha_e, as a full node's ring. */
+static void
+test_ring_gpus_per_node(void)
+{
+  const double b_e = 12.5e9, s = 200e6;
+  g_autofree char *path = st_test_src("models/clusters/summit.json");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StCluster) first = st_cluster_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_true(st_cluster_resize(first, 3, 16, &error));
+  StGroupShape g = first_gpus(first, 16);
+  StCommPlan plan = plan_ok(first, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
+                                 2.0 * 15 / 16 * s / (4.0 / 3 * b_e) * 1e9 + 26 * ALPHA_I +
+                                   4 * ALPHA_E,
+                                 1e-3);
+  g_autoptr(StCluster) spread = st_cluster_load(path, &error);
+  g_assert_true(st_cluster_keep_gpus_per_node(spread, 4, &error));
+  g_assert_true(st_cluster_resize(spread, 4, 0, &error));
+  g_assert_no_error(error);
+  g = first_gpus(spread, 16);
+  plan = plan_ok(spread, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
+                                 2.0 * 15 / 16 * s / (2 * b_e) * 1e9 + 24 * ALPHA_I + 6 * ALPHA_E,
+                                 1e-3);
+}
+
 /* Several ranks on one device: the device sends for each of them, over its
  * own memory. 4 ranks on GPU 0, ring all-reduce:
  * t = 4 * 2*3/4*S / (HBM/2) + 0 (LOCAL has no latency). */
@@ -616,6 +649,7 @@ main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/cost/comm/ring", test_ring);
   g_test_add_func("/cost/comm/ring-across-nodes", test_ring_across_nodes);
+  g_test_add_func("/cost/comm/ring-gpus-per-node", test_ring_gpus_per_node);
   g_test_add_func("/cost/comm/all-to-all", test_all_to_all);
   g_test_add_func("/cost/comm/shared-device", test_shared_device);
   g_test_add_func("/cost/comm/tree", test_tree);

@@ -103,7 +103,7 @@ gboolean st_cli_load_calibration(const char *path, StCliInputs *inputs, GError *
 /* Gives a prediction's summary the calibration's intervals. */
 void st_cli_spread(const StCliInputs *inputs, StSummary *summary);
 
-/* The cluster resized by a run's --nodes / --gpus. Transfer full. */
+/* The cluster resized by a run's --gpus-per-node, --nodes and --gpus. Transfer full. */
 StCluster *st_cli_cluster_for(const StCliShared *shared, const StCliInputs *inputs,
                               const StOptions *options, GError **error);
 

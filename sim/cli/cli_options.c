@@ -271,7 +271,8 @@ st_cli_cluster_for(const StCliShared *sh, const StCliInputs *in, const StOptions
 {
   g_autoptr(StCluster) c = st_cluster_copy(in->cluster);
   /* Its errors name the cluster's file. */
-  if (!st_cluster_resize(c, options->nodes, options->gpus, error))
+  if (!st_cluster_keep_gpus_per_node(c, options->gpus_per_node, error) ||
+      !st_cluster_resize(c, options->nodes, options->gpus, error))
     return NULL;
   return g_steal_pointer(&c);
 }

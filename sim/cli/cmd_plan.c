@@ -41,6 +41,9 @@ static const struct {
                     "two) (default: as in the cluster file)"},
   {"gpus", "LIST", "GPU counts to search (same forms; with --nodes, a count is paired with the "
                    "node count it needs) (default: every GPU of the nodes)"},
+  {"gpus-per-node", "K", "GPUs of each node the searched shapes use, spread over its NICs; "
+                        "--nodes N then means N nodes of K GPUs (one count, not searched) "
+                        "(default: all of the file's)"},
   {"micro-batch", "LIST", "Micro-batch sizes to search (default: 1-64:x2)"},
   {"accumulation", "LIST", "Gradient accumulation to search when no batch is fixed (default: 1)"},
   {"global-batch", "N", "Fixed samples per step (strong scaling): accumulation follows"},
@@ -301,7 +304,8 @@ search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
   Bar bar = {!a->quiet && isatty(STDERR_FILENO), g_get_monotonic_time(), 0};
   if (!a->quiet)
     fprintf(stderr, "planning %s on %s (%s, %d per node)\n", in->model->name,
-            in->cluster->name, in->cluster->gpu.name, in->cluster->gpus_per_node);
+            in->cluster->name, in->cluster->gpu.name,
+            spec->gpus_per_node > 0 ? spec->gpus_per_node : in->cluster->gpus_per_node);
   int64_t device = in->cluster->gpu.memory_bytes;
   if (a->dist.rank == 0 && device > 0 && spec->mem_cap > device) {
     g_autofree char *cap = st_format_bytes(spec->mem_cap);

@@ -449,6 +449,32 @@ st_cluster_free(StCluster *c)
 }
 
 gboolean
+st_cluster_keep_gpus_per_node(StCluster *c, int gpus_per_node, GError **error)
+{
+  g_return_val_if_fail(c != NULL, FALSE);
+  const char *origin = c->path ? c->path : c->name;
+  if (gpus_per_node == 0 || gpus_per_node == c->gpus_per_node)
+    return TRUE;
+  if (gpus_per_node < 0 || gpus_per_node > c->gpus_per_node) {
+    g_set_error(error, ST_CLUSTER_ERROR, ST_ERROR_INVALID,
+                "%s: --gpus-per-node %d: a node holds %d GPUs", origin,
+                gpus_per_node, c->gpus_per_node);
+    return FALSE;
+  }
+  StCluster kept = *c; /* shallow: only its counts change */
+  int total = c->nodes * gpus_per_node;
+  kept.gpus_per_node = gpus_per_node;
+  kept.gpus = c->gpus == c->nodes * c->gpus_per_node ? total : MIN(c->gpus, total);
+  kept.fabric.nics = MIN(c->fabric.nics, gpus_per_node);
+  if (!check_links(&kept, kept.gpus, origin, error))
+    return FALSE;
+  c->gpus_per_node = kept.gpus_per_node;
+  c->gpus = kept.gpus;
+  c->fabric.nics = kept.fabric.nics;
+  return TRUE;
+}
+
+gboolean
 st_cluster_resize(StCluster *c, int nodes, int gpus, GError **error)
 {
   g_return_val_if_fail(c != NULL, FALSE);

@@ -32,8 +32,9 @@
  * (default 1: non-blocking; 2 means the uplink carries half of what the
  * leaf's NICs inject).
  *
- * `--nodes N` makes N copies of the file's node; `--gpus G` uses the first G
- * GPUs. GPU g sits on node g / gpus_per_node.
+ * `--gpus-per-node K` keeps K of the node's GPUs, `--nodes N` makes N copies
+ * of the node, `--gpus G` uses the first G GPUs. GPU g sits on node
+ * g / gpus_per_node.
  */
 #pragma once
 
@@ -99,6 +100,18 @@ struct cJSON *st_cluster_to_json(const StCluster *cluster);
 StCluster *st_cluster_copy(const StCluster *cluster);
 void st_cluster_free(StCluster *cluster);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StCluster, st_cluster_free)
+
+/* Applies --gpus-per-node: each node keeps `gpus_per_node` of its GPUs (1 ..
+ * the file's; 0 leaves the node as it is), as a job placed with Slurm's
+ * --gpus-per-node uses them. The node's NICs stay, at most one per GPU kept
+ * (a GPU uses one NIC), and GPU i of a node uses NIC i * nics /
+ * gpus_per_node, so the GPUs kept are spread over the NICs as evenly as
+ * their counts divide: 4 of a Summit node's 6 GPUs, 2 on each of its 2 NICs.
+ * GPUs in use: all of the new nodes when all were, else as many as fit.
+ * Apply it before st_cluster_resize, whose --nodes copies the node it leaves.
+ * Fails, naming the cluster's file and the option, for a count the node
+ * does not hold or when a needed link class is missing. */
+gboolean st_cluster_keep_gpus_per_node(StCluster *cluster, int gpus_per_node, GError **error);
 
 /* Applies --nodes and --gpus (0 leaves each as it is). Fails, with the
  * cluster's file and the option in the message, when `gpus` exceeds what the

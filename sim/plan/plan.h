@@ -119,6 +119,8 @@ typedef struct {
   GPtrArray *options;      /* StPlanValues *, owned, in the order given */
   int64_t mem_cap;         /* bytes per GPU; 0: the GPU's memory */
   int gpu_budget;          /* most GPUs a configuration may use; 0: no limit */
+  int gpus_per_node;       /* GPUs of each node in use (st_cluster_keep_gpus_per_node),
+                              the node --nodes copies; 0: all of the file's */
   StPlanObjective objective;
   int64_t train_steps;     /* for the gpu-hours objective */
   StPlanPrune prune;
@@ -142,9 +144,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanSpec, st_plan_spec_free)
  * (alias strategies: a comma list or "all"), nodes, gpus, micro-batch,
  * accumulation (integer lists: "1,2,4", "1-64" every integer, "1-64:x2"
  * every power-of-two multiple), global-batch, gpu-batch, mem-cap (a size:
- * "80GiB"), gpu-budget, objective (time, throughput, throughput-per-gpu,
- * gpu-hours), train-steps, prune (front, winner, off), threads, wave,
- * no-fold, allow-stale, tp-across-nodes.
+ * "80GiB"), gpu-budget, gpus-per-node (one count, not a list), objective
+ * (time, throughput, throughput-per-gpu, gpu-hours), train-steps, prune
+ * (front, winner, off), threads, wave, no-fold, allow-stale, tp-across-nodes.
  * Any other option of the table (strategy/options.h) takes a comma list of
  * values (ranges for integer options); errors name the option and value. */
 gboolean st_plan_spec_set(StPlanSpec *spec, const char *name, const char *value,
@@ -322,7 +324,9 @@ typedef struct {
 typedef struct {
   const StPlanSpec *spec;      /* borrowed */
   const StModel *model;        /* borrowed */
-  const StCluster *cluster;    /* borrowed, as loaded */
+  const StCluster *cluster;    /* as loaded (borrowed), or its nodes cut to the spec's
+                                  gpus_per_node (owned, in kept_nodes) */
+  StCluster *kept_nodes;       /* owned: that cut, or NULL */
   int64_t mem_cap;             /* resolved: bytes per GPU */
   GArray *configs;             /* StPlanConfig, owned */
   GStringChunk *strings;       /* owned: the configurations' setting strings */

@@ -67,6 +67,7 @@ search_json(const StPlan *plan)
   }
   st_json_add_int(obj, "mem_cap_bytes", plan->mem_cap);
   add_int_or_null(obj, "gpu_budget", spec->gpu_budget);
+  add_int_or_null(obj, "gpus_per_node", spec->gpus_per_node);
   cJSON_AddStringToObject(obj, "objective", st_plan_objective_name(spec->objective));
   st_json_add_int(obj, "train_steps", spec->train_steps);
   cJSON_AddStringToObject(obj, "prune", st_plan_prune_name(spec->prune));

@@ -660,6 +660,13 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
   plan->spec = spec;
   plan->model = model;
   plan->cluster = cluster;
+  if (spec->gpus_per_node > 0) {
+    /* Every shape searched is made of the cut node. */
+    plan->kept_nodes = st_cluster_copy(cluster);
+    if (!st_cluster_keep_gpus_per_node(plan->kept_nodes, spec->gpus_per_node, error))
+      return NULL;
+    plan->cluster = cluster = plan->kept_nodes;
+  }
   plan->strings = g_string_chunk_new(4096);
   /* A cap above the GPU's memory would call fitting what cannot run. */
   plan->mem_cap = cluster->gpu.memory_bytes;
@@ -762,6 +769,7 @@ st_plan_free(StPlan *plan)
     g_array_unref(plan->unlisted);
   if (plan->strings != NULL)
     g_string_chunk_free(plan->strings);
+  st_cluster_free(plan->kept_nodes);
   g_free(plan);
 }
 

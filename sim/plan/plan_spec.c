@@ -283,6 +283,12 @@ st_plan_spec_set(StPlanSpec *spec, const char *name, const char *value, GError *
     spec->gpu_budget = (int)v;
     return TRUE;
   }
+  if (strcmp(name, "gpus-per-node") == 0) {
+    if (!set_count(&v, name, value, 0, G_MAXINT32, error))
+      return FALSE;
+    spec->gpus_per_node = (int)v;
+    return TRUE;
+  }
   if (strcmp(name, "threads") == 0) {
     if (!set_count(&v, name, value, 0, 1024, error))
       return FALSE;

@@ -69,7 +69,13 @@ check_framework(const char *value, GError **error)
 static const StOptionSpec SPECS[] = {
   {"nodes", ST_OPT_INT, F(nodes), 1, 1e6, NULL, NULL, "N",
    "Copies of the cluster file's node (default: as in the file)"},
-  {"gpus", ST_OPT_INT, F(gpus), 1, 1e7, NULL, NULL, "G", "Use the first G GPUs (default: all)"},
+  {"gpus-per-node", ST_OPT_INT, F(gpus_per_node), 1, 1e6, NULL, NULL, "K",
+   "Use K GPUs of each node, as Slurm's --gpus-per-node places a job: the node's NICs stay "
+   "(at most one per GPU) and GPU i of a node uses NIC i x NICs / K, so the K are spread "
+   "over them; --nodes N then holds N x K GPUs, every node alike, where --gpus alone would "
+   "leave a partial last node (default: all of the file's)"},
+  {"gpus", ST_OPT_INT, F(gpus), 1, 1e7, NULL, NULL, "G",
+   "Use the first G GPUs, node by node (default: all)"},
   {"ranks", ST_OPT_INT, F(ranks), 1, 1e7, NULL, NULL, "R",
    "Data-parallel workers, round-robin on the GPUs; more ranks than GPUs share them "
    "(default: one per GPU)"},

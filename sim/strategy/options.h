@@ -24,6 +24,8 @@ GQuark st_options_error_quark(void);
 typedef struct {
   int nodes;            /* --nodes: copies of the cluster's node; 0 = not given: as in the file
                            (given, it is at least 1, as --gpus and --ranks) */
+  int gpus_per_node;    /* --gpus-per-node: GPUs of each node in use, spread over its NICs
+                           (st_cluster_keep_gpus_per_node); 0 = not given: all */
   int gpus;             /* --gpus: use the first G GPUs; 0 = not given: all */
   int ranks;            /* --ranks: data-parallel workers, round-robin on GPUs; 0 = not given: one per GPU */
   int micro_batch;      /* --micro-batch: samples per micro-batch per rank */
