@@ -20,6 +20,13 @@
 #define ALPHA_I 2000.0
 #define B_E 50e9
 #define ALPHA_E 5000.0
+/* The shares of those rates NCCL's collectives reach (models/gpus/h100-sxm.json,
+ * nccl_bus: nccl-tests' bus bandwidth): rings within a node, across nodes;
+ * an all-reduce on one node runs at the links' rate (NVLS beats them). */
+#define BUS_I 0.80
+#define BUS_E 0.94
+#define RI (BUS_I * B_I)
+#define RE (BUS_E * B_E)
 #define HBM 3.35e12
 #define MIB 1048576.0
 
@@ -86,16 +93,16 @@ test_ring(void)
 
   /* Reduce-scatter and all-gather: t = 7/8*S/B + 7*alpha. */
   plan = plan_ok(c, NULL, "ring", ST_COLL_REDUCE_SCATTER, (int64_t)s, &g);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I,
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / RI * 1e9 + 7 * ALPHA_I,
                                  1e-3);
   plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_GATHER, (int64_t)s, &g);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I,
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / RI * 1e9 + 7 * ALPHA_I,
                                  1e-3);
   /* Pipelined broadcast and reduce: t = S/B + 7*alpha. */
   plan = plan_ok(c, NULL, "ring", ST_COLL_BROADCAST, (int64_t)s, &g);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_I * 1e9 + 7 * ALPHA_I, 1e-3);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / RI * 1e9 + 7 * ALPHA_I, 1e-3);
   plan = plan_ok(c, NULL, "ring", ST_COLL_REDUCE, (int64_t)s, &g);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_I * 1e9 + 7 * ALPHA_I, 1e-3);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / RI * 1e9 + 7 * ALPHA_I, 1e-3);
 
   /* One rank: nothing to move, t = 0 with no phases. */
   StGroupShape one = first_gpus(c, 1);
@@ -121,14 +128,14 @@ test_all_to_all(void)
   g_assert_cmpstr(plan.algo, ==, "ring");
   g_assert_cmpint(plan.n_phases, ==, 1);
   g_assert_cmpfloat_with_epsilon(plan.phases[0].bytes, 7.0 / 8 * s, 1e-6);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + ALPHA_I, 1e-3);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), 7.0 / 8 * s / RI * 1e9 + ALPHA_I, 1e-3);
 
   StGroupShape two = first_gpus(c, 16);
   plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_TO_ALL, (int64_t)s, &two);
   g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTER_NODE);
   g_assert_cmpfloat_with_epsilon(plan.phases[0].use.nic_dev, 8.0 / 15, 1e-12);
   g_assert_cmpfloat_with_epsilon(plan.phases[0].use.gpu, 7.0 / 15, 1e-12);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / 2 / B_E * 1e9 + ALPHA_E, 1e-3);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / 2 / RE * 1e9 + ALPHA_E, 1e-3);
 
   StCommPlan none;
   g_autoptr(GError) error = NULL;
@@ -158,16 +165,16 @@ test_ring_across_nodes(void)
    * t = 2*15/16*S/(8 B_e) + 28 alpha_i + 2 alpha_e. */
   StCommPlan plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
   g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTER_NODE);
-  g_assert_cmpfloat_with_epsilon(plan.phases[0].bandwidth, 8 * B_E, 1e-3);
+  g_assert_cmpfloat_with_epsilon(plan.phases[0].bandwidth, 8 * RE, 1e-3);
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
-                                 2.0 * 15 / 16 * s / (8 * B_E) * 1e9 + 28 * ALPHA_I + 2 * ALPHA_E,
+                                 2.0 * 15 / 16 * s / (8 * RE) * 1e9 + 28 * ALPHA_I + 2 * ALPHA_E,
                                  1e-3);
   /* With 2 NICs per node the NICs bind at x = 2 B_e. */
   c->fabric.nics = 2;
   g = first_gpus(c, 16);
   plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &g);
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
-                                 2.0 * 15 / 16 * s / (2 * B_E) * 1e9 + 28 * ALPHA_I + 2 * ALPHA_E,
+                                 2.0 * 15 / 16 * s / (2 * RE) * 1e9 + 28 * ALPHA_I + 2 * ALPHA_E,
                                  1e-3);
   /* One GPU per node (GPUs 0 and 8): no NVLink hop, the NIC carries all of
    * it: t = 2*1/2*S/B_e + 2 alpha_e. */
@@ -175,7 +182,7 @@ test_ring_across_nodes(void)
   const int32_t pair[] = {0, 8};
   StGroupShape two = shape_of(c, pair, 2);
   plan = plan_ok(c, NULL, "ring", ST_COLL_ALL_REDUCE, (int64_t)s, &two);
-  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / B_E * 1e9 + 2 * ALPHA_E, 1e-3);
+  g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), s / RE * 1e9 + 2 * ALPHA_E, 1e-3);
 }
 
 /* 16 ranks on Summit (6 GPUs and 2 NICs of B_e = 12.5 GB/s per node, NVLink
@@ -228,6 +235,47 @@ test_shared_device(void)
                                  1e-3);
 }
 
+/* NCCL's collectives reach a share of the links' rate (the GPU files'
+ * nccl_bus), checked against the nccl-tests figures it comes from: on 8
+ * A100s a 16 GiB ring all-reduce at 234.9 GB/s bus bandwidth (S. Bekman,
+ * ml-engineering, network/README.md); on 8 H100-class GPUs an all-gather
+ * at 361.4 GB/s and an all-reduce at the links' 450 (NVLS measured 480,
+ * above the links, which cap it); across 2 H100 nodes 46-48 GB/s per NIC
+ * (NVIDIA/nccl-tests issue #290). busbw = algbw x 2(n-1)/n (all-reduce),
+ * (n-1)/n (all-gather), per nccl-tests' PERFORMANCE.md. */
+static double
+busbw(const StCluster *c, StCollKind kind, int n, double s)
+{
+  StGroupShape g = first_gpus(c, n);
+  StCommPlan plan = plan_ok(c, NULL, "ring", kind, (int64_t)s, &g);
+  double factor = (kind == ST_COLL_ALL_REDUCE ? 2.0 : 1.0) * (n - 1) / n;
+  return s / (st_comm_plan_ns(&plan) / 1e9) * factor;
+}
+
+static void
+test_nccl_bus(void)
+{
+  const double s = 16.0 * 1024 * MIB;
+  g_autofree char *path = st_test_src("models/clusters/dgx-a100.json");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StCluster) a100 = st_cluster_load(path, &error);
+  g_assert_no_error(error);
+  double a = busbw(a100, ST_COLL_ALL_REDUCE, 8, s);
+  g_test_message("A100 all-reduce busbw %.1f GB/s (nccl-tests 234.9)", a / 1e9);
+  g_assert_cmpfloat(fabs(a / 234.9e9 - 1), <, 0.01);
+  g_autoptr(StCluster) h = h100(2);
+  double ag = busbw(h, ST_COLL_ALL_GATHER, 8, s), ar = busbw(h, ST_COLL_ALL_REDUCE, 8, s);
+  g_test_message("H100 all-gather %.1f, all-reduce %.1f GB/s", ag / 1e9, ar / 1e9);
+  g_assert_cmpfloat(fabs(ag / 361.4e9 - 1), <, 0.01);
+  g_assert_cmpfloat(fabs(ar / 450e9 - 1), <, 0.01);
+  /* 2 nodes: a device's ring rate is its node's 8 NICs' (test_ring_across_nodes),
+   * so the bus bandwidth over 8 is one NIC's: 46-48 GB/s. */
+  double two = busbw(h, ST_COLL_ALL_REDUCE, 16, s) / 8;
+  g_test_message("2 x H100 nodes: %.1f GB/s per NIC", two / 1e9);
+  g_assert_cmpfloat(two, >=, 46e9);
+  g_assert_cmpfloat(two, <=, 48e9);
+}
+
 /* ---- tree ---------------------------------------------------------------- */
 
 static void
@@ -250,7 +298,7 @@ test_tree(void)
   StGroupShape g4 = first_gpus(c4, 32);
   plan = plan_ok(c4, NULL, "tree", ST_COLL_ALL_REDUCE, (int64_t)s, &g4);
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
-                                 2 * s / (0.92 * 8 * B_E) * 1e9 + 2 * (7 * ALPHA_I + 2 * ALPHA_E),
+                                 2 * s / (0.92 * 8 * RE) * 1e9 + 2 * (7 * ALPHA_I + 2 * ALPHA_E),
                                  1e-3);
 
   /* Only all-reduce: the algorithm declines the others, a forced name is an error. */
@@ -284,7 +332,7 @@ test_hierarchical(void)
   g_assert_cmpint(plan.phases[1].link, ==, ST_LINK_INTER_NODE);
   g_assert_cmpint(plan.phases[2].link, ==, ST_LINK_INTRA_NODE);
   g_assert_cmpfloat_with_epsilon(plan.phases[1].bytes, s / 8, 1e-6);
-  double expected = 2 * (7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I) + s / 8 / B_E * 1e9 + 2 * ALPHA_E;
+  double expected = 2 * (7.0 / 8 * s / RI * 1e9 + 7 * ALPHA_I) + s / 8 / RE * 1e9 + 2 * ALPHA_E;
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan), expected, 1e-3);
   /* The flat ring moves 2*15/16*S at 8 B_e = 400 GB/s (its node crossings
    * spread over 8 NICs): 5.0 ms against 6.9 ms, so auto takes the ring. */
@@ -298,7 +346,7 @@ test_hierarchical(void)
   plan = plan_ok(c, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)s, &g1);
   g_assert_cmpstr(plan.algo, ==, "hierarchical");
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
-                                 2 * (7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I) + s / B_E * 1e9 +
+                                 2 * (7.0 / 8 * s / RI * 1e9 + 7 * ALPHA_I) + s / RE * 1e9 +
                                    2 * ALPHA_E,
                                  1e-3);
   c->fabric.nics = 8;
@@ -307,13 +355,13 @@ test_hierarchical(void)
   plan = plan_ok(c, NULL, "hierarchical", ST_COLL_REDUCE_SCATTER, (int64_t)s, &g);
   g_assert_cmpint(plan.n_phases, ==, 2);
   g_assert_cmpfloat_with_epsilon(
-    st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I + s / 16 / B_E * 1e9 + ALPHA_E,
+    st_comm_plan_ns(&plan), 7.0 / 8 * s / RI * 1e9 + 7 * ALPHA_I + s / 16 / RE * 1e9 + ALPHA_E,
     1e-3);
   /* All-gather: the same two terms, inter-node first. */
   plan = plan_ok(c, NULL, "hierarchical", ST_COLL_ALL_GATHER, (int64_t)s, &g);
   g_assert_cmpint(plan.phases[0].link, ==, ST_LINK_INTER_NODE);
   g_assert_cmpfloat_with_epsilon(
-    st_comm_plan_ns(&plan), 7.0 / 8 * s / B_I * 1e9 + 7 * ALPHA_I + s / 16 / B_E * 1e9 + ALPHA_E,
+    st_comm_plan_ns(&plan), 7.0 / 8 * s / RI * 1e9 + 7 * ALPHA_I + s / 16 / RE * 1e9 + ALPHA_E,
     1e-3);
 
   /* Inside one node, or with unequal GPUs per node, it does not apply. */
@@ -355,11 +403,11 @@ test_auto(void)
   plan = plan_ok(c16, NULL, "auto", ST_COLL_ALL_REDUCE, 1024, &g16);
   g_assert_cmpstr(plan.algo, ==, "tree");
   g_assert_cmpfloat_with_epsilon(st_comm_plan_ns(&plan),
-                                 2 * 1024 / (0.92 * 8 * B_E) * 1e9 + 2 * (7 * ALPHA_I + 4 * ALPHA_E),
+                                 2 * 1024 / (0.92 * 8 * RE) * 1e9 + 2 * (7 * ALPHA_I + 4 * ALPHA_E),
                                  1e-6);
   const double crossover =
     (224 * ALPHA_I + 30 * ALPHA_E - 2 * (7 * ALPHA_I + 4 * ALPHA_E)) / 1e9 /
-    (2 / (0.92 * 8 * B_E) - 2.0 * 127 / 128 / (8 * B_E));
+    (2 / (0.92 * 8 * RE) - 2.0 * 127 / 128 / (8 * RE));
   plan = plan_ok(c16, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)(crossover * 0.99), &g16);
   g_assert_cmpstr(plan.algo, ==, "tree");
   plan = plan_ok(c16, NULL, "auto", ST_COLL_ALL_REDUCE, (int64_t)(crossover * 1.01), &g16);
@@ -648,6 +696,7 @@ main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/cost/comm/ring", test_ring);
+  g_test_add_func("/cost/comm/nccl-bus", test_nccl_bus);
   g_test_add_func("/cost/comm/ring-across-nodes", test_ring_across_nodes);
   g_test_add_func("/cost/comm/ring-gpus-per-node", test_ring_gpus_per_node);
   g_test_add_func("/cost/comm/all-to-all", test_all_to_all);

@@ -164,6 +164,35 @@ parse_nccl(const cJSON *root, StGpuPerf *p, const char *origin, GError **error)
   return TRUE;
 }
 
+/* "nccl_bus" (optional): {"intra_node": x, "inter_node": y,
+ * "intra_node_all_reduce": z (optional), "source"}, each in (0, 1]. */
+static gboolean
+parse_nccl_bus(const cJSON *root, StGpuPerf *p, const char *origin, GError **error)
+{
+  static const char *const keys[] = {"intra_node", "intra_node_all_reduce", "inter_node",
+                                     "source", NULL};
+  const cJSON *obj = NULL;
+  const char *source = NULL;
+  GError *local = NULL;
+  if (!st_json_get_object(root, "nccl_bus", FALSE, &obj, &local))
+    return fail(error, local, origin, NULL);
+  if (obj == NULL)
+    return TRUE;
+  if (!st_json_check_keys(obj, keys, &local) ||
+      !st_json_get_double_range(obj, "intra_node", TRUE, 1e-3, 1, &p->bus_intra.value, &local) ||
+      !st_json_get_double_range(obj, "inter_node", TRUE, 1e-3, 1, &p->bus_inter.value, &local) ||
+      !st_json_get_double_range(obj, "intra_node_all_reduce", FALSE, 1e-3, 1,
+                                &p->bus_intra_all_reduce.value, &local) ||
+      !st_json_get_string(obj, "source", TRUE, &source, &local))
+    return fail(error, local, origin, "nccl_bus");
+  if (*source == '\0')
+    return bad(error, origin, "nccl_bus", "key 'source': must name the measurement");
+  p->bus_intra.source = g_strdup(source);
+  p->bus_inter.source = g_strdup(source);
+  p->bus_intra_all_reduce.source = g_strdup(source);
+  return TRUE;
+}
+
 /* An array `arr` of n numbers in (0, 1] into a new array. */
 static gboolean
 read_fractions(const cJSON *arr, int n, double **out, const char *origin, const char *name,
@@ -328,7 +357,8 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
   static const char *const keys[] = {"format", "version", "gpu",  "note", "sms",
                                      "launch", "memory",  "pool", "gemm", "conv",
                                      "gemm_fp8", "attention", "attention_cudnn", "attention_triton",
-                                     "sharing", "nccl", "power", "framework_efficiency", NULL};
+                                     "sharing", "nccl", "nccl_bus", "power", "framework_efficiency",
+                                     NULL};
   g_return_val_if_fail(root != NULL && origin != NULL, NULL);
   GError *local = NULL;
   const char *format = NULL, *gpu = NULL, *note = NULL;
@@ -363,7 +393,8 @@ st_gpu_perf_from_json(const cJSON *root, const char *origin, GError **error)
       !parse_curve(root, "gemm", FALSE, &p->gemm, origin, error) ||
       !parse_curve(root, "conv", FALSE, &p->conv, origin, error) ||
       !parse_curve(root, "gemm_fp8", TRUE, &p->gemm_fp8, origin, error) ||
-      !parse_attentions(root, p, origin, error) || !parse_nccl(root, p, origin, error) || !parse_power(root, p, origin, error) ||
+      !parse_attentions(root, p, origin, error) || !parse_nccl(root, p, origin, error) ||
+      !parse_nccl_bus(root, p, origin, error) || !parse_power(root, p, origin, error) ||
       !parse_framework_efficiency(root, p, origin, error))
     return NULL;
   if (p->sms.value != (double)(int64_t)p->sms.value) {
@@ -518,6 +549,14 @@ st_gpu_perf_to_json(const StGpuPerf *p)
     cJSON_AddNumberToObject(n, "hbm_per_byte", p->nccl_hbm_per_byte.value);
     cJSON_AddStringToObject(n, "source", p->nccl_channels.source);
   }
+  if (p->bus_intra.value > 0) {
+    cJSON *n = cJSON_AddObjectToObject(root, "nccl_bus");
+    cJSON_AddNumberToObject(n, "intra_node", p->bus_intra.value);
+    if (p->bus_intra_all_reduce.value > 0)
+      cJSON_AddNumberToObject(n, "intra_node_all_reduce", p->bus_intra_all_reduce.value);
+    cJSON_AddNumberToObject(n, "inter_node", p->bus_inter.value);
+    cJSON_AddStringToObject(n, "source", p->bus_intra.source);
+  }
   return root;
 }
 
@@ -553,6 +592,9 @@ st_gpu_perf_unref(StGpuPerf *p)
   clear_number(&p->pool_fraction);
   clear_number(&p->nccl_channels);
   clear_number(&p->nccl_hbm_per_byte);
+  clear_number(&p->bus_intra);
+  clear_number(&p->bus_intra_all_reduce);
+  clear_number(&p->bus_inter);
   g_free(p->gemm.source);
   g_free(p->conv.source);
   g_free(p->gemm_fp8.source);

@@ -26,13 +26,16 @@
  *    "attention_triton": {... as attention ...},
  *    "sharing": {"priority_leak": 0.80, "source": "..."},
  *    "nccl": {"channels": 16, "hbm_per_byte": 3, "source": "..."},
+ *    "nccl_bus": {"intra_node": 0.8, "intra_node_all_reduce": 1.0, "inter_node": 0.94,
+ *                 "source": "..."},
  *    "power": {"tdp_w": 700, "limit": [0.5, 0.75, 1.0], "throughput": [0.7, 0.9, 1.0],
  *              "source": "..."},
  *    "framework_efficiency": {"megatron": 0.95}}
  *
  * Invariants: every fraction and efficiency is in (0, 1]; priority_leak in
  * [0, 1]; attention points ascending. "attention", "attention_cudnn", "attention_triton", "backward",
- * "gemm_fp8", "nccl", "power" and "framework_efficiency" (a calibration's) are optional;
+ * "gemm_fp8", "nccl", "nccl_bus", "power" and "framework_efficiency" (a calibration's) are
+ * optional;
  * power's limits ascend in (0, 1] to 1
  * with throughput 1 there (the efficiencies above are at the rated power).
  * Ownership: an StGpuPerf is immutable once loaded and reference counted, so
@@ -120,6 +123,13 @@ typedef struct {
    * reduced, written on). channels 0: not given. */
   StPerfNumber nccl_channels;
   StPerfNumber nccl_hbm_per_byte;
+  /* nccl_bus (optional; absent: 1, the links' full rate): the share of the
+   * links' bandwidth NCCL's collectives reach at large sizes, nccl-tests'
+   * bus bandwidth over the link's rate, within a node and across nodes; an
+   * all-reduce within a node on its own (in-switch reduction, NVLS, beats
+   * the rings; 0: as the others). Point-to-point transfers and measured
+   * link profiles are not scaled. */
+  StPerfNumber bus_intra, bus_intra_all_reduce, bus_inter;
   /* power (optional): the rated power, and the share of its math
    * throughput (GEMMs, convolutions, attention) the GPU keeps under a power
    * limit of `limit` x tdp_w, piecewise linear; n 0: no curve. */

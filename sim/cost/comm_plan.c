@@ -9,6 +9,10 @@
  * are not modelled; "hierarchical" stands for the two-level ones). Ties go
  * to the earlier algorithm in the registry (ring, tree, hierarchical).
  *
+ * The modelled phases run at the share of the links' rate NCCL reaches
+ * (nccl_bus, the GPU file's "nccl_bus": nccl-tests' bus bandwidth at large
+ * sizes over the link's rate), capped there beside other traffic.
+ *
  * A measured link profile for the case wins over the models. It becomes one
  * phase of the algorithm's wire bytes that loads the links as a flat ring
  * over the group would, and it combines with sharing this way: the measured
@@ -125,6 +129,33 @@ algo_names(void)
   return g_string_free(g_steal_pointer(&names), FALSE);
 }
 
+/* The share of its links' rate a modelled phase of a `kind` collective
+ * reaches (the GPU file's nccl_bus): the rate alone and a cap the phase
+ * never exceeds, so that beside other traffic it gets no more than NCCL
+ * would alone. */
+static void
+nccl_bus(StCommPlan *plan, const StCluster *cluster, StCollKind kind, const StGroupShape *group)
+{
+  const StGpuPerf *p = cluster->gpu.perf;
+  if (p == NULL || p->bus_intra.value <= 0)
+    return;
+  for (int i = 0; i < plan->n_phases; i++) {
+    StCommPhase *ph = &plan->phases[i];
+    double share = 1;
+    if (ph->link == ST_LINK_INTER_NODE)
+      share = p->bus_inter.value;
+    else if (ph->link == ST_LINK_INTRA_NODE)
+      share = kind == ST_COLL_ALL_REDUCE && group->nodes <= 1 &&
+                  p->bus_intra_all_reduce.value > 0
+                ? p->bus_intra_all_reduce.value
+                : p->bus_intra.value;
+    if (share >= 1)
+      continue;
+    ph->bandwidth *= share;
+    ph->cap = ph->cap > 0 ? MIN(ph->cap, ph->bandwidth) : ph->bandwidth;
+  }
+}
+
 /* The fastest applicable algorithm alone on idle links (the ring always applies). */
 static const StCommAlgo *
 plan_auto(const StCluster *cluster, StCollKind kind, int64_t bytes, const StGroupShape *group,
@@ -136,6 +167,7 @@ plan_auto(const StCluster *cluster, StCollKind kind, int64_t bytes, const StGrou
     StCommPlan candidate;
     if (!(*a)->plan(cluster, kind, bytes, group, &candidate))
       continue;
+    nccl_bus(&candidate, cluster, kind, group);
     double ns = st_comm_plan_ns(&candidate);
     if (best == NULL || ns < best_ns) {
       best = *a;
@@ -197,6 +229,7 @@ st_comm_plan_collective(const StCluster *cluster, const StProfile *profile, cons
                   group->nodes, group->nodes == 1 ? "" : "s", a->name, a->summary);
       return FALSE;
     }
+    nccl_bus(plan, cluster, kind, group);
   }
   double measured_ns;
   StLinkClass link = st_comm_flat_link(group);
