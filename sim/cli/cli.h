@@ -23,7 +23,8 @@ GQuark st_cli_error_quark(void);
 
 typedef enum {
   ST_CLI_ERROR_USAGE = 1,       /* exit 2 */
-  ST_CLI_ERROR_INTERRUPTED = 2, /* Ctrl-C: exit 130, as a shell reports SIGINT */
+  ST_CLI_ERROR_INTERRUPTED = 2, /* Ctrl-C or SIGTERM: exit 128 + the signal (130, 143), as a
+                                   shell reports it */
 } StCliError;
 
 typedef struct {
@@ -160,8 +161,11 @@ StSummary *st_cli_exec_run(StSchedule *schedule, const char *name,
                            char **admissions_csv, GError **error);
 /* DIR/admission.csv from st_cli_exec_run's `admissions_csv`; nothing when NULL. */
 gboolean st_cli_write_admissions(const char *dir, const char *csv, GError **error);
-/* Installs (TRUE) or removes (FALSE) the SIGINT handler that stops runs. */
+/* Installs (TRUE) or removes (FALSE) the SIGINT and SIGTERM handler that
+ * stops runs. */
 void st_cli_exec_catch_sigint(gboolean catching);
+/* The signal that stopped a run (SIGINT, SIGTERM), 0 if none. */
+int st_cli_exec_stop_signal(void);
 /* A one-device cluster for this machine, its GPU named `gpu_name` (a
  * profile's device, so the simulator finds its entries). Transfer full. */
 StCluster *st_cli_local_cluster(const char *gpu_name, GError **error);

@@ -1,6 +1,7 @@
 /* cli_exec.c: what `run` and `validate` share: the executor's options, the
  * one-device cluster of this machine, running one schedule, and the SIGINT
- * that stops a run at the next op. */
+ * (Ctrl-C) or SIGTERM (what batch schedulers send before they kill) that
+ * stops a run at the next op, keeping what was measured. */
 #include <signal.h>
 #include <string.h>
 
@@ -61,12 +62,19 @@ st_cli_exec_add_entries(StCliExec *e, GOptionGroup *group)
   g_option_group_add_entries(group, entries);
 }
 
+/* The signal that asked the run to stop (the executor reads it as a flag). */
 static volatile int stop_requested;
 
 static void
-on_sigint(int sig)
+on_stop(int sig)
 {
-  stop_requested = 1;
+  stop_requested = sig;
+}
+
+int
+st_cli_exec_stop_signal(void)
+{
+  return stop_requested;
 }
 
 gboolean
@@ -112,13 +120,16 @@ st_cli_exec_options(StCliExec *e, StExecOptions *o, GError **error)
 void
 st_cli_exec_catch_sigint(gboolean catching)
 {
-  static struct sigaction old;
-  if (catching) {
-    struct sigaction act = {.sa_handler = on_sigint};
-    sigemptyset(&act.sa_mask);
-    sigaction(SIGINT, &act, &old);
-  } else {
-    sigaction(SIGINT, &old, NULL);
+  static const int signals[] = {SIGINT, SIGTERM};
+  static struct sigaction old[G_N_ELEMENTS(signals)];
+  for (gsize i = 0; i < G_N_ELEMENTS(signals); i++) {
+    if (catching) {
+      struct sigaction act = {.sa_handler = on_stop};
+      sigemptyset(&act.sa_mask);
+      sigaction(signals[i], &act, &old[i]);
+    } else {
+      sigaction(signals[i], &old[i], NULL);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 /* cli_out.c: the output folder of sim, run, validate and plan (--out DIR,
  * --force), written aside and moved into place whole (output/outdir.h). */
+#include <signal.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -50,13 +51,14 @@ st_cli_out_begin(const char *dir, gboolean force, const char *command, GError **
 gboolean
 st_cli_interrupted_error(GError **error, const char *dir, const char *what)
 {
+  const char *by = st_cli_exec_stop_signal() == SIGTERM ? "SIGTERM" : "Ctrl-C";
   if (dir != NULL)
     g_set_error(error, ST_CLI_ERROR, ST_CLI_ERROR_INTERRUPTED,
-                "interrupted (Ctrl-C) %s; what was measured is in %s, marked partial in its "
+                "interrupted (%s) %s; what was measured is in %s, marked partial in its "
                 "manifest.json",
-                what, dir);
+                by, what, dir);
   else
     g_set_error(error, ST_CLI_ERROR, ST_CLI_ERROR_INTERRUPTED,
-                "interrupted (Ctrl-C) %s; nothing written", what);
+                "interrupted (%s) %s; nothing written", by, what);
   return FALSE;
 }

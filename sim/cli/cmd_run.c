@@ -135,8 +135,9 @@ run(int argc, char **argv, GError **error)
          "runs it: real layers on synthetic data (or --data FILE), real optimizer steps,\n"
          "real collectives.\n"
          "Writes the same report.json, trace.json and CSVs as a simulation, measured, plus\n"
-         "the loss of every step. Ctrl-C stops at the next op, writes the steps measured so\n"
-         "far (marked partial in manifest.json), runs no further strategy and exits 130.");
+         "the loss of every step. Ctrl-C (or SIGTERM, as batch schedulers send) stops at the\n"
+         "next op, writes the steps measured so far (marked partial in manifest.json), runs\n"
+         "no further strategy and exits 130 (143 after SIGTERM).");
   g_option_context_set_description(
     ctx, "Examples:\n"
          "  stagger run --model models/gpt2-124m.json --strategy zero --zero-stage 2 \\\n"

@@ -418,9 +418,9 @@ run(int argc, char **argv, GError **error)
          "its state repeats and the real run measures the steps it found steady (at\n"
          "least 3, after at least one warm-up step, with one more after them); with\n"
          "--steps N the first step is warm-up and not compared. A failed case is\n"
-         "recorded and the others still run; the exit status is then 1. Ctrl-C stops\n"
-         "the case running, writes what ran (marked partial in manifest.json) and exits\n"
-         "130. DIR is written aside and replaces --out whole.\n");
+         "recorded and the others still run; the exit status is then 1. Ctrl-C (or\n"
+         "SIGTERM) stops the case running, writes what ran (marked partial in\n"
+         "manifest.json) and exits 130 (143). DIR is written aside and replaces --out whole.\n");
   GOptionGroup *shared = st_cli_shared_group(&v.sh);
   g_option_group_add_entries(shared, entries);
   st_cli_exec_add_entries(&v.ex, shared);

@@ -1,7 +1,9 @@
 /* main.c: `stagger SUBCOMMAND [OPTIONS]`. Finds the subcommand in the table,
  * runs it, prints its error once and chooses the exit code: 0 success,
- * 1 failure, 2 bad usage, 130 stopped by Ctrl-C (after writing what it had). */
+ * 1 failure, 2 bad usage, 130 stopped by Ctrl-C, 143 by SIGTERM (after writing what it
+ * had). */
 #include <locale.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,7 +47,7 @@ main(int argc, char **argv)
     g_assert(error != NULL);
     fprintf(stderr, "stagger %s: %s\n", (*c)->name, error->message);
     if (g_error_matches(error, ST_CLI_ERROR, ST_CLI_ERROR_INTERRUPTED))
-      return 130;
+      return 128 + (st_cli_exec_stop_signal() > 0 ? st_cli_exec_stop_signal() : SIGINT);
     gboolean usage = error->domain == G_OPTION_ERROR ||
                      (error->domain == ST_CLI_ERROR && error->code == ST_CLI_ERROR_USAGE);
     if (usage)

@@ -67,17 +67,20 @@ diff -r r r.before >/dev/null || fail "a failed run changed r"
 leftovers
 
 # interrupt ARGS...: `stagger run ARGS` of 100000 steps on the host, sent
-# SIGINT once dp has run a while; its exit code must be 130, and no strategy
-# after dp may start.
+# SIG (INT unless set) once dp has run a while; its exit code must be 130
+# (143 for TERM, what batch schedulers send), and no strategy after dp may
+# start.
 interrupt() {
   $STAGGER run --model $M --ranks 2 --micro-batch 4 --steps 100000 --backend host "$@" \
     >"$tmp/out" 2>"$tmp/err" &
   local pid=$! rc
   for _ in $(seq 100); do grep -q "dp: running" "$tmp/err" && break; sleep 0.1; done
   sleep 1.5
-  kill -INT $pid
+  kill -"${SIG:-INT}" $pid
   set +e; wait $pid; rc=$?; set -e
-  [ "$rc" -eq 130 ] || { cat "$tmp/err" >&2; fail "Ctrl-C exited $rc, wanted 130: $*"; }
+  local want=130
+  [ "${SIG:-INT}" = TERM ] && want=143
+  [ "$rc" -eq $want ] || { cat "$tmp/err" >&2; fail "SIG${SIG:-INT} exited $rc, wanted $want: $*"; }
   if grep -q "zero: running\|cdp: running" "$tmp/err"; then fail "a strategy ran after Ctrl-C: $*"; fi
 }
 
@@ -97,4 +100,10 @@ fi
 # Without --out: the same stop, nothing written.
 interrupt --strategy dp,zero
 leftovers
+# SIGTERM as Ctrl-C: the steps measured so far kept, marked partial.
+SIG=TERM interrupt --strategy dp,zero --out term
+grep -q "interrupted (SIGTERM) during 'dp'" "$tmp/err" || { cat "$tmp/err" >&2; fail "SIGTERM message"; }
+if ! grep -q "nothing measured" "$tmp/err"; then
+  grep -q '"status":[[:space:]]*"partial"' term/manifest.json || fail "SIGTERM: manifest not partial"
+fi
 echo "outdir: ok"
