@@ -262,6 +262,18 @@ st_cli_strategy_names(const StCliShared *sh, GError **error)
       return NULL;
     }
   }
+  /* An option no strategy of the run reads is a mistake, not a no-op. */
+  for (guint i = 0; sh->given != NULL && i + 1 < sh->given->len; i += 2) {
+    const char *option = g_ptr_array_index(sh->given, i);
+    gboolean read = FALSE;
+    for (char **n = names; *n != NULL && !read; n++)
+      read = st_strategy_reads_option(*n, option);
+    if (!read) {
+      st_cli_usage_error(error, "--%s: %s does not read it; it applies to %s", option,
+                         sh->strategy ? sh->strategy : "dp", st_strategy_option_readers(option));
+      return NULL;
+    }
+  }
   return g_steal_pointer(&names);
 }
 

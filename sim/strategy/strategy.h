@@ -116,6 +116,13 @@ const StStrategy *st_strategy_find(const char *name);
 /* Finds `name` or fails with the list of known strategies. */
 const StStrategy *st_strategy_lookup(const char *name, GError **error);
 
+/* The strategies (a comma list) that read `option` (a table option's name,
+ * without the dashes), or NULL when every strategy reads it
+ * (strategy_reads.c). */
+const char *st_strategy_option_readers(const char *option);
+/* Whether the strategy named `strategy` reads `option`. */
+gboolean st_strategy_reads_option(const char *strategy, const char *option);
+
 /* Resolves `options` for the cluster as `strategy` reads them
  * (st_options_resolve_group with its sample group). */
 gboolean st_strategy_resolve(const StStrategy *strategy, StOptions *options,
