@@ -153,7 +153,7 @@ test_recompute_same(void)
       StExecResult a;
       g_autoptr(StTimeline) ta = st_test_execute(ref, 0, 0, &a);
       for (int mode = ST_RECOMPUTE_SELECTIVE; mode <= ST_RECOMPUTE_FULL; mode++) {
-        if (!st_recompute_check(m, mode, NULL))
+        if (!st_recompute_check(m, &(StRecomputePlan){.mode = mode}, NULL))
           continue;
         c.recompute = mode;
         g_autoptr(StSchedule) s = build(m, &c);

@@ -40,7 +40,7 @@ held(const StModel *m, int b, StRecompute mode)
   for (int i = 0; i < m->n_layers; i++)
     batch[i] = b;
   StTensorsSpec spec = {.model = m, .dtype = ST_DTYPE_BF16, .grad_bytes = 2, .batch = batch,
-                        .recompute = mode};
+                        .recompute = {.mode = mode}};
   int64_t h, peak;
   st_tensors_footprint(&spec, &h, &peak);
   return h;
@@ -172,7 +172,7 @@ test_strategies_emit(void)
         if (mode == ST_RECOMPUTE_FULL) {
           want_layers++;
           want_flops += op->batch * l->fwd_flops;
-        } else if (mode == ST_RECOMPUTE_SELECTIVE && l->act_again > 0) {
+        } else if (mode == ST_RECOMPUTE_SELECTIVE && l->act_again[ST_RC_CORE_ATTN] > 0) {
           want_layers++;
           want_flops += op->batch * 2.0 * s * s * h;
         }

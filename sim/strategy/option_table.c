@@ -28,6 +28,13 @@ check_comm_algo(const char *value, GError **error)
 }
 
 static gboolean
+check_recompute_ops(const char *value, GError **error)
+{
+  unsigned ops = 0;
+  return st_recompute_ops_parse(value, &ops, error);
+}
+
+static gboolean
 check_share_model(const char *value, GError **error)
 {
   if (st_share_model_find(value) != NULL)
@@ -137,6 +144,16 @@ static const StOptionSpec SPECS[] = {
    "selective drops the attention scores of dense attention and recomputes them before each "
    "backward (refused for a model that keeps none: flash attention); full keeps each layer's input only and runs "
    "its forward again before its backward (default: none)"},
+  {"recompute-every", ST_OPT_INT, F(recompute_every), 1, 16777216, NULL, NULL, "K",
+   "With --recompute full: checkpoint only the transformer layers, every K-th of them (the "
+   "K-th, 2K-th, ...; torchtitan's selective layer checkpointing with ac_freq K, Megatron-LM's "
+   "--recompute-granularity full at one layer per group when K = 1); other layers keep their "
+   "activations (default: not given, every layer of the model is checkpointed)"},
+  {"recompute-ops", ST_OPT_STRING, F(recompute_ops), 0, 0, NULL, check_recompute_ops, "OPS",
+   "With --recompute selective: which ops of each transformer layer drop their outputs and "
+   "make them again before its backward, joined by '+': core_attn (the attention scores), "
+   "mlp_act (the MLP's activation output), layernorm (the norms' outputs) (Megatron-LM's "
+   "--recompute-modules; default: core_attn)"},
   {"seq-len", ST_OPT_INT, F(seq_len), 0, 16777216, NULL, NULL, "N",
    "Tokens per sequence of a token model (one whose first layer reads token ids); the model "
    "file's input is the default"},

@@ -48,6 +48,11 @@ typedef struct {
                             zb-h1, zb-h2: zero-bubble orders (pipeline only) */
   int balance;           /* --balance: StPipeBalance (strategy_pipeline.h), 0 = time */
   int recompute;         /* --recompute: StRecompute (base/kinds.h), 0 = none */
+  int recompute_every;   /* --recompute-every: under full, checkpoint only every K-th
+                            transformer layer (strategy/recompute.h); 0 = not given: every
+                            layer of the model */
+  char *recompute_ops;   /* --recompute-ops: under selective, the ops dropped, "core_attn+
+                            mlp_act+layernorm" (StRecomputeOp); NULL = core_attn */
   int seq_len;           /* --seq-len: tokens per sequence of a token model; 0 = the model's */
   double sparsity;       /* --sparsity: SAMO, fraction p of weights pruned, [0, 1); 0 = dense */
   int update_rule;       /* --update-rule: cdp's update rule, CdpRule (strategy/cdp.h), 0 = v1 */

@@ -262,7 +262,7 @@ emit_micro(Emit *e, int micro)
     .grad_bytes = b->bytes.grad,
     .batch = e->batch,
     .moved = e->moved,
-    .recompute = (StRecompute)b->in->options->recompute,
+    .recompute = st_recompute_plan(b->in->options),
   };
   e->t = st_tensors_new(e->p, &spec);
   for (int i = 0; i < n; i++)

@@ -48,6 +48,7 @@
 #pragma once
 
 #include "sched/sched.h"
+#include "strategy/recompute.h"
 
 #define ST_PASS_MEM_MAX 12
 
@@ -76,8 +77,9 @@ typedef struct {
                                this rank, 0 where it runs none */
   const gboolean *moved;    /* [n_layers + 1], borrowed, or NULL (none): boundaries whose
                                tensors cross between ranks; [0] and [n_layers] FALSE */
-  StRecompute recompute;    /* full: every layer recomputed before its backward
-                               (checkpointing); selective: the layers with an `again` part */
+  StRecomputePlan recompute; /* which layers are recomputed before their backward, and how
+                                (recompute.h): checkpointed (full), or dropping the chosen
+                                ops' part of their saved block (selective) */
   gboolean loss_in_place;   /* the loss keeps one fp32 statistic per row, not the
                                probabilities (StFramework.loss_in_place) */
 } StTensorsSpec;
@@ -88,13 +90,6 @@ typedef struct StTensors StTensors;
 StTensors *st_tensors_new(StProgram *program, const StTensorsSpec *spec);
 void st_tensors_free(StTensors *tensors);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTensors, st_tensors_free)
-
-/* Whether `recompute` changes what some layer of `model` keeps from
- * forward to backward; FALSE with the reason when it means nothing for it
- * (selective recomputation drops only what dense attention keeps, its
- * scores, and a model of flash attention keeps none), so that sim and the
- * planner refuse it rather than report the same run under another name. */
-gboolean st_recompute_check(const StModel *model, StRecompute recompute, GError **error);
 
 /* Whether layer `layer` has a recompute pass before its backward. */
 gboolean st_tensors_recomputes(const StTensors *tensors, int layer);
@@ -131,13 +126,15 @@ void st_tensors_footprint(const StTensorsSpec *spec, int64_t *held, int64_t *pea
 
 /* A workspace buffer for the scratch that a pass of `layer` over `batch`
  * samples with activations in `dtype` takes while it runs (st_layer_memory)
- * under `recompute`, named "scratch fwd|bwd LAYER mMICRO", for that pass to
- * allocate and free; UINT32_MAX when it takes none. A forward takes
+ * when the layer itself is recomputed as `mode` says (st_recompute_layer;
+ * `ops` the selective set), named "scratch fwd|bwd LAYER mMICRO", for that
+ * pass to allocate and free; UINT32_MAX when it takes none. A forward takes
  * fwd_scratch, and under selective recomputation also the part of its saved
- * block it drops (`again`); a backward bwd_scratch; a full recompute the
- * forward's, plus, for a loss, an aligned float for the loss it computes
- * again and nobody reads; a selective recompute again_scratch. Opaque
- * (ST_DATA_NONE): the executor allocates it and lends it to the layer as
- * its scratch. */
+ * block it drops (st_layer_memory_again); a backward bwd_scratch; a full
+ * recompute the forward's, plus, for a loss, an aligned float for the loss
+ * it computes again and nobody reads; a selective recompute the chosen
+ * ops' again_scratch. Opaque (ST_DATA_NONE): the executor allocates it and
+ * lends it to the layer as its scratch. */
 uint32_t st_pass_scratch(StProgram *program, const StModel *model, int layer, int micro,
-                         StPass pass, int batch, StDtype dtype, StRecompute recompute);
+                         StPass pass, int batch, StDtype dtype, StRecompute mode,
+                         unsigned ops);
