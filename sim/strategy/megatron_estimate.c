@@ -90,7 +90,7 @@ layer_cost(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
   lc->fwd = share * pass_ns(ctx, l, ST_PASS_FWD, batch, 0);
   lc->bwd = share * pass_ns(ctx, l, ST_PASS_BWD, batch, 0);
   /* What tensors.c recomputes (recompute.h; not counted inside MoE segments). */
-  unsigned ops = o->recompute_ops != NULL ? st_recompute_plan(o).ops : 0;
+  unsigned ops = st_recompute_plan(o).ops;
   if (!in_moe && mode == ST_RECOMPUTE_FULL)
     lc->bwd += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, 0);
   if (!in_moe && mode == ST_RECOMPUTE_SELECTIVE)

@@ -12,6 +12,11 @@
 
 static const char *const OPTIMIZERS[] = {"sgd", "adam", NULL};     /* StOptimizer */
 static const char *const PRECISIONS[] = {"fp32", "mixed", "fp8", NULL};   /* StPrecision */
+/* --recompute-ops: every non-empty set of StRecomputeOp, index + 1 = its bits, each named
+ * as st_recompute_ops_format names it (a choice, so that the planner takes lists of them) */
+static const char *const RECOMPUTE_OPS[] = {
+  "core_attn", "mlp_act", "core_attn+mlp_act", "layernorm", "core_attn+layernorm",
+  "mlp_act+layernorm", "core_attn+mlp_act+layernorm", NULL};
 static const char *const OFFLOADS[] = {"none", "optimizer", NULL};         /* StOffload */
 
 static gboolean
@@ -25,13 +30,6 @@ check_comm_algo(const char *value, GError **error)
   g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID, "unknown algorithm (known: %s)",
               known->str);
   return FALSE;
-}
-
-static gboolean
-check_recompute_ops(const char *value, GError **error)
-{
-  unsigned ops = 0;
-  return st_recompute_ops_parse(value, &ops, error);
 }
 
 static gboolean
@@ -149,7 +147,7 @@ static const StOptionSpec SPECS[] = {
    "K-th, 2K-th, ...; torchtitan's selective layer checkpointing with ac_freq K, Megatron-LM's "
    "--recompute-granularity full at one layer per group when K = 1); other layers keep their "
    "activations (default: not given, every layer of the model is checkpointed)"},
-  {"recompute-ops", ST_OPT_STRING, F(recompute_ops), 0, 0, NULL, check_recompute_ops, "OPS",
+  {"recompute-ops", ST_OPT_CHOICE, F(recompute_ops), 0, 0, RECOMPUTE_OPS, NULL, "OPS",
    "With --recompute selective: which ops of each transformer layer drop their outputs and "
    "make them again before its backward, joined by '+': core_attn (the attention scores), "
    "mlp_act (the MLP's activation output), layernorm (the norms' outputs) (Megatron-LM's "

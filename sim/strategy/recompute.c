@@ -6,9 +6,9 @@
 StRecomputePlan
 st_recompute_plan(const StOptions *o)
 {
-  StRecomputePlan plan = {(StRecompute)o->recompute, o->recompute_every, 0};
-  if (o->recompute_ops != NULL && !st_recompute_ops_parse(o->recompute_ops, &plan.ops, NULL))
-    g_return_val_if_reached(plan);
+  /* (the choice's index + 1 is the set's bits: option_table.c) */
+  StRecomputePlan plan = {(StRecompute)o->recompute, o->recompute_every,
+                          (unsigned)o->recompute_ops + 1};
   return plan;
 }
 
@@ -94,7 +94,7 @@ check_selective(const StModel *m, unsigned ops, GError **error)
       some = drops(m, i, 1u << op) > 0;
     if (some)
       continue;
-    if (op == ST_RC_CORE_ATTN && ops == 0)
+    if (op == ST_RC_CORE_ATTN && set == ST_RC_DEFAULT)
       return refuse(error,
                     "--recompute selective: it drops only the attention scores dense attention "
                     "keeps, and no layer of '%s' keeps any (flash attention keeps none): it "
@@ -115,7 +115,7 @@ check_selective(const StModel *m, unsigned ops, GError **error)
 gboolean
 st_recompute_check(const StModel *m, const StRecomputePlan *plan, GError **error)
 {
-  if (plan->ops != 0 && plan->mode != ST_RECOMPUTE_SELECTIVE)
+  if (plan->ops != 0 && plan->ops != ST_RC_DEFAULT && plan->mode != ST_RECOMPUTE_SELECTIVE)
     return refuse(error, "--recompute-ops chooses what --recompute selective drops; "
                          "give --recompute selective with it");
   if (plan->every > 0 && plan->mode != ST_RECOMPUTE_FULL)
@@ -159,11 +159,11 @@ st_recompute_describe(const StRecomputePlan *plan)
     if (plan->every == 1)
       return g_strdup(", full recomputation of every transformer layer");
     if (plan->every > 1)
-      return g_strdup_printf(", full recomputation of every %d-th transformer layer",
+      return g_strdup_printf(", full recomputation of one transformer layer in %d",
                              plan->every);
     return g_strdup(", full recomputation");
   case ST_RECOMPUTE_SELECTIVE: {
-    if (plan->ops == 0)
+    if (plan->ops == 0 || plan->ops == ST_RC_DEFAULT)
       return g_strdup(", selective recomputation");
     g_autofree char *ops = st_recompute_ops_format(plan->ops);
     return g_strdup_printf(", selective recomputation (%s)", ops);

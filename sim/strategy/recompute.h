@@ -28,10 +28,10 @@
 typedef struct {
   StRecompute mode;
   int every;    /* full: checkpoint every k-th transformer layer only; 0: every layer */
-  unsigned ops; /* selective: StRecomputeOp bits; 0: core_attn */
+  unsigned ops; /* selective: StRecomputeOp bits; 0 (or ST_RC_DEFAULT): core_attn */
 } StRecomputePlan;
 
-/* The plan `options` ask for (the ops as parsed; the table checked them). */
+/* The plan `options` ask for. */
 StRecomputePlan st_recompute_plan(const StOptions *options);
 
 /* What layer `i` does under `plan`: ST_RECOMPUTE_NONE (keeps its saved
@@ -53,6 +53,6 @@ StRecompute *st_recompute_layers(const StModel *model, const StRecomputePlan *pl
 gboolean st_recompute_check(const StModel *model, const StRecomputePlan *plan, GError **error);
 
 /* A short phrase for descriptions: "", ", full recomputation", ", full
- * recomputation of every 2nd transformer layer", ", selective
+ * recomputation of one transformer layer in 2", ", selective
  * recomputation (core_attn+mlp_act)". Transfer full. */
 char *st_recompute_describe(const StRecomputePlan *plan);

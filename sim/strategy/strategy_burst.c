@@ -492,6 +492,8 @@ build(const StStrategyInput *in, GError **error)
 static const StStrategyKnob KNOBS[] = {
   {"amp-limit", "1.5,2,4"},
   {"recompute", NULL},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {NULL},
 };
 

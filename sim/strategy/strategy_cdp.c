@@ -442,6 +442,8 @@ static const StStrategyKnob KNOBS[] = {
   {"cdp-slack", NULL},
   {"zero-stage", NULL},
   {"recompute", NULL},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {NULL},
 };
 

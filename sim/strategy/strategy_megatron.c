@@ -413,6 +413,8 @@ static const StStrategyKnob KNOBS[] = {
   {"sequence-parallel", "true"},
   {"zero-stage", "1,2,3"},
   {"recompute", "none,selective,full"},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {"expert-parallel", "1,2,4,8"},
   {"offload", NULL},
   {NULL},

@@ -298,6 +298,8 @@ build(const StStrategyInput *in, GError **error)
 static const StStrategyKnob KNOBS[] = {
   {"pipeline-schedule", "1f1b,gpipe"},
   {"recompute", "none,full"},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {"balance", "time,memory"},
   {"pipeline-stages", NULL}, /* by default the fewest that fit (0) */
   {NULL},
