@@ -14,14 +14,16 @@
  * Who allocates (memory category):
  * - forward of k: x[k+1] (activations), what the layer saves for its
  *   backward (activations), a loss its targets (workspace), layer 0 the
- *   samples (activations); with full recomputation (checkpointing) the
- *   saved block is allocated and freed by the forward and allocated again
+ *   samples (activations); a checkpointed layer (full recomputation, of
+ *   every layer or, with --recompute-every, of some: recompute.h) has its
+ *   saved block allocated and freed by the forward and allocated again
  *   by the recompute, which also makes a fresh output (activations) that
  *   lives until the backward when the layer keeps it, else until the
  *   recompute's end; with selective recomputation a layer that has
- *   something to drop (StLayerMemory.again) keeps the rest of its saved
- *   block, its forward takes the dropped part as scratch, and the recompute
- *   allocates it again (activations) for the backward;
+ *   something of the chosen ops to drop (st_layer_memory_again) keeps the
+ *   rest of its saved block, its forward takes the dropped part as
+ *   scratch, and the recompute allocates it again (activations) for the
+ *   backward;
  * - a backward split in two (zero-bubble pipelines): B (ST_PASS_BWD_INPUT)
  *   allocates g[k] and frees nothing the layer read; W (ST_PASS_BWD_WEIGHT)
  *   frees what the whole backward frees (below), and reads them last;
