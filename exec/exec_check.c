@@ -114,6 +114,14 @@ st_exec_check(const StSchedule *s, GError **error)
                               "kernels run fp32 and bf16; --precision mixed runs the same "
                               "schedule in bf16)");
   for (int j = 0; j < st_schedule_n_jobs(s); j++) {
+    const StSettings *set = st_schedule_job_settings(s, j);
+    if (set->recompute == ST_RECOMPUTE_SELECTIVE && set->recompute_ops != 0 &&
+        set->recompute_ops != ST_RC_DEFAULT)
+      problem(problems, seen, "--recompute-ops other than core_attn (the executor's layers "
+                              "make only the attention scores again; the MLP's activation and "
+                              "the norms' outputs are simulated only)");
+  }
+  for (int j = 0; j < st_schedule_n_jobs(s); j++) {
     const StModel *m = st_schedule_job_model(s, j);
     for (int i = 0; i < m->n_layers; i++) {
       const StLayer *l = &m->layers[i];
@@ -124,7 +132,7 @@ st_exec_check(const StSchedule *s, GError **error)
       else if (l->tp > 1)
         check_split(s, j, l, impl, problems, seen);
       else if (st_schedule_job_settings(s, j)->recompute == ST_RECOMPUTE_SELECTIVE &&
-               l->act_again > 0 && impl->recompute == NULL)
+               l->act_again[ST_RC_CORE_ATTN] > 0 && impl->recompute == NULL)
         problem(problems, seen, "layer type '%s' (layer '%s' of %s) cannot recompute what "
                 "selective recomputation drops", l->type->name, l->name, m->name);
     }

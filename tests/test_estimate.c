@@ -93,10 +93,10 @@ test_never_beats_roofline(void)
           for (gsize p = 0; p < G_N_ELEMENTS(passes); p++)
             for (gsize b = 0; b < G_N_ELEMENTS(batches); b++) {
               gboolean selective = p == G_N_ELEMENTS(passes) - 1;
-              if (selective && m->layers[i].again_flops <= 0)
+              if (selective && m->layers[i].again_flops[ST_RC_CORE_ATTN] <= 0)
                 continue;
               StWork w = {.pass = passes[p], .layer = &m->layers[i], .batch = batches[b],
-                          .selective = selective};
+                          .again_ops = selective ? ST_RC_DEFAULT : 0};
               StCostSource se, sr;
               double te = cost(&est, &w, &se), tr = cost(&roof, &w, &sr);
               if (i == 0 && (passes[p] == ST_PASS_BWD || passes[p] == ST_PASS_BWD_WEIGHT))

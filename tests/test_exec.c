@@ -31,8 +31,9 @@ typedef struct {
   StRecompute recompute;
 } Config;
 
+/* With --recompute-every `every` (0: not given). */
 static StSchedule *
-build(const StModel *m, const Config *c)
+build_every(const StModel *m, const Config *c, int every)
 {
   g_autoptr(StCluster) cl = cluster(c->gpus);
   StOptions o;
@@ -46,11 +47,18 @@ build(const StModel *m, const Config *c)
   o.zero_stage = c->zero_stage;
   o.bucket_bytes = c->bucket_bytes;
   o.recompute = c->recompute;
+  o.recompute_every = every;
   g_autoptr(GError) error = NULL;
   StSchedule *s = st_strategy_build(st_strategy_find(c->strategy), m, cl, NULL, &o, &error);
   g_assert_no_error(error);
   st_options_clear(&o);
   return s;
+}
+
+static StSchedule *
+build(const StModel *m, const Config *c)
+{
+  return build_every(m, c, 0);
 }
 
 /* Runs `base` as dp and as zero stages 1-3 and returns the worst relative
@@ -140,8 +148,9 @@ test_recompute_same(void)
    * masks from the same seeds), so every mode gives the weights of no
    * recomputation bit for bit. Models: GPT blocks with dropout, dense and
    * flash LLaMA layers, MoE (whose selective mode would drop nothing, and
-   * is refused: st_recompute_check); dp and ZeRO-3 (whose recompute waits
-   * for the gathered weights). */
+   * is refused: st_recompute_check); full recomputation of every layer and
+   * of every K-th transformer layer only (--recompute-every 1 and 2); dp
+   * and ZeRO-3 (whose recompute waits for the gathered weights). */
   const char *paths[] = {"tests/data/memory/gpt.json", "tests/data/memory/llama.json",
                          "tests/data/exec/tiny-moe.json"};
   for (gsize i = 0; i < G_N_ELEMENTS(paths); i++) {
@@ -152,16 +161,20 @@ test_recompute_same(void)
       g_autoptr(StSchedule) ref = build(m, &c);
       StExecResult a;
       g_autoptr(StTimeline) ta = st_test_execute(ref, 0, 0, &a);
-      for (int mode = ST_RECOMPUTE_SELECTIVE; mode <= ST_RECOMPUTE_FULL; mode++) {
-        if (!st_recompute_check(m, mode, NULL))
+      static const StRecomputePlan plans[] = {
+        {ST_RECOMPUTE_SELECTIVE, 0, 0}, {ST_RECOMPUTE_FULL, 0, 0},
+        {ST_RECOMPUTE_FULL, 1, 0},      {ST_RECOMPUTE_FULL, 2, 0}};
+      for (gsize q = 0; q < G_N_ELEMENTS(plans); q++) {
+        if (!st_recompute_check(m, &plans[q], NULL))
           continue;
+        StRecompute mode = plans[q].mode;
         c.recompute = mode;
-        g_autoptr(StSchedule) s = build(m, &c);
+        g_autoptr(StSchedule) s = build_every(m, &c, plans[q].every);
         StExecResult b;
         g_autoptr(StTimeline) tb = st_test_execute(s, 0, 0, &b);
         double d = st_test_weights_differ(a.weights, b.weights);
-        g_test_message("%s %s, recompute %s: weights differ by %g", paths[i], c.strategy,
-                       st_recompute_name(mode), d);
+        g_test_message("%s %s, recompute %s every %d: weights differ by %g", paths[i],
+                       c.strategy, st_recompute_name(mode), plans[q].every, d);
         g_assert_cmpfloat(d, ==, 0.0);
         for (guint k = 0; k < b.loss->len; k++)
           g_assert_cmpfloat(g_array_index(b.loss, double, k), ==,

@@ -464,6 +464,30 @@ test_runs_recompute(void)
 }
 
 static void
+test_runs_recompute_every(void)
+{
+  /* --recompute-every K: only the K-th, 2K-th, ... transformer layers are
+   * checkpointed, the rest keep their saved blocks, so a checkpointed layer
+   * sits beside kept ones on both sides (its input kept by it or freed by
+   * the kept layer before it, its output read by a kept backward), for
+   * every strategy that runs passes. */
+  g_autoptr(StModel) gpt = st_test_model("tests/data/memory/gpt.json");
+  g_autoptr(StModel) llama = st_test_model("tests/data/memory/llama.json");
+  const Case cases[] = {
+    {"dp", 1, 2, ST_PRECISION_FP32, "recompute=full recompute-every=1", FALSE, 0},
+    {"dp", 1, 1, ST_PRECISION_MIXED, "recompute=full recompute-every=2", FALSE, 0},
+    {"zero", 2, 2, ST_PRECISION_FP32, "zero-stage=3 recompute=full recompute-every=2", FALSE, 0},
+    {"cdp", 2, 1, ST_PRECISION_FP32, "update-rule=v1 stages=2 recompute=full recompute-every=2",
+     FALSE, 0},
+    {"pipeline", 2, 2, ST_PRECISION_FP32,
+     "pipeline-stages=2 pipeline-schedule=1f1b recompute=full recompute-every=2", FALSE, 0},
+    {"burst", 2, 1, ST_PRECISION_FP32, "recompute=full recompute-every=1", FALSE, 0},
+  };
+  check_cases("gpt", gpt, cases, G_N_ELEMENTS(cases));
+  check_cases("llama", llama, cases, G_N_ELEMENTS(cases));
+}
+
+static void
 test_runs_sparse(void)
 {
   /* SAMO: each backward's dense gradient compressed through a workspace of
@@ -546,6 +570,7 @@ main(int argc, char **argv)
   g_test_add_func("/memory/runs/burst", test_runs_burst);
   g_test_add_func("/memory/runs/sparse", test_runs_sparse);
   g_test_add_func("/memory/runs/recompute", test_runs_recompute);
+  g_test_add_func("/memory/runs/recompute-every", test_runs_recompute_every);
   g_test_add_func("/memory/runs/tensor-parallel", test_runs_tp);
   g_test_add_func("/memory/runs/expert-parallel", test_runs_ep);
   return g_test_run();

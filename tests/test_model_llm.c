@@ -57,7 +57,7 @@ test_attention_gqa(void)
   g_assert_cmpfloat(a->fwd_flops, ==, 327680.0 + 34816.0);
   g_assert_cmpfloat(a->bwd_flops, ==, 742400.0);
   g_assert_cmpint(a->act_bytes, ==, 16 * 64 * 4 + 10240 + 512);
-  g_assert_cmpint(a->act_again, ==, 0);
+  g_assert_cmpint(a->act_again[ST_RC_CORE_ATTN], ==, 0);
   g_assert_cmpint(st_layer_attr(a, "head_dim", 0), ==, 8);
   g_assert_cmpint(st_layer_attr(a, "rope_dim", 0), ==, 8);
 
@@ -71,8 +71,8 @@ test_attention_gqa(void)
   g_assert_cmpfloat(a->fwd_flops, ==, 327680.0 + 65536.0);
   g_assert_cmpfloat(a->bwd_flops, ==, 2.0 * (327680.0 + 65536.0));
   g_assert_cmpint(a->act_bytes, ==, 16 * 64 * 4 + 10240 + 2048 * 4);
-  g_assert_cmpint(a->act_again, ==, 2048 * 4);
-  g_assert_cmpfloat(a->again_flops, ==, 32768.0);
+  g_assert_cmpint(a->act_again[ST_RC_CORE_ATTN], ==, 2048 * 4);
+  g_assert_cmpfloat(a->again_flops[ST_RC_CORE_ATTN], ==, 32768.0);
 
   /* Multi-query with biases: n = 64 + 2 x 8 = 80: 64 x 80 + 80 + 64 x 64 + 64. */
   g_autoptr(StModel) q = one_layer(16, 64, "fp32",
@@ -200,7 +200,7 @@ test_korthikanti(void)
     "{\"name\": \"b\", \"type\": \"transformer_block\", \"heads\": 4, \"dropout\": true}");
   const StLayer *b = &m->layers[1];
   g_assert_cmpint(b->act_bytes, ==, s * h * 34 + 5 * a * s * s);
-  g_assert_cmpint(b->act_bytes - b->act_again, ==, s * h * 34);
+  g_assert_cmpint(b->act_bytes - b->act_again[ST_RC_CORE_ATTN], ==, s * h * 34);
   StShape in = m->input;
   g_autoptr(GError) error = NULL;
   g_autoptr(StModel) tp = st_model_derive_as(m, &in, 2, FALSE, &error);

@@ -456,6 +456,14 @@ static const Space SPACES[] = {
   {"models/gpt2-124m.json",
    {"gpus", "2", "ranks", "4", "micro-batch", "1", "global-batch", "8", "precision", "mixed",
     NULL}},
+  /* Checkpointing as frameworks do it (recompute.h): every K-th transformer
+   * layer, and selective recomputation of chosen ops. */
+  {"models/gpt2-124m.json",
+   {"gpus", "2", "micro-batch", "1", "global-batch", "4", "precision", "mixed", "recompute",
+    "full", "recompute-every", "1,2,5", NULL}},
+  {"models/gpt2-124m.json",
+   {"gpus", "2", "micro-batch", "1", "global-batch", "4", "precision", "mixed", "recompute",
+    "selective", "recompute-ops", "core_attn+mlp_act,mlp_act+layernorm", NULL}},
 };
 
 static StPlanSpec *

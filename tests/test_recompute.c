@@ -32,18 +32,24 @@ gpt(int layers)
 }
 
 /* What one micro-batch of b samples keeps between its last forward and its
- * first backward under `mode` (the strategies' accounting, tensors.h). */
+ * first backward under `plan` (the strategies' accounting, tensors.h). */
 static int64_t
-held(const StModel *m, int b, StRecompute mode)
+held_plan(const StModel *m, int b, StRecomputePlan plan)
 {
   g_autofree int *batch = g_new(int, m->n_layers);
   for (int i = 0; i < m->n_layers; i++)
     batch[i] = b;
   StTensorsSpec spec = {.model = m, .dtype = ST_DTYPE_BF16, .grad_bytes = 2, .batch = batch,
-                        .recompute = mode};
+                        .recompute = plan};
   int64_t h, peak;
   st_tensors_footprint(&spec, &h, &peak);
   return h;
+}
+
+static int64_t
+held(const StModel *m, int b, StRecompute mode)
+{
+  return held_plan(m, b, (StRecomputePlan){.mode = mode});
 }
 
 static void
@@ -172,7 +178,7 @@ test_strategies_emit(void)
         if (mode == ST_RECOMPUTE_FULL) {
           want_layers++;
           want_flops += op->batch * l->fwd_flops;
-        } else if (mode == ST_RECOMPUTE_SELECTIVE && l->act_again > 0) {
+        } else if (mode == ST_RECOMPUTE_SELECTIVE && l->act_again[ST_RC_CORE_ATTN] > 0) {
           want_layers++;
           want_flops += op->batch * 2.0 * s * s * h;
         }
@@ -183,6 +189,205 @@ test_strategies_emit(void)
       g_assert_cmpfloat_with_epsilon(flops, want_flops, 1e-9 * want_flops + 1e-9);
       if (mode != ST_RECOMPUTE_NONE)
         g_assert_cmpint(n, >, 0);
+      st_options_clear(&o);
+    }
+  }
+}
+
+static void
+test_every(void)
+{
+  /* --recompute-every K (torchtitan's ac_freq): of L transformer layers the
+   * K-th, 2K-th, ... are checkpointed and keep their input, 2 s b h; the
+   * others keep what no recomputation keeps, 34 s b h + 5 a s^2 b + 16 s b
+   * (test_korthikanti). So with K = 2, two more layers add one of each:
+   *   held(4 layers) - held(2 layers) = 36 s b h + 5 a s^2 b + 16 s b,
+   * and with K = 1 each layer adds 2 s b h, as under full. Layers outside
+   * the blocks keep everything: K = 1 holds more than full by what the
+   * embedding, the final norm, the head and the loss keep, whatever L. */
+  const int64_t s = 64, b = 2, h = 64, a = 4;
+  g_autoptr(StModel) m2 = gpt(2);
+  g_autoptr(StModel) m3 = gpt(3);
+  g_autoptr(StModel) m4 = gpt(4);
+  StRecomputePlan k1 = {ST_RECOMPUTE_FULL, 1, 0}, k2 = {ST_RECOMPUTE_FULL, 2, 0};
+  int64_t per_k1 = held_plan(m3, (int)b, k1) - held_plan(m2, (int)b, k1);
+  int64_t two_k2 = held_plan(m4, (int)b, k2) - held_plan(m2, (int)b, k2);
+  g_test_message("K = 1: %" G_GINT64_FORMAT " bytes a layer; K = 2: %" G_GINT64_FORMAT
+                 " bytes two layers",
+                 per_k1, two_k2);
+  g_assert_cmpint(per_k1, ==, 2 * s * b * h);
+  g_assert_cmpint(two_k2, ==, 36 * s * b * h + 5 * a * s * s * b + 16 * s * b);
+  int64_t extra2 = held_plan(m2, (int)b, k1) - held(m2, (int)b, ST_RECOMPUTE_FULL);
+  int64_t extra3 = held_plan(m3, (int)b, k1) - held(m3, (int)b, ST_RECOMPUTE_FULL);
+  g_assert_cmpint(extra2, >, 0);
+  g_assert_cmpint(extra2, ==, extra3);
+
+  /* Refusals, each naming what to change. */
+  g_autoptr(GError) error = NULL;
+  g_assert_false(st_recompute_check(m3, &(StRecomputePlan){ST_RECOMPUTE_FULL, 4, 0}, &error));
+  g_assert_nonnull(strstr(error->message, "has 3 transformer layers"));
+  g_clear_error(&error);
+  g_assert_false(st_recompute_check(m3, &(StRecomputePlan){ST_RECOMPUTE_NONE, 2, 0}, &error));
+  g_assert_nonnull(strstr(error->message, "give --recompute full"));
+  g_clear_error(&error);
+  g_autoptr(StModel) mlp = st_test_model("models/mlp.json");
+  g_assert_false(st_recompute_check(mlp, &k1, &error));
+  g_assert_nonnull(strstr(error->message, "has 0 transformer layers"));
+  g_clear_error(&error);
+  g_assert_true(st_recompute_check(m3, &(StRecomputePlan){ST_RECOMPUTE_FULL, 3, 0}, &error));
+}
+
+static void
+test_ops(void)
+{
+  /* --recompute-ops (Megatron-LM's --recompute-modules), per GPT layer with
+   * dropout, b = 2, f = 4h, 16-bit: of the 34 s b h + 5 a s^2 b of no
+   * recomputation (plus the norms' statistics, 16 s b),
+   *   core_attn drops the scores, their dropped copy and mask: 5 a s^2 b;
+   *   mlp_act the GELU's output, s b f 2 = 8 s b h;
+   *   layernorm both norms' outputs, 2 x 2 s b h = 4 s b h.
+   * A LLaMA layer (flash, GELU MLP of 4h) keeps 32 s b h + 4 a s b + 8 s b
+   * (test_flash_terms): mlp_act and layernorm drop the same 8 and 4 s b h,
+   * and core_attn nothing (refused, even with another op: that run is the
+   * other op's alone). */
+  const int64_t s = 64, b = 2, h = 64, a = 4;
+  static const struct {
+    unsigned ops;
+    int64_t sbh, as2b; /* held per layer: sbh x s b h + as2b x a s^2 b + 16 s b */
+  } GPT[] = {
+    {1u << ST_RC_CORE_ATTN, 34, 0},
+    {1u << ST_RC_MLP_ACT, 26, 5},
+    {1u << ST_RC_LAYERNORM, 30, 5},
+    {(1u << ST_RC_CORE_ATTN) | (1u << ST_RC_MLP_ACT), 26, 0},
+    {(1u << ST_RC_CORE_ATTN) | (1u << ST_RC_MLP_ACT) | (1u << ST_RC_LAYERNORM), 22, 0},
+  };
+  g_autoptr(StModel) g2 = gpt(2);
+  g_autoptr(StModel) g3 = gpt(3);
+  for (gsize k = 0; k < G_N_ELEMENTS(GPT); k++) {
+    StRecomputePlan p = {ST_RECOMPUTE_SELECTIVE, 0, GPT[k].ops};
+    g_assert_true(st_recompute_check(g3, &p, NULL));
+    int64_t per = held_plan(g3, (int)b, p) - held_plan(g2, (int)b, p);
+    g_autofree char *name = st_recompute_ops_format(GPT[k].ops);
+    g_test_message("gpt, %s: %" G_GINT64_FORMAT " bytes a layer", name, per);
+    g_assert_cmpint(per, ==, GPT[k].sbh * s * b * h + GPT[k].as2b * a * s * s * b + 16 * s * b);
+  }
+  g_autoptr(StModel) l2 = llama(2);
+  g_autoptr(StModel) l3 = llama(3);
+  static const struct {
+    unsigned ops;
+    int64_t sbh;
+  } LLAMA[] = {
+    {1u << ST_RC_MLP_ACT, 24},
+    {1u << ST_RC_LAYERNORM, 28},
+    {(1u << ST_RC_MLP_ACT) | (1u << ST_RC_LAYERNORM), 20},
+  };
+  for (gsize k = 0; k < G_N_ELEMENTS(LLAMA); k++) {
+    StRecomputePlan p = {ST_RECOMPUTE_SELECTIVE, 0, LLAMA[k].ops};
+    int64_t per = held_plan(l3, (int)b, p) - held_plan(l2, (int)b, p);
+    g_assert_cmpint(per, ==, LLAMA[k].sbh * s * b * h + 4 * a * s * b + 8 * s * b);
+  }
+  g_autoptr(GError) error = NULL;
+  StRecomputePlan both = {ST_RECOMPUTE_SELECTIVE, 0,
+                          (1u << ST_RC_CORE_ATTN) | (1u << ST_RC_MLP_ACT)};
+  g_assert_false(st_recompute_check(l3, &both, &error));
+  g_assert_nonnull(strstr(error->message, "--recompute-ops core_attn"));
+  g_clear_error(&error);
+  g_assert_false(st_recompute_check(
+    l3, &(StRecomputePlan){ST_RECOMPUTE_FULL, 0, 1u << ST_RC_MLP_ACT}, &error));
+  g_assert_nonnull(strstr(error->message, "give --recompute selective"));
+  g_clear_error(&error);
+
+  /* The option's choices name every set as st_recompute_ops_format does,
+   * index + 1 its bits. */
+  const StOptionSpec *opt = st_option_find("recompute-ops");
+  for (unsigned i = 0; opt->choices[i] != NULL; i++) {
+    g_autofree char *name = st_recompute_ops_format(i + 1);
+    g_assert_cmpstr(opt->choices[i], ==, name);
+  }
+}
+
+/* A block's forward FLOPs per sample, f = 4h: 24 s h^2 + 4 s^2 h. */
+static double
+block_fwd(double s, double h)
+{
+  return 24.0 * s * h * h + 4.0 * s * s * h;
+}
+
+static void
+test_strategies_every_ops(void)
+{
+  /* Through every strategy that runs passes, on 4 GPT layers, b = 2, 2
+   * micro-batches per rank:
+   * - --recompute-every 2: blocks 2 and 4 recomputed, 2 ops a micro-batch
+   *   at a block's forward, 24 s h^2 + 4 s^2 h a sample (rank 0's layers:
+   *   those of them it runs);
+   * - selective of all three ops: one recompute per block, at the scores'
+   *   2 s^2 h a sample (the GELU and the norms count no FLOPs), and as many
+   *   bytes again as the three parts take, written and read back:
+   *   2 (5 a s^2 + 8 s h + 4 s h) bytes a sample at 16 bits. */
+  g_autoptr(StModel) m = gpt(4);
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
+  static const struct {
+    const char *strategy, *extra;
+  } STRATEGIES[] = {
+    {"dp", NULL},         {"zero", "zero-stage=3"},          {"cdp", "stages=2"},
+    {"burst", NULL},      {"pipeline", "pipeline-stages=2"}, {"megatron", NULL},
+  };
+  const double s = 64, h = 64, a = 4;
+  for (gsize k = 0; k < G_N_ELEMENTS(STRATEGIES); k++) {
+    for (int variant = 0; variant < 2; variant++) {
+      StOptions o;
+      st_options_init(&o);
+      o.micro_batch = 2;
+      o.global_batch = 8;
+      o.precision = ST_PRECISION_MIXED;
+      g_autoptr(GError) error = NULL;
+      if (variant == 0) {
+        g_assert_true(st_options_set(&o, "recompute", "full", &error));
+        g_assert_true(st_options_set(&o, "recompute-every", "2", &error));
+      } else {
+        g_assert_true(st_options_set(&o, "recompute", "selective", &error));
+        g_assert_true(
+          st_options_set(&o, "recompute-ops", "core_attn+mlp_act+layernorm", &error));
+      }
+      if (STRATEGIES[k].extra != NULL) {
+        g_auto(GStrv) kv = g_strsplit(STRATEGIES[k].extra, "=", 2);
+        g_assert_true(st_options_set(&o, kv[0], kv[1], &error));
+      }
+      g_autoptr(StSchedule) sch = st_test_build(STRATEGIES[k].strategy, m, c, &o);
+      const StProgram *p = st_schedule_program_of(sch, 0);
+      StComputeCtx ctx = {sch->cluster, NULL, sch->model, ST_DTYPE_BF16, NULL, NULL, FALSE,
+                          FALSE};
+      int n = 0, want = 0;
+      double flops = 0, bytes = 0, want_flops = 0, want_bytes = 0;
+      for (guint oi = 0; oi < p->ops->len; oi++) {
+        const StOp *op = st_program_op(p, oi);
+        if (op->kind != ST_OP_COMP || op->layer < 0)
+          continue;
+        const StLayer *l = &sch->model->layers[op->layer];
+        gboolean block = strcmp(l->type->name, "transformer_block") == 0;
+        /* the blocks are layers 1..4: block number = layer index */
+        if (op->sub == ST_PASS_BWD && block && (variant == 1 || op->layer % 2 == 0)) {
+          want++;
+          want_flops += op->batch * (variant == 0 ? block_fwd(s, h) : 2.0 * s * s * h);
+          want_bytes += variant == 0 ? 0 : op->batch * 2.0 * (5 * a * s * s + 12 * s * h);
+        }
+        if (op->sub != ST_PASS_RECOMPUTE)
+          continue;
+        n++;
+        StWork w = st_op_work(sch, p, op);
+        double f, by;
+        st_compute_work_traffic(&ctx, &w, &f, &by);
+        flops += f;
+        bytes += by;
+      }
+      g_test_message("%s variant %d: %d recompute ops (%d wanted), %.6g FLOPs (%.6g)",
+                     STRATEGIES[k].strategy, variant, n, want, flops, want_flops);
+      g_assert_cmpint(n, >, 0);
+      g_assert_cmpint(n, ==, want);
+      g_assert_cmpfloat_with_epsilon(flops, want_flops, 1e-9 * want_flops);
+      if (variant == 1)
+        g_assert_cmpfloat_with_epsilon(bytes, want_bytes, 1e-9 * want_bytes);
       st_options_clear(&o);
     }
   }
@@ -225,6 +430,9 @@ main(int argc, char **argv)
   g_test_add_func("/recompute/korthikanti", test_korthikanti);
   g_test_add_func("/recompute/flash", test_flash_terms);
   g_test_add_func("/recompute/strategies", test_strategies_emit);
+  g_test_add_func("/recompute/every", test_every);
+  g_test_add_func("/recompute/ops", test_ops);
+  g_test_add_func("/recompute/strategies-every-ops", test_strategies_every_ops);
   g_test_add_func("/recompute/seq-len", test_seq_len);
   return g_test_run();
 }

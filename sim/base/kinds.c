@@ -35,6 +35,7 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "ep_dispatch_grad", "tp_overlap", NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", "fp8", NULL};
 static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
+static const char *const RECOMPUTE_OP[] = {"core_attn", "mlp_act", "layernorm", NULL};
 static const char *const MEMKIND[] = {"allocated", "reserved", "device", NULL};
 
 static const char *
@@ -83,8 +84,41 @@ NAME_AND_PARSE(link, StLinkClass, LINK, 0, ST_LINK_N, "link class")
 NAME_AND_PARSE(optimizer, StOptimizer, OPTIMIZER, 0, ST_OPTIMIZER_N, "optimizer")
 NAME_AND_PARSE(precision, StPrecision, PRECISION, 0, ST_PRECISION_N, "precision")
 NAME_AND_PARSE(recompute, StRecompute, RECOMPUTE, 0, ST_RECOMPUTE_N, "recomputation")
+NAME_AND_PARSE(recompute_op, StRecomputeOp, RECOMPUTE_OP, 0, ST_RC_N, "recomputed op")
 NAME_AND_PARSE(memory_kind, StMemoryKind, MEMKIND, 0, ST_MEMKIND_N, "memory figure")
 NAME_AND_PARSE(data, StData, DATA, 0, ST_DATA_N, "data kind")
+
+gboolean
+st_recompute_ops_parse(const char *text, unsigned *out, GError **error)
+{
+  g_auto(GStrv) names = g_strsplit(text != NULL ? text : "", "+", -1);
+  unsigned ops = 0;
+  for (int i = 0; names[i] != NULL; i++) {
+    StRecomputeOp op;
+    if (!st_recompute_op_parse(names[i], &op, error))
+      return FALSE;
+    if ((ops & (1u << op)) != 0) {
+      g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID, "recomputed op '%s' given twice",
+                  names[i]);
+      return FALSE;
+    }
+    ops |= 1u << op;
+  }
+  *out = ops;
+  return TRUE;
+}
+
+char *
+st_recompute_ops_format(unsigned ops)
+{
+  if (ops == 0)
+    ops = ST_RC_DEFAULT;
+  GString *s = g_string_new(NULL);
+  for (int op = 0; op < ST_RC_N; op++)
+    if ((ops & (1u << op)) != 0)
+      g_string_append_printf(s, "%s%s", s->len > 0 ? "+" : "", RECOMPUTE_OP[op]);
+  return g_string_free(s, FALSE);
+}
 
 int
 st_dtype_bytes(StDtype d)

@@ -190,6 +190,20 @@ typedef enum {
   ST_RECOMPUTE_N,
 } StRecompute;
 
+/* What selective recomputation drops and makes again before a backward,
+ * by op of a transformer layer (--recompute-ops; Megatron-LM's
+ * --recompute-modules, PyTorch's selective activation checkpointing). A
+ * set is a bit mask, 1u << op; 0 means the default, core attention
+ * (Korthikanti et al.'s selective recomputation). */
+typedef enum {
+  ST_RC_CORE_ATTN = 0, /* the attention scores: QK^T, softmax, dropout (dense attention) */
+  ST_RC_MLP_ACT,       /* the MLP's activation output (GELU, silu(gate) x up), from its input */
+  ST_RC_LAYERNORM,     /* the norms' outputs, from their inputs and saved statistics */
+  ST_RC_N,
+} StRecomputeOp;
+
+#define ST_RC_DEFAULT (1u << ST_RC_CORE_ATTN)
+
 /* The per-GPU memory figures a training process shows (output/runtime_memory.h). */
 typedef enum {
   ST_MEMKIND_ALLOCATED = 0, /* tensors alive: torch.cuda.max_memory_allocated */
@@ -229,6 +243,8 @@ const char *st_optimizer_name(StOptimizer o);
 const char *st_data_name(StData d);
 const char *st_precision_name(StPrecision p);
 const char *st_recompute_name(StRecompute r);
+const char *st_recompute_op_name(StRecomputeOp op);
+gboolean st_recompute_op_parse(const char *text, StRecomputeOp *out, GError **error);
 const char *st_memory_kind_name(StMemoryKind k);
 
 /* Strict parsers: exact spellings of the name tables; errors list them. */
@@ -244,6 +260,10 @@ gboolean st_optimizer_parse(const char *text, StOptimizer *out, GError **error);
 gboolean st_data_parse(const char *text, StData *out, GError **error);
 gboolean st_precision_parse(const char *text, StPrecision *out, GError **error);
 gboolean st_recompute_parse(const char *text, StRecompute *out, GError **error);
+/* A set of ops joined by '+' ("core_attn+mlp_act"), each named once, into
+ * StRecomputeOp bits; and back, in op order (0 formats as the default's). */
+gboolean st_recompute_ops_parse(const char *text, unsigned *out, GError **error);
+char *st_recompute_ops_format(unsigned ops);
 gboolean st_memory_kind_parse(const char *text, StMemoryKind *out, GError **error);
 
 /* nccl-tests' bus bandwidth factor: busbw = algbw * factor(n ranks). */

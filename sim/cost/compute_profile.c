@@ -58,7 +58,7 @@ profile_cost(const StComputeCtx *ctx, const StWork *work, double *time_ns, StCos
     const StLayer *layer = work->layer;
     /* A selective recompute is part of a forward no profile measures alone:
      * the next model estimates it from its FLOPs. */
-    if (layer == NULL || work->batch <= 0 || work->selective)
+    if (layer == NULL || work->batch <= 0 || work->again_ops != 0)
       return FALSE;
     double fraction = fwd_fraction(layer);
     if (st_profile_layer_time(ctx->profile, device, layer->name, layer->signature, work->pass,

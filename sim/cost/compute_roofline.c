@@ -17,9 +17,11 @@
  *   fwd, recompute: FLOPs = batch * fwd_flops,
  *                   bytes = batch * fwd_io_bytes (at the compute dtype)
  *                           + params * dtype bytes (weights read once);
- *   selective recompute: FLOPs = batch * again_flops (the scores again),
- *                   bytes = 2 * batch * act_again (written, and read back
- *                           by the softmax), no weights;
+ *   selective recompute: FLOPs = batch * again_flops (the scores again;
+ *                           element-wise ops none), bytes = 2 * batch *
+ *                           act_again (written, and read back by the
+ *                           softmax), each summed over the chosen ops
+ *                           (st_layer_again), no weights;
  *   bwd:            FLOPs = batch * bwd_flops,
  *                   bytes = batch * bwd_io_bytes (at the compute dtype)
  *                           + 2 * params * dtype bytes (weights read, weight
@@ -51,12 +53,15 @@ io_bytes(const StComputeCtx *ctx, double per_sample, int64_t samples)
 /* FLOPs and bytes of a layer pass, as the header counts them. */
 static void
 layer_traffic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_t batch,
-              gboolean selective, double *flops, double *bytes)
+              unsigned again_ops, double *flops, double *bytes)
 {
   double weight_bytes = (double)layer->params * st_dtype_bytes(ctx->dtype);
-  if (selective) {
-    *flops = (double)batch * layer->again_flops;
-    *bytes = 2.0 * io_bytes(ctx, (double)layer->act_again, batch);
+  if (again_ops != 0) {
+    int64_t again;
+    double again_flops;
+    st_layer_again(layer, again_ops, &again, &again_flops);
+    *flops = (double)batch * again_flops;
+    *bytes = 2.0 * io_bytes(ctx, (double)again, batch);
   } else if (st_pass_is_backward(pass)) {
     double part = 1.0;
     if (pass != ST_PASS_BWD) {
@@ -83,12 +88,12 @@ st_compute_work_traffic(const StComputeCtx *ctx, const StWork *work, double *flo
   case ST_PASS_BWD_WEIGHT:
   case ST_PASS_RECOMPUTE:
     g_return_if_fail(work->layer != NULL);
-    layer_traffic(ctx, work->layer, work->pass, work->batch, work->selective, flops, bytes);
+    layer_traffic(ctx, work->layer, work->pass, work->batch, work->again_ops, flops, bytes);
     return;
   case ST_PASS_FWDBWD:
     g_return_if_fail(work->layer != NULL);
-    layer_traffic(ctx, work->layer, ST_PASS_FWD, work->batch, FALSE, flops, bytes);
-    layer_traffic(ctx, work->layer, ST_PASS_BWD, work->batch, FALSE, &f, &b);
+    layer_traffic(ctx, work->layer, ST_PASS_FWD, work->batch, 0, flops, bytes);
+    layer_traffic(ctx, work->layer, ST_PASS_BWD, work->batch, 0, &f, &b);
     *flops += f;
     *bytes += b;
     return;

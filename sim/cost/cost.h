@@ -44,9 +44,10 @@ typedef struct {
   double share;         /* a part of a layer's pass (StOp.part): its share of the pass's
                            work, which st_compute_time scales the pass's time by; 0: the
                            whole pass */
-  gboolean selective;   /* recompute: selective recomputation, which makes only what the
-                           layer drops again (StLayer.again_flops, act_again), not its
-                           whole forward */
+  unsigned again_ops;   /* recompute: selective recomputation of these ops (StRecomputeOp
+                           bits), which makes only what the layer drops of them again
+                           (st_layer_again: again_flops, act_again), not its whole
+                           forward; 0: a full recompute */
 } StWork;
 
 struct StFramework;

@@ -27,8 +27,9 @@
  *   the kernels.
  * - a mixture-of-experts expert: its MLP on its C gathered rows per sample,
  *   the stream copied on and the gathered rows moved in and out.
- * - a selective recompute (the attention scores again): a shapeless GEMM of
- *   the layer's again_flops and a memory pass over act_again, twice.
+ * - a selective recompute (the attention scores, an MLP's activation, the
+ *   norms' outputs again): a shapeless GEMM of the layer's again_flops and
+ *   a memory pass over act_again, twice, summed over the chosen ops.
  * - under --precision fp8 (StComputeCtx.fp8), Transformer Engine's recipe as
  *   Megatron-LM runs it (te.Linear / LayerNormLinear / LayerNormMLP in the
  *   transformer layers): the linears of attention (QKV, the output
@@ -727,7 +728,7 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
   if (work->layer == NULL || work->batch <= 0)
     return FALSE;
   double b = (double)work->batch;
-  if (work->pass == ST_PASS_RECOMPUTE && work->selective) {
+  if (work->pass == ST_PASS_RECOMPUTE && work->again_ops != 0) {
     /* The scores again (QK^T: again_flops, a GEMM whose shape the layer
      * does not keep) and the softmax over them (act_again written and read
      * back): the roofline's FLOPs and bytes, as two kernels. */

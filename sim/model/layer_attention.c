@@ -196,9 +196,9 @@ attention_derive(StLayer *layer, int dtype_bytes, GError **error)
   st_attn_part(layer, rows, d, &p);
   st_layer_same_shape(layer, dtype_bytes);
   layer->params = st_attn_params(&p);
-  st_attn_flops(&p, &layer->fwd_flops, &layer->bwd_flops, &layer->again_flops);
+  st_attn_flops(&p, &layer->fwd_flops, &layer->bwd_flops, &layer->again_flops[ST_RC_CORE_ATTN]);
   int64_t kept;
-  st_attn_kept(&p, dtype_bytes, &kept, &layer->act_again);
+  st_attn_kept(&p, dtype_bytes, &kept, &layer->act_again[ST_RC_CORE_ATTN]);
   layer->act_bytes = layer->in_bytes + kept;
   return TRUE;
 }
@@ -211,10 +211,10 @@ attention_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory
   StPartMemory m;
   st_attn_memory(&p, batch, dtype_bytes, &m);
   out->saved = m.saved;
-  out->again = m.again;
+  out->again[ST_RC_CORE_ATTN] = m.again;
   out->fwd_scratch = m.fwd;
   out->bwd_scratch = m.bwd;
-  out->again_scratch = m.again_work;
+  out->again_scratch[ST_RC_CORE_ATTN] = m.again_work;
 }
 
 const StLayerType st_layer_attention = {

@@ -300,8 +300,12 @@ transformer_derive(StLayer *layer, int dtype_bytes, GError **error)
     masks = probs + 2 * rows_d;
   }
   layer->act_bytes = kept * dtype_bytes + masks;
-  layer->act_again = (x.dropout ? 2 * dtype_bytes + 1 : dtype_bytes) * probs;
-  layer->again_flops = 2.0 * ss * (double)x.q;
+  layer->act_again[ST_RC_CORE_ATTN] = (x.dropout ? 2 * dtype_bytes + 1 : dtype_bytes) * probs;
+  layer->again_flops[ST_RC_CORE_ATTN] = 2.0 * ss * (double)x.q;
+  /* GELU's output from fc1's; LN1's and LN2's outputs from their inputs
+   * and statistics: element-wise, no FLOPs counted */
+  layer->act_again[ST_RC_MLP_ACT] = x.s * x.f * dtype_bytes;
+  layer->act_again[ST_RC_LAYERNORM] = 2 * rows_d * dtype_bytes;
   return TRUE;
 }
 
@@ -333,9 +337,11 @@ transformer_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemo
   int64_t att = st_layer_aligned(probs * e);
   out->saved = 2 * stats + 3 * map + st_layer_aligned(btq * e) + qkv + att +
                2 * st_layer_aligned(btf * e);
-  out->again = att;
+  out->again[ST_RC_CORE_ATTN] = att;
+  out->again[ST_RC_MLP_ACT] = st_layer_aligned(btf * e);
+  out->again[ST_RC_LAYERNORM] = 2 * map;
   if (x.dropout) {
-    out->again += att + st_layer_aligned(probs);
+    out->again[ST_RC_CORE_ATTN] += att + st_layer_aligned(probs);
     out->saved += att + st_layer_aligned(probs) + 2 * st_layer_aligned(rows * x.d);
   }
   out->fwd_scratch = qkv;
@@ -372,6 +378,7 @@ const StLayerType st_layer_transformer_block = {
   .derive = transformer_derive,
   .keeps = ST_KEEPS_INPUT,
   .memory = transformer_memory,
+  .block = TRUE,
   .tp = ST_TP_PARALLEL,
   .tp_parts = transformer_tp_parts,
   .tp_partial_params = transformer_tp_partial_params,

@@ -92,9 +92,10 @@ llama_derive(StLayer *layer, int dtype_bytes, GError **error)
   st_layer_same_shape(layer, dtype_bytes);
   int64_t e = dtype_bytes, map = b.rows * b.d * e;
   double fwd, bwd;
-  st_attn_flops(&b.attn, &fwd, &bwd, &layer->again_flops);
+  st_attn_flops(&b.attn, &fwd, &bwd, &layer->again_flops[ST_RC_CORE_ATTN]);
   int64_t kept;
-  st_attn_kept(&b.attn, dtype_bytes, &kept, &layer->act_again);
+  st_attn_kept(&b.attn, dtype_bytes, &kept, &layer->act_again[ST_RC_CORE_ATTN]);
+  layer->act_again[ST_RC_LAYERNORM] = map; /* h1 = norm1(x) */
   layer->params = st_norm_params(b.norm, b.d) + st_attn_params(&b.attn);
   layer->act_bytes = layer->in_bytes + map + kept;
   if (b.has_mlp) {
@@ -103,6 +104,8 @@ llama_derive(StLayer *layer, int dtype_bytes, GError **error)
     bwd += 2.0 * mlp;
     layer->params += st_norm_params(b.norm, b.d) + st_mlp_params(&b.mlp);
     layer->act_bytes += (b.parallel ? 0 : map) + map + st_mlp_kept(&b.mlp, dtype_bytes);
+    layer->act_again[ST_RC_LAYERNORM] += map; /* h2 = norm2(x1) */
+    layer->act_again[ST_RC_MLP_ACT] = b.mlp.rows * b.mlp.f * e;
   }
   layer->fwd_flops = fwd;
   layer->bwd_flops = bwd;
@@ -119,8 +122,9 @@ llama_split_memory(const Block *b, gboolean sp, int batch, int dtype_bytes,
   gboolean x1 = b->has_mlp && !b->parallel;
   out->saved = (x1 ? st_layer_aligned(batch * b->rows * b->d * dtype_bytes) : 0) + attn->saved +
                mlp->saved;
-  out->again = attn->again;
-  out->again_scratch = attn->again_work;
+  out->again[ST_RC_CORE_ATTN] = attn->again;
+  out->again_scratch[ST_RC_CORE_ATTN] = attn->again_work;
+  out->again[ST_RC_MLP_ACT] = mlp->again; /* (no norm kept: nothing for layernorm) */
   out->fwd_scratch = stats + map + attn->fwd + (b->parallel ? map : 0);
   gboolean second = b->parallel || (b->has_mlp && !sp);
   out->bwd_scratch = stats + (second ? 3 : 2) * map + MAX(attn->bwd, mlp->bwd);
@@ -141,14 +145,17 @@ llama_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *ou
     return;
   }
   out->saved = st_norm_saved(b.norm, rows) + map + attn.saved;
-  out->again = attn.again;
-  out->again_scratch = attn.again_work;
+  out->again[ST_RC_CORE_ATTN] = attn.again;
+  out->again_scratch[ST_RC_CORE_ATTN] = attn.again_work;
+  out->again[ST_RC_LAYERNORM] = map; /* h1 */
   out->fwd_scratch = attn.fwd;
   if (!b.has_mlp) {
     out->bwd_scratch = map + attn.bwd;
     return;
   }
   out->saved += (b.parallel ? 0 : map) + st_norm_saved(b.norm, rows) + map + mlp.saved;
+  out->again[ST_RC_LAYERNORM] += map; /* h2 */
+  out->again[ST_RC_MLP_ACT] = mlp.again;
   if (b.parallel)
     out->fwd_scratch += map;
   out->bwd_scratch = 2 * map + MAX(attn.bwd, mlp.bwd);
@@ -195,6 +202,7 @@ const StLayerType st_layer_llama_block = {
   .derive = llama_derive,
   .keeps = ST_KEEPS_INPUT,
   .memory = llama_memory,
+  .block = TRUE,
   .tp = ST_TP_PARALLEL,
   .tp_parts = llama_tp_parts,
   .tp_partial_params = llama_tp_partial_params,

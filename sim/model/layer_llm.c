@@ -95,6 +95,7 @@ st_mlp_memory(const StMlpPart *p, int batch, int e, StPartMemory *m)
   int64_t rf = batch * p->rows * p->f * e;
   int64_t u = st_layer_aligned(rf * mlp_n(p)), h = st_layer_aligned(rf);
   m->saved = u + h;
+  m->again = h; /* the activation's output, made again from u */
   m->bwd = h + u;
 }
 
@@ -159,6 +160,7 @@ glu_derive(StLayer *layer, int dtype_bytes, GError **error)
   layer->fwd_flops = st_mlp_fwd_flops(&p);
   layer->bwd_flops = 2.0 * layer->fwd_flops;
   layer->act_bytes = layer->in_bytes + st_mlp_kept(&p, dtype_bytes);
+  layer->act_again[ST_RC_MLP_ACT] = p.rows * p.f * dtype_bytes;
   return TRUE;
 }
 
@@ -171,6 +173,7 @@ glu_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
   StPartMemory m;
   st_mlp_memory(&p, batch, dtype_bytes, &m);
   out->saved = m.saved;
+  out->again[ST_RC_MLP_ACT] = m.again;
   out->bwd_scratch = m.bwd;
 }
 

@@ -94,13 +94,16 @@ struct StLayerMemory {
   int64_t fwd_scratch; /* workspace the forward takes while it runs */
   int64_t bwd_scratch; /* workspace the backward takes while it runs */
   /* Selective recomputation (Korthikanti et al. 2022, --recompute
-   * selective): the part of `saved` that is large and cheap to make again
-   * (attention scores and what derives from them); under selective the
-   * forward keeps saved - again (it takes `again` as extra scratch), a
-   * recompute pass before the backward makes `again` anew, taking
-   * again_scratch while it runs. 0 for a layer with no such part. */
-  int64_t again;
-  int64_t again_scratch;
+   * selective), by op (StRecomputeOp, --recompute-ops): the part of `saved`
+   * that op's outputs take, cheap to make again (the attention scores and
+   * what derives from them; the MLP's activation output; the norms'
+   * outputs). Under selective the forward keeps saved less the chosen
+   * ops' parts (it takes them as extra scratch), and a recompute pass
+   * before the backward makes them anew, taking the op's again_scratch
+   * while it runs (st_layer_memory_again). 0 for an op the layer has none
+   * of. */
+  int64_t again[ST_RC_N];
+  int64_t again_scratch[ST_RC_N];
 };
 
 /* ---- tensor parallelism ---------------------------------------------------
@@ -166,6 +169,9 @@ struct StLayerType {
    * NULL: the layer keeps act_bytes per sample and takes no scratch
    * (custom, whose numbers are given). */
   void (*memory)(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out);
+  /* A transformer layer (Megatron-LM's TransformerLayer, torchtitan's
+   * TransformerBlock): the unit --recompute-every counts. */
+  gboolean block;
   /* Its input is int32 token ids (4 bytes each whatever the dtype), made by
    * the data loader: an embedding. */
   gboolean takes_ids;

@@ -146,7 +146,9 @@ gboolean st_conv_apply(StChw in, int64_t out_channels, int64_t kernel, int64_t s
  * tensor ST_LAYER_ALIGN-aligned as the executor carves them. */
 typedef struct {
   int64_t saved;   /* kept to the backward (includes `again`) */
-  int64_t again;   /* of saved, what selective recomputation drops */
+  int64_t again;   /* of saved, what selective recomputation of the part's op drops: the
+                      attention's scores (core_attn), the MLP's activation output
+                      (mlp_act) */
   int64_t fwd, bwd, again_work; /* scratch of the forward, backward, recompute */
 } StPartMemory;
 

@@ -244,9 +244,17 @@ derived_to_json(const StLayer *layer)
   cJSON_AddNumberToObject(d, "fwd_flops", layer->fwd_flops);
   cJSON_AddNumberToObject(d, "bwd_flops", layer->bwd_flops);
   st_json_add_int(d, "act_bytes", layer->act_bytes);
-  if (layer->act_again > 0) {
-    st_json_add_int(d, "act_again", layer->act_again);
-    cJSON_AddNumberToObject(d, "again_flops", layer->again_flops);
+  /* Core attention's under the names it has always had, the other ops'
+   * with theirs appended ("act_again_mlp_act"). */
+  for (int op = 0; op < ST_RC_N; op++) {
+    if (layer->act_again[op] <= 0)
+      continue;
+    g_autofree char *suffix =
+      op == ST_RC_CORE_ATTN ? g_strdup("") : g_strconcat("_", st_recompute_op_name(op), NULL);
+    g_autofree char *bytes = g_strconcat("act_again", suffix, NULL);
+    g_autofree char *flops = g_strconcat("again_flops", suffix, NULL);
+    st_json_add_int(d, bytes, layer->act_again[op]);
+    cJSON_AddNumberToObject(d, flops, layer->again_flops[op]);
   }
   st_json_add_int(d, "in_bytes", layer->in_bytes);
   st_json_add_int(d, "out_bytes", layer->out_bytes);
@@ -334,4 +342,34 @@ st_layer_memory(const StModel *m, int i, int batch, StDtype dtype, StLayerMemory
     l->type->memory(l, batch, st_dtype_bytes(dtype), out);
   else
     out->saved = st_model_bytes_as(m, l->act_bytes, dtype) * batch;
+}
+
+void
+st_layer_again(const StLayer *l, unsigned ops, int64_t *bytes, double *flops)
+{
+  if (ops == 0)
+    ops = ST_RC_DEFAULT;
+  *bytes = 0;
+  *flops = 0;
+  for (int op = 0; op < ST_RC_N; op++)
+    if ((ops & (1u << op)) != 0) {
+      *bytes += l->act_again[op];
+      *flops += l->again_flops[op];
+    }
+}
+
+int64_t
+st_layer_memory_again(const StLayerMemory *mem, unsigned ops, int64_t *scratch)
+{
+  if (ops == 0)
+    ops = ST_RC_DEFAULT;
+  int64_t bytes = 0, most = 0;
+  for (int op = 0; op < ST_RC_N; op++)
+    if ((ops & (1u << op)) != 0 && mem->again[op] > 0) {
+      bytes += mem->again[op];
+      most = MAX(most, mem->again_scratch[op]);
+    }
+  if (scratch != NULL)
+    *scratch = most;
+  return bytes;
 }

@@ -82,11 +82,14 @@ typedef struct {
   int64_t in_bytes;         /* input tensor, per sample, at model dtype */
   double fwd_io_bytes;      /* activation memory traffic of forward, per sample (roofline) */
   double bwd_io_bytes;      /* same for backward */
-  /* Selective recomputation (StLayerMemory.again): of act_bytes, the bytes
-   * per sample it drops, and the forward FLOPs per sample of the recompute
-   * pass that makes them again; both 0 for a layer with nothing to drop. */
-  int64_t act_again;
-  double again_flops;
+  /* Selective recomputation (StLayerMemory.again), by op (StRecomputeOp,
+   * --recompute-ops): of act_bytes, the bytes per sample that op's outputs
+   * take, which selective recomputation of it drops, and the forward FLOPs
+   * per sample of the recompute that makes them again (matrix products
+   * only, as fwd_flops: an element-wise op's are 0); 0 where the layer has
+   * nothing of that op to drop. st_layer_again sums a set. */
+  int64_t act_again[ST_RC_N];
+  double again_flops[ST_RC_N];
   /* Tensor parallelism (layer_type.h): the group size these numbers are
    * one rank's share of (1: the whole layer), and whether sequence
    * parallelism splits the tokens between layers. Set before derive(). */
@@ -203,6 +206,16 @@ int64_t st_model_bytes_as(const StModel *model, int64_t bytes, StDtype dtype);
  * a custom layer keeps act_bytes per sample and takes no scratch. */
 void st_layer_memory(const StModel *model, int layer, int batch, StDtype dtype,
                      StLayerMemory *out);
+
+/* Per sample, what selective recomputation of `ops` (StRecomputeOp bits,
+ * 0: the default) drops of layer `l` and the FLOPs of making it again:
+ * the sums of act_again and again_flops over the set. */
+void st_layer_again(const StLayer *l, unsigned ops, int64_t *bytes, double *flops);
+/* Of one micro-batch's StLayerMemory, the bytes of its saved block that
+ * selective recomputation of `ops` drops, and (when `scratch` is not NULL)
+ * the scratch its recompute takes: the ops run one after another, so the
+ * largest of theirs. */
+int64_t st_layer_memory_again(const StLayerMemory *mem, unsigned ops, int64_t *scratch);
 
 int64_t st_shape_elems(const StShape *shape);
 /* "[3,224,224]". Transfer full. */

@@ -70,6 +70,14 @@ typedef struct {
 static void
 set_reason(StPlanPoint *pt, StPlanStatus status, const char *format, ...) G_GNUC_PRINTF(3, 4);
 
+/* st_recompute_check on the options' plan, before anything is built. */
+static gboolean
+recompute_ok(const StModel *model, const StOptions *options, GError **error)
+{
+  StRecomputePlan recompute = st_recompute_plan(options);
+  return st_recompute_check(model, &recompute, error);
+}
+
 static void
 set_reason(StPlanPoint *pt, StPlanStatus status, const char *format, ...)
 {
@@ -253,7 +261,7 @@ prepare(Run *run, int i)
                pt->update.what);
   } else if (!st_cluster_resize(cluster, options.nodes, options.gpus, &error) ||
              !st_strategy_resolve(c->strategy, &resolved, cluster, &error) ||
-             !st_recompute_check(plan->model, (StRecompute)resolved.recompute, &error)) {
+             !recompute_ok(plan->model, &resolved, &error)) {
     set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
   } else {
     pt->ranks = resolved.ranks;

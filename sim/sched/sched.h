@@ -187,7 +187,10 @@ typedef struct {
   double sparsity;       /* SAMO (--sparsity): fraction of each layer's weights pruned by a
                             fixed mask, [0, 1); 0 dense */
   StRecompute recompute; /* --recompute: what the RECOMPUTE ops make again (a layer's whole
-                            forward, or under selective its StLayerMemory.again only) */
+                            forward, or under selective its StLayerMemory.again only); the
+                            layers that have one say which are recomputed */
+  unsigned recompute_ops; /* --recompute-ops: under selective, the StRecomputeOp bits whose
+                             parts of `again` the recomputes make; 0 = core_attn */
   char *compute_model;   /* --compute-model: what costs COMP work no profile entry covers
                             ("estimate", "roofline"); NULL = "estimate" */
   char *framework;       /* --framework: the preset (cost/framework.h) whose defaults the

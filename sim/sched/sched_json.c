@@ -202,6 +202,10 @@ settings_to_json(const StSettings *st)
     cJSON_AddNumberToObject(o, "sparsity", st->sparsity);
   if (st->recompute != ST_RECOMPUTE_NONE)
     cJSON_AddStringToObject(o, "recompute", st_recompute_name(st->recompute));
+  if (st->recompute_ops != 0 && st->recompute_ops != ST_RC_DEFAULT) {
+    g_autofree char *ops = st_recompute_ops_format(st->recompute_ops);
+    cJSON_AddStringToObject(o, "recompute_ops", ops);
+  }
   if (st->compute_model != NULL)
     cJSON_AddStringToObject(o, "compute_model", st->compute_model);
   if (st->framework != NULL)

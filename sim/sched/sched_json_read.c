@@ -113,7 +113,7 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
                                      "optimizer",    "micro_batch",  "accumulation",
                                      "global_batch", "sparsity",     "recompute",
                                      "compute_model", "framework", "memory_format",
-                                     "gather_bucket_bytes", NULL};
+                                     "gather_bucket_bytes", "recompute_ops", NULL};
   const char *strategy = NULL, *description = NULL, *precision = NULL, *optimizer = NULL;
   const char *compute = NULL, *framework = NULL, *format = NULL;
   int64_t micro = 0, accumulation = 0;
@@ -150,6 +150,10 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
   const char *recompute = NULL;
   if (!st_json_get_string(obj, "recompute", FALSE, &recompute, error) ||
       (recompute != NULL && !st_recompute_parse(recompute, &st->recompute, error)))
+    return FALSE;
+  const char *ops = NULL;
+  if (!st_json_get_string(obj, "recompute_ops", FALSE, &ops, error) ||
+      (ops != NULL && !st_recompute_ops_parse(ops, &st->recompute_ops, error)))
     return FALSE;
   st->micro_batch = (int32_t)micro;
   st->accumulation = (int32_t)accumulation;

@@ -20,6 +20,15 @@ st_program_compute_ctx(const StSchedule *s, const StProgram *p, const StProfile 
                         st_schedule_job_settings(s, p->job)->precision == ST_PRECISION_FP8};
 }
 
+/* A selective recompute's ops (StWork.again_ops). */
+static unsigned
+again_ops(const StSettings *settings, StPass pass)
+{
+  if (pass != ST_PASS_RECOMPUTE || settings->recompute != ST_RECOMPUTE_SELECTIVE)
+    return 0;
+  return settings->recompute_ops != 0 ? settings->recompute_ops : ST_RC_DEFAULT;
+}
+
 StWork
 st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
 {
@@ -40,7 +49,6 @@ st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
     .kernel = pass == ST_PASS_OPTIM ? st_optimizer_name(s->settings.optimizer)
                                     : st_pass_name(pass),
     .share = share,
-    .selective = pass == ST_PASS_RECOMPUTE &&
-                 st_schedule_job_settings(s, p->job)->recompute == ST_RECOMPUTE_SELECTIVE,
+    .again_ops = again_ops(st_schedule_job_settings(s, p->job), pass),
   };
 }

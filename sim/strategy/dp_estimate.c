@@ -6,7 +6,7 @@
  * gradients of some schedules come and go); ZeRO's shards rounded down.
  * Besides, a micro-batch's forward runs every layer before its backward,
  * so every layer's saved block (less what selective recomputation drops;
- * under full, its input instead) is live at once, beside the states
+ * a checkpointed layer's input instead: recompute.h) is live at once, beside the states
  * (tensors.h).
  * Nothing with --sparsity (SAMO compresses the states) and no time bound
  * (the work bound covers it). */
@@ -19,13 +19,15 @@ static int64_t
 saved(const StModel *m, const StOptions *o, StDtype dtype)
 {
   int64_t total = 0;
+  StRecomputePlan plan = st_recompute_plan(o);
+  g_autofree StRecompute *mode = st_recompute_layers(m, &plan);
   for (int i = 0; i < m->n_layers; i++) {
     StLayerMemory mem;
     st_layer_memory(m, i, o->micro_batch, dtype, &mem);
-    /* Full recomputation keeps each layer's input for its recompute. */
-    total += o->recompute == ST_RECOMPUTE_FULL         ? mem.input
-             : o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.saved - mem.again
-                                                      : mem.saved;
+    /* A checkpointed layer keeps its input for its recompute (recompute.h). */
+    total += mode[i] == ST_RECOMPUTE_FULL        ? mem.input
+             : mode[i] == ST_RECOMPUTE_SELECTIVE ? mem.saved - st_layer_memory_again(&mem, plan.ops, NULL)
+                                                 : mem.saved;
   }
   return total;
 }

@@ -57,9 +57,9 @@ typedef struct {
 
 /* A pass's time alone, as the engine costs the op (sched/work.h). */
 static double
-pass_ns(const StComputeCtx *ctx, const StLayer *l, StPass pass, int64_t batch, gboolean selective)
+pass_ns(const StComputeCtx *ctx, const StLayer *l, StPass pass, int64_t batch, unsigned again_ops)
 {
-  StWork w = {.pass = pass, .layer = l, .batch = batch, .selective = selective};
+  StWork w = {.pass = pass, .layer = l, .batch = batch, .again_ops = again_ops};
   StCostSource source;
   double ns = st_compute_time(ctx, &w, &source);
   return isfinite(ns) && ns > 0 ? ns : 0;
@@ -74,7 +74,7 @@ typedef struct {
 
 static void
 layer_cost(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
-           const StComputeCtx *ctx, int i, LayerCost *lc)
+           const StComputeCtx *ctx, int i, StRecompute mode, LayerCost *lc)
 {
   const StModel *m = sh->model;
   const StLayer *l = &m->layers[i];
@@ -87,23 +87,24 @@ layer_cost(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
   int64_t batch = expert ? (int64_t)mb * sh->e : mb;
   double share = expert ? 1.0 / sh->e : 1.0;
   *lc = (LayerCost){0};
-  lc->fwd = share * pass_ns(ctx, l, ST_PASS_FWD, batch, FALSE);
-  lc->bwd = share * pass_ns(ctx, l, ST_PASS_BWD, batch, FALSE);
-  /* What tensors.c recomputes (not counted inside MoE segments). */
-  if (!in_moe && o->recompute == ST_RECOMPUTE_FULL)
-    lc->bwd += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, FALSE);
-  if (!in_moe && o->recompute == ST_RECOMPUTE_SELECTIVE && mem.again > 0)
-    lc->bwd += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, TRUE);
+  lc->fwd = share * pass_ns(ctx, l, ST_PASS_FWD, batch, 0);
+  lc->bwd = share * pass_ns(ctx, l, ST_PASS_BWD, batch, 0);
+  /* What tensors.c recomputes (recompute.h; not counted inside MoE segments). */
+  unsigned ops = st_recompute_plan(o).ops;
+  if (!in_moe && mode == ST_RECOMPUTE_FULL)
+    lc->bwd += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, 0);
+  if (!in_moe && mode == ST_RECOMPUTE_SELECTIVE)
+    lc->bwd += pass_ns(ctx, l, ST_PASS_RECOMPUTE, batch, ops != 0 ? ops : ST_RC_DEFAULT);
   if (sh->t > 1 && !in_moe) {
     double bytes = (double)st_tp_pass_comm_bytes(m, i, ST_PASS_FWD, mb, b->activation) +
                    (double)st_tp_pass_comm_bytes(m, i, ST_PASS_BWD, mb, b->activation);
-    if (o->recompute == ST_RECOMPUTE_FULL)
+    if (mode == ST_RECOMPUTE_FULL)
       bytes += (double)st_tp_pass_comm_bytes(m, i, ST_PASS_RECOMPUTE, mb, b->activation);
     lc->tp_bytes = bytes * (sh->t - 1) / sh->t;
   }
   /* Under full recomputation the saved block goes, but the layer's input
    * stays for its recompute (tensors.h). */
-  if (o->recompute == ST_RECOMPUTE_FULL) {
+  if (mode == ST_RECOMPUTE_FULL) {
     lc->saved = in_moe ? 0 : mem.input;
   } else {
     /* An EP rank's experts save their blocks at e times the batch: 1 / e
@@ -111,7 +112,8 @@ layer_cost(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
      * share of their sum). */
     if (expert && sh->e > 1)
       st_layer_memory(m, i, batch, b->activation, &mem);
-    int64_t keep = mem.saved - (o->recompute == ST_RECOMPUTE_SELECTIVE ? mem.again : 0);
+    int64_t keep =
+      mem.saved - (mode == ST_RECOMPUTE_SELECTIVE ? st_layer_memory_again(&mem, ops, NULL) : 0);
     lc->saved = expert ? keep / sh->e : keep;
   }
 }
@@ -128,15 +130,15 @@ alike(const StModel *m, int i, int j)
 
 static void
 chunk_of(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
-         const StComputeCtx *ctx, int k, Chunk *c)
+         const StComputeCtx *ctx, const StRecompute *mode, int k, Chunk *c)
 {
   const StModel *m = sh->model;
   *c = (Chunk){0};
   LayerCost lc = {0};
   for (int i = sh->first[k]; i < sh->first[k + 1]; i++) {
     const StLayer *l = &m->layers[i];
-    if (i == sh->first[k] || !alike(m, i, i - 1))
-      layer_cost(sh, o, b, ctx, i, &lc);
+    if (i == sh->first[k] || !alike(m, i, i - 1) || mode[i] != mode[i - 1])
+      layer_cost(sh, o, b, ctx, i, mode[i], &lc);
     if (i > 0 && m->layers[i - 1].chain_open)
       c->experts += l->params / sh->e;
     else
@@ -203,8 +205,10 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
                       st_options_framework(o), st_options_nchw(o),
                       o->precision == ST_PRECISION_FP8};
   g_autofree Chunk *chunk = g_new(Chunk, K);
+  StRecomputePlan plan = st_recompute_plan(o);
+  g_autofree StRecompute *mode = st_recompute_layers(sh.model, &plan);
   for (int k = 0; k < K; k++)
-    chunk_of(&sh, o, &b, &ctx, k, &chunk[k]);
+    chunk_of(&sh, o, &b, &ctx, mode, k, &chunk[k]);
 
   /* Memory: the stage whose states and in-flight activations weigh most. */
   int64_t peak = 0;

@@ -12,6 +12,11 @@
 
 static const char *const OPTIMIZERS[] = {"sgd", "adam", NULL};     /* StOptimizer */
 static const char *const PRECISIONS[] = {"fp32", "mixed", "fp8", NULL};   /* StPrecision */
+/* --recompute-ops: every non-empty set of StRecomputeOp, index + 1 = its bits, each named
+ * as st_recompute_ops_format names it (a choice, so that the planner takes lists of them) */
+static const char *const RECOMPUTE_OPS[] = {
+  "core_attn", "mlp_act", "core_attn+mlp_act", "layernorm", "core_attn+layernorm",
+  "mlp_act+layernorm", "core_attn+mlp_act+layernorm", NULL};
 static const char *const OFFLOADS[] = {"none", "optimizer", NULL};         /* StOffload */
 
 static gboolean
@@ -143,6 +148,16 @@ static const StOptionSpec SPECS[] = {
    "selective drops the attention scores of dense attention and recomputes them before each "
    "backward (refused for a model that keeps none: flash attention); full keeps each layer's input only and runs "
    "its forward again before its backward (default: none)"},
+  {"recompute-every", ST_OPT_INT, F(recompute_every), 1, 16777216, NULL, NULL, "K",
+   "With --recompute full: checkpoint only the transformer layers, every K-th of them (the "
+   "K-th, 2K-th, ...; torchtitan's selective layer checkpointing with ac_freq K, Megatron-LM's "
+   "--recompute-granularity full at one layer per group when K = 1); other layers keep their "
+   "activations (default: not given, every layer of the model is checkpointed)"},
+  {"recompute-ops", ST_OPT_CHOICE, F(recompute_ops), 0, 0, RECOMPUTE_OPS, NULL, "OPS",
+   "With --recompute selective: which ops of each transformer layer drop their outputs and "
+   "make them again before its backward, joined by '+': core_attn (the attention scores), "
+   "mlp_act (the MLP's activation output), layernorm (the norms' outputs) (Megatron-LM's "
+   "--recompute-modules; default: core_attn)"},
   {"seq-len", ST_OPT_INT, F(seq_len), 0, 16777216, NULL, NULL, "N",
    "Tokens per sequence of a token model (one whose first layer reads token ids); the model "
    "file's input is the default"},

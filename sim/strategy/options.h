@@ -50,6 +50,12 @@ typedef struct {
                             zb-h1, zb-h2: zero-bubble orders (pipeline only) */
   int balance;           /* --balance: StPipeBalance (strategy_pipeline.h), 0 = time */
   int recompute;         /* --recompute: StRecompute (base/kinds.h), 0 = none */
+  int recompute_every;   /* --recompute-every: under full, checkpoint only every K-th
+                            transformer layer (strategy/recompute.h); 0 = not given: every
+                            layer of the model */
+  int recompute_ops;     /* --recompute-ops: under selective, the ops dropped, a choice
+                            whose index + 1 is their StRecomputeOp bits ("core_attn" 0,
+                            "mlp_act" 1, "core_attn+mlp_act" 2, ...); 0 = core_attn */
   int seq_len;           /* --seq-len: tokens per sequence of a token model; 0 = the model's */
   double sparsity;       /* --sparsity: SAMO, fraction p of weights pruned, [0, 1); 0 = dense */
   int update_rule;       /* --update-rule: cdp's update rule, CdpRule (strategy/cdp.h), 0 = v1 */

@@ -262,7 +262,7 @@ emit_micro(Emit *e, int micro)
     .grad_bytes = b->bytes.grad,
     .batch = e->batch,
     .moved = e->moved,
-    .recompute = (StRecompute)b->in->options->recompute,
+    .recompute = st_recompute_plan(b->in->options),
   };
   e->t = st_tensors_new(e->p, &spec);
   for (int i = 0; i < n; i++)
@@ -492,6 +492,8 @@ build(const StStrategyInput *in, GError **error)
 static const StStrategyKnob KNOBS[] = {
   {"amp-limit", "1.5,2,4"},
   {"recompute", NULL},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {NULL},
 };
 

@@ -111,17 +111,19 @@ estimate(CdpPlan *c)
   c->bwd_ns = g_new0(double, c->s);
   c->update_ns = g_new0(double, c->s);
   double passes = 0, updates = 0;
+  StRecomputePlan plan = st_recompute_plan(c->options);
+  g_autofree StRecompute *recomputes = st_recompute_layers(c->model, &plan);
   for (int l = 0; l < c->s; l++) {
     for (int i = c->first[l]; i < c->first[l + 1]; i++) {
       StWork w = {.pass = ST_PASS_FWD, .layer = &c->model->layers[i], .batch = c->mb};
       c->fwd_ns[l] += st_compute_time(&ctx, &w, NULL);
       w.pass = ST_PASS_BWD;
       c->bwd_ns[l] += st_compute_time(&ctx, &w, NULL);
-      /* a recompute runs with the backward (selective: layers that drop some) */
-      StRecompute rc = (StRecompute)c->options->recompute;
-      if (rc == ST_RECOMPUTE_FULL || (rc == ST_RECOMPUTE_SELECTIVE && w.layer->act_again > 0)) {
+      /* a recompute runs with the backward (recompute.h: which layers, how) */
+      if (recomputes[i] != ST_RECOMPUTE_NONE) {
         w.pass = ST_PASS_RECOMPUTE;
-        w.selective = rc == ST_RECOMPUTE_SELECTIVE;
+        if (recomputes[i] == ST_RECOMPUTE_SELECTIVE)
+          w.again_ops = plan.ops != 0 ? plan.ops : ST_RC_DEFAULT;
         c->bwd_ns[l] += st_compute_time(&ctx, &w, NULL);
       }
     }
@@ -440,6 +442,8 @@ static const StStrategyKnob KNOBS[] = {
   {"cdp-slack", NULL},
   {"zero-stage", NULL},
   {"recompute", NULL},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {NULL},
 };
 

@@ -421,7 +421,7 @@ emit_micro(CdpRank *r, int micro, const int *batch, const gboolean *moved)
     .grad_bytes = c->bytes.grad,
     .batch = batch,
     .moved = moved,
-    .recompute = (StRecompute)c->options->recompute,
+    .recompute = st_recompute_plan(c->options),
   };
   g_autoptr(StTensors) t = st_tensors_new(r->p, &spec);
   if (r->lo > 0)

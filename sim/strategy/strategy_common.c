@@ -170,7 +170,7 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
     .dtype = f->bytes.activation,
     .grad_bytes = f->bytes.grad,
     .batch = batch,
-    .recompute = (StRecompute)f->options->recompute,
+    .recompute = st_recompute_plan(f->options),
     .loss_in_place = st_options_framework(f->options)->loss_in_place,
   };
   g_autoptr(StTensors) t = st_tensors_new(f->program, &spec);

@@ -164,6 +164,8 @@ build(const StStrategyInput *in, GError **error)
 /* What the planner varies only over the user's list (strategy.h). */
 static const StStrategyKnob KNOBS[] = {
   {"recompute", NULL},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {NULL},
 };
 

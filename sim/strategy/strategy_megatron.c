@@ -186,7 +186,7 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
                                         pp->bytes.activation);
       tp_bytes += st_tp_pass_comm_bytes(m, i, ST_PASS_BWD, pp->options->micro_batch,
                                         pp->bytes.activation);
-      if (pp->options->recompute == ST_RECOMPUTE_FULL) /* selective: the scores, no collective */
+      if (pp->recomputes[i] == ST_RECOMPUTE_FULL) /* selective: no collective */
         tp_bytes += st_tp_pass_comm_bytes(m, i, ST_PASS_RECOMPUTE, pp->options->micro_batch,
                                           pp->bytes.activation);
     }
@@ -325,12 +325,11 @@ build(const StStrategyInput *in, GError **error)
   g_autofree char *ep = l.e > 1 ? g_strdup_printf(" (EP %d)", l.e) : g_strdup("");
   g_autofree char *chunks = l.v > 1 ? g_strdup_printf(" (%d chunks each, interleaved 1F1B)", l.v)
                                     : g_strdup(l.p > 1 ? " (1F1B)" : "");
+  g_autofree char *recompute = st_recompute_describe(&pp.recompute);
   s->settings.description = g_strdup_printf(
     "megatron: TP %d%s x PP %d%s x DP %d%s%s (%d ranks), %d micro-batches of %d per pipeline%s",
     l.t, sp ? " + SP" : "", l.p, chunks, l.d, ep, zero, R, pp.n_micro, o->micro_batch,
-    o->recompute == ST_RECOMPUTE_FULL        ? ", full recomputation"
-    : o->recompute == ST_RECOMPUTE_SELECTIVE ? ", selective recomputation"
-                                             : "");
+    recompute);
   note_layout(s, &l, &pp, mm);
   if (pp.offload)
     st_schedule_note_text(s, "offload", "optimizer");
@@ -414,6 +413,8 @@ static const StStrategyKnob KNOBS[] = {
   {"sequence-parallel", "true"},
   {"zero-stage", "1,2,3"},
   {"recompute", "none,selective,full"},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {"expert-parallel", "1,2,4,8"},
   {"offload", NULL},
   {NULL},

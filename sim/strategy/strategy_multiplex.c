@@ -368,6 +368,8 @@ build(const StStrategyInput *in, GError **error)
 static const StStrategyKnob KNOBS[] = {
   {"foreground", "burst,dp"},
   {"recompute", NULL},  /* the foreground's */
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {"zero-stage", NULL}, /* a zero foreground's */
   {NULL},
 };

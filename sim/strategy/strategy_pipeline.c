@@ -124,7 +124,7 @@ note_estimates(const StPipe *pp, StSchedule *s, const StPipeComms *comms)
       } else {
         tb += st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
       }
-      if (pp->options->recompute != ST_RECOMPUTE_NONE) {
+      if (pp->recomputes[i] != ST_RECOMPUTE_NONE) {
         t += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
         tb += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
       }
@@ -265,15 +265,12 @@ build(const StStrategyInput *in, GError **error)
   s->settings.global_batch = o->global_batch;
   g_autofree char *sparsity =
     st_sparse_on(&pp.sparse) ? g_strdup_printf(", sparsity %g", pp.sparse.p) : g_strdup("");
+  g_autofree char *recompute = st_recompute_describe(&pp.recompute);
   s->settings.description = g_strdup_printf(
     "pipeline: %d stage%s x %d pipeline%s (%d ranks), %s, %d micro-batches of %d per "
     "pipeline, balanced by %s%s%s",
     S, S == 1 ? "" : "s", pp.n_data, pp.n_data == 1 ? "" : "s", R, ORDER_NAMES[pp.order],
-    pp.n_micro, o->micro_batch, BALANCE_NAMES[o->balance],
-    o->recompute == ST_RECOMPUTE_FULL        ? ", full recomputation"
-    : o->recompute == ST_RECOMPUTE_SELECTIVE ? ", selective recomputation"
-                                             : "",
-    sparsity);
+    pp.n_micro, o->micro_batch, BALANCE_NAMES[o->balance], recompute, sparsity);
   st_schedule_note_number(s, "pipeline_stages", S);
   st_schedule_note_text(s, "pipeline_stages_chosen", how);
   st_schedule_note_number(s, "data_groups", pp.n_data);
@@ -301,6 +298,8 @@ build(const StStrategyInput *in, GError **error)
 static const StStrategyKnob KNOBS[] = {
   {"pipeline-schedule", "1f1b,gpipe"},
   {"recompute", "none,full"},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {"balance", "time,memory"},
   {"pipeline-stages", NULL}, /* by default the fewest that fit (0) */
   {NULL},

@@ -127,6 +127,8 @@ typedef struct {
                                head counts its copy) */
   int64_t *owned_nnz;       /* their non-zeros (= owned when dense) */
   gboolean *keeps_output;   /* the layer saves its output for backward */
+  StRecomputePlan recompute; /* --recompute and its refinements (recompute.h) */
+  StRecompute *recomputes;  /* what each layer does under it (st_recompute_layer) */
   /* Megatron (strategy_megatron.c) sets these; the pipeline strategy leaves them 0. */
   const StTpSpec *tp;       /* tensor parallelism around every pass (tensor_parallel.h), or
                                NULL */

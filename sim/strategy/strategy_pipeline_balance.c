@@ -46,6 +46,8 @@ st_pipe_init(StPipe *pp, const StModel *m, const StCluster *c, const StProfile *
   pp->keeps_output = g_new0(gboolean, n);
   for (int i = 0; i < n; i++)
     pp->keeps_output[i] = (m->layers[i].type->keeps & ST_KEEPS_OUTPUT) != 0;
+  pp->recompute = st_recompute_plan(o);
+  pp->recomputes = st_recompute_layers(m, &pp->recompute);
   /* A tied LM head computes with the embedding's weights. */
   for (int i = 0; i < n; i++) {
     const StLayer *l = &m->layers[i];
@@ -70,6 +72,7 @@ st_pipe_clear(StPipe *pp)
   g_clear_pointer(&pp->stage_of, g_free);
   g_clear_pointer(&pp->owned_nnz, g_free);
   g_clear_pointer(&pp->keeps_output, g_free);
+  g_clear_pointer(&pp->recomputes, g_free);
 }
 
 /* ---- per-layer numbers ---------------------------------------------------- */
@@ -107,10 +110,13 @@ st_pipe_layer_time_ns(const StPipe *pp, int layer, StPass pass)
   StComputeCtx ctx = {pp->cluster, pp->profile, pp->model, compute_dtype(pp),
                       pp->options->compute_model, st_options_framework(pp->options),
                       st_options_nchw(pp->options), pp->options->precision == ST_PRECISION_FP8};
+  gboolean selective = pass == ST_PASS_RECOMPUTE &&
+                       pp->recomputes[layer] == ST_RECOMPUTE_SELECTIVE;
   StWork work = {.pass = pass, .layer = &pp->model->layers[layer],
                  .batch = pp->options->micro_batch,
-                 .selective = pass == ST_PASS_RECOMPUTE &&
-                              pp->options->recompute == ST_RECOMPUTE_SELECTIVE};
+                 .again_ops = !selective              ? 0
+                              : pp->recompute.ops != 0 ? pp->recompute.ops
+                                                       : ST_RC_DEFAULT};
   StCostSource source;
   return st_compute_time(&ctx, &work, &source);
 }
@@ -139,14 +145,17 @@ layer_weights(const StPipe *pp, StPipeBalance by, double *w)
     switch (by) {
     case ST_PIPE_BALANCE_TIME:
       w[i] = st_pipe_layer_time_ns(pp, i, ST_PASS_FWD) + st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
-      if (pp->options->recompute != ST_RECOMPUTE_NONE)
+      if (pp->recomputes[i] != ST_RECOMPUTE_NONE)
         w[i] += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
       break;
     case ST_PIPE_BALANCE_MEMORY: {
       const StLayer *l = &m->layers[i];
-      int64_t kept = pp->options->recompute == ST_RECOMPUTE_FULL ? st_pipe_input_bytes(pp, i)
-                     : pp->options->recompute == ST_RECOMPUTE_SELECTIVE
-                       ? per_micro(pp, l->act_bytes - l->act_again)
+      int64_t again;
+      double again_flops;
+      st_layer_again(l, pp->recompute.ops, &again, &again_flops);
+      int64_t kept = pp->recomputes[i] == ST_RECOMPUTE_FULL ? st_pipe_input_bytes(pp, i)
+                     : pp->recomputes[i] == ST_RECOMPUTE_SELECTIVE
+                       ? per_micro(pp, l->act_bytes - again)
                        : per_micro(pp, l->act_bytes);
       w[i] = state_bytes_per_param(pp) * (double)params + (double)in_flight * (double)kept;
       break;
@@ -225,7 +234,7 @@ st_pipe_stage_memory(const StPipe *pp, int s)
     .grad_bytes = pp->bytes.grad,
     .batch = batch,
     .moved = moved,
-    .recompute = (StRecompute)pp->options->recompute,
+    .recompute = st_recompute_plan(pp->options),
     .loss_in_place = st_options_framework(pp->options)->loss_in_place,
   };
   int64_t held, peak;
@@ -235,7 +244,7 @@ st_pipe_stage_memory(const StPipe *pp, int s)
    * their sends: the one being sent and the next), and (sparse) a layer's
    * dense weight gradient with its compressed values until the compress. */
   int64_t in = s > 0 ? st_pipe_boundary_bytes(pp, s - 1) : 0;
-  gboolean full = pp->options->recompute == ST_RECOMPUTE_FULL;
+  gboolean full = pp->recomputes[hi - 1] == ST_RECOMPUTE_FULL;
   int64_t out = s < S - 1 && (full || !pp->keeps_output[hi - 1]) ? st_pipe_boundary_bytes(pp, s)
                                                                   : 0;
   int64_t dense = 0;

@@ -185,7 +185,7 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
     if (j == g.first)
       st_pass_mem_alloc(&pm, out);
     uint32_t scratch = st_pass_scratch(st->p, pp->model, j, m, ST_PASS_FWD, g.batch,
-                                       pp->bytes.activation, ST_RECOMPUTE_NONE);
+                                       pp->bytes.activation, ST_RECOMPUTE_NONE, 0);
     st_pass_mem_alloc(&pm, scratch);
     st_pass_mem_free(&pm, scratch);
     if (j == g.first + g.n - 1)
@@ -225,7 +225,7 @@ st_pipe_moe_backward(Stage *st, int router, int m)
     if (j == g.first + g.n - 1)
       st_pass_mem_alloc(&pm, dx);
     uint32_t scratch = st_pass_scratch(st->p, pp->model, j, m, ST_PASS_BWD, g.batch,
-                                       pp->bytes.activation, ST_RECOMPUTE_NONE);
+                                       pp->bytes.activation, ST_RECOMPUTE_NONE, 0);
     st_pass_mem_alloc(&pm, scratch);
     st_pass_mem_free(&pm, scratch);
     st_pass_mem_free(&pm, st->moe_saved[m][j]);

@@ -93,7 +93,7 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
   /* A selective recompute makes a layer's scores again from its own heads:
    * no collective, one op. */
   gboolean selective = pass == ST_PASS_RECOMPUTE &&
-                       st->pp->options->recompute == ST_RECOMPUTE_SELECTIVE;
+                       st->pp->recomputes[i] == ST_RECOMPUTE_SELECTIVE;
   static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32, FALSE, -1};
   const StTpSpec *tp = st->pp->tp != NULL && !selective ? st->pp->tp : &whole;
   return st_pipe_stage_pass(st, pass, i, m, st->pp->options->micro_batch, &pm, after, tp);
@@ -552,7 +552,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .grad_bytes = pp->bytes.grad,
       .batch = batch,
       .moved = moved,
-      .recompute = (StRecompute)pp->options->recompute,
+      .recompute = st_recompute_plan(pp->options),
       .loss_in_place = st_options_framework(pp->options)->loss_in_place,
     };
     tensors[m] = st_tensors_new(st.p, &spec);

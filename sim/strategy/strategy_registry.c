@@ -193,12 +193,15 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
     }
     model = at_len;
   }
-  if (!st_recompute_check(model, (StRecompute)resolved.recompute, error)) {
+  StRecomputePlan recompute = st_recompute_plan(&resolved);
+  if (!st_recompute_check(model, &recompute, error)) {
     st_options_clear(&resolved);
     return NULL;
   }
   StStrategyInput input = {model, cluster, profile, &resolved};
   StSchedule *s = strategy->build(&input, error);
+  if (s != NULL && s->settings.recompute == ST_RECOMPUTE_SELECTIVE)
+    s->settings.recompute_ops = recompute.ops;
   if (s != NULL && s->settings.compute_model == NULL)
     s->settings.compute_model = g_strdup(resolved.compute_model);
   if (s != NULL && s->settings.framework == NULL) {

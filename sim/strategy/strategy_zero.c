@@ -182,6 +182,8 @@ build(const StStrategyInput *in, GError **error)
 static const StStrategyKnob KNOBS[] = {
   {"zero-stage", "1,2,3"},
   {"recompute", NULL},
+  {"recompute-every", NULL},
+  {"recompute-ops", NULL},
   {"offload", NULL},
   {"shard-group", NULL},
   {NULL},

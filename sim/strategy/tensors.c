@@ -2,7 +2,6 @@
 #include "strategy/tensors.h"
 
 #include "model/layer_type.h"
-#include "strategy/options.h"
 
 #define NONE UINT32_MAX
 
@@ -11,6 +10,7 @@ struct StTensors {
   StTensorsSpec spec;
   int n;                /* layers */
   StLayerMemory *mem;   /* [n], at each layer's batch on this rank (zero where it runs none) */
+  StRecompute *mode;    /* [n]: what each layer does (st_recompute_layer) */
   /* Buffers, NONE until made (or when empty). Boundary k: */
   uint32_t *made;       /* [n + 1]: x[k] as layer k-1 (or the data) made it */
   uint32_t *in;         /* [n + 1]: x[k] brought in for layer k (moved boundaries) */
@@ -82,18 +82,20 @@ name_of(char out[NAME_MAX_LEN], const char *what, const char *layer, int micro)
 
 uint32_t
 st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pass, int batch,
-                StDtype dtype, StRecompute recompute)
+                StDtype dtype, StRecompute mode, unsigned ops)
 {
   StLayerMemory mem;
   st_layer_memory(m, layer, batch, dtype, &mem);
-  gboolean selective = recompute == ST_RECOMPUTE_SELECTIVE;
+  gboolean selective = mode == ST_RECOMPUTE_SELECTIVE;
+  int64_t again_scratch = 0;
+  int64_t again = selective ? st_layer_memory_again(&mem, ops, &again_scratch) : 0;
   int64_t bytes = mem.fwd_scratch;
   if (st_pass_is_backward(pass)) /* each half of a split one runs the layer's backward call */
     bytes = mem.bwd_scratch;
   else if (pass == ST_PASS_FWD && selective)
-    bytes += mem.again;
+    bytes += again;
   else if (pass == ST_PASS_RECOMPUTE && selective)
-    bytes = mem.again_scratch;
+    bytes = again_scratch;
   /* The executor sums a recomputed loss into a float of the pass's
    * workspace: the step's loss was summed by the forward. */
   else if (pass == ST_PASS_RECOMPUTE && mem.targets > 0)
@@ -131,6 +133,7 @@ st_tensors_new(StProgram *p, const StTensorsSpec *spec)
   t->spec = *spec;
   t->n = n;
   t->mem = g_new0(StLayerMemory, n);
+  t->mode = st_recompute_layers(m, &spec->recompute);
   for (int i = 0; i < n; i++)
     if (spec->batch[i] > 0)
       layer_memory(spec, i, &t->mem[i]);
@@ -157,6 +160,7 @@ st_tensors_free(StTensors *t)
   if (t == NULL)
     return;
   g_free(t->mem);
+  g_free(t->mode);
   g_free(t->made);
   g_free(t->in);
   g_free(t->grad);
@@ -190,57 +194,39 @@ keeps(const StTensors *t, int layer, unsigned what)
   return runs(t, layer) && (t->spec.model->layers[layer].type->keeps & what) != 0;
 }
 
+/* Layer i is checkpointed. */
 static gboolean
-full(const StTensors *t)
+full(const StTensors *t, int i)
 {
-  return t->spec.recompute == ST_RECOMPUTE_FULL;
+  return runs(t, i) && t->mode[i] == ST_RECOMPUTE_FULL;
 }
 
 /* Selective recomputation of layer i: it has something to drop. */
 static gboolean
 selective(const StTensors *t, int i)
 {
-  return t->spec.recompute == ST_RECOMPUTE_SELECTIVE && t->mem[i].again > 0;
+  return runs(t, i) && t->mode[i] == ST_RECOMPUTE_SELECTIVE;
 }
 
-gboolean
-st_recompute_check(const StModel *model, StRecompute recompute, GError **error)
+/* What layer i's selective recompute makes again (its forward drops). */
+static int64_t
+again_bytes(const StTensors *t, int i)
 {
-  /* What the passes allocate decides (st_layer_memory, as the tensors
-   * below read it): any micro-batch drops the same layers' parts. */
-  gboolean changes = recompute == ST_RECOMPUTE_NONE;
-  for (int i = 0; i < model->n_layers && !changes; i++) {
-    StLayerMemory mem;
-    st_layer_memory(model, i, 1, model->dtype, &mem);
-    changes = recompute == ST_RECOMPUTE_SELECTIVE ? mem.again > 0 : mem.saved > 0;
-  }
-  if (changes)
-    return TRUE;
-  if (recompute == ST_RECOMPUTE_SELECTIVE)
-    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
-                "--recompute selective: it drops only the attention scores dense attention "
-                "keeps, and no layer of '%s' keeps any (flash attention keeps none): it would "
-                "change nothing; --recompute full keeps only each layer's input",
-                model->name);
-  else
-    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
-                "--recompute %s: no layer of '%s' keeps anything for its backward",
-                st_recompute_name(recompute), model->name);
-  return FALSE;
+  return st_layer_memory_again(&t->mem[i], t->spec.recompute.ops, NULL);
 }
 
 gboolean
 st_tensors_recomputes(const StTensors *t, int layer)
 {
-  return runs(t, layer) && (full(t) || selective(t, layer));
+  return full(t, layer) || selective(t, layer);
 }
 
 /* The backward of k-1 reads x[k] as made by k-1: its output, kept (not
- * under checkpointing, where it reads the recompute's). */
+ * when k-1 is checkpointed, where it reads the recompute's). */
 static gboolean
 bwd_reads_output(const StTensors *t, int k)
 {
-  return keeps(t, k - 1, ST_KEEPS_OUTPUT) && !full(t);
+  return keeps(t, k - 1, ST_KEEPS_OUTPUT) && !full(t, k - 1);
 }
 
 /* The last of layer k's passes that read its input: its backward when it
@@ -250,7 +236,7 @@ last_input_reader(const StTensors *t, int k)
 {
   if (keeps(t, k, ST_KEEPS_INPUT))
     return ST_PASS_BWD;
-  return full(t) ? ST_PASS_RECOMPUTE : ST_PASS_FWD;
+  return full(t, k) ? ST_PASS_RECOMPUTE : ST_PASS_FWD;
 }
 
 /* Whether pass (pass, layer) is the last reader of x[k] as layer k-1 made
@@ -291,7 +277,8 @@ static void
 scratch(StTensors *t, StPassMem *pm, StPass pass, int layer)
 {
   uint32_t b = st_pass_scratch(t->program, t->spec.model, layer, t->spec.micro, pass,
-                               t->spec.batch[layer], t->spec.dtype, t->spec.recompute);
+                               t->spec.batch[layer], t->spec.dtype, t->mode[layer],
+                               t->spec.recompute.ops);
   st_pass_mem_alloc(pm, b);
   st_pass_mem_free(pm, b);
 }
@@ -329,9 +316,9 @@ forward(StTensors *t, int i, StPassMem *pm)
   g_assert(input_of(t, i) != NONE || mem->input == 0);
   t->made[i + 1] = buffer(t, "out", i, ST_MEM_ACTIVATIONS, mem->output, ST_DATA_OUTPUT, i);
   st_pass_mem_alloc(pm, t->made[i + 1]);
-  if (!full(t)) {
+  if (!full(t, i)) {
     /* selective: the part the recompute makes again is the forward's scratch */
-    int64_t kept = mem->saved - (selective(t, i) ? mem->again : 0);
+    int64_t kept = mem->saved - (selective(t, i) ? again_bytes(t, i) : 0);
     t->saved[i] = buffer(t, "kept", i, ST_MEM_ACTIVATIONS, kept, ST_DATA_ACTS, i);
     st_pass_mem_alloc(pm, t->saved[i]);
   } else {
@@ -355,7 +342,7 @@ recompute(StTensors *t, int i, StPassMem *pm)
   const StLayerMemory *mem = &t->mem[i];
   g_assert(st_tensors_recomputes(t, i));
   if (selective(t, i)) {
-    t->remade[i] = buffer(t, "again", i, ST_MEM_ACTIVATIONS, mem->again, ST_DATA_ACTS, i);
+    t->remade[i] = buffer(t, "again", i, ST_MEM_ACTIVATIONS, again_bytes(t, i), ST_DATA_ACTS, i);
     st_pass_mem_alloc(pm, t->remade[i]);
     scratch(t, pm, ST_PASS_RECOMPUTE, i);
     return;

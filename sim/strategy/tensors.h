@@ -14,14 +14,16 @@
  * Who allocates (memory category):
  * - forward of k: x[k+1] (activations), what the layer saves for its
  *   backward (activations), a loss its targets (workspace), layer 0 the
- *   samples (activations); with full recomputation (checkpointing) the
- *   saved block is allocated and freed by the forward and allocated again
+ *   samples (activations); a checkpointed layer (full recomputation, of
+ *   every layer or, with --recompute-every, of some: recompute.h) has its
+ *   saved block allocated and freed by the forward and allocated again
  *   by the recompute, which also makes a fresh output (activations) that
  *   lives until the backward when the layer keeps it, else until the
  *   recompute's end; with selective recomputation a layer that has
- *   something to drop (StLayerMemory.again) keeps the rest of its saved
- *   block, its forward takes the dropped part as scratch, and the recompute
- *   allocates it again (activations) for the backward;
+ *   something of the chosen ops to drop (st_layer_memory_again) keeps the
+ *   rest of its saved block, its forward takes the dropped part as
+ *   scratch, and the recompute allocates it again (activations) for the
+ *   backward;
  * - a backward split in two (zero-bubble pipelines): B (ST_PASS_BWD_INPUT)
  *   allocates g[k] and frees nothing the layer read; W (ST_PASS_BWD_WEIGHT)
  *   frees what the whole backward frees (below), and reads them last;
@@ -48,6 +50,7 @@
 #pragma once
 
 #include "sched/sched.h"
+#include "strategy/recompute.h"
 
 #define ST_PASS_MEM_MAX 12
 
@@ -76,8 +79,9 @@ typedef struct {
                                this rank, 0 where it runs none */
   const gboolean *moved;    /* [n_layers + 1], borrowed, or NULL (none): boundaries whose
                                tensors cross between ranks; [0] and [n_layers] FALSE */
-  StRecompute recompute;    /* full: every layer recomputed before its backward
-                               (checkpointing); selective: the layers with an `again` part */
+  StRecomputePlan recompute; /* which layers are recomputed before their backward, and how
+                                (recompute.h): checkpointed (full), or dropping the chosen
+                                ops' part of their saved block (selective) */
   gboolean loss_in_place;   /* the loss keeps one fp32 statistic per row, not the
                                probabilities (StFramework.loss_in_place) */
 } StTensorsSpec;
@@ -88,13 +92,6 @@ typedef struct StTensors StTensors;
 StTensors *st_tensors_new(StProgram *program, const StTensorsSpec *spec);
 void st_tensors_free(StTensors *tensors);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTensors, st_tensors_free)
-
-/* Whether `recompute` changes what some layer of `model` keeps from
- * forward to backward; FALSE with the reason when it means nothing for it
- * (selective recomputation drops only what dense attention keeps, its
- * scores, and a model of flash attention keeps none), so that sim and the
- * planner refuse it rather than report the same run under another name. */
-gboolean st_recompute_check(const StModel *model, StRecompute recompute, GError **error);
 
 /* Whether layer `layer` has a recompute pass before its backward. */
 gboolean st_tensors_recomputes(const StTensors *tensors, int layer);
@@ -131,13 +128,15 @@ void st_tensors_footprint(const StTensorsSpec *spec, int64_t *held, int64_t *pea
 
 /* A workspace buffer for the scratch that a pass of `layer` over `batch`
  * samples with activations in `dtype` takes while it runs (st_layer_memory)
- * under `recompute`, named "scratch fwd|bwd LAYER mMICRO", for that pass to
- * allocate and free; UINT32_MAX when it takes none. A forward takes
+ * when the layer itself is recomputed as `mode` says (st_recompute_layer;
+ * `ops` the selective set), named "scratch fwd|bwd LAYER mMICRO", for that
+ * pass to allocate and free; UINT32_MAX when it takes none. A forward takes
  * fwd_scratch, and under selective recomputation also the part of its saved
- * block it drops (`again`); a backward bwd_scratch; a full recompute the
- * forward's, plus, for a loss, an aligned float for the loss it computes
- * again and nobody reads; a selective recompute again_scratch. Opaque
- * (ST_DATA_NONE): the executor allocates it and lends it to the layer as
- * its scratch. */
+ * block it drops (st_layer_memory_again); a backward bwd_scratch; a full
+ * recompute the forward's, plus, for a loss, an aligned float for the loss
+ * it computes again and nobody reads; a selective recompute the chosen
+ * ops' again_scratch. Opaque (ST_DATA_NONE): the executor allocates it and
+ * lends it to the layer as its scratch. */
 uint32_t st_pass_scratch(StProgram *program, const StModel *model, int layer, int micro,
-                         StPass pass, int batch, StDtype dtype, StRecompute recompute);
+                         StPass pass, int batch, StDtype dtype, StRecompute mode,
+                         unsigned ops);
