@@ -109,6 +109,9 @@ import_kineto(const char *file, const char *model_arg, const char *out,
     if (stats.comm_unknown > 0)
       printf("NCCL kernels without a known size or group (no link entry): %d\n",
              stats.comm_unknown);
+    if (stats.orphans > 0)
+      printf("GPU kernels whose correlation id matches no launch (given to no layer): %d\n",
+             stats.orphans);
   }
   st_kineto_import_clear(&stats);
   return ok;

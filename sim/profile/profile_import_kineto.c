@@ -351,6 +351,8 @@ attribute(Kineto *k, GHashTable *seq_layer, GHashTable *launch)
     if (k->gpu && e->kind == EV_DEVICE) {
       gpointer l = e->corr >= 0 ? g_hash_table_lookup(launch, &e->corr) : NULL;
       anchor = l != NULL ? ev_at(k, GPOINTER_TO_INT(l) - 1) : NULL;
+      k->kernels++;
+      k->orphans += anchor == NULL;
     } else if (!k->gpu && e->kind == EV_OP && e->outer) {
       anchor = e;
     } else {
@@ -507,6 +509,16 @@ build(Kineto *k, const cJSON *root, const StKinetoOptions *options, StKinetoImpo
   k->occ = g_new0(int, (gsize)k->n_keys * k->n_steps);
   attribute(k, seq_layer, launch);
 
+  gboolean ranges = FALSE;
+  for (guint i = 0; i < k->ev->len && !ranges; i++)
+    ranges = ev_at(k, i)->kind == EV_LAYER;
+  if (!ranges) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_INVALID,
+                "%s: no range in the trace is named as a layer of model '%s' (e.g. '%s', from "
+                "record_function or the module's name): nothing to import",
+                k->path, model->name, model->n_layers > 0 ? model->layers[0].name : "");
+    return NULL;
+  }
   stats->events = (int)k->ev->len;
   stats->steps = k->n_steps;
   stats->gpu = k->gpu;
@@ -518,6 +530,14 @@ build(Kineto *k, const cJSON *root, const StKinetoOptions *options, StKinetoImpo
                 "or give --batch N)", k->path);
     return NULL;
   }
+  stats->orphans = k->orphans;
+  if (k->kernels > 0 && k->orphans == k->kernels) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_INVALID,
+                "%s: none of the %d GPU kernels' correlation ids matches a CPU launch in the "
+                "trace (\"args\": {\"correlation\": N} on both): no kernel can be given to a layer",
+                k->path, k->kernels);
+    return NULL;
+  }
   g_autoptr(StProfile) p = st_profile_new();
   g_autofree char *base = g_path_get_basename(k->path);
   g_autofree char *source = g_strdup_printf(
@@ -526,7 +546,7 @@ build(Kineto *k, const cJSON *root, const StKinetoOptions *options, StKinetoImpo
     k->n_steps, k->gpu ? "kernel" : "operator");
   st_profile_set_device(p, stats->device, "unknown", "unknown", "unknown", source);
   stats->missing = g_ptr_array_new_with_free_func(g_free);
-  double t, spread;
+  double t, spread, total = 0;
   for (int l = 0; l < model->n_layers; l++) {
     const StLayer *layer = &model->layers[l];
     for (int bwd = 0; bwd < 2; bwd++)
@@ -534,9 +554,23 @@ build(Kineto *k, const cJSON *root, const StKinetoOptions *options, StKinetoImpo
         st_profile_add_layer(p, stats->device, layer->name, layer->signature,
                              bwd ? ST_PASS_BWD : ST_PASS_FWD, stats->batch, t, spread);
         stats->entries++;
+        total += t;
       } else if (!bwd) {
         g_ptr_array_add(stats->missing, g_strdup(layer->name));
       }
+  }
+  if (stats->entries == 0) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_INVALID,
+                "%s: no layer range of model '%s' in the trace holds work: nothing to import",
+                k->path, model->name);
+    return NULL;
+  }
+  if (total <= 0) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_INVALID,
+                "%s: every layer of model '%s' found in the trace measures 0 us (its events "
+                "have no durations): a profile of zeros would make every later simulation free",
+                k->path, model->name);
+    return NULL;
   }
   for (guint i = 0; i < k->ev->len && !stats->optimizer; i++) {
     const Ev *e = ev_at(k, i);

@@ -67,13 +67,17 @@ typedef struct {
   double unattributed_ns; /* work per step that no layer, optimizer or collective took */
   char *unattributed_top; /* "aten::add_ 120 us, ..." the largest such operators, or NULL */
   int comm_unknown;     /* NCCL kernels whose size or group was not known */
+  int orphans;          /* GPU kernels whose correlation id matches no launch */
   GPtrArray *missing;   /* char *, owned: layers without a forward entry */
 } StKinetoImport;
 
 void st_kineto_import_clear(StKinetoImport *stats);
 
 /* Reads trace `path` for `model` (the layer names the ranges use). `stats`
- * may be NULL. Errors name the file. Transfer full. */
+ * may be NULL. Errors name the file. A trace that yields nothing is
+ * refused rather than written as zeros: no layer's range found, every
+ * kernel's correlation id matching no launch, or every layer measuring 0 us
+ * (events without durations). Transfer full. */
 StProfile *st_profile_import_kineto(const char *path, const StModel *model,
                                     const StKinetoOptions *options, StKinetoImport *stats,
                                     GError **error);

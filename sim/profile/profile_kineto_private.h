@@ -51,6 +51,8 @@ typedef struct {
   double *sum;         /* [n_keys][n_steps] */
   int *occ;            /* [n_keys][n_steps]: ranges of that pass */
   double unattributed; /* ns over all steps */
+  int kernels;         /* GPU kernels read */
+  int orphans;         /* of them, whose correlation id matches no launch */
   GHashTable *unattributed_by_name; /* name -> double * (ns) */
 } Kineto;
 

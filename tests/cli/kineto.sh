@@ -36,4 +36,30 @@ expect 2 "--link" $STAGGER profile --import-kineto $D/mlp-cpu.json --model $M --
 expect 1 "batch size is not in the trace" \
   $STAGGER profile --import-kineto $D/mlp-cpu.json --model $M --out "$tmp/x"
 expect 1 "nothere.json" $STAGGER profile --import-kineto $D/nothere.json --model $M --out "$tmp/x"
+# Traces that yield nothing are refused, not written as a profile of zeros
+# (issue 23): every duration 0; kernels whose correlation ids match no
+# launch; no range named as a layer. A stray kernel is counted and said.
+if command -v jq >/dev/null; then
+  jq '.traceEvents |= map(if .ph == "X" and .cat != "user_annotation" then .dur = 0 else . end)' \
+    $D/gpu-shaped.json >"$tmp/zero.json"
+  expect 1 "measures 0 us" $STAGGER profile --import-kineto "$tmp/zero.json" --model $M \
+    --cluster $C --out "$tmp/x"
+  jq '.traceEvents |= map(if .cat == "kernel" then .args.correlation += 1000 else . end)' \
+    $D/gpu-shaped.json >"$tmp/orphans.json"
+  expect 1 "none of the 12 GPU kernels' correlation ids matches" \
+    $STAGGER profile --import-kineto "$tmp/orphans.json" --model $M --cluster $C --out "$tmp/x"
+  jq '.traceEvents |= map(if .cat == "user_annotation" and (.name | test("^fc|^relu|^loss"))
+                          then .name = "block_" + .name else . end)' \
+    $D/gpu-shaped.json >"$tmp/unnamed.json"
+  expect 1 "no range in the trace is named as a layer of model 'mlp'" \
+    $STAGGER profile --import-kineto "$tmp/unnamed.json" --model $M --cluster $C --out "$tmp/x"
+  [ ! -e "$tmp/x" ] || fail "a refused import wrote $tmp/x"
+  jq '.traceEvents += [{"ph": "X", "cat": "kernel", "name": "stray", "pid": 0, "tid": 7,
+                        "ts": 300, "dur": 5, "args": {"correlation": 999}}]' \
+    $D/gpu-shaped.json >"$tmp/stray.json"
+  $STAGGER profile --import-kineto "$tmp/stray.json" --model $M --cluster $C \
+    --out "$tmp/stray-profile.json" >"$tmp/said"
+  grep -q "correlation id matches no launch (given to no layer): 1" "$tmp/said" ||
+    { cat "$tmp/said"; fail "the stray kernel is not reported"; }
+fi
 echo "cli kineto: ok"
