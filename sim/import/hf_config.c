@@ -60,6 +60,28 @@ fail(HfConfig *config, GError **error, const char *format, ...)
   return FALSE;
 }
 
+/* Python's json, which transformers reads config.json with, keeps the last
+ * of duplicate keys; cJSON finds the first. Drops every earlier duplicate,
+ * in every object of the tree. */
+static void
+keep_last_duplicates(cJSON *node)
+{
+  for (cJSON *child = node->child; child != NULL; child = child->next)
+    keep_last_duplicates(child);
+  if (!cJSON_IsObject(node) || node->child == NULL)
+    return;
+  g_autoptr(GHashTable) last = g_hash_table_new(g_str_hash, g_str_equal);
+  for (cJSON *item = node->child; item != NULL; item = item->next)
+    if (item->string != NULL)
+      g_hash_table_replace(last, item->string, item); /* the key too: earlier ones go */
+  for (cJSON *item = node->child; item != NULL;) {
+    cJSON *next = item->next;
+    if (item->string != NULL && g_hash_table_lookup(last, item->string) != item)
+      cJSON_Delete(cJSON_DetachItemViaPointer(node, item));
+    item = next;
+  }
+}
+
 HfConfig *
 hf_config_load(const char *path, GError **error)
 {
@@ -67,6 +89,7 @@ hf_config_load(const char *path, GError **error)
   cJSON *root = st_json_load_file(path, error);
   if (root == NULL)
     return NULL;
+  keep_last_duplicates(root);
   HfConfig *config = g_new0(HfConfig, 1);
   config->path = g_strdup(path);
   config->root = root;

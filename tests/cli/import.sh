@@ -25,6 +25,16 @@ $STAGGER model import --hf "$SRC/tests/data/hf/gpt2.json" --seq-len 128 --name s
 grep -q '"input": \[128\]' "$tmp/small.json" || fail "--seq-len not in the model"
 grep -q '"name": "small"' "$tmp/small.json" || fail "--name not in the model"
 
+# Duplicate keys as Python's json reads them (transformers): the last wins.
+# n_layer 6 then 12 is GPT-2 small again; 12 then 6 is not.
+sed 's/  "n_layer": 12,/  "n_layer": 6,\n  "n_layer": 12,/' "$SRC/tests/data/hf/gpt2.json" >"$tmp/dup.json"
+grep -c '"n_layer"' "$tmp/dup.json" | grep -q 2 || fail "the duplicate key was not written"
+$STAGGER model import --hf "$tmp/dup.json" --out "$tmp/dup-model.json" >"$tmp/said"
+grep -q "124439808 parameters" "$tmp/said" || { cat "$tmp/said"; fail "a duplicate key: not the last value"; }
+sed 's/  "n_layer": 12,/  "n_layer": 12,\n  "n_layer": 6,/' "$SRC/tests/data/hf/gpt2.json" >"$tmp/dup6.json"
+$STAGGER model import --hf "$tmp/dup6.json" --out "$tmp/dup6-model.json" >"$tmp/said"
+if grep -q "124439808 parameters" "$tmp/said"; then fail "a duplicate key: the first value kept"; fi
+
 # Every architecture's published config imports with its published count.
 while read -r file count; do
   $STAGGER model import --hf "$SRC/tests/data/hf/$file.json" --out "$tmp/$file.json" \
