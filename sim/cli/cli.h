@@ -161,6 +161,11 @@ StSummary *st_cli_exec_run(StSchedule *schedule, const char *name,
                            char **admissions_csv, GError **error);
 /* DIR/admission.csv from st_cli_exec_run's `admissions_csv`; nothing when NULL. */
 gboolean st_cli_write_admissions(const char *dir, const char *csv, GError **error);
+/* Bad usage naming --`option` when the file `path` (NULL: none given) could
+ * not be written at the end: its folder missing or not writable, or the path
+ * a folder. For options whose file is written after long work, checked
+ * before it. */
+gboolean st_cli_check_writable(const char *option, const char *path, GError **error);
 /* Installs (TRUE) or removes (FALSE) the SIGINT and SIGTERM handler that
  * stops runs. */
 void st_cli_exec_catch_sigint(gboolean catching);

@@ -1,7 +1,9 @@
 /* cli_out.c: the output folder of sim, run, validate and plan (--out DIR,
  * --force), written aside and moved into place whole (output/outdir.h). */
+#include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -61,4 +63,21 @@ st_cli_interrupted_error(GError **error, const char *dir, const char *what)
     g_set_error(error, ST_CLI_ERROR, ST_CLI_ERROR_INTERRUPTED,
                 "interrupted (%s) %s; nothing written", by, what);
   return FALSE;
+}
+
+gboolean
+st_cli_check_writable(const char *option, const char *path, GError **error)
+{
+  if (path == NULL)
+    return TRUE;
+  if (g_file_test(path, G_FILE_TEST_IS_DIR))
+    return st_cli_usage_error(error, "--%s %s: a folder, not a file", option, path);
+  g_autofree char *dir = g_path_get_dirname(path);
+  if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+    return st_cli_usage_error(error, "--%s %s: there is no folder %s", option, path, dir);
+  if (access(dir, W_OK) != 0 ||
+      (g_file_test(path, G_FILE_TEST_EXISTS) && access(path, W_OK) != 0))
+    return st_cli_usage_error(error, "--%s %s: cannot be written: %s", option, path,
+                              g_strerror(errno));
+  return TRUE;
 }

@@ -421,6 +421,9 @@ run(int argc, char **argv, GError **error)
   gboolean predict_only = strcmp(fit_list, "none") == 0;
   if (check != NULL && !parse_check(check, &max_mape, &max_err, error))
     return FALSE;
+  if (!st_cli_check_writable("out", out, error) ||
+      !st_cli_check_writable("markdown", markdown, error))
+    return FALSE;
   fo.max_iterations = iterations;
 
   StCalibration start;

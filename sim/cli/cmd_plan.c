@@ -452,6 +452,8 @@ run(int argc, char **argv, GError **error)
     ok = st_cli_usage_error(error, "--top %d: must be 0 or more", a.top);
   if (ok && a.out != NULL && !a.bench)
     ok = (a.outdir = st_cli_out_begin(a.out, a.force, a.command, error)) != NULL;
+  if (ok)
+    ok = st_cli_check_writable("emit-schedule", a.emit, error);
   if (ok && a.chakra != NULL && a.model != NULL)
     ok = st_cli_usage_error(error, "give --model FILE or --chakra PREFIX, not both");
   if (ok && a.chakra != NULL && a.cluster == NULL)

@@ -110,6 +110,10 @@ $STAGGER calibrate --runs "$tmp/runs.json" --fit none --calibration "$tmp/fit.js
 expect 2 "unknown parameter 'gemmm'" $STAGGER calibrate --runs "$tmp/runs.json" --fit gemmm
 expect 2 "'gemm' is listed twice" $STAGGER calibrate --runs "$tmp/runs.json" --fit gemm,gemm
 expect 2 "--runs FILE is required" $STAGGER calibrate
+# Where it will write is checked before the fit, not after it.
+expect 2 "--markdown $tmp/nope/x.md: there is no folder" \
+  $STAGGER calibrate --runs "$tmp/runs.json" --markdown "$tmp/nope/x.md"
+expect 2 "--out $tmp: a folder, not a file" $STAGGER calibrate --runs "$tmp/runs.json" --out "$tmp"
 jq '.runs[0].measured = {}' "$tmp/runs.json" >"$tmp/bad1.json"
 expect 1 "run 'a': measured: needs step_time_s, memory, or both" \
   $STAGGER calibrate --runs "$tmp/bad1.json" --fit none

@@ -131,6 +131,8 @@ fi
 # Bad input.
 expect 2 "model FILE is required" $STAGGER plan --cluster $C
 expect 2 "nodes 4-1" $STAGGER plan --model $M --cluster $C --nodes 4-1
+expect 2 "emit-schedule $tmp/nope/w.json: there is no folder" \
+  $STAGGER plan --model $M --cluster $C --emit-schedule "$tmp/nope/w.json"
 expect 2 "zero-stage 4" $STAGGER plan --model $M --cluster $C --zero-stage 2,4
 expect 2 "objective fastest" $STAGGER plan --model $M --cluster $C --objective fastest
 expect 2 "unknown strategy 'nosuch'" $STAGGER plan --model $M --cluster $C --strategy nosuch
