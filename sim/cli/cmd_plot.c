@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "output/outdir.h"
 #include "output/plot.h"
 
 /* Where plots/ lives: $STAGGER_DATA_DIR, else the source tree this binary
@@ -56,7 +57,8 @@ run(int argc, char **argv, GError **error)
 
   g_autofree char *plots = plots_dir();
   g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func(g_free);
-  if (!st_plot_dir(argv[1], plots, format, written, error))
+  if (!st_plot_dir(argv[1], plots, format, written, error) ||
+      !st_outdir_adopt(argv[1], written, error))
     return FALSE;
   for (guint i = 0; i < written->len; i++)
     printf("%s\n", (const char *)g_ptr_array_index(written, i));

@@ -57,8 +57,35 @@ remove_tree(const char *path, GError **error)
   return TRUE;
 }
 
-/* Whether the folder `dir` is empty or was written by stagger (its manifest
- * says so). */
+/* The files under `dir`, as paths relative to it ("dp/report.json"), into
+ * `out`; folders are walked, not listed. Symbolic links count as files. */
+static void
+list_files(const char *dir, const char *prefix, GPtrArray *out)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d != NULL && (name = g_dir_read_name(d)) != NULL) {
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    char *rel = prefix != NULL ? g_build_filename(prefix, name, NULL) : g_strdup(name);
+    if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
+      list_files(path, rel, out);
+      g_free(rel);
+    } else {
+      g_ptr_array_add(out, rel);
+    }
+  }
+}
+
+static gint
+by_name(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether the folder `dir` is empty or was written by stagger: its manifest
+ * says so and, where it lists the files it wrote, nothing else is there (a
+ * file a user put beside them would be deleted with the folder). A manifest
+ * without a list (stagger before 2026-11-29) vouches for the whole folder. */
 static gboolean
 is_ours(const char *dir)
 {
@@ -70,8 +97,25 @@ is_ours(const char *dir)
   g_autofree char *path = g_build_filename(dir, ST_OUTDIR_MANIFEST, NULL);
   g_autoptr(cJSON) manifest =
     g_file_test(path, G_FILE_TEST_IS_REGULAR) ? st_json_load_file(path, NULL) : NULL;
-  return g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItem(manifest, "format")),
-                   "stagger-output") == 0;
+  if (g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItem(manifest, "format")),
+                "stagger-output") != 0)
+    return FALSE;
+  const cJSON *files = cJSON_GetObjectItem(manifest, "files");
+  if (!cJSON_IsArray(files))
+    return TRUE;
+  g_autoptr(GHashTable) listed = g_hash_table_new(g_str_hash, g_str_equal);
+  const cJSON *f;
+  cJSON_ArrayForEach(f, files)
+    if (cJSON_IsString(f))
+      g_hash_table_add(listed, f->valuestring);
+  g_autoptr(GPtrArray) found = g_ptr_array_new_with_free_func(g_free);
+  list_files(dir, NULL, found);
+  for (guint i = 0; i < found->len; i++) {
+    const char *rel = g_ptr_array_index(found, i);
+    if (strcmp(rel, ST_OUTDIR_MANIFEST) != 0 && !g_hash_table_contains(listed, rel))
+      return FALSE;
+  }
+  return TRUE;
 }
 
 /* `a` is `b` or a folder above it. */
@@ -144,9 +188,11 @@ st_outdir_begin(const char *dir, const char *command, const char *version, gbool
     if (!ours && !force) {
       g_set_error(error, ST_OUTPUT_ERROR, ST_OUTDIR_ERROR_NOT_OURS,
                   "--out %s already holds %s that stagger did not write (no %s of a stagger "
-                  "run): stagger replaces its output folder whole, so give another --out, or "
-                  "--force to replace %s and everything in it",
-                  dir, S_ISDIR(st.st_mode) ? "files" : "a file", ST_OUTDIR_MANIFEST, dir);
+                  "run, or files beside those its %s lists): stagger replaces its output "
+                  "folder whole, so give another --out, or --force to replace %s and "
+                  "everything in it",
+                  dir, S_ISDIR(st.st_mode) ? "files" : "a file", ST_OUTDIR_MANIFEST,
+                  ST_OUTDIR_MANIFEST, dir);
       return NULL;
     }
   } else if (errno != ENOENT) {
@@ -195,6 +241,12 @@ write_manifest(StOutDir *out, gboolean partial, const char *note, GError **error
     cJSON_AddStringToObject(root, "note", note);
   else
     cJSON_AddNullToObject(root, "note");
+  g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_free);
+  list_files(out->tmp, NULL, files);
+  g_ptr_array_sort(files, by_name);
+  cJSON *list = cJSON_AddArrayToObject(root, "files");
+  for (guint i = 0; i < files->len; i++)
+    cJSON_AddItemToArray(list, cJSON_CreateString(g_ptr_array_index(files, i)));
   g_autofree char *path = g_build_filename(out->tmp, ST_OUTDIR_MANIFEST, NULL);
   return st_json_write_file(path, root, error);
 }
@@ -257,4 +309,38 @@ st_outdir_free(StOutDir *out)
   g_free(out->command);
   g_free(out->version);
   g_free(out);
+}
+
+gboolean
+st_outdir_adopt(const char *dir, const GPtrArray *files, GError **error)
+{
+  g_autofree char *at = g_canonicalize_filename(dir, NULL);
+  for (;;) {
+    g_autofree char *path = g_build_filename(at, ST_OUTDIR_MANIFEST, NULL);
+    if (g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+      g_autoptr(cJSON) manifest = st_json_load_file(path, NULL);
+      cJSON *list = cJSON_GetObjectItem(manifest, "files");
+      if (!cJSON_IsArray(list))
+        return TRUE;
+      for (guint i = 0; i < files->len; i++) {
+        g_autofree char *abs = g_canonicalize_filename(g_ptr_array_index(files, i), NULL);
+        gsize n = strlen(at);
+        if (!g_str_has_prefix(abs, at) || abs[n] != G_DIR_SEPARATOR)
+          continue;
+        const char *rel = abs + n + 1;
+        gboolean listed = FALSE;
+        const cJSON *f;
+        cJSON_ArrayForEach(f, list)
+          listed = listed || g_strcmp0(cJSON_GetStringValue(f), rel) == 0;
+        if (!listed)
+          cJSON_AddItemToArray(list, cJSON_CreateString(rel));
+      }
+      return st_json_write_file(path, manifest, error);
+    }
+    g_autofree char *up = g_path_get_dirname(at);
+    if (strcmp(up, at) == 0)
+      return TRUE;
+    g_free(at);
+    at = g_steal_pointer(&up);
+  }
 }

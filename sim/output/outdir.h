@@ -12,7 +12,8 @@
  *    the new ones);
  *  - only stagger's own output is replaced without asking: DIR may be
  *    absent, an empty folder, or a folder whose manifest.json says stagger
- *    wrote it. Anything else (a file, a folder of other things, an output of
+ *    wrote it and lists every file in it (a file a user put there is never
+ *    deleted without `force`). Anything else (a file, a folder of other things, an output of
  *    a stagger older than the manifest) is refused when the command starts,
  *    before any work, unless `force` says to replace it. The filesystem root,
  *    the home folder and any folder holding the current directory are
@@ -27,7 +28,8 @@
  * manifest.json:
  *   {"format": "stagger-output", "version": 1, "command": "stagger sim ...",
  *    "stagger": "0.1.0", "date": "2026-11-21T10:00:00Z",
- *    "status": "complete" | "partial", "note": "..." | null}
+ *    "status": "complete" | "partial", "note": "..." | null,
+ *    "files": ["dp/report.json", ...]}   (every file but itself)
  */
 #pragma once
 
@@ -56,6 +58,13 @@ const char *st_outdir_path(const StOutDir *out);
  * NULL) and moves the folder into place. After it, st_outdir_path is DIR.
  * On failure DIR is as it was and the temporary folder is removed. */
 gboolean st_outdir_commit(StOutDir *out, gboolean partial, const char *note, GError **error);
+
+/* Adds `files` (paths written into a finished output folder afterwards, as
+ * `stagger plot` writes its figures) to the list of the manifest.json that
+ * holds them, in their folder or the nearest above, so that the next command
+ * writing there still knows the folder as stagger's. Nothing to do where no
+ * manifest with a list is found. */
+gboolean st_outdir_adopt(const char *dir, const GPtrArray *files, GError **error);
 
 /* Removes the temporary folder unless committed. NULL-safe. */
 void st_outdir_free(StOutDir *out);

@@ -29,6 +29,19 @@ if [[ -n "${GNUPLOT:-}" ]]; then
   grep -q "r/dp/" "$tmp/plots" && fail "stagger plot drew a stale run"
   grep -q "r/cdp/memory.png" "$tmp/plots" || fail "stagger plot did not draw cdp"
 fi
+# A file put into stagger's output is the user's: the manifest lists what
+# stagger wrote (plot's figures added to it), so the folder is refused
+# without --force and the file kept.
+grep -q '"files":' r/manifest.json || fail "the manifest lists no files"
+grep -q '"cdp/report.json"' r/manifest.json || fail "the manifest does not list cdp/report.json"
+echo "my notes" >r/cdp/notes.txt
+expect 2 "r already holds files that stagger did not write" \
+  $STAGGER sim --model $M --cluster $C --gpus 4 --strategy dp --out r
+[ "$(cat r/cdp/notes.txt)" = "my notes" ] || fail "the user's notes were touched"
+rm r/cdp/notes.txt
+if [[ -n "${GNUPLOT:-}" ]]; then
+  grep -q '"cdp/memory.png"' r/manifest.json || fail "plot's figures are not in the manifest"
+fi
 # One strategy after two: the folder is the one run's, not a mix.
 $STAGGER sim --model $M --cluster $C --gpus 4 --strategy dp --out r >/dev/null 2>&1
 [ -f r/report.json ] && [ ! -e r/cdp ] || fail "a single run was mixed with the earlier ones"
