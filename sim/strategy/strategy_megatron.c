@@ -23,6 +23,13 @@
  * "data" (gradient all-reduce), "tied" (the embedding's and the tied head's
  * stages, when they differ).
  *
+ * With --context-parallel c (context_parallel.h) R = t x c x d x p, rank r
+ * being context rank (r / t) mod c of replica (r / t c) mod d of stage
+ * r / (t c d); a "cp" group is c ranks t apart; "data" spans the d c
+ * ranks of a tensor index and stage (Megatron's dp-cp group), which ZeRO
+ * shards over and experts spread across; the model is one context rank's
+ * (s / c tokens, st_model_derive_cp).
+ *
  * Stages are cut between units, Megatron's transformer layers, evenly or
  * as Megatron-LM's uneven options say (megatron_split.c), the embedding on
  * the first stage, the head and the loss on the last.
