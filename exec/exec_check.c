@@ -113,6 +113,11 @@ st_exec_check(const StSchedule *s, GError **error)
       problem(problems, seen, "precision fp8 (FP8 GEMMs are simulated only: the executor's "
                               "kernels run fp32 and bf16; --precision mixed runs the same "
                               "schedule in bf16)");
+  for (int j = 0; j < st_schedule_n_jobs(s); j++)
+    if (st_model_context_parallel(st_schedule_job_model(s, j)) > 1)
+      problem(problems, seen, "context parallelism (--context-parallel: ring attention and "
+                              "all-to-all attention are simulated only; the executor's "
+                              "attention runs whole sequences)");
   for (int j = 0; j < st_schedule_n_jobs(s); j++) {
     const StSettings *set = st_schedule_job_settings(s, j);
     if (set->recompute == ST_RECOMPUTE_SELECTIVE && set->recompute_ops != 0 &&

@@ -201,6 +201,53 @@ test_expert_parallel(void)
     g_assert_null(setting(plan2, (int)i, "expert-parallel"));
 }
 
+/* --context-parallel is searched only when listed; its estimates (the
+ * rank's model at s / c, states sharded over the data x context ranks, no
+ * exchange counted) bound the simulation, and pruning keeps the exhaustive
+ * search's winner. */
+static void
+test_context_parallel(void)
+{
+  g_autoptr(StModel) m = st_test_model_parse(SMALL_LLAMA);
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
+  const char *prunes[] = {"off", "front"};
+  StPlan *plans[2];
+  for (int k = 0; k < 2; k++) {
+    g_autoptr(StPlanSpec) spec =
+      st_test_plan_spec("strategy", "megatron", "nodes", "1,2", "global-batch", "16",
+                        "micro-batch", "1", "precision", "mixed", "tensor-parallel", "1,2",
+                        "pipeline-stages", "1,2", "virtual-stages", "1", "recompute", "none,full",
+                        "zero-stage", "1", "context-parallel", "1,2,4", "prune", prunes[k],
+                        "threads", "2", NULL);
+    plans[k] = st_test_plan_run(spec, m, c);
+  }
+  StPlan *plan = plans[0];
+  int cp = 0;
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanPoint *pt = &plan->points[i];
+    if (!pt->simulated || !pt->estimated)
+      continue;
+    g_assert_cmpint(pt->estimate.peak_bytes, <=, pt->peak_bytes);
+    g_assert_cmpint(pt->before_ns, <=, pt->step_time_ns);
+    cp += setting_int(plan, (int)i, "context-parallel") > 1;
+  }
+  g_assert_cmpint(cp, >=, 8);
+  int we = st_plan_winner(plans[0]), wp = st_plan_winner(plans[1]);
+  g_assert_cmpint(we, >=, 0);
+  g_assert_cmpint(plans[0]->points[we].step_time_ns, ==, plans[1]->points[wp].step_time_ns);
+  st_plan_free(plans[0]);
+  st_plan_free(plans[1]);
+  /* Not listed: not searched. */
+  g_autoptr(StPlanSpec) plain =
+    st_test_plan_spec("strategy", "megatron", "nodes", "1", "global-batch", "16", "micro-batch",
+                      "1", "precision", "mixed", "tensor-parallel", "2", "pipeline-stages", "1",
+                      "virtual-stages", "1", "recompute", "none", "zero-stage", "1", "threads",
+                      "2", NULL);
+  g_autoptr(StPlan) p2 = st_test_plan_run(plain, m, c);
+  for (guint i = 0; i < p2->configs->len; i++)
+    g_assert_null(setting(p2, (int)i, "context-parallel"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -209,5 +256,6 @@ main(int argc, char **argv)
   g_test_add_func("/plan/llm/pruning-exact", test_pruning_exact);
   g_test_add_func("/plan/llm/expert-parallel", test_expert_parallel);
   g_test_add_func("/plan/llm/dp-zero-estimates", test_dp_zero_estimates);
+  g_test_add_func("/plan/llm/context-parallel", test_context_parallel);
   return g_test_run();
 }

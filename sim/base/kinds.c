@@ -15,7 +15,7 @@ static const char *const PASS[] = {"invalid", "fwd",    "bwd",    "fwd+bwd", "op
                                    "bwd_weight", NULL};
 static const char *const COLL[] = {"invalid",    "all_reduce", "reduce_scatter",
                                    "all_gather", "broadcast",  "reduce",
-                                   "all_to_all", NULL};
+                                   "all_to_all", "ring_shift", NULL};
 static const char *const COPY[] = {"invalid", "d2d", "h2d", "d2h", NULL};
 static const char *const MEM[] = {"params",      "grads", "optimizer",
                                   "activations", "comm",  "workspace", NULL};
@@ -32,7 +32,7 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "tp_input", "tp_output", "tp_output_grad", "tp_input_grad",
                                    "tp_grads",
                                    "ep_dispatch", "ep_combine", "ep_combine_grad",
-                                   "ep_dispatch_grad", "tp_overlap", NULL};
+                                   "ep_dispatch_grad", "tp_overlap", "cp", NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", "fp8", NULL};
 static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
 static const char *const RECOMPUTE_OP[] = {"core_attn", "mlp_act", "layernorm", NULL};
@@ -141,6 +141,8 @@ st_coll_busbw_factor(StCollKind c, int ranks)
   case ST_COLL_BROADCAST:
   case ST_COLL_REDUCE:
     return 1.0;
+  case ST_COLL_RING_SHIFT:
+    return ranks > 1 ? 1.0 : 0.0;
   default:
     g_return_val_if_reached(0.0);
   }

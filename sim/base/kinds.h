@@ -68,6 +68,11 @@ typedef enum {
   ST_COLL_BROADCAST,
   ST_COLL_REDUCE,
   ST_COLL_ALL_TO_ALL,
+  /* Every member sends `bytes` to the next member of its group (by index,
+   * the last to the first) and receives as much from the one before: one
+   * step of a ring, as ring attention's batched isend / irecv of a
+   * key/value chunk (Transformer Engine's p2p context parallelism). */
+  ST_COLL_RING_SHIFT,
   ST_COLL_N,
 } StCollKind;
 
@@ -173,6 +178,11 @@ typedef enum {
    * run beside their GEMMs (--tp-comm-overlap, tensor_parallel.h): traffic
    * the simulator times, which the executor cannot run. */
   ST_DATA_TP_OVERLAP,
+  /* Context parallelism (docs/LLM.md) around the attention of layer
+   * `layer`, micro-batch `micro`: a ring step's key/value chunk (backward:
+   * with its gradient), or the all-to-all of Q, K, V and of the output:
+   * traffic the simulator times, which the executor cannot run. */
+  ST_DATA_CP,
   ST_DATA_N,
 } StData;
 

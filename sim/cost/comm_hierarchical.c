@@ -60,6 +60,7 @@ hierarchical_plan(const StCluster *cluster, StCollKind kind, int64_t bytes,
     st_comm_plan_add(plan, cluster, group, inter, s, across, 0, ne - 1);
     return TRUE;
   case ST_COLL_ALL_TO_ALL:
+  case ST_COLL_RING_SHIFT:
     return FALSE; /* pairwise exchanges (comm_ring.c), not staged */
   default:
     g_return_val_if_reached(FALSE);

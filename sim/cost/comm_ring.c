@@ -6,6 +6,7 @@
  *   all_reduce (reduce-scatter then all-gather): 2(n-1)/n * S,  2(n-1) steps, 2(N-1) inter
  *   reduce_scatter, all_gather:                  (n-1)/n * S,   (n-1) steps,  (N-1) inter
  *   broadcast, reduce (pipelined chain):         S,             (n-1) steps,  (N-1) inter
+ *   ring_shift (one step: S to the next member): S,             1 step,       1 inter over nodes
  *
  * at the rate the links allow (st_comm_flat_use: within a node every
  * device's NVLink ports; over nodes (g-1)/g of it on NVLink and one device's
@@ -60,6 +61,11 @@ ring_plan(const StCluster *cluster, StCollKind kind, int64_t bytes, const StGrou
   case ST_COLL_BROADCAST:
   case ST_COLL_REDUCE:
     share = 1;
+    break;
+  case ST_COLL_RING_SHIFT: /* one step of the ring */
+    share = 1;
+    steps = 1;
+    inter = inter > 0 ? 1 : 0;
     break;
   case ST_COLL_ALL_TO_ALL:
     st_comm_plan_add(plan, cluster, group, st_comm_flat_link(group), steps / n * s,

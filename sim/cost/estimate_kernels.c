@@ -428,12 +428,15 @@ attn_of(const StLayer *layer)
   if (a.hd <= 0)
     a.hd = a.d / (double)st_layer_attr(layer, "heads", 1);
   a.flash = st_layer_attr(layer, "flash", 1) != 0;
-  a.pairs = a.s * a.s;
+  /* A context-parallel rank's queries attend the whole sequence's keys;
+   * causal, it does 1 / cp of the pairs (layer_context.c) */
+  double cp = MAX(layer->cp, 1), keys = a.s * cp;
+  a.pairs = a.s * keys;
   if (st_layer_attr(layer, "causal", 1) && a.flash) {
     double w = st_layer_attr(layer, "window", 0) > 0
-                 ? MIN((double)st_layer_attr(layer, "window", 0), a.s)
-                 : a.s;
-    a.pairs = w * (w + 1.0) / 2.0 + (a.s - w) * w;
+                 ? MIN((double)st_layer_attr(layer, "window", 0), keys)
+                 : keys;
+    a.pairs = (w * (w + 1.0) / 2.0 + (keys - w) * w) / cp;
   }
   a.qkv_bias = st_layer_attr(layer, "qkv_bias", 0) != 0;
   a.out_bias = st_layer_attr(layer, "out_bias", 0) != 0;

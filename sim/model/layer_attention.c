@@ -24,6 +24,11 @@
  *          log-sum-exp per row, 4 H s bytes. With MHA at 16 bits that is
  *          Korthikanti et al.'s attention without dropout, 10 s d + 2 a s^2
  *          bytes with the input; flash replaces the 2 a s^2 by 4 a s.
+ * On a context-parallel rank (StLayer.cp = c > 1, layer_context.c) the s
+ * rows are the rank's s / c of a sequence of c s keys: projections on its
+ * rows, the core 1 / c of the whole sequence's pairs (the two-chunk split
+ * of causal sequences gives every rank exactly that share), kept and
+ * scratch of its rows. Flash only (Transformer Engine's fused attention).
  * again  = dense: selective recomputation drops the probabilities (H s^2)
  *          and recomputes QK^T and the softmax before the backward (2 P k H
  *          FLOPs); Megatron-LM's selective checkpoint also recomputes PV,
@@ -83,6 +88,9 @@ st_attn_resolve(StLayer *layer, int64_t rows, int64_t d, GError **error)
   int64_t window = st_layer_attr(layer, "window", 0);
   if (window > 0 && (!st_layer_attr(layer, "causal", 1) || !st_layer_attr(layer, "flash", 1)))
     return st_layer_attr_error(error, "window", "a sliding window needs causal and flash");
+  if (layer->cp > 1 && !st_layer_attr(layer, "flash", 1))
+    return st_layer_attr_error(error, "flash", "context parallelism runs flash attention "
+                               "(Transformer Engine's fused kernels): flash must be on");
   if (!st_layer_check_tp(layer, "heads", heads, error) ||
       !st_layer_check_tp(layer, "kv_heads", kv, error))
     return FALSE;
@@ -99,6 +107,8 @@ st_attn_part(const StLayer *layer, int64_t rows, int64_t d, StAttnPart *p)
   int64_t t = MAX(layer->tp, 1);
   *p = (StAttnPart){
     .s = rows * (layer->sp ? t : 1),
+    .keys = rows * (layer->sp ? t : 1) * MAX(layer->cp, 1),
+    .cp = MAX(layer->cp, 1),
     .rows = rows,
     .d = d,
     .heads = st_layer_attr(layer, "heads", 1) / t,
@@ -134,16 +144,26 @@ st_attn_params(const StAttnPart *p)
 }
 
 void
-st_attn_flops(const StAttnPart *p, double *fwd, double *bwd, double *again)
+st_attn_flops_split(const StAttnPart *p, double *qkv, double *out, double *core)
 {
   double s = (double)p->s, d = (double)p->d, q = (double)attn_q(p), n = (double)attn_n(p);
-  double pairs = s * s;
+  double keys = (double)p->keys, pairs = s * keys;
   if (p->causal && p->flash) {
-    double w = p->window > 0 ? MIN((double)p->window, s) : s;
-    pairs = w * (w + 1.0) / 2.0 + (s - w) * w; /* rows before the window fills, then w */
+    double w = p->window > 0 ? MIN((double)p->window, keys) : keys;
+    /* rows before the window fills, then w; a context-parallel rank's share */
+    pairs = (w * (w + 1.0) / 2.0 + (keys - w) * w) / (double)p->cp;
   }
-  double proj = 2.0 * s * d * n + 2.0 * s * q * d;
-  double core = 4.0 * pairs * (double)p->head_dim * (double)p->heads;
+  *qkv = 2.0 * s * d * n;
+  *out = 2.0 * s * q * d;
+  *core = 4.0 * pairs * (double)p->head_dim * (double)p->heads;
+}
+
+void
+st_attn_flops(const StAttnPart *p, double *fwd, double *bwd, double *again)
+{
+  double qkv, out, core;
+  st_attn_flops_split(p, &qkv, &out, &core);
+  double proj = qkv + out;
   *fwd = proj + core;
   *bwd = 2.0 * proj + (p->flash ? 2.5 : 2.0) * core;
   *again = p->flash ? 0.0 : core / 2.0;
@@ -226,4 +246,5 @@ const StLayerType st_layer_attention = {
   .keeps = ST_KEEPS_INPUT,
   .memory = attention_memory,
   .tp = ST_TP_PARALLEL,
+  .cp_attention = TRUE,
 };

@@ -266,6 +266,12 @@ transformer_derive(StLayer *layer, int dtype_bytes, GError **error)
 {
   if (!st_layer_check_dims(layer, 2, "[tokens, dim]", error))
     return FALSE;
+  if (layer->cp > 1) {
+    g_set_error(error, ST_MODEL_ERROR, ST_ERROR_INVALID,
+                "context parallelism runs flash attention (Transformer Engine's fused "
+                "kernels); a transformer_block's attention is dense");
+    return FALSE;
+  }
   int64_t d = layer->in_shape.dims[1];
   int64_t a = st_layer_attr(layer, "heads", 1);
   int64_t f = st_layer_attr(layer, "ffn", 0);

@@ -206,4 +206,5 @@ const StLayerType st_layer_llama_block = {
   .tp = ST_TP_PARALLEL,
   .tp_parts = llama_tp_parts,
   .tp_partial_params = llama_tp_partial_params,
+  .cp_attention = TRUE,
 };

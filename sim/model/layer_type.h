@@ -195,6 +195,9 @@ struct StLayerType {
    * gradient it computes as a partial sum (a block's norms, computed on each
    * rank's partial gradient: st_layer_tp_partial_params). NULL: none. */
   int64_t (*tp_partial_params)(const StLayer *layer);
+  /* It holds self-attention (flash), which context parallelism cuts into
+   * steps around its exchanges (layer_context.c). */
+  gboolean cp_attention;
   /* Continues a chain (see the top): reads what it shares with the chain
    * from `prev` (the layer before it, NULL for the first) into its attrs,
    * before derive(); fails when `prev` opens no chain it belongs to. NULL:

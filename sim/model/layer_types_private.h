@@ -177,6 +177,8 @@ typedef struct {
  * under sequence parallelism). */
 typedef struct {
   int64_t s, rows, d;
+  int64_t keys;  /* tokens each query may attend: s, or cp s on a context-parallel rank */
+  int64_t cp;    /* context-parallel ranks (1: none): the core does 1 / cp of the sequence's */
   int64_t heads, kv_heads, head_dim, rope_dim; /* heads and kv_heads: this rank's */
   int64_t window;                              /* sliding window, 0 = none */
   gboolean causal, flash, qkv_bias, out_bias;
@@ -192,6 +194,8 @@ int64_t st_attn_params(const StAttnPart *p);
 /* Per sample: forward, backward, and the selective recompute (QK^T: the
  * scores again; 0 for flash, whose backward already recomputes them). */
 void st_attn_flops(const StAttnPart *p, double *fwd, double *bwd, double *again);
+/* Per sample, forward: the QKV projection, the output projection, the core. */
+void st_attn_flops_split(const StAttnPart *p, double *qkv, double *out, double *core);
 /* Bytes per sample kept besides the input, and of them what selective
  * recomputation drops (Korthikanti et al.'s count; see layer_attention.c). */
 void st_attn_kept(const StAttnPart *p, int e, int64_t *kept, int64_t *again);

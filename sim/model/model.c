@@ -276,6 +276,10 @@ st_model_to_json(const StModel *model)
     st_json_add_int(tp, "ranks", model->layers[0].tp);
     cJSON_AddBoolToObject(tp, "sequence_parallel", model->layers[0].sp);
   }
+  if (st_model_context_parallel(model) > 1) {
+    cJSON *cp = cJSON_AddObjectToObject(root, "context_parallel");
+    st_json_add_int(cp, "ranks", st_model_context_parallel(model));
+  }
   cJSON *layers = cJSON_AddArrayToObject(root, "layers");
   for (int i = 0; i < model->n_layers; i++) {
     const StLayer *layer = &model->layers[i];

@@ -95,6 +95,11 @@ typedef struct {
    * parallelism splits the tokens between layers. Set before derive(). */
   int tp;
   gboolean sp;
+  /* Context parallelism (layer_context.c): the group size this layer's
+   * sequence is cut over (0 or 1: none). Its input is the rank's s / cp
+   * tokens; attention reads the keys of all s (docs/LLM.md). Set before
+   * derive(), like tp. */
+  int cp;
   /* Its output is an open chain (an MoE router's or an expert's before the
    * last): the next layer must continue it (StLayerType.link). */
   gboolean chain_open;
@@ -141,6 +146,14 @@ StModel *st_model_copy(const StModel *model);
  * is not a multiple of the 16 tensor-parallel ranks"). Transfer full. */
 StModel *st_model_derive_as(const StModel *model, const StShape *input, int tp, gboolean sp,
                             GError **error);
+/* The same, and as one rank of a context-parallel group of `cp` ranks:
+ * a token model's sequence (of `input`, or the model's) cut in cp, every
+ * layer on the rank's s / cp tokens, attention against all s keys
+ * (layer_context.c). cp must divide the sequence. Transfer full. */
+StModel *st_model_derive_cp(const StModel *model, const StShape *input, int tp, gboolean sp,
+                            int cp, GError **error);
+/* The context-parallel size a derived model was cut for (1: none). */
+int st_model_context_parallel(const StModel *model);
 void st_model_free(StModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StModel, st_model_free)
 
@@ -176,6 +189,24 @@ int st_layer_tp_comm(const StLayer *layer, StPass pass, int dtype_bytes, StTpCom
  * layer in one piece or with tp = 1. */
 #define ST_TP_PARTS_MAX 2
 int st_layer_tp_parts(const StLayer *layer, StPass pass, double share[ST_TP_PARTS_MAX]);
+
+/* Context parallelism (layer_context.c). A layer with attention on a
+ * context-parallel rank (StLayer.cp > 1) runs the part of a pass that holds
+ * its attention (st_layer_cp_part: 0 the whole pass, k part k) in steps
+ * around the group's exchanges: step 0 what comes before the attention's
+ * core (norm, QKV projection, RoPE), steps 1 .. n - 2 the core (ring:
+ * one per key/value chunk, n - 2 = cp; all-to-all: one), step n - 1 what
+ * comes after (output projection, and the MLP when the part holds it);
+ * a backward runs them in reverse. st_layer_cp_share: step k's share of
+ * the part's FLOPs. */
+int st_layer_cp_part(const StLayer *layer);
+double st_layer_cp_share(const StLayer *layer, StPass pass, int step, int steps);
+/* Per sample, the bytes of the rank's keys and values (K and V of its s /
+ * cp tokens, its kv heads: the ring's chunk) and of its queries, keys and
+ * values together and of the attention's output (what the all-to-all moves
+ * before and after the core), at `dtype_bytes`; 0 without attention. */
+void st_layer_cp_bytes(const StLayer *layer, int dtype_bytes, int64_t *kv, int64_t *qkv,
+                       int64_t *out);
 
 /* Parameters of a layer split over a tensor-parallel group that every rank
  * holds whole but computes only a partial sum of the gradient of, summed

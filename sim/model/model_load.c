@@ -221,6 +221,8 @@ signature(const StLayer *layer)
   g_string_append(s, shape);
   if (layer->tp > 1)
     g_string_append_printf(s, "/tp%d%s", layer->tp, layer->sp ? "sp" : "");
+  if (layer->cp > 1)
+    g_string_append_printf(s, "/cp%d", layer->cp);
   return g_string_free(s, FALSE);
 }
 
@@ -420,11 +422,34 @@ read_tensor_parallel(const cJSON *root, int *tp, gboolean *sp, GError **error)
   return TRUE;
 }
 
+/* "context_parallel": {"ranks": c}: the model as one rank of a
+ * context-parallel group (st_model_derive_cp; its input is already the
+ * rank's s / c tokens); absent: c = 1. */
+static gboolean
+read_context_parallel(const cJSON *root, int *cp, GError **error)
+{
+  const cJSON *obj = NULL;
+  *cp = 1;
+  if (!st_json_get_object(root, "context_parallel", FALSE, &obj, error))
+    return FALSE;
+  if (obj == NULL)
+    return TRUE;
+  static const char *const KEYS[] = {"ranks", NULL};
+  int64_t ranks = 1;
+  if (!st_json_check_keys(obj, KEYS, error) ||
+      !st_json_get_int(obj, "ranks", TRUE, 1, 1 << 20, &ranks, error)) {
+    g_prefix_error(error, "key 'context_parallel': ");
+    return FALSE;
+  }
+  *cp = (int)ranks;
+  return TRUE;
+}
+
 static gboolean
 read_header(const cJSON *root, StModel *model, const cJSON **layers, GError **error)
 {
   static const char *const KEYS[] = {"name", "note", "input", "dtype", "layers", "totals",
-                                     "tensor_parallel", NULL};
+                                     "tensor_parallel", "context_parallel", NULL};
   const char *name = NULL, *note = NULL, *dtype = "fp32";
   if (!cJSON_IsObject(root))
     return fail(error, "expected a JSON object");
@@ -479,13 +504,14 @@ read_model(const cJSON *root, StModel *model, GError **error)
     }
     g_hash_table_insert(seen, layer->name, GINT_TO_POINTER(i));
   }
-  int tp;
+  int tp, cp;
   gboolean sp;
-  if (!read_tensor_parallel(root, &tp, &sp, error))
+  if (!read_tensor_parallel(root, &tp, &sp, error) || !read_context_parallel(root, &cp, error))
     return FALSE;
   for (int i = 0; i < model->n_layers; i++) {
     model->layers[i].tp = tp;
     model->layers[i].sp = sp;
+    model->layers[i].cp = cp;
   }
   return derive_all(model, error);
 }
@@ -528,16 +554,39 @@ StModel *
 st_model_derive_as(const StModel *model, const StShape *input, int tp, gboolean sp,
                    GError **error)
 {
-  g_return_val_if_fail(model != NULL && tp >= 1, NULL);
+  return st_model_derive_cp(model, input, tp, sp, 1, error);
+}
+
+int
+st_model_context_parallel(const StModel *model)
+{
+  return model->n_layers > 0 ? MAX(model->layers[0].cp, 1) : 1;
+}
+
+StModel *
+st_model_derive_cp(const StModel *model, const StShape *input, int tp, gboolean sp, int cp,
+                   GError **error)
+{
+  g_return_val_if_fail(model != NULL && tp >= 1 && cp >= 1, NULL);
   g_autoptr(StModel) copy = st_model_copy(model);
   if (input != NULL)
     copy->input = *input;
+  if (cp > 1) {
+    if (!st_model_is_token(copy) || copy->input.dims[0] % cp != 0) {
+      g_set_error(error, ST_MODEL_ERROR, ST_ERROR_INVALID,
+                  "%s: context parallelism over %d ranks needs a token model whose sequence "
+                  "(%" G_GINT64_FORMAT ") they divide",
+                  model->path != NULL ? model->path : model->name, cp, copy->input.dims[0]);
+      return NULL;
+    }
+    copy->input.dims[0] /= cp;
+  }
   for (int i = 0; i < copy->n_layers; i++) {
     StLayer *layer = &copy->layers[i];
     g_clear_pointer(&layer->signature, g_free);
     /* Everything derived starts again from the attrs. */
     *layer = (StLayer){.name = layer->name, .type = layer->type, .attrs = layer->attrs,
-                       .n_attrs = layer->n_attrs, .tp = tp, .sp = sp && tp > 1};
+                       .n_attrs = layer->n_attrs, .tp = tp, .sp = sp && tp > 1, .cp = cp};
   }
   GError *local = NULL;
   if (!derive_all(copy, &local)) {

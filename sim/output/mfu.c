@@ -10,9 +10,13 @@ whole_model_flops(const StModel *m)
   gboolean split = FALSE;
   for (int i = 0; i < m->n_layers && !split; i++)
     split = m->layers[i].tp > 1;
-  if (!split)
+  int cp = st_model_context_parallel(m);
+  if (!split && cp == 1)
     return m->fwd_flops + m->bwd_flops;
-  g_autoptr(StModel) whole = st_model_derive_as(m, NULL, 1, FALSE, NULL);
+  /* a context-parallel rank's model holds s / cp tokens of each sample */
+  StShape input = m->input;
+  input.dims[0] *= cp;
+  g_autoptr(StModel) whole = st_model_derive_as(m, &input, 1, FALSE, NULL);
   if (whole == NULL) /* cannot happen for a model that split; the share is a floor */
     return m->fwd_flops + m->bwd_flops;
   return whole->fwd_flops + whole->bwd_flops;

@@ -559,6 +559,8 @@ st_op_describe(const StSchedule *s, const StProgram *p, uint32_t index)
     g_string_append_printf(out, " %s", layer);
   if (op->part > 0)
     g_string_append_printf(out, " part %d", op->part);
+  if (st_op_cp_steps(op) > 0)
+    g_string_append_printf(out, " step %d/%d", st_op_cp_step(op), st_op_cp_steps(op));
   if (op->micro >= 0)
     g_string_append_printf(out, " m%d", op->micro);
   if (op->version > 0)

@@ -99,7 +99,9 @@ typedef struct {
   int32_t batch;    /* samples of a layer pass */
   int32_t comm;     /* communicator of COMM ops, -1 otherwise */
   int32_t peer;     /* SEND/RECV: the peer's index in this rank's group */
-  int32_t tag;      /* SEND/RECV: pairs in order per (sender, receiver, tag) */
+  int32_t tag;      /* SEND/RECV: pairs in order per (sender, receiver, tag); a COMP layer
+                       pass: -1, or a step of its part cut around context parallelism's
+                       exchanges (st_op_cp_step) */
   int32_t label;    /* index in the program's labels (a bucket's name), -1 when none */
   int32_t version;  /* parameters a pass reads: 0 the current ones, k those of k steps ago
                        (delayed update rules, as cyclic DP's); an optimizer step applies
@@ -126,6 +128,28 @@ typedef struct {
   uint16_t n_alloc;
   uint16_t n_free;
 } StOp;
+
+/* A layer pass's part cut in `steps` around context parallelism's exchanges
+ * (model.h, st_layer_cp_share) runs one COMP op per step; the step travels
+ * in StOp.tag, unused by compute ops, as steps x 256 + step. */
+static inline void
+st_op_set_cp_step(StOp *op, int step, int steps)
+{
+  op->tag = steps * 256 + step;
+}
+
+/* The step of a COMP op (0 when it is a whole part) and their count (0). */
+static inline int
+st_op_cp_step(const StOp *op)
+{
+  return op->kind == ST_OP_COMP && op->tag >= 256 ? op->tag % 256 : 0;
+}
+
+static inline int
+st_op_cp_steps(const StOp *op)
+{
+  return op->kind == ST_OP_COMP && op->tag >= 256 ? op->tag / 256 : 0;
+}
 
 /* The sample range lives in what was padding: ops stay 80 bytes, which the
  * simulator's memory at millions of ops counts on. */

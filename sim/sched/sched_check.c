@@ -167,6 +167,14 @@ op_problem(const StSchedule *s, const StProgram *p, uint32_t i)
       return g_strdup_printf("part %d of a pass of layer %d, which runs its passes in %d "
                              "part%s", op->part, op->layer, parts, parts == 1 ? "" : "s");
   }
+  if (op->kind == ST_OP_COMP && op->tag != -1) {
+    int part = is_layer_pass(op) ? st_layer_cp_part(&model->layers[op->layer]) : -1;
+    int step = st_op_cp_step(op), steps = st_op_cp_steps(op);
+    if (part < 0 || part != op->part || steps < 3 || step >= steps)
+      return g_strdup_printf("step %d of %d (tag %d) of a pass of layer %d, part %d: not a "
+                             "part a context-parallel rank cuts in steps",
+                             step, steps, op->tag, op->layer, op->part);
+  }
   gboolean moves_samples = (op->kind == ST_OP_COMM_SEND || op->kind == ST_OP_COMM_RECV ||
                             op->kind == ST_OP_COPY) &&
                            (op->data == ST_DATA_OUTPUT || op->data == ST_DATA_INPUT_GRAD);

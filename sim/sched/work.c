@@ -40,6 +40,11 @@ st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
     int n = st_layer_tp_parts(&model->layers[op->layer], pass, shares);
     share = op->part <= n ? shares[op->part - 1] : 0;
   }
+  if (st_op_cp_steps(op) > 0 && op->layer >= 0) /* a step of the part (context parallelism) */
+    share = MAX((share > 0 ? share : 1.0) * st_layer_cp_share(&model->layers[op->layer], pass,
+                                                              st_op_cp_step(op),
+                                                              st_op_cp_steps(op)),
+                1e-12);
   return (StWork){
     .pass = pass,
     .layer = op->layer >= 0 ? &model->layers[op->layer] : NULL,

@@ -232,6 +232,17 @@ static const StOptionSpec SPECS[] = {
    "megatron: expert-parallel group size for MoE layers: each rank keeps experts/E of every "
    "MoE layer, tokens dispatched to them and combined by all-to-all; E divides the "
    "data-parallel ranks (default: 1)"},
+  {"context-parallel", ST_OPT_INT, F(context_parallel), 1, 1024, NULL, NULL, "C",
+   "megatron: context-parallel group size: each rank holds s/C tokens of every sequence "
+   "(two chunks, i and 2C-1-i, so causal work is even), attention exchanges keys and values "
+   "(--cp-comm); C divides the data-parallel ranks, gradients reduced over DP x CP "
+   "(default: 1)"},
+  {"cp-comm", ST_OPT_CHOICE, F(cp_comm), 0, 0, (const char *const[]){"ring", "all-to-all", NULL},
+   NULL, "ring|all-to-all",
+   "megatron, with --context-parallel: ring (Transformer Engine's p2p ring attention, each "
+   "key/value chunk sent beside the attention on the one before) or all-to-all (DeepSpeed "
+   "Ulysses: Q, K, V to heads/C per rank before attention, the output back after) "
+   "(default: ring)"},
   {"virtual-stages", ST_OPT_INT, F(virtual_stages), 1, 1024, NULL, NULL, "V",
    "megatron: model chunks per pipeline stage, Megatron-LM's interleaved 1F1B schedule (V > 1 "
    "needs --pipeline-stages > 1) (default: 1)"},

@@ -173,7 +173,7 @@ st_options_resolve_group(StOptions *o, const StCluster *cluster, int group, GErr
     o->ranks = cluster->gpus;
   if (o->ranks % group != 0)
     return bad(error, "%d ranks cannot be cut into groups of %d that compute the same samples "
-               "(--tensor-parallel x --pipeline-stages)", o->ranks, group);
+               "(--tensor-parallel x --context-parallel x --pipeline-stages)", o->ranks, group);
   int replicas = o->ranks / group;
   int64_t per_micro = (int64_t)replicas * o->micro_batch;
   if (o->global_batch == 0)

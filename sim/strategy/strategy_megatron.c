@@ -23,6 +23,13 @@
  * "data" (gradient all-reduce), "tied" (the embedding's and the tied head's
  * stages, when they differ).
  *
+ * With --context-parallel c (context_parallel.h) R = t x c x d x p, rank r
+ * being context rank (r / t) mod c of replica (r / t c) mod d of stage
+ * r / (t c d); a "cp" group is c ranks t apart; "data" spans the d c
+ * ranks of a tensor index and stage (Megatron's dp-cp group), which ZeRO
+ * shards over and experts spread across; the model is one context rank's
+ * (s / c tokens, st_model_derive_cp).
+ *
  * Stages are cut between units, Megatron's transformer layers, evenly or
  * as Megatron-LM's uneven options say (megatron_split.c), the embedding on
  * the first stage, the head and the loss on the last.
@@ -41,7 +48,10 @@
 
 typedef struct {
   int t, p, d, v; /* tensor, pipeline, data-parallel sizes; chunks per stage */
-  int e;          /* expert-parallel size, dividing d */
+  int c;          /* context-parallel size (context_parallel.h) */
+  int dc;         /* d x c: the ranks a stage's gradients are reduced over (Megatron's
+                     dp-cp group), which ZeRO shards over and experts spread across */
+  int e;          /* expert-parallel size, dividing dc */
   int n_units;
   int moe_layers; /* routers in the model */
   int32_t *first; /* [p v + 1]: chunk k's layers, st_megatron_split's (owned) */
@@ -57,6 +67,7 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
     .t = MAX(o->tensor_parallel, 1),
     .p = MAX(o->pipeline_stages, 1),
     .v = MAX(o->virtual_stages, 1),
+    .c = MAX(o->context_parallel, 1),
     .e = MAX(o->expert_parallel, 1),
   };
   int R = o->ranks;
@@ -74,13 +85,17 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
     return st_strategy_refuse(error, "--tensor-parallel %d x --pipeline-stages %d = %d does not divide the %d "
                        "ranks (R = t x p x d)",
                 l->t, l->p, l->t * l->p, R);
-  l->d = R / (l->t * l->p);
+  if (R % (l->t * l->p * l->c) != 0)
+    return st_strategy_refuse(error, "--context-parallel %d does not divide the %d data-parallel ranks "
+                       "(R = t x c x d x p)", l->c, R / (l->t * l->p));
+  l->d = R / (l->t * l->p * l->c);
+  l->dc = l->d * l->c;
   if (l->v > 1 && l->p == 1)
     return st_strategy_refuse(error, "--virtual-stages %d: interleaving needs --pipeline-stages > 1", l->v);
-  if (l->d % l->e != 0)
-    return st_strategy_refuse(error, "--expert-parallel %d does not divide the %d data-parallel ranks (experts "
-                       "spread over data-parallel ranks, as Megatron-LM's expert groups)",
-                l->e, l->d);
+  if (l->dc % l->e != 0)
+    return st_strategy_refuse(error, "--expert-parallel %d does not divide the %d data-parallel%s ranks "
+                       "(experts spread over data-parallel ranks, as Megatron-LM's expert "
+                       "groups)", l->e, l->dc, l->c > 1 ? " x context-parallel" : "");
   for (int i = 0; i < m->n_layers; i++) {
     if (!m->layers[i].chain_open || (i > 0 && m->layers[i - 1].chain_open))
       continue;
@@ -112,13 +127,22 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
 
 /* Communicators laid out as the top says; `color` is scratch of R. */
 static void
-add_comms(StSchedule *s, const Layout *l, const StPipe *pp, StPipeComms *comms, int *tp_comm)
+add_comms(StSchedule *s, const Layout *l, const StPipe *pp, StPipeComms *comms, int *tp_comm,
+          int *cp_comm)
 {
-  int R = s->n_ranks, t = l->t, td = l->t * l->d;
+  /* td: the ranks of a stage (tensor x context x data); the data groups
+   * span the context-parallel ranks too (Megatron's dp-cp group) */
+  int R = s->n_ranks, t = l->t, td = l->t * l->dc;
   g_autofree int32_t *color = g_new(int32_t, R);
   for (int r = 0; r < R; r++)
     color[r] = r / t;
   *tp_comm = st_schedule_add_comm(s, "tp", color);
+  *cp_comm = -1;
+  if (l->c > 1) {
+    for (int r = 0; r < R; r++)
+      color[r] = r % t + t * (r / (t * l->c));
+    *cp_comm = st_schedule_add_comm(s, "cp", color);
+  }
   for (int r = 0; r < R; r++)
     color[r] = r % td;
   comms->pipe = st_schedule_add_comm(s, "pipe", color);
@@ -131,7 +155,7 @@ add_comms(StSchedule *s, const Layout *l, const StPipe *pp, StPipeComms *comms, 
     /* Megatron-LM's expert groups: the data-parallel index split into
      * d / e blocks of e, experts spread over a block, their gradients
      * reduced across the blocks. */
-    int e = l->e, d = l->d;
+    int e = l->e, d = l->dc;
     for (int r = 0; r < R; r++)
       color[r] = r % t + t * ((r / t) % d / e) + t * (d / e) * (r / td);
     comms->ep = st_schedule_add_comm(s, "ep", color);
@@ -164,6 +188,7 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
   st_schedule_note_number(s, "virtual_stages", l->v);
   st_schedule_note_number(s, "data_parallel", l->d);
   st_schedule_note_number(s, "expert_parallel", l->e);
+  st_schedule_note_number(s, "context_parallel", l->c);
   st_schedule_note_number(s, "micro_batches", pp->n_micro);
   st_schedule_note_number(s, "transformer_layers", l->n_units);
   g_autofree int *per_stage = g_new(int, l->p);
@@ -177,7 +202,8 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
   /* Narayanan et al. 2021, section 2.2: (p - 1) / (v m) of the ideal time. */
   st_schedule_note_number(s, "bubble_fraction_estimate",
                           (double)(l->p - 1) / ((double)l->v * pp->n_micro));
-  st_schedule_note_text(s, "rank_order", "tp-dp-pp (Megatron-LM's tp-cp-ep-dp-pp)");
+  st_schedule_note_text(s, "rank_order", l->c > 1 ? "tp-cp-dp-pp (Megatron-LM's tp-cp-ep-dp-pp)"
+                                                   : "tp-dp-pp (Megatron-LM's tp-cp-ep-dp-pp)");
   /* Stage 0's layers per pass over a micro-batch: what its collectives move. */
   int64_t tp_bytes = 0;
   for (int k = 0; l->t > 1 && k < l->p * l->v; k += l->p)
@@ -191,6 +217,18 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
                                           pp->bytes.activation);
     }
   st_schedule_note_number(s, "tp_bytes_per_gpu_stage0", (double)tp_bytes * pp->n_micro);
+  /* What each rank of stage 0 sends over "cp" per step (context_parallel.h). */
+  int64_t cp_bytes = 0;
+  for (int k = 0; pp->tp != NULL && pp->tp->cp != NULL && k < l->p * l->v; k += l->p)
+    for (int i = pp->first[k]; i < pp->first[k + 1]; i++) {
+      int b = pp->options->micro_batch;
+      cp_bytes += st_cp_pass_bytes(pp->tp->cp, m, i, ST_PASS_FWD, b) +
+                  st_cp_pass_bytes(pp->tp->cp, m, i, ST_PASS_BWD, b);
+      if (pp->options->recompute == ST_RECOMPUTE_FULL)
+        cp_bytes += st_cp_pass_bytes(pp->tp->cp, m, i, ST_PASS_RECOMPUTE, b);
+    }
+  if (l->c > 1)
+    st_schedule_note_number(s, "cp_bytes_per_gpu_stage0", (double)cp_bytes * pp->n_micro);
   if (pp->tied_copy)
     st_schedule_note_text(s, "tied_embedding",
                           "the head's stage keeps a copy; gradients summed over \"tied\"");
@@ -222,14 +260,21 @@ pad_vocab(StModel *m, int t, int k)
   return padded;
 }
 
-/* The model one rank of a tensor-parallel group computes (transfer full). */
+/* The model one rank of a tensor-parallel and context-parallel group
+ * computes (transfer full). */
 static StModel *
-rank_model(const StModel *model, int t, gboolean sp, int k, int64_t *padded, GError **error)
+rank_model(const StModel *model, const StOptions *o, int64_t *padded, GError **error)
 {
+  int t = MAX(o->tensor_parallel, 1), c = MAX(o->context_parallel, 1);
+  gboolean sp = o->sequence_parallel && t > 1;
+  if (c > 1 && !st_megatron_cp_check(model, o, error))
+    return NULL;
   g_autoptr(StModel) copy = st_model_copy(model);
-  *padded = t > 1 ? pad_vocab(copy, t, k) : 0;
-  StModel *m = st_model_derive_as(copy, NULL, t, sp, error);
-  if (m == NULL)
+  *padded = t > 1 ? pad_vocab(copy, t, o->vocab_multiple) : 0;
+  StModel *m = st_model_derive_cp(copy, NULL, t, sp, c, error);
+  if (m == NULL && c > 1)
+    g_prefix_error(error, "--tensor-parallel %d --context-parallel %d: ", t, c);
+  else if (m == NULL)
     g_prefix_error(error, "--tensor-parallel %d: ", t);
   return m;
 }
@@ -241,7 +286,7 @@ build(const StStrategyInput *in, GError **error)
   int t = MAX(o->tensor_parallel, 1);
   gboolean sp = o->sequence_parallel && t > 1;
   int64_t padded;
-  g_autoptr(StModel) m = rank_model(in->model, t, sp, o->vocab_multiple, &padded, error);
+  g_autoptr(StModel) m = rank_model(in->model, o, &padded, error);
   if (m == NULL)
     return NULL;
   Layout l;
@@ -266,7 +311,7 @@ build(const StStrategyInput *in, GError **error)
   pp.order = ST_PIPE_1F1B;
   pp.n_stages = l.p;
   pp.n_chunks = l.v;
-  pp.n_data = l.d;
+  pp.n_data = l.dc;
   pp.n_micro = o->accumulation;
   pp.zero_stage = o->zero_stage;
   pp.offload = o->offload == ST_OFFLOAD_OPTIMIZER;
@@ -292,20 +337,24 @@ build(const StStrategyInput *in, GError **error)
   const StModel *mm = m;
   StSchedule *s = st_schedule_new(g_steal_pointer(&m), st_cluster_copy(in->cluster), R, NULL);
   StPipeComms comms;
-  int tp_comm;
-  add_comms(s, &l, &pp, &comms, &tp_comm);
+  int tp_comm, cp_comm;
+  add_comms(s, &l, &pp, &comms, &tp_comm, &cp_comm);
+  StCpSpec cp = {cp_comm, l.c, (StCpComm)o->cp_comm, pp.bytes.activation};
   StTpSpec tp = {tp_comm, l.t, pp.bytes.activation,
-                 o->sequence_parallel && st_options_tp_comm_overlap(o), -1};
-  if (l.t > 1)
+                 o->sequence_parallel && st_options_tp_comm_overlap(o), -1,
+                 l.c > 1 ? &cp : NULL, -1};
+  if (l.t > 1 || l.c > 1)
     pp.tp = &tp;
-  int td = l.t * l.d;
+  int td = l.t * l.dc;
   int n_ep = pp.moe_segments ? l.e : 1;
   for (int st = 0; st < l.p; st++)
     for (int j = 0; j < n_ep; j++) {
       int program = st_schedule_add_program(s, st_pipe_stage_program(&pp, st, j, &comms));
       for (int r = st * td; r < (st + 1) * td; r++) {
-        int replica = (r / l.t) % l.d; /* its tensor group computes the same samples */
-        if (replica % n_ep != j)
+        /* its tensor and context groups compute the same samples; experts
+         * spread over the data x context ranks */
+        int replica = (r / (l.t * l.c)) % l.d, ep_index = (r / l.t) % l.dc % n_ep;
+        if (ep_index != j)
           continue;
         s->ranks[r].program = program;
         s->ranks[r].replica = replica;
@@ -323,12 +372,16 @@ build(const StStrategyInput *in, GError **error)
   g_autofree char *zero = pp.zero_stage > 0 ? g_strdup_printf(", ZeRO %d over DP", pp.zero_stage)
                                              : g_strdup("");
   g_autofree char *ep = l.e > 1 ? g_strdup_printf(" (EP %d)", l.e) : g_strdup("");
+  g_autofree char *cpx = l.c > 1 ? g_strdup_printf(" x CP %d (%s)", l.c,
+                                                   o->cp_comm == ST_CP_RING ? "ring"
+                                                                            : "all-to-all")
+                                 : g_strdup("");
   g_autofree char *chunks = l.v > 1 ? g_strdup_printf(" (%d chunks each, interleaved 1F1B)", l.v)
                                     : g_strdup(l.p > 1 ? " (1F1B)" : "");
   g_autofree char *recompute = st_recompute_describe(&pp.recompute);
   s->settings.description = g_strdup_printf(
-    "megatron: TP %d%s x PP %d%s x DP %d%s%s (%d ranks), %d micro-batches of %d per pipeline%s",
-    l.t, sp ? " + SP" : "", l.p, chunks, l.d, ep, zero, R, pp.n_micro, o->micro_batch,
+    "megatron: TP %d%s%s x PP %d%s x DP %d%s%s (%d ranks), %d micro-batches of %d per pipeline%s",
+    l.t, sp ? " + SP" : "", cpx, l.p, chunks, l.d, ep, zero, R, pp.n_micro, o->micro_batch,
     recompute);
   note_layout(s, &l, &pp, mm);
   if (pp.offload)
@@ -352,17 +405,15 @@ gboolean
 st_megatron_shape(const StStrategyInput *in, StMegatronShape *out, GError **error)
 {
   const StOptions *o = in->options;
-  int t = MAX(o->tensor_parallel, 1);
   int64_t padded;
   *out = (StMegatronShape){0};
-  StModel *m = rank_model(in->model, t, o->sequence_parallel && t > 1, o->vocab_multiple,
-                          &padded, error);
+  StModel *m = rank_model(in->model, o, &padded, error);
   Layout l;
   if (m == NULL || !layout_of(in, m, &l, error)) {
     st_model_free(m);
     return FALSE;
   }
-  *out = (StMegatronShape){l.t, l.p, l.d, l.v, l.e, g_steal_pointer(&l.first), m};
+  *out = (StMegatronShape){l.t, l.p, l.dc, l.v, l.e, g_steal_pointer(&l.first), m, l.c};
   return TRUE;
 }
 
@@ -383,11 +434,12 @@ update(const StOptions *options)
   return (StUpdate){ST_UPDATE_SYNC, "synchronous SGD/Adam"};
 }
 
-/* A tensor-parallel group and its pipeline compute the same samples. */
+/* A tensor-parallel group, its context-parallel ranks and its pipeline
+ * compute the same samples. */
 static int
 sample_group(const StOptions *o)
 {
-  return MAX(o->tensor_parallel, 1) * MAX(o->pipeline_stages, 1);
+  return MAX(o->tensor_parallel, 1) * MAX(o->context_parallel, 1) * MAX(o->pipeline_stages, 1);
 }
 
 static gboolean
@@ -416,6 +468,8 @@ static const StStrategyKnob KNOBS[] = {
   {"recompute-every", NULL},
   {"recompute-ops", NULL},
   {"expert-parallel", "1,2,4,8"},
+  {"context-parallel", NULL},
+  {"cp-comm", NULL},
   {"offload", NULL},
   {NULL},
 };

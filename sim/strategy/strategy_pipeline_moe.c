@@ -82,7 +82,7 @@ segment_of(const Stage *st, int router, Segment *g)
   const StPipe *pp = st->pp;
   const StLayer *r = &pp->model->layers[router];
   const StLayer *x = &pp->model->layers[router + 1];
-  static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32, FALSE, -1};
+  static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32, FALSE, -1, NULL, -1};
   g->X = st_pipe_moe_experts(pp, router);
   st_pipe_moe_owned(st, router, &g->first, &g->n);
   g->batch = pp->ep * pp->options->micro_batch;

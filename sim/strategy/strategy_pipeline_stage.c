@@ -74,6 +74,7 @@ st_pipe_stage_pass(Stage *st, StPass pass, int i, int m, int batch, StPassMem *p
   StTpSpec mine = *tp;
   mine.overlap = tp->overlap && st->tp_overlap >= 0;
   mine.overlap_stream = st->tp_overlap;
+  mine.cp_stream = st->cp_stream;
   uint32_t op = st_tp_emit_pass(st->p, &mine, st->pp->model, st->compute, pass, i, m, batch, pm,
                                 after, &hooked);
   if (st->zero != NULL)
@@ -94,7 +95,7 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
    * no collective, one op. */
   gboolean selective = pass == ST_PASS_RECOMPUTE &&
                        st->pp->recomputes[i] == ST_RECOMPUTE_SELECTIVE;
-  static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32, FALSE, -1};
+  static const StTpSpec whole = {-1, 1, ST_DTYPE_FP32, FALSE, -1, NULL, -1};
   const StTpSpec *tp = st->pp->tp != NULL && !selective ? st->pp->tp : &whole;
   return st_pipe_stage_pass(st, pass, i, m, st->pp->options->micro_batch, &pm, after, tp);
 }
@@ -438,6 +439,8 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
   st.comm = st_program_add_stream(st.p, "comm", 0);
   st.tp_overlap = pp->tp != NULL && pp->tp->overlap
                     ? st_program_add_stream(st.p, "tp overlap", 0) : -1;
+  st.cp_stream = pp->tp != NULL && pp->tp->cp != NULL && pp->tp->cp->kind == ST_CP_RING
+                   ? st_program_add_stream(st.p, "cp", 0) : -1;
 
   /* What it keeps: its layers' states but other EP ranks' experts'. */
   int L = pp->model->n_layers;

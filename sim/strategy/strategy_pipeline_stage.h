@@ -28,6 +28,7 @@ typedef struct {
   int n_chunks;
   int compute, comm;
   int tp_overlap;       /* the stream of --tp-comm-overlap's chunks, or -1 */
+  int cp_stream;        /* the stream of ring attention's exchanges (context_parallel.h), or -1 */
   const StBucket *buckets;
   int n_buckets;
   int *bucket_of_last;  /* [n_layers]: the bucket whose lowest layer it is, or -1 */

@@ -165,7 +165,8 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   /* zero's stage when not given, so that the framework's ZeRO 1-2 defaults apply. */
   if (strcmp(strategy->name, "zero") == 0 && resolved.zero_stage == 0)
     resolved.zero_stage = 1;
-  if (!st_strategy_resolve(strategy, &resolved, cluster, error)) {
+  if (!reads_given(strategy, "context-parallel", resolved.context_parallel > 1, error) ||
+      !st_strategy_resolve(strategy, &resolved, cluster, error)) {
     st_options_clear(&resolved);
     return NULL;
   }

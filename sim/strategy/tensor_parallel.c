@@ -207,8 +207,14 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
     if (scatter)
       partial = comm_buffer(&e, pass == ST_PASS_BWD ? "partial dx" : "partial out", part,
                             pc.comm[k].bytes * batch);
+    /* Context parallelism cuts the part around its exchanges: the first
+     * step opens it, the last writes the partial sums and frees. */
+    int steps = st_cp_steps(tp->cp, m, layer, part);
+    gboolean bwd = pass == ST_PASS_BWD;
     StOp op = st_op_comp(stream, pass, layer, micro, batch);
     op.part = (uint8_t)part;
+    if (steps > 0)
+      st_op_set_cp_step(&op, bwd ? steps - 1 : 0, steps);
     st_program_begin(p, &op);
     emit_deps(&e);
     if (first_comp) {
@@ -217,9 +223,21 @@ st_tp_emit_pass(StProgram *p, const StTpSpec *tp, const StModel *m, int stream, 
       for (int i = 0; i < e.extra->n_alloc; i++)
         st_program_alloc(p, e.extra->alloc[i]);
     }
+    if (steps > 0) {
+      /* a forward's gathered input is the QKV projection's, read first; a
+       * backward's gathered input is its weight gradient's, read last */
+      for (int i = 0; !bwd && i < n_gathered; i++)
+        st_program_free_buffer(p, gathered[i]);
+      uint32_t opened = st_program_commit(p);
+      uint32_t core = st_cp_emit_core(p, tp->cp, m, stream, tp->cp_stream, pass, layer, part,
+                                      micro, batch, opened);
+      st_op_set_cp_step(&op, bwd ? 0 : steps - 1, steps);
+      st_program_begin(p, &op);
+      st_program_after(p, core);
+    }
     if (partial != NONE)
       st_program_alloc(p, partial);
-    for (int i = 0; i < n_gathered; i++)
+    for (int i = 0; (steps == 0 || bwd) && i < n_gathered; i++)
       st_program_free_buffer(p, gathered[i]);
     if (last_part && !tail)
       apply_frees(&e);

@@ -23,6 +23,11 @@
  * sequence-parallel input for the weight gradient (it keeps only its s/t
  * rows, Korthikanti et al. section 4.2.2).
  *
+ * With StTpSpec.cp the COMP op of the part holding a layer's attention is
+ * cut in steps around context parallelism's exchanges (context_parallel.h):
+ * its first step takes the pass's dependencies and allocations, its last
+ * the frees and the partial sums.
+ *
  * Memory: the pass's own effects (tensors.h) go on its first COMP op
  * (allocations) and its last op (frees); a gathered tensor (comm, the whole
  * sequence) lives from its all-gather to the end of its part's compute; a
@@ -32,6 +37,7 @@
 #pragma once
 
 #include "sched/sched.h"
+#include "strategy/context_parallel.h"
 #include "strategy/strategy_common.h"
 #include "strategy/tensors.h"
 
@@ -49,6 +55,11 @@ typedef struct {
    * contention says. All-reduces (no sequence parallelism) stay whole. */
   gboolean overlap;
   int overlap_stream;
+  /* Context parallelism (context_parallel.h), or NULL: the part holding a
+   * layer's attention runs in steps around the group's exchanges, the
+   * ring's on `cp_stream`. */
+  const StCpSpec *cp;
+  int cp_stream;
 } StTpSpec;
 
 /* Emits the pass of `layer` for micro-batch `micro` over `batch` samples on
