@@ -22,6 +22,8 @@ static const Readers READERS[] = {
   {"layer-split", "megatron"},
   {"vocab-multiple", "megatron"},
   {"tp-comm-overlap", "megatron"},
+  {"context-parallel", "megatron"},
+  {"cp-comm", "megatron"},
   {"pipeline-stages", "pipeline,megatron"},
   {"pipeline-schedule", "pipeline,megatron"},
   {"balance", "pipeline"},

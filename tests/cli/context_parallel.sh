@@ -58,8 +58,8 @@ grep -q "^Winner: megatron" "$tmp/plan" || fail "no winner"
 
 # Refusals.
 L8=$SRC/models/llama-3-8b.json
-expect 1 "the dp strategy does not model it" $STAGGER sim --model $L8 --cluster $C --gpus 4 \
-  --strategy dp --context-parallel 2
+expect 2 "context-parallel: dp does not read it; it applies to megatron" \
+  $STAGGER sim --model $L8 --cluster $C --gpus 4 --strategy dp --context-parallel 2
 expect 1 "kv_heads are not a multiple of t x c" $STAGGER sim --model $L8 --cluster $C \
   --nodes 2 --strategy megatron --tensor-parallel 8 --context-parallel 2 --cp-comm all-to-all
 expect 1 "not a multiple of 2 x 2" $STAGGER sim --model $L8 --cluster $C --gpus 2 \
