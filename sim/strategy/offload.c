@@ -54,10 +54,10 @@ st_offload_check(const StModel *m, const StCluster *c, int n, const StRecomputeP
   }
   if (st_offload_bytes(m, n, plan, 1, m->dtype) == 0) {
     g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
-                "--offload-activations %d: the first %d transformer layers of '%s' keep no "
-                "saved block to offload (checkpointed by --recompute full, each keeps only "
+                "--offload-activations %d: the first %d transformer layer%s of '%s' keep%s no "
+                "saved block to offload (checkpointed by --recompute full, a layer keeps only "
                 "its input, which stays on the GPU)",
-                n, n, m->name);
+                n, n, n == 1 ? "" : "s", m->name, n == 1 ? "s" : "");
     return FALSE;
   }
   if (!c->links[ST_LINK_PCIE].present) {
