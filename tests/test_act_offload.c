@@ -239,7 +239,7 @@ test_refusals(void)
   g_assert_nonnull(strstr(e4->message, "0 transformer layers"));
   o.recompute = ST_RECOMPUTE_FULL;
   g_autoptr(GError) e5 = st_test_build_refused("dp", m, c, &o);
-  g_assert_nonnull(strstr(e5->message, "keep no saved block"));
+  g_assert_nonnull(strstr(e5->message, "no saved block to offload"));
   o.recompute = ST_RECOMPUTE_NONE;
   g_autoptr(StSchedule) s = st_test_build("dp", m, c, &o);
   st_options_clear(&o);
