@@ -52,7 +52,11 @@ check_program(const StProgram *p, GPtrArray *problems, GHashTable *seen)
               g_array_index(p->streams, StStream, k).name);
   for (guint o = 0; o < p->ops->len; o++) {
     const StOp *op = st_program_op(p, o);
-    if (op->kind == ST_OP_COPY && (op->sub != ST_COPY_D2D || op->sample_stride == 0 ||
+    if (op->kind == ST_OP_COPY && op->data == ST_DATA_ACTS)
+      problem(problems, seen, "activation offload to host (--offload-activations: copies of "
+              "a layer's saved activations over PCIe, which only the simulator models; run "
+              "without it for the same losses)");
+    else if (op->kind == ST_OP_COPY && (op->sub != ST_COPY_D2D || op->sample_stride == 0 ||
                                    (op->data != ST_DATA_OUTPUT && op->data != ST_DATA_INPUT_GRAD)))
       problem(problems, seen, "%s copies of %s%s (the executor copies activations that say "
               "their samples, on the device)",

@@ -464,6 +464,11 @@ static const Space SPACES[] = {
   {"models/gpt2-124m.json",
    {"gpus", "2", "micro-batch", "1", "global-batch", "4", "precision", "mixed", "recompute",
     "selective", "recompute-ops", "core_attn+mlp_act,mlp_act+layernorm", NULL}},
+  /* Activation offload to host (offload.h): dp, zero and pipeline vary it,
+   * the others are refused it. */
+  {"models/gpt2-124m.json",
+   {"gpus", "2", "micro-batch", "1", "global-batch", "4", "precision", "mixed",
+    "offload-activations", "0,4,12", NULL}},
 };
 
 static StPlanSpec *

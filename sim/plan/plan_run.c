@@ -41,6 +41,7 @@
 #include "engine/engine.h"
 #include "output/output.h"
 #include "output/steady.h"
+#include "strategy/offload.h"
 #include "strategy/tensors.h"
 
 typedef struct {
@@ -70,12 +71,15 @@ typedef struct {
 static void
 set_reason(StPlanPoint *pt, StPlanStatus status, const char *format, ...) G_GNUC_PRINTF(3, 4);
 
-/* st_recompute_check on the options' plan, before anything is built. */
+/* st_recompute_check and st_offload_check on the options, before anything
+ * is built. */
 static gboolean
-recompute_ok(const StModel *model, const StOptions *options, GError **error)
+activations_ok(const StModel *model, const StCluster *cluster, const StOptions *options,
+               GError **error)
 {
   StRecomputePlan recompute = st_recompute_plan(options);
-  return st_recompute_check(model, &recompute, error);
+  return st_recompute_check(model, &recompute, error) &&
+         st_offload_check(model, cluster, options->offload_activations, &recompute, error);
 }
 
 static void
@@ -261,7 +265,7 @@ prepare(Run *run, int i)
                pt->update.what);
   } else if (!st_cluster_resize(cluster, options.nodes, options.gpus, &error) ||
              !st_strategy_resolve(c->strategy, &resolved, cluster, &error) ||
-             !recompute_ok(plan->model, &resolved, &error)) {
+             !activations_ok(plan->model, cluster, &resolved, &error)) {
     set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
   } else {
     pt->ranks = resolved.ranks;

@@ -7,12 +7,14 @@
  * Besides, a micro-batch's forward runs every layer before its backward,
  * so every layer's saved block (less what selective recomputation drops;
  * a checkpointed layer's input instead: recompute.h) is live at once, beside the states
- * (tensors.h).
+ * (tensors.h), but those that --offload-activations copies to the host
+ * (offload.h), which may all be there by then.
  * Nothing with --sparsity (SAMO compresses the states) and no time bound
  * (the work bound covers it). */
 #include "strategy/strategy_common.h"
 
 #include "model/layer_type.h"
+#include "strategy/offload.h"
 
 /* The saved blocks of one micro-batch's forward. */
 static int64_t
@@ -21,7 +23,10 @@ saved(const StModel *m, const StOptions *o, StDtype dtype)
   int64_t total = 0;
   StRecomputePlan plan = st_recompute_plan(o);
   g_autofree StRecompute *mode = st_recompute_layers(m, &plan);
+  g_autofree gboolean *offloaded = st_offload_layers(m, o->offload_activations);
   for (int i = 0; i < m->n_layers; i++) {
+    if (offloaded[i] && mode[i] != ST_RECOMPUTE_FULL)
+      continue;
     StLayerMemory mem;
     st_layer_memory(m, i, o->micro_batch, dtype, &mem);
     /* A checkpointed layer keeps its input for its recompute (recompute.h). */

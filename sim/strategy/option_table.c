@@ -158,6 +158,12 @@ static const StOptionSpec SPECS[] = {
    "make them again before its backward, joined by '+': core_attn (the attention scores), "
    "mlp_act (the MLP's activation output), layernorm (the norms' outputs) (Megatron-LM's "
    "--recompute-modules; default: core_attn)"},
+  {"offload-activations", ST_OPT_INT, F(offload_activations), 0, 16777216, NULL, NULL, "N",
+   "dp, zero, pipeline: the first N transformer layers of the model copy the activations "
+   "they save for backward to host memory over PCIe after their forward, on a copy stream, "
+   "and back before their backward, one layer ahead (Megatron-LM's --cpu-offloading with "
+   "--cpu-offloading-num-layers N; PyTorch's save_on_cpu); simulated only; 0 = none "
+   "(default: 0)"},
   {"seq-len", ST_OPT_INT, F(seq_len), 0, 16777216, NULL, NULL, "N",
    "Tokens per sequence of a token model (one whose first layer reads token ids); the model "
    "file's input is the default"},

@@ -56,6 +56,10 @@ typedef struct {
   int recompute_ops;     /* --recompute-ops: under selective, the ops dropped, a choice
                             whose index + 1 is their StRecomputeOp bits ("core_attn" 0,
                             "mlp_act" 1, "core_attn+mlp_act" 2, ...); 0 = core_attn */
+  int offload_activations; /* --offload-activations: the first N transformer layers copy
+                              what they save for backward to host memory after their
+                              forward and back before their backward (strategy/offload.h);
+                              0 = none */
   int seq_len;           /* --seq-len: tokens per sequence of a token model; 0 = the model's */
   double sparsity;       /* --sparsity: SAMO, fraction p of weights pruned, [0, 1); 0 = dense */
   int update_rule;       /* --update-rule: cdp's update rule, CdpRule (strategy/cdp.h), 0 = v1 */

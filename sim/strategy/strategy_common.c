@@ -5,6 +5,7 @@
 
 #include "base/util.h"
 #include "cost/framework.h"
+#include "strategy/offload.h"
 
 void
 st_state_bytes(const StOptions *o, StStateBytes *out)
@@ -101,6 +102,8 @@ st_dp_frame_init(StDpFrame *f, const StStrategyInput *in, const char *name)
   st_state_bytes(o, &f->bytes);
   f->compute = st_program_add_stream(f->program, "compute", 0);
   f->world = st_schedule_add_world(s, "world");
+  if (o->offload_activations > 0)
+    f->act_offload = st_program_add_stream(f->program, "act offload", 0);
   s->steps = o->steps;
   s->settings.precision = o->precision;
   s->settings.recompute = (StRecompute)o->recompute;
@@ -172,16 +175,28 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
     .batch = batch,
     .recompute = st_recompute_plan(f->options),
     .loss_in_place = st_options_framework(f->options)->loss_in_place,
+    .offload = f->act_offload > 0 ? f->options->offload_activations : 0,
   };
   g_autoptr(StTensors) t = st_tensors_new(f->program, &spec);
+  int copies = f->act_offload > 0 ? f->act_offload : -1;
+  uint32_t last = UINT32_MAX; /* the last pass on the compute stream */
+  StOffloadGate gate = ST_OFFLOAD_GATE_INIT;
   for (int i = 0; i < L; i++) {
     StPassMem pm = {0};
     StPassExtra extra;
     pass_extra(hooks, ST_PASS_FWD, i, micro, &extra);
     st_tensors_pass(t, ST_PASS_FWD, i, &pm);
-    emit_pass(f, ST_PASS_FWD, i, micro, hooks, &extra, &pm);
+    uint32_t wait = st_offload_gate_take(&gate);
+    if (wait != UINT32_MAX)
+      pm.after[pm.n_after++] = wait;
+    last = emit_pass(f, ST_PASS_FWD, i, micro, hooks, &extra, &pm);
+    st_offload_gate_copied(&gate, st_offload_down(f->program, copies, t, i, last));
   }
   for (int i = L - 1; i >= 0; i--) {
+    /* Blocks on the host come back as the compute reaches the backward of
+     * the layer above them: this layer's, if not yet, and the next one's. */
+    st_offload_up(f->program, copies, t, i, last);
+    st_offload_up(f->program, copies, t, i - 1, last);
     StPassMem pm = {0};
     StPassExtra extra;
     pass_extra(hooks, ST_PASS_BWD, i, micro, &extra);
@@ -196,7 +211,7 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
       emit_pass(f, ST_PASS_RECOMPUTE, i, micro, NULL, &deps, &rpm);
     }
     st_tensors_pass(t, ST_PASS_BWD, i, &pm);
-    emit_pass(f, ST_PASS_BWD, i, micro, hooks, &extra, &pm);
+    last = emit_pass(f, ST_PASS_BWD, i, micro, hooks, &extra, &pm);
   }
 }
 

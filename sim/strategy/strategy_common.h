@@ -89,6 +89,8 @@ typedef struct {
   StStateBytes bytes;
   int compute;              /* stream */
   int world;                /* communicator of all ranks */
+  int act_offload;          /* stream of --offload-activations' copies (offload.h), 0: none
+                               (stream 0 is compute; a frame built by hand offloads nothing) */
 } StDpFrame;
 
 /* A schedule of options->ranks ranks, round-robin on the cluster's GPUs, that
@@ -100,7 +102,9 @@ void st_dp_frame_init(StDpFrame *frame, const StStrategyInput *input, const char
  * (transfer full). */
 StSchedule *st_dp_frame_finish(StDpFrame *frame);
 
-/* Forward then backward of micro-batch `micro` on the compute stream. */
+/* Forward then backward of micro-batch `micro` on the compute stream; with
+ * act_offload, each offloaded layer's saved block copied to the host after
+ * its forward and back when the backward of the layer above it starts. */
 void st_dp_emit_micro_batch(StDpFrame *frame, int micro, const StPassHooks *hooks);
 
 /* ceil(n / parts). */

@@ -166,6 +166,7 @@ static const StStrategyKnob KNOBS[] = {
   {"recompute", NULL},
   {"recompute-every", NULL},
   {"recompute-ops", NULL},
+  {"offload-activations", NULL},
   {NULL},
 };
 

@@ -300,6 +300,7 @@ static const StStrategyKnob KNOBS[] = {
   {"recompute", "none,full"},
   {"recompute-every", NULL},
   {"recompute-ops", NULL},
+  {"offload-activations", NULL},
   {"balance", "time,memory"},
   {"pipeline-stages", NULL}, /* by default the fewest that fit (0) */
   {NULL},

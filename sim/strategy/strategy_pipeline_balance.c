@@ -236,6 +236,7 @@ st_pipe_stage_memory(const StPipe *pp, int s)
     .moved = moved,
     .recompute = st_recompute_plan(pp->options),
     .loss_in_place = st_options_framework(pp->options)->loss_in_place,
+    .offload = pp->options->offload_activations,
   };
   int64_t held, peak;
   st_tensors_footprint(&spec, &held, &peak);

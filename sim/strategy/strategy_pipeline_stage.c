@@ -79,6 +79,7 @@ st_pipe_stage_pass(Stage *st, StPass pass, int i, int m, int batch, StPassMem *p
                                 after, &hooked);
   if (st->zero != NULL)
     st->hooks.after(st->hooks.data, pass, i, m, op);
+  st->last_pass = op;
   return op;
 }
 
@@ -91,6 +92,9 @@ emit_pass(Stage *st, StPass pass, int i, int m, uint32_t after, uint32_t extra)
   StPassMem pm = {0};
   st_tensors_pass(st->tensors[m], pass, i, &pm);
   st_pass_mem_alloc(&pm, extra);
+  uint32_t wait = pass == ST_PASS_FWD ? st_offload_gate_take(&st->offload_gate) : NONE;
+  if (wait != NONE)
+    pm.after[pm.n_after++] = wait;
   /* A selective recompute makes a layer's scores again from its own heads:
    * no collective, one op. */
   gboolean selective = pass == ST_PASS_RECOMPUTE &&
@@ -125,6 +129,7 @@ emit_forward(Stage *st, int m, int c)
   }
   for (int i = ch->lo; i < ch->hi; i++) {
     last = emit_pass(st, ST_PASS_FWD, i, m, i == ch->lo ? recv : NONE, NONE);
+    st_offload_gate_copied(&st->offload_gate, st_offload_down(st->p, st->act_offload, t, i, last));
     int experts = st_pipe_moe_experts(pp, i);
     if (experts > 0) {
       st_pipe_moe_forward(st, i, m, last);
@@ -182,6 +187,8 @@ emit_weights(Stage *st, int m, int c)
       /* After its B (the same stream), or where the B was skipped, after
        * the receive of its output's gradient (b_op says which). */
       uint32_t after = st->b_op[i];
+      if (i == 0) /* its B was skipped: its block comes back now */
+        st_offload_up(st->p, st->act_offload, t, i, st->last_pass);
       if (i == 0 && st_tensors_recomputes(t, i)) { /* its B was skipped */
         emit_pass(st, ST_PASS_RECOMPUTE, i, m, after, NONE);
         after = NONE;
@@ -218,6 +225,11 @@ emit_backward(Stage *st, int m, int c)
       st_pipe_moe_backward(st, router, m);
       i = router;
     }
+    /* Blocks on the host come back as the compute reaches the backward of
+     * the layer above them: this layer's, if not yet, and the next one's. */
+    st_offload_up(st->p, st->act_offload, t, i, st->last_pass);
+    if (i > ch->lo)
+      st_offload_up(st->p, st->act_offload, t, i - 1, st->last_pass);
     gboolean split = st_pipe_splits(pp, i);
     if (split && i == 0) { /* no input gradient: all of it is W, after the receive */
       st->b_op[i] = i == ch->hi - 1 ? recv : NONE;
@@ -421,6 +433,9 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
     .lo = pp->first[s],
     .hi = pp->first[(V - 1) * S + s + 1],
     .last_reduce = NONE,
+    .act_offload = -1,
+    .last_pass = NONE,
+    .offload_gate = ST_OFFLOAD_GATE_INIT,
   };
   st.compute = st_program_add_stream(st.p, "compute", 0);
   for (int c = 0; c < V; c++) {
@@ -441,6 +456,9 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
                     ? st_program_add_stream(st.p, "tp overlap", 0) : -1;
   st.cp_stream = pp->tp != NULL && pp->tp->cp != NULL && pp->tp->cp->kind == ST_CP_RING
                    ? st_program_add_stream(st.p, "cp", 0) : -1;
+  int offload = pp->options->offload_activations;
+  if (offload > 0)
+    st.act_offload = st_program_add_stream(st.p, "act offload", 0);
 
   /* What it keeps: its layers' states but other EP ranks' experts'. */
   int L = pp->model->n_layers;
@@ -557,6 +575,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .moved = moved,
       .recompute = st_recompute_plan(pp->options),
       .loss_in_place = st_options_framework(pp->options)->loss_in_place,
+      .offload = offload,
     };
     tensors[m] = st_tensors_new(st.p, &spec);
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "strategy/strategy_pipeline.h"
+#include "strategy/offload.h"
 #include "strategy/zero.h"
 
 #define NONE UINT32_MAX
@@ -49,6 +50,12 @@ typedef struct {
    * its backward's B slot for the micro-batch being emitted (a whole
    * backward for a layer that does not split, NONE when none ran there). */
   uint32_t *b_op;
+  /* --offload-activations (offload.h): the copies' stream, or -1; and the
+   * last pass emitted on the compute stream, which a block's copy back
+   * follows. */
+  int act_offload;
+  uint32_t last_pass;
+  StOffloadGate offload_gate; /* what the next forward waits for (offload.h) */
 } Stage;
 
 

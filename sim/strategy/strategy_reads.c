@@ -27,6 +27,7 @@ static const Readers READERS[] = {
   {"pipeline-stages", "pipeline,megatron"},
   {"pipeline-schedule", "pipeline,megatron"},
   {"balance", "pipeline"},
+  {"offload-activations", "dp,zero,pipeline"},
   {"update-rule", "cdp"},
   {"stages", "cdp"},
   {"stage-split", "cdp"},

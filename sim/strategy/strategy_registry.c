@@ -6,6 +6,7 @@
 
 #include "cost/framework.h"
 #include "strategy/fp8.h"
+#include "strategy/offload.h"
 #include "strategy/strategy_common.h"
 #include "strategy/tensors.h"
 
@@ -171,7 +172,8 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
     return NULL;
   }
   if (!reads_given(strategy, "shard-group", resolved.shard_group > 0, error) ||
-      !reads_given(strategy, "offload", resolved.offload != ST_OFFLOAD_NONE, error)) {
+      !reads_given(strategy, "offload", resolved.offload != ST_OFFLOAD_NONE, error) ||
+      !reads_given(strategy, "offload-activations", resolved.offload_activations > 0, error)) {
     st_options_clear(&resolved);
     return NULL;
   }
@@ -195,7 +197,8 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
     model = at_len;
   }
   StRecomputePlan recompute = st_recompute_plan(&resolved);
-  if (!st_recompute_check(model, &recompute, error)) {
+  if (!st_recompute_check(model, &recompute, error) ||
+      !st_offload_check(model, cluster, resolved.offload_activations, &recompute, error)) {
     st_options_clear(&resolved);
     return NULL;
   }
@@ -203,6 +206,17 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   StSchedule *s = strategy->build(&input, error);
   if (s != NULL && s->settings.recompute == ST_RECOMPUTE_SELECTIVE)
     s->settings.recompute_ops = recompute.ops;
+  if (s != NULL && resolved.offload_activations > 0) {
+    StStateBytes b;
+    st_state_bytes(&resolved, &b);
+    st_offload_note(s, model, resolved.offload_activations, &recompute, resolved.micro_batch,
+                    b.activation);
+    char *d = s->settings.description;
+    s->settings.description =
+      g_strdup_printf("%s, activations of %d transformer layer%s offloaded to the host", d,
+                      resolved.offload_activations, resolved.offload_activations == 1 ? "" : "s");
+    g_free(d);
+  }
   if (s != NULL && s->settings.compute_model == NULL)
     s->settings.compute_model = g_strdup(resolved.compute_model);
   if (s != NULL && s->settings.framework == NULL) {

@@ -184,6 +184,7 @@ static const StStrategyKnob KNOBS[] = {
   {"recompute", NULL},
   {"recompute-every", NULL},
   {"recompute-ops", NULL},
+  {"offload-activations", NULL},
   {"offload", NULL},
   {"shard-group", NULL},
   {NULL},

@@ -2,6 +2,7 @@
 #include "strategy/tensors.h"
 
 #include "model/layer_type.h"
+#include "strategy/offload.h"
 
 #define NONE UINT32_MAX
 
@@ -23,6 +24,9 @@ struct StTensors {
   uint32_t *again;      /* its recompute's output, when its backward reads it */
   uint32_t *remade;     /* selective: the part of `saved` its recompute makes again */
   uint32_t *parked;     /* a tied head's gradient, by the layer it is tied to */
+  gboolean *offload;    /* [n]: among the first N transformer layers (offload.h) */
+  uint32_t *down;       /* offloaded: the saved block the forward made, until its D2H */
+  uint32_t *fetch;      /* offloaded: the H2D copy bringing it back, once added */
   uint32_t targets;
 };
 
@@ -143,7 +147,9 @@ st_tensors_new(StProgram *p, const StTensorsSpec *spec)
     for (int i = 0; i <= n; i++)
       (*arrays[k])[i] = NONE;
   }
-  uint32_t **layer_arrays[] = {&t->saved, &t->again, &t->parked, &t->remade};
+  t->offload = st_offload_layers(m, spec->offload);
+  uint32_t **layer_arrays[] = {&t->saved, &t->again, &t->parked, &t->remade, &t->down,
+                               &t->fetch};
   for (gsize k = 0; k < G_N_ELEMENTS(layer_arrays); k++) {
     *layer_arrays[k] = g_new(uint32_t, n);
     for (int i = 0; i < n; i++)
@@ -171,6 +177,9 @@ st_tensors_free(StTensors *t)
   g_free(t->again);
   g_free(t->parked);
   g_free(t->remade);
+  g_free(t->offload);
+  g_free(t->down);
+  g_free(t->fetch);
   g_free(t);
 }
 
@@ -336,11 +345,24 @@ forward(StTensors *t, int i, StPassMem *pm)
   free_read(t, ST_PASS_FWD, i, pm);
 }
 
+/* An offloaded layer's recompute and backward read its block back: they
+ * wait for its H2D copy, which must have been added. */
+static void
+wait_fetch(const StTensors *t, int i, StPassMem *pm)
+{
+  if (t->down[i] == NONE)
+    return;
+  g_assert(t->fetch[i] != NONE);
+  g_assert(pm->n_after < (int)G_N_ELEMENTS(pm->after));
+  pm->after[pm->n_after++] = t->fetch[i];
+}
+
 static void
 recompute(StTensors *t, int i, StPassMem *pm)
 {
   const StLayerMemory *mem = &t->mem[i];
   g_assert(st_tensors_recomputes(t, i));
+  wait_fetch(t, i, pm);
   if (selective(t, i)) {
     t->remade[i] = buffer(t, "again", i, ST_MEM_ACTIVATIONS, again_bytes(t, i), ST_DATA_ACTS, i);
     st_pass_mem_alloc(pm, t->remade[i]);
@@ -369,6 +391,7 @@ backward(StTensors *t, int i, StPass pass, StPassMem *pm)
   const StLayerMemory *mem = &t->mem[i];
   const StModel *m = t->spec.model;
   gboolean makes = pass != ST_PASS_BWD_WEIGHT, frees = pass != ST_PASS_BWD_INPUT;
+  wait_fetch(t, i, pm);
   /* The first layer's input is data: no gradient of it. */
   if (i > 0 && makes) {
     t->grad[i] = buffer(t, "dx", i, ST_MEM_WORKSPACE, mem->input_grad, ST_DATA_INPUT_GRAD, i);
@@ -431,6 +454,59 @@ st_tensors_pass(StTensors *t, StPass pass, int layer, StPassMem *pm)
   default:
     g_assert_not_reached();
   }
+}
+
+/* ---- offload to host (offload.h) ------------------------------------------------ */
+
+gboolean
+st_tensors_offloads(const StTensors *t, int layer)
+{
+  return runs(t, layer) && t->offload[layer] && !full(t, layer) && t->saved[layer] != NONE;
+}
+
+int64_t
+st_tensors_offload_bytes(const StTensors *t, int layer)
+{
+  uint32_t b = t->down[layer] != NONE ? t->down[layer] : t->saved[layer];
+  g_assert(b != NONE);
+  return g_array_index(t->program->buffers, StBuffer, b).bytes;
+}
+
+void
+st_tensors_offload_down(StTensors *t, int layer, StPassMem *pm)
+{
+  g_assert(st_tensors_offloads(t, layer) && t->down[layer] == NONE);
+  t->down[layer] = t->saved[layer];
+  st_pass_mem_free(pm, t->down[layer]);
+  t->saved[layer] = NONE;
+}
+
+gboolean
+st_tensors_offloaded(const StTensors *t, int layer)
+{
+  return layer >= 0 && layer < t->n && t->down[layer] != NONE;
+}
+
+gboolean
+st_tensors_offload_fetched(const StTensors *t, int layer)
+{
+  return t->down[layer] != NONE && t->saved[layer] != NONE;
+}
+
+void
+st_tensors_offload_up(StTensors *t, int layer, StPassMem *pm)
+{
+  g_assert(t->down[layer] != NONE && t->saved[layer] == NONE);
+  int64_t bytes = g_array_index(t->program->buffers, StBuffer, t->down[layer]).bytes;
+  t->saved[layer] = buffer(t, "kept back", layer, ST_MEM_ACTIVATIONS, bytes, ST_DATA_ACTS, layer);
+  st_pass_mem_alloc(pm, t->saved[layer]);
+}
+
+void
+st_tensors_offload_fetch_op(StTensors *t, int layer, uint32_t op)
+{
+  g_assert(t->down[layer] != NONE);
+  t->fetch[layer] = op;
 }
 
 /* ---- moves -------------------------------------------------------------------------- */
@@ -513,6 +589,11 @@ st_tensors_footprint(const StTensorsSpec *spec, int64_t *held, int64_t *peak)
     StPassMem pm = {0};
     st_tensors_pass(t, ST_PASS_FWD, i, &pm);
     tally(&y, &pm);
+    if (st_tensors_offloads(t, i)) { /* gone to the host as soon as its copy ends */
+      pm = (StPassMem){0};
+      st_tensors_offload_down(t, i, &pm);
+      tally(&y, &pm);
+    }
     if (moved(t, i + 1))
       tally_move(&y, NONE, st_tensors_move_out(t, i + 1, FALSE));
   }
@@ -523,6 +604,12 @@ st_tensors_footprint(const StTensorsSpec *spec, int64_t *held, int64_t *peak)
     if (moved(t, i + 1))
       tally_move(&y, st_tensors_move_in(t, i + 1, TRUE, ST_MEM_WORKSPACE), NONE);
     StPassMem pm = {0};
+    if (t->down[i] != NONE) { /* back right before its backward */
+      st_tensors_offload_up(t, i, &pm);
+      st_tensors_offload_fetch_op(t, i, 0);
+      tally(&y, &pm);
+      pm = (StPassMem){0};
+    }
     if (st_tensors_recomputes(t, i)) {
       st_tensors_pass(t, ST_PASS_RECOMPUTE, i, &pm);
       tally(&y, &pm);

@@ -24,6 +24,10 @@
  *   rest of its saved block, its forward takes the dropped part as
  *   scratch, and the recompute allocates it again (activations) for the
  *   backward;
+ * - an offloaded layer (--offload-activations, offload.h): its D2H copy
+ *   frees the saved block the forward allocated, and its H2D copy allocates
+ *   it again (activations) for the recompute and backward, which wait for
+ *   it;
  * - a backward split in two (zero-bubble pipelines): B (ST_PASS_BWD_INPUT)
  *   allocates g[k] and frees nothing the layer read; W (ST_PASS_BWD_WEIGHT)
  *   frees what the whole backward frees (below), and reads them last;
@@ -59,7 +63,7 @@
 typedef struct {
   uint32_t alloc[ST_PASS_MEM_MAX], free[ST_PASS_MEM_MAX];
   int n_alloc, n_free;
-  uint32_t after[2];
+  uint32_t after[3];
   int n_after;
 } StPassMem;
 
@@ -84,6 +88,8 @@ typedef struct {
                                 ops' part of their saved block (selective) */
   gboolean loss_in_place;   /* the loss keeps one fp32 statistic per row, not the
                                probabilities (StFramework.loss_in_place) */
+  int offload;              /* the first N transformer layers copy their saved blocks to
+                               the host and back (offload.h); 0 = none */
 } StTensorsSpec;
 
 typedef struct StTensors StTensors;
@@ -95,6 +101,30 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTensors, st_tensors_free)
 
 /* Whether layer `layer` has a recompute pass before its backward. */
 gboolean st_tensors_recomputes(const StTensors *tensors, int layer);
+
+/* Whether `layer`, whose forward has been added, has a saved block to copy
+ * to the host (offload.h). */
+gboolean st_tensors_offloads(const StTensors *tensors, int layer);
+
+/* The bytes of that block. */
+int64_t st_tensors_offload_bytes(const StTensors *tensors, int layer);
+
+/* Adds to `pm` what the copy of `layer`'s saved block to the host frees
+ * (the device block, when the copy ends). Only for a layer that offloads. */
+void st_tensors_offload_down(StTensors *tensors, int layer, StPassMem *pm);
+
+/* Whether the copy of `layer`'s block to the host was added
+ * (st_tensors_offload_down), and whether the copy back was
+ * (st_tensors_offload_up). */
+gboolean st_tensors_offloaded(const StTensors *tensors, int layer);
+gboolean st_tensors_offload_fetched(const StTensors *tensors, int layer);
+
+/* Adds to `pm` what the copy back allocates (the block again, freed by the
+ * backward), and records `op`, the copy, for the layer's recompute and
+ * backward to wait for. Once per layer that offloads, after its
+ * st_tensors_offload_down and before its recompute and backward. */
+void st_tensors_offload_up(StTensors *tensors, int layer, StPassMem *pm);
+void st_tensors_offload_fetch_op(StTensors *tensors, int layer, uint32_t op);
 
 /* Adds to `pm` what a pass (forward, recompute or backward) of `layer`
  * allocates and frees. */
