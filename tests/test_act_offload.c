@@ -60,17 +60,6 @@ copied(const StSchedule *s, int64_t *down, int64_t *up)
   }
 }
 
-static double
-note(const StSchedule *s, const char *key)
-{
-  for (guint i = 0; i < s->notes->len; i++) {
-    const StNote *n = &g_array_index(s->notes, StNote, i);
-    if (strcmp(n->key, key) == 0)
-      return n->number;
-  }
-  g_assert_not_reached();
-}
-
 /* PCIe bytes per step and rank = 2 x N x kept(b) x M, M micro-batches of
  * b: each offloaded block goes down once and comes back once. dp and zero
  * on one GPU, N = 4, b = 1, M = 2: 4 x 88,096,768 x 2 = 704,774,144 bytes
@@ -99,7 +88,7 @@ test_pcie_bytes(void)
                    G_GINT64_FORMAT " each way", cases[k].strategy, down, up, want);
     g_assert_cmpint(down, ==, want);
     g_assert_cmpint(up, ==, want);
-    g_assert_cmpfloat(note(s, "offload_activation_bytes_per_micro"), ==,
+    g_assert_cmpfloat(st_test_note_number(s, "offload_activation_bytes_per_micro"), ==,
                       (double)(cases[k].n * kept(1)));
     StTimeline *t = NULL;
     g_autoptr(StSummary) sum = st_test_simulate(s, NULL, FALSE, &t);

@@ -33,30 +33,6 @@ build(const char *model, int gpus, const StOptions *o)
   return st_test_build("megatron", m, c, o);
 }
 
-static double
-note(const StSchedule *s, const char *key)
-{
-  for (guint i = 0; i < s->notes->len; i++) {
-    const StNote *n = &g_array_index(s->notes, StNote, i);
-    if (g_strcmp0(n->key, key) == 0)
-      return n->number;
-  }
-  g_assert_not_reached();
-}
-
-static char *
-group_of(const StSchedule *s, const char *name, int rank)
-{
-  int comm = st_schedule_find_comm(s, name);
-  g_assert_cmpint(comm, >=, 0);
-  const StComm *c = st_schedule_comm(s, comm);
-  int g = c->group_of[rank];
-  GString *text = g_string_new(NULL);
-  for (int i = c->offsets[g]; i < c->offsets[g + 1]; i++)
-    g_string_append_printf(text, "%s%d", text->len ? "," : "", c->members[i]);
-  return g_string_free(text, FALSE);
-}
-
 /* Megatron-Core's RankGenerator order "tp-cp-ep-dp-pp": on 16 GPUs with
  * t = 2, c = 2, d = 2, p = 2, rank r = tp + 2 cp + 4 dp + 8 stage. The cp
  * groups are ranks t apart ([0, 2], [1, 3], [4, 6], ...), the gradients
@@ -75,7 +51,7 @@ test_layout(void)
     {"pipe", 0, "0,8"},    {"pipe", 7, "7,15"},
   };
   for (gsize i = 0; i < G_N_ELEMENTS(expect); i++) {
-    g_autofree char *members = group_of(s, expect[i].comm, expect[i].rank);
+    g_autofree char *members = st_test_group_of(s, expect[i].comm, expect[i].rank);
     g_assert_cmpstr(members, ==, expect[i].members);
   }
   for (int r = 0; r < 16; r++) {
@@ -124,7 +100,7 @@ test_ring_volume(void)
   g_assert_cmpint(count, ==, 2 * L * M * (c - 1));
   g_assert_cmpint(bytes, ==, 3 * L * M * (c - 1) * K);
   /* the note: what a rank sends per step */
-  g_assert_cmpfloat(note(s, "cp_bytes_per_gpu_stage0"), ==,
+  g_assert_cmpfloat(st_test_note_number(s, "cp_bytes_per_gpu_stage0"), ==,
                     (double)(3 * L * M * (c - 1) * K));
   /* The exchanges run beside the attention: a step of the ring is shorter
    * than its compute plus all its exchanges one after the other. */
@@ -155,7 +131,7 @@ test_all_to_all_volume(void)
   cp_collectives(s, ST_COLL_ALL_TO_ALL, &bytes, &count);
   g_assert_cmpint(count, ==, 4 * L * M);
   g_assert_cmpint(bytes, ==, 2 * L * M * (Q + O));
-  g_assert_cmpfloat(note(s, "cp_bytes_per_gpu_stage0"), ==,
+  g_assert_cmpfloat(st_test_note_number(s, "cp_bytes_per_gpu_stage0"), ==,
                     (double)(2 * L * M * (Q + O) * (c - 1) / c));
   st_options_clear(&o);
 }

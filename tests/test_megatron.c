@@ -47,20 +47,6 @@ simulate(const StSchedule *s, int64_t *step_ns, int64_t *activations)
   st_timeline_free(timeline);
 }
 
-/* The members of `rank`'s group in communicator `name`, as "a,b,c". */
-static char *
-group_of(const StSchedule *s, const char *name, int rank)
-{
-  int comm = st_schedule_find_comm(s, name);
-  g_assert_cmpint(comm, >=, 0);
-  const StComm *c = st_schedule_comm(s, comm);
-  int g = c->group_of[rank];
-  GString *text = g_string_new(NULL);
-  for (int i = c->offsets[g]; i < c->offsets[g + 1]; i++)
-    g_string_append_printf(text, "%s%d", text->len ? "," : "", c->members[i]);
-  return g_string_free(text, FALSE);
-}
-
 /* Megatron-LM's own example (megatron/core/parallel_state.py,
  * initialize_model_parallel's docstring): 16 GPUs, tensor-parallel 2,
  * pipeline-parallel 4 make 8 data-parallel groups [g0, g2], [g1, g3],
@@ -79,7 +65,7 @@ test_layout(void)
     {"pipe", 0, "0,4,8,12"}, {"pipe", 5, "1,5,9,13"}, {"pipe", 15, "3,7,11,15"},
   };
   for (gsize i = 0; i < G_N_ELEMENTS(expect); i++) {
-    g_autofree char *members = group_of(s, expect[i].comm, expect[i].rank);
+    g_autofree char *members = st_test_group_of(s, expect[i].comm, expect[i].rank);
     g_assert_cmpstr(members, ==, expect[i].members);
   }
   /* Rank r runs stage r / (t d) and computes the samples of replica (r / t) mod d. */
@@ -88,7 +74,7 @@ test_layout(void)
     g_assert_cmpint(s->ranks[r].replica, ==, (r / 2) % 2);
   }
   /* The tied LM head's stage (3) and the embedding's (0) sum their gradients. */
-  g_autofree char *tied = group_of(s, "tied", 14);
+  g_autofree char *tied = st_test_group_of(s, "tied", 14);
   g_assert_cmpstr(tied, ==, "2,14");
   st_options_clear(&o);
 }
@@ -574,7 +560,7 @@ test_expert_parallel(void)
       {"data", 0, "0,2,4,6"}, {"tp", 6, "6,7"},
     };
     for (gsize i = 0; i < G_N_ELEMENTS(expect); i++) {
-      g_autofree char *members = group_of(sc, expect[i].comm, expect[i].rank);
+      g_autofree char *members = st_test_group_of(sc, expect[i].comm, expect[i].rank);
       g_assert_cmpstr(members, ==, expect[i].members);
     }
     /* One program per EP index; rank r's is its replica's index mod E. */

@@ -56,18 +56,6 @@ simulate(const StSchedule *s, gboolean no_fold, StTimeline **timeline)
   return st_test_simulate(s, "auto", no_fold, timeline);
 }
 
-static double
-note(const StSchedule *s, const char *key)
-{
-  for (guint i = 0; i < s->notes->len; i++) {
-    const StNote *n = &g_array_index(s->notes, StNote, i);
-    if (strcmp(n->key, key) == 0)
-      return n->number;
-  }
-  g_error("no note %s", key);
-  return 0;
-}
-
 /* ---- orders ------------------------------------------------------------------ */
 
 static void
@@ -240,8 +228,9 @@ test_uniform_step(gconstpointer data)
   uniform_init(&u, cfg[0], cfg[1]);
   g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
   const double S = 4, M = 8;
-  g_assert_cmpfloat(note(s, "micro_batches"), ==, M);
-  g_assert_cmpfloat_with_epsilon(note(s, "bubble_fraction_estimate"), 3.0 / 11.0, 1e-12);
+  g_assert_cmpfloat(st_test_note_number(s, "micro_batches"), ==, M);
+  g_assert_cmpfloat_with_epsilon(st_test_note_number(s, "bubble_fraction_estimate"), 3.0 / 11.0,
+                                 1e-12);
   double bwd = cfg[1] ? F_NS + B_NS : B_NS;
   double transfers = cfg[0] == ST_PIPE_GPIPE ? 2 * (S - 1) : 2 * (S - 1) * (M / S + 1) - 2;
   double T = (M + S - 1) * (F_NS + bwd) + transfers * C_NS + O_NS;
@@ -286,7 +275,7 @@ test_uniform_memory(gconstpointer data)
                    d, peak, kept);
     g_assert_cmpint(peak, >=, kept);
     g_assert_cmpint(peak, <=, kept + 4 * BOUNDARY);
-    g_assert_cmpfloat(note(s, "memory_per_rank_estimate_bytes"), >=,
+    g_assert_cmpfloat(st_test_note_number(s, "memory_per_rank_estimate_bytes"), >=,
                       (double)sum->devices[d].peak_bytes);
   }
   st_timeline_free(t);
@@ -340,10 +329,12 @@ test_zero_bubble_step(gconstpointer data)
   u.options.steps = 0; /* until steady */
   g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
   if (cfg[0] != ST_PIPE_1F1B) {
-    g_assert_cmpfloat_with_epsilon(note(s, "stage_fwd_estimate_s"), f * 1e-9, 1e-7);
-    g_assert_cmpfloat_with_epsilon(note(s, "stage_bwd_input_estimate_s"), b * 1e-9, 1e-7);
-    g_assert_cmpfloat_with_epsilon(note(s, "stage_bwd_weight_estimate_s"), w * 1e-9, 1e-7);
-    g_assert_cmpfloat_with_epsilon(note(s, "bubble_estimate_s"), want * 1e-9, 1e-6);
+    g_assert_cmpfloat_with_epsilon(st_test_note_number(s, "stage_fwd_estimate_s"), f * 1e-9, 1e-7);
+    g_assert_cmpfloat_with_epsilon(st_test_note_number(s, "stage_bwd_input_estimate_s"), b * 1e-9,
+                                   1e-7);
+    g_assert_cmpfloat_with_epsilon(st_test_note_number(s, "stage_bwd_weight_estimate_s"),
+                                   w * 1e-9, 1e-7);
+    g_assert_cmpfloat_with_epsilon(st_test_note_number(s, "bubble_estimate_s"), want * 1e-9, 1e-6);
   }
   StTimeline *t;
   g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
@@ -381,7 +372,7 @@ test_zero_bubble_memory(void)
       int n = orders[k] == ST_PIPE_ZB_H2 ? 7 : orders[k] == ST_PIPE_ZB_H1 ? 4 : 4 - d;
       g_assert_cmpint(peak_of[k][d], >=, (int64_t)n * ACT);
       g_assert_cmpint(peak_of[k][d], <=, (int64_t)n * ACT + 4 * BOUNDARY);
-      g_assert_cmpfloat(note(s, "memory_per_rank_estimate_bytes"), >=,
+      g_assert_cmpfloat(st_test_note_number(s, "memory_per_rank_estimate_bytes"), >=,
                         (double)sum->devices[d].peak_bytes);
     }
     st_timeline_free(t);
@@ -402,7 +393,8 @@ test_uniform_p2p_bytes(void)
   StTimeline *t;
   g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
   g_assert_cmpfloat_with_epsilon(sum->comm_bytes_total, 2.0 * 3 * 8 * BOUNDARY, 1e-6);
-  g_assert_cmpfloat(note(s, "p2p_bytes_per_gpu"), ==, 2.0 * 8 * BOUNDARY); /* a middle stage */
+  /* a middle stage */
+  g_assert_cmpfloat(st_test_note_number(s, "p2p_bytes_per_gpu"), ==, 2.0 * 8 * BOUNDARY);
   st_timeline_free(t);
   uniform_clear(&u);
 }
@@ -433,7 +425,7 @@ test_fit_to_memory(void)
     o.sparsity = sparsity[k];
     o.pipeline_stages = 0;
     g_autoptr(StSchedule) s = build(m, c, &o);
-    g_assert_cmpfloat(note(s, "pipeline_stages"), ==, want[k]);
+    g_assert_cmpfloat(st_test_note_number(s, "pipeline_stages"), ==, want[k]);
     /* Split, the tied LM head keeps a copy of the embedding (the search must
      * not lose it on the way from 1 stage up). */
     g_assert_cmpint(st_schedule_find_comm(s, "tied") >= 0, ==, want[k] > 1);
@@ -443,7 +435,7 @@ test_fit_to_memory(void)
     int64_t peak = 0;
     for (int d = 0; d < s->n_devices; d++)
       peak = MAX(peak, sum->devices[d].peak_bytes);
-    double estimate = note(s, "memory_per_rank_estimate_bytes");
+    double estimate = st_test_note_number(s, "memory_per_rank_estimate_bytes");
     g_assert_cmpfloat(estimate, >=, (double)peak);
     g_assert_cmpfloat(estimate, <=, 1.05 * (double)peak);
     st_timeline_free(t);
@@ -451,7 +443,7 @@ test_fit_to_memory(void)
     if (want[k] > 1) {
       o.pipeline_stages = 2;
       g_autoptr(StSchedule) fewer = build(m, c, &o);
-      g_assert_cmpfloat(note(fewer, "memory_per_rank_estimate_bytes"), >,
+      g_assert_cmpfloat(st_test_note_number(fewer, "memory_per_rank_estimate_bytes"), >,
                         (double)c->gpu.memory_bytes);
     }
   }

@@ -340,3 +340,28 @@ st_test_plan_run(const StPlanSpec *spec, const StModel *model, const StCluster *
   g_assert_nonnull(plan);
   return plan;
 }
+
+double
+st_test_note_number(const StSchedule *s, const char *key)
+{
+  for (guint i = 0; i < s->notes->len; i++) {
+    const StNote *n = &g_array_index(s->notes, StNote, i);
+    if (g_strcmp0(n->key, key) == 0)
+      return n->number;
+  }
+  g_error("no note '%s' in the schedule", key);
+  return 0;
+}
+
+char *
+st_test_group_of(const StSchedule *s, const char *name, int rank)
+{
+  int comm = st_schedule_find_comm(s, name);
+  g_assert_cmpint(comm, >=, 0);
+  const StComm *c = st_schedule_comm(s, comm);
+  int g = c->group_of[rank];
+  GString *text = g_string_new(NULL);
+  for (int i = c->offsets[g]; i < c->offsets[g + 1]; i++)
+    g_string_append_printf(text, "%s%d", text->len ? "," : "", c->members[i]);
+  return g_string_free(text, FALSE);
+}

@@ -41,6 +41,10 @@ void st_test_options_init(StOptions *options);
 /* The strategy's schedule (g_assert on failure). Transfer full. */
 StSchedule *st_test_build(const char *strategy, const StModel *model, const StCluster *cluster,
                           const StOptions *options);
+/* The number of `s`'s note `key` (g_assert: it has one). */
+double st_test_note_number(const StSchedule *s, const char *key);
+/* The members of `rank`'s group in communicator `name`, as "a,b,c". Transfer full. */
+char *st_test_group_of(const StSchedule *s, const char *name, int rank);
 /* The error `strategy` refuses `options` with (no schedule: asserted); its
  * message is logged. The caller frees it. */
 GError *st_test_build_refused(const char *strategy, const StModel *model,
