@@ -2,6 +2,7 @@
  * The contract of the planner is plan.h. */
 #pragma once
 
+#include "output/output.h"
 #include "plan/plan.h"
 
 /* ---- the best simulated so far, per GPU count (plan_prune.c) ------------ */
@@ -37,6 +38,13 @@ int st_plan_fingerprints_first(GHashTable *first, const StPlan *plan, int i);
 
 /* The simulated results of `src` into `dst` (its twin). */
 void st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src);
+
+/* (plan_point.c) Sets a point's status and the reason it says (printf). */
+void st_plan_point_refuse(StPlanPoint *pt, StPlanStatus status, const char *format, ...)
+  G_GNUC_PRINTF(3, 4);
+/* Takes a simulated run's numbers into the point: OK, or OOM over the
+ * device-memory cap `cap`. */
+void st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap);
 
 /* ---- spread over processes (plan_dist.c) ----------------------------------- */
 

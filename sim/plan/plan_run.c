@@ -68,9 +68,6 @@ typedef struct {
  * result. */
 #define KEEP_OPS (1 << 20)
 
-static void
-set_reason(StPlanPoint *pt, StPlanStatus status, const char *format, ...) G_GNUC_PRINTF(3, 4);
-
 /* st_recompute_check and st_offload_check on the options, before anything
  * is built. */
 static gboolean
@@ -82,77 +79,6 @@ activations_ok(const StModel *model, const StCluster *cluster, const StOptions *
          st_offload_check(model, cluster, options->offload_activations, &recompute, error);
 }
 
-static void
-set_reason(StPlanPoint *pt, StPlanStatus status, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  g_free(pt->reason);
-  pt->reason = g_strdup_vprintf(format, args);
-  va_end(args);
-  pt->status = status;
-}
-
-/* The communicators with exposed time on GPU 0, most first (ties by
- * index), per step. */
-static void
-exposed_by_group(StPlanPoint *pt, const StSummary *sum, int steady)
-{
-  const StSchedule *s = sum->timeline->schedule;
-  int n = (int)s->comms->len, k = 0;
-  g_autofree gboolean *taken = g_new0(gboolean, MAX(n, 1));
-  memset(pt->exposed_by_group, 0, sizeof pt->exposed_by_group);
-  for (; k < ST_PLAN_GROUPS; k++) {
-    int best = -1;
-    for (int c = 0; c < n; c++)
-      if (!taken[c] && sum->comm_exposed_by_comm[c] > 0 &&
-          (best < 0 || sum->comm_exposed_by_comm[c] > sum->comm_exposed_by_comm[best]))
-        best = c;
-    if (best < 0)
-      break;
-    taken[best] = TRUE;
-    g_strlcpy(pt->exposed_by_group[k].name, st_schedule_comm(s, best)->name,
-              ST_PLAN_GROUP_NAME);
-    pt->exposed_by_group[k].ns = sum->comm_exposed_by_comm[best] / steady;
-  }
-}
-
-/* The numbers of a simulated run. */
-static void
-take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
-{
-  const StSchedule *s = sum->timeline->schedule;
-  int steady = MAX(1, sum->steady_steps);
-  const StDeviceSummary *worst = &sum->devices[0];
-  for (int d = 1; d < s->n_devices; d++)
-    if (sum->devices[d].peak_bytes > worst->peak_bytes)
-      worst = &sum->devices[d];
-  pt->simulated = TRUE;
-  pt->steps_run = sum->steps;
-  /* Fixed steps are steady when the steps after warm-up all were. */
-  pt->steady = sum->steady.converged &&
-               (sum->steady.auto_steps || sum->steady.first <= sum->warmup_steps);
-  pt->unsteady_auto = sum->steady.auto_steps && !sum->steady.converged;
-  pt->step_time_ns = sum->step_time_ns;
-  pt->samples_per_s = sum->samples_per_s;
-  pt->mfu = sum->mfu.mfu;
-  pt->gpus_used = sum->gpus_used;
-  pt->peak_bytes = worst->peak_bytes;
-  pt->device_bytes = st_summary_memory_peak(sum, ST_MEMKIND_DEVICE);
-  memcpy(pt->peak_by_category, worst->at_peak_by_category, sizeof pt->peak_by_category);
-  pt->busy_ns = (int64_t)llround(sum->devices[0].busy_fraction * (double)sum->step_time_ns);
-  pt->exposed_ns = sum->comm_exposed_ns / steady;
-  exposed_by_group(pt, sum, steady);
-  pt->comm_bytes = sum->comm_bytes_total / steady;
-  if (pt->device_bytes > cap) {
-    g_autofree char *peak = st_format_bytes(pt->device_bytes);
-    g_autofree char *limit = st_format_bytes(cap);
-    set_reason(pt, ST_PLAN_OOM, "GPU %d peaks at %s on the device, over the cap of %s",
-               worst->id, peak, limit);
-  } else {
-    pt->status = ST_PLAN_OK;
-  }
-}
 
 static int
 devices_used(const StSchedule *s)
@@ -224,7 +150,7 @@ estimate(Run *run, StPlanPoint *pt, const StStrategy *strategy, const StCluster 
   gboolean ok = strategy->estimate(&in, &pt->estimate, &error);
   st_options_clear(&named);
   if (!ok) {
-    set_reason(pt, ST_PLAN_INFEASIBLE, "%s: %s", strategy->name, error->message);
+    st_plan_point_refuse(pt, ST_PLAN_INFEASIBLE, "%s: %s", strategy->name, error->message);
     return;
   }
   pt->estimated = TRUE;
@@ -233,7 +159,7 @@ estimate(Run *run, StPlanPoint *pt, const StStrategy *strategy, const StCluster 
   if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->estimate.peak_bytes > plan->mem_cap) {
     g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes);
     g_autofree char *cap = st_format_bytes(plan->mem_cap);
-    set_reason(pt, ST_PLAN_OOM,
+    st_plan_point_refuse(pt, ST_PLAN_OOM,
                "needs at least %s on one GPU (%s's closed form of its model states and what "
                "its pipeline surely holds at once), over the cap of %s (not built)",
                need, strategy->name, cap);
@@ -252,7 +178,7 @@ prepare(Run *run, int i)
   g_autoptr(GError) error = NULL;
   StOptions options, resolved;
   if (!st_plan_config_options(plan->spec, c, &options, &error)) {
-    set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
+    st_plan_point_refuse(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
     return;
   }
   pt->has_update = TRUE;
@@ -260,13 +186,13 @@ prepare(Run *run, int i)
   g_autoptr(StCluster) cluster = st_cluster_copy(plan->cluster);
   st_options_copy(&resolved, &options);
   if (pt->update.kind == ST_UPDATE_STALE && !plan->spec->allow_stale) {
-    set_reason(pt, ST_PLAN_EXCLUDED,
+    st_plan_point_refuse(pt, ST_PLAN_EXCLUDED,
                "its update is not synchronous SGD/Adam's: %s (--allow-stale admits it)",
                pt->update.what);
   } else if (!st_cluster_resize(cluster, options.nodes, options.gpus, &error) ||
              !st_strategy_resolve(c->strategy, &resolved, cluster, &error) ||
              !activations_ok(plan->model, cluster, &resolved, &error)) {
-    set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
+    st_plan_point_refuse(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
   } else {
     pt->ranks = resolved.ranks;
     pt->accumulation = resolved.accumulation;
@@ -317,7 +243,7 @@ bound_point(Run *run, StPlanPoint *pt, StSchedule *schedule, const StOptions *op
   if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->bound.peak_bytes > plan->mem_cap) {
     g_autofree char *need = st_format_bytes(pt->bound.peak_bytes);
     g_autofree char *cap = st_format_bytes(plan->mem_cap);
-    set_reason(pt, ST_PLAN_OOM,
+    st_plan_point_refuse(pt, ST_PLAN_OOM,
                "needs at least %s on one GPU (its model states and the buffers it surely "
                "holds at once), over the cap of %s (not simulated)",
                need, cap);
@@ -348,7 +274,7 @@ evaluate(Run *run, int i)
     s = build_point(plan, run->profile, i, &options, pt, &error);
   if (s == NULL) {
     if (pt->status != ST_PLAN_EXCLUDED)
-      set_reason(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
+      st_plan_point_refuse(pt, ST_PLAN_INFEASIBLE, "%s", error->message);
     return;
   }
   if (!run->simulate) {
@@ -365,10 +291,10 @@ evaluate(Run *run, int i)
   StEngineBudget budget = {options.max_memory, NULL};
   StTimeline *t = st_simulate_within(s, &eo, &budget, NULL, &error);
   if (t == NULL) {
-    set_reason(pt, ST_PLAN_FAILED, "simulation failed: %s", error->message);
+    st_plan_point_refuse(pt, ST_PLAN_FAILED, "simulation failed: %s", error->message);
   } else {
     StSummary *sum = st_summary_new(t);
-    take_summary(pt, sum, plan->mem_cap);
+    st_plan_point_take_summary(pt, sum, plan->mem_cap);
     st_summary_free(sum);
     st_timeline_free(t);
   }
@@ -538,7 +464,7 @@ prune_unbuilt(Run *run, const StPlanIncumbents *inc, const int *cand, int from, 
     if (who < 0)
       continue;
     if (pt->before_ns > pt->work_ns)
-      set_reason(pt, ST_PLAN_PRUNED,
+      st_plan_point_refuse(pt, ST_PLAN_PRUNED,
                  "its %s cannot be better than %.6g (its busiest stage's chain of compute at "
                  "the GPUs' peak and tensor-parallel collectives at link speed, in closed "
                  "form, takes %.6g s per step); configuration %d reaches %.6g on %d GPUs "
@@ -546,7 +472,7 @@ prune_unbuilt(Run *run, const StPlanIncumbents *inc, const int *cand, int from, 
                  st_plan_objective_name(o), work[i], (double)pt->before_ns * 1e-9, who, best,
                  plan->points[who].gpus_used);
     else
-      set_reason(pt, ST_PLAN_PRUNED,
+      st_plan_point_refuse(pt, ST_PLAN_PRUNED,
                  "its %s cannot be better than %.6g (its global batch's compute alone, at the "
                  "GPUs' peak, takes %.6g s per step); configuration %d reaches %.6g on %d GPUs "
                  "(not built)",
@@ -619,7 +545,7 @@ search(Run *run, GArray *cand)
       int who = pruning ? st_plan_incumbents_beat(inc, pt->gpus_used, bound, &best) : -1;
       if (who >= 0) {
         release_kept(run, pt);
-        set_reason(pt, ST_PLAN_PRUNED,
+        st_plan_point_refuse(pt, ST_PLAN_PRUNED,
                    "its %s cannot be better than %.6g (its step time is at least %.6g s); "
                    "configuration %d reaches %.6g on %d GPUs",
                    st_plan_objective_name(o), bound, (double)step * 1e-9,
@@ -723,7 +649,7 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
     pt->accumulation = c->accumulation;
     pt->same_as = -1;
     if (spec->gpu_budget > 0 && c->gpus > spec->gpu_budget) {
-      set_reason(pt, ST_PLAN_INFEASIBLE, "uses %d GPUs, over the --gpu-budget of %d", c->gpus,
+      st_plan_point_refuse(pt, ST_PLAN_INFEASIBLE, "uses %d GPUs, over the --gpu-budget of %d", c->gpus,
                  spec->gpu_budget);
       decide(&run, i);
     } else {

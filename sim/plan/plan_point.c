@@ -1,0 +1,81 @@
+/* plan_point.c: what a configuration of the search keeps (plan_private.h):
+ * the numbers of its simulated run, or the reason it has none. */
+#include "plan/plan_private.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/units.h"
+#include "output/output.h"
+
+void
+st_plan_point_refuse(StPlanPoint *pt, StPlanStatus status, const char *format, ...)
+{
+  va_list args;
+  va_start(args, format);
+  g_free(pt->reason);
+  pt->reason = g_strdup_vprintf(format, args);
+  va_end(args);
+  pt->status = status;
+}
+
+/* The communicators with exposed time on GPU 0, most first (ties by
+ * index), per step. */
+static void
+exposed_by_group(StPlanPoint *pt, const StSummary *sum, int steady)
+{
+  const StSchedule *s = sum->timeline->schedule;
+  int n = (int)s->comms->len, k = 0;
+  g_autofree gboolean *taken = g_new0(gboolean, MAX(n, 1));
+  memset(pt->exposed_by_group, 0, sizeof pt->exposed_by_group);
+  for (; k < ST_PLAN_GROUPS; k++) {
+    int best = -1;
+    for (int c = 0; c < n; c++)
+      if (!taken[c] && sum->comm_exposed_by_comm[c] > 0 &&
+          (best < 0 || sum->comm_exposed_by_comm[c] > sum->comm_exposed_by_comm[best]))
+        best = c;
+    if (best < 0)
+      break;
+    taken[best] = TRUE;
+    g_strlcpy(pt->exposed_by_group[k].name, st_schedule_comm(s, best)->name,
+              ST_PLAN_GROUP_NAME);
+    pt->exposed_by_group[k].ns = sum->comm_exposed_by_comm[best] / steady;
+  }
+}
+
+/* The numbers of a simulated run. */
+void
+st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
+{
+  const StSchedule *s = sum->timeline->schedule;
+  int steady = MAX(1, sum->steady_steps);
+  const StDeviceSummary *worst = &sum->devices[0];
+  for (int d = 1; d < s->n_devices; d++)
+    if (sum->devices[d].peak_bytes > worst->peak_bytes)
+      worst = &sum->devices[d];
+  pt->simulated = TRUE;
+  pt->steps_run = sum->steps;
+  /* Fixed steps are steady when the steps after warm-up all were. */
+  pt->steady = sum->steady.converged &&
+               (sum->steady.auto_steps || sum->steady.first <= sum->warmup_steps);
+  pt->unsteady_auto = sum->steady.auto_steps && !sum->steady.converged;
+  pt->step_time_ns = sum->step_time_ns;
+  pt->samples_per_s = sum->samples_per_s;
+  pt->mfu = sum->mfu.mfu;
+  pt->gpus_used = sum->gpus_used;
+  pt->peak_bytes = worst->peak_bytes;
+  pt->device_bytes = st_summary_memory_peak(sum, ST_MEMKIND_DEVICE);
+  memcpy(pt->peak_by_category, worst->at_peak_by_category, sizeof pt->peak_by_category);
+  pt->busy_ns = (int64_t)llround(sum->devices[0].busy_fraction * (double)sum->step_time_ns);
+  pt->exposed_ns = sum->comm_exposed_ns / steady;
+  exposed_by_group(pt, sum, steady);
+  pt->comm_bytes = sum->comm_bytes_total / steady;
+  if (pt->device_bytes > cap) {
+    g_autofree char *peak = st_format_bytes(pt->device_bytes);
+    g_autofree char *limit = st_format_bytes(cap);
+    st_plan_point_refuse(pt, ST_PLAN_OOM, "GPU %d peaks at %s on the device, over the cap of %s",
+               worst->id, peak, limit);
+  } else {
+    pt->status = ST_PLAN_OK;
+  }
+}
