@@ -322,18 +322,18 @@ st_outdir_adopt(const char *dir, const GPtrArray *files, GError **error)
       cJSON *list = cJSON_GetObjectItem(manifest, "files");
       if (!cJSON_IsArray(list))
         return TRUE;
+      g_autoptr(GHashTable) listed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+      const cJSON *f;
+      cJSON_ArrayForEach(f, list)
+        if (cJSON_IsString(f))
+          g_hash_table_add(listed, g_strdup(f->valuestring));
+      gsize n = strlen(at);
       for (guint i = 0; i < files->len; i++) {
         g_autofree char *abs = g_canonicalize_filename(g_ptr_array_index(files, i), NULL);
-        gsize n = strlen(at);
-        if (!g_str_has_prefix(abs, at) || abs[n] != G_DIR_SEPARATOR)
+        if (!g_str_has_prefix(abs, at) || abs[n] != G_DIR_SEPARATOR ||
+            !g_hash_table_add(listed, g_strdup(abs + n + 1)))
           continue;
-        const char *rel = abs + n + 1;
-        gboolean listed = FALSE;
-        const cJSON *f;
-        cJSON_ArrayForEach(f, list)
-          listed = listed || g_strcmp0(cJSON_GetStringValue(f), rel) == 0;
-        if (!listed)
-          cJSON_AddItemToArray(list, cJSON_CreateString(rel));
+        cJSON_AddItemToArray(list, cJSON_CreateString(abs + n + 1));
       }
       return st_json_write_file(path, manifest, error);
     }
