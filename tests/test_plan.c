@@ -496,6 +496,46 @@ space_spec(const Space *sp, const char *prune)
   return spec;
 }
 
+/* A token ring of point-to-point hops over `w` ranks (unit node: 100 GB/s,
+ * 1 us): rank 0 computes and sends to rank 1, which receives, computes and
+ * sends on; rank 0 receives from rank w - 1 before its next step. */
+static StSchedule *
+token_ring(int w)
+{
+  StSchedule *s = st_test_unit_schedule(w, NULL);
+  s->steps = 0;
+  int world = st_schedule_add_world(s, "world");
+  for (int r = 0; r < w; r++) {
+    StProgram *p = st_test_program_for(s, r, 1);
+    if (r > 0)
+      st_test_add(p, st_op_recv(0, world, r - 1, 0, 1000000));
+    st_test_add(p, st_op_comp(0, ST_PASS_FWD, 0, 0, 10));
+    st_test_add(p, st_op_send(0, world, (r + 1) % w, 0, 1000000));
+    if (r == 0)
+      st_test_add(p, st_op_recv(0, world, w - 1, 0, 1000000));
+  }
+  return s;
+}
+
+static void
+test_bound_token_ring(void)
+{
+  /* The step is the ring's whole cycle, w x (compute 100 us + hop 11 us:
+   * 1 us + 1 MB at 100 GB/s) = 444 us on 4 ranks, which no rank's program
+   * shows alone (its receive costs only a transfer there: about 122 us).
+   * The bound over every rank at once, each send joined to its receive
+   * (plan_bound_ranks.c), finds the whole cycle; less the steady rule's
+   * tolerance, as for a single program. */
+  g_autoptr(StSchedule) s = token_ring(4);
+  StPlanBound bound;
+  st_plan_bound(s, NULL, NULL, &bound);
+  g_autoptr(StTimeline) t = NULL;
+  g_autoptr(StSummary) sum = st_test_simulate(s, NULL, TRUE, &t);
+  g_assert_true(sum->steady.converged);
+  g_assert_cmpint(sum->step_time_ns, ==, 444000);
+  g_assert_cmpint(bound.step_time_ns, ==, st_steady_step_bound(444000));
+}
+
 static void
 test_bounds_valid(void)
 {
@@ -681,6 +721,7 @@ main(int argc, char **argv)
   g_test_add_func("/plan/winner/by-hand", test_winner_by_hand);
   g_test_add_func("/plan/dedupe", test_dedupe);
   g_test_add_func("/plan/bounds/valid", test_bounds_valid);
+  g_test_add_func("/plan/bounds/token-ring", test_bound_token_ring);
   g_test_add_func("/plan/prune/keeps-winner", test_prune_keeps_winner);
   g_test_add_func("/plan/threads/deterministic", test_threads_deterministic);
   g_test_add_func("/plan/reasons", test_reasons);

@@ -54,7 +54,7 @@
  * b's start; allocations at one instant all count). That is a data-parallel
  * rank's activations at the end of its forward pass, for example.
  */
-#include "plan/plan.h"
+#include "plan/plan_private.h"
 
 #include <math.h>
 #include <string.h>
@@ -75,7 +75,33 @@ typedef struct {
   const char *algo;
   GHashTable *coll_ns;  /* CollKey -> int64 ns, the least over the groups' shapes */
   GArray **shapes;      /* [n_comms]: distinct StGroupShape of each communicator, lazily */
+  GHashTable *comp_ns;  /* WorkKey -> int64 ns: programs of one job repeat their work */
 } Ctx;
+
+/* A COMP op's work as the cost models see it, with its job: equal keys
+ * cost the same (every field zeroed first, padding included). */
+typedef struct {
+  int64_t batch, elems, bytes;
+  const StLayer *layer;
+  const char *kernel;
+  double share;
+  int32_t pass, job;
+  uint32_t again_ops, pad;
+} WorkKey;
+
+static guint
+work_hash(gconstpointer p)
+{
+  const WorkKey *k = p;
+  return g_direct_hash(k->layer) * 31u + (guint)k->pass * 7u + (guint)k->batch +
+         (guint)k->elems * 13u + (guint)k->job;
+}
+
+static gboolean
+work_equal(gconstpointer a, gconstpointer b)
+{
+  return memcmp(a, b, sizeof(WorkKey)) == 0;
+}
 
 typedef struct {
   int32_t comm;
@@ -168,11 +194,28 @@ copy_ns(const StCluster *c, const StOp *op)
 static int64_t
 compute_ns(const Ctx *x, const StProgram *p, const StOp *op)
 {
-  StComputeCtx ctx = st_program_compute_ctx(x->s, p, x->profile);
   StWork work = st_op_work(x->s, p, op);
+  WorkKey key;
+  memset(&key, 0, sizeof key);
+  key.batch = work.batch;
+  key.elems = work.elems;
+  key.bytes = work.bytes;
+  key.layer = work.layer;
+  key.kernel = work.kernel;
+  key.share = work.share;
+  key.pass = (int32_t)work.pass;
+  key.job = p->job;
+  key.again_ops = work.again_ops;
+  int64_t *found = g_hash_table_lookup(x->comp_ns, &key);
+  if (found != NULL)
+    return *found;
+  StComputeCtx ctx = st_program_compute_ctx(x->s, p, x->profile);
   StCostSource source;
-  double ns = st_compute_time(&ctx, &work, &source);
-  return isfinite(ns) ? st_ns_floor(ns) : 0;
+  double t = st_compute_time(&ctx, &work, &source);
+  int64_t *ns = g_new(int64_t, 1);
+  *ns = isfinite(t) ? st_ns_floor(t) : 0;
+  g_hash_table_insert(x->comp_ns, g_memdup2(&key, sizeof key), ns);
+  return *ns;
 }
 
 static int64_t
@@ -365,11 +408,13 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
     .profile = profile,
     .algo = comm_algo != NULL ? comm_algo : "auto",
     .coll_ns = g_hash_table_new_full(coll_hash, coll_equal, g_free, g_free),
+    .comp_ns = g_hash_table_new_full(work_hash, work_equal, g_free, g_free),
     .shapes = g_new0(GArray *, s->comms->len),
   };
   gboolean steady = s->steps == 0;
   int steps = MAX(s->steps, 1), w = warmup_of(s);
   g_autofree int64_t *latest = g_new0(int64_t, n_programs);
+  g_autofree int64_t **durs = g_new0(int64_t *, n_programs);
   int64_t window = INT64_MAX, cycle = 0;
   for (guint p = 0; p < n_programs; p++) {
     if (!used[p])
@@ -383,6 +428,7 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
       if (g.last[st] >= 0)
         cycle = MAX(cycle, cycle_through(&g, (guint)g.last[st], a, b));
     if (steady) {
+      durs[p] = g_steal_pointer(&g.dur);
       prog_clear(&g);
       continue;
     }
@@ -414,6 +460,10 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
     prog_clear(&g);
   }
   if (steady) {
+    /* And the cycles through several ranks (plan_bound_ranks.c). */
+    cycle = MAX(cycle, st_plan_bound_ranks_cycle(s, profile, durs));
+    for (guint p = 0; p < n_programs; p++)
+      g_free(durs[p]);
     out->step_time_ns = st_steady_step_bound(cycle);
   } else if (w == 0) {
     for (int r = 0; r < s->n_ranks; r++) {
@@ -439,6 +489,7 @@ st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_al
       g_array_unref(x.shapes[c]);
   g_free(x.shapes);
   g_hash_table_unref(x.coll_ns);
+  g_hash_table_unref(x.comp_ns);
 }
 
 int64_t

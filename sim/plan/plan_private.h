@@ -28,6 +28,17 @@ void st_plan_incumbents_add(StPlanIncumbents *inc, const int *indices, int n);
  * O(log GPU counts). */
 int st_plan_incumbents_beat(const StPlanIncumbents *inc, int gpus, double bound, double *best);
 
+/* ---- the steady step over every rank at once (plan_bound_ranks.c) -------- */
+
+/* A lower bound of the steady step's cycle (before st_steady_step_bound's
+ * tolerance) over the whole schedule, each send joined to its receive;
+ * `dur[program][op]` the ops' least durations (borrowed; NULL for programs
+ * no rank runs). 0 when it adds nothing: no point-to-point transfers, a
+ * background stream or another job, too many ops. O(steps x (ops over
+ * all ranks + their dependencies)), at most 256 steps. */
+int64_t st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile,
+                                  int64_t *const *dur);
+
 /* ---- identical schedules (plan_dedup.c) ------------------------------------ */
 
 /* Fingerprints seen (keys borrowed from the plan's points): the first
