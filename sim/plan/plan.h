@@ -226,7 +226,9 @@ typedef struct {
 /* Bounds of `schedule` as st_simulate with these engine settings would run
  * it (the same cost models and communication algorithm); plan_bound.c
  * shows why they hold. No events: O(sinks x steps x (ops + dependencies))
- * per program (at most 64 sinks followed each), plus O(ranks). */
+ * per program (at most 64 sinks followed each), plus O(ranks); with
+ * point-to-point transfers and --steps auto, O(256 x (ops + dependencies)
+ * over all ranks) more (plan_bound_ranks.c). */
 void st_plan_bound(const StSchedule *schedule, const StProfile *profile, const char *comm_algo,
                    StPlanBound *out);
 
