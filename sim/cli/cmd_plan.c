@@ -61,6 +61,9 @@ static const struct {
   {"threads", "N", "Threads simulating configurations (default: one per processor)"},
   {"wave", "N", "Simulations per wave; pruning is decided as waves end, so the plan is the "
                 "same on any number of threads (default: 16)"},
+  {"max-time", "SECONDS", "Start no wave but the first after this long (90, 90s, 1.5s): what is "
+                          "left is listed as not searched, and the plan then depends on the "
+                          "clock (default: no limit)"},
   {"no-fold", NULL, "Simulate every rank, even where identical ranks could be folded"},
   {"allow-stale", NULL, "Also rank configurations whose update uses delayed (stale) gradients, "
                         "such as cyclic DP's update rules v1 and v2: they train differently from "
@@ -131,17 +134,44 @@ search_group(Args *a)
 
 /* ---- progress ------------------------------------------------------------ */
 
+/* On a terminal, a bar rewritten in place; elsewhere (a log, CI) the work
+ * ahead when the search starts, then a line every LOG_EVERY_US while it
+ * runs, so a batch job's log shows it alive. Nothing under --quiet. */
+#define LOG_EVERY_US (5 * G_USEC_PER_SEC)
+
 typedef struct {
-  gboolean tty;
+  gboolean quiet, tty;
   gint64 start_us, last_us;
 } Bar;
+
+static void
+log_progress(Bar *bar, const StPlanCounts *c, int done, int total, gint64 now)
+{
+  if (done == 0 && bar->last_us == 0) {
+    fprintf(stderr, "  %d configurations to decide (built and bounded, then pruned or simulated)\n",
+            total);
+    bar->last_us = now;
+  } else if (done < total && now - bar->last_us >= LOG_EVERY_US) {
+    fprintf(stderr, "  %d of %d decided: simulated %d, pruned %d, refused %d, %.0f s\n", done,
+            total, c->simulated, c->pruned + c->oom_by_bound, c->infeasible,
+            (now - bar->start_us) / 1e6);
+    bar->last_us = now;
+  }
+  fflush(stderr);
+}
 
 static void
 on_progress(gpointer data, const StPlanCounts *c, int done, int total)
 {
   Bar *bar = data;
   gint64 now = g_get_monotonic_time();
-  if (!bar->tty || (done < total && now - bar->last_us < 100000))
+  if (bar->quiet)
+    return;
+  if (!bar->tty) {
+    log_progress(bar, c, done, total, now);
+    return;
+  }
+  if (done < total && now - bar->last_us < 100000)
     return;
   bar->last_us = now;
   const int width = 30;
@@ -301,7 +331,7 @@ print_trace(const Args *a, const StSchedule *s, const StCliInputs *in, const StP
 static gboolean
 search(Args *a, StPlanSpec *spec, const StCliInputs *in, GError **error)
 {
-  Bar bar = {!a->quiet && isatty(STDERR_FILENO), g_get_monotonic_time(), 0};
+  Bar bar = {a->quiet, isatty(STDERR_FILENO), g_get_monotonic_time(), 0};
   if (!a->quiet)
     fprintf(stderr, "planning %s on %s (%s, %d per node)\n", in->model->name,
             in->cluster->name, in->cluster->gpu.name,

@@ -132,6 +132,9 @@ typedef struct {
                                strategy's estimate refuses them: StEstimate) */
   int threads;             /* evaluation threads; 0: one per processor */
   int wave;                /* simulations between pruning decisions; 0: ST_PLAN_WAVE */
+  double max_time_s;       /* no wave but the first starts after this many seconds of
+                              search; what is left is ST_PLAN_UNSEARCHED (the plan then
+                              depends on the clock); 0: no limit */
   StResiduals step_spread; /* the calibration's residuals (cost/calibration.h): each step
                               time's 90 % interval, and whether the winner stands apart */
 } StPlanSpec;
@@ -262,6 +265,7 @@ typedef enum {
   ST_PLAN_FAILED,      /* the simulation failed (a deadlock: a strategy bug) */
   ST_PLAN_EXCLUDED,    /* its update is stale (delayed gradients), not admitted without
                           allow_stale: not built */
+  ST_PLAN_UNSEARCHED,  /* the search stopped at its time limit (max_time_s) first */
   ST_PLAN_STATUS_N,
 } StPlanStatus;
 
@@ -317,6 +321,7 @@ typedef struct {
 
 typedef struct {
   int configurations, simulated, ok, oom, infeasible, pruned, failed, excluded;
+  int unsearched;     /* left when the search reached its time limit (max_time_s) */
   int64_t unlisted;   /* not in configurations: refused by options or shape in a space of
                          more than ST_PLAN_LIST_ALL (StPlan.unlisted says why) */
   int duplicates;     /* with the schedule of an earlier one: its results, not simulated again */

@@ -11,7 +11,7 @@
 #include "base/json.h"
 
 static const char *const STATUS[] = {"ok",     "out_of_memory", "infeasible",
-                                     "pruned", "failed",        "excluded"};
+                                     "pruned", "failed",        "excluded", "unsearched"};
 G_STATIC_ASSERT(G_N_ELEMENTS(STATUS) == ST_PLAN_STATUS_N);
 
 const char *
@@ -74,6 +74,10 @@ search_json(const StPlan *plan)
   cJSON_AddBoolToObject(obj, "allow_stale", spec->allow_stale);
   st_json_add_int(obj, "wave", spec->wave > 0 ? spec->wave : ST_PLAN_WAVE);
   cJSON_AddBoolToObject(obj, "fold", !spec->no_fold);
+  if (spec->max_time_s > 0)
+    cJSON_AddNumberToObject(obj, "max_time_s", spec->max_time_s);
+  else
+    cJSON_AddNullToObject(obj, "max_time_s");
   return obj;
 }
 
@@ -90,6 +94,7 @@ counts_json(const StPlanCounts *c)
   st_json_add_int(obj, "pruned", c->pruned);
   st_json_add_int(obj, "failed", c->failed);
   st_json_add_int(obj, "excluded", c->excluded);
+  st_json_add_int(obj, "unsearched", c->unsearched);
   st_json_add_int(obj, "same_schedule", c->duplicates);
   st_json_add_int(obj, "unlisted", c->unlisted);
   return obj;

@@ -148,6 +148,11 @@ print_counts(const StPlan *plan, FILE *out)
           c->configurations, c->simulated, c->duplicates, c->ok, c->oom - c->oom_by_bound,
           c->pruned, c->oom_by_bound, c->infeasible, c->failed, c->excluded,
           c->excluded > 0 ? ": --allow-stale admits them" : "");
+  if (c->unsearched > 0)
+    fprintf(out, "The search stopped at --max-time %g s: %d configurations were not searched "
+                 "(status unsearched). The search takes configurations best bound first, so those "
+                 "left had the weakest bounds; the ranking covers the searched ones only.\n",
+            plan->spec->max_time_s, c->unsearched);
   if (c->unlisted > 0)
     fprintf(out, "Besides, %" G_GINT64_FORMAT " configurations of this space of more than %d "
                  "were refused by their options or batch split before listing (%u reasons: "

@@ -58,6 +58,7 @@ typedef struct {
   int *owner;               /* [n]: the process that evaluates each launched configuration */
   GError *failed;           /* an exchange between processes failed */
   gint kept_ops;            /* ops of the schedules kept from building to simulating (atomic) */
+  gint64 start_us;          /* when the search began (--max-time) */
   GAsyncQueue *arrays;      /* StTimelineArrays no evaluation holds: each simulation borrows
                                one, so a thread's runs reuse the same record pages */
 } Run;
@@ -332,6 +333,9 @@ count(StPlanCounts *c, const StPlanPoint *pt)
   case ST_PLAN_EXCLUDED:
     c->excluded++;
     break;
+  case ST_PLAN_UNSEARCHED:
+    c->unsearched++;
+    break;
   case ST_PLAN_FAILED:
   default:
     c->failed++;
@@ -485,6 +489,45 @@ prune_unbuilt(Run *run, const StPlanIncumbents *inc, const int *cand, int from, 
 /* Phase 3 (see the top of the file): candidates in order of their work
  * bound, in waves of `size`, each built and bounded, deduplicated, pruned by
  * its full bound, then simulated; pruning between waves. */
+/* --max-time: whether the next wave must not start. Spread over
+ * processes, process 0's clock decides for all (one allgather a wave), so
+ * that they stop together. */
+static gboolean
+out_of_time(Run *run)
+{
+  double limit = run->plan->spec->max_time_s;
+  if (!(limit > 0))
+    return FALSE;
+  guint8 late = (double)(g_get_monotonic_time() - run->start_us) >= limit * 1e6;
+  if (run->dist == NULL || run->dist->size <= 1)
+    return late;
+  g_autoptr(GBytes) mine = g_bytes_new(&late, 1);
+  g_autofree GBytes **all = g_new0(GBytes *, run->dist->size);
+  gboolean ok = run->dist->allgather(run->dist, mine, all, &run->failed);
+  gsize len = 0;
+  const guint8 *first = ok && all[0] != NULL ? g_bytes_get_data(all[0], &len) : NULL;
+  gboolean stop = !ok || (len == 1 && first[0] != 0);
+  for (int p = 0; p < run->dist->size; p++)
+    if (all[p] != NULL)
+      g_bytes_unref(all[p]);
+  return stop;
+}
+
+/* What the time limit left undecided among c[from .. n). */
+static void
+leave_unsearched(Run *run, const int *c, int from, int n)
+{
+  for (int k = from; k < n; k++) {
+    if (run->decided[c[k]])
+      continue;
+    release_kept(run, &run->plan->points[c[k]]);
+    st_plan_point_refuse(&run->plan->points[c[k]], ST_PLAN_UNSEARCHED,
+                         "not searched: the search reached --max-time %g s first",
+                         run->plan->spec->max_time_s);
+    decide(run, c[k]);
+  }
+}
+
 static void
 search(Run *run, GArray *cand)
 {
@@ -509,7 +552,13 @@ search(Run *run, GArray *cand)
   g_autoptr(GArray) run_now = g_array_new(FALSE, FALSE, sizeof(int));
   g_autofree int *wave_of = g_new(int, MAX(plan->configs->len, 1));
   int size = plan->spec->wave > 0 ? plan->spec->wave : ST_PLAN_WAVE;
+  report(run); /* the work ahead, before the first wave */
   for (int next = 0; next < n;) {
+    if (next > 0 && out_of_time(run)) { /* one wave at least: an answer */
+      if (run->failed == NULL)
+        leave_unsearched(run, c, next, n);
+      break;
+    }
     g_array_set_size(wave, 0);
     for (; next < n && (int)wave->len < size; next++)
       if (!run->decided[c[next]])
@@ -630,6 +679,7 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
     .decided = decided,
     .progress = progress,
     .data = data,
+    .start_us = g_get_monotonic_time(),
   };
   if (plan->threads > 1) {
     run.pool = g_thread_pool_new(worker, &run, plan->threads, TRUE, error);

@@ -5,6 +5,7 @@
  * before anything is searched. */
 #include "plan/plan.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -299,6 +300,22 @@ st_plan_spec_set(StPlanSpec *spec, const char *name, const char *value, GError *
     if (!set_count(&v, name, value, 0, 1 << 20, error))
       return FALSE;
     spec->wave = (int)v;
+    return TRUE;
+  }
+  if (strcmp(name, "max-time") == 0) {
+    /* Seconds, or a duration with its unit. */
+    char *end = NULL;
+    double seconds = g_ascii_strtod(value, &end);
+    int64_t ns = 0;
+    if (end == value || *end != '\0') {
+      g_autoptr(GError) local = NULL;
+      if (!st_parse_duration(value, &ns, &local))
+        return bad(error, name, value, "%s", local->message);
+      seconds = (double)ns * 1e-9;
+    }
+    if (!(seconds > 0) || !isfinite(seconds))
+      return bad(error, name, value, "must be a positive time: seconds (90) or with a unit (90s, 1.5s)");
+    spec->max_time_s = seconds;
     return TRUE;
   }
   if (strcmp(name, "mem-cap") == 0) {
