@@ -81,25 +81,64 @@ objective_text(StPlanObjective o, double v)
   }
 }
 
+/* The configurations that built the same schedule as each ranked one
+ * (plan_dedup.c), named for its row: "= dp, pipeline pipeline-schedule=gpipe
+ * and 3 more". NULL where none. [configs], transfer full. */
+static char **
+alias_texts(const StPlan *plan)
+{
+  guint n = plan->configs->len;
+  char **text = g_new0(char *, MAX(n, 1));
+  g_autofree int *count = g_new0(int, MAX(n, 1));
+  for (guint k = 0; k < plan->ranking->len; k++) {
+    int i = g_array_index(plan->ranking, int, k), rep = plan->points[i].same_as;
+    if (rep < 0)
+      continue;
+    if (count[rep]++ >= 2)
+      continue; /* named: the first two */
+    const StPlanConfig *c = config_of(plan, i);
+    g_autofree char *label = st_plan_config_label(c);
+    char *was = text[rep];
+    text[rep] = g_strdup_printf("%s%s%s%s%s", was != NULL ? was : "= ", was != NULL ? ", " : "",
+                                c->strategy->name, label[0] ? " " : "", label);
+    g_free(was);
+  }
+  for (guint i = 0; i < n; i++)
+    if (count[i] > 2) {
+      char *was = text[i];
+      text[i] = g_strdup_printf("%s and %d more", was, count[i] - 2);
+      g_free(was);
+    }
+  return text;
+}
+
 static void
 print_table(const StPlan *plan, int top, FILE *out)
 {
-  int n = MIN((int)plan->ranking->len, top);
+  int distinct = 0;
+  for (guint k = 0; k < plan->ranking->len; k++)
+    distinct += plan->points[g_array_index(plan->ranking, int, k)].same_as < 0;
+  int n = MIN(distinct, top);
   if (n == 0) {
     fprintf(out, "No configuration fits: nothing to rank.\n");
     return;
   }
-  fprintf(out, "Best %d of %u that fit, by %s (predicted by the simulator):\n\n", n,
-          plan->ranking->len, st_plan_objective_name(plan->spec->objective));
+  fprintf(out, "Best %d of %d distinct schedules that fit (%u configurations), by %s "
+               "(predicted by the simulator):\n\n",
+          n, distinct, plan->ranking->len, st_plan_objective_name(plan->spec->objective));
+  char **aliases = alias_texts(plan);
   fprintf(out,
           "%4s  %-10s %-6s %5s %9s %11s %10s %8s %6s %7s %6s %6s %6s %6s %6s %6s %9s %5s  %s\n",
           "rank", "strategy", "update", "GPUs", "mb x acc", "step time", "samples/s", "per GPU",
           "MFU", "peak", "params", "grads", "optim", "activ", "comm", "work", "exposed", "front",
           "options");
-  for (int k = 0; k < n; k++) {
+  for (int k = 0, shown = 0; shown < n; k++) {
     int i = g_array_index(plan->ranking, int, k);
     const StPlanConfig *c = config_of(plan, i);
     const StPlanPoint *pt = &plan->points[i];
+    if (pt->same_as >= 0)
+      continue; /* named on its schedule's row */
+    shown++;
     g_autofree char *label = st_plan_config_label(c);
     g_autofree char *batch = g_strdup_printf("%dx%d", c->micro_batch, pt->accumulation);
     g_autofree char *time = st_format_duration(pt->step_time_ns);
@@ -116,8 +155,12 @@ print_table(const StPlan *plan, int top, FILE *out)
     }
     g_autofree char *front = g_strdup_printf("%s%s", pt->front_gpus ? "G" : "",
                                              pt->front_memory ? "M" : "");
-    fprintf(out, " %9s %5s  %s\n", exposed, front, label[0] ? label : "-");
+    fprintf(out, " %9s %5s  %s%s%s\n", exposed, front, label[0] ? label : "-",
+            aliases[i] != NULL ? "  " : "", aliases[i] != NULL ? aliases[i] : "");
   }
+  for (guint i = 0; i < plan->configs->len; i++)
+    g_free(aliases[i]);
+  g_free(aliases);
   fprintf(out, "\nupdate: sync computes synchronous SGD/Adam's update; pruned the same on a "
                "pruned model (--sparsity);\nstale uses delayed gradients (%s).\n",
           plan->spec->allow_stale ? "admitted by --allow-stale: it trains differently"
@@ -130,7 +173,9 @@ print_table(const StPlan *plan, int top, FILE *out)
                "reserve, CUDA context and NCCL buffers over the tensors: what --mem-cap "
                "limits),\nthen the tensors' split at that moment. exposed: communication not\n"
                "hidden by compute on GPU 0, per step. front: on the Pareto front of %s "
-               "against GPUs (G) or\nagainst peak memory (M).\n",
+               "against GPUs (G) or\nagainst peak memory (M). = ...: configurations that build "
+               "the same schedule, simulated once\nand listed on its row (rank: their place "
+               "among all configurations, as in plan.json).\n",
           ST_MFU_CONVENTION, st_plan_objective_name(plan->spec->objective));
   g_autofree char *error = st_residuals_describe(&plan->spec->step_spread);
   fprintf(out, "Step times and MFU are predicted, not measured: %s.\n", error);

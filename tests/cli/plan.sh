@@ -153,4 +153,18 @@ $STAGGER plan --model $M --cluster $C --nodes 1 --strategy dp --mem-cap 40GiB --
   >/dev/null 2>"$tmp/err"
 ! grep -q "note: --mem-cap" "$tmp/err" || fail "note printed for a cap below the GPU"
 grep -q '"mem_cap_bytes":[[:space:]]*42949672960' "$tmp/cap40/plan.json" || fail "a cap below the GPU is not kept"
+# Configurations that build the same schedule are simulated once and listed
+# once (issue 22 part 4): a twin has no row of its own; its schedule's row
+# names it after "= ".
+$STAGGER plan --model "$SRC/models/resnet18.json" --cluster $C --nodes 1 --strategy pipeline \
+  --micro-batch 8 --top 50 -q --out "$tmp/twins" >"$tmp/twins.txt"
+twins=$(jq '[.points[] | select(.status == "ok" and .same_schedule_as != null)] | length' \
+  "$tmp/twins/plan.json")
+[ "$twins" -gt 0 ] || fail "no twins to list once in this space"
+for rank in $(jq -r '.points[] | select(.status == "ok" and .same_schedule_as != null) | .rank' \
+                "$tmp/twins/plan.json"); do
+  ! grep -Eq "^ +$rank +pipeline " "$tmp/twins.txt" || fail "twin at rank $rank has its own row"
+done
+grep -Eq "^ +[0-9]+ +pipeline .*  = pipeline " "$tmp/twins.txt" || fail "no row names its twins"
+grep -q "distinct schedules that fit" "$tmp/twins.txt" || fail "the heading does not count schedules"
 echo "cli plan: ok"
