@@ -121,6 +121,22 @@ test_zero_bubble(void)
 }
 
 static void
+test_dualpipev(void)
+{
+  /* DualPipeV (two chunks per stage, down and back up; some backwards split
+   * into B and W, others whole; F&B pairs): the same agreement with DP on
+   * the host, on 2 and 3 stages (4 and 6 chunks of the 6 layers; M = 6 >=
+   * 2S), with and without checkpointing; the GPT's tied head lands on a
+   * chunk of the way back up, its copy's gradient summed with the
+   * embedding's. */
+  const char *models[] = {"tests/data/exec/tiny-mlp3.json", "tests/data/exec/tiny-gpt.json"};
+  for (gsize i = 0; i < G_N_ELEMENTS(models); i++)
+    for (int stages = 2; stages <= 3; stages++)
+      for (int ckpt = 0; ckpt <= 1; ckpt++)
+        g_assert_cmpfloat(against_dp(models[i], stages, "dualpipev", ckpt), <=, 1e-5);
+}
+
+static void
 test_tied_copy(void)
 {
   /* The tiny GPT cut in 3 stages puts its tied head away from the
@@ -171,6 +187,7 @@ main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/exec/pipeline/agreement", test_agreement);
   g_test_add_func("/exec/pipeline/zero-bubble", test_zero_bubble);
+  g_test_add_func("/exec/pipeline/dualpipev", test_dualpipev);
   g_test_add_func("/exec/pipeline/tied-copy", test_tied_copy);
   g_test_add_func("/exec/pipeline/replicas", test_replicas);
   g_test_add_func("/exec/pipeline/mixed", test_mixed);

@@ -131,13 +131,15 @@ static const StOptionSpec SPECS[] = {
    "pipeline, megatron: stages per pipeline (G_inter), dividing the ranks; 0 = pipeline: the "
    "fewest whose estimated memory per GPU fits, megatron: 1 (default: 0)"},
   {"pipeline-schedule", ST_OPT_CHOICE, F(pipeline_schedule), 0, 0,
-   (const char *const[]){"1f1b", "gpipe", "zb-h1", "zb-h2", NULL}, NULL,
-   "1f1b|gpipe|zb-h1|zb-h2",
+   (const char *const[]){"1f1b", "gpipe", "zb-h1", "zb-h2", "dualpipev", NULL}, NULL,
+   "1f1b|gpipe|zb-h1|zb-h2|dualpipev",
    "pipeline: micro-batch order, 1f1b (one forward one backward), gpipe (all forwards, "
    "then all backwards), or Qi et al.'s zero-bubble orders, each backward split into its "
    "input's gradient (B) and its weights' (W, run later where the stage would idle): zb-h1 "
    "(1F1B's memory, a third of its bubble when f = b = w) or zb-h2 (no bubble, 2S - 1 "
-   "micro-batches in flight) (default: 1f1b)"},
+   "micro-batches in flight); or dualpipev, DeepSeek's V-shaped DualPipe: each stage "
+   "holds two model chunks (down and back up), a bubble of (S - 1)(f + 2b - w), at least "
+   "2S micro-batches (default: 1f1b)"},
   {"balance", ST_OPT_CHOICE, F(balance), 0, 0,
    (const char *const[]){"time", "memory", "params", NULL}, NULL, "time|memory|params",
    "pipeline: what the contiguous stages balance: forward + backward time from the cost "

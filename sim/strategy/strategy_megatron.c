@@ -297,9 +297,9 @@ build(const StStrategyInput *in, GError **error)
    * W around its collectives). */
   if (st_pipe_order_splits((StPipeOrder)o->pipeline_schedule)) {
     g_free(l.first);
-    st_strategy_refuse(error, "--pipeline-schedule zb-h1/zb-h2: megatron runs Megatron-LM's 1F1B "
-                       "(interleaved with --virtual-stages); the zero-bubble orders are the "
-                       "pipeline strategy's");
+    st_strategy_refuse(error, "--pipeline-schedule zb-h1/zb-h2/dualpipev: megatron runs "
+                       "Megatron-LM's 1F1B (interleaved with --virtual-stages); the "
+                       "zero-bubble orders are the pipeline strategy's, as is dualpipev");
     return NULL;
   }
   StPipe pp;

@@ -23,7 +23,7 @@
 #include "base/util.h"
 #include "cost/cost.h"
 
-static const char *const ORDER_NAMES[] = {"1f1b", "gpipe", "zb-h1", "zb-h2"};
+static const char *const ORDER_NAMES[] = {"1f1b", "gpipe", "zb-h1", "zb-h2", "dualpipev"};
 static const char *const BALANCE_NAMES[] = {"time", "memory", "params"};
 
 /* Estimated peak per GPU: the worst stage, times the ranks a GPU hosts. */
@@ -42,14 +42,15 @@ static gboolean
 choose_stages(StPipe *pp, const char **how, GError **error)
 {
   const StOptions *o = pp->options;
-  int R = o->ranks, L = pp->model->n_layers;
+  int R = o->ranks, V = MAX(pp->n_chunks, 1), L = pp->model->n_layers / V;
   StPipeBalance by = (StPipeBalance)o->balance;
   if (o->pipeline_stages > 0) {
     if (R % o->pipeline_stages != 0 || o->pipeline_stages > L) {
       g_set_error(error, ST_STRATEGY_ERROR, ST_ERROR_INVALID,
                   "--pipeline-stages %d: must divide the %d rank%s (G = G_inter x G_data) "
-                  "and be at most the model's %d layers",
-                  o->pipeline_stages, R, st_plural(R), L);
+                  "and be at most the model's %d layers%s",
+                  o->pipeline_stages, R, st_plural(R), L * V,
+                  V > 1 ? " over the 2 chunks each stage holds under dualpipev" : "");
       return FALSE;
     }
     pp->n_stages = o->pipeline_stages;
@@ -101,8 +102,66 @@ bubble_closed_form(StPipeOrder order, int S, double f, double b, double w)
     return MAX(0.0, (S - 1) * (f + b - w));
   case ST_PIPE_ZB_H2:
     return MAX(0.0, (S - 1) * (f + b - 2 * w));
+  case ST_PIPE_DUALPIPE_V: /* (PP/2 - 1)(F&B + B - 3W), F&B = F + B, B = b + w */
+    return MAX(0.0, (S - 1) * (f + 2 * b - w));
   default:
     return (S - 1) * (f + b + w);
+  }
+}
+
+/* One stage's estimates: each chunk's forward, B and W (or whole
+ * backward) times, its sends and receives and its buckets' all-reduces,
+ * each alone. */
+typedef struct {
+  double f, b, w, fwd_bwd;      /* the slowest of its chunks (ns) */
+  double p2p_bytes, p2p_ns;     /* summed over its chunks */
+  double reduce_bytes, reduce_ns;
+} StageEstimate;
+
+static void
+chunk_estimate(const StPipe *pp, const StSchedule *s, const StPipeComms *comms, int st, int k,
+               StageEstimate *e)
+{
+  int M = pp->n_micro, K = pp->n_stages * MAX(pp->n_chunks, 1);
+  double t = 0, tf = 0, tb = 0, tw = 0;
+  for (int i = pp->first[k]; i < pp->first[k + 1]; i++) {
+    t += st_pipe_layer_time_ns(pp, i, ST_PASS_FWD) + st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
+    tf += st_pipe_layer_time_ns(pp, i, ST_PASS_FWD);
+    if (st_pipe_splits(pp, i)) {
+      tb += i > 0 ? st_pipe_layer_time_ns(pp, i, ST_PASS_BWD_INPUT) : 0;
+      tw += st_pipe_layer_time_ns(pp, i, ST_PASS_BWD_WEIGHT);
+    } else {
+      tb += st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
+    }
+    if (pp->recomputes[i] != ST_RECOMPUTE_NONE) {
+      t += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
+      tb += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
+    }
+  }
+  if (t > e->fwd_bwd)
+    *e = (StageEstimate){tf, tb, tw, t, e->p2p_bytes, e->p2p_ns, e->reduce_bytes, e->reduce_ns};
+  /* Pipeline 0's ranks 0 .. S-1: the chunk's boundaries with other stages. */
+  for (int d = -1; d <= 1; d += 2) {
+    int j = k + d;
+    if (j < 0 || j >= K || st_pipe_chunk_stage(pp, j) == st)
+      continue;
+    int other = st_pipe_chunk_stage(pp, j);
+    int64_t b = st_pipe_boundary_bytes(pp, MIN(j, k));
+    e->p2p_bytes += (double)M * b;
+    e->p2p_ns += M * (p2p_ns(pp, s, st, other, b) + p2p_ns(pp, s, other, st, b));
+  }
+  /* Its all-reduces over its data-parallel group. */
+  g_autoptr(GArray) buckets = st_grad_buckets_of(pp->owned_nnz, pp->first[k], pp->first[k + 1],
+                                                 pp->options->bucket_bytes, pp->bytes.grad);
+  StGroupShape shape;
+  st_schedule_group_shape(s, comms->data, st, &shape);
+  for (guint q = 0; q < buckets->len; q++) {
+    int64_t b = g_array_index(buckets, StBucket, q).params * pp->bytes.grad;
+    StCommPlan plan;
+    if (st_comm_plan_collective(s->cluster, pp->profile, pp->options->comm_algo,
+                                ST_COLL_ALL_REDUCE, b, &shape, &plan, NULL))
+      e->reduce_ns += st_comm_plan_ns(&plan);
+    e->reduce_bytes += (double)b;
   }
 }
 
@@ -113,65 +172,29 @@ note_estimates(const StPipe *pp, StSchedule *s, const StPipeComms *comms)
   double slowest = 0, p2p_bytes = 0, p2p_time = 0, ar_bytes = 0, ar_time = 0;
   double f_slow = 0, b_slow = 0, w_slow = 0; /* the slowest stage's (ns) */
   int64_t memory = 0;
+  /* A stage's chunks: one, or DualPipeV's two (Megatron's interleaving
+   * notes its own). */
+  int V = st_pipe_vshape(pp) ? MAX(pp->n_chunks, 1) : 1;
   for (int st = 0; st < S; st++) {
-    double t = 0, tf = 0, tb = 0, tw = 0;
-    for (int i = pp->first[st]; i < pp->first[st + 1]; i++) {
-      t += st_pipe_layer_time_ns(pp, i, ST_PASS_FWD) + st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
-      tf += st_pipe_layer_time_ns(pp, i, ST_PASS_FWD);
-      if (st_pipe_splits(pp, i)) {
-        tb += i > 0 ? st_pipe_layer_time_ns(pp, i, ST_PASS_BWD_INPUT) : 0;
-        tw += st_pipe_layer_time_ns(pp, i, ST_PASS_BWD_WEIGHT);
-      } else {
-        tb += st_pipe_layer_time_ns(pp, i, ST_PASS_BWD);
-      }
-      if (pp->recomputes[i] != ST_RECOMPUTE_NONE) {
-        t += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
-        tb += st_pipe_layer_time_ns(pp, i, ST_PASS_RECOMPUTE);
-      }
+    StageEstimate e = {0};
+    for (int c = 0; c < V; c++)
+      chunk_estimate(pp, s, comms, st, st_pipe_chunk_at(pp, st, c), &e);
+    if (e.fwd_bwd > slowest) {
+      f_slow = e.f;
+      b_slow = e.b;
+      w_slow = e.w;
     }
-    if (t > slowest) {
-      f_slow = tf;
-      b_slow = tb;
-      w_slow = tw;
-    }
-    slowest = MAX(slowest, t);
-    /* Pipeline 0's ranks 0 .. S-1: this stage's sends and receives, each alone. */
-    double bytes = 0, time = 0;
-    if (st < S - 1) {
-      int64_t b = st_pipe_boundary_bytes(pp, st);
-      bytes += (double)M * b;
-      time += M * (p2p_ns(pp, s, st, st + 1, b) + p2p_ns(pp, s, st + 1, st, b));
-    }
-    if (st > 0) {
-      int64_t b = st_pipe_boundary_bytes(pp, st - 1);
-      bytes += (double)M * b;
-      time += M * (p2p_ns(pp, s, st, st - 1, b) + p2p_ns(pp, s, st - 1, st, b));
-    }
-    p2p_bytes = MAX(p2p_bytes, bytes);
-    p2p_time = MAX(p2p_time, time);
-    /* Its all-reduces over its data-parallel group, each alone. */
-    g_autoptr(GArray) buckets = st_grad_buckets_of(pp->owned_nnz, pp->first[st],
-                                                   pp->first[st + 1], pp->options->bucket_bytes,
-                                                   pp->bytes.grad);
-    StGroupShape shape;
-    st_schedule_group_shape(s, comms->data, st, &shape);
-    double reduce_bytes = 0, reduce_time = 0;
-    for (guint k = 0; k < buckets->len; k++) {
-      int64_t b = g_array_index(buckets, StBucket, k).params * pp->bytes.grad;
-      StCommPlan plan;
-      if (st_comm_plan_collective(s->cluster, pp->profile, pp->options->comm_algo,
-                                  ST_COLL_ALL_REDUCE, b, &shape, &plan, NULL))
-        reduce_time += st_comm_plan_ns(&plan);
-      reduce_bytes += (double)b;
-    }
-    ar_bytes = MAX(ar_bytes, reduce_bytes);
-    ar_time = MAX(ar_time, reduce_time);
+    slowest = MAX(slowest, e.fwd_bwd);
+    p2p_bytes = MAX(p2p_bytes, e.p2p_bytes);
+    p2p_time = MAX(p2p_time, e.p2p_ns);
+    ar_bytes = MAX(ar_bytes, e.reduce_bytes);
+    ar_time = MAX(ar_time, e.reduce_ns);
     memory = MAX(memory, st_pipe_stage_memory(pp, st));
   }
   if (st_pipe_order_splits(pp->order)) {
     double bubble = bubble_closed_form(pp->order, S, f_slow, b_slow, w_slow);
     st_schedule_note_number(s, "bubble_fraction_estimate",
-                            bubble / (M * (f_slow + b_slow + w_slow) + bubble));
+                            bubble / (V * M * (f_slow + b_slow + w_slow) + bubble));
     st_schedule_note_number(s, "bubble_estimate_s", bubble * 1e-9);
     st_schedule_note_number(s, "stage_fwd_estimate_s", f_slow * 1e-9);
     st_schedule_note_number(s, "stage_bwd_input_estimate_s", b_slow * 1e-9);
@@ -180,7 +203,7 @@ note_estimates(const StPipe *pp, StSchedule *s, const StPipeComms *comms)
     st_schedule_note_number(s, "bubble_fraction_estimate", (double)(S - 1) / (M + S - 1));
   }
   st_schedule_note_number(s, "slowest_stage_fwd_bwd_estimate_s", slowest * 1e-9);
-  st_schedule_note_number(s, "passes_time_estimate_s", (M + S - 1) * slowest * 1e-9);
+  st_schedule_note_number(s, "passes_time_estimate_s", (V * M + S - 1) * slowest * 1e-9);
   st_schedule_note_number(s, "p2p_bytes_per_gpu", p2p_bytes);
   st_schedule_note_number(s, "p2p_time_alone_estimate_s", p2p_time * 1e-9);
   st_schedule_note_number(s, "allreduce_bytes_per_gpu", ar_bytes);
@@ -225,6 +248,14 @@ build(const StStrategyInput *in, GError **error)
     st_pipe_clear(&pp);
     return NULL;
   }
+  if (st_pipe_vshape(&pp) && pp.n_micro < 2 * pp.n_stages) {
+    st_strategy_refuse(error, "--pipeline-schedule dualpipev: %d micro-batch%s per pipeline, "
+                       "where DualPipeV needs at least 2 x %d stages = %d (raise "
+                       "--global-batch or lower --micro-batch)",
+                       pp.n_micro, pp.n_micro == 1 ? "" : "es", pp.n_stages, 2 * pp.n_stages);
+    st_pipe_clear(&pp);
+    return NULL;
+  }
   int R = o->ranks, S = pp.n_stages;
   StSchedule *s = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster), R,
                                   NULL);
@@ -239,9 +270,7 @@ build(const StStrategyInput *in, GError **error)
   comms.data = st_schedule_add_comm(s, "data", color);
   if (pp.tied_copy) {
     for (int r = 0; r < R; r++) {
-      int i = pp.first[r % S], j = pp.first[r % S + 1];
-      gboolean member = (pp.tied_head >= i && pp.tied_head < j) ||
-                        (pp.tied_embed >= i && pp.tied_embed < j);
+      gboolean member = pp.stage_of[pp.tied_head] == r % S || pp.stage_of[pp.tied_embed] == r % S;
       color[r] = member ? r / S : -1;
     }
     comms.tied = st_schedule_add_comm(s, "tied", color);
@@ -308,12 +337,14 @@ static const StStrategyKnob KNOBS[] = {
 
 const StStrategy st_strategy_pipeline = {
   .name = "pipeline",
-  .summary = "inter-layer (pipeline) parallelism inside data-parallel groups, GPipe, 1F1B or "
-             "zero bubble (ZB-H1, ZB-H2); with --sparsity, SAMO's compressed model states",
+  .summary = "inter-layer (pipeline) parallelism inside data-parallel groups, GPipe, 1F1B, "
+             "zero bubble (ZB-H1, ZB-H2) or DualPipeV; with --sparsity, SAMO's compressed model "
+             "states",
   .citation = "Singh and Bhatele, AxoNN: An asynchronous, message-driven parallel framework "
               "for extreme-scale deep learning, IPDPS 2022; Singh and Bhatele, Exploiting "
               "Sparsity in Pruned Neural Networks to Optimize Large Model Training, IPDPS 2023; "
-              "Qi, Wan, Huang and Lin, Zero Bubble Pipeline Parallelism, ICLR 2024",
+              "Qi, Wan, Huang and Lin, Zero Bubble Pipeline Parallelism, ICLR 2024; "
+              "DeepSeek-AI, DeepSeek-V3 Technical Report (DualPipe), arXiv 2412.19437",
   .build = build,
   .update = st_sparse_update,
   .knobs = KNOBS,

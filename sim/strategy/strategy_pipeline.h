@@ -26,6 +26,19 @@
  * a fraction (S - 1) / (M + S - 1). GPipe holds M micro-batches of
  * activations on every stage; 1F1B holds min(S - s, M) on stage s.
  *
+ * DualPipeV (DeepSeek-AI's DualPipe repository, dualpipe/dualpipev.py: the
+ * "cut-in-half" V-shape of DualPipe, DeepSeek-V3 technical report, arXiv
+ * 2412.19437, section 3.2.1): each of the S stages holds two model chunks
+ * of the 2S, chunk 0 the s-th and chunk 1 the (2S - 1 - s)-th, so a
+ * micro-batch goes down the stages and back up, the turn and the loss on
+ * the same GPU as its neighbours (no p2p at the turn; the embedding and the
+ * head on stage 0). Its order (st_pipe_order_dualpipev) runs forward and
+ * backward chunks in pairs and splits some backwards into B and W, for a
+ * bubble per GPU of (PP/2 - 1)(F&B + B - 3W) with PP = 2S chunks, F, B
+ * (whole) and W a chunk's times and F&B a pair's, which runs here as F
+ * then B on one stream: (S - 1)(f + 2b - w) with b the B half. It needs M
+ * >= 2S micro-batches.
+ *
  * Zero-bubble orders (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR
  * 2024) split each backward in B (the input's gradient, which the stage
  * before waits for) and W (the weights'), ST_PASS_BWD_INPUT and
@@ -49,13 +62,15 @@ typedef enum {
   ST_PIPE_GPIPE,    /* every forward, then every backward */
   ST_PIPE_ZB_H1,    /* zero bubble, 1F1B's memory: W deferred by the stage's index */
   ST_PIPE_ZB_H2,    /* zero bubble: 2S - 1 micro-batches in flight on every stage */
+  ST_PIPE_DUALPIPE_V, /* DualPipeV: two chunks per stage in a V, some backwards split */
 } StPipeOrder;
 
-/* Whether the order splits backwards into B and W. */
+/* Whether the order splits backwards into B and W (all of them, or under
+ * DualPipeV those its order marks). */
 static inline gboolean
 st_pipe_order_splits(StPipeOrder order)
 {
-  return order == ST_PIPE_ZB_H1 || order == ST_PIPE_ZB_H2;
+  return order == ST_PIPE_ZB_H1 || order == ST_PIPE_ZB_H2 || order == ST_PIPE_DUALPIPE_V;
 }
 
 typedef enum {
@@ -72,6 +87,8 @@ typedef struct {
   int chunk;
   StPass half; /* a backward of a zero-bubble order: ST_PASS_BWD_INPUT (B) or
                   ST_PASS_BWD_WEIGHT (W); ST_PASS_INVALID: the whole pass */
+  gboolean pair; /* DualPipeV's F&B: this forward and the backward after it run as one
+                    (both receives waited for first, both sends after both passes) */
 } StPipeSlot;
 
 /* The slots of stage `stage` of `n_stages` for `n_micro` micro-batches, in
@@ -84,6 +101,11 @@ typedef struct {
  * stage s defers s W's). ZB-H2: warm = 2 (S - s) - 1, lag = 2 s, every
  * stage holding 2S - 1. */
 GArray *st_pipe_order(StPipeOrder order, int stage, int n_stages, int n_micro);
+
+/* DualPipeV's order on stage `stage` of `n_stages` (see the top): the eight
+ * phases of dualpipev.py's step, each slot naming its chunk; a backward
+ * split into B has its W later, first in first out. n_micro >= 2 n_stages. */
+GArray *st_pipe_order_dualpipev(int stage, int n_stages, int n_micro);
 
 /* Megatron-LM's interleaved 1F1B (Narayanan et al., SC 2021, section 2.2):
  * each stage holds `n_chunks` model chunks (chunk c of stage s is the
@@ -149,6 +171,35 @@ typedef struct {
  * zero-bubble order, and the layer has weights of its own (a tied head's
  * backward stays whole: it adds into the embedding's gradient). */
 gboolean st_pipe_splits(const StPipe *pipe, int i);
+
+/* Where model chunk k of the S V sits. Interleaved (Megatron-LM): stage
+ * k mod S, its chunk k / S there. DualPipeV's V: stage k, chunk 0, for
+ * k < S; stage 2S - 1 - k, chunk 1, after. */
+static inline gboolean
+st_pipe_vshape(const StPipe *pp)
+{
+  return pp->order == ST_PIPE_DUALPIPE_V;
+}
+
+static inline int
+st_pipe_chunk_stage(const StPipe *pp, int k)
+{
+  int S = pp->n_stages;
+  return st_pipe_vshape(pp) ? (k < S ? k : 2 * S - 1 - k) : k % S;
+}
+
+static inline int
+st_pipe_chunk_local(const StPipe *pp, int k)
+{
+  return k / pp->n_stages;
+}
+
+/* The model chunk that is chunk c of stage s. */
+static inline int
+st_pipe_chunk_at(const StPipe *pp, int s, int c)
+{
+  return st_pipe_vshape(pp) && c == 1 ? 2 * pp->n_stages - 1 - s : c * pp->n_stages + s;
+}
 
 /* Fills the per-layer facts for `n_stages` stages (no split yet: `first`
  * is NULL). Fails naming --sparsity when it is out of range. */

@@ -31,7 +31,7 @@ st_pipe_init(StPipe *pp, const StModel *m, const StCluster *c, const StProfile *
     .profile = profile,
     .options = o,
     .order = (StPipeOrder)o->pipeline_schedule,
-    .n_chunks = 1,
+    .n_chunks = o->pipeline_schedule == ST_PIPE_DUALPIPE_V ? 2 : 1, /* its V */
     .ep = 1,
     .tied_head = -1,
     .tied_embed = -1,
@@ -173,14 +173,15 @@ st_pipe_split(StPipe *pp, StPipeBalance by)
   const StModel *m = pp->model;
   const StOptions *o = pp->options;
   int S = pp->n_stages;
-  g_return_if_fail(S >= 1 && S <= m->n_layers && o->ranks % S == 0);
+  g_return_if_fail(S >= 1 && S * MAX(pp->n_chunks, 1) <= m->n_layers && o->ranks % S == 0);
   pp->n_data = o->ranks / S;
   /* global batch = ranks x micro-batch x accumulation = G_data x micro-batch x M. */
   pp->n_micro = o->accumulation * S;
   g_autofree double *w = g_new(double, m->n_layers);
   layer_weights(pp, by, w);
-  int32_t *first = g_new(int32_t, S + 1);
-  st_stages_split(w, m->n_layers, S, first);
+  int K = S * MAX(pp->n_chunks, 1);
+  int32_t *first = g_new(int32_t, K + 1);
+  st_stages_split(w, m->n_layers, K, first);
   st_pipe_set_split(pp, first);
 }
 
@@ -193,7 +194,7 @@ st_pipe_set_split(StPipe *pp, int32_t *first)
   pp->first = first;
   for (int k = 0; k < K; k++)
     for (int i = pp->first[k]; i < pp->first[k + 1]; i++)
-      pp->stage_of[i] = k % S;
+      pp->stage_of[i] = st_pipe_chunk_stage(pp, k);
   pp->tied_copy = pp->tied_head >= 0 &&
                   pp->stage_of[pp->tied_head] != pp->stage_of[pp->tied_embed];
   for (int i = 0; i < m->n_layers; i++) {
@@ -206,12 +207,18 @@ st_pipe_set_split(StPipe *pp, int32_t *first)
 
 /* ---- memory estimate -------------------------------------------------------- */
 
-int64_t
-st_pipe_stage_memory(const StPipe *pp, int s)
+/* Model chunk k's states and activations on stage s (one chunk per stage
+ * but under DualPipeV), as if the stage's micro-batches in flight all held
+ * this chunk's: so a DualPipeV stage's two chunks summed bound it above. */
+static int64_t
+chunk_memory(const StPipe *pp, int s, int k)
 {
   const StSparse *sp = &pp->sparse;
   const StModel *m = pp->model;
-  int S = pp->n_stages, lo = pp->first[s], hi = pp->first[s + 1];
+  int S = pp->n_stages, lo = pp->first[k], hi = pp->first[k + 1];
+  int K = S * MAX(pp->n_chunks, 1);
+  gboolean from_prev = k > 0 && st_pipe_chunk_stage(pp, k - 1) != s;
+  gboolean to_next = k < K - 1 && st_pipe_chunk_stage(pp, k + 1) != s;
   int64_t params = 0, nnz = 0;
   for (int i = lo; i < hi; i++) {
     params += pp->owned[i];
@@ -226,8 +233,10 @@ st_pipe_stage_memory(const StPipe *pp, int s)
   g_autofree gboolean *moved = g_new0(gboolean, m->n_layers + 1);
   for (int i = lo; i < hi; i++)
     batch[i] = pp->options->micro_batch;
-  moved[lo] = s > 0;
-  moved[hi] = s < S - 1;
+  /* Its boundaries come from outside this footprint either way (DualPipeV's
+   * turn from the other chunk, without a p2p). */
+  moved[lo] = k > 0;
+  moved[hi] = k < K - 1;
   StTensorsSpec spec = {
     .model = m,
     .dtype = pp->bytes.activation,
@@ -244,10 +253,10 @@ st_pipe_stage_memory(const StPipe *pp, int s)
    * ahead of their forwards: the next one and one more; outputs waiting for
    * their sends: the one being sent and the next), and (sparse) a layer's
    * dense weight gradient with its compressed values until the compress. */
-  int64_t in = s > 0 ? st_pipe_boundary_bytes(pp, s - 1) : 0;
+  int64_t in = from_prev ? st_pipe_boundary_bytes(pp, k - 1) : 0;
   gboolean full = pp->recomputes[hi - 1] == ST_RECOMPUTE_FULL;
-  int64_t out = s < S - 1 && (full || !pp->keeps_output[hi - 1]) ? st_pipe_boundary_bytes(pp, s)
-                                                                  : 0;
+  int64_t out = to_next && (full || !pp->keeps_output[hi - 1]) ? st_pipe_boundary_bytes(pp, k)
+                                                                : 0;
   int64_t dense = 0;
   for (int i = lo; st_sparse_on(sp) && i < hi; i++)
     dense = MAX(dense, (pp->owned[i] + st_sparse_nnz(sp, pp->owned[i])) * sp->grad);
@@ -258,9 +267,18 @@ st_pipe_stage_memory(const StPipe *pp, int s)
   if (st_pipe_order_splits(pp->order)) {
     for (int i = lo; i < hi; i++)
       held += st_pipe_input_bytes(pp, i);
-    held += s < S - 1 ? st_pipe_boundary_bytes(pp, s) : 0;
+    held += to_next ? st_pipe_boundary_bytes(pp, k) : 0;
   }
   int64_t acts = (int64_t)(in_flight - 1) * held + peak + 2 * in + 2 * out + dense;
   int64_t step = st_sparse_on(sp) ? nnz * sp->temp : 0;
   return states + MAX(acts, step);
+}
+
+int64_t
+st_pipe_stage_memory(const StPipe *pp, int s)
+{
+  int64_t bytes = chunk_memory(pp, s, s);
+  if (st_pipe_vshape(pp))
+    bytes += chunk_memory(pp, s, st_pipe_chunk_at(pp, s, 1));
+  return bytes;
 }

@@ -34,17 +34,20 @@
 #include "cost/framework.h"
 
 
-/* The stage of model chunk k, and the chunk index there. */
-static int
-stage_of_chunk(const StPipe *pp, int k)
-{
-  return k % pp->n_stages;
-}
-
 static int
 chunks_total(const StPipe *pp)
 {
   return pp->n_stages * MAX(pp->n_chunks, 1);
+}
+
+/* Whether model chunk k's neighbour k + d (d = +-1) is on another stage:
+ * a p2p between them, else (DualPipeV's turn) the tensor stays. */
+static gboolean
+crosses(const StPipe *pp, int k, int d)
+{
+  int j = k + d;
+  return j >= 0 && j < chunks_total(pp) &&
+         st_pipe_chunk_stage(pp, j) != st_pipe_chunk_stage(pp, k);
 }
 
 static uint32_t
@@ -112,19 +115,39 @@ boundary_bytes(const StPipe *pp, int k)
   return st_pipe_input_bytes(pp, pp->first[k]);
 }
 
-/* p2p tags: activations into chunk c of a stage 2c, gradients into it 2c + 1. */
+/* The send of chunk c's output for micro-batch m, after `after`. */
 static void
-emit_forward(Stage *st, int m, int c)
+send_forward(Stage *st, int m, int c, uint32_t after)
+{
+  const StPipe *pp = st->pp;
+  const Chunk *ch = &st->chunks[c];
+  int k = ch->k;
+  if (!crosses(pp, k, +1))
+    return;
+  StTensors *t = st->tensors[m];
+  int next = st_pipe_chunk_stage(pp, k + 1), c_next = st_pipe_chunk_local(pp, k + 1);
+  st_tensors_sent(t, ch->hi,
+                  emit_p2p(st, st_op_send(ch->send_act, st->comms->pipe, next, 2 * c_next,
+                                          boundary_bytes(pp, k + 1)),
+                           ST_DATA_OUTPUT, ch->hi - 1, m, after, NONE,
+                           st_tensors_move_out(t, ch->hi, FALSE)));
+}
+
+/* p2p tags: activations into chunk c of a stage 2c, gradients into it 2c + 1.
+ * The receive waits for `wait` first (NONE: nothing); with `send` FALSE the
+ * output is left for send_forward. Returns the last forward pass. */
+static uint32_t
+emit_forward(Stage *st, int m, int c, uint32_t wait, gboolean send)
 {
   const StPipe *pp = st->pp;
   const Chunk *ch = &st->chunks[c];
   StTensors *t = st->tensors[m];
   int k = ch->k;
-  uint32_t recv = NONE, last = NONE;
-  if (k > 0) {
-    recv = emit_p2p(st, st_op_recv(ch->recv_act, st->comms->pipe, stage_of_chunk(pp, k - 1),
+  uint32_t recv = wait, last = NONE;
+  if (crosses(pp, k, -1)) {
+    recv = emit_p2p(st, st_op_recv(ch->recv_act, st->comms->pipe, st_pipe_chunk_stage(pp, k - 1),
                                    2 * c, boundary_bytes(pp, k)),
-                    ST_DATA_OUTPUT, ch->lo - 1, m, NONE,
+                    ST_DATA_OUTPUT, ch->lo - 1, m, wait,
                     st_tensors_move_in(t, ch->lo, FALSE, ST_MEM_ACTIVATIONS), NONE);
   }
   for (int i = ch->lo; i < ch->hi; i++) {
@@ -136,14 +159,9 @@ emit_forward(Stage *st, int m, int c)
       i += experts;
     }
   }
-  if (k + 1 < chunks_total(pp)) {
-    int next = stage_of_chunk(pp, k + 1), c_next = (k + 1) / pp->n_stages;
-    st_tensors_sent(t, ch->hi,
-                    emit_p2p(st, st_op_send(ch->send_act, st->comms->pipe, next, 2 * c_next,
-                                            boundary_bytes(pp, k + 1)),
-                             ST_DATA_OUTPUT, ch->hi - 1, m, last, NONE,
-                             st_tensors_move_out(t, ch->hi, FALSE)));
-  }
+  if (send)
+    send_forward(st, m, c, last);
+  return last;
 }
 
 /* The all-reduce of the bucket that layer i's gradient completes, after the
@@ -203,21 +221,33 @@ emit_weights(Stage *st, int m, int c)
   }
 }
 
+/* The receive of the gradient of chunk c's output for micro-batch m, or
+ * NONE when the chunk after it is on this stage. */
+static uint32_t
+recv_backward(Stage *st, int m, int c)
+{
+  const StPipe *pp = st->pp;
+  const Chunk *ch = &st->chunks[c];
+  int k = ch->k;
+  if (!crosses(pp, k, +1))
+    return NONE;
+  return emit_p2p(st, st_op_recv(ch->recv_grad, st->comms->pipe, st_pipe_chunk_stage(pp, k + 1),
+                                 2 * c + 1, boundary_bytes(pp, k + 1)),
+                  ST_DATA_INPUT_GRAD, ch->hi, m, NONE,
+                  st_tensors_move_in(st->tensors[m], ch->hi, TRUE, ST_MEM_WORKSPACE), NONE);
+}
+
+/* A backward slot: `half` ST_PASS_BWD_INPUT runs the B of the layers that
+ * split (their W slot comes later), ST_PASS_INVALID every layer whole;
+ * `recv` the receive of its output's gradient (recv_backward). */
 static void
-emit_backward(Stage *st, int m, int c)
+emit_backward(Stage *st, int m, int c, StPass half, uint32_t recv)
 {
   const StPipe *pp = st->pp;
   const StSparse *sp = &pp->sparse;
   const Chunk *ch = &st->chunks[c];
   StTensors *t = st->tensors[m];
   int k = ch->k;
-  uint32_t recv = NONE;
-  if (k + 1 < chunks_total(pp)) {
-    recv = emit_p2p(st, st_op_recv(ch->recv_grad, st->comms->pipe, stage_of_chunk(pp, k + 1),
-                                   2 * c + 1, boundary_bytes(pp, k + 1)),
-                    ST_DATA_INPUT_GRAD, ch->hi, m, NONE,
-                    st_tensors_move_in(t, ch->hi, TRUE, ST_MEM_WORKSPACE), NONE);
-  }
   uint32_t bwd = NONE;
   for (int i = ch->hi - 1; i >= ch->lo; i--) {
     int router = st->moe_router_of[i];
@@ -230,7 +260,7 @@ emit_backward(Stage *st, int m, int c)
     st_offload_up(st->p, st->act_offload, t, i, st->last_pass);
     if (i > ch->lo)
       st_offload_up(st->p, st->act_offload, t, i - 1, st->last_pass);
-    gboolean split = st_pipe_splits(pp, i);
+    gboolean split = half == ST_PASS_BWD_INPUT && st_pipe_splits(pp, i);
     if (split && i == 0) { /* no input gradient: all of it is W, after the receive */
       st->b_op[i] = i == ch->hi - 1 ? recv : NONE;
       continue;
@@ -245,7 +275,7 @@ emit_backward(Stage *st, int m, int c)
                                           pp->owned[i]);
     bwd = emit_pass(st, split ? ST_PASS_BWD_INPUT : ST_PASS_BWD, i, m,
                     i == ch->hi - 1 ? recv : NONE, dense);
-    if (st_pipe_order_splits(pp->order)) { /* the W slot reduces */
+    if (half == ST_PASS_BWD_INPUT) { /* the W slot reduces */
       st->b_op[i] = bwd;
       continue;
     }
@@ -254,8 +284,8 @@ emit_backward(Stage *st, int m, int c)
       ready = st_sparse_emit_compress(sp, st->p, st->compute, i, m, pp->owned[i], bwd, dense);
     st_pipe_maybe_reduce(st, i, m, ready);
   }
-  if (k > 0) {
-    int prev = stage_of_chunk(pp, k - 1), c_prev = (k - 1) / pp->n_stages;
+  if (crosses(pp, k, -1)) {
+    int prev = st_pipe_chunk_stage(pp, k - 1), c_prev = st_pipe_chunk_local(pp, k - 1);
     emit_p2p(st, st_op_send(ch->send_grad, st->comms->pipe, prev, 2 * c_prev + 1,
                             boundary_bytes(pp, k)),
              ST_DATA_INPUT_GRAD, ch->lo, m, bwd, NONE, st_tensors_move_out(t, ch->lo, TRUE));
@@ -419,7 +449,7 @@ runs(const Stage *st, StZeroSpan *spans)
 StProgram *
 st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *comms)
 {
-  int S = pp->n_stages, M = pp->n_micro, V = MAX(pp->n_chunks, 1), K = S * V;
+  int S = pp->n_stages, M = pp->n_micro, V = MAX(pp->n_chunks, 1);
   g_return_val_if_fail(V <= CHUNKS_MAX, NULL);
   g_autofree char *name = pp->ep > 1 ? g_strdup_printf("stage %d ep %d", s, ep_index)
                                      : g_strdup_printf("stage %d", s);
@@ -431,7 +461,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
     .s = s,
     .n_chunks = V,
     .lo = pp->first[s],
-    .hi = pp->first[(V - 1) * S + s + 1],
+    .hi = pp->first[st_pipe_chunk_at(pp, s, V - 1) + 1],
     .last_reduce = NONE,
     .act_offload = -1,
     .last_pass = NONE,
@@ -440,15 +470,15 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
   st.compute = st_program_add_stream(st.p, "compute", 0);
   for (int c = 0; c < V; c++) {
     Chunk *ch = &st.chunks[c];
-    int k = c * S + s;
+    int k = st_pipe_chunk_at(pp, s, c);
     *ch = (Chunk){k, pp->first[k], pp->first[k + 1], -1, -1, -1, -1};
-    if (k > 0)
+    if (crosses(pp, k, -1))
       ch->recv_act = chunk_stream(&st, "recv act", c);
-    if (k < K - 1) {
+    if (crosses(pp, k, +1)) {
       ch->send_act = chunk_stream(&st, "send act", c);
       ch->recv_grad = chunk_stream(&st, "recv grad", c);
     }
-    if (k > 0)
+    if (crosses(pp, k, -1))
       ch->send_grad = chunk_stream(&st, "send grad", c);
   }
   st.comm = st_program_add_stream(st.p, "comm", 0);
@@ -540,8 +570,8 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
     const Chunk *ch = &st.chunks[c];
     for (int i = ch->lo; i < ch->hi; i++)
       batch[i] = pp->options->micro_batch;
-    moved[ch->lo] = ch->k > 0;
-    moved[ch->hi] = ch->k < K - 1;
+    moved[ch->lo] = crosses(pp, ch->k, -1);
+    moved[ch->hi] = crosses(pp, ch->k, +1);
     /* An MoE segment's experts run outside tensors.h: the router's output
      * leaves by the dispatch and the layer after them is made by the
      * combine (strategy_pipeline_moe.c). */
@@ -581,20 +611,32 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
   }
   st.tensors = tensors;
 
-  g_autoptr(GArray) order = V > 1 ? st_pipe_order_interleaved(s, S, M, V)
-                                  : st_pipe_order(pp->order, s, S, M);
+  g_autoptr(GArray) order = V > 1 && !st_pipe_vshape(pp) ? st_pipe_order_interleaved(s, S, M, V)
+                                                         : st_pipe_order(pp->order, s, S, M);
   g_autofree uint32_t *b_op = g_new(uint32_t, L);
   for (int i = 0; i < L; i++)
     b_op[i] = NONE;
   st.b_op = b_op;
   for (guint k = 0; k < order->len; k++) {
     const StPipeSlot *slot = &g_array_index(order, StPipeSlot, k);
-    if (slot->fwd)
-      emit_forward(&st, slot->micro, slot->chunk);
-    else if (slot->half == ST_PASS_BWD_WEIGHT)
+    if (slot->fwd && slot->pair) {
+      /* DualPipe's F&B (dualpipev.py, _forward_backward_chunk): both
+       * receives posted and waited for before either pass, both sends
+       * after both passes. */
+      const StPipeSlot *b = &g_array_index(order, StPipeSlot, ++k);
+      g_assert(!b->fwd && b->pair);
+      uint32_t grad = recv_backward(&st, b->micro, b->chunk);
+      emit_forward(&st, slot->micro, slot->chunk, grad, FALSE);
+      emit_backward(&st, b->micro, b->chunk, b->half, grad);
+      send_forward(&st, slot->micro, slot->chunk, st.last_pass);
+    } else if (slot->fwd) {
+      emit_forward(&st, slot->micro, slot->chunk, NONE, TRUE);
+    } else if (slot->half == ST_PASS_BWD_WEIGHT) {
       emit_weights(&st, slot->micro, slot->chunk);
-    else
-      emit_backward(&st, slot->micro, slot->chunk);
+    } else {
+      emit_backward(&st, slot->micro, slot->chunk, slot->half,
+                    recv_backward(&st, slot->micro, slot->chunk));
+    }
   }
   emit_update(&st, params, nnz);
   for (int m = 0; m < M; m++)
