@@ -16,12 +16,16 @@ typedef struct {
   StSchedule *schedule;
   StTimeline *timeline;
   StSummary *summary;
+  StRunResult *train;    /* the whole training run (--train-tokens), or NULL */
 } Run;
 
 static void
 run_free(gpointer p)
 {
   Run *r = p;
+  if (r->train != NULL)
+    st_run_result_clear(r->train);
+  g_free(r->train);
   st_summary_free(r->summary);
   st_timeline_free(r->timeline);
   st_schedule_free(r->schedule);
@@ -294,7 +298,8 @@ write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error
                              ? g_build_filename(st_outdir_path(outdir), run->name, NULL)
                              : g_strdup(st_outdir_path(outdir));
     g_autoptr(StCliProgress) progress = st_cli_progress_new(run->name, "writing the outputs");
-    if (!st_output_write_all(run->summary, dir, error)) {
+    if (!st_output_write_all(run->summary, dir, error) ||
+        (run->train != NULL && !st_run_write_csv(run->train, dir, error))) {
       g_prefix_error(error, "nothing written, %s left as it was: ", out);
       return FALSE;
     }
@@ -305,6 +310,26 @@ write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error
                   "link_rates.csv, ops.csv%s); "
                   "plots: stagger plot %s\n",
           out, runs->len > 1 ? " per strategy" : "", out);
+  return TRUE;
+}
+
+/* The whole training run each simulated step makes (--train-tokens). */
+static gboolean
+estimate_runs(GPtrArray *runs, const StRunSpec *spec, GError **error)
+{
+  for (guint i = 0; i < runs->len; i++) {
+    Run *r = g_ptr_array_index(runs, i);
+    StRunStep step;
+    r->train = g_new0(StRunResult, 1);
+    gboolean ok = st_run_step_from_summary(r->summary, &step, error) &&
+                  st_run_estimate(&step, spec, r->train, error);
+    st_run_step_clear(&step);
+    if (!ok) {
+      g_prefix_error(error, "%s: ", r->name);
+      return FALSE;
+    }
+    r->summary->run = st_run_to_json(r->train, spec);
+  }
   return TRUE;
 }
 
@@ -359,12 +384,18 @@ run(int argc, char **argv, GError **error)
   g_option_group_add_entries(shared, entries);
   st_cli_add_force_entry(shared, &sh.force);
   g_option_context_set_main_group(ctx, shared);
+  StCliRun train;
+  st_cli_run_init(&train);
+  g_option_context_add_group(ctx, st_cli_run_group(&train));
 
   g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
   StCliInputs in = {0};
   g_autoptr(StOutDir) outdir = NULL;
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
+  /* Training-run options are checked before any simulation. */
+  if (ok && !list && !list_fw)
+    ok = st_cli_run_prepare(&train, sh.cluster, error);
   /* An --out that may not be replaced is refused before any work. */
   if (ok && !list && !list_fw && sh.out != NULL)
     ok = (outdir = st_cli_out_begin(sh.out, sh.force, command, error)) != NULL;
@@ -398,12 +429,18 @@ run(int argc, char **argv, GError **error)
   } else if (ok) {
     ok = build_runs(&sh, runs, &in, error);
   }
+  if (ok && runs->len > 0 && st_cli_run_wanted(&train))
+    ok = estimate_runs(runs, &train.spec, error);
   if (ok && runs->len > 0) {
     printf("\n");
     for (guint i = 0; i < runs->len; i++) {
       Run *r = g_ptr_array_index(runs, i);
       st_summary_print(r->summary, stdout);
       printf("\n");
+      if (r->train != NULL) {
+        st_run_print(r->train, &train.spec, stdout);
+        printf("\n");
+      }
     }
     if (runs->len > 1) {
       g_autofree const StSummary **sums = g_new(const StSummary *, runs->len);
@@ -422,6 +459,7 @@ run(int argc, char **argv, GError **error)
   }
   st_cli_inputs_clear(&in);
   st_cli_shared_clear(&sh);
+  st_cli_run_clear(&train);
   return ok;
 }
 
