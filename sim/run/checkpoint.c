@@ -39,6 +39,26 @@ st_checkpoint_model_bytes(int64_t params, StPrecision precision, StOptimizer opt
   return (double)params * ((mixed ? 2 : 4) + states + (mixed ? 4 : 0));
 }
 
+double
+st_checkpoint_rank_bytes(const StSchedule *s)
+{
+  double most = 0;
+  for (int r = 0; r < s->n_ranks; r++) {
+    const StProgram *p = g_ptr_array_index(s->programs, s->ranks[r].program);
+    if (p->job != 0)
+      continue;
+    double bytes = 0;
+    for (guint b = 0; b < p->buffers->len; b++) {
+      const StBuffer *buf = &g_array_index(p->buffers, StBuffer, b);
+      if (buf->persistent && buf->slot <= 0 &&
+          (buf->category == ST_MEM_PARAMS || buf->category == ST_MEM_OPTIMIZER))
+        bytes += (double)buf->bytes;
+    }
+    most = MAX(most, bytes);
+  }
+  return most;
+}
+
 void
 st_checkpoint_cost(const StRunStep *step, const StRunSpec *spec, StCheckpointCost *out)
 {

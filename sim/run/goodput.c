@@ -137,31 +137,6 @@ note_text(const StSchedule *s, const char *key)
   return NULL;
 }
 
-/* The model states a rank keeps between steps, most over the main job's
- * ranks: its persistent weights and optimizer buffers (one version of
- * each: cyclic DP's second parameter version is not saved), what a
- * checkpoint of that rank holds. Gathered ZeRO-3 weights are not
- * persistent and not counted. */
-static double
-rank_state_bytes(const StSchedule *s)
-{
-  double most = 0;
-  for (int r = 0; r < s->n_ranks; r++) {
-    const StProgram *p = g_ptr_array_index(s->programs, s->ranks[r].program);
-    if (p->job != 0)
-      continue;
-    double bytes = 0;
-    for (guint b = 0; b < p->buffers->len; b++) {
-      const StBuffer *buf = &g_array_index(p->buffers, StBuffer, b);
-      if (buf->persistent && buf->slot <= 0 &&
-          (buf->category == ST_MEM_PARAMS || buf->category == ST_MEM_OPTIMIZER))
-        bytes += (double)buf->bytes;
-    }
-    most = MAX(most, bytes);
-  }
-  return most;
-}
-
 gboolean
 st_run_step_from_summary(const StSummary *sum, StRunStep *out, GError **error)
 {
@@ -186,7 +161,7 @@ st_run_step_from_summary(const StSummary *sum, StRunStep *out, GError **error)
   /* comm_exposed_ns adds up the steady steps. */
   out->comm_fraction = (double)sum->comm_exposed_ns / MAX(1, sum->steady_steps) /
                        (double)sum->step_time_ns;
-  out->state_bytes_rank = rank_state_bytes(s);
+  out->state_bytes_rank = st_checkpoint_rank_bytes(s);
   for (int d = 0; out->state_bytes_rank <= 0 && d < s->n_devices; d++) {
     /* A schedule without persistent buffers (an imported trace): the
      * categories' peaks, an upper bound. */

@@ -69,18 +69,18 @@ replace_node(Trial *x, double t)
     g_array_remove_index(x->returns, 0);
     x->spares++;
   }
-  double wait = 0;
-  if (x->spares > 0) {
-    x->spares--;
-  } else {
-    double back = g_array_index(x->returns, double, 0);
-    g_array_remove_index(x->returns, 0);
-    wait = back - t;
-  }
-  double ret = t + wait + x->repair_s;
+  /* The failed node goes to repair; a free spare takes its place, else the
+   * job waits for the first node back (perhaps its own). */
+  double ret = t + x->repair_s;
   g_array_append_val(x->returns, ret);
   g_array_sort(x->returns, compare_double);
-  return wait;
+  if (x->spares > 0) {
+    x->spares--;
+    return 0;
+  }
+  double back = g_array_index(x->returns, double, 0);
+  g_array_remove_index(x->returns, 0);
+  return back - t;
 }
 
 static void
@@ -232,6 +232,7 @@ st_run_simulate(const StRunStep *step, const StRunSpec *spec, StRunResult *r)
     r->interruptions_by_cause[c] = by_cause[c] / trials;
   r->checkpoints = checkpoints / trials;
   r->goodput = r->wall_s > 0 ? r->work_s / r->wall_s : 0;
+  r->effective = r->wall_s > 0 ? work / r->wall_s : 0;
   g_array_unref(x.returns);
   g_rand_free(x.rng);
 }

@@ -217,6 +217,10 @@ typedef struct {
 } StCheckpointCost;
 
 void st_checkpoint_cost(const StRunStep *step, const StRunSpec *spec, StCheckpointCost *out);
+/* The model states a rank of `schedule` keeps between steps, most over the
+ * main job's ranks: its persistent weights and optimizer buffers, one
+ * version of each (what its checkpoint holds); 0 when it has none. */
+double st_checkpoint_rank_bytes(const StSchedule *schedule);
 
 /* ---- stragglers (stragglers.c) ------------------------------------------- */
 
@@ -271,6 +275,8 @@ typedef struct {
   double interruptions_by_cause[ST_FAIL_N];
   double checkpoints;        /* mean count taken */
   double goodput;            /* parts_s[PRODUCTIVE] / wall_s */
+  double effective;          /* (productive + stragglers) / wall: the time stepping, Llama
+                                3's "effective training time" */
   double gpu_hours;          /* (gpus + spare GPUs) x wall */
   double energy_kwh;         /* facility energy (x PUE) */
   double gpu_power_w;        /* mean power of a training GPU while stepping */

@@ -37,7 +37,9 @@ st_run_print(const StRunResult *r, const StRunSpec *spec, FILE *out)
   print_time(out, 1.96 * r->wall_sd_s / sqrt(MAX(r->trials, 1)));
   fprintf(out, " (95 %% CI of the mean); Daly's closed form ");
   print_time(out, r->daly_wall_s + r->parts_s[ST_RUN_REPAIR]);
-  fprintf(out, "\n  goodput          %.1f %% (productive / wall)\n", 100 * r->goodput);
+  fprintf(out, "\n  goodput          %.1f %% (productive / wall); effective training time %.1f %% "
+               "(stepping / wall)\n",
+          100 * r->goodput, 100 * r->effective);
   for (int p = 0; p < ST_RUN_N; p++) {
     fprintf(out, "    %-14s %5.1f %%  ", st_run_part_names[p],
             r->wall_s > 0 ? 100 * r->parts_s[p] / r->wall_s : 0);
@@ -92,6 +94,7 @@ st_run_to_json(const StRunResult *r, const StRunSpec *spec)
   cJSON_AddNumberToObject(o, "wall_sd_s", r->wall_sd_s);
   cJSON_AddNumberToObject(o, "daly_wall_s", r->daly_wall_s);
   cJSON_AddNumberToObject(o, "goodput", r->goodput);
+  cJSON_AddNumberToObject(o, "effective_training_time", r->effective);
   cJSON *parts = cJSON_AddObjectToObject(o, "parts_s");
   for (int p = 0; p < ST_RUN_N; p++)
     cJSON_AddNumberToObject(parts, st_run_part_names[p], r->parts_s[p]);
