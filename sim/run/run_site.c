@@ -128,7 +128,7 @@ st_run_site_load(const char *path, const char *tier, StStorage *storage, StPower
   }
   if (!found && !(storage->name != NULL && strcmp(storage->name, tier) == 0)) {
     g_set_error(error, ST_RUN_ERROR, ST_ERROR_INVALID,
-                "--storage %s: %s has no storage tier of that name (default: parallel-fs)",
+                "--storage %s: %s has no storage tier of that name (its first is the default)",
                 tier, path);
     return FALSE;
   }
