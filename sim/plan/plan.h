@@ -68,6 +68,7 @@
 #include "cluster/cluster.h"
 #include "model/model.h"
 #include "profile/profile.h"
+#include "run/run.h"
 #include "strategy/options.h"
 #include "strategy/strategy.h"
 
@@ -86,6 +87,11 @@ typedef enum {
   ST_PLAN_OBJ_THROUGHPUT,         /* samples/s, higher is better */
   ST_PLAN_OBJ_THROUGHPUT_PER_GPU, /* samples/s per GPU used, higher is better */
   ST_PLAN_OBJ_GPU_HOURS,          /* GPUs x step time x train_steps, lower is better */
+  /* A whole training run (spec->run, run/run.h: failures, checkpoints,
+   * stragglers), lower is better; plan_goodput.c: */
+  ST_PLAN_OBJ_TIME_TO_TRAIN,      /* its wall time */
+  ST_PLAN_OBJ_COST,               /* its price: GPU-hours and energy */
+  ST_PLAN_OBJ_ENERGY,             /* its facility energy */
   ST_PLAN_OBJ_N,
 } StPlanObjective;
 
@@ -134,6 +140,8 @@ typedef struct {
   int wave;                /* simulations between pruning decisions; 0: ST_PLAN_WAVE */
   StResiduals step_spread; /* the calibration's residuals (cost/calibration.h): each step
                               time's 90 % interval, and whether the winner stands apart */
+  StRunSpec *run;          /* the training run the time-to-train, cost and energy
+                              objectives rank by (run/run.h); owned, NULL: none */
 } StPlanSpec;
 
 StPlanSpec *st_plan_spec_new(void);
@@ -308,6 +316,10 @@ typedef struct {
   gboolean front_gpus, front_memory;    /* on a Pareto front (OK points only) */
   int same_as;                          /* -1, or the configuration with the same schedule
                                            whose results these are (plan_dedup.c) */
+  /* The whole training run (simulated points; plan_goodput.c): */
+  gboolean has_run_step;
+  StRunStep run_step;                   /* its power's source not kept (NULL) */
+  double run_wall_s, run_goodput;       /* under the run objectives, once ranked; 0 else */
   /* private */
   guint64 fingerprint[2];
   StSchedule *kept;                     /* built for the bound, kept for the simulation */
@@ -386,6 +398,14 @@ double st_plan_objective_value(StPlanObjective objective, const StPlanSpec *spec
                                const StPlanPoint *point);
 double st_plan_objective_bound(StPlanObjective objective, const StPlanSpec *spec,
                                const StPlanPoint *point, int64_t bound_ns);
+/* Whether `objective` ranks whole training runs (plan_goodput.c). */
+gboolean st_plan_objective_is_run(StPlanObjective objective);
+/* The run objective of a simulated point: its training run (spec->run) on
+ * its step; the wall time and goodput into *wall_s and *goodput (may be
+ * NULL). A point without a step gives 0. */
+double st_plan_run_objective(StPlanObjective objective, const StPlanSpec *spec,
+                             const StPlanPoint *point, double step_ns, double *wall_s,
+                             double *goodput);
 /* TRUE when value a is strictly better than b. */
 gboolean st_plan_objective_better(StPlanObjective objective, double a, double b);
 /* Fills objective, rank, fronts and plan->ranking. */
