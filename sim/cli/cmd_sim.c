@@ -306,10 +306,12 @@ write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error
   }
   if (!st_outdir_commit(outdir, FALSE, NULL, error))
     return FALSE;
+  gboolean trained = runs->len > 0 && ((Run *)g_ptr_array_index(runs, 0))->train != NULL;
   fprintf(stderr, "wrote %s (report.json, trace.json, memory.csv, comm.csv, groups.csv, links.csv, "
-                  "link_rates.csv, ops.csv%s); "
+                  "link_rates.csv, ops.csv%s%s); "
                   "plots: stagger plot %s\n",
-          out, runs->len > 1 ? " per strategy" : "", out);
+          out, trained ? ", goodput.csv, run_timeline.csv" : "",
+          runs->len > 1 ? " per strategy" : "", out);
   return TRUE;
 }
 

@@ -42,6 +42,12 @@ P
 [ -s "$tmp/a/goodput.csv" ] || fail "goodput.csv missing"
 [ "$(head -1 "$tmp/a/run_timeline.csv")" = "t_h,event,durable_work_h" ] || fail "run_timeline.csv header"
 
+# The plots of the run, where gnuplot is installed.
+if command -v gnuplot >/dev/null 2>&1; then
+  $STAGGER plot "$tmp/a" >/dev/null 2>&1 || fail "stagger plot failed on a training run"
+  [ -s "$tmp/a/goodput.png" ] && [ -s "$tmp/a/run_timeline.png" ] || fail "no goodput / run_timeline plots"
+fi
+
 # A seed reproduces the run; another seed gives another.
 $STAGGER sim "${RUN[@]}" --out "$tmp/b" >/dev/null 2>&1
 $STAGGER sim "${RUN[@]}" --seed 9 --out "$tmp/c" >/dev/null 2>&1
