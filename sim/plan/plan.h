@@ -23,6 +23,8 @@
  *                  pruning by the bounds (a work bound before building).
  *   plan_prune.c   the best simulated objective so far per GPU count.
  *   plan_rank.c    objectives, the ranking and the Pareto fronts.
+ *   plan_goodput.c the objectives of a whole training run (time-to-train,
+ *                  cost, energy: run/run.h) on each point's step.
  *   plan_json.c    plan.json (every point) and plan.csv (for plots/plan.gp).
  *   plan_print.c   the ranked table and the winner against the runner-up.
  *   plan_dist.c    a search spread over processes: what they exchange
