@@ -82,161 +82,231 @@ parse_double(const char *option, const char *text, double min, double *out, GErr
   return TRUE;
 }
 
+/* ---- one setter per option, and the table ------------------------------ */
+
+typedef gboolean (*RunSetter)(StCliRun *r, const char *name, const char *value, GError **error);
+
+static gboolean
+set_tokens(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  return parse_amount(name, value, &r->spec.train_tokens, error);
+}
+
+static gboolean
+set_samples(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  return parse_amount(name, value, &r->spec.train_samples, error);
+}
+
+static gboolean
+set_ramp(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  g_auto(GStrv) v = g_strsplit(value, ",", -1);
+  double a = 0, b = 0, c = 0;
+  if (g_strv_length(v) != 3 || !parse_amount(name, v[0], &a, NULL) ||
+      !parse_amount(name, v[1], &b, NULL) || !parse_amount(name, v[2], &c, NULL))
+    return st_cli_usage_error(error, "--%s '%s': START,INCREMENT,SAMPLES, three positive "
+                                     "counts (Megatron-LM's)",
+                              name, value);
+  r->spec.ramp_start = (int64_t)a;
+  r->spec.ramp_increment = (int64_t)b;
+  r->spec.ramp_samples = c;
+  return TRUE;
+}
+
+static gboolean
+set_interval(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  r->spec.ckpt_interval_s = 0;
+  if (strcmp(value, "optimal") == 0)
+    return TRUE;
+  if (!parse_seconds(name, value, &r->spec.ckpt_interval_s, error))
+    return FALSE;
+  return r->spec.ckpt_interval_s > 0 ||
+         st_cli_usage_error(error, "--%s '%s': a duration > 0, or 'optimal'", name, value);
+}
+
+static gboolean
+set_async(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  (void)name, (void)value, (void)error;
+  r->spec.ckpt_async = TRUE;
+  return TRUE;
+}
+
+static gboolean
+set_writers(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  if (strcmp(value, "first") != 0 && strcmp(value, "spread") != 0)
+    return st_cli_usage_error(error, "--%s '%s': first or spread", name, value);
+  r->spec.writers = value[0] == 's' ? ST_CKPT_WRITERS_SPREAD : ST_CKPT_WRITERS_FIRST;
+  return TRUE;
+}
+
+static gboolean
+set_storage(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  (void)name, (void)error;
+  g_free(r->storage);
+  r->storage = g_strdup(value);
+  return TRUE;
+}
+
+static gboolean
+set_rates(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  (void)name, (void)error;
+  g_free(r->failure_rates);
+  r->failure_rates = g_strdup(value);
+  return TRUE;
+}
+
+static gboolean
+set_restart(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  StRunSpec *s = &r->spec;
+  g_auto(GStrv) items = g_strsplit(value, ",", -1);
+  for (char **it = items; *it != NULL; it++) {
+    g_auto(GStrv) kv = g_strsplit(g_strstrip(*it), "=", 2);
+    double *field = NULL;
+    if (kv[0] != NULL && kv[1] != NULL)
+      field = strcmp(kv[0], "detect") == 0     ? &s->detect_s
+              : strcmp(kv[0], "relaunch") == 0 ? &s->relaunch_s
+              : strcmp(kv[0], "init") == 0     ? &s->init_s
+              : strcmp(kv[0], "repair") == 0   ? &s->repair_s
+                                               : NULL;
+    if (field == NULL)
+      return st_cli_usage_error(error, "--%s '%s': KEY=DURATION,... with keys detect, "
+                                       "relaunch, init, repair",
+                                name, value);
+    if (!parse_seconds(name, kv[1], field, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+set_spares(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  double v = 0;
+  if (!parse_double(name, value, 0, &v, error))
+    return FALSE;
+  r->spec.spare_nodes = (int)v;
+  return TRUE;
+}
+
+static gboolean
+set_sigma(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  StRunSpec *s = &r->spec;
+  g_auto(GStrv) v = g_strsplit(value, ",", -1);
+  guint n = g_strv_length(v);
+  if (n < 1 || n > 2)
+    return st_cli_usage_error(error, "--%s '%s': GPU[,STEP]", name, value);
+  if (!parse_double(name, v[0], 0, &s->sigma_gpu, error) ||
+      (n == 2 && !parse_double(name, v[1], 0, &s->sigma_step, error)))
+    return FALSE;
+  return (s->sigma_gpu <= 1 && s->sigma_step <= 1) ||
+         st_cli_usage_error(error, "--%s '%s': relative spreads in [0, 1]", name, value);
+}
+
+static gboolean
+set_seed(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  double v = 0;
+  if (!parse_double(name, value, 0, &v, error))
+    return FALSE;
+  if (v > G_MAXUINT32 || v != floor(v))
+    return st_cli_usage_error(error, "--%s '%s': an integer 0 .. %u", name, value, G_MAXUINT32);
+  r->spec.seed = (guint32)v;
+  return TRUE;
+}
+
+static gboolean
+set_trials(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  double v = 0;
+  if (!parse_double(name, value, 1, &v, error))
+    return FALSE;
+  r->spec.trials = (int)MIN(v, 1e6);
+  return TRUE;
+}
+
+static gboolean
+set_price_gpu(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  return parse_double(name, value, 0, &r->spec.price_gpu_hour, error);
+}
+
+static gboolean
+set_price_kwh(StCliRun *r, const char *name, const char *value, GError **error)
+{
+  return parse_double(name, value, 0, &r->spec.price_kwh, error);
+}
+
+static const struct {
+  const char *name, *arg, *help;
+  RunSetter set;
+} RUN_OPTIONS[] = {
+  {"train-tokens", "N", "A whole training run of N tokens (\"15T\"): wall time, goodput, "
+                        "GPU-hours, energy (docs/GOODPUT.md)", set_tokens},
+  {"train-samples", "N", "The same in samples, for models that read no tokens", set_samples},
+  {"rampup-batch-size", "START,INCR,SAMPLES",
+   "Batch-size warm-up as Megatron-LM's: from START by INCR over SAMPLES samples", set_ramp},
+  {"checkpoint-interval", "DURATION|optimal",
+   "Work between checkpoints (\"30min\"; default: optimal, Daly 2006)", set_interval},
+  {"checkpoint-async", NULL,
+   "Asynchronous checkpoints: the steps wait for the copy to host, the write overlaps",
+   set_async},
+  {"checkpoint-writers", "first|spread",
+   "Who writes: each shard once by its first holder (default), or spread over replicas",
+   set_writers},
+  {"storage", "NAME", "The cluster file's storage tier to write to (default: its first; "
+                      "without any, parallel-fs estimates)", set_storage},
+  {"failure-rates", "FILE", "Interruption rates per GPU, node, link (JSON; default: Llama 3's "
+                            "54-day snapshot, Table 5)", set_rates},
+  {"restart-time", "KEY=DURATION,...",
+   "detect (2min), relaunch (5min), init (1min), repair (4h) (defaults in brackets)",
+   set_restart},
+  {"spare-nodes", "N", "Nodes the job holds to replace failed ones (default: the site's pool "
+                       "replaces them at once)", set_spares},
+  {"straggler-sigma", "GPU[,STEP]",
+   "Spread of GPU speeds, persistent and per step (default: 0.011,0.01)", set_sigma},
+  {"seed", "N", "Seed of the training run's Monte Carlo (default: 1)", set_seed},
+  {"run-trials", "N", "Monte Carlo trials of the training run (default: 400)", set_trials},
+  {"price-gpu-hour", "PRICE", "Price of a GPU-hour (default: not priced)", set_price_gpu},
+  {"price-kwh", "PRICE", "Price of a kWh at the facility (default: not priced)", set_price_kwh},
+};
+
 static gboolean
 on_run_option(const char *option_name, const char *value, gpointer data, GError **error)
 {
   StCliRun *r = data;
-  StRunSpec *s = &r->spec;
-  const char *name = option_name + 2;
+  const char *name = option_name + 2; /* "--" */
   r->given = TRUE;
-  if (strcmp(name, "train-tokens") == 0)
-    return parse_amount(name, value, &s->train_tokens, error);
-  if (strcmp(name, "train-samples") == 0)
-    return parse_amount(name, value, &s->train_samples, error);
-  if (strcmp(name, "checkpoint-interval") == 0) {
-    if (strcmp(value, "optimal") == 0) {
-      s->ckpt_interval_s = 0;
-      return TRUE;
-    }
-    if (!parse_seconds(name, value, &s->ckpt_interval_s, error))
-      return FALSE;
-    return s->ckpt_interval_s > 0 ||
-           st_cli_usage_error(error, "--checkpoint-interval '%s': a duration > 0, or 'optimal'",
-                              value);
-  }
-  if (strcmp(name, "checkpoint-async") == 0) {
-    s->ckpt_async = TRUE;
-    return TRUE;
-  }
-  if (strcmp(name, "checkpoint-writers") == 0) {
-    if (strcmp(value, "first") == 0 || strcmp(value, "spread") == 0) {
-      s->writers = value[0] == 's' ? ST_CKPT_WRITERS_SPREAD : ST_CKPT_WRITERS_FIRST;
-      return TRUE;
-    }
-    return st_cli_usage_error(error, "--checkpoint-writers '%s': first or spread", value);
-  }
-  if (strcmp(name, "rampup-batch-size") == 0) {
-    g_auto(GStrv) v = g_strsplit(value, ",", -1);
-    double a = 0, b = 0, c = 0;
-    if (g_strv_length(v) != 3 || !parse_amount(name, v[0], &a, NULL) ||
-        !parse_amount(name, v[1], &b, NULL) || !parse_amount(name, v[2], &c, NULL))
-      return st_cli_usage_error(error, "--rampup-batch-size '%s': START,INCREMENT,SAMPLES, "
-                                       "three positive counts (Megatron-LM's)",
-                                value);
-    s->ramp_start = (int64_t)a;
-    s->ramp_increment = (int64_t)b;
-    s->ramp_samples = c;
-    return TRUE;
-  }
-  if (strcmp(name, "failure-rates") == 0) {
-    g_free(r->failure_rates);
-    r->failure_rates = g_strdup(value);
-    return TRUE;
-  }
-  if (strcmp(name, "storage") == 0) {
-    g_free(r->storage);
-    r->storage = g_strdup(value);
-    return TRUE;
-  }
-  if (strcmp(name, "restart-time") == 0) {
-    g_auto(GStrv) items = g_strsplit(value, ",", -1);
-    for (char **it = items; *it != NULL; it++) {
-      g_auto(GStrv) kv = g_strsplit(g_strstrip(*it), "=", 2);
-      double *field = NULL;
-      if (kv[0] != NULL && kv[1] != NULL) {
-        field = strcmp(kv[0], "detect") == 0     ? &s->detect_s
-                : strcmp(kv[0], "relaunch") == 0 ? &s->relaunch_s
-                : strcmp(kv[0], "init") == 0     ? &s->init_s
-                : strcmp(kv[0], "repair") == 0   ? &s->repair_s
-                                                 : NULL;
-      }
-      if (field == NULL)
-        return st_cli_usage_error(error, "--restart-time '%s': KEY=DURATION,... with keys "
-                                         "detect, relaunch, init, repair",
-                                  value);
-      if (!parse_seconds(name, kv[1], field, error))
-        return FALSE;
-    }
-    return TRUE;
-  }
-  if (strcmp(name, "spare-nodes") == 0) {
-    double v = 0;
-    if (!parse_double(name, value, 0, &v, error))
-      return FALSE;
-    s->spare_nodes = (int)v;
-    return TRUE;
-  }
-  if (strcmp(name, "straggler-sigma") == 0) {
-    g_auto(GStrv) v = g_strsplit(value, ",", -1);
-    guint n = g_strv_length(v);
-    if (n < 1 || n > 2 || !parse_double(name, v[0], 0, &s->sigma_gpu, error) ||
-        (n == 2 && !parse_double(name, v[1], 0, &s->sigma_step, error)))
-      return error != NULL && *error != NULL
-               ? FALSE
-               : st_cli_usage_error(error, "--straggler-sigma '%s': GPU[,STEP]", value);
-    return (s->sigma_gpu <= 1 && s->sigma_step <= 1) ||
-           st_cli_usage_error(error, "--straggler-sigma '%s': relative spreads in [0, 1]",
-                              value);
-  }
-  if (strcmp(name, "seed") == 0) {
-    double v = 0;
-    if (!parse_double(name, value, 0, &v, error))
-      return FALSE;
-    s->seed = (guint32)v;
-    return TRUE;
-  }
-  if (strcmp(name, "run-trials") == 0) {
-    double v = 0;
-    if (!parse_double(name, value, 1, &v, error))
-      return FALSE;
-    s->trials = (int)v;
-    return TRUE;
-  }
-  if (strcmp(name, "price-gpu-hour") == 0)
-    return parse_double(name, value, 0, &s->price_gpu_hour, error);
-  if (strcmp(name, "price-kwh") == 0)
-    return parse_double(name, value, 0, &s->price_kwh, error);
+  for (gsize i = 0; i < G_N_ELEMENTS(RUN_OPTIONS); i++)
+    if (strcmp(RUN_OPTIONS[i].name, name) == 0)
+      return RUN_OPTIONS[i].set(r, name, value, error);
   g_return_val_if_reached(FALSE);
 }
-
-#define ENTRY(name, arg, help)                                                                \
-  {name, 0, (arg) == NULL ? G_OPTION_FLAG_NO_ARG : 0, G_OPTION_ARG_CALLBACK,                   \
-   (gpointer)on_run_option, help, arg}
 
 GOptionGroup *
 st_cli_run_group(StCliRun *r)
 {
-  static const GOptionEntry entries[] = {
-    ENTRY("train-tokens", "N", "A whole training run of N tokens (\"15T\"): wall time, "
-                               "goodput, GPU-hours, energy (docs/GOODPUT.md)"),
-    ENTRY("train-samples", "N", "The same in samples, for models that read no tokens"),
-    ENTRY("rampup-batch-size", "START,INCR,SAMPLES",
-          "Batch-size warm-up as Megatron-LM's: from START by INCR over SAMPLES samples"),
-    ENTRY("checkpoint-interval", "DURATION|optimal",
-          "Work between checkpoints (\"30min\"; default: optimal, Daly 2006)"),
-    ENTRY("checkpoint-async", NULL,
-          "Asynchronous checkpoints: the steps wait for the copy to host, the write overlaps"),
-    ENTRY("checkpoint-writers", "first|spread",
-          "Who writes: each shard once by its first holder (default), or spread over replicas"),
-    ENTRY("storage", "NAME", "The cluster file's storage tier to write to (default: its "
-                             "first; without any, parallel-fs estimates)"),
-    ENTRY("failure-rates", "FILE", "Interruption rates per GPU, node, link (JSON; default: "
-                                   "Llama 3's 54-day snapshot, Table 5)"),
-    ENTRY("restart-time", "KEY=DURATION,...",
-          "detect (2min), relaunch (5min), init (1min), repair (4h) (defaults in brackets)"),
-    ENTRY("spare-nodes", "N", "Nodes the job holds to replace failed ones (default: the "
-                              "site's pool replaces them at once)"),
-    ENTRY("straggler-sigma", "GPU[,STEP]",
-          "Spread of GPU speeds, persistent and per step (default: 0.011,0.01)"),
-    ENTRY("seed", "N", "Seed of the training run's Monte Carlo (default: 1)"),
-    ENTRY("run-trials", "N", "Monte Carlo trials of the training run (default: 400)"),
-    ENTRY("price-gpu-hour", "PRICE", "Price of a GPU-hour (default: not priced)"),
-    ENTRY("price-kwh", "PRICE", "Price of a kWh at the facility (default: not priced)"),
-    {NULL},
-  };
+  GOptionEntry entries[G_N_ELEMENTS(RUN_OPTIONS) + 1];
+  for (gsize i = 0; i < G_N_ELEMENTS(RUN_OPTIONS); i++)
+    entries[i] = (GOptionEntry){RUN_OPTIONS[i].name,
+                                0,
+                                RUN_OPTIONS[i].arg == NULL ? G_OPTION_FLAG_NO_ARG : 0,
+                                G_OPTION_ARG_CALLBACK,
+                                (gpointer)on_run_option,
+                                RUN_OPTIONS[i].help,
+                                RUN_OPTIONS[i].arg};
+  entries[G_N_ELEMENTS(RUN_OPTIONS)] = (GOptionEntry){NULL};
   GOptionGroup *group =
     g_option_group_new("run", "A whole training run (docs/GOODPUT.md):",
                        "Show the training-run options", r, NULL);
+  /* The group copies the entries. */
   g_option_group_add_entries(group, entries);
   return group;
 }
