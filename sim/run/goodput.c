@@ -231,6 +231,7 @@ st_run_estimate(const StRunStep *step, const StRunSpec *spec, StRunResult *r, GE
   r->steps = ramp_steps + full_steps;
   r->work_s = ramp_s + full_steps * step->step_s;
   r->straggler_factor = st_straggler_factor(step, spec);
+  r->straggler_slack = step->stale_slack;
   double rate_h = st_failure_job_rates(&spec->rates, step->gpus, step->nodes, step->nics,
                                        r->rate_by_cause);
   r->mtbf_s = rate_h > 0 ? 3600.0 / rate_h : INFINITY;

@@ -260,6 +260,7 @@ typedef struct {
   double ramp_steps;         /* of them, in the batch ramp */
   double work_s;             /* productive: steps at the simulated step time */
   double straggler_factor;
+  int straggler_slack;       /* steps of delay the update tolerates (StRunStep.stale_slack) */
   double mtbf_s;             /* the job's mean time between interruptions */
   double rate_by_cause[ST_FAIL_N]; /* per hour */
   StCheckpointCost ckpt;

@@ -68,7 +68,9 @@ st_run_print(const StRunResult *r, const StRunSpec *spec, FILE *out)
   fprintf(out, " (%s)\n  restart          ", spec->storage.name);
   print_time(out, r->restart_s);
   fprintf(out, " (detect, relaunch, init, load)\n");
-  fprintf(out, "  stragglers       step x %.4f (slowest of the GPUs)\n", r->straggler_factor);
+  fprintf(out, "  stragglers       step x %.4f (slowest of the GPUs%s)\n", r->straggler_factor,
+          r->straggler_slack > 0 ? "; its stale update lets a step's jitter average out"
+                                 : "");
   fprintf(out, "  GPU-hours        %.4g\n", r->gpu_hours);
   fprintf(out, "  energy           %.4g MWh (facility; %.0f W per stepping GPU)\n",
           r->energy_kwh / 1000, r->gpu_power_w);
@@ -123,6 +125,7 @@ st_run_to_json(const StRunResult *r, const StRunSpec *spec)
   cJSON_AddNumberToObject(ck, "load_s", r->ckpt.load_s);
   cJSON_AddNumberToObject(o, "restart_s", r->restart_s);
   cJSON_AddNumberToObject(o, "straggler_factor", r->straggler_factor);
+  cJSON_AddNumberToObject(o, "straggler_slack_steps", r->straggler_slack);
   cJSON_AddNumberToObject(o, "gpu_hours", r->gpu_hours);
   cJSON_AddNumberToObject(o, "energy_kwh", r->energy_kwh);
   cJSON_AddNumberToObject(o, "gpu_power_w", r->gpu_power_w);

@@ -76,6 +76,18 @@ python3 -c "import sys; sys.exit(0 if $(field "$tmp/slow/report.json" "r['run'][
 python3 -c "import sys; sys.exit(0 if $(field "$tmp/fast/report.json" "r['run']['gpu_power_w']") <= 500 else 1)" ||
   fail "the cluster file's power is not used"
 
+# Cyclic DP's stale update (rule v1) tolerates a step of delay: it pays
+# less for its slowest GPU than DDP's synchronous step.
+$STAGGER sim --model "$M" --cluster "$H100" --strategy cdp,dp --precision mixed --micro-batch 4 \
+  --steps 8 --train-tokens 1B --run-trials 5 --out "$tmp/cdp" >/dev/null 2>&1
+python3 - "$tmp/cdp" <<'P' || fail "cdp's stale update does not absorb stragglers"
+import json, sys
+cdp = json.load(open(sys.argv[1] + "/cdp/report.json"))["run"]
+dp = json.load(open(sys.argv[1] + "/dp/report.json"))["run"]
+assert cdp["straggler_slack_steps"] == 1 and dp["straggler_slack_steps"] == 0
+assert 1 < cdp["straggler_factor"] < dp["straggler_factor"], (cdp, dp)
+P
+
 # Refused, naming the option.
 expect 2 "train-tokens" $STAGGER sim "${RUN[@]}" --train-tokens 0
 expect 2 "train-tokens" $STAGGER sim "${RUN[@]}" --train-tokens -3T
