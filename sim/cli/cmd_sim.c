@@ -452,6 +452,13 @@ run(int argc, char **argv, GError **error)
         names[i] = ((Run *)g_ptr_array_index(runs, i))->name;
       }
       st_summary_print_compare(sums, names, (int)runs->len, stdout);
+      if (st_cli_run_wanted(&train)) {
+        g_autofree const StRunResult **trains = g_new(const StRunResult *, runs->len);
+        for (guint i = 0; i < runs->len; i++)
+          trains[i] = ((Run *)g_ptr_array_index(runs, i))->train;
+        printf("\n");
+        st_run_print_compare(trains, names, (int)runs->len, stdout);
+      }
     }
     fflush(stdout);
     if (outdir != NULL)

@@ -305,6 +305,10 @@ void st_run_energy(const StRunStep *step, const StRunSpec *spec, StRunResult *ou
 
 /* The "training run" block of the summary. */
 void st_run_print(const StRunResult *result, const StRunSpec *spec, FILE *out);
+/* The training runs of several layouts side by side (`names[i]` labels
+ * results[i]), and which finishes first. */
+void st_run_print_compare(const StRunResult *const *results, const char *const *names, int n,
+                          FILE *out);
 /* report.json's `run` object. Transfer full. */
 struct cJSON *st_run_to_json(const StRunResult *result, const StRunSpec *spec);
 /* goodput.csv (part, seconds, share) and run_timeline.csv (t_h, event,

@@ -81,6 +81,38 @@ st_run_print(const StRunResult *r, const StRunSpec *spec, FILE *out)
     fprintf(out, "  cost             not priced (--price-gpu-hour, --price-kwh)\n");
 }
 
+void
+st_run_print_compare(const StRunResult *const *r, const char *const *names, int n, FILE *out)
+{
+  fprintf(out, "%-28s", "training run");
+  for (int i = 0; i < n; i++)
+    fprintf(out, " %19s", names[i]);
+  fprintf(out, "\n");
+  const struct {
+    const char *label;
+    int what;
+  } rows[] = {{"wall time (days)", 0}, {"goodput", 1}, {"interruptions", 2},
+              {"checkpoint stall (s)", 3}, {"GPU-hours", 4}, {"energy (MWh)", 5},
+              {"cost", 6}};
+  for (gsize k = 0; k < G_N_ELEMENTS(rows); k++) {
+    fprintf(out, "%-28s", rows[k].label);
+    for (int i = 0; i < n; i++) {
+      double v[] = {r[i]->wall_s / 86400, 100 * r[i]->goodput, r[i]->interruptions,
+                    r[i]->ckpt.stall_s, r[i]->gpu_hours, r[i]->energy_kwh / 1000, r[i]->cost};
+      if (rows[k].what == 1)
+        fprintf(out, " %17.1f %%", v[1]);
+      else
+        fprintf(out, " %19.4g", v[rows[k].what]);
+    }
+    fprintf(out, "\n");
+  }
+  int first = 0;
+  for (int i = 1; i < n; i++)
+    if (r[i]->wall_s < r[first]->wall_s)
+      first = i;
+  fprintf(out, "first to finish: %s\n", names[first]);
+}
+
 cJSON *
 st_run_to_json(const StRunResult *r, const StRunSpec *spec)
 {

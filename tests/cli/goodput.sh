@@ -79,7 +79,8 @@ python3 -c "import sys; sys.exit(0 if $(field "$tmp/fast/report.json" "r['run'][
 # Cyclic DP's stale update (rule v1) tolerates a step of delay: it pays
 # less for its slowest GPU than DDP's synchronous step.
 $STAGGER sim --model "$M" --cluster "$H100" --strategy cdp,dp --precision mixed --micro-batch 4 \
-  --steps 8 --train-tokens 1B --run-trials 5 --out "$tmp/cdp" >/dev/null 2>&1
+  --steps 8 --train-tokens 1B --run-trials 5 --out "$tmp/cdp" >"$tmp/cdp.txt" 2>/dev/null
+grep -q "^first to finish: " "$tmp/cdp.txt" || fail "side by side, the runs are not compared"
 python3 - "$tmp/cdp" <<'P' || fail "cdp's stale update does not absorb stragglers"
 import json, sys
 cdp = json.load(open(sys.argv[1] + "/cdp/report.json"))["run"]
