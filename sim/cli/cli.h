@@ -120,6 +120,8 @@ typedef struct {
   gboolean given;        /* any training-run option given */
   char *failure_rates;   /* --failure-rates FILE, or NULL: the defaults */
   char *storage;         /* --storage NAME, or NULL: the cluster file's first tier */
+  GArray *intervals;     /* --checkpoint-interval's values (double s, 0 optimal), or NULL */
+  GArray *spares;        /* --spare-nodes' values (int), or NULL */
 } StCliRun;
 
 void st_cli_run_init(StCliRun *run);
@@ -133,8 +135,11 @@ GOptionGroup *st_cli_run_group(StCliRun *run);
 gboolean st_cli_run_wanted(const StCliRun *run);
 /* Loads --failure-rates and the cluster file's storage and power entries
  * (`cluster_path`, NULL: none) into run->spec and checks it; training-run
- * options without anything to train are a usage error. */
-gboolean st_cli_run_prepare(StCliRun *run, const char *cluster_path, GError **error);
+ * options without anything to train are a usage error, and so are lists of
+ * checkpoint intervals or spare nodes unless `lists` (plan: the spec takes
+ * the first, run->intervals and run->spares hold them all). */
+gboolean st_cli_run_prepare(StCliRun *run, const char *cluster_path, gboolean lists,
+                            GError **error);
 
 /* ---- the executor's options, shared by run and validate (cli_exec.c) ---- */
 

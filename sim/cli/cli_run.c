@@ -21,6 +21,8 @@ st_cli_run_clear(StCliRun *r)
   st_run_spec_clear(&r->spec);
   g_free(r->failure_rates);
   g_free(r->storage);
+  g_clear_pointer(&r->intervals, g_array_unref);
+  g_clear_pointer(&r->spares, g_array_unref);
 }
 
 /* "15T", "300B", "2.5e6", "1.2M": a count; K, M, B or G, T are 1e3, 1e6,
@@ -114,16 +116,25 @@ set_ramp(StCliRun *r, const char *name, const char *value, GError **error)
   return TRUE;
 }
 
+/* A comma list (plan searches it) or one value; the spec takes the first. */
 static gboolean
 set_interval(StCliRun *r, const char *name, const char *value, GError **error)
 {
-  r->spec.ckpt_interval_s = 0;
-  if (strcmp(value, "optimal") == 0)
-    return TRUE;
-  if (!parse_seconds(name, value, &r->spec.ckpt_interval_s, error))
-    return FALSE;
-  return r->spec.ckpt_interval_s > 0 ||
-         st_cli_usage_error(error, "--%s '%s': a duration > 0, or 'optimal'", name, value);
+  g_auto(GStrv) items = g_strsplit(value, ",", -1);
+  g_clear_pointer(&r->intervals, g_array_unref);
+  r->intervals = g_array_new(FALSE, FALSE, sizeof(double));
+  for (char **it = items; *it != NULL; it++) {
+    double s = 0;
+    const char *v = g_strstrip(*it);
+    if (strcmp(v, "optimal") != 0 &&
+        (!parse_seconds(name, v, &s, error) ||
+         (s <= 0 && !st_cli_usage_error(error, "--%s '%s': a duration > 0, or 'optimal'", name,
+                                        v))))
+      return FALSE;
+    g_array_append_val(r->intervals, s);
+  }
+  r->spec.ckpt_interval_s = g_array_index(r->intervals, double, 0);
+  return TRUE;
 }
 
 static gboolean
@@ -188,10 +199,17 @@ set_restart(StCliRun *r, const char *name, const char *value, GError **error)
 static gboolean
 set_spares(StCliRun *r, const char *name, const char *value, GError **error)
 {
-  double v = 0;
-  if (!parse_double(name, value, 0, &v, error))
-    return FALSE;
-  r->spec.spare_nodes = (int)v;
+  g_auto(GStrv) items = g_strsplit(value, ",", -1);
+  g_clear_pointer(&r->spares, g_array_unref);
+  r->spares = g_array_new(FALSE, FALSE, sizeof(int));
+  for (char **it = items; *it != NULL; it++) {
+    double v = 0;
+    if (!parse_double(name, g_strstrip(*it), 0, &v, error))
+      return FALSE;
+    int n = (int)MIN(v, 1e6);
+    g_array_append_val(r->spares, n);
+  }
+  r->spec.spare_nodes = g_array_index(r->spares, int, 0);
   return TRUE;
 }
 
@@ -254,7 +272,8 @@ static const struct {
   {"rampup-batch-size", "START,INCR,SAMPLES",
    "Batch-size warm-up as Megatron-LM's: from START by INCR over SAMPLES samples", set_ramp},
   {"checkpoint-interval", "DURATION|optimal",
-   "Work between checkpoints (\"30min\"; default: optimal, Daly 2006)", set_interval},
+   "Work between checkpoints (\"30min\"; default: optimal, Daly 2006); plan: a list to try",
+   set_interval},
   {"checkpoint-async", NULL,
    "Asynchronous checkpoints: the steps wait for the copy to host, the write overlaps",
    set_async},
@@ -269,7 +288,7 @@ static const struct {
    "detect (2min), relaunch (5min), init (1min), repair (4h) (defaults in brackets)",
    set_restart},
   {"spare-nodes", "N", "Nodes the job holds to replace failed ones (default: the site's pool "
-                       "replaces them at once)", set_spares},
+                       "replaces them at once); plan: a list to try", set_spares},
   {"straggler-sigma", "GPU[,STEP]",
    "Spread of GPU speeds, persistent and per step (default: 0.011,0.01)", set_sigma},
   {"seed", "N", "Seed of the training run's Monte Carlo (default: 1)", set_seed},
@@ -318,10 +337,14 @@ st_cli_run_wanted(const StCliRun *r)
 }
 
 gboolean
-st_cli_run_prepare(StCliRun *r, const char *cluster_path, GError **error)
+st_cli_run_prepare(StCliRun *r, const char *cluster_path, gboolean lists, GError **error)
 {
   if (!r->given)
     return TRUE;
+  if (!lists && ((r->intervals != NULL && r->intervals->len > 1) ||
+                 (r->spares != NULL && r->spares->len > 1)))
+    return st_cli_usage_error(error, "--checkpoint-interval, --spare-nodes: one value here; "
+                                     "stagger plan tries a list");
   if (!st_cli_run_wanted(r))
     return st_cli_usage_error(error, "the training-run options need --train-tokens or "
                                      "--train-samples: what to train");

@@ -166,7 +166,7 @@ on_progress(gpointer data, const StPlanCounts *c, int done, int total)
 static gboolean
 with_run(StPlanSpec *spec, StCliRun *train, const char *cluster, GError **error)
 {
-  if (!st_cli_run_prepare(train, cluster, error))
+  if (!st_cli_run_prepare(train, cluster, TRUE, error))
     return FALSE;
   gboolean wanted = st_cli_run_wanted(train);
   const char *objective = st_plan_objective_name(spec->objective);
@@ -184,6 +184,9 @@ with_run(StPlanSpec *spec, StCliRun *train, const char *cluster, GError **error)
   if (wanted) {
     spec->run = g_new0(StRunSpec, 1);
     st_run_spec_copy(spec->run, &train->spec);
+    /* The run's knobs: each point's run tries every value. */
+    spec->run_intervals = train->intervals != NULL ? g_array_ref(train->intervals) : NULL;
+    spec->run_spares = train->spares != NULL ? g_array_ref(train->spares) : NULL;
   }
   return TRUE;
 }

@@ -397,7 +397,7 @@ run(int argc, char **argv, GError **error)
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
   /* Training-run options are checked before any simulation. */
   if (ok && !list && !list_fw)
-    ok = st_cli_run_prepare(&train, sh.cluster, error);
+    ok = st_cli_run_prepare(&train, sh.cluster, FALSE, error);
   /* An --out that may not be replaced is refused before any work. */
   if (ok && !list && !list_fw && sh.out != NULL)
     ok = (outdir = st_cli_out_begin(sh.out, sh.force, command, error)) != NULL;

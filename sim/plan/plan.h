@@ -144,6 +144,9 @@ typedef struct {
                               time's 90 % interval, and whether the winner stands apart */
   StRunSpec *run;          /* the training run the time-to-train, cost and energy
                               objectives rank by (run/run.h); owned, NULL: none */
+  GArray *run_intervals;   /* double, s of work between checkpoints (0: optimal), the knob
+                              each point's run is tried at; NULL: run's own; owned */
+  GArray *run_spares;      /* int, spare nodes (-1: the site's pool), likewise */
 } StPlanSpec;
 
 StPlanSpec *st_plan_spec_new(void);
@@ -322,6 +325,9 @@ typedef struct {
   gboolean has_run_step;
   StRunStep run_step;                   /* its power's source not kept (NULL) */
   double run_wall_s, run_goodput;       /* under the run objectives, once ranked; 0 else */
+  double run_interval_s;                /* the checkpoint interval its run took (the best of
+                                           run_intervals) */
+  int run_spares;                       /* the spare nodes its run took */
   /* private */
   guint64 fingerprint[2];
   StSchedule *kept;                     /* built for the bound, kept for the simulation */
@@ -402,12 +408,17 @@ double st_plan_objective_bound(StPlanObjective objective, const StPlanSpec *spec
                                const StPlanPoint *point, int64_t bound_ns);
 /* Whether `objective` ranks whole training runs (plan_goodput.c). */
 gboolean st_plan_objective_is_run(StPlanObjective objective);
+/* What a point's best training run took and gave (plan_goodput.c). */
+typedef struct {
+  double wall_s, goodput, interval_s;
+  int spares;
+} StPlanRunChoice;
 /* The run objective of a simulated point: its training run (spec->run) on
- * its step; the wall time and goodput into *wall_s and *goodput (may be
- * NULL). A point without a step gives 0. */
+ * its step, at each checkpoint interval and spare count of the spec's knobs
+ * (run_intervals x run_spares), the best of them; what it took into
+ * `choice` (may be NULL). A point without a step gives 0. */
 double st_plan_run_objective(StPlanObjective objective, const StPlanSpec *spec,
-                             const StPlanPoint *point, double step_ns, double *wall_s,
-                             double *goodput);
+                             const StPlanPoint *point, double step_ns, StPlanRunChoice *choice);
 /* TRUE when value a is strictly better than b. */
 gboolean st_plan_objective_better(StPlanObjective objective, double a, double b);
 /* Fills objective, rank, fronts and plan->ranking. */

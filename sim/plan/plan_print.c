@@ -360,6 +360,11 @@ print_explanation(const StPlan *plan, FILE *out)
     g_autofree char *ga = g_strdup_printf("%.1f %%", 100 * a->run_goodput);
     g_autofree char *gb = g_strdup_printf("%.1f %%", 100 * b->run_goodput);
     fprintf(out, "  %-28s %14s %14s\n", "goodput of the run", ga, gb);
+    g_autofree char *ia = g_strdup_printf("%.0f s", a->run_interval_s);
+    g_autofree char *ib = g_strdup_printf("%.0f s", b->run_interval_s);
+    fprintf(out, "  %-28s %14s %14s\n", "  checkpoint interval", ia, ib);
+    if (a->run_spares >= 0 || b->run_spares >= 0)
+      fprintf(out, "  %-28s %14d %14d\n", "  spare nodes", a->run_spares, b->run_spares);
   }
   row_duration(out, "step time", a->step_time_ns, b->step_time_ns);
   row_duration(out, "  computing (GPU 0)", a->busy_ns, b->busy_ns);

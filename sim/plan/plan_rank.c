@@ -43,7 +43,7 @@ objective_at(StPlanObjective o, const StPlanSpec *spec, const StPlanPoint *pt, d
   case ST_PLAN_OBJ_TIME_TO_TRAIN:
   case ST_PLAN_OBJ_COST:
   case ST_PLAN_OBJ_ENERGY:
-    return st_plan_run_objective(o, spec, pt, step_ns, NULL, NULL);
+    return st_plan_run_objective(o, spec, pt, step_ns, NULL);
   default:
     g_return_val_if_reached(0);
   }
@@ -152,9 +152,15 @@ st_plan_rank(StPlan *plan)
     if (pt->status != ST_PLAN_OK || !pt->simulated)
       continue;
     pt->objective = st_plan_objective_value(plan->spec->objective, plan->spec, pt);
-    if (st_plan_objective_is_run(plan->spec->objective))
+    if (st_plan_objective_is_run(plan->spec->objective)) {
+      StPlanRunChoice c;
       st_plan_run_objective(plan->spec->objective, plan->spec, pt, (double)pt->step_time_ns,
-                            &pt->run_wall_s, &pt->run_goodput);
+                            &c);
+      pt->run_wall_s = c.wall_s;
+      pt->run_goodput = c.goodput;
+      pt->run_interval_s = c.interval_s;
+      pt->run_spares = c.spares;
+    }
     int index = (int)i;
     g_array_append_val(plan->ranking, index);
   }

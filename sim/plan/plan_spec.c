@@ -67,6 +67,10 @@ st_plan_spec_free(StPlanSpec *spec)
   if (spec->run != NULL)
     st_run_spec_clear(spec->run);
   g_free(spec->run);
+  if (spec->run_intervals != NULL)
+    g_array_unref(spec->run_intervals);
+  if (spec->run_spares != NULL)
+    g_array_unref(spec->run_spares);
   g_ptr_array_unref(spec->strategies);
   g_array_unref(spec->nodes);
   g_array_unref(spec->gpus);

@@ -38,6 +38,23 @@ import json, sys
 points = [p for p in json.load(open(sys.argv[1]))["points"] if p.get("rank") == 1]
 assert 0 < points[0]["run_goodput"] < 1 and points[0]["run_wall_s"] > 0, points[0]
 P
+# The run's knobs: every point's run tries each checkpoint interval and
+# spare count and keeps the best; the cheapest run holds spares here (a
+# failure without one idles 8 GPUs for the 1 h repair).
+$STAGGER "${PLAN[@]}" --objective cost "${RUN[@]}" --price-gpu-hour 2 --out "$tmp/k" \
+  --checkpoint-interval optimal,10min,1h --spare-nodes 0,1,4 --restart-time repair=1h \
+  >"$tmp/k.txt" 2>/dev/null
+grep -q "spare nodes" "$tmp/k.txt" || fail "the comparison lacks the spare nodes taken"
+python3 - "$tmp/k/plan.json" <<'P' || fail "plan.json lacks the knobs each run took"
+import json, sys
+for p in json.load(open(sys.argv[1]))["points"]:
+    if p.get("rank"):
+        assert p["run_spare_nodes"] in (0, 1, 4) and p["run_checkpoint_interval_s"] > 0, p
+        assert p["run_spare_nodes"] > 0, p
+P
+expect 2 "stagger plan tries a list" $STAGGER sim --model "$SRC/models/gpt2-124m.json" \
+  --cluster "$tmp/site.json" --train-tokens 1B --spare-nodes 0,1
+
 # Energy ranks too; cost needs a price.
 $STAGGER "${PLAN[@]}" --objective energy "${RUN[@]}" >/dev/null 2>&1 || fail "--objective energy failed"
 $STAGGER "${PLAN[@]}" --objective cost "${RUN[@]}" --price-gpu-hour 2 >/dev/null 2>&1 ||
