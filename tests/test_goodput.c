@@ -336,6 +336,64 @@ test_llama3_405b(void)
   st_run_step_clear(&step);
 }
 
+
+static void
+test_ramp_and_energy(void)
+{
+  /* No failures, no stragglers, one checkpoint-free segment: the run is its
+   * work. 8 GPUs on 1 node, step 1 s at batch 64, busy 50 %, exposed
+   * communication 20 %. */
+  StRunStep step = {.step_s = 1, .global_batch = 64, .gpus = 8, .nodes = 1, .gpus_per_node = 8,
+                    .nics = 8, .busy_fraction = 0.5, .comm_fraction = 0.2,
+                    .state_bytes_rank = 1e9, .state_bytes_model = 1e9, .host_bw = 1e12};
+  StRunSpec spec;
+  st_run_spec_init(&spec);
+  spec.rates.gpu_per_h = spec.rates.node_per_h = spec.rates.link_per_h = 0;
+  spec.rates.software_per_h = spec.rates.planned_per_h = 0;
+  spec.sigma_gpu = spec.sigma_step = 0;
+  spec.ckpt_interval_s = 1e9;
+  spec.train_samples = 64 * 3600;
+  spec.trials = 3;
+  spec.power_given = TRUE;
+  spec.power = (StPower){.gpu_busy_w = 700, .gpu_comm_w = 300, .gpu_idle_w = 100,
+                         .node_w = 2000, .pue = 1.2};
+  spec.price_gpu_hour = 2;
+  spec.price_kwh = 0.1;
+  StRunResult r = {0};
+  g_assert_true(st_run_estimate(&step, &spec, &r, NULL));
+  /* 3600 steps of 1 s. A GPU stepping draws 0.5 x 700 + 0.2 x 300 + 0.3 x
+   * 100 = 440 W; energy = 1.2 x (8 x 440 + 2000) W x 1 h = 6.624 kWh; 8
+   * GPU-hours; cost 8 x 2 + 6.624 x 0.1. */
+  g_assert_cmpfloat_with_epsilon(r.wall_s, 3600, 1e-6);
+  g_assert_cmpfloat_with_epsilon(r.goodput, 1, 1e-12);
+  g_assert_cmpfloat_with_epsilon(r.gpu_power_w, 440, 1e-9);
+  g_assert_cmpfloat_with_epsilon(r.energy_kwh, 6.624, 1e-9);
+  g_assert_cmpfloat_with_epsilon(r.gpu_hours, 8, 1e-9);
+  g_assert_cmpfloat_with_epsilon(r.cost, 16.6624, 1e-9);
+  /* Megatron-LM's ramp 16,16,S over a batch of 64: batches 16, 32, 48, each
+   * over S/3 samples; a step of batch b takes T (a + (1 - a) b / 64) with
+   * a = 1 - busy = 0.5. With S = 64 x 300: steps 6400 (1/16 + 1/32 + 1/48)
+   * = 733.3, time 6400 (0.5/16 + 0.5/32 + 0.5/48 + 0.5 x 3 / 64) = 366.67
+   * + 150 = 516.67 s, then (64 x 3600 - 64 x 300) / 64 = 3300 full steps. */
+  spec.ramp_start = 16;
+  spec.ramp_increment = 16;
+  spec.ramp_samples = 64 * 300;
+  st_run_result_clear(&r);
+  g_assert_true(st_run_estimate(&step, &spec, &r, NULL));
+  g_assert_cmpfloat_with_epsilon(r.ramp_steps, 6400 * (1 / 16.0 + 1 / 32.0 + 1 / 48.0), 1e-6);
+  g_assert_cmpfloat_with_epsilon(r.work_s, 6400 * 0.5 * (1 / 16.0 + 1 / 32.0 + 1 / 48.0) + 150 + 3300,
+                                 1e-6);
+  /* A ramp start of the batch itself is refused, naming the option. */
+  GError *error = NULL;
+  spec.ramp_start = 64;
+  st_run_result_clear(&r);
+  g_assert_false(st_run_estimate(&step, &spec, &r, &error));
+  g_assert_nonnull(strstr(error->message, "--rampup-batch-size"));
+  g_clear_error(&error);
+  st_run_result_clear(&r);
+  st_run_spec_clear(&spec);
+}
+
 static void
 test_refuses(void)
 {
@@ -366,6 +424,7 @@ main(int argc, char **argv)
   g_test_add_func("/goodput/expected-max", test_expected_max);
   g_test_add_func("/goodput/checkpoint-sharding", test_checkpoint_sharding);
   g_test_add_func("/goodput/llama3-405b", test_llama3_405b);
+  g_test_add_func("/goodput/ramp-and-energy", test_ramp_and_energy);
   g_test_add_func("/goodput/refuses", test_refuses);
   return g_test_run();
 }
