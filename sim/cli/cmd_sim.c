@@ -378,10 +378,12 @@ run(int argc, char **argv, GError **error)
          "traffic over time), links.csv (every link: capacity, utilization, peak),\n"
          "link_rates.csv (the busiest links over time) and ops.csv;\n"
          "one subfolder per strategy when several run;\n"
-         "manifest.json says which command wrote it. The folder is written aside and\n"
-         "replaces DIR whole when complete (a failed run leaves DIR as it was); a DIR\n"
-         "that stagger did not write is refused without --force. docs/FORMATS.md\n"
-         "describes every file.\n");
+         "manifest.json says which command wrote it. With --train-tokens N, the whole\n"
+         "training run each step makes: wall time, goodput, failures, checkpoints,\n"
+         "energy, cost (docs/GOODPUT.md; --help-run), and goodput.csv, run_timeline.csv.\n"
+         "The folder is written aside and replaces DIR whole when complete (a failed\n"
+         "run leaves DIR as it was); a DIR that stagger did not write is refused without\n"
+         "--force. docs/FORMATS.md describes every file.\n");
   GOptionGroup *shared = st_cli_shared_group(&sh);
   g_option_group_add_entries(shared, entries);
   st_cli_add_force_entry(shared, &sh.force);
