@@ -111,6 +111,36 @@ StCluster *st_cli_cluster_for(const StCliShared *shared, const StCliInputs *inpu
 /* The --strategy list (default "dp"), every name checked. Transfer full. */
 char **st_cli_strategy_names(const StCliShared *shared, GError **error);
 
+/* ---- a whole training run, options of sim and plan (cli_run.c) ---------- */
+
+#include "run/run.h"
+
+typedef struct {
+  StRunSpec spec;        /* as the options set it */
+  gboolean given;        /* any training-run option given */
+  char *failure_rates;   /* --failure-rates FILE, or NULL: the defaults */
+  char *storage;         /* --storage NAME, or NULL: the cluster file's first tier */
+  GArray *intervals;     /* --checkpoint-interval's values (double s, 0 optimal), or NULL */
+  GArray *spares;        /* --spare-nodes' values (int), or NULL */
+} StCliRun;
+
+void st_cli_run_init(StCliRun *run);
+void st_cli_run_clear(StCliRun *run);
+/* --train-tokens, --train-samples, --rampup-batch-size, --checkpoint-*,
+ * --storage, --failure-rates, --restart-time, --spare-nodes,
+ * --straggler-sigma, --seed, --run-trials, --price-gpu-hour, --price-kwh:
+ * each value checked as parsed (a usage error naming the option). */
+GOptionGroup *st_cli_run_group(StCliRun *run);
+/* Whether a training run was asked for (--train-tokens or --train-samples). */
+gboolean st_cli_run_wanted(const StCliRun *run);
+/* Loads --failure-rates and the cluster file's storage and power entries
+ * (`cluster_path`, NULL: none) into run->spec and checks it; training-run
+ * options without anything to train are a usage error, and so are lists of
+ * checkpoint intervals or spare nodes unless `lists` (plan: the spec takes
+ * the first, run->intervals and run->spares hold them all). */
+gboolean st_cli_run_prepare(StCliRun *run, const char *cluster_path, gboolean lists,
+                            GError **error);
+
 /* ---- the executor's options, shared by run and validate (cli_exec.c) ---- */
 
 #include "exec/exec.h"

@@ -50,8 +50,9 @@ static const struct {
   {"gpu-batch", "N", "Fixed samples per GPU per step (weak scaling): accumulation follows"},
   {"mem-cap", "SIZE", "Memory per GPU a configuration may use, at most the GPU's (default: the GPU's memory)"},
   {"gpu-budget", "N", "Most GPUs a configuration may use (default: no limit)"},
-  {"objective", "NAME", "time (per step), throughput, throughput-per-gpu, or gpu-hours (for "
-                        "--train-steps) (default: time)"},
+  {"objective", "NAME", "time (per step), throughput, throughput-per-gpu, gpu-hours (for "
+                        "--train-steps), or for a whole training run (--train-tokens, "
+                        "docs/GOODPUT.md) time-to-train, cost or energy (default: time)"},
   {"train-steps", "N", "Training steps the gpu-hours objective counts (default: 1000)"},
   {"steps", "N|auto", "Steps each configuration is simulated for: auto until its state repeats, "
                       "ranked by that steady step; N for N, the first being warm-up (default: "
@@ -189,6 +190,36 @@ on_progress(gpointer data, const StPlanCounts *c, int done, int total)
 }
 
 /* ---- running ------------------------------------------------------------- */
+
+/* The training run the run objectives rank by (--train-tokens and the other
+ * training-run options). */
+static gboolean
+with_run(StPlanSpec *spec, StCliRun *train, const char *cluster, GError **error)
+{
+  if (!st_cli_run_prepare(train, cluster, TRUE, error))
+    return FALSE;
+  gboolean wanted = st_cli_run_wanted(train);
+  const char *objective = st_plan_objective_name(spec->objective);
+  if (st_plan_objective_is_run(spec->objective) && !wanted)
+    return st_cli_usage_error(error, "--objective %s ranks whole training runs: give "
+                                     "--train-tokens or --train-samples",
+                              objective);
+  if (wanted && !st_plan_objective_is_run(spec->objective))
+    return st_cli_usage_error(error, "--train-tokens: the training run ranks under --objective "
+                                     "time-to-train, cost or energy, not %s",
+                              objective);
+  if (spec->objective == ST_PLAN_OBJ_COST && train->spec.price_gpu_hour <= 0 &&
+      train->spec.price_kwh <= 0)
+    return st_cli_usage_error(error, "--objective cost: give --price-gpu-hour or --price-kwh");
+  if (wanted) {
+    spec->run = g_new0(StRunSpec, 1);
+    st_run_spec_copy(spec->run, &train->spec);
+    /* The run's knobs: each point's run tries every value. */
+    spec->run_intervals = train->intervals != NULL ? g_array_ref(train->intervals) : NULL;
+    spec->run_spares = train->spares != NULL ? g_array_ref(train->spares) : NULL;
+  }
+  return TRUE;
+}
 
 static StPlanSpec *
 make_spec(const Args *a, GError **error)
@@ -456,6 +487,9 @@ run(int argc, char **argv, GError **error)
   GOptionGroup *main_group = g_option_context_get_main_group(ctx);
   st_cli_add_force_entry(main_group, &a.force);
   g_option_context_add_group(ctx, search_group(&a));
+  StCliRun train;
+  st_cli_run_init(&train);
+  g_option_context_add_group(ctx, st_cli_run_group(&train));
 
   StCliInputs in = {0};
   g_autoptr(StPlanSpec) spec = NULL;
@@ -503,6 +537,8 @@ run(int argc, char **argv, GError **error)
   }
   if (ok)
     spec->step_spread = in.calib.step;
+  if (ok)
+    ok = with_run(spec, &train, a.cluster, error);
   if (ok && a.chakra == NULL && a.dist.rank == 0)
     st_cli_note_precision(in.model, st_plan_spec_values(spec, "precision") != NULL);
   if (ok && a.chakra != NULL) {
@@ -532,6 +568,7 @@ run(int argc, char **argv, GError **error)
   st_outdir_free(a.outdir);
   g_ptr_array_unref(a.given);
   st_plan_spec_free(a.scratch);
+  st_cli_run_clear(&train);
   return ok;
 }
 

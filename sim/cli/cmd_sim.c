@@ -16,12 +16,16 @@ typedef struct {
   StSchedule *schedule;
   StTimeline *timeline;
   StSummary *summary;
+  StRunResult *train;    /* the whole training run (--train-tokens), or NULL */
 } Run;
 
 static void
 run_free(gpointer p)
 {
   Run *r = p;
+  if (r->train != NULL)
+    st_run_result_clear(r->train);
+  g_free(r->train);
   st_summary_free(r->summary);
   st_timeline_free(r->timeline);
   st_schedule_free(r->schedule);
@@ -294,17 +298,40 @@ write_outputs(GPtrArray *runs, StOutDir *outdir, const char *out, GError **error
                              ? g_build_filename(st_outdir_path(outdir), run->name, NULL)
                              : g_strdup(st_outdir_path(outdir));
     g_autoptr(StCliProgress) progress = st_cli_progress_new(run->name, "writing the outputs");
-    if (!st_output_write_all(run->summary, dir, error)) {
+    if (!st_output_write_all(run->summary, dir, error) ||
+        (run->train != NULL && !st_run_write_csv(run->train, dir, error))) {
       g_prefix_error(error, "nothing written, %s left as it was: ", out);
       return FALSE;
     }
   }
   if (!st_outdir_commit(outdir, FALSE, NULL, error))
     return FALSE;
+  gboolean trained = runs->len > 0 && ((Run *)g_ptr_array_index(runs, 0))->train != NULL;
   fprintf(stderr, "wrote %s (report.json, trace.json, memory.csv, comm.csv, groups.csv, links.csv, "
-                  "link_rates.csv, ops.csv%s); "
+                  "link_rates.csv, ops.csv%s%s); "
                   "plots: stagger plot %s\n",
-          out, runs->len > 1 ? " per strategy" : "", out);
+          out, trained ? ", goodput.csv, run_timeline.csv" : "",
+          runs->len > 1 ? " per strategy" : "", out);
+  return TRUE;
+}
+
+/* The whole training run each simulated step makes (--train-tokens). */
+static gboolean
+estimate_runs(GPtrArray *runs, const StRunSpec *spec, GError **error)
+{
+  for (guint i = 0; i < runs->len; i++) {
+    Run *r = g_ptr_array_index(runs, i);
+    StRunStep step;
+    r->train = g_new0(StRunResult, 1);
+    gboolean ok = st_run_step_from_summary(r->summary, &step, error) &&
+                  st_run_estimate(&step, spec, r->train, error);
+    st_run_step_clear(&step);
+    if (!ok) {
+      g_prefix_error(error, "%s: ", r->name);
+      return FALSE;
+    }
+    r->summary->run = st_run_to_json(r->train, spec);
+  }
   return TRUE;
 }
 
@@ -351,20 +378,28 @@ run(int argc, char **argv, GError **error)
          "traffic over time), links.csv (every link: capacity, utilization, peak),\n"
          "link_rates.csv (the busiest links over time) and ops.csv;\n"
          "one subfolder per strategy when several run;\n"
-         "manifest.json says which command wrote it. The folder is written aside and\n"
-         "replaces DIR whole when complete (a failed run leaves DIR as it was); a DIR\n"
-         "that stagger did not write is refused without --force. docs/FORMATS.md\n"
-         "describes every file.\n");
+         "manifest.json says which command wrote it. With --train-tokens N, the whole\n"
+         "training run each step makes: wall time, goodput, failures, checkpoints,\n"
+         "energy, cost (docs/GOODPUT.md; --help-run), and goodput.csv, run_timeline.csv.\n"
+         "The folder is written aside and replaces DIR whole when complete (a failed\n"
+         "run leaves DIR as it was); a DIR that stagger did not write is refused without\n"
+         "--force. docs/FORMATS.md describes every file.\n");
   GOptionGroup *shared = st_cli_shared_group(&sh);
   g_option_group_add_entries(shared, entries);
   st_cli_add_force_entry(shared, &sh.force);
   g_option_context_set_main_group(ctx, shared);
+  StCliRun train;
+  st_cli_run_init(&train);
+  g_option_context_add_group(ctx, st_cli_run_group(&train));
 
   g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func(run_free);
   StCliInputs in = {0};
   g_autoptr(StOutDir) outdir = NULL;
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, error) &&
                 (argc <= 1 || st_cli_usage_error(error, "unexpected argument '%s'", argv[1]));
+  /* Training-run options are checked before any simulation. */
+  if (ok && !list && !list_fw)
+    ok = st_cli_run_prepare(&train, sh.cluster, FALSE, error);
   /* An --out that may not be replaced is refused before any work. */
   if (ok && !list && !list_fw && sh.out != NULL)
     ok = (outdir = st_cli_out_begin(sh.out, sh.force, command, error)) != NULL;
@@ -398,12 +433,18 @@ run(int argc, char **argv, GError **error)
   } else if (ok) {
     ok = build_runs(&sh, runs, &in, error);
   }
+  if (ok && runs->len > 0 && st_cli_run_wanted(&train))
+    ok = estimate_runs(runs, &train.spec, error);
   if (ok && runs->len > 0) {
     printf("\n");
     for (guint i = 0; i < runs->len; i++) {
       Run *r = g_ptr_array_index(runs, i);
       st_summary_print(r->summary, stdout);
       printf("\n");
+      if (r->train != NULL) {
+        st_run_print(r->train, &train.spec, stdout);
+        printf("\n");
+      }
     }
     if (runs->len > 1) {
       g_autofree const StSummary **sums = g_new(const StSummary *, runs->len);
@@ -413,6 +454,13 @@ run(int argc, char **argv, GError **error)
         names[i] = ((Run *)g_ptr_array_index(runs, i))->name;
       }
       st_summary_print_compare(sums, names, (int)runs->len, stdout);
+      if (st_cli_run_wanted(&train)) {
+        g_autofree const StRunResult **trains = g_new(const StRunResult *, runs->len);
+        for (guint i = 0; i < runs->len; i++)
+          trains[i] = ((Run *)g_ptr_array_index(runs, i))->train;
+        printf("\n");
+        st_run_print_compare(trains, names, (int)runs->len, stdout);
+      }
     }
     fflush(stdout);
     if (outdir != NULL)
@@ -422,6 +470,7 @@ run(int argc, char **argv, GError **error)
   }
   st_cli_inputs_clear(&in);
   st_cli_shared_clear(&sh);
+  st_cli_run_clear(&train);
   return ok;
 }
 

@@ -191,8 +191,10 @@ derive_local(StCluster *c)
 StCluster *
 st_cluster_from_json(const cJSON *root, const char *origin, GError **error)
 {
-  static const char *const keys[] = {"name", "note", "nodes", "gpus_per_node", "gpus",
-                                     "gpu",  "links", NULL};
+  /* "storage" and "power" belong to a training run's model (run/run.h,
+   * st_run_site_load), which reads them from the same file. */
+  static const char *const keys[] = {"name",  "note",    "nodes", "gpus_per_node", "gpus",
+                                     "gpu",   "links",   "storage", "power", NULL};
   g_return_val_if_fail(root != NULL, NULL);
   if (origin == NULL)
     origin = "<cluster>";

@@ -91,6 +91,8 @@ typedef struct {
   GArray *loss;               /* double per step (executor runs), or NULL */
   GArray *eval;               /* StEvalPoint per held-out evaluation (executor runs on a
                                  data set, `run --data`), ascending steps, or NULL */
+  struct cJSON *run;          /* report.json's `run` object: the whole training run this
+                                 step makes (run/run.h, `sim --train-tokens`), owned, or NULL */
 } StSummary;
 
 /* The held-out figures of a run's weights after `steps` training steps. */

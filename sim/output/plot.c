@@ -299,6 +299,13 @@ plot_run(Plotter *pl, const char *dir, GError **error)
   if (plot_has_file(dir, "ops.csv") &&
       !plot_table(pl, dir, name, "ops.csv", "gantt.gp", "gantt", error))
     return FALSE;
+  /* A whole training run (`sim --train-tokens`, docs/GOODPUT.md). */
+  if (plot_has_file(dir, "goodput.csv") &&
+      !plot_table(pl, dir, name, "goodput.csv", "goodput.gp", "goodput", error))
+    return FALSE;
+  if (plot_has_file(dir, "run_timeline.csv") &&
+      !plot_table(pl, dir, name, "run_timeline.csv", "run_timeline.gp", "run_timeline", error))
+    return FALSE;
   return TRUE;
 }
 

@@ -242,6 +242,8 @@ st_report_to_json(const StSummary *sum)
   cJSON *multiplex = st_report_multiplex_json(sum);
   if (multiplex != NULL)
     cJSON_AddItemToObject(root, "multiplex", multiplex);
+  if (sum->run != NULL)
+    cJSON_AddItemToObject(root, "run", cJSON_Duplicate(sum->run, TRUE));
 
   cJSON *sources = cJSON_AddObjectToObject(root, "cost_sources");
   for (int src = ST_SRC_PROFILED; src < ST_SRC_N; src++)

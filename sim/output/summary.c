@@ -14,6 +14,7 @@
 
 #include <string.h>
 
+#include "base/json.h"
 #include "base/util.h"
 #include "output/runtime_memory.h"
 
@@ -520,6 +521,7 @@ st_summary_free(StSummary *sum)
   g_free(sum->oom);
   g_free(sum->runtime);
   g_free(sum->links);
+  cJSON_Delete(sum->run);
   if (sum->loss != NULL)
     g_array_unref(sum->loss);
   if (sum->eval != NULL)

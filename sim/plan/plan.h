@@ -23,6 +23,8 @@
  *                  pruning by the bounds (a work bound before building).
  *   plan_prune.c   the best simulated objective so far per GPU count.
  *   plan_rank.c    objectives, the ranking and the Pareto fronts.
+ *   plan_goodput.c the objectives of a whole training run (time-to-train,
+ *                  cost, energy: run/run.h) on each point's step.
  *   plan_json.c    plan.json (every point) and plan.csv (for plots/plan.gp).
  *   plan_print.c   the ranked table and the winner against the runner-up.
  *   plan_dist.c    a search spread over processes: what they exchange
@@ -68,6 +70,7 @@
 #include "cluster/cluster.h"
 #include "model/model.h"
 #include "profile/profile.h"
+#include "run/run.h"
 #include "strategy/options.h"
 #include "strategy/strategy.h"
 
@@ -86,6 +89,11 @@ typedef enum {
   ST_PLAN_OBJ_THROUGHPUT,         /* samples/s, higher is better */
   ST_PLAN_OBJ_THROUGHPUT_PER_GPU, /* samples/s per GPU used, higher is better */
   ST_PLAN_OBJ_GPU_HOURS,          /* GPUs x step time x train_steps, lower is better */
+  /* A whole training run (spec->run, run/run.h: failures, checkpoints,
+   * stragglers), lower is better; plan_goodput.c: */
+  ST_PLAN_OBJ_TIME_TO_TRAIN,      /* its wall time */
+  ST_PLAN_OBJ_COST,               /* its price: GPU-hours and energy */
+  ST_PLAN_OBJ_ENERGY,             /* its facility energy */
   ST_PLAN_OBJ_N,
 } StPlanObjective;
 
@@ -137,6 +145,11 @@ typedef struct {
                               depends on the clock); 0: no limit */
   StResiduals step_spread; /* the calibration's residuals (cost/calibration.h): each step
                               time's 90 % interval, and whether the winner stands apart */
+  StRunSpec *run;          /* the training run the time-to-train, cost and energy
+                              objectives rank by (run/run.h); owned, NULL: none */
+  GArray *run_intervals;   /* double, s of work between checkpoints (0: optimal), the knob
+                              each point's run is tried at; NULL: run's own; owned */
+  GArray *run_spares;      /* int, spare nodes (-1: the site's pool), likewise */
 } StPlanSpec;
 
 StPlanSpec *st_plan_spec_new(void);
@@ -314,6 +327,13 @@ typedef struct {
   gboolean front_gpus, front_memory;    /* on a Pareto front (OK points only) */
   int same_as;                          /* -1, or the configuration with the same schedule
                                            whose results these are (plan_dedup.c) */
+  /* The whole training run (simulated points; plan_goodput.c): */
+  gboolean has_run_step;
+  StRunStep run_step;                   /* its power's source not kept (NULL) */
+  double run_wall_s, run_goodput;       /* under the run objectives, once ranked; 0 else */
+  double run_interval_s;                /* the checkpoint interval its run took (the best of
+                                           run_intervals) */
+  int run_spares;                       /* the spare nodes its run took */
   /* private */
   guint64 fingerprint[2];
   StSchedule *kept;                     /* built for the bound, kept for the simulation */
@@ -393,6 +413,19 @@ double st_plan_objective_value(StPlanObjective objective, const StPlanSpec *spec
                                const StPlanPoint *point);
 double st_plan_objective_bound(StPlanObjective objective, const StPlanSpec *spec,
                                const StPlanPoint *point, int64_t bound_ns);
+/* Whether `objective` ranks whole training runs (plan_goodput.c). */
+gboolean st_plan_objective_is_run(StPlanObjective objective);
+/* What a point's best training run took and gave (plan_goodput.c). */
+typedef struct {
+  double wall_s, goodput, interval_s;
+  int spares;
+} StPlanRunChoice;
+/* The run objective of a simulated point: its training run (spec->run) on
+ * its step, at each checkpoint interval and spare count of the spec's knobs
+ * (run_intervals x run_spares), the best of them; what it took into
+ * `choice` (may be NULL). A point without a step gives 0. */
+double st_plan_run_objective(StPlanObjective objective, const StPlanSpec *spec,
+                             const StPlanPoint *point, double step_ns, StPlanRunChoice *choice);
 /* TRUE when value a is strictly better than b. */
 gboolean st_plan_objective_better(StPlanObjective objective, double a, double b);
 /* Fills objective, rank, fronts and plan->ranking. */

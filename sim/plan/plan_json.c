@@ -218,6 +218,12 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNumberToObject(obj, "objective", pt->objective);
   else
     cJSON_AddNullToObject(obj, "objective");
+  if (pt->status == ST_PLAN_OK && st_plan_objective_is_run(plan->spec->objective)) {
+    cJSON_AddNumberToObject(obj, "run_wall_s", pt->run_wall_s);
+    cJSON_AddNumberToObject(obj, "run_goodput", pt->run_goodput);
+    cJSON_AddNumberToObject(obj, "run_checkpoint_interval_s", pt->run_interval_s);
+    cJSON_AddNumberToObject(obj, "run_spare_nodes", pt->run_spares);
+  }
   double lo, hi;
   if (pt->simulated &&
       st_residuals_interval(&plan->spec->step_spread, step_s, &lo, &hi)) {

@@ -70,6 +70,9 @@ st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
   pt->exposed_ns = sum->comm_exposed_ns / steady;
   exposed_by_group(pt, sum, steady);
   pt->comm_bytes = sum->comm_bytes_total / steady;
+  /* What a whole training run needs of the step (plan_goodput.c). */
+  pt->has_run_step = st_run_step_from_summary(sum, &pt->run_step, NULL);
+  st_power_clear(&pt->run_step.power);
   if (pt->device_bytes > cap) {
     g_autofree char *peak = st_format_bytes(pt->device_bytes);
     g_autofree char *limit = st_format_bytes(cap);

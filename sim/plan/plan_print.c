@@ -76,6 +76,13 @@ objective_text(StPlanObjective o, double v)
     return g_strdup_printf("%.2f samples/s/GPU", v);
   case ST_PLAN_OBJ_GPU_HOURS:
     return g_strdup_printf("%.2f GPU-hours", v);
+  case ST_PLAN_OBJ_TIME_TO_TRAIN:
+    return v >= 2 * 86400 ? g_strdup_printf("%.2f days", v / 86400)
+                          : g_strdup_printf("%.2f h", v / 3600);
+  case ST_PLAN_OBJ_COST:
+    return g_strdup_printf("%.4g", v);
+  case ST_PLAN_OBJ_ENERGY:
+    return g_strdup_printf("%.4g MWh", v / 1000);
   default:
     g_return_val_if_reached(g_strdup("?"));
   }
@@ -399,6 +406,16 @@ print_explanation(const StPlan *plan, FILE *out)
   g_autofree char *ob = objective_text(o, b->objective);
   g_autofree char *oname = g_strdup_printf("objective (%s)", st_plan_objective_name(o));
   fprintf(out, "  %-28s %14s %14s\n", oname, oa, ob);
+  if (st_plan_objective_is_run(o)) {
+    g_autofree char *ga = g_strdup_printf("%.1f %%", 100 * a->run_goodput);
+    g_autofree char *gb = g_strdup_printf("%.1f %%", 100 * b->run_goodput);
+    fprintf(out, "  %-28s %14s %14s\n", "goodput of the run", ga, gb);
+    g_autofree char *ia = g_strdup_printf("%.0f s", a->run_interval_s);
+    g_autofree char *ib = g_strdup_printf("%.0f s", b->run_interval_s);
+    fprintf(out, "  %-28s %14s %14s\n", "  checkpoint interval", ia, ib);
+    if (a->run_spares >= 0 || b->run_spares >= 0)
+      fprintf(out, "  %-28s %14d %14d\n", "  spare nodes", a->run_spares, b->run_spares);
+  }
   row_duration(out, "step time", a->step_time_ns, b->step_time_ns);
   row_duration(out, "  computing (GPU 0)", a->busy_ns, b->busy_ns);
   row_duration(out, "  exposed communication", a->exposed_ns, b->exposed_ns);
@@ -434,6 +451,15 @@ print_explanation(const StPlan *plan, FILE *out)
         ABS(a->peak_by_category[cat] - b->peak_by_category[cat]))
       cat = c;
   print_overlap(plan, a, b, out);
+  if (st_plan_objective_is_run(o) && a->step_time_ns > b->step_time_ns)
+    fprintf(out,
+            "\nThe winner's step is slower than the runner-up's, but its whole training run %s: "
+            "it loses less to failures, checkpoints and stragglers (goodput %.1f %% against "
+            "%.1f %%, docs/GOODPUT.md).\n",
+            o == ST_PLAN_OBJ_TIME_TO_TRAIN ? "finishes first"
+            : o == ST_PLAN_OBJ_COST        ? "costs less"
+                                           : "takes less energy",
+            100 * a->run_goodput, 100 * b->run_goodput);
   g_autofree char *dt = signed_duration(a->step_time_ns - b->step_time_ns);
   g_autofree char *dpart = signed_duration(deltas[most]);
   g_autofree char *dmem = signed_bytes(a->peak_bytes - b->peak_bytes);

@@ -16,7 +16,7 @@
 static gboolean
 lower_is_better(StPlanObjective o)
 {
-  return o == ST_PLAN_OBJ_TIME || o == ST_PLAN_OBJ_GPU_HOURS;
+  return o == ST_PLAN_OBJ_TIME || o == ST_PLAN_OBJ_GPU_HOURS || st_plan_objective_is_run(o);
 }
 
 gboolean
@@ -40,6 +40,10 @@ objective_at(StPlanObjective o, const StPlanSpec *spec, const StPlanPoint *pt, d
     return step_s > 0 ? (double)pt->global_batch / step_s / gpus : INFINITY;
   case ST_PLAN_OBJ_GPU_HOURS:
     return gpus * step_s * (double)spec->train_steps / 3600.0;
+  case ST_PLAN_OBJ_TIME_TO_TRAIN:
+  case ST_PLAN_OBJ_COST:
+  case ST_PLAN_OBJ_ENERGY:
+    return st_plan_run_objective(o, spec, pt, step_ns, NULL);
   default:
     g_return_val_if_reached(0);
   }
@@ -55,6 +59,10 @@ double
 st_plan_objective_bound(StPlanObjective o, const StPlanSpec *spec, const StPlanPoint *pt,
                         int64_t bound_ns)
 {
+  /* A run's failures, checkpoints and stragglers have no bound here: 0
+   * prunes nothing. */
+  if (st_plan_objective_is_run(o))
+    return 0;
   return objective_at(o, spec, pt, (double)MAX(bound_ns, 0));
 }
 
@@ -144,6 +152,15 @@ st_plan_rank(StPlan *plan)
     if (pt->status != ST_PLAN_OK || !pt->simulated)
       continue;
     pt->objective = st_plan_objective_value(plan->spec->objective, plan->spec, pt);
+    if (st_plan_objective_is_run(plan->spec->objective)) {
+      StPlanRunChoice c;
+      st_plan_run_objective(plan->spec->objective, plan->spec, pt, (double)pt->step_time_ns,
+                            &c);
+      pt->run_wall_s = c.wall_s;
+      pt->run_goodput = c.goodput;
+      pt->run_interval_s = c.interval_s;
+      pt->run_spares = c.spares;
+    }
     int index = (int)i;
     g_array_append_val(plan->ranking, index);
   }

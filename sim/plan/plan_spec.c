@@ -16,8 +16,9 @@ G_DEFINE_QUARK(st-plan-error-quark, st_plan_error)
 /* A list longer than this is a typo ("1-1000000"), not a search. */
 #define MAX_LIST 100000
 
-static const char *const OBJECTIVES[] = {"time", "throughput", "throughput-per-gpu", "gpu-hours",
-                                         NULL};
+static const char *const OBJECTIVES[] = {"time",          "throughput", "throughput-per-gpu",
+                                         "gpu-hours",     "time-to-train", "cost",
+                                         "energy",        NULL};
 static const char *const PRUNES[] = {"front", "winner", "off", NULL};
 
 const char *
@@ -64,6 +65,13 @@ st_plan_spec_free(StPlanSpec *spec)
 {
   if (spec == NULL)
     return;
+  if (spec->run != NULL)
+    st_run_spec_clear(spec->run);
+  g_free(spec->run);
+  if (spec->run_intervals != NULL)
+    g_array_unref(spec->run_intervals);
+  if (spec->run_spares != NULL)
+    g_array_unref(spec->run_spares);
   g_ptr_array_unref(spec->strategies);
   g_array_unref(spec->nodes);
   g_array_unref(spec->gpus);
