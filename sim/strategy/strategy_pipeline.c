@@ -325,7 +325,7 @@ build(const StStrategyInput *in, GError **error)
 }
 
 static const StStrategyKnob KNOBS[] = {
-  {"pipeline-schedule", "1f1b,gpipe"},
+  {"pipeline-schedule", "1f1b,gpipe,zb-h1,zb-h2,dualpipev"},
   {"recompute", "none,full"},
   {"recompute-every", NULL},
   {"recompute-ops", NULL},
