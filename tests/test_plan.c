@@ -306,6 +306,22 @@ test_dedupe(void)
   g_autoptr(StPlan) tree = st_test_plan_run(algos, m, c);
   g_assert_true(memcmp(ring->points[0].fingerprint, tree->points[0].fingerprint,
                        sizeof ring->points[0].fingerprint) != 0);
+
+  /* The same ops costed differently are not the same schedule: NHWC runs
+   * ResNet-18's convolutions without NCHW's transposes (4.19 against 6.61
+   * ms at micro-batch 32, mixed, on an H100), and a dedupe that took the
+   * memory format for an option that changes nothing copied NCHW's step
+   * to NHWC. Each is simulated, and they differ. */
+  g_autoptr(StModel) r18 = st_test_model_named("resnet18");
+  g_autoptr(StCluster) h100 = st_test_cluster("models/clusters/dgx-h100.json", 1, 1);
+  g_autoptr(StPlanSpec) formats =
+    st_test_plan_spec("strategy", "dp", "gpus", "1", "micro-batch", "32", "precision", "mixed",
+                      "memory-format", "nchw,nhwc", "prune", "off", NULL);
+  g_autoptr(StPlan) f = st_test_plan_run(formats, r18, h100);
+  g_assert_cmpuint(f->configs->len, ==, 2);
+  g_assert_cmpint(f->counts.simulated, ==, 2);
+  g_assert_cmpint(f->points[1].same_as, ==, -1);
+  g_assert_cmpint(f->points[0].step_time_ns, !=, f->points[1].step_time_ns);
 }
 
 /* ---- ranking by the steady step ------------------------------------------------ */

@@ -4,8 +4,9 @@
  * stage) are simulated once (see plan.h).
  *
  * What goes in is everything the simulation and the planner's numbers read:
- * the cluster's shape, the steps and warm-up, precision, optimizer and
- * global batch, the jobs, devices, ranks (device, program, start), the
+ * the cluster's shape, the steps and warm-up, the settings the cost models
+ * read (precision, optimizer, batch, framework, memory format,
+ * recomputation), the jobs, devices, ranks (device, program, start), the
  * communicators' groups, and every program's streams (priorities), buffers
  * (category, persistence, size), ops (every field but the label), their
  * dependencies and memory effects; plus the communication algorithm. Names,
@@ -43,6 +44,9 @@ mix_text(Hash *h, const char *text)
     mix(h, (unsigned char)*p);
 }
 
+/* Every setting the engine and its cost models read (sched/work.c,
+ * cost/, engine/): a layout whose ops are the same but whose kernels cost
+ * differently (--memory-format, --framework) is another schedule. */
 static void
 mix_settings(Hash *h, const StSettings *st)
 {
@@ -51,6 +55,11 @@ mix_settings(Hash *h, const StSettings *st)
   mix(h, st->micro_batch);
   mix(h, st->global_batch);
   mix_text(h, st->compute_model);
+  mix_text(h, st->framework);
+  mix(h, st->nchw);
+  mix(h, st->recompute);
+  mix(h, st->recompute_ops);
+  mix(h, st->gather_bucket_bytes);
 }
 
 /* A model by its name and totals: within one search the main model is the
