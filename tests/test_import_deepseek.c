@@ -21,8 +21,10 @@
  *   active = ends + 61 x 187,121,664 + 3 x 396,361,728
  *            + 58 x (1,835,008 + 9 x 44,040,192)     =  37,552,282,624
  * The report states "671B total parameters, of which 37B are activated for
- * each token" for the main model, and 685B with the 14B of the multi-token
- * prediction module (which the import leaves out, warning). 671.03B rounds
+ * each token" (section 4.2) for the main model; DeepSeek's model card
+ * (huggingface.co/deepseek-ai/DeepSeek-V3) gives 685B for the released
+ * weights, 671B of the main model and 14B of the multi-token prediction
+ * module, which the import leaves out, warning. 671.03B rounds
  * to the report's figure; 37.55B is within the report's rounding of 37B
  * (its own convention is not stated; without the embedding table, which a
  * token reads one row of, it is 36.63B): checked within 1B.
