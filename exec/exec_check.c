@@ -118,6 +118,10 @@ st_exec_check(const StSchedule *s, GError **error)
                               "kernels run fp32 and bf16; --precision mixed runs the same "
                               "schedule in bf16)");
   for (int j = 0; j < st_schedule_n_jobs(s); j++)
+    if (st_schedule_job_settings(s, j)->moe_imbalance > 1)
+      problem(problems, seen, "--moe-imbalance (an assumed routing skew the simulator costs; "
+                              "the executor's router routes the data it is given)");
+  for (int j = 0; j < st_schedule_n_jobs(s); j++)
     if (st_model_context_parallel(st_schedule_job_model(s, j)) > 1)
       problem(problems, seen, "context parallelism (--context-parallel: ring attention and "
                               "all-to-all attention are simulated only; the executor's "

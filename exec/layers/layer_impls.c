@@ -1,6 +1,7 @@
 /* layer_impls.c: the registry of layer implementations, one line per model
  * layer type, in the order of sim/model/layer_type.c. "custom" has none: its
- * numbers are given, not its math. */
+ * numbers are given, not its math; nor has "mla_block" (simulated only:
+ * `stagger run` refuses it, exec/exec_check.c). */
 #include <string.h>
 
 #include "exec/layers/layers_private.h"

@@ -24,6 +24,8 @@ static const HfArch *const ARCHS[] = {
   &st_hf_qwen2,
   &st_hf_gpt2,
   &st_hf_gpt_neox,
+  &st_hf_deepseek_v2,
+  &st_hf_deepseek_v3,
   NULL,
 };
 
@@ -176,7 +178,7 @@ const StImporter st_importer_hf = {
   .name = "hf",
   .arg = "CONFIG.json",
   .summary = "a Hugging Face transformers config.json (model_type llama, mistral, mixtral, "
-             "qwen2, gpt2, gpt_neox)",
+             "qwen2, gpt2, gpt_neox, deepseek_v2, deepseek_v3)",
   .run = import_hf,
 };
 

@@ -57,3 +57,6 @@ extern const HfArch st_hf_mistral;
 extern const HfArch st_hf_mixtral;
 extern const HfArch st_hf_qwen2;
 extern const HfArch st_hf_gpt_neox;
+/* hf_deepseek.c */
+extern const HfArch st_hf_deepseek_v2;
+extern const HfArch st_hf_deepseek_v3;

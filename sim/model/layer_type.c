@@ -37,6 +37,7 @@ static const StLayerType *const TYPES[] = {
   &st_layer_swiglu,
   &st_layer_geglu,
   &st_layer_llama_block,
+  &st_layer_mla_block,
   &st_layer_moe_router,
   &st_layer_moe_expert,
   &st_layer_custom,

@@ -56,6 +56,9 @@ extern const StLayerType st_layer_attention;
 /* layer_decoder.c */
 extern const StLayerType st_layer_llama_block;
 
+/* layer_mla.c */
+extern const StLayerType st_layer_mla_block;
+
 /* layer_moe.c */
 extern const StLayerType st_layer_moe_router;
 extern const StLayerType st_layer_moe_expert;

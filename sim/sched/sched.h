@@ -223,6 +223,9 @@ typedef struct {
                             convolutions */
   int64_t gather_bucket_bytes; /* ZeRO-3 parameter gathers run as collectives of at most this
                                   many bytes, one after another (the framework's); 0: whole */
+  double moe_imbalance;  /* --moe-imbalance under expert parallelism: every MoE expert's pass
+                            costs this many times its balanced one (st_op_work), the busiest
+                            rank's load over the mean; 0 or 1: balanced */
 } StSettings;
 
 /* A training job beside the main one: a background job multiplexed onto the

@@ -212,6 +212,8 @@ settings_to_json(const StSettings *st)
     cJSON_AddStringToObject(o, "framework", st->framework);
   if (st->nchw)
     cJSON_AddStringToObject(o, "memory_format", "nchw");
+  if (st->moe_imbalance > 1)
+    cJSON_AddNumberToObject(o, "moe_imbalance", st->moe_imbalance);
   if (st->gather_bucket_bytes > 0)
     st_json_add_int(o, "gather_bucket_bytes", st->gather_bucket_bytes);
   return o;

@@ -113,7 +113,7 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
                                      "optimizer",    "micro_batch",  "accumulation",
                                      "global_batch", "sparsity",     "recompute",
                                      "compute_model", "framework", "memory_format",
-                                     "gather_bucket_bytes", "recompute_ops", NULL};
+                                     "gather_bucket_bytes", "recompute_ops", "moe_imbalance", NULL};
   const char *strategy = NULL, *description = NULL, *precision = NULL, *optimizer = NULL;
   const char *compute = NULL, *framework = NULL, *format = NULL;
   int64_t micro = 0, accumulation = 0;
@@ -146,6 +146,13 @@ read_settings(const cJSON *obj, StSettings *st, GError **error)
     if (!cJSON_IsNumber(sparsity) || !(sparsity->valuedouble >= 0 && sparsity->valuedouble < 1))
       return sj_fail(error, "key 'sparsity': expected a number in [0, 1)");
     st->sparsity = sparsity->valuedouble;
+  }
+  const cJSON *imbalance = cJSON_GetObjectItemCaseSensitive(obj, "moe_imbalance");
+  if (imbalance != NULL) {
+    if (!cJSON_IsNumber(imbalance) ||
+        !(imbalance->valuedouble >= 1 && imbalance->valuedouble <= 1e3))
+      return sj_fail(error, "key 'moe_imbalance': expected a number in [1, 1000]");
+    st->moe_imbalance = imbalance->valuedouble;
   }
   const char *recompute = NULL;
   if (!st_json_get_string(obj, "recompute", FALSE, &recompute, error) ||

@@ -2,6 +2,7 @@
 #include "sched/work.h"
 
 #include "cost/framework.h"
+#include "model/layer_type.h"
 
 StDtype
 st_schedule_compute_dtype(const StSchedule *s)
@@ -45,6 +46,13 @@ st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
                                                               st_op_cp_step(op),
                                                               st_op_cp_steps(op)),
                 1e-12);
+  /* Dropless routing's imbalance (--moe-imbalance): an MoE expert's pass
+   * (the only layer type that continues a chain) is the busiest rank's,
+   * F times the balanced rows, at the same efficiency. */
+  double imbalance = st_schedule_job_settings(s, p->job)->moe_imbalance;
+  if (imbalance > 1 && op->layer >= 0 && model->layers[op->layer].type->link != NULL &&
+      pass != ST_PASS_OPTIM)
+    share = (share > 0 ? share : 1.0) * imbalance;
   return (StWork){
     .pass = pass,
     .layer = op->layer >= 0 ? &model->layers[op->layer] : NULL,

@@ -240,6 +240,12 @@ static const StOptionSpec SPECS[] = {
    "megatron: expert-parallel group size for MoE layers: each rank keeps experts/E of every "
    "MoE layer, tokens dispatched to them and combined by all-to-all; E divides the "
    "data-parallel ranks (default: 1)"},
+  {"moe-imbalance", ST_OPT_DOUBLE, F(moe_imbalance), 1, 1e3, NULL, NULL, "F",
+   "megatron, with --expert-parallel: dropless routing's load imbalance, the busiest "
+   "expert-parallel rank's routed tokens over the mean (1 + MaxVio of Wang et al. 2024, "
+   "arXiv 2408.15664, at the rank's level); every MoE layer waits for that rank: its experts' "
+   "passes, its all-to-alls and its dispatched rows take F times the balanced ones. An "
+   "assumption the user states, not a measurement (default: 1, balanced)"},
   {"context-parallel", ST_OPT_INT, F(context_parallel), 1, 1024, NULL, NULL, "C",
    "megatron: context-parallel group size: each rank holds s/C tokens of every sequence "
    "(two chunks, i and 2C-1-i, so causal work is even), attention exchanges keys and values "

@@ -87,6 +87,9 @@ typedef struct {
   int tensor_parallel;   /* --tensor-parallel: megatron's TP group size t; 0 = not given (1) */
   gboolean sequence_parallel; /* --sequence-parallel: megatron's SP over the TP group */
   int expert_parallel;   /* --expert-parallel: megatron's EP group size; 0 = not given (1) */
+  double moe_imbalance;  /* --moe-imbalance: megatron, with EP: the busiest expert-parallel
+                            rank's routed tokens over the mean, >= 1; 0 = not given (1,
+                            balanced) */
   int context_parallel;  /* --context-parallel: megatron's CP group size; 0 = not given (1) */
   int cp_comm;           /* --cp-comm: StCpComm (strategy/context_parallel.h), 0 = ring */
   int virtual_stages;    /* --virtual-stages: megatron's model chunks per pipeline stage

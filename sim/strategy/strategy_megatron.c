@@ -188,6 +188,8 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
   st_schedule_note_number(s, "virtual_stages", l->v);
   st_schedule_note_number(s, "data_parallel", l->d);
   st_schedule_note_number(s, "expert_parallel", l->e);
+  if (pp->moe_imbalance > 1)
+    st_schedule_note_number(s, "moe_imbalance", pp->moe_imbalance);
   st_schedule_note_number(s, "context_parallel", l->c);
   st_schedule_note_number(s, "micro_batches", pp->n_micro);
   st_schedule_note_number(s, "transformer_layers", l->n_units);
@@ -331,6 +333,7 @@ build(const StStrategyInput *in, GError **error)
       owner[i + 1 + x] = x / (X / l.e);
   }
   pp.expert_owner = pp.moe_segments ? owner : NULL;
+  pp.moe_imbalance = pp.moe_segments && l.e > 1 && o->moe_imbalance > 1 ? o->moe_imbalance : 1.0;
   st_pipe_set_split(&pp, g_steal_pointer(&l.first));
 
   int R = o->ranks;
@@ -369,6 +372,8 @@ build(const StStrategyInput *in, GError **error)
   s->settings.micro_batch = o->micro_batch;
   s->settings.accumulation = pp.n_micro;
   s->settings.global_batch = o->global_batch;
+  /* one rank holding every expert computes the same rows however they route */
+  s->settings.moe_imbalance = pp.moe_imbalance;
   g_autofree char *zero = pp.zero_stage > 0 ? g_strdup_printf(", ZeRO %d over DP", pp.zero_stage)
                                              : g_strdup("");
   g_autofree char *ep = l.e > 1 ? g_strdup_printf(" (EP %d)", l.e) : g_strdup("");

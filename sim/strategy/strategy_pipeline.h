@@ -165,6 +165,11 @@ typedef struct {
   gboolean moe_segments;    /* MoE layers run as segments (strategy_pipeline_moe.c): their
                                experts on the EP rank owning them, tokens dispatched and
                                combined by all-to-all */
+  double moe_imbalance;     /* with segments and ep > 1: the busiest EP rank's routed tokens
+                               over the mean (--moe-imbalance), >= 1; every rank is costed
+                               as that rank: its all-to-alls, received rows and experts'
+                               saved blocks F times the balanced ones (their passes' time
+                               through StSettings.moe_imbalance); 0 or 1: balanced */
 } StPipe;
 
 /* Whether layer i's backward runs as B and W under pipe's order: a

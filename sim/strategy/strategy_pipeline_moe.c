@@ -42,6 +42,8 @@
  */
 #include "strategy/strategy_pipeline_stage.h"
 
+#include <math.h>
+
 #include "model/layer_type.h"
 
 gboolean
@@ -72,6 +74,7 @@ typedef struct {
   int batch;            /* an expert pass's samples: E b */
   int64_t rows_bytes;   /* the rows a rank sends (and receives) per all-to-all */
   int64_t slots_bytes;  /* each slot's token (int32) and gate (fp32) */
+  double imbalance;     /* --moe-imbalance F: the busiest rank's load over the mean, >= 1 */
   gboolean sp;          /* the tensor ranks route their own tokens */
   const StTpSpec *tp;   /* the experts' passes' tensor parallelism */
 } Segment;
@@ -86,10 +89,13 @@ segment_of(const Stage *st, int router, Segment *g)
   g->X = st_pipe_moe_experts(pp, router);
   st_pipe_moe_owned(st, router, &g->first, &g->n);
   g->batch = pp->ep * pp->options->micro_batch;
-  g->rows_bytes = (int64_t)pp->options->micro_batch * g->X * st_layer_attr(x, "capacity", 1) *
-                  r->in_shape.dims[1] * st_dtype_bytes(pp->bytes.activation);
-  g->slots_bytes = (int64_t)pp->options->micro_batch * g->X * st_layer_attr(x, "capacity", 1) *
-                   (int64_t)(sizeof(int32_t) + sizeof(float));
+  /* the busiest rank's rows under --moe-imbalance F (pp->moe_imbalance) */
+  double f = pp->moe_imbalance > 1 ? pp->moe_imbalance : 1.0;
+  int64_t rows = (int64_t)ceil(f * (double)(pp->options->micro_batch * g->X *
+                                            st_layer_attr(x, "capacity", 1)));
+  g->rows_bytes = rows * r->in_shape.dims[1] * st_dtype_bytes(pp->bytes.activation);
+  g->slots_bytes = rows * (int64_t)(sizeof(int32_t) + sizeof(float));
+  g->imbalance = f;
   g->sp = pp->tp != NULL && r->sp;
   g->tp = pp->tp != NULL && !g->sp ? pp->tp : &whole;
 }
@@ -176,8 +182,8 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
     StLayerMemory mem;
     st_layer_memory(pp->model, j, g.batch, pp->bytes.activation, &mem);
     StPassMem pm = {0};
-    uint32_t saved = mem.saved > 0 ? buffer(st, "kept", j, m, ST_MEM_ACTIVATIONS, mem.saved)
-                                   : NONE;
+    int64_t kept = (int64_t)ceil(g.imbalance * (double)mem.saved);
+    uint32_t saved = kept > 0 ? buffer(st, "kept", j, m, ST_MEM_ACTIVATIONS, kept) : NONE;
     if (saved != NONE)
       st_program_buffer_holds(st->p, saved, ST_DATA_ACTS, j, j, m, 1);
     st->moe_saved[m][j] = saved;

@@ -14,6 +14,7 @@ static const Readers READERS[] = {
   {"tensor-parallel", "megatron"},
   {"sequence-parallel", "megatron"},
   {"expert-parallel", "megatron"},
+  {"moe-imbalance", "megatron"},
   {"virtual-stages", "megatron"},
   {"first-stage-layers", "megatron"},
   {"last-stage-layers", "megatron"},

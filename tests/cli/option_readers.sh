@@ -12,6 +12,8 @@ source "$SRC/tests/cli/lib/common.sh"
 M="--model $SRC/models/mlp.json --cluster $SRC/models/clusters/dgx-h100.json --gpus 2"
 expect 2 "tensor-parallel: dp does not read it; it applies to megatron" \
   $STAGGER sim $M --strategy dp --tensor-parallel 2
+expect 2 "moe-imbalance: dp does not read it; it applies to megatron" \
+  $STAGGER sim $M --strategy dp --moe-imbalance 1.5
 expect 2 "stages: pipeline does not read it; it applies to cdp" \
   $STAGGER sim $M --strategy pipeline --stages 2
 expect 2 "amp-limit: dp,zero does not read it; it applies to burst,multiplex" \
