@@ -43,13 +43,17 @@ problem(GPtrArray *problems, GHashTable *seen, const char *format, ...)
 }
 
 static void
-check_program(const StProgram *p, GPtrArray *problems, GHashTable *seen)
+check_program(const StModel *m, const StProgram *p, GPtrArray *problems, GHashTable *seen)
 {
   for (guint k = 0; k < p->streams->len; k++)
     if (g_array_index(p->streams, StStream, k).host)
       problem(problems, seen, "a stream on the host CPU ('%s': ZeRO-Offload's --offload "
               "optimizer, whose CPU optimizer step and PCIe copies only the simulator models)",
               g_array_index(p->streams, StStream, k).name);
+  /* MoE segments (expert parallelism): their dispatch's all-to-all. */
+  gboolean segments = FALSE;
+  for (guint o = 0; o < p->ops->len && !segments; o++)
+    segments = st_program_op(p, o)->data == ST_DATA_EP_DISPATCH;
   for (guint o = 0; o < p->ops->len; o++) {
     const StOp *op = st_program_op(p, o);
     if (op->kind == ST_OP_COPY && op->data == ST_DATA_ACTS)
@@ -62,6 +66,11 @@ check_program(const StProgram *p, GPtrArray *problems, GHashTable *seen)
               "their samples, on the device)",
               st_copy_name(op->sub), st_data_name(op->data),
               op->sample_stride == 0 ? " without samples" : "");
+    else if (segments && op->kind == ST_OP_COMP && op->sub == ST_PASS_RECOMPUTE &&
+             op->layer >= 0 && strcmp(m->layers[op->layer].type->name, "moe_expert") == 0)
+      problem(problems, seen, "full recomputation of MoE experts under expert parallelism "
+              "(the segment's dispatch, experts and combine again before its backward: "
+              "simulated only; run without --recompute for the same losses)");
     else if (op->kind == ST_OP_COMP && op->sub == ST_PASS_FWDBWD)
       problem(problems, seen, "%s passes (a profile's measure, not an op to run)",
               st_pass_name(op->sub));
@@ -151,7 +160,8 @@ st_exec_check(const StSchedule *s, GError **error)
     }
   }
   for (guint pi = 0; pi < s->programs->len; pi++)
-    check_program(g_ptr_array_index(s->programs, pi), problems, seen);
+    check_program(st_program_model(s, g_ptr_array_index(s->programs, pi)),
+                  g_ptr_array_index(s->programs, pi), problems, seen);
   /* A rank computing weights it does not hold reads those of its device's
    * holder (cyclic DP's shared devices); with none, it has nothing to read. */
   g_autoptr(GHashTable) guests = g_hash_table_new_full(NULL, NULL, NULL, g_free);

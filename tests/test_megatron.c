@@ -6,6 +6,7 @@
 
 #include <glib/gstdio.h>
 
+#include "exec/exec.h"
 #include "output/output.h"
 #include "strategy/strategy.h"
 #include "strategy/strategy_pipeline.h"
@@ -612,6 +613,64 @@ test_expert_parallel(void)
   }
 }
 
+/* Full recomputation of MoE segments, as a checkpointed layer reruns its
+ * forward (Megatron-LM's tensor_parallel.checkpoint around the whole layer;
+ * torchtitan's and Automodel's activation checkpointing likewise): tiny-moe
+ * as above (no sequence parallelism) with --recompute full. Per MoE layer
+ * and micro-batch the dispatch and the combine run again before the
+ * backward (six all-to-alls instead of four), each owned expert's forward
+ * once more (a RECOMPUTE pass at batch E b), and the experts' saved blocks
+ * live from that recompute to their backward only: the activations' peak
+ * falls below the run without recomputation, which kept every expert's
+ * block of every micro-batch from its forward on. The executor refuses
+ * the schedule, naming the experts' recomputation. */
+static void
+test_expert_recompute(void)
+{
+  const int t = 2, E = 2, b = 2, M = 2;
+  int64_t acts[2];
+  for (int full = 0; full < 2; full++) {
+    StOptions o;
+    options(&o, t, 1, 1, FALSE, b, (int64_t)M * b * 4);
+    o.expert_parallel = E;
+    o.recompute = full ? ST_RECOMPUTE_FULL : ST_RECOMPUTE_NONE;
+    g_autoptr(StModel) m = st_test_model("tests/data/exec/tiny-moe.json");
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
+    g_autoptr(StSchedule) sc = st_test_build("megatron", m, c, &o);
+    const StModel *rm = sc->model;
+    for (int j = 0; j < E; j++) {
+      int64_t bytes;
+      int count;
+      collectives(sc, j, "ep", &bytes, &count);
+      g_assert_cmpint(count, ==, (full ? 6 : 4) * 2 * M); /* 2 MoE layers */
+      const StProgram *p = g_ptr_array_index(sc->programs, j);
+      int again = 0;
+      for (guint k = 0; k < p->ops->len; k++) {
+        const StOp *op = st_program_op(p, k);
+        if (op->kind == ST_OP_COMP && op->sub == ST_PASS_RECOMPUTE && op->layer >= 0 &&
+            strstr(rm->layers[op->layer].name, ".expert.") != NULL) {
+          again++;
+          g_assert_cmpint(op->batch, ==, E * b);
+        }
+      }
+      /* X / E = 2 owned experts of each of the 2 layers, per micro-batch */
+      g_assert_cmpint(again, ==, full ? 2 * 2 * M : 0);
+    }
+    int64_t step;
+    simulate(sc, &step, &acts[full]);
+    g_assert_cmpint(step, >, 0);
+    if (full) {
+      g_autoptr(GError) error = NULL;
+      g_assert_false(st_exec_check(sc, &error));
+      g_assert_nonnull(strstr(error->message, "recomputation of MoE experts"));
+    }
+    st_options_clear(&o);
+  }
+  g_test_message("activations' peak: %" G_GINT64_FORMAT " without, %" G_GINT64_FORMAT
+                 " with full recomputation", acts[0], acts[1]);
+  g_assert_cmpint(acts[1], <, acts[0]);
+}
+
 /* Configurations Megatron-LM refuses are errors naming the option. */
 static void
 test_bad_layouts(void)
@@ -659,6 +718,7 @@ main(int argc, char **argv)
   g_test_add_func("/megatron/zero-states", test_zero_states);
   g_test_add_func("/megatron/composition", test_composition);
   g_test_add_func("/megatron/expert-parallel", test_expert_parallel);
+  g_test_add_func("/megatron/expert-parallel/recompute", test_expert_recompute);
   g_test_add_func("/megatron/bad-layouts", test_bad_layouts);
   return g_test_run();
 }

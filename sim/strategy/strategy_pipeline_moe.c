@@ -26,8 +26,11 @@
  * forward, the experts' outputs (comm) until the combine, the combined rows
  * (activations, for the gates' gradients) until the backward's first
  * all-to-all; each expert's saved block (memory() at batch E b) from its
- * forward to its backward, and its scratch. Experts are not recomputed
- * under --recompute full (their saved blocks stay).
+ * forward to its backward, and its scratch. Under --recompute full the
+ * segment is recomputed as a checkpointed layer is: its forward keeps no
+ * expert's block (nor the combined rows), and before its backward the
+ * dispatch, the owned experts' forwards and the combine run again
+ * (recompute_segment), their blocks kept from there to each backward.
  *
  * What the sending side keeps and permutes (Megatron's permute/unpermute
  * around the all-to-alls; the executor's exec/op_ep.c): the dispatch packs
@@ -159,6 +162,48 @@ tp_scatter(Stage *st, const Segment *g, int router, int m, StData data, uint32_t
   return op;
 }
 
+/* Whether a segment is recomputed: its router is, under --recompute full
+ * (and every K-th under --recompute-every). */
+static gboolean
+recomputes(const StPipe *pp, int router)
+{
+  return pp->recomputes[router] == ST_RECOMPUTE_FULL;
+}
+
+/* The owned experts' passes (`pass` ST_PASS_FWD or ST_PASS_RECOMPUTE) on
+ * the dispatched `rows` (freed by the last) into `out` (made by the first);
+ * each expert's saved block stays for its backward when `keep`, else goes
+ * with its pass. */
+static uint32_t
+experts_forward(Stage *st, const Segment *g, int m, StPass pass, gboolean keep, uint32_t rows,
+                uint32_t out, uint32_t last)
+{
+  const StPipe *pp = st->pp;
+  for (int j = g->first; j < g->first + g->n; j++) {
+    StLayerMemory mem;
+    st_layer_memory(pp->model, j, g->batch, pp->bytes.activation, &mem);
+    StPassMem pm = {0};
+    int64_t kept = (int64_t)ceil(g->imbalance * (double)mem.saved);
+    uint32_t saved = kept > 0 ? buffer(st, "kept", j, m, ST_MEM_ACTIVATIONS, kept) : NONE;
+    if (saved != NONE && keep)
+      st_program_buffer_holds(st->p, saved, ST_DATA_ACTS, j, j, m, 1);
+    st->moe_saved[m][j] = keep ? saved : NONE;
+    st_pass_mem_alloc(&pm, saved);
+    if (!keep)
+      st_pass_mem_free(&pm, saved);
+    if (j == g->first)
+      st_pass_mem_alloc(&pm, out);
+    uint32_t scratch = st_pass_scratch(st->p, pp->model, j, m, ST_PASS_FWD, g->batch,
+                                       pp->bytes.activation, ST_RECOMPUTE_NONE, 0);
+    st_pass_mem_alloc(&pm, scratch);
+    st_pass_mem_free(&pm, scratch);
+    if (j == g->first + g->n - 1)
+      st_pass_mem_free(&pm, rows);
+    last = st_pipe_stage_pass(st, pass, j, m, g->batch, &pm, last, g->tp);
+  }
+  return last;
+}
+
 void
 st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
 {
@@ -178,34 +223,46 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
   if (g.sp)
     last = tp_gather(st, &g, router, m, ST_DATA_TP_INPUT, &rows, last);
   uint32_t out = buffer(st, "ep out", router, m, ST_MEM_COMM, t_factor * g.rows_bytes);
-  for (int j = g.first; j < g.first + g.n; j++) {
-    StLayerMemory mem;
-    st_layer_memory(pp->model, j, g.batch, pp->bytes.activation, &mem);
-    StPassMem pm = {0};
-    int64_t kept = (int64_t)ceil(g.imbalance * (double)mem.saved);
-    uint32_t saved = kept > 0 ? buffer(st, "kept", j, m, ST_MEM_ACTIVATIONS, kept) : NONE;
-    if (saved != NONE)
-      st_program_buffer_holds(st->p, saved, ST_DATA_ACTS, j, j, m, 1);
-    st->moe_saved[m][j] = saved;
-    st_pass_mem_alloc(&pm, saved);
-    if (j == g.first)
-      st_pass_mem_alloc(&pm, out);
-    uint32_t scratch = st_pass_scratch(st->p, pp->model, j, m, ST_PASS_FWD, g.batch,
-                                       pp->bytes.activation, ST_RECOMPUTE_NONE, 0);
-    st_pass_mem_alloc(&pm, scratch);
-    st_pass_mem_free(&pm, scratch);
-    if (j == g.first + g.n - 1)
-      st_pass_mem_free(&pm, rows);
-    last = st_pipe_stage_pass(st, ST_PASS_FWD, j, m, g.batch, &pm, last, g.tp);
-  }
+  gboolean again = recomputes(pp, router);
+  last = experts_forward(st, &g, m, ST_PASS_FWD, !again, rows, out, last);
   if (g.sp)
     last = tp_scatter(st, &g, router, m, ST_DATA_TP_OUTPUT, &out, last);
+  /* The combined rows stay for the gates' gradients, or under full
+   * recomputation come again with the rest (st_pipe_moe_recompute). */
   uint32_t combined = buffer(st, "ep combined", router, m, ST_MEM_ACTIVATIONS, g.rows_bytes);
-  st->moe_saved[m][router] = combined;
+  st->moe_saved[m][router] = again ? NONE : combined;
   uint32_t alloc[2] = {combined, st_tensors_move_in(t, X_last + 1, FALSE, ST_MEM_ACTIVATIONS)};
-  uint32_t free[2] = {out, st_tensors_move_out(t, router + 1, FALSE)};
+  uint32_t free[3] = {out, st_tensors_move_out(t, router + 1, FALSE), again ? combined : NONE};
   coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_COMBINE, router + 1,
-       X_last, m, last, alloc, 2, free, 2);
+       X_last, m, last, alloc, 2, free, 3);
+}
+
+/* Under full recomputation, the segment's forward again before its
+ * backward, as a checkpointed layer reruns it (Megatron-LM's
+ * tensor_parallel.checkpoint around the whole layer): the dispatch, each
+ * owned expert's forward (its saved block made again, kept for its
+ * backward), the combine (its rows, for the gates' gradients). */
+static void
+recompute_segment(Stage *st, const Segment *g, int router, int m)
+{
+  int t_factor = g->sp ? st->pp->tp->t : 1;
+  int X_last = router + g->X;
+  uint32_t rows = buffer(st, "ep rows again", router, m, ST_MEM_COMM, g->rows_bytes);
+  uint32_t send = buffer(st, "ep send again", router, m, ST_MEM_COMM, g->rows_bytes);
+  uint32_t made[2] = {rows, send};
+  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g->rows_bytes, ST_DATA_EP_DISPATCH,
+                       router + 1, X_last, m, NONE, made, 2, &send, 1);
+  if (g->sp)
+    last = tp_gather(st, g, router, m, ST_DATA_TP_INPUT, &rows, last);
+  uint32_t out = buffer(st, "ep out again", router, m, ST_MEM_COMM, t_factor * g->rows_bytes);
+  last = experts_forward(st, g, m, ST_PASS_RECOMPUTE, TRUE, rows, out, last);
+  if (g->sp)
+    last = tp_scatter(st, g, router, m, ST_DATA_TP_OUTPUT, &out, last);
+  uint32_t combined = buffer(st, "ep combined again", router, m, ST_MEM_ACTIVATIONS,
+                             g->rows_bytes);
+  st->moe_saved[m][router] = combined;
+  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g->rows_bytes, ST_DATA_EP_COMBINE, router + 1,
+       X_last, m, last, &combined, 1, &out, 1);
 }
 
 void
@@ -217,6 +274,8 @@ st_pipe_moe_backward(Stage *st, int router, int m)
   segment_of(st, router, &g);
   int t_factor = g.sp ? pp->tp->t : 1;
   int X_last = router + g.X;
+  if (recomputes(pp, router))
+    recompute_segment(st, &g, router, m);
   uint32_t dy = buffer(st, "ep dy", router, m, ST_MEM_COMM, g.rows_bytes);
   uint32_t send = buffer(st, "ep dy send", router, m, ST_MEM_COMM, g.rows_bytes);
   uint32_t made[3] = {dy, send, st_tensors_move_in(t, router + 1, TRUE, ST_MEM_WORKSPACE)};
