@@ -117,6 +117,12 @@ st_exec_check(const StSchedule *s, GError **error)
       problem(problems, seen, "precision fp8 (FP8 GEMMs are simulated only: the executor's "
                               "kernels run fp32 and bf16; --precision mixed runs the same "
                               "schedule in bf16)");
+  for (int j = 0; j < st_schedule_n_jobs(s); j++) {
+    const StModel *m = st_schedule_job_model(s, j);
+    if (m->n_layers > 0 && st_model_expert_tp(m) != MAX(m->layers[0].tp, 1))
+      problem(problems, seen, "--expert-tensor-parallel other than --tensor-parallel (the "
+                              "executor splits experts over the tensor group)");
+  }
   for (int j = 0; j < st_schedule_n_jobs(s); j++)
     if (st_schedule_job_settings(s, j)->moe_imbalance > 1)
       problem(problems, seen, "--moe-imbalance (an assumed routing skew the simulator costs; "

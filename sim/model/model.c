@@ -275,6 +275,8 @@ st_model_to_json(const StModel *model)
     cJSON *tp = cJSON_AddObjectToObject(root, "tensor_parallel");
     st_json_add_int(tp, "ranks", model->layers[0].tp);
     cJSON_AddBoolToObject(tp, "sequence_parallel", model->layers[0].sp);
+    if (st_model_expert_tp(model) != model->layers[0].tp)
+      st_json_add_int(tp, "expert_ranks", st_model_expert_tp(model));
   }
   if (st_model_context_parallel(model) > 1) {
     cJSON *cp = cJSON_AddObjectToObject(root, "context_parallel");
