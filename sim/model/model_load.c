@@ -573,15 +573,6 @@ st_model_derive_as(const StModel *model, const StShape *input, int tp, gboolean 
 }
 
 int
-st_model_expert_tp(const StModel *model)
-{
-  for (int i = 0; i < model->n_layers; i++)
-    if (model->layers[i].type->link != NULL)
-      return MAX(model->layers[i].tp, 1);
-  return model->n_layers > 0 ? MAX(model->layers[0].tp, 1) : 1;
-}
-
-int
 st_model_context_parallel(const StModel *model)
 {
   return model->n_layers > 0 ? MAX(model->layers[0].cp, 1) : 1;
