@@ -70,7 +70,8 @@ check_program(const StModel *m, const StProgram *p, GPtrArray *problems, GHashTa
              op->layer >= 0 && strcmp(m->layers[op->layer].type->name, "moe_expert") == 0)
       problem(problems, seen, "full recomputation of MoE experts under expert parallelism "
               "(the segment's dispatch, experts and combine again before its backward: "
-              "simulated only; run without --recompute for the same losses)");
+              "simulated only; --expert-recompute off keeps the experts' blocks as the "
+              "executor runs them)");
     else if (op->kind == ST_OP_COMP && op->sub == ST_PASS_FWDBWD)
       problem(problems, seen, "%s passes (a profile's measure, not an op to run)",
               st_pass_name(op->sub));
@@ -126,6 +127,12 @@ st_exec_check(const StSchedule *s, GError **error)
       problem(problems, seen, "precision fp8 (FP8 GEMMs are simulated only: the executor's "
                               "kernels run fp32 and bf16; --precision mixed runs the same "
                               "schedule in bf16)");
+  for (int j = 0; j < st_schedule_n_jobs(s); j++) {
+    const StModel *m = st_schedule_job_model(s, j);
+    if (m->n_layers > 0 && st_model_expert_tp(m) != MAX(m->layers[0].tp, 1))
+      problem(problems, seen, "--expert-tensor-parallel other than --tensor-parallel (the "
+                              "executor splits experts over the tensor group)");
+  }
   for (int j = 0; j < st_schedule_n_jobs(s); j++)
     if (st_schedule_job_settings(s, j)->moe_imbalance > 1)
       problem(problems, seen, "--moe-imbalance (an assumed routing skew the simulator costs; "

@@ -174,7 +174,8 @@ test_ep(void)
   const char *ep4[] = {"expert-parallel", "4", NULL};
   const char *pp[] = {"expert-parallel", "2", "pipeline-stages", "2", NULL};
   const char *zero[] = {"expert-parallel", "2", "zero-stage", "1", NULL};
-  const char *again[] = {"expert-parallel", "2", "recompute", "full", NULL};
+  const char *again[] = {"expert-parallel", "2", "recompute", "full", "expert-recompute", "off",
+                         NULL};
   g_assert_cmpfloat(against_dp_on(moe, 1, 1, 2, ep2), <=, 1e-4);
   g_assert_cmpfloat(against_dp_on(moe, 1, 1, 4, ep4), <=, 1e-4);
   g_assert_cmpfloat(against_dp_on(moe, 1, 1, 4, ep2), <=, 1e-4); /* two EP groups */

@@ -551,7 +551,8 @@ test_runs_ep(void)
     {"megatron", 4, 1, ST_PRECISION_MIXED, "expert-parallel=4", FALSE, 0},
     {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 zero-stage=1", FALSE, 0},
     {"megatron", 4, 2, ST_PRECISION_FP32, "expert-parallel=2 pipeline-stages=2", FALSE, 0},
-    {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 recompute=full", FALSE, 0},
+    {"megatron", 2, 1, ST_PRECISION_FP32, "expert-parallel=2 recompute=full expert-recompute=off",
+     FALSE, 0},
     {"megatron", 2, 1, ST_PRECISION_FP32, "tensor-parallel=2", FALSE, 0},
     {"megatron", 4, 2, ST_PRECISION_MIXED, "tensor-parallel=2 expert-parallel=2", FALSE, 0},
   };

@@ -515,6 +515,51 @@ llama_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List 
   }
 }
 
+/* DeepSeek's block of multi-head latent attention (sim/model/layer_mla.c):
+ * the down projections on all s rows (whole on every tensor rank), the
+ * latents' RMSNorms, the up projections and the output by the rank's
+ * heads, RoPE on the heads' r dims and the shared key's, and the core,
+ * priced at the mean of its two head widths (n + r for QK^T, v for PV):
+ * the same forward FLOPs; a fused backward then carries 2.5 x them where
+ * the layer counts 2 x + QK^T (within 4 % at DeepSeek's 192 and 128). */
+static void
+mla_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l)
+{
+  double t = MAX(layer->tp, 1), rows = rows_of(layer), s = rows * (layer->sp ? t : 1);
+  double d = features_of(&layer->in_shape);
+  double heads = (double)st_layer_attr(layer, "heads", 1) / t;
+  double qr = (double)st_layer_attr(layer, "q_lora_rank", 0);
+  double c = (double)st_layer_attr(layer, "kv_lora_rank", 1);
+  double n = (double)st_layer_attr(layer, "qk_nope_head_dim", 1);
+  double r = (double)st_layer_attr(layer, "qk_rope_head_dim", 0);
+  double v = (double)st_layer_attr(layer, "v_head_dim", 1);
+  double pairs = st_layer_attr(layer, "causal", 1) ? s * (s + 1.0) / 2.0 : s * s;
+  double elems = b * rows * d, bs = b * s;
+  norm_of(l, elems, TRUE);
+  if (qr > 0) {
+    te_linear(l, bs, d, qr, FALSE);
+    norm_of(l, bs * qr, TRUE);
+    te_linear(l, bs, qr, heads * (n + r), FALSE);
+  } else {
+    te_linear(l, bs, d, heads * (n + r), FALSE);
+  }
+  te_linear(l, bs, d, c + r, FALSE);
+  norm_of(l, bs * c, TRUE);
+  te_linear(l, bs, c, heads * (n + v), FALSE);
+  if (r > 0)
+    rope(l, bs * (heads + 1.0) * r);
+  Attn flash = {.flash = TRUE};
+  attention_core(l, b * heads, s, pairs, (n + r + v) / 2.0, fused_ok(ctx, &flash));
+  te_linear(l, bs, heads * v, d, FALSE);
+  residual_add(l, elems);
+  const char *kind = st_layer_attr_choice(layer, "mlp");
+  if (kind == NULL || strcmp(kind, "none") != 0) {
+    norm_of(l, elems, TRUE);
+    mlp(l, bs, d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0, FALSE);
+    residual_add(l, elems);
+  }
+}
+
 /* GPT-2/3's pre-LN block: unfused attention with biases, GELU MLP. */
 static void
 transformer_block_layer(const StLayer *layer, double b, List *l)
@@ -641,6 +686,7 @@ static const Entry TYPES[] = {
   {"swiglu", gated_mlp_layer, NULL, 0},
   {"geglu", gated_mlp_layer, NULL, 0},
   {"llama_block", NULL, llama_block_layer, 0},
+  {"mla_block", NULL, mla_block_layer, 0},
   {"moe_expert", moe_expert_layer, NULL, 0},
   {"rmsnorm", rmsnorm_layer, NULL, 0},
   {"layernorm", layernorm_layer, NULL, 0},

@@ -263,6 +263,16 @@ derived_to_json(const StLayer *layer)
   return d;
 }
 
+/* An MoE expert is the only type that continues a chain. */
+int
+st_model_expert_tp(const StModel *model)
+{
+  for (int i = 0; i < model->n_layers; i++)
+    if (model->layers[i].type->link != NULL)
+      return MAX(model->layers[i].tp, 1);
+  return model->n_layers > 0 ? MAX(model->layers[0].tp, 1) : 1;
+}
+
 cJSON *
 st_model_to_json(const StModel *model)
 {
@@ -275,6 +285,8 @@ st_model_to_json(const StModel *model)
     cJSON *tp = cJSON_AddObjectToObject(root, "tensor_parallel");
     st_json_add_int(tp, "ranks", model->layers[0].tp);
     cJSON_AddBoolToObject(tp, "sequence_parallel", model->layers[0].sp);
+    if (st_model_expert_tp(model) != model->layers[0].tp)
+      st_json_add_int(tp, "expert_ranks", st_model_expert_tp(model));
   }
   if (st_model_context_parallel(model) > 1) {
     cJSON *cp = cJSON_AddObjectToObject(root, "context_parallel");

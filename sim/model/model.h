@@ -152,6 +152,16 @@ StModel *st_model_derive_as(const StModel *model, const StShape *input, int tp, 
  * (layer_context.c). cp must divide the sequence. Transfer full. */
 StModel *st_model_derive_cp(const StModel *model, const StShape *input, int tp, gboolean sp,
                             int cp, GError **error);
+/* The same, with the MoE experts (the layers that continue a chain) split
+ * over `etp` ranks instead of tp (Megatron-LM's
+ * --expert-tensor-parallel-size): under sequence parallelism an expert
+ * computes on the rows its etp ranks routed (etp 1: its own rank's). etp
+ * divides tp. Transfer full. */
+StModel *st_model_derive_etp(const StModel *model, const StShape *input, int tp, gboolean sp,
+                             int cp, int etp, GError **error);
+/* The tensor-parallel size of a derived model's experts (its tp when it has
+ * none or they split as the rest). */
+int st_model_expert_tp(const StModel *model);
 /* The context-parallel size a derived model was cut for (1: none). */
 int st_model_context_parallel(const StModel *model);
 void st_model_free(StModel *model);

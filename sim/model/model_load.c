@@ -396,30 +396,47 @@ read_input(const cJSON *root, StShape *input, GError **error)
   return TRUE;
 }
 
-/* "tensor_parallel": {"ranks": t, "sequence_parallel": bool}: the model as
- * one rank of a tensor-parallel group (st_model_derive_as), as a schedule's
- * JSON carries it; absent: t = 1. */
+/* "tensor_parallel": {"ranks": t, "sequence_parallel": bool,
+ * "expert_ranks": k}: the model as one rank of a tensor-parallel group
+ * (st_model_derive_etp), as a schedule's JSON carries it; absent: t = 1;
+ * expert_ranks absent: k = t. */
 static gboolean
-read_tensor_parallel(const cJSON *root, int *tp, gboolean *sp, GError **error)
+read_tensor_parallel(const cJSON *root, int *tp, gboolean *sp, int *etp, GError **error)
 {
   const cJSON *obj = NULL;
-  *tp = 1;
+  *tp = *etp = 1;
   *sp = FALSE;
   if (!st_json_get_object(root, "tensor_parallel", FALSE, &obj, error))
     return FALSE;
   if (obj == NULL)
     return TRUE;
-  static const char *const KEYS[] = {"ranks", "sequence_parallel", NULL};
-  int64_t ranks = 1;
+  static const char *const KEYS[] = {"ranks", "sequence_parallel", "expert_ranks", NULL};
+  int64_t ranks = 1, experts = 0;
   if (!st_json_check_keys(obj, KEYS, error) ||
       !st_json_get_int(obj, "ranks", TRUE, 1, 1 << 20, &ranks, error) ||
-      !st_json_get_bool(obj, "sequence_parallel", FALSE, sp, error)) {
+      !st_json_get_bool(obj, "sequence_parallel", FALSE, sp, error) ||
+      !st_json_get_int(obj, "expert_ranks", FALSE, 1, 1 << 20, &experts, error)) {
     g_prefix_error(error, "key 'tensor_parallel': ");
     return FALSE;
   }
+  if (experts > 0 && ranks % experts != 0)
+    return fail(error, "key 'tensor_parallel': expert_ranks %" G_GINT64_FORMAT " does not "
+                "divide ranks %" G_GINT64_FORMAT, experts, ranks);
   *tp = (int)ranks;
+  *etp = experts > 0 ? (int)experts : *tp;
   *sp = *sp && ranks > 1;
   return TRUE;
+}
+
+/* Sets a layer's split before derive(): an MoE expert (the only type that
+ * continues a chain) over etp ranks, every other layer over tp. */
+static void
+set_split(StLayer *layer, int tp, gboolean sp, int cp, int etp)
+{
+  int t = layer->type->link != NULL ? etp : tp;
+  layer->tp = t;
+  layer->sp = sp && t > 1;
+  layer->cp = cp;
 }
 
 /* "context_parallel": {"ranks": c}: the model as one rank of a
@@ -504,15 +521,13 @@ read_model(const cJSON *root, StModel *model, GError **error)
     }
     g_hash_table_insert(seen, layer->name, GINT_TO_POINTER(i));
   }
-  int tp, cp;
+  int tp, cp, etp;
   gboolean sp;
-  if (!read_tensor_parallel(root, &tp, &sp, error) || !read_context_parallel(root, &cp, error))
+  if (!read_tensor_parallel(root, &tp, &sp, &etp, error) ||
+      !read_context_parallel(root, &cp, error))
     return FALSE;
-  for (int i = 0; i < model->n_layers; i++) {
-    model->layers[i].tp = tp;
-    model->layers[i].sp = sp;
-    model->layers[i].cp = cp;
-  }
+  for (int i = 0; i < model->n_layers; i++)
+    set_split(&model->layers[i], tp, sp, cp, etp);
   return derive_all(model, error);
 }
 
@@ -567,7 +582,14 @@ StModel *
 st_model_derive_cp(const StModel *model, const StShape *input, int tp, gboolean sp, int cp,
                    GError **error)
 {
-  g_return_val_if_fail(model != NULL && tp >= 1 && cp >= 1, NULL);
+  return st_model_derive_etp(model, input, tp, sp, cp, tp, error);
+}
+
+StModel *
+st_model_derive_etp(const StModel *model, const StShape *input, int tp, gboolean sp, int cp,
+                    int etp, GError **error)
+{
+  g_return_val_if_fail(model != NULL && tp >= 1 && cp >= 1 && etp >= 1 && tp % etp == 0, NULL);
   g_autoptr(StModel) copy = st_model_copy(model);
   if (input != NULL)
     copy->input = *input;
@@ -586,7 +608,8 @@ st_model_derive_cp(const StModel *model, const StShape *input, int tp, gboolean 
     g_clear_pointer(&layer->signature, g_free);
     /* Everything derived starts again from the attrs. */
     *layer = (StLayer){.name = layer->name, .type = layer->type, .attrs = layer->attrs,
-                       .n_attrs = layer->n_attrs, .tp = tp, .sp = sp && tp > 1, .cp = cp};
+                       .n_attrs = layer->n_attrs};
+    set_split(layer, tp, sp, cp, etp);
   }
   GError *local = NULL;
   if (!derive_all(copy, &local)) {

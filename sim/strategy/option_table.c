@@ -240,6 +240,17 @@ static const StOptionSpec SPECS[] = {
    "megatron: expert-parallel group size for MoE layers: each rank keeps experts/E of every "
    "MoE layer, tokens dispatched to them and combined by all-to-all; E divides the "
    "data-parallel ranks (default: 1)"},
+  {"expert-tensor-parallel", ST_OPT_INT, F(expert_tensor_parallel), 1, 1024, NULL, NULL, "K",
+   "megatron: the experts' tensor-parallel size (Megatron-LM's --expert-tensor-parallel-size), "
+   "dividing T, with --sequence-parallel when below T: each expert splits its ffn K ways and "
+   "computes on the rows of K tensor ranks; the expert-parallel groups then span the tensor "
+   "ranks too, E dividing T x DP / K (default: T)"},
+  {"expert-recompute", ST_OPT_CHOICE, F(expert_recompute), 0, 0,
+   (const char *const[]){"on", "off", NULL}, NULL, "on|off",
+   "megatron, with expert parallelism and --recompute full: rerun each MoE layer's dispatch, "
+   "owned experts and combine before its backward, as a checkpointed layer does (on), or "
+   "keep the experts' saved blocks from their forward (off: what stagger's executor runs) "
+   "(default: on)"},
   {"moe-imbalance", ST_OPT_DOUBLE, F(moe_imbalance), 1, 1e3, NULL, NULL, "F",
    "megatron, with --expert-parallel: dropless routing's load imbalance, the busiest "
    "expert-parallel rank's routed tokens over the mean (1 + MaxVio of Wang et al. 2024, "

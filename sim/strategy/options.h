@@ -87,6 +87,10 @@ typedef struct {
   int tensor_parallel;   /* --tensor-parallel: megatron's TP group size t; 0 = not given (1) */
   gboolean sequence_parallel; /* --sequence-parallel: megatron's SP over the TP group */
   int expert_parallel;   /* --expert-parallel: megatron's EP group size; 0 = not given (1) */
+  int expert_tensor_parallel; /* --expert-tensor-parallel: megatron's experts' tensor-parallel
+                                 size k, dividing t; 0 = not given (t) */
+  int expert_recompute;  /* --expert-recompute: 0 on (under --recompute full, MoE segments
+                            rerun before their backward), 1 off (their blocks stay) */
   double moe_imbalance;  /* --moe-imbalance: megatron, with EP: the busiest expert-parallel
                             rank's routed tokens over the mean, >= 1; 0 = not given (1,
                             balanced) */

@@ -51,7 +51,8 @@ typedef struct {
   int c;          /* context-parallel size (context_parallel.h) */
   int dc;         /* d x c: the ranks a stage's gradients are reduced over (Megatron's
                      dp-cp group), which ZeRO shards over and experts spread across */
-  int e;          /* expert-parallel size, dividing dc */
+  int e;          /* expert-parallel size, dividing t dc / k */
+  int k;          /* the experts' tensor-parallel size, dividing t (t: Megatron's default) */
   int n_units;
   int moe_layers; /* routers in the model */
   int32_t *first; /* [p v + 1]: chunk k's layers, st_megatron_split's (owned) */
@@ -69,6 +70,7 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
     .v = MAX(o->virtual_stages, 1),
     .c = MAX(o->context_parallel, 1),
     .e = MAX(o->expert_parallel, 1),
+    .k = o->expert_tensor_parallel > 0 ? o->expert_tensor_parallel : MAX(o->tensor_parallel, 1),
   };
   int R = o->ranks;
   if (o->sparsity > 0)
@@ -92,10 +94,22 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
   l->dc = l->d * l->c;
   if (l->v > 1 && l->p == 1)
     return st_strategy_refuse(error, "--virtual-stages %d: interleaving needs --pipeline-stages > 1", l->v);
-  if (l->dc % l->e != 0)
+  if (l->t % l->k != 0)
+    return st_strategy_refuse(error, "--expert-tensor-parallel %d does not divide --tensor-parallel %d",
+                              l->k, l->t);
+  if (l->k < l->t && !o->sequence_parallel)
+    return st_strategy_refuse(error, "--expert-tensor-parallel %d below --tensor-parallel %d needs "
+                              "--sequence-parallel (each tensor rank then routes its own tokens, "
+                              "as Megatron-LM requires for MoE with tensor parallelism)",
+                              l->k, l->t);
+  if (l->k == l->t && l->dc % l->e != 0)
     return st_strategy_refuse(error, "--expert-parallel %d does not divide the %d data-parallel%s ranks "
                        "(experts spread over data-parallel ranks, as Megatron-LM's expert "
                        "groups)", l->e, l->dc, l->c > 1 ? " x context-parallel" : "");
+  if (l->k < l->t && l->t * l->dc / l->k % l->e != 0)
+    return st_strategy_refuse(error, "--expert-parallel %d does not divide the %d expert slots of a "
+                              "stage (tensor x data-parallel ranks / --expert-tensor-parallel %d)",
+                              l->e, l->t * l->dc / l->k, l->k);
   for (int i = 0; i < m->n_layers; i++) {
     if (!m->layers[i].chain_open || (i > 0 && m->layers[i - 1].chain_open))
       continue;
@@ -107,6 +121,8 @@ layout_of(const StStrategyInput *in, const StModel *m, Layout *l, GError **error
   }
   if (l->e > 1 && l->moe_layers == 0)
     return st_strategy_refuse(error, "--expert-parallel %d: the model has no MoE layer", l->e);
+  if (l->k != l->t && l->moe_layers == 0)
+    return st_strategy_refuse(error, "--expert-tensor-parallel %d: the model has no MoE layer", l->k);
   gboolean splits = FALSE;
   for (int i = 0; i < m->n_layers && !splits; i++)
     splits = m->layers[i].type->tp == ST_TP_PARALLEL || m->layers[i].type->tp == ST_TP_VOCAB_IN ||
@@ -151,17 +167,26 @@ add_comms(StSchedule *s, const Layout *l, const StPipe *pp, StPipeComms *comms, 
   comms->data = st_schedule_add_comm(s, "data", color);
   comms->data_gather = pp->zero_stage == 3 ? st_schedule_add_comm(s, "data gather", color) : -1;
   comms->ep = comms->expert_data = comms->expert_data_gather = -1;
+  comms->expert_tp = -1;
   if (pp->moe_segments) {
-    /* Megatron-LM's expert groups: the data-parallel index split into
-     * d / e blocks of e, experts spread over a block, their gradients
-     * reduced across the blocks. */
-    int e = l->e, d = l->dc;
+    /* Megatron-LM's expert groups (parallel_state.py's expert
+     * RankGenerator, etp-ep-dp-pp): a stage's ranks q = r mod td counted
+     * in blocks of k (the experts' tensor group), those split into td /
+     * (k e) blocks of e, experts spread over a block, their gradients
+     * reduced across the blocks. With k = t the blocks of k are the tensor
+     * groups: the data-parallel index split into d / e blocks of e. */
+    int e = l->e, k = l->k;
     for (int r = 0; r < R; r++)
-      color[r] = r % t + t * ((r / t) % d / e) + t * (d / e) * (r / td);
+      color[r] = r % td % k + k * (r % td / (k * e)) + (td / e) * (r / td);
     comms->ep = st_schedule_add_comm(s, "ep", color);
     for (int r = 0; r < R; r++)
-      color[r] = r % t + t * ((r / t) % d % e) + t * e * (r / td);
+      color[r] = r % td % k + k * (r % td / k % e) + k * e * (r / td);
     comms->expert_data = st_schedule_add_comm(s, "expert data", color);
+    if (k > 1 && k < t) {
+      for (int r = 0; r < R; r++)
+        color[r] = r / k;
+      comms->expert_tp = st_schedule_add_comm(s, "expert tp", color);
+    }
     comms->expert_data_gather =
       pp->zero_stage == 3 ? st_schedule_add_comm(s, "expert data gather", color) : -1;
   }
@@ -188,6 +213,8 @@ note_layout(StSchedule *s, const Layout *l, const StPipe *pp, const StModel *m)
   st_schedule_note_number(s, "virtual_stages", l->v);
   st_schedule_note_number(s, "data_parallel", l->d);
   st_schedule_note_number(s, "expert_parallel", l->e);
+  if (l->k != l->t)
+    st_schedule_note_number(s, "expert_tensor_parallel", l->k);
   if (pp->moe_imbalance > 1)
     st_schedule_note_number(s, "moe_imbalance", pp->moe_imbalance);
   st_schedule_note_number(s, "context_parallel", l->c);
@@ -273,7 +300,9 @@ rank_model(const StModel *model, const StOptions *o, int64_t *padded, GError **e
     return NULL;
   g_autoptr(StModel) copy = st_model_copy(model);
   *padded = t > 1 ? pad_vocab(copy, t, o->vocab_multiple) : 0;
-  StModel *m = st_model_derive_cp(copy, NULL, t, sp, c, error);
+  int k = o->expert_tensor_parallel > 0 && o->expert_tensor_parallel < t && sp
+            && t % o->expert_tensor_parallel == 0 ? o->expert_tensor_parallel : t;
+  StModel *m = st_model_derive_etp(copy, NULL, t, sp, c, k, error);
   if (m == NULL && c > 1)
     g_prefix_error(error, "--tensor-parallel %d --context-parallel %d: ", t, c);
   else if (m == NULL)
@@ -322,6 +351,7 @@ build(const StStrategyInput *in, GError **error)
    * tensor rank's rows). */
   g_autofree int32_t *owner = g_new(int32_t, m->n_layers);
   pp.ep = l.e;
+  pp.etp = l.k;
   pp.moe_segments = l.moe_layers > 0 && (l.e > 1 || sp);
   for (int i = 0; i < m->n_layers; i++)
     owner[i] = -1;
@@ -356,7 +386,7 @@ build(const StStrategyInput *in, GError **error)
       for (int r = st * td; r < (st + 1) * td; r++) {
         /* its tensor and context groups compute the same samples; experts
          * spread over the data x context ranks */
-        int replica = (r / (l.t * l.c)) % l.d, ep_index = (r / l.t) % l.dc % n_ep;
+        int replica = (r / (l.t * l.c)) % l.d, ep_index = r % td / l.k % n_ep;
         if (ep_index != j)
           continue;
         s->ranks[r].program = program;

@@ -261,7 +261,7 @@ build(const StStrategyInput *in, GError **error)
                                   NULL);
   g_autofree int32_t *color = g_new(int32_t, R);
   StPipeComms comms = {.tied = -1, .data_gather = -1, .ep = -1, .expert_data = -1,
-                       .expert_data_gather = -1};
+                       .expert_data_gather = -1, .expert_tp = -1};
   for (int r = 0; r < R; r++)
     color[r] = r / S;
   comms.pipe = st_schedule_add_comm(s, "pipe", color);

@@ -165,6 +165,8 @@ typedef struct {
   gboolean moe_segments;    /* MoE layers run as segments (strategy_pipeline_moe.c): their
                                experts on the EP rank owning them, tokens dispatched and
                                combined by all-to-all */
+  int etp;                  /* the experts' tensor-parallel size k, dividing the tensor
+                               group's t (0 or t: the tensor group; 1: none) */
   double moe_imbalance;     /* with segments and ep > 1: the busiest EP rank's routed tokens
                                over the mean (--moe-imbalance), >= 1; every rank is costed
                                as that rank: its all-to-alls, received rows and experts'
@@ -248,6 +250,8 @@ typedef struct {
   int data_gather; /* ZeRO-3's gathers: the data groups again, so that they never queue
                       behind a reduction (zero.h); -1 otherwise */
   int ep;          /* MoE segments: dispatch and combine (the EP group), or -1 */
+  int expert_tp;   /* MoE segments under --expert-tensor-parallel k with 1 < k < t: the
+                      experts' tensor group (k consecutive ranks), or -1 */
   int expert_data; /* experts' gradients: their data-parallel group, or -1 */
   int expert_data_gather; /* ZeRO-3's gathers of experts, or -1 */
 } StPipeComms;

@@ -21,7 +21,11 @@
  * collective); with it each tensor rank routes its own s/t tokens and the
  * experts, split over the tensor group (expert tensor parallelism = t,
  * Megatron's default), compute on the rows of all of them (the expert's
- * derived costs count t x C rows then). Everything runs on the compute
+ * derived costs count t x C rows then). With --expert-tensor-parallel k <
+ * t (StPipe.etp; Megatron-LM's --expert-tensor-parallel-size) the experts
+ * split over k consecutive tensor ranks instead (comms->expert_tp), gather
+ * the rows of those k (k x C; none with k = 1), and the EP groups span the
+ * tensor ranks (strategy_megatron.c). Everything runs on the compute
  * stream. Memory: the dispatched rows (comm) until the last owned expert's
  * forward, the experts' outputs (comm) until the combine, the combined rows
  * (activations, for the gates' gradients) until the backward's first
@@ -79,6 +83,9 @@ typedef struct {
   int64_t slots_bytes;  /* each slot's token (int32) and gate (fp32) */
   double imbalance;     /* --moe-imbalance F: the busiest rank's load over the mean, >= 1 */
   gboolean sp;          /* the tensor ranks route their own tokens */
+  int gather_t;         /* under sp: the experts' tensor group whose rows they gather (the
+                           tensor group's t, or --expert-tensor-parallel k; 1: none) */
+  int gather_comm;      /* its communicator */
   const StTpSpec *tp;   /* the experts' passes' tensor parallelism */
 } Segment;
 
@@ -101,6 +108,9 @@ segment_of(const Stage *st, int router, Segment *g)
   g->imbalance = f;
   g->sp = pp->tp != NULL && r->sp;
   g->tp = pp->tp != NULL && !g->sp ? pp->tp : &whole;
+  int k = pp->tp == NULL ? 1 : pp->etp > 0 ? MIN(pp->etp, pp->tp->t) : pp->tp->t;
+  g->gather_t = g->sp ? k : 1;
+  g->gather_comm = g->gather_t > 1 && k == pp->tp->t ? pp->tp->comm : st->comms->expert_tp;
 }
 
 static uint32_t
@@ -132,16 +142,17 @@ coll(Stage *st, StCollKind kind, int comm, int64_t bytes, StData data, int first
   return st_program_commit(st->p);
 }
 
-/* Under sequence parallelism, rows gathered from the tensor group into a
- * buffer t times `*rows`, which it replaces (the old one freed). */
+/* Under sequence parallelism, rows gathered from the experts' tensor group
+ * (the tensor group, or --expert-tensor-parallel's) into a buffer t times
+ * `*rows`, which it replaces (the old one freed). */
 static uint32_t
 tp_gather(Stage *st, const Segment *g, int router, int m, StData data, uint32_t *rows,
           uint32_t after)
 {
-  int t = st->pp->tp->t;
+  int t = g->gather_t;
   uint32_t gathered = buffer(st, data == ST_DATA_TP_INPUT ? "ep rows gathered" : "ep dy gathered",
                              router, m, ST_MEM_COMM, t * g->rows_bytes);
-  uint32_t op = coll(st, ST_COLL_ALL_GATHER, st->pp->tp->comm, t * g->rows_bytes, data, g->first,
+  uint32_t op = coll(st, ST_COLL_ALL_GATHER, g->gather_comm, t * g->rows_bytes, data, g->first,
                      g->first + g->n - 1, m, after, &gathered, 1, rows, 1);
   *rows = gathered;
   return op;
@@ -153,21 +164,21 @@ static uint32_t
 tp_scatter(Stage *st, const Segment *g, int router, int m, StData data, uint32_t *rows,
            uint32_t after)
 {
-  int t = st->pp->tp->t;
+  int t = g->gather_t;
   uint32_t local = buffer(st, data == ST_DATA_TP_OUTPUT ? "ep out local" : "ep dx local", router,
                           m, ST_MEM_COMM, g->rows_bytes);
-  uint32_t op = coll(st, ST_COLL_REDUCE_SCATTER, st->pp->tp->comm, t * g->rows_bytes, data,
+  uint32_t op = coll(st, ST_COLL_REDUCE_SCATTER, g->gather_comm, t * g->rows_bytes, data,
                      g->first, g->first + g->n - 1, m, after, &local, 1, rows, 1);
   *rows = local;
   return op;
 }
 
 /* Whether a segment is recomputed: its router is, under --recompute full
- * (and every K-th under --recompute-every). */
+ * (and every K-th under --recompute-every), unless --expert-recompute off. */
 static gboolean
 recomputes(const StPipe *pp, int router)
 {
-  return pp->recomputes[router] == ST_RECOMPUTE_FULL;
+  return pp->recomputes[router] == ST_RECOMPUTE_FULL && pp->options->expert_recompute == 0;
 }
 
 /* The owned experts' passes (`pass` ST_PASS_FWD or ST_PASS_RECOMPUTE) on
@@ -211,7 +222,7 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
   StTensors *t = st->tensors[m];
   Segment g;
   segment_of(st, router, &g);
-  int t_factor = g.sp ? pp->tp->t : 1;
+  int t_factor = g.gather_t;
   int X_last = router + g.X;
   uint32_t rows = buffer(st, "ep rows", router, m, ST_MEM_COMM, g.rows_bytes);
   uint32_t send = buffer(st, "ep send", router, m, ST_MEM_COMM, g.rows_bytes);
@@ -220,15 +231,15 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
   uint32_t made[3] = {rows, slots, send};
   uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_DISPATCH,
                        router + 1, X_last, m, after, made, 3, &send, 1);
-  if (g.sp)
+  if (g.gather_t > 1)
     last = tp_gather(st, &g, router, m, ST_DATA_TP_INPUT, &rows, last);
   uint32_t out = buffer(st, "ep out", router, m, ST_MEM_COMM, t_factor * g.rows_bytes);
   gboolean again = recomputes(pp, router);
   last = experts_forward(st, &g, m, ST_PASS_FWD, !again, rows, out, last);
-  if (g.sp)
+  if (g.gather_t > 1)
     last = tp_scatter(st, &g, router, m, ST_DATA_TP_OUTPUT, &out, last);
   /* The combined rows stay for the gates' gradients, or under full
-   * recomputation come again with the rest (st_pipe_moe_recompute). */
+   * recomputation come again with the rest (recompute_segment). */
   uint32_t combined = buffer(st, "ep combined", router, m, ST_MEM_ACTIVATIONS, g.rows_bytes);
   st->moe_saved[m][router] = again ? NONE : combined;
   uint32_t alloc[2] = {combined, st_tensors_move_in(t, X_last + 1, FALSE, ST_MEM_ACTIVATIONS)};
@@ -245,18 +256,18 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
 static void
 recompute_segment(Stage *st, const Segment *g, int router, int m)
 {
-  int t_factor = g->sp ? st->pp->tp->t : 1;
+  int t_factor = g->gather_t;
   int X_last = router + g->X;
   uint32_t rows = buffer(st, "ep rows again", router, m, ST_MEM_COMM, g->rows_bytes);
   uint32_t send = buffer(st, "ep send again", router, m, ST_MEM_COMM, g->rows_bytes);
   uint32_t made[2] = {rows, send};
   uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g->rows_bytes, ST_DATA_EP_DISPATCH,
                        router + 1, X_last, m, NONE, made, 2, &send, 1);
-  if (g->sp)
+  if (g->gather_t > 1)
     last = tp_gather(st, g, router, m, ST_DATA_TP_INPUT, &rows, last);
   uint32_t out = buffer(st, "ep out again", router, m, ST_MEM_COMM, t_factor * g->rows_bytes);
   last = experts_forward(st, g, m, ST_PASS_RECOMPUTE, TRUE, rows, out, last);
-  if (g->sp)
+  if (g->gather_t > 1)
     last = tp_scatter(st, g, router, m, ST_DATA_TP_OUTPUT, &out, last);
   uint32_t combined = buffer(st, "ep combined again", router, m, ST_MEM_ACTIVATIONS,
                              g->rows_bytes);
@@ -272,7 +283,7 @@ st_pipe_moe_backward(Stage *st, int router, int m)
   StTensors *t = st->tensors[m];
   Segment g;
   segment_of(st, router, &g);
-  int t_factor = g.sp ? pp->tp->t : 1;
+  int t_factor = g.gather_t;
   int X_last = router + g.X;
   if (recomputes(pp, router))
     recompute_segment(st, &g, router, m);
@@ -282,7 +293,7 @@ st_pipe_moe_backward(Stage *st, int router, int m)
   uint32_t free[3] = {st_tensors_move_out(t, X_last + 1, TRUE), st->moe_saved[m][router], send};
   uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes,
                        ST_DATA_EP_COMBINE_GRAD, router + 1, X_last, m, NONE, made, 3, free, 3);
-  if (g.sp)
+  if (g.gather_t > 1)
     last = tp_gather(st, &g, router, m, ST_DATA_TP_OUTPUT_GRAD, &dy, last);
   uint32_t dx = buffer(st, "ep dx", router, m, ST_MEM_COMM, t_factor * g.rows_bytes);
   for (int j = g.first + g.n - 1; j >= g.first; j--) {
@@ -299,7 +310,7 @@ st_pipe_moe_backward(Stage *st, int router, int m)
     last = st_pipe_stage_pass(st, ST_PASS_BWD, j, m, g.batch, &pm, last, g.tp);
     st_pipe_maybe_reduce(st, j, m, last);
   }
-  if (g.sp)
+  if (g.gather_t > 1)
     last = tp_scatter(st, &g, router, m, ST_DATA_TP_INPUT_GRAD, &dx, last);
   uint32_t back = buffer(st, "ep dx rows", router, m, ST_MEM_COMM, g.rows_bytes);
   uint32_t gone[3] = {dx, st->moe_slots[m][router], back};

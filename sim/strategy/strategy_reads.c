@@ -15,6 +15,8 @@ static const Readers READERS[] = {
   {"sequence-parallel", "megatron"},
   {"expert-parallel", "megatron"},
   {"moe-imbalance", "megatron"},
+  {"expert-recompute", "megatron"},
+  {"expert-tensor-parallel", "megatron"},
   {"virtual-stages", "megatron"},
   {"first-stage-layers", "megatron"},
   {"last-stage-layers", "megatron"},

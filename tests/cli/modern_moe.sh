@@ -3,8 +3,10 @@
 # MoE"): DeepSeek-V3's published config.json imports with the report's 671B
 # parameters (37B active) and simulates under megatron with expert
 # parallelism; --moe-imbalance lengthens the step and is noted, F = 1 is the
-# balanced schedule, other strategies refuse it; `stagger run` refuses
-# both the imbalance and multi-head latent attention (simulated only).
+# balanced schedule, other strategies refuse it; --expert-tensor-parallel
+# below T lays out its groups; `stagger run` refuses the imbalance, expert
+# tensor parallelism below T and multi-head latent attention (simulated
+# only).
 set -euo pipefail
 : "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
 tmp=$(mktemp -d)
@@ -45,6 +47,29 @@ expect 2 "moe-imbalance: zero does not read it" \
   $STAGGER sim --model $MOE --cluster $C --gpus 2 --strategy zero --moe-imbalance 2
 expect 1 "moe-imbalance" $STAGGER run --model $MOE --strategy megatron --expert-parallel 2 \
   --ranks 2 --steps 2 --backend host --moe-imbalance 2
+
+# Expert tensor parallelism below T: whole experts (K = 1) with TP 2 + SP,
+# one EP group of all 4 ranks; K = 2 of T = 4 adds the 'expert tp' groups.
+sim_etp() { $STAGGER sim --cluster $C --strategy megatron --sequence-parallel --precision mixed \
+  --micro-batch 2 --steps 2 "$@"; }
+sim_etp --model $MOE --gpus 4 --tensor-parallel 2 --expert-tensor-parallel 1 --expert-parallel 4 \
+  --global-batch 4 --out "$tmp/etp1" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; fail "ETP 1"; }
+[ "$(note "$tmp/etp1/report.json" expert_tensor_parallel)" = 1 ] || fail "expert_tensor_parallel note"
+python3 - "$MOE" "$tmp/moe4.json" <<'P'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["layers"][1]["layers"][0].pop("kv_heads")  # 4 heads, 4 key/value heads: T = 4 splits them
+json.dump(m, open(sys.argv[2], "w"))
+P
+sim_etp --model "$tmp/moe4.json" --gpus 8 --tensor-parallel 4 --expert-tensor-parallel 2 \
+  --expert-parallel 4 --global-batch 4 --out "$tmp/etp2" >/dev/null 2>"$tmp/err" ||
+  { cat "$tmp/err"; fail "ETP 2 of TP 4"; }
+head -1 "$tmp/etp2/groups.csv" | grep -q 'expert tp' || fail "no 'expert tp' group"
+expect 1 "needs --sequence-parallel" $STAGGER sim --model $MOE --cluster $C --gpus 4 \
+  --strategy megatron --tensor-parallel 2 --expert-tensor-parallel 1 --expert-parallel 2
+expect 1 "expert-tensor-parallel other than" $STAGGER run --model $MOE --strategy megatron \
+  --tensor-parallel 2 --sequence-parallel --expert-tensor-parallel 1 --expert-parallel 4 \
+  --ranks 4 --steps 2 --backend host
 
 # Multi-head latent attention is simulated only.
 cat >"$tmp/mla.json" <<'J'
