@@ -435,6 +435,7 @@ import_clear(Import *im)
   cJSON_Delete(im->layers);
   g_clear_pointer(&im->pg, g_hash_table_unref);
   g_clear_pointer(&im->layer_of, g_hash_table_unref);
+  g_clear_pointer(&im->layer_names, g_hash_table_unref);
   g_clear_pointer(&im->skipped, g_hash_table_unref);
   g_clear_pointer(&im->unused, g_hash_table_unref);
 }
@@ -456,6 +457,7 @@ st_chakra_import(const char *prefix, const StChakraImportOptions *options,
   im.layers = cJSON_CreateArray();
   im.pg = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   im.layer_of = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  im.layer_names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   im.skipped = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   im.unused = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   StSchedule *s = NULL;

@@ -39,7 +39,9 @@ typedef struct {
   /* Foreign traces: the synthesized model's custom layers, one per distinct
    * (name, num_ops, tensor_size, duration, CPU or not). */
   cJSON *layers;
+  int n_layers;           /* in `layers` (cJSON counts an array by walking it) */
   GHashTable *layer_of;   /* key -> GINT_TO_POINTER(layer + 1) */
+  GHashTable *layer_names; /* the names in `layers` (a set, owned) */
   /* Read and not used: "METADATA_NODE" -> count (not simulated), and
    * "attribute 'rf_id'" -> count (not understood). */
   GHashTable *skipped, *unused;
