@@ -196,6 +196,18 @@ chakra_write(const char *dir, int64_t n, GError **error)
       et_attrs_int64(&a, "num_ops", 1000 * (1 + i));
       et_attrs_int64(&a, "tensor_size", 64 * (1 + i % 101));
       et_attrs_bool(&a, "is_cpu_op", i % 5 == 0);
+      /* Its output, read by the next compute node (ASTRA-sim's [tensor,
+       * bytes] pairs); every 4th also reads the output 3 nodes back. */
+      char out[32], in[32], back[32];
+      g_snprintf(out, sizeof(out), "t%" G_GINT64_FORMAT, i);
+      char *outputs[] = {out, (char *)"4096"};
+      et_attrs_string_list(&a, "outputs", outputs, 2);
+      if (i > 0 && (i - 1) % 8 != 7 && (i - 1) % 16 != 15) {
+        g_snprintf(in, sizeof(in), "t%" G_GINT64_FORMAT, i - 1);
+        g_snprintf(back, sizeof(back), "t%" G_GINT64_FORMAT, i - 3);
+        char *inputs[] = {in, (char *)"4096", back, (char *)"4096"};
+        et_attrs_string_list(&a, "inputs", inputs, i >= 3 && i % 4 == 0 ? 4 : 2);
+      }
     }
     node.name = name;
     et_attrs_attach(&a, &node);

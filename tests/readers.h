@@ -15,7 +15,9 @@
  *   chakra    nodes of a foreign Chakra trace of one rank (PyTorch-like:
  *             COMP nodes with num_ops, tensor_size and durations, every 8th
  *             an all-reduce, every 16th a METADATA node, data deps on the
- *             previous node and on the node 5 back, no stagger_* attribute)
+ *             previous node and every third on the node 4 back, tensors
+ *             that one node writes and the next reads, no stagger_*
+ *             attribute)
  *   onnx      unnamed nodes of an ONNX graph (MatMul with one shared weight
  *             and Relu, alternating, on a [1, 8] input)
  *   kineto    kernels of a torch.profiler trace (one user_annotation range,

@@ -515,6 +515,7 @@ rank_clear(ImRank *x)
   g_clear_pointer(&x->op_deps, g_ptr_array_unref);
   g_clear_pointer(&x->tensor_of, g_hash_table_unref);
   g_clear_pointer(&x->tensors, g_ptr_array_unref);
+  g_clear_pointer(&x->buffer_items, g_ptr_array_unref);
 }
 
 /* The program's parts a stagger trace carries in its metadata. */
@@ -560,6 +561,10 @@ im_rank_program(Import *im, int rank, GError **error)
   }
   x.streams = cJSON_GetObjectItem(program, "streams");
   x.buffers = cJSON_GetObjectItem(program, "buffers");
+  x.buffer_items = g_ptr_array_new();
+  cJSON *item;
+  cJSON_ArrayForEach(item, x.buffers)
+    g_ptr_array_add(x.buffer_items, item);
   cJSON *ops = cJSON_AddArrayToObject(program, "ops");
   x.pos_of = g_hash_table_new(g_int64_hash, g_int64_equal);
   x.order = g_array_new(FALSE, FALSE, sizeof(guint));

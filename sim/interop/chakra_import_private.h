@@ -72,6 +72,8 @@ typedef struct {
   int32_t *op_of;        /* [n]: op index, or -1 when contracted */
   GArray **through;      /* [n]: a contracted node's dependencies, as ops */
   cJSON *streams, *buffers;
+  GPtrArray *buffer_items; /* a stagger trace's buffers' items by index (borrowed: cJSON
+                              finds an index by walking the list) */
   GPtrArray *ops;        /* cJSON * of each op (borrowed from the program's "ops") */
   GArray *last;          /* int32_t per stream: its latest op, -1 */
   GHashTable *stream_of; /* foreign: stream name -> index + 1 */
