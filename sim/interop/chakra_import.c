@@ -146,10 +146,10 @@ group_json(const GArray *members)
 }
 
 static void
-add_pg(Import *im, const char *pg_name, int comm, int group)
+add_pg(Import *im, const char *pg_name, int comm, int group, const cJSON *members)
 {
   PgRef *ref = g_new(PgRef, 1);
-  *ref = (PgRef){comm, group};
+  *ref = (PgRef){comm, group, members};
   g_hash_table_insert(im->pg, g_strdup(pg_name), ref);
 }
 
@@ -175,7 +175,7 @@ stagger_comms(Import *im, const cJSON *head, GError **error)
     cJSON *comm = cJSON_CreateObject();
     cJSON_AddStringToObject(comm, "name", name);
     cJSON *groups = cJSON_AddArrayToObject(comm, "groups");
-    int index = cJSON_GetArraySize(im->comms);
+    int index = im->n_comms++;
     cJSON_AddItemToArray(im->comms, comm);
     for (int g = 0; g < n->valueint; g++, next++) {
       g_autofree char *id = g_strdup_printf("%d", next);
@@ -187,8 +187,9 @@ stagger_comms(Import *im, const cJSON *head, GError **error)
                     im->groups_path != NULL ? im->groups_path : path, id, name);
         return FALSE;
       }
-      cJSON_AddItemToArray(groups, group_json(g_ptr_array_index(im->groups.members, k)));
-      add_pg(im, id, index, g);
+      cJSON *members = group_json(g_ptr_array_index(im->groups.members, k));
+      cJSON_AddItemToArray(groups, members);
+      add_pg(im, id, index, g, members);
     }
   }
   return TRUE;
@@ -224,13 +225,13 @@ im_process_group(Import *im, int rank, guint k, const char *pg_name, PgRef *out,
     g_autofree char *name = strcmp(key, "0") == 0 ? g_strdup("world")
                                                   : g_strdup_printf("pg %s", key);
     cJSON_AddStringToObject(comm, "name", name);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(comm, "groups"), group_json(members));
+    cJSON *group = group_json(members);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(comm, "groups"), group);
     cJSON_AddItemToArray(im->comms, comm);
-    add_pg(im, key, cJSON_GetArraySize(im->comms) - 1, 0);
+    add_pg(im, key, im->n_comms++, 0, group);
     ref = g_hash_table_lookup(im->pg, key);
   }
-  const cJSON *group = cJSON_GetArrayItem(
-    cJSON_GetObjectItem(cJSON_GetArrayItem(im->comms, ref->comm), "groups"), ref->group);
+  const cJSON *group = ref->members;
   const cJSON *m;
   cJSON_ArrayForEach(m, group) if (m->valueint == rank)
   {

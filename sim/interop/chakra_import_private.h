@@ -24,6 +24,8 @@
 typedef struct {
   int comm;  /* index in the schedule's communicators */
   int group; /* index of the group in that communicator */
+  const cJSON *members; /* that group's ranks (borrowed from `comms`: found once,
+                           not walked to for every node) */
 } PgRef;
 
 typedef struct {
@@ -35,6 +37,7 @@ typedef struct {
   EtGroups groups;        /* the communicator-group file, or empty */
   char *groups_path;      /* it, or NULL when there is none */
   cJSON *comms;           /* the schedule's "comms", built as process groups are met */
+  int n_comms;            /* in `comms` */
   GHashTable *pg;         /* pg_name -> PgRef * */
   /* Foreign traces: the synthesized model's custom layers, one per distinct
    * (name, num_ops, tensor_size, duration, CPU or not). */
