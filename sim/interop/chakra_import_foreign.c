@@ -17,7 +17,6 @@
  */
 #include "interop/chakra_import_private.h"
 
-
 #include "base/json.h"
 
 /* The device fraction a CPU op takes in the GPU-sharing model: the least
