@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "plan/plan.h"
 #include "profile/profile.h"
+#include "profile/profile_import_deeppool.h"
 #include "profile/profile_import_kineto.h"
 #include "sched/sched.h"
 
@@ -433,6 +434,61 @@ kineto_read(const char *path, GError **error)
   return p != NULL;
 }
 
+/* ---- a DeepPool profile, and the model its rows describe ---------------------------- */
+
+/* Linear layers of widths 8 + (k mod 65536), each followed by a relu: the
+ * input shapes are varied (as a real network's are), and the parameters
+ * stay within 2^53 at 10^6 layers. */
+static int64_t
+deeppool_width(int64_t i)
+{
+  return 8 + (i / 2) % 65536;
+}
+
+static char *
+deeppool_write(const char *dir, int64_t n, GError **error)
+{
+  GString *m = g_string_sized_new((gsize)n * 64 + 64);
+  g_string_append(m, "{\"name\": \"widths\", \"input\": [8], \"layers\": [\n");
+  for (int64_t i = 0; i < n; i++) {
+    if (i % 2 == 0)
+      g_string_append_printf(m, "  {\"name\": \"l%" G_GINT64_FORMAT "\", \"type\": \"linear\", "
+                             "\"out_features\": %" G_GINT64_FORMAT "}", i, deeppool_width(i));
+    else
+      g_string_append_printf(m, "  {\"name\": \"l%" G_GINT64_FORMAT "\", \"type\": \"relu\"}", i);
+    g_string_append(m, i + 1 < n ? ",\n" : "\n");
+  }
+  g_string_append(m, "]}\n");
+  g_autofree char *model = save(dir, "deeppool-model.json", m, error);
+  if (model == NULL)
+    return NULL;
+  GString *s = g_string_sized_new((gsize)n * 80 + 64);
+  g_string_append(s, "#config  avg(ms)    p50     p90     p99\n");
+  for (int64_t i = 0; i < n; i++) {
+    int64_t in = i == 0 ? 8 : deeppool_width(i - 1 - (i - 1) % 2);
+    if (i % 2 == 0)
+      g_string_append_printf(s, "linear{\"in_features\":%" G_GINT64_FORMAT ",\"out_features\":%"
+                             G_GINT64_FORMAT "}[1]%" G_GINT64_FORMAT " 0.%03d\n", in,
+                             deeppool_width(i), in, 1 + (int)(i % 997));
+    else
+      g_string_append_printf(s, "ReLU2d{}[1][%" G_GINT64_FORMAT "] 0.%03d\n", deeppool_width(i),
+                             1 + (int)(i % 997));
+  }
+  return save(dir, "deeppool.txt", s, error);
+}
+
+static gboolean
+deeppool_read(const char *path, GError **error)
+{
+  g_autofree char *dir = g_path_get_dirname(path);
+  g_autofree char *model_path = g_build_filename(dir, "deeppool-model.json", NULL);
+  g_autoptr(StModel) model = st_model_load(model_path, error);
+  if (model == NULL)
+    return FALSE;
+  g_autoptr(StProfile) p = st_profile_import_deeppool(path, model, "A100", NULL, error);
+  return p != NULL;
+}
+
 /* ---- a plan space file ------------------------------------------------------------- */
 
 static char *
@@ -464,6 +520,7 @@ static const StReaderInput READERS[] = {
   {"chakra", "nodes", chakra_write, chakra_read},
   {"onnx", "nodes", onnx_write, onnx_read},
   {"kineto", "kernels", kineto_write, kineto_read},
+  {"deeppool", "rows", deeppool_write, deeppool_read},
   {"hf", "blocks", hf_write, hf_read},
   {"space", "values", space_write, space_read},
   {NULL},

@@ -23,6 +23,9 @@
  *   kineto    kernels of a torch.profiler trace (one user_annotation range,
  *             cpu_op, launch and kernel per layer of an N-layer model,
  *             written beside it; reading includes reading that model)
+ *   deeppool  rows of a DeepPool profile (one per layer of a model of
+ *             linear layers of varied widths and relus, written beside it;
+ *             reading includes reading that model)
  *   hf        decoder blocks of a Hugging Face config (n_layer = N: the file
  *             itself is 30 keys whatever N; what grows is the model made)
  *   space     values of a plan space file ("nodes": [1, ..., N])

@@ -5,20 +5,23 @@
  * tests/bench/bench_readers.c.
  *
  * For each reader, inputs of n and 10n nodes are written first, then each
- * is read three times and the least CPU time of the three is kept (CPU
- * time, not wall time: the machine is shared; the least, to damp the
- * noise of page faults and of other processes' cache use). n is chosen so
- * that 10n reads in 0.1 to 2 s, and both sizes outgrow the caches: from
- * 2000 to 20000 Chakra nodes the time grew 15-18x while the instructions
- * (callgrind) grew 10.1x, the larger working set missing the caches. A
- * linear reader's ratio is 9 to 13 here; a quadratic one's is ~100.
+ * is read up to three times, caches evicted before each read, and the
+ * least CPU time is kept (CPU time, not wall time: the machine is shared;
+ * the least, to damp the noise of page faults and of other processes).
+ * The large input's reads stop at the first within 20x of the small one's.
+ * n is chosen so that 10n reads in 0.1 to 2 s, and large enough that the
+ * small input does not live in the caches: from 2000 to 20000 Chakra nodes
+ * the time grew 15-18x while the instructions (callgrind) grew 10.1x. A
+ * linear reader's ratio is 9 to 17 here; a quadratic one's is over 100.
+ * A failed measurement is taken once more before the test fails.
  *
  * That it can fail was checked by putting back the foreign Chakra
  * importer's scan of every layer made so far for each new node's name
  * (sim/interop/chakra_import_foreign.c as of 7e087d6): 5000 nodes in
  * 0.40 s, 50000 in 79 s, ratio 196, failed. Before issue 23's fixes the
  * benchmark measured ratios of 57 (chakra), 106 (onnx) and 55 (kineto)
- * from 10^3 to 10^4 nodes.
+ * from 10^3 to 10^4 nodes, and the DeepPool import (rows x layers) took
+ * 0.35 s for 10^4 rows and 73 s for 10^5.
  *
  * Labelled "scaling": the sanitize preset excludes it (CMakePresets.json),
  * where ASan's allocator, not the reader, sets the times. */
@@ -41,14 +44,31 @@ typedef struct {
  * at their bounds: n_layer <= 100000, a list of <= 100000 values. */
 static const Size SIZES[] = {
   {"model", 20000}, {"profile", 20000}, {"schedule", 10000}, {"chakra", 5000},
-  {"onnx", 2000},   {"kineto", 2000},   {"hf", 10000},       {"space", 10000},
+  {"onnx", 2000},   {"kineto", 2000},   {"hf", 10000},      {"space", 10000},
+  {"deeppool", 10000},
 };
+
+/* Evicts the caches by writing 64 MiB (more than the last level holds),
+ * so that every read starts cold, as a command does: otherwise the small
+ * input's second and third reads find it warm, the large one's never fit,
+ * and a linear reader measured ratios up to 17. */
+static void
+evict_caches(void)
+{
+  static char *junk = NULL; /* kept for the process's life */
+  const gsize size = 64 << 20;
+  if (junk == NULL)
+    junk = g_malloc(size);
+  for (gsize i = 0; i < size; i += 64)
+    junk[i] = (char)(junk[i] + 1);
+}
 
 /* CPU seconds of one read of `path`. */
 static double
 read_once(const StReaderInput *r, const char *path)
 {
   g_autoptr(GError) error = NULL;
+  evict_caches();
   double t0 = st_reader_cpu_seconds();
   gboolean ok = r->read(path, &error);
   double t = st_reader_cpu_seconds() - t0;
@@ -88,9 +108,17 @@ test_scaling(gconstpointer data)
   g_assert_no_error(error);
   g_autofree char *large = r->write(large_dir, 10 * size->n, &error);
   g_assert_no_error(error);
-  double t_small = least_of_three(r, small, 0, G_MAXDOUBLE);
-  double t_large = least_of_three(r, large, 20 * t_small, 100 * t_small);
-  double ratio = t_large / MAX(t_small, 1e-6);
+  /* A second attempt, both sizes measured again, when the first fails:
+   * other processes' bursts on this shared machine can slow all three
+   * large reads; a quadratic reader fails both (by 100x, quickly). */
+  double t_small = 0, t_large = 0, ratio = G_MAXDOUBLE;
+  for (int attempt = 0; attempt < 2 && ratio > 20; attempt++) {
+    t_small = least_of_three(r, small, 0, G_MAXDOUBLE);
+    t_large = least_of_three(r, large, 20 * t_small, 100 * t_small);
+    ratio = t_large / MAX(t_small, 1e-6);
+    if (ratio > 100)
+      break;
+  }
   g_test_message("%s: %" G_GINT64_FORMAT " %s in %.4f s, %" G_GINT64_FORMAT " in %.4f s: "
                  "ratio %.1f", r->name, size->n, r->what, t_small, 10 * size->n, t_large, ratio);
   g_printerr("%s: n = %" G_GINT64_FORMAT ": %.4f s, 10n: %.4f s, ratio %.1f (at most 20)\n",
