@@ -97,7 +97,7 @@ release_names(OnnxMap *m, const cJSON *layers)
   {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(layer, "name");
     if (cJSON_IsString(name))
-      g_hash_table_remove(m->names, name->valuestring);
+      onnx_layer_name_release(m, name->valuestring);
   }
 }
 
@@ -182,10 +182,13 @@ map_one(OnnxMap *m, int seg, cJSON *layers)
     }
   }
   g_autofree char *ops = operators(m, seg);
-  onnx_custom_layer(m, seg, 1, layers);
+  /* Made in an array of its own: finding the last of `layers` walks it. */
+  g_autoptr(cJSON) one = cJSON_CreateArray();
+  onnx_custom_layer(m, seg, 1, one);
   onnx_segments_count(m, seg, 1);
   m->result->custom_layers++;
-  const cJSON *layer = cJSON_GetArrayItem(layers, cJSON_GetArraySize(layers) - 1);
+  cJSON *layer = cJSON_DetachItemFromArray(one, 0);
+  cJSON_AddItemToArray(layers, layer);
   note_custom(m, cJSON_GetObjectItemCaseSensitive(layer, "name")->valuestring, ops, why->str);
   return 1;
 }
@@ -250,6 +253,7 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
     .g = g,
     .counted = g_hash_table_new(NULL, NULL),
     .names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+    .suffix_next = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
     .embedding_table = -1,
     .loss = !options->no_loss,
     .result = result,
@@ -273,6 +277,7 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
   g_ptr_array_unref(m.custom_order);
   g_hash_table_unref(m.counted);
   g_hash_table_unref(m.names);
+  g_hash_table_unref(m.suffix_next);
   if (!ok)
     return FALSE;
 

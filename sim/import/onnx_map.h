@@ -39,6 +39,10 @@ typedef struct {
   int dtype_bytes;
   GHashTable *counted;    /* parameter values already in a layer (index + 1) */
   GHashTable *names;      /* layer names taken */
+  /* Base name -> GINT_TO_POINTER(k): every "base_j" with 1 <= j < k is
+   * taken, so the next unique name is looked for from k on (thousands of
+   * unnamed nodes share a base: probing from 1 each time was quadratic). */
+  GHashTable *suffix_next;
   int embedding_table;    /* the first embedding's table (a value), or -1 */
   gboolean loss;          /* a loss follows the network (its softmax is the loss's) */
   GHashTable *customs;    /* custom layers by kind (operators + reason) -> GPtrArray:
@@ -81,6 +85,8 @@ void onnx_segments_count(OnnxMap *m, int first, int n);
  * path their names share ("/layer1/layer1.0/conv1/Conv" -> "layer1.0.conv1"),
  * else `fallback`; made unique. Transfer full. */
 char *onnx_layer_name(OnnxMap *m, int first, int n, const char *fallback);
+/* Gives back a name onnx_layer_name took (a rejected proposal's). */
+void onnx_layer_name_release(OnnxMap *m, const char *name);
 
 /* Appends to `out` a custom layer for segments [first, first + n), with its
  * parameters, FLOPs, kept bytes (estimated from what each operator keeps)

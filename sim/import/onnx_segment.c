@@ -267,11 +267,36 @@ onnx_layer_name(OnnxMap *m, int first, int n, const char *fallback)
   if (name->len == 0)
     g_string_assign(name, fallback);
   g_autofree char *base = g_string_free(name, FALSE);
-  char *unique = g_strdup(base);
-  for (int i = 1; g_hash_table_contains(m->names, unique); i++) {
-    g_free(unique);
-    unique = g_strdup_printf("%s_%d", base, i);
+  if (!g_hash_table_contains(m->names, base)) {
+    g_hash_table_add(m->names, g_strdup(base));
+    return g_steal_pointer(&base);
   }
+  /* The least i >= 1 with "base_i" free; those below the hint are taken. */
+  int i = MAX(1, GPOINTER_TO_INT(g_hash_table_lookup(m->suffix_next, base)));
+  char *unique = g_strdup_printf("%s_%d", base, i);
+  while (g_hash_table_contains(m->names, unique)) {
+    g_free(unique);
+    unique = g_strdup_printf("%s_%d", base, ++i);
+  }
+  g_hash_table_insert(m->suffix_next, g_steal_pointer(&base), GINT_TO_POINTER(i + 1));
   g_hash_table_add(m->names, g_strdup(unique));
   return unique;
+}
+
+void
+onnx_layer_name_release(OnnxMap *m, const char *name)
+{
+  g_hash_table_remove(m->names, name);
+  /* "base_i" is free again: lower base's hint to i (a lower hint is only
+   * slower, never wrong). */
+  const char *under = strrchr(name, '_');
+  if (under == NULL || under[1] == '\0' || strspn(under + 1, "0123456789") != strlen(under + 1))
+    return;
+  g_autofree char *base = g_strndup(name, (gsize)(under - name));
+  gpointer hint = NULL;
+  if (!g_hash_table_lookup_extended(m->suffix_next, base, NULL, &hint))
+    return;
+  int64_t i = g_ascii_strtoll(under + 1, NULL, 10);
+  if (i >= 1 && i < GPOINTER_TO_INT(hint))
+    g_hash_table_insert(m->suffix_next, g_steal_pointer(&base), GINT_TO_POINTER((int)i));
 }

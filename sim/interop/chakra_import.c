@@ -146,10 +146,10 @@ group_json(const GArray *members)
 }
 
 static void
-add_pg(Import *im, const char *pg_name, int comm, int group)
+add_pg(Import *im, const char *pg_name, int comm, int group, const cJSON *members)
 {
   PgRef *ref = g_new(PgRef, 1);
-  *ref = (PgRef){comm, group};
+  *ref = (PgRef){comm, group, members};
   g_hash_table_insert(im->pg, g_strdup(pg_name), ref);
 }
 
@@ -175,7 +175,7 @@ stagger_comms(Import *im, const cJSON *head, GError **error)
     cJSON *comm = cJSON_CreateObject();
     cJSON_AddStringToObject(comm, "name", name);
     cJSON *groups = cJSON_AddArrayToObject(comm, "groups");
-    int index = cJSON_GetArraySize(im->comms);
+    int index = im->n_comms++;
     cJSON_AddItemToArray(im->comms, comm);
     for (int g = 0; g < n->valueint; g++, next++) {
       g_autofree char *id = g_strdup_printf("%d", next);
@@ -187,8 +187,9 @@ stagger_comms(Import *im, const cJSON *head, GError **error)
                     im->groups_path != NULL ? im->groups_path : path, id, name);
         return FALSE;
       }
-      cJSON_AddItemToArray(groups, group_json(g_ptr_array_index(im->groups.members, k)));
-      add_pg(im, id, index, g);
+      cJSON *members = group_json(g_ptr_array_index(im->groups.members, k));
+      cJSON_AddItemToArray(groups, members);
+      add_pg(im, id, index, g, members);
     }
   }
   return TRUE;
@@ -224,13 +225,13 @@ im_process_group(Import *im, int rank, guint k, const char *pg_name, PgRef *out,
     g_autofree char *name = strcmp(key, "0") == 0 ? g_strdup("world")
                                                   : g_strdup_printf("pg %s", key);
     cJSON_AddStringToObject(comm, "name", name);
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(comm, "groups"), group_json(members));
+    cJSON *group = group_json(members);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(comm, "groups"), group);
     cJSON_AddItemToArray(im->comms, comm);
-    add_pg(im, key, cJSON_GetArraySize(im->comms) - 1, 0);
+    add_pg(im, key, im->n_comms++, 0, group);
     ref = g_hash_table_lookup(im->pg, key);
   }
-  const cJSON *group = cJSON_GetArrayItem(
-    cJSON_GetObjectItem(cJSON_GetArrayItem(im->comms, ref->comm), "groups"), ref->group);
+  const cJSON *group = ref->members;
   const cJSON *m;
   cJSON_ArrayForEach(m, group) if (m->valueint == rank)
   {
@@ -298,20 +299,24 @@ programs_json(Import *im, int *program_of, GError **error)
 {
   g_autoptr(cJSON) programs = cJSON_CreateArray();
   g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, cJSON_free, NULL);
+  int n_programs = 0;
   for (int r = 0; r < im->n_ranks; r++) {
     cJSON *p = im_rank_program(im, r, error);
     if (p == NULL)
       return NULL;
-    char *text = cJSON_PrintUnformatted(p);
-    gpointer v = g_hash_table_lookup(seen, text);
+    /* Compared as printed text; a trace of one rank has nothing to compare
+     * (printing 10^6 ops took a fifth of its import). */
+    char *text = im->n_ranks > 1 ? cJSON_PrintUnformatted(p) : NULL;
+    gpointer v = text != NULL ? g_hash_table_lookup(seen, text) : NULL;
     if (v != NULL) {
       program_of[r] = GPOINTER_TO_INT(v) - 1;
       cJSON_free(text);
       cJSON_Delete(p);
       continue;
     }
-    program_of[r] = cJSON_GetArraySize(programs);
-    g_hash_table_insert(seen, text, GINT_TO_POINTER(program_of[r] + 1));
+    program_of[r] = n_programs++;
+    if (text != NULL)
+      g_hash_table_insert(seen, text, GINT_TO_POINTER(program_of[r] + 1));
     if (!im->stagger) { /* foreign programs are named by their first rank */
       g_autofree char *name = g_strdup_printf("rank %d", r);
       cJSON_ReplaceItemInObject(p, "name", cJSON_CreateString(name));
@@ -435,6 +440,7 @@ import_clear(Import *im)
   cJSON_Delete(im->layers);
   g_clear_pointer(&im->pg, g_hash_table_unref);
   g_clear_pointer(&im->layer_of, g_hash_table_unref);
+  g_clear_pointer(&im->layer_names, g_hash_table_unref);
   g_clear_pointer(&im->skipped, g_hash_table_unref);
   g_clear_pointer(&im->unused, g_hash_table_unref);
 }
@@ -456,6 +462,7 @@ st_chakra_import(const char *prefix, const StChakraImportOptions *options,
   im.layers = cJSON_CreateArray();
   im.pg = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   im.layer_of = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  im.layer_names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   im.skipped = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   im.unused = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   StSchedule *s = NULL;

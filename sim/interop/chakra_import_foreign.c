@@ -17,8 +17,6 @@
  */
 #include "interop/chakra_import_private.h"
 
-#include <string.h>
-
 #include "base/json.h"
 
 /* The device fraction a CPU op takes in the GPU-sharing model: the least
@@ -36,18 +34,11 @@ im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tensor_si
   gpointer v = g_hash_table_lookup(im->layer_of, key);
   if (v != NULL)
     return GPOINTER_TO_INT(v) - 1;
-  int index = cJSON_GetArraySize(im->layers);
+  int index = im->n_layers++;
   /* Names are unique in a model: a repeated name gets the layer's index. */
-  g_autofree char *name = g_strdup(base);
-  const cJSON *l;
-  cJSON_ArrayForEach(l, im->layers)
-  {
-    if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(l, "name")), name) == 0) {
-      g_free(name);
-      name = g_strdup_printf("%s #%d", base, index);
-      break;
-    }
-  }
+  char *name = g_hash_table_contains(im->layer_names, base)
+                 ? g_strdup_printf("%s #%d", base, index) : g_strdup(base);
+  g_hash_table_add(im->layer_names, name); /* owns it */
   cJSON *layer = cJSON_CreateObject();
   cJSON_AddStringToObject(layer, "name", name);
   cJSON_AddStringToObject(layer, "type", "custom");
@@ -77,7 +68,7 @@ im_foreign_model(Import *im)
   cJSON_AddStringToObject(model, "name", name);
   cJSON *input = cJSON_AddArrayToObject(model, "input");
   cJSON_AddItemToArray(input, cJSON_CreateNumber(1));
-  if (cJSON_GetArraySize(im->layers) == 0) { /* a model has a layer; no op uses this one */
+  if (im->n_layers == 0) { /* a model has a layer; no op uses this one */
     cJSON *layer = cJSON_CreateObject();
     cJSON_AddStringToObject(layer, "name", "(no compute)");
     cJSON_AddStringToObject(layer, "type", "custom");

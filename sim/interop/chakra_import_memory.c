@@ -57,7 +57,10 @@ stagger_buffer(ImRank *x, guint k, const char *tensor, int *out, gboolean *persi
 {
   char *end = NULL;
   int64_t b = g_ascii_strtoll(tensor, &end, 10);
-  const cJSON *buf = end != tensor && *end == ':' ? cJSON_GetArrayItem(x->buffers, (int)b) : NULL;
+  int index = (int)b;
+  const cJSON *buf = end != tensor && *end == ':' && index >= 0 &&
+                     (guint)index < x->buffer_items->len
+                       ? g_ptr_array_index(x->buffer_items, index) : NULL;
   if (b < 0 || buf == NULL ||
       g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItem(buf, "name")), end + 1) != 0)
     return im_node_fail(error, x->f, k, "tensor '%s' is not a buffer of its program", tensor);
@@ -147,6 +150,7 @@ void
 im_foreign_buffers(ImRank *x)
 {
   g_autofree int32_t *mark = g_new0(int32_t, MAX(x->ops->len, 1));
+  int n_buffers = cJSON_GetArraySize(x->buffers); /* counted once: cJSON walks the list */
   for (guint i = 0; i < x->tensors->len; i++) {
     const ImTensor *t = g_ptr_array_index(x->tensors, i);
     gboolean lives = t->writer >= 0 && t->reader > t->writer &&
@@ -161,13 +165,14 @@ im_foreign_buffers(ImRank *x)
                               "not after its writer): counted live for the whole run");
     }
     cJSON_AddItemToArray(x->buffers, b);
+    n_buffers++;
     for (int side = 0; lives && side < 2; side++) {
       cJSON *op = g_ptr_array_index(x->ops, side == 0 ? t->writer : t->reader);
       const char *key = side == 0 ? "alloc" : "free";
       cJSON *a = cJSON_GetObjectItem(op, key);
       if (a == NULL)
         a = cJSON_AddArrayToObject(op, key);
-      cJSON_AddItemToArray(a, cJSON_CreateNumber(cJSON_GetArraySize(x->buffers) - 1));
+      cJSON_AddItemToArray(a, cJSON_CreateNumber(n_buffers - 1));
     }
   }
 }

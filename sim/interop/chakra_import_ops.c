@@ -383,9 +383,7 @@ comm_fields(ImRank *x, guint k, StOpKind kind, gboolean barrier, cJSON *op, GErr
   PgRef pg;
   if (!im_process_group(x->im, x->rank, k, pg_name, &pg, error))
     return FALSE;
-  const cJSON *group =
-    cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(x->im->comms, pg.comm), "groups"),
-                       pg.group);
+  const cJSON *group = pg.members;
   int members = cJSON_GetArraySize(group);
   st_json_add_int(op, "comm", pg.comm);
   if (!has_size && !barrier && !x->im->stagger)
@@ -408,10 +406,14 @@ comm_fields(ImRank *x, guint k, StOpKind kind, gboolean barrier, cJSON *op, GErr
     if (self != x->rank)
       return im_node_fail(error, x->f, k, "%s is %" G_GINT64_FORMAT ", but this is rank %d's "
                           "file", send ? "comm_src" : "comm_dst", self, x->rank);
-    int index = -1;
-    for (int m = 0; m < members; m++)
-      if (cJSON_GetArrayItem(group, m)->valueint == peer)
+    int index = -1, m = 0; /* the last match, as before; walked once, not indexed */
+    const cJSON *member;
+    cJSON_ArrayForEach(member, group)
+    {
+      if (member->valueint == peer)
         index = m;
+      m++;
+    }
     if (index < 0)
       return im_node_fail(error, x->f, k, "peer rank %" G_GINT64_FORMAT " is not in process "
                           "group '%s'", peer, *pg_name != '\0' ? pg_name : "0");
@@ -515,6 +517,7 @@ rank_clear(ImRank *x)
   g_clear_pointer(&x->op_deps, g_ptr_array_unref);
   g_clear_pointer(&x->tensor_of, g_hash_table_unref);
   g_clear_pointer(&x->tensors, g_ptr_array_unref);
+  g_clear_pointer(&x->buffer_items, g_ptr_array_unref);
 }
 
 /* The program's parts a stagger trace carries in its metadata. */
@@ -560,6 +563,10 @@ im_rank_program(Import *im, int rank, GError **error)
   }
   x.streams = cJSON_GetObjectItem(program, "streams");
   x.buffers = cJSON_GetObjectItem(program, "buffers");
+  x.buffer_items = g_ptr_array_new();
+  cJSON *item;
+  cJSON_ArrayForEach(item, x.buffers)
+    g_ptr_array_add(x.buffer_items, item);
   cJSON *ops = cJSON_AddArrayToObject(program, "ops");
   x.pos_of = g_hash_table_new(g_int64_hash, g_int64_equal);
   x.order = g_array_new(FALSE, FALSE, sizeof(guint));

@@ -24,6 +24,8 @@
 typedef struct {
   int comm;  /* index in the schedule's communicators */
   int group; /* index of the group in that communicator */
+  const cJSON *members; /* that group's ranks (borrowed from `comms`: found once,
+                           not walked to for every node) */
 } PgRef;
 
 typedef struct {
@@ -35,11 +37,14 @@ typedef struct {
   EtGroups groups;        /* the communicator-group file, or empty */
   char *groups_path;      /* it, or NULL when there is none */
   cJSON *comms;           /* the schedule's "comms", built as process groups are met */
+  int n_comms;            /* in `comms` */
   GHashTable *pg;         /* pg_name -> PgRef * */
   /* Foreign traces: the synthesized model's custom layers, one per distinct
    * (name, num_ops, tensor_size, duration, CPU or not). */
   cJSON *layers;
+  int n_layers;           /* in `layers` (cJSON counts an array by walking it) */
   GHashTable *layer_of;   /* key -> GINT_TO_POINTER(layer + 1) */
+  GHashTable *layer_names; /* the names in `layers` (a set, owned) */
   /* Read and not used: "METADATA_NODE" -> count (not simulated), and
    * "attribute 'rf_id'" -> count (not understood). */
   GHashTable *skipped, *unused;
@@ -70,6 +75,8 @@ typedef struct {
   int32_t *op_of;        /* [n]: op index, or -1 when contracted */
   GArray **through;      /* [n]: a contracted node's dependencies, as ops */
   cJSON *streams, *buffers;
+  GPtrArray *buffer_items; /* a stagger trace's buffers' items by index (borrowed: cJSON
+                              finds an index by walking the list) */
   GPtrArray *ops;        /* cJSON * of each op (borrowed from the program's "ops") */
   GArray *last;          /* int32_t per stream: its latest op, -1 */
   GHashTable *stream_of; /* foreign: stream name -> index + 1 */

@@ -103,7 +103,13 @@ bad(GError **error, const char *name, const char *value, const char *format, ...
   va_start(args, format);
   g_autofree char *why = g_strdup_vprintf(format, args);
   va_end(args);
-  g_set_error(error, ST_PLAN_ERROR, ST_ERROR_INVALID, "--%s %s: %s", name, value, why);
+  /* A list of 10^6 values is not echoed whole: its start and its length. */
+  size_t length = strlen(value);
+  if (length > 96)
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_INVALID, "--%s %.64s... (%zu characters): %s",
+                name, value, length, why);
+  else
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_INVALID, "--%s %s: %s", name, value, why);
   return FALSE;
 }
 

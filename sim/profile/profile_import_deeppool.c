@@ -170,6 +170,22 @@ st_profile_import_deeppool(const char *path, const StModel *model, const char *d
   g_autoptr(GPtrArray) order = g_ptr_array_new();
   g_autoptr(GHashTable) batches = g_hash_table_new(g_direct_hash, g_direct_equal);
   g_autofree gboolean *matched = g_new0(gboolean, model->n_layers);
+  /* The model's layers by input shape, in order: a row is compared with
+   * those of its shape only (with every layer, rows x layers was quadratic
+   * in the model). */
+  g_autoptr(GHashTable) by_shape =
+    g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
+  for (int i = 0; i < model->n_layers; i++) {
+    char *key = st_shape_format(&model->layers[i].in_shape);
+    GArray *same = g_hash_table_lookup(by_shape, key);
+    if (same == NULL) {
+      same = g_array_new(FALSE, FALSE, sizeof(int));
+      g_hash_table_insert(by_shape, key, same);
+    } else {
+      g_free(key);
+    }
+    g_array_append_val(same, i);
+  }
   int rows = 0;
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   for (int ln = 0; lines[ln] != NULL; ln++) {
@@ -188,7 +204,10 @@ st_profile_import_deeppool(const char *path, const StModel *model, const char *d
     g_hash_table_add(batches, GINT_TO_POINTER((int)row.batch));
     gboolean any = FALSE;
     g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
-    for (int i = 0; i < model->n_layers; i++) {
+    g_autofree char *shape = st_shape_format(&row.shape);
+    const GArray *same = g_hash_table_lookup(by_shape, shape);
+    for (guint k = 0; same != NULL && k < same->len; k++) {
+      int i = g_array_index(same, int, k);
       const StLayer *l = &model->layers[i];
       if (!row_matches(&row, l))
         continue;
@@ -208,7 +227,6 @@ st_profile_import_deeppool(const char *path, const StModel *model, const char *d
       m->sum_ms += row.avg_ms;
       m->n++;
     }
-    g_autofree char *shape = st_shape_format(&row.shape);
     cJSON_Delete(row.params);
     if (!any) {
       bad_row(error, path, ln + 1, "no layer of %s is a %s on %s (see the mapping in "

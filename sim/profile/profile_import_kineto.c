@@ -23,21 +23,33 @@ st_kineto_import_clear(StKinetoImport *stats)
 
 /* ---- reading the events -------------------------------------------------------- */
 
+/* The model's layers by name, the first of each name (looked up for every
+ * event: a scan of the layers made a trace of N layers quadratic). */
+static GHashTable *
+layers_by_name(const StModel *m)
+{
+  GHashTable *t = g_hash_table_new(g_str_hash, g_str_equal);
+  for (int i = m->n_layers - 1; i >= 0; i--)
+    g_hash_table_insert(t, m->layers[i].name, GINT_TO_POINTER(i + 1));
+  return t;
+}
+
 static int
-layer_index(const StModel *m, const char *name, StPass *pass)
+layer_index(const Kineto *k, const char *name, StPass *pass)
 {
   size_t n = strlen(name);
   *pass = ST_PASS_FWD;
   for (int pass_i = 0; pass_i < 3; pass_i++) {
     static const char *const suffix[] = {"", ".forward", ".backward"};
-    size_t k = strlen(suffix[pass_i]);
-    if (n <= k || strcmp(name + n - k, suffix[pass_i]) != 0)
+    size_t s = strlen(suffix[pass_i]);
+    if (n <= s || strcmp(name + n - s, suffix[pass_i]) != 0)
       continue;
-    for (int i = 0; i < m->n_layers; i++)
-      if (strlen(m->layers[i].name) == n - k && strncmp(m->layers[i].name, name, n - k) == 0) {
-        *pass = pass_i == 2 ? ST_PASS_BWD : ST_PASS_FWD;
-        return i;
-      }
+    g_autofree char *stem = s > 0 ? g_strndup(name, n - s) : NULL;
+    int i = GPOINTER_TO_INT(g_hash_table_lookup(k->layer_of, s > 0 ? stem : name)) - 1;
+    if (i >= 0) {
+      *pass = pass_i == 2 ? ST_PASS_BWD : ST_PASS_FWD;
+      return i;
+    }
   }
   return -1;
 }
@@ -55,7 +67,7 @@ classify(const Kineto *k, const char *name, const char *cat, Ev *e)
   if (is_device_cat(cat))
     return g_str_has_prefix(name, "nccl") ? EV_NCCL : EV_DEVICE;
   StPass pass;
-  if ((e->layer = layer_index(k->model, name, &pass)) >= 0) {
+  if ((e->layer = layer_index(k, name, &pass)) >= 0) {
     e->pass = (uint8_t)pass;
     return EV_LAYER;
   }
@@ -481,6 +493,7 @@ kineto_clear(Kineto *k)
   g_clear_pointer(&k->sum, g_free);
   g_clear_pointer(&k->occ, g_free);
   g_clear_pointer(&k->unattributed_by_name, g_hash_table_unref);
+  g_clear_pointer(&k->layer_of, g_hash_table_unref);
 }
 
 /* The profile from the events read into `k`; `stats` filled. */
@@ -610,6 +623,7 @@ st_profile_import_kineto(const char *path, const StModel *model, const StKinetoO
     return NULL;
   }
   Kineto k = {.path = path, .model = model, .n_keys = 2 * model->n_layers + 1};
+  k.layer_of = layers_by_name(model);
   k.ev = g_array_new(FALSE, FALSE, sizeof(Ev));
   k.steps = g_array_new(FALSE, FALSE, sizeof(int));
   k.unattributed_by_name = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);

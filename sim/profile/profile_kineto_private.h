@@ -43,6 +43,7 @@ typedef struct {
 typedef struct {
   const char *path;
   const StModel *model;
+  GHashTable *layer_of; /* layer name (borrowed) -> GINT_TO_POINTER(first index + 1) */
   GArray *ev;          /* Ev */
   GArray *steps;       /* int: EV_STEP events by start */
   int n_steps;

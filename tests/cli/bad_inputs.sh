@@ -27,6 +27,17 @@ edit() {
   echo "$dir/$(basename "$1")"
 }
 
+# gen FORMAT N: an input of N nodes written by tests/readers.c (through
+# bench_readers --write, built beside the binary), under the case's folder:
+# the size cases (issue 23: every reader linear in its input) read it whole
+# within the 60 s limit before refusing what is wrong at its end.
+BENCH_READERS=${BENCH_READERS:-$(dirname "$STAGGER")/tests/bench_readers}
+gen() {
+  local dir
+  dir=$(mktemp -d -p "$T" gen.XXXX)
+  "$BENCH_READERS" --write "$1" "$2" "$dir" || return 1
+}
+
 declare -A seen=()
 cases=0 failed=0
 while IFS= read -r line; do
