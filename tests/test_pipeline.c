@@ -3,58 +3,11 @@
  * forms are stated first, the fit-to-memory search, and conformance of every
  * order, checkpointing and sparsity combination, folded and unfolded.
  *
- * The uniform pipeline: the unit cluster (tests/data/engine/cluster.json:
- * 100 TFLOP/s fp32, 1 TB/s; intra-node 100 GB/s with 1 us latency) and
- * four identical custom layers. At micro-batch 10 each layer's forward takes
- * f = 10 x 1e9 FLOP / 1e14 FLOP/s = 100 us and its backward b = 200 us
- * (compute bound: their bytes take a few us at 1 TB/s). A stage boundary
- * carries 1000 B per sample: 10 kB per micro-batch, c = 1 us + 10 kB /
- * 100 GB/s = 1.1 us per transfer. The optimizer (fp32 Adam, 28 B per
- * parameter, 1e6 parameters per layer) takes o = 28 us.
+ * The uniform pipeline is pipeline_uniform.h's.
  */
 #include <string.h>
 
-#include "base/json.h"
-#include "engine/engine.h"
-#include "output/output.h"
-#include "strategy/strategy.h"
-#include "strategy/strategy_pipeline.h"
-#include "testutil.h"
-
-static const char UNIFORM_MODEL[] =
-  "{\"name\": \"uniform4\", \"input\": [250], \"layers\": [{\"repeat\": 4, \"layers\": ["
-  "{\"name\": \"l{i}\", \"type\": \"custom\", \"params\": 1000000, \"fwd_flops\": 1000000000,"
-  " \"bwd_flops\": 2000000000, \"activation_bytes\": 4000, \"output_bytes\": 1000}]}]}";
-
-#define F_NS 100000.0 /* forward of one layer, one micro-batch */
-#define B_NS 200000.0 /* backward */
-#define C_NS 1100.0   /* one boundary transfer */
-#define O_NS 28000.0  /* one stage's optimizer step */
-#define ACT 40000     /* activation bytes one layer keeps per micro-batch */
-#define BOUNDARY 10000 /* bytes crossing a stage boundary per micro-batch */
-
-static StModel *
-model_from_text(const char *text)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(cJSON) root = cJSON_Parse(text);
-  g_assert_nonnull(root);
-  StModel *m = st_model_from_json(root, "test", &error);
-  g_assert_no_error(error);
-  return m;
-}
-
-static StSchedule *
-build(const StModel *m, const StCluster *c, const StOptions *o)
-{
-  return st_test_build("pipeline", m, c, o);
-}
-
-static StSummary *
-simulate(const StSchedule *s, gboolean no_fold, StTimeline **timeline)
-{
-  return st_test_simulate(s, "auto", no_fold, timeline);
-}
+#include "pipeline_uniform.h"
 
 /* ---- orders ------------------------------------------------------------------ */
 
@@ -174,35 +127,6 @@ test_orders_zero_bubble(void)
 
 /* ---- the uniform pipeline ------------------------------------------------------ */
 
-typedef struct {
-  StModel *model;
-  StCluster *cluster;
-  StOptions options;
-} Uniform;
-
-/* 4 stages of one layer on 4 GPUs (one pipeline), M = 8 micro-batches of 10. */
-static void
-uniform_init(Uniform *u, StPipeOrder order, gboolean checkpoint)
-{
-  u->model = model_from_text(UNIFORM_MODEL);
-  u->cluster = st_test_cluster("tests/data/engine/cluster.json", 1, 4);
-  st_test_options_init(&u->options);
-  u->options.micro_batch = 10;
-  u->options.global_batch = 4 * 10 * 2; /* ranks x micro x accumulation 2: M = 4 x 2 */
-  u->options.steps = 2;
-  u->options.pipeline_stages = 4;
-  u->options.pipeline_schedule = order;
-  u->options.recompute = checkpoint ? ST_RECOMPUTE_FULL : ST_RECOMPUTE_NONE;
-}
-
-static void
-uniform_clear(Uniform *u)
-{
-  st_model_free(u->model);
-  st_cluster_free(u->cluster);
-  st_options_clear(&u->options);
-}
-
 static void
 test_uniform_step(gconstpointer data)
 {
@@ -282,23 +206,6 @@ test_uniform_memory(gconstpointer data)
   uniform_clear(&u);
 }
 
-/* The uniform pipeline again with a first layer that has no weights and
- * costs nothing, so that every stage's layer computes an input gradient:
- * stage 0 holds it and l0. `bwd` is the backward's FLOPs per sample. */
-static StModel *
-uniform_split_model(double bwd)
-{
-  g_autofree char *text = g_strdup_printf(
-    "{\"name\": \"uniform4\", \"input\": [250], \"layers\": ["
-    "{\"name\": \"in\", \"type\": \"custom\", \"params\": 0, \"fwd_flops\": 0,"
-    " \"bwd_flops\": 0, \"activation_bytes\": 0, \"output_bytes\": 1000},"
-    "{\"repeat\": 4, \"layers\": [{\"name\": \"l{i}\", \"type\": \"custom\","
-    " \"params\": 1000000, \"fwd_flops\": 1000000000, \"bwd_flops\": %.0f,"
-    " \"activation_bytes\": 4000, \"output_bytes\": 1000}]}]}",
-    bwd);
-  return model_from_text(text);
-}
-
 static void
 test_zero_bubble_step(gconstpointer data)
 {
@@ -325,7 +232,7 @@ test_zero_bubble_step(gconstpointer data)
   Uniform u;
   uniform_init(&u, cfg[0], FALSE);
   st_model_free(u.model);
-  u.model = uniform_split_model(cfg[1] * 1e9);
+  u.model = uniform_split_model(4, cfg[1] * 1e9);
   u.options.steps = 0; /* until steady */
   g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
   if (cfg[0] != ST_PIPE_1F1B) {
@@ -350,119 +257,6 @@ test_zero_bubble_step(gconstpointer data)
 }
 
 static void
-test_orders_dualpipev(void)
-{
-  /* DualPipeV's order (dualpipev.py's eight phases) on S stages and M >= 2S
-   * micro-batches: every chunk runs M forwards and M backwards, each in
-   * micro-batch order; a B's W comes after it, first in first out; each
-   * F&B pair is a forward then a backward. Activations in flight (a chunk's
-   * micro-batch from its forward to its W or whole backward): at most
-   * PP + 1 = 2S + 1 chunks' worth on a GPU, the table of DeepSeek-AI's
-   * DualPipe README, reached on stage 0 once M >= 2S. */
-  for (int S = 1; S <= 6; S++)
-    for (int M = 2 * S; M <= 2 * S + 5; M++) {
-      int most_any = 0;
-      for (int s = 0; s < S; s++) {
-        g_autoptr(GArray) slots = st_pipe_order(ST_PIPE_DUALPIPE_V, s, S, M);
-        int f[2] = {0, 0}, b[2] = {0, 0}, now = 0, most = 0;
-        g_autoptr(GQueue) ws = g_queue_new();
-        for (guint i = 0; i < slots->len; i++) {
-          const StPipeSlot *x = &g_array_index(slots, StPipeSlot, i);
-          g_assert_cmpint(x->chunk, >=, 0);
-          g_assert_cmpint(x->chunk, <=, 1);
-          if (x->fwd) {
-            g_assert_cmpint(x->micro, ==, f[x->chunk]++);
-            now++;
-          } else if (x->half == ST_PASS_BWD_WEIGHT) {
-            int code = GPOINTER_TO_INT(g_queue_pop_head(ws));
-            g_assert_cmpint(code, ==, (x->micro << 1 | x->chunk) + 1);
-            now--;
-          } else {
-            g_assert_cmpint(x->micro, ==, b[x->chunk]++);
-            g_assert_cmpint(x->micro, <, f[x->chunk]);
-            if (x->half == ST_PASS_BWD_INPUT)
-              g_queue_push_tail(ws, GINT_TO_POINTER((x->micro << 1 | x->chunk) + 1));
-            else
-              now--;
-          }
-          if (x->pair && x->fwd) {
-            const StPipeSlot *y = &g_array_index(slots, StPipeSlot, i + 1);
-            g_assert_true(y->pair && !y->fwd);
-          }
-          most = MAX(most, now);
-        }
-        g_assert_cmpint(f[0], ==, M);
-        g_assert_cmpint(f[1], ==, M);
-        g_assert_cmpint(b[0], ==, M);
-        g_assert_cmpint(b[1], ==, M);
-        g_assert_true(g_queue_is_empty(ws));
-        g_assert_cmpint(now, ==, 0);
-        g_assert_cmpint(most, ==, st_pipe_in_flight(ST_PIPE_DUALPIPE_V, s, S, M));
-        most_any = MAX(most_any, most);
-      }
-      g_test_message("S %d M %d: at most %d chunk micro-batches in flight", S, M, most_any);
-      g_assert_cmpint(most_any, ==, 2 * S + 1);
-    }
-}
-
-/* The uniform split model with 2S = 8 layers (one per DualPipeV chunk). */
-static StModel *
-uniform8_split_model(double bwd)
-{
-  g_autofree char *text = g_strdup_printf(
-    "{\"name\": \"uniform8\", \"input\": [250], \"layers\": ["
-    "{\"name\": \"in\", \"type\": \"custom\", \"params\": 0, \"fwd_flops\": 0,"
-    " \"bwd_flops\": 0, \"activation_bytes\": 0, \"output_bytes\": 1000},"
-    "{\"repeat\": 8, \"layers\": [{\"name\": \"l{i}\", \"type\": \"custom\","
-    " \"params\": 1000000, \"fwd_flops\": 1000000000, \"bwd_flops\": %.0f,"
-    " \"activation_bytes\": 4000, \"output_bytes\": 1000}]}]}",
-    bwd);
-  return model_from_text(text);
-}
-
-static void
-test_dualpipev_step(gconstpointer data)
-{
-  /* DualPipeV (DeepSeek-AI's DualPipe repository, README's table; DeepSeek-V3
-   * technical report, arXiv 2412.19437, Table 2): a bubble per GPU of
-   * (PP/2 - 1)(F&B + B - 3W) for PP = 2S chunks, F a chunk's forward, B its
-   * whole backward (b + w), W its weights' half and F&B an overlapped
-   * forward-backward pair, which runs here as F then B on one stream
-   * (F&B = f + b + w): (S - 1)(f + 2b - w). S = 4 GPUs, 8 chunks of one
-   * layer each, M = 8 micro-batches (at least 2S): f = w = 100 us and b = 100
-   * or 200 us give 600 and 1200 us. Each GPU computes both chunks' passes,
-   * 2 M (f + b + w), and its optimizer over its two layers (2 x 28 us), and
-   * idles the rest of the steady step: the bubble, plus the transfers on the
-   * critical path, at most the 2 x 2M receives of a GPU's step at c = 1.1 us
-   * (35 us; a pair's two receives run one after the other here, where
-   * DualPipe posts them together). Without the pair's waits (each pass
-   * waiting for its own tensor only) the simulated bubble is half the
-   * closed form's: the pairing is what the formula counts. */
-  const int bwd = GPOINTER_TO_INT(data);
-  const double S = 4, M = 8, f = F_NS, b = bwd == 2 ? 100000.0 : 200000.0, w = 100000.0;
-  const double want = (S - 1) * (f + 2 * b - w), slack = 2 * 2 * M * C_NS;
-  Uniform u;
-  uniform_init(&u, ST_PIPE_DUALPIPE_V, FALSE);
-  st_model_free(u.model);
-  u.model = uniform8_split_model(bwd * 1e9);
-  u.options.steps = 0; /* until steady */
-  g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
-  g_assert_cmpfloat_with_epsilon(st_test_note_number(s, "bubble_estimate_s"), want * 1e-9, 1e-6);
-  StTimeline *t;
-  g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
-  double T = (double)sum->step_time_ns;
-  for (int d = 0; d < 4; d++) {
-    double idle = (1 - sum->devices[d].busy_fraction) * T;
-    g_test_message("GPU %d: idle %.1f us, closed form %.1f us", d, idle / 1e3, want / 1e3);
-    g_assert_cmpfloat(idle, >=, want - 1000.0);
-    g_assert_cmpfloat(idle, <=, want + slack);
-  }
-  g_assert_cmpfloat_with_epsilon(T, 2 * M * (f + b + w) + 2 * O_NS + want, slack);
-  st_timeline_free(t);
-  uniform_clear(&u);
-}
-
-static void
 test_zero_bubble_memory(void)
 {
   /* Activations per GPU (A = 40 kB a micro-batch, kept from its forward to
@@ -475,7 +269,7 @@ test_zero_bubble_memory(void)
     Uniform u;
     uniform_init(&u, orders[k], FALSE);
     st_model_free(u.model);
-    u.model = uniform_split_model(2e9);
+    u.model = uniform_split_model(4, 2e9);
     g_autoptr(StSchedule) s = build(u.model, u.cluster, &u.options);
     StTimeline *t;
     g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
@@ -629,24 +423,6 @@ test_tied_embedding(void)
 
 /* ---- conformance ------------------------------------------------------------------ */
 
-static void
-check_folding(const StSchedule *s)
-{
-  StTimeline *tf, *tu;
-  g_autoptr(StSummary) folded = simulate(s, FALSE, &tf);
-  g_autoptr(StSummary) unfolded = simulate(s, TRUE, &tu);
-  g_assert_cmpint(folded->step_time_ns, >, 0);
-  g_assert_cmpint(folded->step_time_ns, ==, unfolded->step_time_ns);
-  for (int d = 0; d < s->n_devices; d++)
-    g_assert_cmpint(folded->devices[d].peak_bytes, ==, unfolded->devices[d].peak_bytes);
-  g_assert_cmpfloat_with_epsilon(folded->comm_bytes_total, unfolded->comm_bytes_total,
-                                 1e-6 * (1 + unfolded->comm_bytes_total));
-  for (int k = 0; k < ST_MEM_N; k++)
-    g_assert_cmpint(folded->total_peak_by_category[k], ==, unfolded->total_peak_by_category[k]);
-  st_timeline_free(tf);
-  st_timeline_free(tu);
-}
-
 static const struct {
   const char *model;
   int nodes, gpus, ranks, stages, micro, accumulation;
@@ -735,65 +511,6 @@ test_conformance_zero_bubble(void)
 }
 
 static void
-test_conformance_dualpipev(void)
-{
-  /* DualPipeV on GPT-2 (its tied head on a chunk of the way back up, its
-   * copy of the embedding summed over "tied") and on the MLP, with and
-   * without checkpointing, over 2 pipelines: valid, simulated to the end,
-   * folded and unfolded alike, some backwards split and some whole, the
-   * memory estimate above the simulated peak; fewer than 2S micro-batches
-   * and megatron are refused, naming the schedule. */
-  const struct {
-    const char *model;
-    int gpus, stages, micro;
-    StPrecision precision;
-  } dual[] = {{"gpt2-124m", 8, 4, 1, ST_PRECISION_MIXED}, {"mlp", 4, 2, 8, ST_PRECISION_FP32}};
-  for (gsize k = 0; k < G_N_ELEMENTS(dual); k++) {
-    g_autoptr(StModel) m = st_test_model_named(dual[k].model);
-    g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 1, dual[k].gpus);
-    for (int checkpoint = 0; checkpoint < 2; checkpoint++) {
-      StOptions o;
-      st_test_options_init(&o);
-      o.micro_batch = dual[k].micro;
-      /* two pipelines, 2S micro-batches each */
-      o.global_batch = (int64_t)2 * 2 * dual[k].stages * dual[k].micro;
-      o.precision = dual[k].precision;
-      o.steps = 2;
-      o.pipeline_stages = dual[k].stages;
-      o.pipeline_schedule = ST_PIPE_DUALPIPE_V;
-      o.recompute = checkpoint ? ST_RECOMPUTE_FULL : ST_RECOMPUTE_NONE;
-      g_test_message("%s dualpipev, checkpoint %d", dual[k].model, checkpoint);
-      g_autoptr(StSchedule) s = build(m, c, &o);
-      guint halves = 0, whole = 0;
-      for (guint p = 0; p < s->programs->len; p++) {
-        const StProgram *prog = g_ptr_array_index(s->programs, p);
-        for (guint i = 0; i < prog->ops->len; i++) {
-          const StOp *op = st_program_op(prog, i);
-          halves += op->kind == ST_OP_COMP && op->sub == ST_PASS_BWD_WEIGHT;
-          whole += op->kind == ST_OP_COMP && op->sub == ST_PASS_BWD;
-        }
-      }
-      g_assert_cmpuint(halves, >, 0);
-      g_assert_cmpuint(whole, >, 0);
-      check_folding(s);
-      StTimeline *t;
-      g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
-      for (int d = 0; d < s->n_devices; d++)
-        g_assert_cmpfloat(st_test_note_number(s, "memory_per_rank_estimate_bytes"), >=,
-                          (double)sum->devices[d].peak_by_category[ST_MEM_ACTIVATIONS]);
-      st_timeline_free(t);
-      o.global_batch /= 2; /* S micro-batches a pipeline: fewer than 2S */
-      g_autoptr(GError) few = st_test_build_refused("pipeline", m, c, &o);
-      g_test_message("%s", few->message);
-      g_assert_nonnull(strstr(few->message, "dualpipev"));
-      g_autoptr(GError) megatron = st_test_build_refused("megatron", m, c, &o);
-      g_assert_nonnull(strstr(megatron->message, "dualpipev"));
-      st_options_clear(&o);
-    }
-  }
-}
-
-static void
 test_scale(void)
 {
   /* GPT-3 13B on 2048 Summit GPUs (342 nodes) in 8 stages: built and
@@ -828,7 +545,6 @@ main(int argc, char **argv)
   static const int gpipe_ck[2] = {ST_PIPE_GPIPE, 1}, f1b1_ck[2] = {ST_PIPE_1F1B, 1};
   g_test_add_func("/pipeline/orders", test_orders);
   g_test_add_func("/pipeline/orders/zero-bubble", test_orders_zero_bubble);
-  g_test_add_func("/pipeline/orders/dualpipev", test_orders_dualpipev);
   g_test_add_data_func("/pipeline/uniform/step/gpipe", gpipe, test_uniform_step);
   g_test_add_data_func("/pipeline/uniform/step/1f1b", f1b1, test_uniform_step);
   g_test_add_data_func("/pipeline/uniform/step/gpipe-checkpoint", gpipe_ck, test_uniform_step);
@@ -849,14 +565,11 @@ main(int argc, char **argv)
     g_test_add_data_func(path, zb[k], test_zero_bubble_step);
   }
   g_test_add_func("/pipeline/zero-bubble/memory", test_zero_bubble_memory);
-  g_test_add_data_func("/pipeline/dualpipev/step/bwd-2e9", GINT_TO_POINTER(2), test_dualpipev_step);
-  g_test_add_data_func("/pipeline/dualpipev/step/bwd-3e9", GINT_TO_POINTER(3), test_dualpipev_step);
   g_test_add_func("/pipeline/fit-to-memory", test_fit_to_memory);
   g_test_add_func("/pipeline/bad-stages", test_bad_stages);
   g_test_add_func("/pipeline/tied-embedding", test_tied_embedding);
   g_test_add_func("/pipeline/conformance", test_conformance);
   g_test_add_func("/pipeline/zero-bubble/conformance", test_conformance_zero_bubble);
-  g_test_add_func("/pipeline/dualpipev/conformance", test_conformance_dualpipev);
   g_test_add_func("/pipeline/scale", test_scale);
   return g_test_run();
 }

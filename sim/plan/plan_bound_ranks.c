@@ -251,13 +251,33 @@ topo_order(Graph *g)
   return g->n_nodes == nodes;
 }
 
+/* A transfer's devices and size: pairs with equal keys take equal times. */
+typedef struct {
+  int32_t from, to;
+  int64_t bytes;
+} LinkKey;
+
+static guint
+link_hash(gconstpointer p)
+{
+  const LinkKey *k = p;
+  return (guint)k->from * 2654435761u ^ (guint)k->to * 40503u ^ (guint)(k->bytes ^ (k->bytes >> 32));
+}
+
+static gboolean
+link_equal(gconstpointer a, gconstpointer b)
+{
+  const LinkKey *x = a, *y = b;
+  return x->from == y->from && x->to == y->to && x->bytes == y->bytes;
+}
+
 /* A joined pair's time alone between its two devices, as the engine plans
  * it (engine_net.c): the link between them, not the fastest of any. */
 static void
 time_pairs(Graph *g)
 {
   const StSchedule *s = g->s;
-  g_autoptr(GHashTable) seen = g_hash_table_new_full(pair_hash, pair_equal, g_free, g_free);
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(link_hash, link_equal, g_free, g_free);
   g->pair_ns = g_new0(int64_t, MAX(g->n, 1));
   for (guint i = 0; i < g->n; i++) {
     if (g->partner[i] < 0 || is_recv(g, i))
@@ -265,7 +285,7 @@ time_pairs(Graph *g)
     int r = g->rank_of[i];
     const StOp *op = st_program_op(program_of(s, r), i - g->base[r]);
     int a = s->ranks[r].device, b = s->ranks[g->rank_of[g->partner[i]]].device;
-    PairKey key = {a, b, (int32_t)op->bytes, (int32_t)(op->bytes >> 32)};
+    LinkKey key = {a, b, op->bytes};
     int64_t *ns = g_hash_table_lookup(seen, &key);
     if (ns == NULL) {
       StCommPlan plan;
