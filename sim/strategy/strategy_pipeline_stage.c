@@ -135,8 +135,8 @@ send_forward(Stage *st, int m, int c, uint32_t after)
 
 /* p2p tags: activations into chunk c of a stage 2c, gradients into it 2c + 1.
  * The receive waits for `wait` first (NONE: nothing); with `send` FALSE the
- * output is left for send_forward. Returns the last forward pass. */
-static uint32_t
+ * output is left for send_forward. */
+static void
 emit_forward(Stage *st, int m, int c, uint32_t wait, gboolean send)
 {
   const StPipe *pp = st->pp;
@@ -161,7 +161,6 @@ emit_forward(Stage *st, int m, int c, uint32_t wait, gboolean send)
   }
   if (send)
     send_forward(st, m, c, last);
-  return last;
 }
 
 /* The all-reduce of the bucket that layer i's gradient completes, after the
