@@ -3,7 +3,17 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "cost/framework.h"
 #include "exec/runtime.h"
+
+static gboolean
+has_moe(const StModel *m)
+{
+  for (int i = 0; i < m->n_layers; i++)
+    if (strcmp(m->layers[i].type->name, "moe_router") == 0)
+      return TRUE;
+  return FALSE;
+}
 
 static gboolean
 comm_supported(const StOp *op)
@@ -137,6 +147,13 @@ st_exec_check(const StSchedule *s, GError **error)
     if (st_schedule_job_settings(s, j)->moe_imbalance > 1)
       problem(problems, seen, "--moe-imbalance (an assumed routing skew the simulator costs; "
                               "the executor's router routes the data it is given)");
+  for (int j = 0; j < st_schedule_n_jobs(s); j++) {
+    const StFramework *f = st_framework_find(st_schedule_job_settings(s, j)->framework);
+    if (f != NULL && f->dispatch_per_rank && has_moe(st_schedule_job_model(s, j)))
+      problem(problems, seen, "--framework %s's MoE dispatch (a token's row sent once per rank "
+              "it reaches, as DeepEP does, is simulated only; the executor sends a row per "
+              "expert: any other framework runs the same layout)", f->name);
+  }
   for (int j = 0; j < st_schedule_n_jobs(s); j++)
     if (st_model_context_parallel(st_schedule_job_model(s, j)) > 1)
       problem(problems, seen, "context parallelism (--context-parallel: ring attention and "

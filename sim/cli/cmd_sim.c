@@ -57,7 +57,8 @@ static void
 list_frameworks(void)
 {
   static const char *const fuse_names[] = {"rmsnorm", "activation", "rope", "residual",
-                                           "softmax", "loss", "optimizer", "moe dispatch"};
+                                           "softmax", "loss", "optimizer", "moe dispatch",
+                                           "grouped experts"};
   for (const StFramework *const *f = st_frameworks(); *f != NULL; f++) {
     const StFramework *x = *f;
     g_autoptr(GString) fused = g_string_new(NULL);
@@ -79,6 +80,8 @@ list_frameworks(void)
            fused->len ? fused->str : "none", st_attn_kernel_names[x->attention], yes(x->logits_fp32),
            x->nchw ? "NCHW" : "NHWC");
     printf("              from: %s\n", x->kernels_source);
+    if (x->dispatch_per_rank)
+      printf("  experts     tokens dispatched once per rank they reach (--moe-routing)\n");
     printf("  step        gradient clipping: %s (from: %s)\n", yes(x->clip_grad),
            x->step_source);
     const StFrameworkRuntime *rt = x->runtime;

@@ -123,6 +123,7 @@ static const StCalibParam PARAMS[] = {
   FRAMEWORK("torchtitan"),
   FRAMEWORK("fsdp"),
   FRAMEWORK("deepspeed"),
+  FRAMEWORK("automodel"),
   {NULL},
 };
 

@@ -15,7 +15,10 @@
  *   2 tile_m tile_n (k/p + k_half) / (peak / sms x efficiency): k_half is
  *   the prologue and epilogue's share of a tile's work, so short reductions
  *   run below the large-size efficiency, partial tiles and partial waves
- *   cost whole ones. A split adds a pass over its fp32 partial sums.
+ *   cost whole ones. A split adds a pass over its fp32 partial sums. A
+ *   group of a grouped GEMM (a rank's MoE experts as one kernel, as
+ *   grouped_gemm and TE's GroupedLinear run them) takes W = T / sms, its
+ *   share of the kernel's waves, with no split.
  *   t = max(W x tile time, bytes / achievable bandwidth).
  * - a matrix multiply without a shape (a custom layer, a type with no list
  *   of its own): its FLOPs at the curve's large-size efficiency.
@@ -118,9 +121,10 @@ tiled_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, const St
   double sms = p->sms.value;
   double tiles = ceil(k->m / tm) * ceil(k->n / tn) * k->count;
   double split = 1;
-  if (tiles < sms)
+  if (tiles < sms && !k->grouped)
     split = MAX(1.0, MIN(floor(sms / tiles), floor(k->k / 256.0)));
-  double waves = ceil(tiles * split / sms);
+  /* a group of a grouped GEMM fills the waves its neighbours leave */
+  double waves = k->grouped ? tiles / sms : ceil(tiles * split / sms);
   double tile_s = 2.0 * tm * tn * (k->k / split + c->k_half) / (m.peak / sms * m.eff);
   double partials = split > 1 ? k->m * k->n * k->count * split * 4.0 * 2.0 : 0.0;
   *fill = MIN(1.0, tiles * split / sms);
@@ -217,7 +221,7 @@ estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *f
     return FALSE;
   if (work->pass == ST_PASS_OPTIM || work->pass == ST_PASS_COMPRESS ||
       work->pass == ST_PASS_EXPAND) {
-    StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes, FALSE, FALSE};
+    StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes, FALSE, FALSE, FALSE};
     *time_ns = kernel_s(ctx, p, &k, fill) * 1e9;
     return TRUE;
   }

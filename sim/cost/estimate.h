@@ -34,6 +34,9 @@ typedef struct {
   gboolean backward;   /* attention: the backward kernel (its own curve where measured) */
   gboolean fp8;        /* GEMM: FP8 inputs (Transformer Engine's linears under --precision
                           fp8), at the FP8 peak on the gemm_fp8 curve */
+  gboolean grouped;    /* GEMM: one group of a grouped GEMM (a rank's MoE experts as one
+                          kernel): its tiles share waves with the group's others, so it
+                          takes its fractional share of the waves, not whole ones */
 } StKernel;
 
 #define ST_KERNELS_MAX 48

@@ -82,6 +82,7 @@ typedef struct {
   StPass only;          /* ST_PASS_BWD_INPUT / _WEIGHT: keep that half of a backward's
                            kernels; else every kernel */
   gboolean weights_now; /* the kernels being pushed compute a weight's gradient (W) */
+  gboolean grouped_now; /* the GEMMs being pushed are groups of one grouped GEMM */
 } List;
 
 static void
@@ -103,7 +104,8 @@ gemm(List *l, StKernelClass cls, double m, double n, double k, double count)
     return;
   double in_bytes = l->fp8_now ? 1.0 : l->e; /* FP8 inputs, a 16-bit output */
   push(l, (StKernel){cls, m, n, k, count, 2.0 * m * n * k * count,
-                     ((m * k + k * n) * in_bytes + m * n * l->e) * count, FALSE, l->fp8_now});
+                     ((m * k + k * n) * in_bytes + m * n * l->e) * count, FALSE, l->fp8_now,
+                     l->grouped_now});
 }
 
 /* One memory-bound kernel making `passes` passes over `elems` elements. */
@@ -111,7 +113,7 @@ static void
 mem(List *l, StKernelClass cls, double elems, double passes)
 {
   if (elems > 0 && passes > 0)
-    push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e, FALSE, FALSE});
+    push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e, FALSE, FALSE, FALSE});
 }
 
 /* A linear of rows x in -> rows x out. */
@@ -137,7 +139,7 @@ static void
 fp8_cast_transpose(List *l, double elems)
 {
   if (elems > 0)
-    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, elems * (l->e + 2.0), FALSE, FALSE});
+    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, elems * (l->e + 2.0), FALSE, FALSE, FALSE});
 }
 
 /* A linear of a transformer layer: Transformer Engine's module, its GEMMs in
@@ -164,7 +166,7 @@ eager(List *l, double elems, int k, double bytes_per_elem)
   int n = l->fwd ? k : (int)ceil(1.3 * k);
   double bytes = elems * bytes_per_elem * (l->fwd ? 1.0 : 1.6);
   for (int i = 0; i < n && elems > 0; i++)
-    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n, FALSE, FALSE});
+    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n, FALSE, FALSE, FALSE});
 }
 
 /* fp32 casts an eager op adds around its 16-bit tensors: bytes per element. */
@@ -390,7 +392,7 @@ attention_core(List *l, double count, double s, double pairs, double hd, gboolea
   double core = 4.0 * pairs * hd * count; /* QK^T and PV forward */
   if (fused) {
     push(l, (StKernel){ST_KERNEL_ATTENTION, s, pairs / s, hd, count, l->fwd ? core : 2.5 * core,
-                       (l->fwd ? 4.0 : 8.0) * s * hd * count * l->e, !l->fwd, FALSE});
+                       (l->fwd ? 4.0 : 8.0) * s * hd * count * l->e, !l->fwd, FALSE, FALSE});
     return;
   }
   double keys = pairs / s;
@@ -600,7 +602,8 @@ lm_head_layer(const StLayer *layer, double b, List *l)
  * the sequence's), and adds gate x output back in. Under sequence
  * parallelism the MLP runs on the tensor group's t C rows gathered (as the
  * head does; layer_llm.c's st_mlp_part counts them), the gather and the
- * add on the rank's own C. */
+ * add on the rank's own C. Under ST_FUSE_GROUPED_EXPERTS its GEMMs are
+ * groups of the rank's grouped GEMMs (StKernel.grouped). */
 static void
 moe_expert_layer(const StLayer *layer, double b, List *l)
 {
@@ -612,8 +615,10 @@ moe_expert_layer(const StLayer *layer, double b, List *l)
   if (!(l->fused & ST_FUSE_DISPATCH))
     mem(l, ST_KERNEL_MEMORY, b * rows_of(layer) * stream, 2);
   mem(l, ST_KERNEL_MEMORY, rows * d, 2);
+  l->grouped_now = (l->fused & ST_FUSE_GROUPED_EXPERTS) != 0;
   mlp(l, rows * (layer->sp ? t : 1), d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
       st_layer_attr(layer, "bias", 0) != 0);
+  l->grouped_now = FALSE;
   mem(l, ST_KERNEL_MEMORY, rows * d, 3);
 }
 
@@ -655,7 +660,7 @@ loss_layer(const StLayer *layer, double b, List *l)
   int first = l->out->n;
   if (l->fused & ST_FUSE_LOSS)
     push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0,
-                       elems * (l->fwd ? l->e + 4 : 2 * l->e + 4), FALSE, FALSE});
+                       elems * (l->fwd ? l->e + 4 : 2 * l->e + 4), FALSE, FALSE, FALSE});
   else if (l->logits_fp32)
     eager(l, elems, 3, casts(l, 1) + 12);
   else
@@ -719,10 +724,10 @@ generic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b,
   }
   if (memory_class == ST_KERNEL_POOL || flops <= 8.0 * bytes) {
     push(l, (StKernel){memory_class == ST_KERNEL_POOL ? ST_KERNEL_POOL : ST_KERNEL_MEMORY, 0, 0,
-                       0, 0, flops, bytes, FALSE, FALSE});
+                       0, 0, flops, bytes, FALSE, FALSE, FALSE});
     return;
   }
-  push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes, FALSE, FALSE});
+  push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes, FALSE, FALSE, FALSE});
 }
 
 static const Entry *
@@ -759,6 +764,7 @@ one_pass(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b, S
             ctx->fp8 && ctx->cluster->gpu.fp8_flops > 0,
             FALSE,
             only,
+            FALSE,
             FALSE};
   const Entry *e = entry_of(layer);
   if (e != NULL && e->plain != NULL)
@@ -784,11 +790,11 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
     double flops = 0, bytes = 0;
     st_compute_work_traffic(ctx, work, &flops, &bytes);
     List l = {out,   st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE, FALSE, FALSE,
-              FALSE, ST_PASS_INVALID,            FALSE};
+              FALSE, ST_PASS_INVALID,            FALSE, FALSE};
     if (flops > 0)
-      push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE, FALSE});
+      push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE, FALSE, FALSE});
     if (bytes > 0)
-      push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes, FALSE, FALSE});
+      push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes, FALSE, FALSE, FALSE});
     return TRUE;
   }
   switch (work->pass) {

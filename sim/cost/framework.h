@@ -47,6 +47,11 @@ typedef enum {
                                    per layer; the running token stream is not copied through
                                    every expert, as stagger's executor chains them (so not in
                                    ST_FUSE_ALL, the executor's bound) */
+  ST_FUSE_GROUPED_EXPERTS = 1 << 8, /* MoE: a rank's experts run each projection as one grouped
+                                       GEMM (grouped_gemm's gmm, torch._grouped_mm, TE's
+                                       GroupedLinear): their tiles share waves, so no expert
+                                       pays a partial last wave of its own (not in
+                                       ST_FUSE_ALL either) */
 } StFuse;
 
 #define ST_FUSE_ALL 0x7f
@@ -89,6 +94,14 @@ typedef struct StFramework {
                                     it is gathered (no 16-bit shard beside it) */
   const char *gradients_source;
 
+  /* Expert parallelism. */
+  gboolean dispatch_per_rank;    /* the MoE dispatcher sends a token's row once to each rank
+                                    holding one of its experts, and the combine adds a rank's
+                                    expert outputs before sending them back (DeepEP), instead
+                                    of a row per (token, expert) both ways (Megatron-LM's
+                                    all-to-all dispatcher); how many ranks a token reaches is
+                                    the routing's (--moe-routing) */
+
   /* Tensor parallelism. */
   gboolean tp_comm_overlap;      /* sequence-parallel all-gathers and reduce-scatters pipelined
                                     in chunks with their GEMMs (Transformer Engine's
@@ -100,6 +113,9 @@ typedef struct StFramework {
   gboolean logits_fp32;          /* the loss casts logits to fp32 and reads them so */
   gboolean loss_in_place;        /* the fused loss keeps one fp32 statistic per row, not the
                                     probabilities, and writes its gradient over the logits */
+  gboolean loss_16bit;           /* the loss keeps its log-probabilities in the logits' 16-bit
+                                    dtype (F.cross_entropy on bf16 logits saves log_softmax's
+                                    bf16 output), not in fp32 as stagger's executor does */
   gboolean nchw;                 /* images in PyTorch's default contiguous NCHW layout: cuDNN
                                     transposes them to and from the NHWC its tensor-core
                                     convolutions need (--memory-format overrides) */

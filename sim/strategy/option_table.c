@@ -257,6 +257,13 @@ static const StOptionSpec SPECS[] = {
    "arXiv 2408.15664, at the rank's level); every MoE layer waits for that rank: its experts' "
    "passes, its all-to-alls and its dispatched rows take F times the balanced ones. An "
    "assumption the user states, not a measurement (default: 1, balanced)"},
+  {"moe-routing", ST_OPT_CHOICE, F(moe_routing), 0, 0,
+   (const char *const[]){"random", "contiguous", NULL}, NULL, "random|contiguous",
+   "megatron, with --expert-parallel under a framework whose dispatcher sends a token once "
+   "per rank (automodel: DeepEP): which experts a token picks, so how many ranks its row "
+   "travels to: random (k distinct experts drawn uniformly, a balanced learned router) or "
+   "contiguous (experts tk .. tk+k-1 mod X: NeMo Automodel's FakeBalancedGate, which its "
+   "benchmark recipes run; one rank when X/E is a multiple of k) (default: random)"},
   {"context-parallel", ST_OPT_INT, F(context_parallel), 1, 1024, NULL, NULL, "C",
    "megatron: context-parallel group size: each rank holds s/C tokens of every sequence "
    "(two chunks, i and 2C-1-i, so causal work is even), attention exchanges keys and values "
@@ -295,7 +302,8 @@ static const StOptionSpec SPECS[] = {
    "128)"},
   {"framework", ST_OPT_STRING, F(framework), 0, 0, NULL, check_framework, "NAME",
    "What the training framework does by default: pytorch (eager, DDP), megatron, torchtitan, "
-   "fsdp (PyTorch FSDP as llm-foundry runs it), deepspeed, or ideal (everything fused and "
+   "fsdp (PyTorch FSDP as llm-foundry runs it), deepspeed, automodel (NeMo Automodel's "
+   "Transformer Engine + DeepEP recipes), or ideal (everything fused and "
    "overlapped: a bound, and stagger's own executor); stagger sim --list-frameworks says "
    "what each does (default: megatron for megatron, deepspeed for zero, pytorch for dp, "
    "ideal for the rest and for --sparsity; run and validate: ideal)"},

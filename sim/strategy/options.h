@@ -94,6 +94,8 @@ typedef struct {
   double moe_imbalance;  /* --moe-imbalance: megatron, with EP: the busiest expert-parallel
                             rank's routed tokens over the mean, >= 1; 0 = not given (1,
                             balanced) */
+  int moe_routing;       /* --moe-routing: StMoeRouting (strategy/moe_routing.h), the ranks a
+                            token reaches under a per-rank dispatcher (default 0: random) */
   int context_parallel;  /* --context-parallel: megatron's CP group size; 0 = not given (1) */
   int cp_comm;           /* --cp-comm: StCpComm (strategy/context_parallel.h), 0 = ring */
   int virtual_stages;    /* --virtual-stages: megatron's model chunks per pipeline stage

@@ -44,6 +44,7 @@
 
 #include <stdarg.h>
 
+#include "cost/framework.h"
 #include "model/layer_type.h"
 
 typedef struct {
@@ -364,6 +365,8 @@ build(const StStrategyInput *in, GError **error)
   }
   pp.expert_owner = pp.moe_segments ? owner : NULL;
   pp.moe_imbalance = pp.moe_segments && l.e > 1 && o->moe_imbalance > 1 ? o->moe_imbalance : 1.0;
+  pp.dispatch_per_rank = st_options_framework(o)->dispatch_per_rank;
+  pp.moe_routing = o->moe_routing;
   st_pipe_set_split(&pp, g_steal_pointer(&l.first));
 
   int R = o->ranks;

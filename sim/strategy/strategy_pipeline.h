@@ -172,6 +172,9 @@ typedef struct {
                                as that rank: its all-to-alls, received rows and experts'
                                saved blocks F times the balanced ones (their passes' time
                                through StSettings.moe_imbalance); 0 or 1: balanced */
+  gboolean dispatch_per_rank; /* the all-to-alls carry a token's row once per rank it
+                               reaches (StFramework.dispatch_per_rank), not once per expert */
+  int moe_routing;          /* StMoeRouting: which ranks a token reaches (moe_routing.h) */
 } StPipe;
 
 /* Whether layer i's backward runs as B and W under pipe's order: a

@@ -245,6 +245,7 @@ chunk_memory(const StPipe *pp, int s, int k)
     .moved = moved,
     .recompute = st_recompute_plan(pp->options),
     .loss_in_place = st_options_framework(pp->options)->loss_in_place,
+    .loss_16bit = st_options_framework(pp->options)->loss_16bit,
     .offload = pp->options->offload_activations,
   };
   int64_t held, peak;

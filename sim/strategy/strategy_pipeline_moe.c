@@ -6,7 +6,10 @@
  * b samples, C rows per sample and expert (the capacity), d the width:
  *
  *   forward:  router (tensors.h, as any layer)
- *             all-to-all ep_dispatch   b X C d bytes: each expert's rows to its rank
+ *             all-to-all ep_dispatch   b X C d bytes: each expert's rows to its rank (a
+ *                                      per-rank dispatcher, DeepEP: a token's row once per
+ *                                      rank it reaches, moe_routing.h, and the combine
+ *                                      likewise; the buffers stay every expert's rows)
  *             [all-gather over tp]     (sequence parallelism: the tensor ranks' rows)
  *             owned experts            each at batch E b (its rows from E ranks)
  *             [reduce-scatter over tp] (sequence parallelism: back to each rank's rows)
@@ -52,6 +55,7 @@
 #include <math.h>
 
 #include "model/layer_type.h"
+#include "strategy/moe_routing.h"
 
 gboolean
 st_pipe_is_expert(const StPipe *pp, int i)
@@ -79,7 +83,9 @@ st_pipe_moe_owned(const Stage *st, int router, int *first, int *n)
 typedef struct {
   int X, first, n;      /* experts, the first owned, how many */
   int batch;            /* an expert pass's samples: E b */
-  int64_t rows_bytes;   /* the rows a rank sends (and receives) per all-to-all */
+  int64_t rows_bytes;   /* the rows a rank's experts take (and give back) per all-to-all */
+  int64_t wire_bytes;   /* what each all-to-all carries of them: all, or under a per-rank
+                           dispatcher one row per rank a token reaches */
   int64_t slots_bytes;  /* each slot's token (int32) and gate (fp32) */
   double imbalance;     /* --moe-imbalance F: the busiest rank's load over the mean, >= 1 */
   gboolean sp;          /* the tensor ranks route their own tokens */
@@ -104,6 +110,12 @@ segment_of(const Stage *st, int router, Segment *g)
   int64_t rows = (int64_t)ceil(f * (double)(pp->options->micro_batch * g->X *
                                             st_layer_attr(x, "capacity", 1)));
   g->rows_bytes = rows * r->in_shape.dims[1] * st_dtype_bytes(pp->bytes.activation);
+  int top_k = (int)st_layer_attr(r, "top_k", 1);
+  double wire = pp->dispatch_per_rank && pp->ep > 1
+                  ? st_moe_ranks_per_token(g->X, pp->ep, top_k, (StMoeRouting)pp->moe_routing) /
+                      MIN(top_k, g->X)
+                  : 1.0;
+  g->wire_bytes = (int64_t)ceil(wire * (double)g->rows_bytes);
   g->slots_bytes = rows * (int64_t)(sizeof(int32_t) + sizeof(float));
   g->imbalance = f;
   g->sp = pp->tp != NULL && r->sp;
@@ -229,7 +241,7 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
   uint32_t slots = buffer(st, "ep slots", router, m, ST_MEM_ACTIVATIONS, g.slots_bytes);
   st->moe_slots[m][router] = slots;
   uint32_t made[3] = {rows, slots, send};
-  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_DISPATCH,
+  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.wire_bytes, ST_DATA_EP_DISPATCH,
                        router + 1, X_last, m, after, made, 3, &send, 1);
   if (g.gather_t > 1)
     last = tp_gather(st, &g, router, m, ST_DATA_TP_INPUT, &rows, last);
@@ -244,7 +256,7 @@ st_pipe_moe_forward(Stage *st, int router, int m, uint32_t after)
   st->moe_saved[m][router] = again ? NONE : combined;
   uint32_t alloc[2] = {combined, st_tensors_move_in(t, X_last + 1, FALSE, ST_MEM_ACTIVATIONS)};
   uint32_t free[3] = {out, st_tensors_move_out(t, router + 1, FALSE), again ? combined : NONE};
-  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_COMBINE, router + 1,
+  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.wire_bytes, ST_DATA_EP_COMBINE, router + 1,
        X_last, m, last, alloc, 2, free, 3);
 }
 
@@ -261,7 +273,7 @@ recompute_segment(Stage *st, const Segment *g, int router, int m)
   uint32_t rows = buffer(st, "ep rows again", router, m, ST_MEM_COMM, g->rows_bytes);
   uint32_t send = buffer(st, "ep send again", router, m, ST_MEM_COMM, g->rows_bytes);
   uint32_t made[2] = {rows, send};
-  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g->rows_bytes, ST_DATA_EP_DISPATCH,
+  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g->wire_bytes, ST_DATA_EP_DISPATCH,
                        router + 1, X_last, m, NONE, made, 2, &send, 1);
   if (g->gather_t > 1)
     last = tp_gather(st, g, router, m, ST_DATA_TP_INPUT, &rows, last);
@@ -272,7 +284,7 @@ recompute_segment(Stage *st, const Segment *g, int router, int m)
   uint32_t combined = buffer(st, "ep combined again", router, m, ST_MEM_ACTIVATIONS,
                              g->rows_bytes);
   st->moe_saved[m][router] = combined;
-  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g->rows_bytes, ST_DATA_EP_COMBINE, router + 1,
+  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g->wire_bytes, ST_DATA_EP_COMBINE, router + 1,
        X_last, m, last, &combined, 1, &out, 1);
 }
 
@@ -291,7 +303,7 @@ st_pipe_moe_backward(Stage *st, int router, int m)
   uint32_t send = buffer(st, "ep dy send", router, m, ST_MEM_COMM, g.rows_bytes);
   uint32_t made[3] = {dy, send, st_tensors_move_in(t, router + 1, TRUE, ST_MEM_WORKSPACE)};
   uint32_t free[3] = {st_tensors_move_out(t, X_last + 1, TRUE), st->moe_saved[m][router], send};
-  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes,
+  uint32_t last = coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.wire_bytes,
                        ST_DATA_EP_COMBINE_GRAD, router + 1, X_last, m, NONE, made, 3, free, 3);
   if (g.gather_t > 1)
     last = tp_gather(st, &g, router, m, ST_DATA_TP_OUTPUT_GRAD, &dy, last);
@@ -314,6 +326,6 @@ st_pipe_moe_backward(Stage *st, int router, int m)
     last = tp_scatter(st, &g, router, m, ST_DATA_TP_INPUT_GRAD, &dx, last);
   uint32_t back = buffer(st, "ep dx rows", router, m, ST_MEM_COMM, g.rows_bytes);
   uint32_t gone[3] = {dx, st->moe_slots[m][router], back};
-  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.rows_bytes, ST_DATA_EP_DISPATCH_GRAD, router + 1,
+  coll(st, ST_COLL_ALL_TO_ALL, st->comms->ep, g.wire_bytes, ST_DATA_EP_DISPATCH_GRAD, router + 1,
        X_last, m, last, &back, 1, gone, 3);
 }

@@ -604,6 +604,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .moved = moved,
       .recompute = st_recompute_plan(pp->options),
       .loss_in_place = st_options_framework(pp->options)->loss_in_place,
+      .loss_16bit = st_options_framework(pp->options)->loss_16bit,
       .offload = offload,
     };
     tensors[m] = st_tensors_new(st.p, &spec);

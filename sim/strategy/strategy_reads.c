@@ -15,6 +15,7 @@ static const Readers READERS[] = {
   {"sequence-parallel", "megatron"},
   {"expert-parallel", "megatron"},
   {"moe-imbalance", "megatron"},
+  {"moe-routing", "megatron"},
   {"expert-recompute", "megatron"},
   {"expert-tensor-parallel", "megatron"},
   {"virtual-stages", "megatron"},

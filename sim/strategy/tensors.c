@@ -118,13 +118,18 @@ st_pass_scratch(StProgram *p, const StModel *m, int layer, int micro, StPass pas
 
 /* A layer's tensors; under loss_in_place a loss keeps its rows' log-sum-exp
  * (fp32) where it would keep the probabilities, and writes the gradient
- * over the logits. */
+ * over the logits; under loss_16bit (one rank's whole vocabulary) it keeps
+ * them in the activations' 16 bits. */
 static void
 layer_memory(const StTensorsSpec *spec, int i, StLayerMemory *out)
 {
   st_layer_memory(spec->model, i, spec->batch[i], spec->dtype, out);
+  const StLayer *l = &spec->model->layers[i];
+  int e = st_dtype_bytes(spec->dtype);
   if (spec->loss_in_place && out->targets > 0)
     out->saved = st_layer_aligned(out->targets / (int64_t)sizeof(int32_t) * (int64_t)sizeof(float));
+  else if (spec->loss_16bit && out->targets > 0 && l->tp <= 1 && e < (int)sizeof(float))
+    out->saved = st_layer_aligned(st_shape_elems(&l->in_shape) * spec->batch[i] * e);
 }
 
 StTensors *

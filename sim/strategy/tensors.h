@@ -88,6 +88,8 @@ typedef struct {
                                 ops' part of their saved block (selective) */
   gboolean loss_in_place;   /* the loss keeps one fp32 statistic per row, not the
                                probabilities (StFramework.loss_in_place) */
+  gboolean loss_16bit;      /* the loss keeps its log-probabilities in the 16-bit dtype, not
+                               fp32 (StFramework.loss_16bit) */
   int offload;              /* the first N transformer layers copy their saved blocks to
                                the host and back (offload.h); 0 = none */
 } StTensorsSpec;
