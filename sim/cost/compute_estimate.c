@@ -212,6 +212,14 @@ kernel_s(const StComputeCtx *ctx, const StGpuPerf *p, const StKernel *k, double 
   return MAX(s, p->launch_us.value * 1e-6);
 }
 
+double
+st_estimate_kernel_s(const StComputeCtx *ctx, const StKernel *kernel)
+{
+  const StGpuPerf *p = ctx->cluster->gpu.perf;
+  double fill;
+  return p != NULL ? kernel_s(ctx, p, kernel, &fill) : 0.0;
+}
+
 /* Time and fill of `work`, FALSE when the model cannot cost it. */
 static gboolean
 estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *fill)

@@ -53,6 +53,10 @@ typedef struct {
  * else one memory-bound kernel of their roofline bytes. */
 gboolean st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out);
 
+/* Seconds one kernel takes alone on ctx's GPU (compute_estimate.c's
+ * model; 0 without a performance file). */
+double st_estimate_kernel_s(const StComputeCtx *ctx, const StKernel *kernel);
+
 /* The share of `layer`'s backward that computes its weights' gradient (W of
  * a split backward), in [0, 1]: of its kernels' FLOPs (bytes when they have
  * none), W's over the whole backward's (a tied head's wgrad included). A

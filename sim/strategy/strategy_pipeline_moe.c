@@ -110,12 +110,16 @@ segment_of(const Stage *st, int router, Segment *g)
   int64_t rows = (int64_t)ceil(f * (double)(pp->options->micro_batch * g->X *
                                             st_layer_attr(x, "capacity", 1)));
   g->rows_bytes = rows * r->in_shape.dims[1] * st_dtype_bytes(pp->bytes.activation);
-  int top_k = (int)st_layer_attr(r, "top_k", 1);
-  double wire = pp->dispatch_per_rank && pp->ep > 1
-                  ? st_moe_ranks_per_token(g->X, pp->ep, top_k, (StMoeRouting)pp->moe_routing) /
-                      MIN(top_k, g->X)
-                  : 1.0;
-  g->wire_bytes = (int64_t)ceil(wire * (double)g->rows_bytes);
+  /* a per-rank dispatcher (dropless: no capacity's padding) sends each of
+   * the micro-batch's tokens to the ranks it reaches */
+  g->wire_bytes = g->rows_bytes;
+  if (pp->dispatch_per_rank && pp->ep > 1) {
+    double reach = st_moe_ranks_per_token(g->X, pp->ep, (int)st_layer_attr(r, "top_k", 1),
+                                          (StMoeRouting)pp->moe_routing);
+    int64_t tokens = pp->options->micro_batch * r->in_shape.dims[0];
+    g->wire_bytes = (int64_t)ceil(f * (double)tokens * reach) * r->in_shape.dims[1] *
+                    st_dtype_bytes(pp->bytes.activation);
+  }
   g->slots_bytes = rows * (int64_t)(sizeof(int32_t) + sizeof(float));
   g->imbalance = f;
   g->sp = pp->tp != NULL && r->sp;
