@@ -1,6 +1,7 @@
 /* estimate_kernels.c: the kernels of a layer pass, per layer type (see
  * estimate.h). One table maps a type's name to the function that lists its
- * kernels; a type not in it gets the generic list at the end.
+ * kernels (the convolution family in estimate_conv.c, over the primitives of
+ * estimate_list.h); a type not in it gets the generic list at the end.
  *
  * What each pass launches, as PyTorch does on cuBLAS / cuDNN:
  * - a linear x[R, in] W[in, out]: forward one GEMM (R x out, K = in);
@@ -59,7 +60,7 @@
  * GEMM in B too). A type without a list of its own splits its one kernel
  * by st_estimate_weight_share.
  */
-#include "cost/estimate.h"
+#include "cost/estimate_list.h"
 
 #include <math.h>
 #include <string.h>
@@ -69,24 +70,9 @@
 
 /* ---- building the list ---------------------------------------------------------- */
 
-typedef struct {
-  StKernels *out;
-  double e;         /* bytes per activation element */
-  gboolean fwd;     /* forward (or recompute), else backward */
-  gboolean no_dgrad; /* the model's first layer: its input (the samples) takes no gradient */
-  unsigned fused;   /* StFuse: what the framework runs as one kernel */
-  gboolean logits_fp32; /* the loss reads fp32 logits */
-  gboolean transposes;  /* NCHW images into tensor-core convolutions: cuDNN transposes */
-  gboolean fp8;         /* the transformer layers' linears in FP8 (te_linear) */
-  gboolean fp8_now;     /* the GEMMs being pushed take FP8 inputs */
-  StPass only;          /* ST_PASS_BWD_INPUT / _WEIGHT: keep that half of a backward's
-                           kernels; else every kernel */
-  gboolean weights_now; /* the kernels being pushed compute a weight's gradient (W) */
-  gboolean grouped_now; /* the GEMMs being pushed are groups of one grouped GEMM */
-} List;
 
-static void
-push(List *l, StKernel k)
+void
+ek_push(EkList *l, StKernel k)
 {
   if ((l->only == ST_PASS_BWD_INPUT && l->weights_now) ||
       (l->only == ST_PASS_BWD_WEIGHT && !l->weights_now))
@@ -97,55 +83,55 @@ push(List *l, StKernel k)
     l->out->k[ST_KERNELS_MAX - 1].bytes += k.bytes;
 }
 
-static void
-gemm(List *l, StKernelClass cls, double m, double n, double k, double count)
+void
+ek_gemm(EkList *l, StKernelClass cls, double m, double n, double k, double count)
 {
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0)
     return;
   double in_bytes = l->fp8_now ? 1.0 : l->e; /* FP8 inputs, a 16-bit output */
-  push(l, (StKernel){cls, m, n, k, count, 2.0 * m * n * k * count,
+  ek_push(l, (StKernel){cls, m, n, k, count, 2.0 * m * n * k * count,
                      ((m * k + k * n) * in_bytes + m * n * l->e) * count, FALSE, l->fp8_now,
                      l->grouped_now});
 }
 
 /* One memory-bound kernel making `passes` passes over `elems` elements. */
-static void
-mem(List *l, StKernelClass cls, double elems, double passes)
+void
+ek_mem(EkList *l, StKernelClass cls, double elems, double passes)
 {
   if (elems > 0 && passes > 0)
-    push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e, FALSE, FALSE, FALSE});
+    ek_push(l, (StKernel){cls, 0, 0, 0, 0, 0, elems * passes * l->e, FALSE, FALSE, FALSE});
 }
 
 /* A linear of rows x in -> rows x out. */
 static void
-linear(List *l, double rows, double in, double out, gboolean bias)
+linear(EkList *l, double rows, double in, double out, gboolean bias)
 {
   if (l->fwd) {
-    gemm(l, ST_KERNEL_GEMM, rows, out, in, 1);
+    ek_gemm(l, ST_KERNEL_GEMM, rows, out, in, 1);
     return;
   }
   if (!l->no_dgrad)
-    gemm(l, ST_KERNEL_GEMM, rows, in, out, 1);
+    ek_gemm(l, ST_KERNEL_GEMM, rows, in, out, 1);
   l->weights_now = TRUE;
-  gemm(l, ST_KERNEL_GEMM, in, out, rows, 1);
+  ek_gemm(l, ST_KERNEL_GEMM, in, out, rows, 1);
   if (bias)
-    mem(l, ST_KERNEL_MEMORY, rows * out, 1);
+    ek_mem(l, ST_KERNEL_MEMORY, rows * out, 1);
   l->weights_now = FALSE;
 }
 
 /* A fused cast of `elems` 16-bit elements into FP8 and its FP8 transpose:
  * reads e, writes 2 bytes per element. */
 static void
-fp8_cast_transpose(List *l, double elems)
+fp8_cast_transpose(EkList *l, double elems)
 {
   if (elems > 0)
-    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, elems * (l->e + 2.0), FALSE, FALSE, FALSE});
+    ek_push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, elems * (l->e + 2.0), FALSE, FALSE, FALSE});
 }
 
 /* A linear of a transformer layer: Transformer Engine's module, its GEMMs in
  * FP8 under --precision fp8 with the casts the header lists, else linear(). */
 static void
-te_linear(List *l, double rows, double in, double out, gboolean bias)
+te_linear(EkList *l, double rows, double in, double out, gboolean bias)
 {
   if (!l->fp8) {
     linear(l, rows, in, out, bias);
@@ -161,17 +147,17 @@ te_linear(List *l, double rows, double in, double out, gboolean bias)
  * element forward; backward (autograd) 1.6 times the bytes in 1.3 times the
  * kernels (the header says why). */
 static void
-eager(List *l, double elems, int k, double bytes_per_elem)
+eager(EkList *l, double elems, int k, double bytes_per_elem)
 {
   int n = l->fwd ? k : (int)ceil(1.3 * k);
   double bytes = elems * bytes_per_elem * (l->fwd ? 1.0 : 1.6);
   for (int i = 0; i < n && elems > 0; i++)
-    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n, FALSE, FALSE, FALSE});
+    ek_push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes / n, FALSE, FALSE, FALSE});
 }
 
 /* fp32 casts an eager op adds around its 16-bit tensors: bytes per element. */
 static double
-casts(const List *l, int n)
+casts(const EkList *l, int n)
 {
   return l->e < 4 ? n * (l->e + 4.0) : 0.0;
 }
@@ -184,33 +170,33 @@ casts(const List *l, int n)
  * benchmarks), PyTorch's native LayerNorm reaches 52-60 % of the bandwidth,
  * about three passes' time. */
 static void
-norm_of(List *l, double elems, gboolean rms)
+norm_of(EkList *l, double elems, gboolean rms)
 {
   if (!rms || (l->fused & ST_FUSE_NORM))
-    mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
+    ek_mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
   else
     eager(l, elems, l->e < 4 ? 6 : 4, casts(l, 2) + 8 + 4 + 8 + 2 * l->e);
 }
 
-static void
-norm(List *l, double elems)
+void
+ek_norm(EkList *l, double elems)
 {
   norm_of(l, elems, FALSE);
 }
 
-static void
-activation(List *l, double elems)
+void
+ek_activation(EkList *l, double elems)
 {
-  mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 2 : 3);
+  ek_mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 2 : 3);
 }
 
 /* A gated MLP's silu(gate) x up over `elems` outputs: one kernel fused,
  * silu then a product in eager. */
 static void
-glu(List *l, double elems)
+glu(EkList *l, double elems)
 {
   if (l->fused & ST_FUSE_ACTIVATION)
-    mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
+    ek_mem(l, ST_KERNEL_MEMORY, elems, l->fwd ? 3 : 5);
   else
     eager(l, elems, 2, 5 * l->e);
 }
@@ -219,88 +205,19 @@ glu(List *l, double elems)
  * torchtitan's complex form per tensor: a cast to fp32, a complex product
  * with the frequencies, a cast back. */
 static void
-rope(List *l, double elems)
+rope(EkList *l, double elems)
 {
   if (l->fused & ST_FUSE_ROPE)
-    mem(l, ST_KERNEL_MEMORY, elems, 2);
+    ek_mem(l, ST_KERNEL_MEMORY, elems, 2);
   else
     eager(l, elems, 6, casts(l, 2) + 16);
 }
 
-static void
-residual_add(List *l, double elems)
+void
+ek_residual_add(EkList *l, double elems)
 {
   if (l->fwd)
-    mem(l, ST_KERNEL_MEMORY, elems, 3);
-}
-
-typedef struct {
-  int64_t c, h, w;
-} Map;
-
-static Map
-conv_out(Map in, int64_t out_c, int64_t k, int64_t stride, int64_t pad)
-{
-  return (Map){out_c, (in.h + 2 * pad - k) / stride + 1, (in.w + 2 * pad - k) / stride + 1};
-}
-
-static double map_elems(Map x);
-
-/* cuDNN's tensor-core convolutions read and write NHWC: a tensor in NCHW
- * is transposed in (its input forward, and backward the output's gradient
- * and the input again for the weights' gradient) and its results back (the
- * output forward, the input's gradient backward), each a kernel reading
- * and writing the tensor (NVIDIA, Convolutional Layers User's Guide,
- * "Tensor Layouts In Memory: NCHW vs NHWC"). */
-static void
-conv_transposes(List *l, double b, Map in, Map out)
-{
-  if (!l->transposes)
-    return;
-  double x = b * map_elems(in), y = b * map_elems(out);
-  mem(l, ST_KERNEL_MEMORY, x, 2);
-  mem(l, ST_KERNEL_MEMORY, y, 2);
-  if (!l->fwd) {
-    l->weights_now = TRUE; /* the input again, for the weights' gradient */
-    mem(l, ST_KERNEL_MEMORY, x, 2);
-    l->weights_now = FALSE;
-    if (!l->no_dgrad)
-      mem(l, ST_KERNEL_MEMORY, x, 2);
-  }
-}
-
-/* A convolution of batch b from `in` to `out` (kernel k, groups g). */
-static void
-conv(List *l, double b, Map in, Map out, int64_t k, int64_t g)
-{
-  double kk = (double)(k * k), G = (double)MAX(g, 1);
-  conv_transposes(l, b, in, out);
-  if (l->fwd) {
-    gemm(l, ST_KERNEL_CONV, b * out.h * out.w, out.c / G, in.c / G * kk, G);
-    return;
-  }
-  /* The input's gradient: each input position sums over the k^2 / s^2
-   * taps a stride s lets reach it (cuDNN skips the zeros a strided
-   * convolution's transpose would insert), as many FLOPs as forward. */
-  double s2 = (double)(in.h * in.w) / (double)(out.h * out.w);
-  if (!l->no_dgrad)
-    gemm(l, ST_KERNEL_CONV, b * in.h * in.w, in.c / G, out.c / G * kk / s2, G);
-  l->weights_now = TRUE;
-  gemm(l, ST_KERNEL_CONV, out.c / G, in.c / G * kk, b * out.h * out.w, G);
-  l->weights_now = FALSE;
-}
-
-static Map
-input_map(const StLayer *layer)
-{
-  const int64_t *d = layer->in_shape.dims;
-  return (Map){d[0], d[1], d[2]};
-}
-
-static double
-map_elems(Map x)
-{
-  return (double)x.c * (double)x.h * (double)x.w;
+    ek_mem(l, ST_KERNEL_MEMORY, elems, 3);
 }
 
 /* ---- families ----------------------------------------------------------------------- */
@@ -319,94 +236,36 @@ features_of(const StShape *s)
 }
 
 static void
-linear_layer(const StLayer *layer, double b, List *l)
+linear_layer(const StLayer *layer, double b, EkList *l)
 {
   linear(l, b * rows_of(layer), features_of(&layer->in_shape), features_of(&layer->out_shape),
          st_layer_attr(layer, "bias", 0) != 0);
-}
-
-static void
-conv2d_layer(const StLayer *layer, double b, List *l)
-{
-  Map in = input_map(layer);
-  const int64_t *o = layer->out_shape.dims;
-  conv(l, b, in, (Map){o[0], o[1], o[2]}, st_layer_attr(layer, "kernel", 1),
-       st_layer_attr(layer, "groups", 1));
-  l->weights_now = TRUE; /* the bias's gradient */
-  if (!l->fwd && st_layer_attr(layer, "bias", 1))
-    mem(l, ST_KERNEL_MEMORY, b * (double)(o[0] * o[1] * o[2]), 1);
-  l->weights_now = FALSE;
-}
-
-/* conv (no bias) + batchnorm (+ ReLU), as torchvision's residual blocks. */
-static Map
-conv_bn(List *l, double b, Map in, int64_t out_c, int64_t k, int64_t stride, int64_t g,
-        gboolean relu)
-{
-  Map out = conv_out(in, out_c, k, stride, k / 2);
-  conv(l, b, in, out, k, g);
-  norm(l, b * map_elems(out));
-  if (relu)
-    activation(l, b * map_elems(out));
-  return out;
-}
-
-static void
-shortcut_and_add(List *l, double b, Map in, Map out, int64_t stride)
-{
-  if (stride != 1 || in.c != out.c)
-    conv_bn(l, b, in, out.c, 1, stride, 1, FALSE);
-  residual_add(l, b * map_elems(out));
-  activation(l, b * map_elems(out));
-}
-
-static void
-basic_block_layer(const StLayer *layer, double b, List *l)
-{
-  Map in = input_map(layer);
-  int64_t planes = st_layer_attr(layer, "planes", 1), stride = st_layer_attr(layer, "stride", 1);
-  Map x = conv_bn(l, b, in, planes, 3, stride, 1, TRUE);
-  x = conv_bn(l, b, x, planes, 3, 1, 1, FALSE);
-  shortcut_and_add(l, b, in, x, stride);
-}
-
-static void
-bottleneck_layer(const StLayer *layer, double b, List *l)
-{
-  Map in = input_map(layer);
-  int64_t planes = st_layer_attr(layer, "planes", 1), stride = st_layer_attr(layer, "stride", 1);
-  int64_t groups = st_layer_attr(layer, "groups", 1);
-  int64_t width = planes * st_layer_attr(layer, "width_per_group", 64) / 64 * groups;
-  Map x = conv_bn(l, b, in, width, 1, 1, 1, TRUE);
-  x = conv_bn(l, b, x, width, 3, stride, groups, TRUE);
-  x = conv_bn(l, b, x, 4 * planes, 1, 1, 1, FALSE);
-  shortcut_and_add(l, b, in, x, stride);
 }
 
 /* Attention's core over `count` = batch x heads of s queries, with
  * `pairs` (query, key) pairs each and head dim hd: fused, or unfused as
  * QK^T, softmax, PV (and their gradients). */
 static void
-attention_core(List *l, double count, double s, double pairs, double hd, gboolean fused)
+attention_core(EkList *l, double count, double s, double pairs, double hd, gboolean fused)
 {
   double core = 4.0 * pairs * hd * count; /* QK^T and PV forward */
   if (fused) {
-    push(l, (StKernel){ST_KERNEL_ATTENTION, s, pairs / s, hd, count, l->fwd ? core : 2.5 * core,
+    ek_push(l, (StKernel){ST_KERNEL_ATTENTION, s, pairs / s, hd, count, l->fwd ? core : 2.5 * core,
                        (l->fwd ? 4.0 : 8.0) * s * hd * count * l->e, !l->fwd, FALSE, FALSE});
     return;
   }
   double keys = pairs / s;
   if (l->fwd) {
-    gemm(l, ST_KERNEL_GEMM, s, keys, hd, count);
-    mem(l, ST_KERNEL_MEMORY, count * s * keys, 2);
-    gemm(l, ST_KERNEL_GEMM, s, hd, keys, count);
+    ek_gemm(l, ST_KERNEL_GEMM, s, keys, hd, count);
+    ek_mem(l, ST_KERNEL_MEMORY, count * s * keys, 2);
+    ek_gemm(l, ST_KERNEL_GEMM, s, hd, keys, count);
     return;
   }
-  gemm(l, ST_KERNEL_GEMM, s, keys, hd, count);   /* dP = dO V^T */
-  gemm(l, ST_KERNEL_GEMM, keys, hd, s, count);   /* dV = P^T dO */
-  mem(l, ST_KERNEL_MEMORY, count * s * keys, 3); /* softmax backward */
-  gemm(l, ST_KERNEL_GEMM, s, hd, keys, count);   /* dQ = dS K */
-  gemm(l, ST_KERNEL_GEMM, keys, hd, s, count);   /* dK = dS^T Q */
+  ek_gemm(l, ST_KERNEL_GEMM, s, keys, hd, count);   /* dP = dO V^T */
+  ek_gemm(l, ST_KERNEL_GEMM, keys, hd, s, count);   /* dV = P^T dO */
+  ek_mem(l, ST_KERNEL_MEMORY, count * s * keys, 3); /* softmax backward */
+  ek_gemm(l, ST_KERNEL_GEMM, s, hd, keys, count);   /* dQ = dS K */
+  ek_gemm(l, ST_KERNEL_GEMM, keys, hd, s, count);   /* dK = dS^T Q */
 }
 
 /* What the attention layers share: s tokens (rows x tp under sequence
@@ -447,7 +306,7 @@ attn_of(const StLayer *layer)
 }
 
 static void
-attention_part(List *l, double b, const Attn *a, gboolean fused)
+attention_part(EkList *l, double b, const Attn *a, gboolean fused)
 {
   double q = a->heads * a->hd, n = q + 2.0 * a->kv * a->hd;
   te_linear(l, b * a->s, a->d, n, a->qkv_bias);
@@ -466,7 +325,7 @@ fused_ok(const StComputeCtx *ctx, const Attn *a)
 }
 
 static void
-attention_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l)
+attention_layer(const StComputeCtx *ctx, const StLayer *layer, double b, EkList *l)
 {
   Attn a = attn_of(layer);
   attention_part(l, b, &a, fused_ok(ctx, &a));
@@ -474,13 +333,13 @@ attention_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l
 
 /* An MLP d -> f -> d on `rows`, gated (two up halves) or not. */
 static void
-mlp(List *l, double rows, double d, double f, gboolean gated, gboolean bias)
+mlp(EkList *l, double rows, double d, double f, gboolean gated, gboolean bias)
 {
   te_linear(l, rows, d, (gated ? 2.0 : 1.0) * f, bias);
   if (gated)
     glu(l, rows * f);
   else
-    activation(l, rows * f);
+    ek_activation(l, rows * f);
   te_linear(l, rows, f, d, bias);
 }
 
@@ -491,7 +350,7 @@ tp_ffn(const StLayer *layer)
 }
 
 static void
-gated_mlp_layer(const StLayer *layer, double b, List *l)
+gated_mlp_layer(const StLayer *layer, double b, EkList *l)
 {
   double t = MAX(layer->tp, 1), s = rows_of(layer) * (layer->sp ? t : 1);
   mlp(l, b * s, features_of(&layer->in_shape), tp_ffn(layer), TRUE,
@@ -499,7 +358,7 @@ gated_mlp_layer(const StLayer *layer, double b, List *l)
 }
 
 static void
-llama_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l)
+llama_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, EkList *l)
 {
   Attn a = attn_of(layer);
   double elems = b * a.rows * a.d;
@@ -507,13 +366,13 @@ llama_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List 
   gboolean rms = norm_kind == NULL || strcmp(norm_kind, "rmsnorm") == 0;
   norm_of(l, elems, rms);
   attention_part(l, b, &a, fused_ok(ctx, &a));
-  residual_add(l, elems);
+  ek_residual_add(l, elems);
   const char *kind = st_layer_attr_choice(layer, "mlp");
   if (kind == NULL || strcmp(kind, "none") != 0) {
     norm_of(l, elems, rms);
     mlp(l, b * a.s, a.d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
         st_layer_attr(layer, "mlp_bias", 0) != 0);
-    residual_add(l, elems);
+    ek_residual_add(l, elems);
   }
 }
 
@@ -525,7 +384,7 @@ llama_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List 
  * the same forward FLOPs; a fused backward then carries 2.5 x them where
  * the layer counts 2 x + QK^T (within 4 % at DeepSeek's 192 and 128). */
 static void
-mla_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l)
+mla_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, EkList *l)
 {
   double t = MAX(layer->tp, 1), rows = rows_of(layer), s = rows * (layer->sp ? t : 1);
   double d = features_of(&layer->in_shape);
@@ -553,42 +412,42 @@ mla_block_layer(const StComputeCtx *ctx, const StLayer *layer, double b, List *l
   Attn flash = {.flash = TRUE};
   attention_core(l, b * heads, s, pairs, (n + r + v) / 2.0, fused_ok(ctx, &flash));
   te_linear(l, bs, heads * v, d, FALSE);
-  residual_add(l, elems);
+  ek_residual_add(l, elems);
   const char *kind = st_layer_attr_choice(layer, "mlp");
   if (kind == NULL || strcmp(kind, "none") != 0) {
     norm_of(l, elems, TRUE);
     mlp(l, bs, d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0, FALSE);
-    residual_add(l, elems);
+    ek_residual_add(l, elems);
   }
 }
 
 /* GPT-2/3's pre-LN block: unfused attention with biases, GELU MLP. */
 static void
-transformer_block_layer(const StLayer *layer, double b, List *l)
+transformer_block_layer(const StLayer *layer, double b, EkList *l)
 {
   double t = MAX(layer->tp, 1), rows = rows_of(layer), s = rows * (layer->sp ? t : 1);
   double d = features_of(&layer->in_shape);
   double heads = (double)st_layer_attr(layer, "heads", 1);
   Attn a = {rows, s, d, heads / t, heads / t, d / heads, s * s, FALSE, TRUE, TRUE, FALSE};
   double elems = b * rows * d;
-  norm(l, elems);
+  ek_norm(l, elems);
   te_linear(l, b * s, d, 3.0 * a.heads * a.hd, TRUE);
   attention_core(l, b * a.heads, s, a.pairs, a.hd, FALSE);
   te_linear(l, b * s, a.heads * a.hd, d, TRUE);
-  residual_add(l, elems);
-  norm(l, elems);
+  ek_residual_add(l, elems);
+  ek_norm(l, elems);
   mlp(l, b * s, d, tp_ffn(layer), FALSE, TRUE);
-  residual_add(l, elems);
+  ek_residual_add(l, elems);
   if (st_layer_attr(layer, "dropout", 0)) {
-    mem(l, ST_KERNEL_MEMORY, b * a.heads * s * s, 2);
-    mem(l, ST_KERNEL_MEMORY, 2 * elems, 2);
+    ek_mem(l, ST_KERNEL_MEMORY, b * a.heads * s * s, 2);
+    ek_mem(l, ST_KERNEL_MEMORY, 2 * elems, 2);
   }
 }
 
 /* Under sequence parallelism the head gathers the group's tokens first:
  * every token's logits over this rank's vocab / t. */
 static void
-lm_head_layer(const StLayer *layer, double b, List *l)
+lm_head_layer(const StLayer *layer, double b, EkList *l)
 {
   double t = MAX(layer->tp, 1);
   linear(l, b * rows_of(layer) * (layer->sp ? t : 1), features_of(&layer->in_shape),
@@ -605,7 +464,7 @@ lm_head_layer(const StLayer *layer, double b, List *l)
  * add on the rank's own C. Under ST_FUSE_GROUPED_EXPERTS its GEMMs are
  * groups of the rank's grouped GEMMs (StKernel.grouped). */
 static void
-moe_expert_layer(const StLayer *layer, double b, List *l)
+moe_expert_layer(const StLayer *layer, double b, EkList *l)
 {
   double t = MAX(layer->tp, 1);
   double stream = features_of(&layer->in_shape);
@@ -613,19 +472,19 @@ moe_expert_layer(const StLayer *layer, double b, List *l)
   double rows = b * (double)st_layer_attr(layer, "capacity", 1);
   const char *kind = st_layer_attr_choice(layer, "mlp");
   if (!(l->fused & ST_FUSE_DISPATCH))
-    mem(l, ST_KERNEL_MEMORY, b * rows_of(layer) * stream, 2);
-  mem(l, ST_KERNEL_MEMORY, rows * d, 2);
+    ek_mem(l, ST_KERNEL_MEMORY, b * rows_of(layer) * stream, 2);
+  ek_mem(l, ST_KERNEL_MEMORY, rows * d, 2);
   l->grouped_now = (l->fused & ST_FUSE_GROUPED_EXPERTS) != 0;
   mlp(l, rows * (layer->sp ? t : 1), d, tp_ffn(layer), kind == NULL || strcmp(kind, "gelu") != 0,
       st_layer_attr(layer, "bias", 0) != 0);
   l->grouped_now = FALSE;
-  mem(l, ST_KERNEL_MEMORY, rows * d, 3);
+  ek_mem(l, ST_KERNEL_MEMORY, rows * d, 3);
 }
 
 /* The layer's own FLOPs (a few per element) on the first kernel it pushed
  * since `first`, so that the kernels carry them. */
 static void
-carry_flops(List *l, const StLayer *layer, double b, int first)
+carry_flops(EkList *l, const StLayer *layer, double b, int first)
 {
   if (first < l->out->n)
     l->out->k[first].flops += b * (l->fwd ? layer->fwd_flops : layer->bwd_flops);
@@ -633,7 +492,7 @@ carry_flops(List *l, const StLayer *layer, double b, int first)
 
 /* A standalone norm (a model's final one). */
 static void
-rmsnorm_layer(const StLayer *layer, double b, List *l)
+rmsnorm_layer(const StLayer *layer, double b, EkList *l)
 {
   int first = l->out->n;
   norm_of(l, b * (double)st_shape_elems(&layer->in_shape), TRUE);
@@ -641,7 +500,7 @@ rmsnorm_layer(const StLayer *layer, double b, List *l)
 }
 
 static void
-layernorm_layer(const StLayer *layer, double b, List *l)
+layernorm_layer(const StLayer *layer, double b, EkList *l)
 {
   int first = l->out->n;
   norm_of(l, b * (double)st_shape_elems(&layer->in_shape), FALSE);
@@ -654,12 +513,12 @@ layernorm_layer(const StLayer *layer, double b, List *l)
  * that reads its input twice, for the statistics and for the output, a
  * gather), or eager in the logits' dtype. */
 static void
-loss_layer(const StLayer *layer, double b, List *l)
+loss_layer(const StLayer *layer, double b, EkList *l)
 {
   double elems = b * (double)st_shape_elems(&layer->in_shape);
   int first = l->out->n;
   if (l->fused & ST_FUSE_LOSS)
-    push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0,
+    ek_push(l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0,
                        elems * (l->fwd ? l->e + 4 : 2 * l->e + 4), FALSE, FALSE, FALSE});
   else if (l->logits_fp32)
     eager(l, elems, 3, casts(l, 1) + 12);
@@ -670,8 +529,8 @@ loss_layer(const StLayer *layer, double b, List *l)
 
 /* ---- the table ------------------------------------------------------------------------ */
 
-typedef void (*PlainFn)(const StLayer *layer, double b, List *l);
-typedef void (*CtxFn)(const StComputeCtx *ctx, const StLayer *layer, double b, List *l);
+typedef void (*PlainFn)(const StLayer *layer, double b, EkList *l);
+typedef void (*CtxFn)(const StComputeCtx *ctx, const StLayer *layer, double b, EkList *l);
 
 typedef struct {
   const char *type;
@@ -683,9 +542,9 @@ typedef struct {
 static const Entry TYPES[] = {
   {"linear", linear_layer, NULL, 0},
   {"lm_head", lm_head_layer, NULL, 0},
-  {"conv2d", conv2d_layer, NULL, 0},
-  {"basic_block", basic_block_layer, NULL, 0},
-  {"bottleneck", bottleneck_layer, NULL, 0},
+  {"conv2d", ek_conv2d_layer, NULL, 0},
+  {"basic_block", ek_basic_block_layer, NULL, 0},
+  {"bottleneck", ek_bottleneck_layer, NULL, 0},
   {"transformer_block", transformer_block_layer, NULL, 0},
   {"attention", NULL, attention_layer, 0},
   {"swiglu", gated_mlp_layer, NULL, 0},
@@ -708,7 +567,7 @@ static const Entry TYPES[] = {
  * as a custom layer states nothing more). */
 static void
 generic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b,
-        StKernelClass memory_class, List *l)
+        StKernelClass memory_class, EkList *l)
 {
   StWork w = {.pass = pass, .layer = layer, .batch = (int64_t)b};
   double flops = 0, bytes = 0;
@@ -723,11 +582,11 @@ generic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b,
       return;
   }
   if (memory_class == ST_KERNEL_POOL || flops <= 8.0 * bytes) {
-    push(l, (StKernel){memory_class == ST_KERNEL_POOL ? ST_KERNEL_POOL : ST_KERNEL_MEMORY, 0, 0,
+    ek_push(l, (StKernel){memory_class == ST_KERNEL_POOL ? ST_KERNEL_POOL : ST_KERNEL_MEMORY, 0, 0,
                        0, 0, flops, bytes, FALSE, FALSE, FALSE});
     return;
   }
-  push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes, FALSE, FALSE, FALSE});
+  ek_push(l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, bytes, FALSE, FALSE, FALSE});
 }
 
 static const Entry *
@@ -754,7 +613,7 @@ one_pass(const StComputeCtx *ctx, const StLayer *layer, StPass pass, double b, S
   const StGpuPerf *p = ctx->cluster->gpu.perf;
   gboolean tensor_cores = ctx->dtype != ST_DTYPE_FP32 ||
                           (p != NULL && p->conv.fp32_as_tf32 && ctx->cluster->gpu.tf32_flops > 0);
-  List l = {out,
+  EkList l = {out,
             st_dtype_bytes(ctx->dtype),
             pass != ST_PASS_BWD,
             first,
@@ -789,12 +648,12 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
      * back): the roofline's FLOPs and bytes, as two kernels. */
     double flops = 0, bytes = 0;
     st_compute_work_traffic(ctx, work, &flops, &bytes);
-    List l = {out,   st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE, FALSE, FALSE,
+    EkList l = {out,   st_dtype_bytes(ctx->dtype), TRUE, FALSE, ST_FUSE_ALL, FALSE, FALSE, FALSE,
               FALSE, ST_PASS_INVALID,            FALSE, FALSE};
     if (flops > 0)
-      push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE, FALSE, FALSE});
+      ek_push(&l, (StKernel){ST_KERNEL_GEMM, 0, 0, 0, 1, flops, 0, FALSE, FALSE, FALSE});
     if (bytes > 0)
-      push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes, FALSE, FALSE, FALSE});
+      ek_push(&l, (StKernel){ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, bytes, FALSE, FALSE, FALSE});
     return TRUE;
   }
   switch (work->pass) {
