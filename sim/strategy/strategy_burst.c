@@ -39,6 +39,10 @@ typedef struct {
   StSchedule *s;
   const StModel *m;
   const int32_t *w;      /* [n_layers]: GPUs of each layer */
+  const int32_t *lo;     /* [n_layers]: its first rank (a packed branch's is not 0) */
+  gboolean dag;          /* branches in the model or packed: layers move along the model's
+                            edges between any two sets (emit_micro_dag) */
+  int world;             /* a communicator of every rank (dag: peers are ranks) */
   int n;                 /* layers */
   int64_t M;             /* samples per micro-batch */
   int A;                 /* micro-batches */
@@ -74,7 +78,7 @@ share(const Burst *b, int w, int j)
 static inline int
 part(const Emit *e, int i)
 {
-  return e->j < e->b->w[i];
+  return e->j >= e->b->lo[i] && e->j < e->b->lo[i] + e->b->w[i];
 }
 
 /* Bytes per sample of layer i's output, in the activation dtype. */
@@ -106,14 +110,16 @@ xcomm(Burst *b, int small, int large)
   return comm_for(b, b->xcomm, small << 16 | large, name, color);
 }
 
+/* The ranks lo .. lo + w - 1, for their gradient all-reduce. */
 static int
-scomm(Burst *b, int w)
+scomm(Burst *b, int lo, int w)
 {
   g_autofree int32_t *color = g_new(int32_t, b->s->n_ranks);
   for (int r = 0; r < b->s->n_ranks; r++)
-    color[r] = r < w ? 0 : -1;
-  g_autofree char *name = g_strdup_printf("burst sync %d", w);
-  return comm_for(b, b->scomm, w, name, color);
+    color[r] = r >= lo && r < lo + w ? 0 : -1;
+  g_autofree char *name =
+    lo == 0 ? g_strdup_printf("burst sync %d", w) : g_strdup_printf("burst sync %d@%d", w, lo);
+  return comm_for(b, b->scomm, lo << 16 | w, name, color);
 }
 
 /* One transfer op of `samples` samples, the wide rank's share (every
@@ -232,7 +238,8 @@ comp(Emit *e, StPass pass, int i, int micro, uint32_t after)
 {
   StPassMem pm = {0};
   st_tensors_pass(e->t, pass, i, &pm);
-  StOp op = st_op_comp(e->compute, pass, i, micro, share(e->b, e->b->w[i], e->j));
+  StOp op = st_op_comp(e->compute, pass, i, micro,
+                       share(e->b, e->b->w[i], e->j - e->b->lo[i]));
   /* This rank's samples at width w_i: every w_i-th of the micro-batch from
    * its own index (its replica, st_schedule_new's default). */
   st_op_samples(&op, (int)(micro * e->b->M), e->b->w[i]);
@@ -285,7 +292,7 @@ emit_micro(Emit *e, int micro)
       comp(e, ST_PASS_RECOMPUTE, i, micro, e->gready[i]);
     e->bwd[i] = comp(e, ST_PASS_BWD, i, micro, e->gready[i]);
     if (micro == b->A - 1 && b->w[i] > 1 && l->params > 0) {
-      StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, b->w[i]),
+      StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, 0, b->w[i]),
                                l->params * b->bytes.grad);
       st_op_moves(&reduce, ST_DATA_GRADS, i, i);
       st_program_begin(e->p, &reduce);
@@ -294,6 +301,139 @@ emit_micro(Emit *e, int micro)
     }
   }
   g_clear_pointer(&e->t, st_tensors_free);
+}
+
+
+/* ---- models with branches, packed branches ------------------------------- */
+
+/* Moves `P` bytes per sample of the micro-batch from the set (sa, a) to the
+ * set (sb, bw), for this rank: sample s sits on rank sa + s % a before and
+ * sb + s % bw after, so each (source, destination) pair moves every
+ * large-th sample from one residue (st_burst_share of them); a pair on one
+ * rank is a local copy. Peers are ranks (the world communicator). Sends
+ * wait for `src_ready`. Returns the last op bringing data in (NONE: this
+ * rank receives nothing). */
+static uint32_t
+exchange_dag(Emit *e, int micro, int sa, int a, int sb, int bw, int64_t P, int tag, int layer,
+             gboolean backward, uint32_t src_ready)
+{
+  Burst *b = e->b;
+  int j = e->j, small = MIN(a, bw), large = MAX(a, bw);
+  StData data = backward ? ST_DATA_INPUT_GRAD : ST_DATA_OUTPUT;
+  uint32_t done = NONE;
+  if (j >= sa && j < sa + a) {
+    int p = j - sa;
+    for (int q = p % small; q < bw; q += small) {
+      int r = a >= bw ? p : q, n = share(b, large, r), dst = sb + q;
+      if (n == 0)
+        continue;
+      StOp op = dst == j ? st_op_copy(e->recv, ST_COPY_D2D, n * P)
+                         : st_op_send(e->send, b->world, dst, tag, n * P);
+      /* samples r, r + large, ...: every rank's replica is 0 here (build) */
+      uint32_t id = transfer(e, op, micro, n, r, large, data, layer, src_ready, NONE, NONE,
+                             NONE, FALSE);
+      if (dst == j)
+        done = id;
+    }
+  }
+  if (j >= sb && j < sb + bw) {
+    int q = j - sb;
+    for (int p = q % small; p < a; p += small) {
+      int r = a >= bw ? p : q, n = share(b, large, r), src = sa + p;
+      if (n == 0 || src == j)
+        continue;
+      done = transfer(e, st_op_recv(e->recv, b->world, src, tag, n * P), micro, n, r, large,
+                      data, layer, done, NONE, NONE, NONE, FALSE);
+    }
+  }
+  return done;
+}
+
+/* Edge k into layer v, one direction, of one micro-batch. */
+static int
+dag_tag(const Burst *b, int micro, int v, int k, int backward)
+{
+  return ((micro * b->n + v) * ST_LAYER_MAX_INPUTS + k) * 2 + backward;
+}
+
+static gboolean
+same_set(const Burst *b, int u, int v)
+{
+  return b->lo[u] == b->lo[v] && b->w[u] == b->w[v];
+}
+
+/* One op after every op of `deps` (NONE entries skipped). */
+static uint32_t
+comp_after(Emit *e, StPass pass, int i, int micro, const uint32_t *deps, int n_deps)
+{
+  StOp op = st_op_comp(e->compute, pass, i, micro, share(e->b, e->b->w[i], e->j - e->b->lo[i]));
+  /* samples j - lo, every w-th (every rank's replica is 0 here: build) */
+  st_op_samples(&op, (int)(micro * e->b->M) + e->j - e->b->lo[i], e->b->w[i]);
+  st_program_begin(e->p, &op);
+  for (int k = 0; k < n_deps; k++)
+    if (deps[k] != NONE)
+      st_program_after(e->p, deps[k]);
+  e->last_comp = st_program_commit(e->p);
+  return e->last_comp;
+}
+
+/* A micro-batch along the model's edges: before layer v, each input u
+ * comes from u's set (a local dependency when the sets are equal, else an
+ * exchange_dag); in backward, each input's gradient goes back the same way,
+ * and u's backward waits for the gradients of all its consumers. Memory:
+ * only the model states (model_states): tensors.h follows a chain's
+ * boundaries, so the activations of a schedule with branches are not
+ * counted yet (its peak memory is a lower bound). No recomputation. */
+static void
+emit_micro_dag(Emit *e, int micro)
+{
+  Burst *b = e->b;
+  int n = b->n;
+  g_autofree uint32_t *gdeps = g_new(uint32_t, (gsize)n * ST_LAYER_MAX_INPUTS * 4);
+  g_autofree int *n_gdeps = g_new0(int, n);
+  for (int v = 0; v < n; v++) {
+    int32_t in[ST_LAYER_MAX_INPUTS];
+    uint32_t deps[ST_LAYER_MAX_INPUTS];
+    int k_in = st_model_layer_inputs(b->m, v, in);
+    for (int k = 0; k < k_in; k++) {
+      int u = in[k];
+      deps[k] = same_set(b, u, v)
+                  ? e->fwd[u]
+                  : exchange_dag(e, micro, b->lo[u], b->w[u], b->lo[v], b->w[v], out_bytes(b, u),
+                                 dag_tag(b, micro, v, k, 0), u, FALSE,
+                                 e->fwd[u]);
+    }
+    e->fwd[v] = part(e, v) ? comp_after(e, ST_PASS_FWD, v, micro, deps, k_in) : NONE;
+  }
+  for (int v = n - 1; v >= 0; v--) {
+    if (part(e, v)) {
+      e->bwd[v] = comp_after(e, ST_PASS_BWD, v, micro, &gdeps[v * ST_LAYER_MAX_INPUTS * 4],
+                             n_gdeps[v]);
+      const StLayer *l = &b->m->layers[v];
+      if (micro == b->A - 1 && b->w[v] > 1 && l->params > 0) {
+        StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, b->lo[v], b->w[v]),
+                                 l->params * b->bytes.grad);
+        st_op_moves(&reduce, ST_DATA_GRADS, v, v);
+        st_program_begin(e->p, &reduce);
+        st_program_after(e->p, e->bwd[v]);
+        e->last_reduce = st_program_commit(e->p);
+      }
+    }
+    int32_t in[ST_LAYER_MAX_INPUTS];
+    int k_in = st_model_layer_inputs(b->m, v, in);
+    for (int k = 0; k < k_in; k++) {
+      int u = in[k];
+      uint32_t got = same_set(b, u, v)
+                       ? e->bwd[v]
+                       : exchange_dag(e, micro, b->lo[v], b->w[v], b->lo[u], b->w[u],
+                                      out_bytes(b, u),
+                                      dag_tag(b, micro, v, k, 1), v, TRUE,
+                                      e->bwd[v]);
+      if (got != NONE && n_gdeps[u] < ST_LAYER_MAX_INPUTS * 4)
+        gdeps[u * ST_LAYER_MAX_INPUTS * 4 + n_gdeps[u]++] = got;
+    }
+  }
+  
 }
 
 /* Persistent model states of the layers this rank runs, one buffer set per
@@ -345,14 +485,18 @@ emit_program(Burst *b, int j)
   g_autofree int *batch = g_new0(int, b->n);
   g_autofree gboolean *moved = g_new0(gboolean, b->n + 1);
   for (int i = 0; i < b->n; i++) {
-    batch[i] = part(&e, i) ? share(b, b->w[i], j) : 0;
+    batch[i] = part(&e, i) ? share(b, b->w[i], j - b->lo[i]) : 0;
     moved[i] = i > 0 && b->w[i - 1] != b->w[i];
   }
   e.batch = batch;
   e.moved = moved;
   int64_t held = model_states(&e);
-  for (int micro = 0; micro < b->A; micro++)
-    emit_micro(&e, micro);
+  for (int micro = 0; micro < b->A; micro++) {
+    if (b->dag)
+      emit_micro_dag(&e, micro);
+    else
+      emit_micro(&e, micro);
+  }
   if (held > 0) {
     StOp step = st_op_elementwise(e.compute, ST_PASS_OPTIM, -1, held, held * b->bytes.optim_traffic);
     st_program_begin(e.p, &step);
@@ -369,6 +513,8 @@ emit_program(Burst *b, int j)
 static char *
 signature(const Burst *b, int j)
 {
+  if (b->dag) /* peers are ranks: no two programs are the same */
+    return g_strdup_printf("rank %d", j);
   GString *sig = g_string_new(NULL);
   for (int i = 0; i < b->n; i++) {
     g_string_append_printf(sig, "%d,", j < b->w[i] ? share(b, b->w[i], j) : -1);
@@ -433,14 +579,22 @@ build(const StStrategyInput *in, GError **error)
     return NULL;
   }
   g_autofree int32_t *w = g_new(int32_t, b.n);
-  for (int i = 0; i < b.n; i++)
+  g_autofree int32_t *lo = g_new(int32_t, b.n);
+  b.dag = st_model_has_branches(in->model);
+  for (int i = 0; i < b.n; i++) {
     w[i] = plan->nodes[i].gpus;
+    lo[i] = plan->nodes[i].first_rank;
+    b.dag = b.dag || lo[i] != 0;
+  }
   b.w = w;
+  b.lo = lo;
 
   b.s = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster), o->ranks, NULL);
   b.m = b.s->model;
   b.xcomm = g_hash_table_new(g_direct_hash, g_direct_equal);
   b.scomm = g_hash_table_new(g_direct_hash, g_direct_equal);
+  if (b.dag)
+    b.world = st_schedule_add_world(b.s, "burst world");
   g_autoptr(GHashTable) programs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   for (int j = 0; j < o->ranks; j++) {
     char *sig = signature(&b, j);
@@ -452,6 +606,8 @@ build(const StStrategyInput *in, GError **error)
       g_free(sig);
     }
     b.s->ranks[j].program = GPOINTER_TO_INT(id);
+    if (b.dag) /* ops name their samples absolutely: no program is shared */
+      b.s->ranks[j].replica = 0;
   }
   g_hash_table_unref(b.xcomm);
   g_hash_table_unref(b.scomm);
@@ -481,6 +637,8 @@ build(const StStrategyInput *in, GError **error)
   st_schedule_note_number(s, "planned_step_s", plan->step_ns * 1e-9);
   st_schedule_note_number(s, "planned_dp_step_s", plan->dp_step_ns * 1e-9);
   st_schedule_note_number(s, "refined_layers", plan->refined);
+  st_schedule_note_number(s, "packed_branches", plan->packed);
+  st_schedule_note_number(s, "planned_unpacked_step_s", plan->unpacked_step_ns * 1e-9);
   st_schedule_note_number(s, "planned_iteration_s", plan->iteration_ns * 1e-9);
   st_schedule_note_number(s, "planned_gpu_time_s", plan->gpu_ns * 1e-9);
   st_schedule_note_number(s, "planned_dp_iteration_s", plan->dp_iteration_ns * 1e-9);
