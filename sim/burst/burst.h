@@ -73,6 +73,7 @@ typedef struct {
   double *xfer_far_ns; /* [n_widths * n_widths]: the same between sets that start at
                           different ranks (a packed branch): every sample moves */
   int32_t *batch;      /* [n_widths]: local batch of the set's first GPU (the largest share) */
+  int64_t params;      /* trainable parameters: its ranks step them */
 } StBurstNode;
 
 typedef struct {
@@ -81,8 +82,9 @@ typedef struct {
   int32_t *widths;     /* [n_widths]: GPU counts 1, 2, 4, ... */
   int64_t batch;       /* samples planned (one micro-batch), split over each node's GPUs */
   GPtrArray *nodes;    /* StBurstNode *, owned, in topological order */
-  double step_ns;      /* the optimizer step of the rank in every set (rank 0 holds every
-                          node's parameters, whatever the widths): part of every step */
+  double step_ns;      /* the optimizer step of every node's parameters on one rank; a rank
+                          steps the share of the nodes it runs (all of them on rank 0
+                          unless branches are packed) */
   double sync_drag;    /* the share of its speed a backward loses while an all-reduce runs
                           beside it (NCCL's SMs, under a framework whose collectives
                           contend: cost/framework.h); 0: none */
@@ -195,7 +197,8 @@ void st_burst_plan_print(const StBurstPlan *plan, const StBurstGraph *graph,
 /* The same as text. Transfer full. */
 char *st_burst_plan_table(const StBurstPlan *plan, const StBurstGraph *graph,
                           const StBurstParams *params);
-/* Runs of equal GPU counts, compact: "conv1_1-pool3:8 conv4_1-fc8:1". Transfer full. */
+/* Runs of equal GPU sets, compact: "conv1_1-pool3:8 conv4_1-fc8:1"; a set that does not
+ * start at rank 0 says where: "b2:2@4" (ranks 4 and 5). Transfer full. */
 char *st_burst_plan_summary(const StBurstPlan *plan, const StBurstGraph *graph);
 
 /* ---- costs from a model (burst_costs.c) -------------------------------- */

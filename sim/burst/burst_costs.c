@@ -109,6 +109,7 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
     int v = st_burst_graph_add(g, layer->name, i, preds, n_preds);
     StBurstNode *n = st_burst_graph_node(g, v);
     n->single_ns = fwd_bwd_ns(&ctx, layer, in->batch);
+    n->params = layer->params;
     int64_t per_sample = st_model_bytes_as(m, layer->out_bytes, in->activation_dtype);
     for (int k = 0; k < W; k++) {
       n->bwd_ns[k] = pass_ns(&ctx, layer, ST_PASS_BWD, n->batch[k]);

@@ -105,6 +105,7 @@ typedef struct {
   int32_t *from;    /* [n * W]: predecessor width (one predecessor) or fork width (a join) */
   int32_t *fork_of; /* [n]: for a join, its fork */
   int32_t *chosen;  /* [n]: the plan's width index */
+  const int32_t *lo; /* [n]: first ranks the refinement keeps (NULL: all 0) */
   double *unit;     /* [W]: scratch for a fork seen at one width */
 } Solver;
 
@@ -462,7 +463,7 @@ refine(Solver *s)
   g_autofree int32_t *trial = g_new(int32_t, n);
   for (int v = 0; v < n; v++)
     before[v] = amp_at(s, s->chosen, v);
-  double best = st_burst_step_ns(s->g, s->chosen);
+  double best = st_burst_step_at_ns(s->g, s->chosen, s->lo);
   for (int round = 0; round < REFINE_ROUNDS; round++) {
     int bi = -1, bj = -1, bk = -1;
     double bt = best * (1 - 1e-9);
@@ -484,9 +485,11 @@ refine(Solver *s)
             ok = admitted(s, trial, v, before);
           for (int p = 0; ok && p < node(s, i)->n_preds; p++)
             ok = admitted(s, trial, node(s, i)->preds[p], before);
+          for (int v = i; ok && s->lo != NULL && v <= j; v++)
+            ok = s->lo[v] + s->g->widths[k] <= s->g->n_ranks;
           if (!ok)
             continue;
-          double t = st_burst_step_ns(s->g, trial);
+          double t = st_burst_step_at_ns(s->g, trial, s->lo);
           if (t < bt) {
             bt = t;
             bi = i, bj = j, bk = k;
@@ -498,7 +501,7 @@ refine(Solver *s)
       break;
     for (int v = bi; v <= bj; v++)
       s->chosen[v] = bk;
-    best = st_burst_step_ns(s->g, s->chosen);
+    best = st_burst_step_at_ns(s->g, s->chosen, s->lo);
   }
   int changed = 0;
   for (int v = 0; v < n; v++)
@@ -571,11 +574,32 @@ st_burst_plan_new(const StBurstGraph *g, const StBurstParams *p, GError **error)
   StBurstPlan *plan = g_new0(StBurstPlan, 1);
   plan->n_nodes = s.n;
   plan->nodes = g_new0(StBurstChoice, s.n);
+  /* Refined then packed; and, with packing, packed then refined with the
+   * branches where packing put them (a branch that runs beside another may
+   * be better narrow than the refinement of a serial timeline leaves it):
+   * the faster of the two. */
+  g_autofree int32_t *dp_widths = g_memdup2(s.chosen, sizeof(int32_t) * s.n);
   if (p->refine)
     plan->refined = refine(&s);
   g_autofree int32_t *lo = g_new0(int32_t, s.n);
-  if (p->pack)
+  if (p->pack) {
     plan->packed = st_burst_pack(g, s.chosen, lo);
+    g_autofree int32_t *widths_a = g_memdup2(s.chosen, sizeof(int32_t) * s.n);
+    double step_a = st_burst_step_at_ns(g, s.chosen, lo);
+    g_autofree int32_t *lo_b = g_new0(int32_t, s.n);
+    memcpy(s.chosen, dp_widths, sizeof(int32_t) * s.n);
+    int packed_b = st_burst_pack(g, s.chosen, lo_b);
+    s.lo = lo_b;
+    int refined_b = p->refine ? refine(&s) : 0;
+    s.lo = NULL;
+    if (st_burst_step_at_ns(g, s.chosen, lo_b) < step_a) {
+      memcpy(lo, lo_b, sizeof(int32_t) * s.n);
+      plan->packed = packed_b;
+      plan->refined = refined_b;
+    } else {
+      memcpy(s.chosen, widths_a, sizeof(int32_t) * s.n);
+    }
+  }
   fill_plan(&s, lo, plan);
   solver_clear(&s);
   return plan;

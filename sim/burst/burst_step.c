@@ -110,6 +110,20 @@ st_burst_step_at_ns(const StBurstGraph *g, const int32_t *width, const int32_t *
   }
   for (int r = 0; r < R; r++)
     g_array_unref(syncs[r]);
-  return MAX(latest(comp, 0, R), latest(sync, 0, R)) + g->step_ns;
+  /* Each rank steps the parameters of the nodes it ran, once its compute
+   * and its all-reduces are done: step_ns in proportion to them. */
+  g_autofree double *held = g_new0(double, R);
+  double total = 0;
+  for (int v = 0; v < n; v++) {
+    const StBurstNode *x = st_burst_graph_node(g, v);
+    total += (double)x->params;
+    for (int r = lo[v]; r < lo[v] + g->widths[width[v]]; r++)
+      held[r] += (double)x->params;
+  }
+  double end = 0;
+  for (int r = 0; r < R; r++)
+    end = MAX(end, MAX(comp[r], sync[r]) + (total > 0 ? g->step_ns * held[r] / total
+                                                      : g->step_ns));
+  return end;
 }
 
