@@ -31,6 +31,22 @@ set_clock(double *clock, int first, int w, double t)
     clock[r] = t;
 }
 
+/* Moving one way (`ns`) from ranks fs .. fs + fw - 1 to ts .. ts + tw - 1,
+ * once the data is there (`at`): the transfers of a rank follow one another
+ * on its send and its recv stream, as the schedule posts them (a fork
+ * feeding four branches on other GPUs sends four times; a join gathers
+ * four times). Returns the arrival. */
+static double
+move(double *send, double *recv, int fs, int fw, int ts, int tw, double at, double ns)
+{
+  if (ns <= 0)
+    return at;
+  double busy = MAX(latest(send, fs, fw), latest(recv, ts, tw)), start = MAX(at, busy);
+  set_clock(send, fs, fw, start + ns);
+  set_clock(recv, ts, tw, start + ns);
+  return start + ns;
+}
+
 double
 st_burst_step_ns(const StBurstGraph *g, const int32_t *width)
 {
@@ -47,13 +63,17 @@ st_burst_step_at_ns(const StBurstGraph *g, const int32_t *width, const int32_t *
   g_autofree double *ready = g_new0(double, MAX(n, 1)); /* output gradient arrived */
   g_autofree double *comp = g_new0(double, R);          /* each rank's compute stream */
   g_autofree double *sync = g_new0(double, R);          /* each rank's sync stream */
+  g_autofree double *send = g_new0(double, R);          /* each rank's send stream */
+  g_autofree double *recv = g_new0(double, R);          /* each rank's recv stream */
   for (int v = 0; v < n; v++) {
     const StBurstNode *x = st_burst_graph_node(g, v);
     int w = g->widths[width[v]];
     double start = latest(comp, lo[v], w);
     for (int i = 0; i < x->n_preds; i++) {
       int u = x->preds[i];
-      start = MAX(start, fin[u] + st_burst_edge_ns(g, u, width[u], lo[u], width[v], lo[v]) / 2);
+      double ns = st_burst_edge_ns(g, u, width[u], lo[u], width[v], lo[v]) / 2;
+      double arrival = move(send, recv, lo[u], g->widths[width[u]], lo[v], w, fin[u], ns);
+      start = MAX(start, arrival);
     }
     fin[v] = start + x->compute_ns[width[v]] - x->bwd_ns[width[v]];
     set_clock(comp, lo[v], w, fin[v]);
@@ -104,8 +124,9 @@ st_burst_step_at_ns(const StBurstGraph *g, const int32_t *width, const int32_t *
     }
     for (int i = 0; i < x->n_preds; i++) {
       int u = x->preds[i];
-      ready[u] = MAX(ready[u],
-                     fin[v] + st_burst_edge_ns(g, u, width[u], lo[u], width[v], lo[v]) / 2);
+      double ns = st_burst_edge_ns(g, u, width[u], lo[u], width[v], lo[v]) / 2;
+      double arrival = move(send, recv, r0, w, lo[u], g->widths[width[u]], fin[v], ns);
+      ready[u] = MAX(ready[u], arrival);
     }
   }
   for (int r = 0; r < R; r++)
