@@ -21,6 +21,11 @@
  * assembled from the local copy and what arrives (comm), the same for the
  * gradient of an output, and on the narrow side a packing buffer around
  * each transfer (comm).
+ * A model with branches (model.h: `inputs`) or a plan whose branches are
+ * packed on other GPUs (burst_pack.c: a set from rank first_rank) moves
+ * samples along the model's edges between any two sets instead
+ * (emit_micro_dag); those programs are not shared and count only the
+ * model states in memory.
  * Ranks with the same shares everywhere share a program. For the executor,
  * every buffer says what it holds and every transfer and copy what it moves
  * (StData of a layer), and every layer pass, transfer and copy its samples
