@@ -33,62 +33,15 @@
  * written relative to it so that programs stay shared); the simulator
  * reads none of it.
  */
-#include "base/util.h"
-#include "burst/burst.h"
-#include "strategy/strategy_common.h"
+#include "strategy/strategy_burst.h"
 
 #include <string.h>
 
-typedef struct {
-  const StStrategyInput *in;
-  StSchedule *s;
-  const StModel *m;
-  const int32_t *w;      /* [n_layers]: GPUs of each layer */
-  const int32_t *lo;     /* [n_layers]: its first rank (a packed branch's is not 0) */
-  gboolean dag;          /* branches in the model or packed: layers move along the model's
-                            edges between any two sets (emit_micro_dag) */
-  int world;             /* a communicator of every rank (dag: peers are ranks) */
-  int n;                 /* layers */
-  int64_t M;             /* samples per micro-batch */
-  int A;                 /* micro-batches */
-  StStateBytes bytes;
-  GHashTable *xcomm;     /* (small << 16 | large) -> communicator of a transition */
-  GHashTable *scomm;     /* width -> communicator of the gradient all-reduce */
-} Burst;
-
-typedef struct {
-  Burst *b;
-  StProgram *p;
-  int j;                  /* the rank this program is written for */
-  int compute, sync, send, recv;
-  uint32_t last_comp;     /* UINT32_MAX until the first compute op */
-  uint32_t last_reduce;   /* UINT32_MAX until the first all-reduce */
-  int *batch;             /* [n]: this rank's samples of each layer, 0 where it runs none */
-  gboolean *moved;        /* [n + 1]: samples change GPU sets at boundary i */
-  StTensors *t;           /* the micro-batch's tensors (tensors.h) */
-  /* Per micro-batch, per layer (UINT32_MAX: none). */
-  uint32_t *fwd, *bwd;    /* op ids */
-  uint32_t *ready;        /* op after which layer i's input (fwd) is complete */
-  uint32_t *gready;       /* op after which layer i's output gradient (bwd) is complete */
-} Emit;
-
-#define NONE UINT32_MAX
-
-static inline int
-share(const Burst *b, int w, int j)
-{
-  return st_burst_share(b->M, w, j);
-}
-
-static inline int
-part(const Emit *e, int i)
-{
-  return e->j >= e->b->lo[i] && e->j < e->b->lo[i] + e->b->w[i];
-}
+#include "base/util.h"
 
 /* Bytes per sample of layer i's output, in the activation dtype. */
-static int64_t
-out_bytes(const Burst *b, int i)
+int64_t
+st_burst_out_bytes(const Burst *b, int i)
 {
   return st_model_bytes_as(b->m, b->m->layers[i].out_bytes, b->bytes.activation);
 }
@@ -116,8 +69,8 @@ xcomm(Burst *b, int small, int large)
 }
 
 /* The ranks lo .. lo + w - 1, for their gradient all-reduce. */
-static int
-scomm(Burst *b, int lo, int w)
+int
+st_burst_scomm(Burst *b, int lo, int w)
 {
   g_autofree int32_t *color = g_new(int32_t, b->s->n_ranks);
   for (int r = 0; r < b->s->n_ranks; r++)
@@ -133,8 +86,8 @@ scomm(Burst *b, int lo, int w)
  * of one peer are every k-th of the rank's tensor: the executor packs them
  * into a contiguous buffer of the transfer's size around the send or the
  * receive (exec/op_move.c), which the op allocates and frees (`packed`). */
-static uint32_t
-transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData data, int layer,
+uint32_t
+st_burst_transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData data, int layer,
          uint32_t after, uint32_t after2, uint32_t alloc, uint32_t release, gboolean packed)
 {
   uint32_t pack = NONE;
@@ -197,7 +150,7 @@ exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, gboolean backwar
      * into the new tensor (its old one goes once the rest has left). */
     int keep = share(b, large, j);
     uint32_t dst = st_tensors_move_in(e->t, k, backward, ST_MEM_COMM);
-    copy = transfer(e, st_op_copy(e->recv, ST_COPY_D2D, keep * P), micro, keep, 0, large, data,
+    copy = st_burst_transfer(e, st_op_copy(e->recv, ST_COPY_D2D, keep * P), micro, keep, 0, large, data,
                     layer, src_ready, NONE, dst,
                     a > bw ? st_tensors_move_out(e->t, k, backward) : NONE, FALSE);
     if (a > bw)
@@ -207,14 +160,14 @@ exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, gboolean backwar
     if (j >= bw) {
       int n = share(b, a, j);
       sent(e, k, backward,
-           transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, 0, large, data, layer,
+           st_burst_transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, 0, large, data, layer,
                     src_ready, NONE, NONE, st_tensors_move_out(e->t, k, backward), FALSE));
       return NONE;
     }
     uint32_t done = copy;
     for (int m = 1; m < n_peers; m++) {
       int n = share(b, a, j + m * bw);
-      done = transfer(e, st_op_recv(e->recv, comm, m, tag, n * P), micro, n, m * bw, large, data,
+      done = st_burst_transfer(e, st_op_recv(e->recv, comm, m, tag, n * P), micro, n, m * bw, large, data,
                       layer, done, NONE, NONE, NONE, TRUE);
     }
     return done;
@@ -222,14 +175,14 @@ exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, gboolean backwar
   /* scatter: the narrow side sends the others their shares */
   if (j >= a) {
     int n = share(b, bw, j);
-    return transfer(e, st_op_recv(e->recv, comm, 0, tag, n * P), micro, n, 0, large, data,
+    return st_burst_transfer(e, st_op_recv(e->recv, comm, 0, tag, n * P), micro, n, 0, large, data,
                     layer, e->last_comp, NONE, st_tensors_move_in(e->t, k, backward, whole), NONE,
                     FALSE);
   }
   for (int m = 1; m < n_peers; m++) {
     int n = share(b, bw, j + m * a);
     gboolean last = m == n_peers - 1;
-    uint32_t op = transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, m * a, large,
+    uint32_t op = st_burst_transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, m * a, large,
                            data, layer, src_ready, last ? copy : NONE, NONE,
                            last ? st_tensors_move_out(e->t, k, backward) : NONE, TRUE);
     if (last)
@@ -281,14 +234,14 @@ emit_micro(Emit *e, int micro)
     e->fwd[i] = e->bwd[i] = e->ready[i] = e->gready[i] = NONE;
   for (int i = 0; i < n; i++) {
     if (e->moved[i])
-      e->ready[i] = exchange(e, micro, b->w[i - 1], b->w[i], out_bytes(b, i - 1),
+      e->ready[i] = exchange(e, micro, b->w[i - 1], b->w[i], st_burst_out_bytes(b, i - 1),
                              tag_of(b, micro, i - 1, 0), FALSE, i, e->fwd[i - 1]);
     if (part(e, i))
       e->fwd[i] = comp(e, ST_PASS_FWD, i, micro, e->ready[i]);
   }
   for (int i = n - 1; i >= 0; i--) {
     if (e->moved[i + 1])
-      e->gready[i] = exchange(e, micro, b->w[i + 1], b->w[i], out_bytes(b, i),
+      e->gready[i] = exchange(e, micro, b->w[i + 1], b->w[i], st_burst_out_bytes(b, i),
                               tag_of(b, micro, i, 1), TRUE, i + 1, e->bwd[i + 1]);
     if (!part(e, i))
       continue;
@@ -297,7 +250,7 @@ emit_micro(Emit *e, int micro)
       comp(e, ST_PASS_RECOMPUTE, i, micro, e->gready[i]);
     e->bwd[i] = comp(e, ST_PASS_BWD, i, micro, e->gready[i]);
     if (micro == b->A - 1 && b->w[i] > 1 && l->params > 0) {
-      StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, 0, b->w[i]),
+      StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, st_burst_scomm(b, 0, b->w[i]),
                                l->params * b->bytes.grad);
       st_op_moves(&reduce, ST_DATA_GRADS, i, i);
       st_program_begin(e->p, &reduce);
@@ -308,138 +261,6 @@ emit_micro(Emit *e, int micro)
   g_clear_pointer(&e->t, st_tensors_free);
 }
 
-
-/* ---- models with branches, packed branches ------------------------------- */
-
-/* Moves `P` bytes per sample of the micro-batch from the set (sa, a) to the
- * set (sb, bw), for this rank: sample s sits on rank sa + s % a before and
- * sb + s % bw after, so each (source, destination) pair moves every
- * large-th sample from one residue (st_burst_share of them); a pair on one
- * rank is a local copy. Peers are ranks (the world communicator). Sends
- * wait for `src_ready`. Returns the last op bringing data in (NONE: this
- * rank receives nothing). */
-static uint32_t
-exchange_dag(Emit *e, int micro, int sa, int a, int sb, int bw, int64_t P, int tag, int layer,
-             gboolean backward, uint32_t src_ready)
-{
-  Burst *b = e->b;
-  int j = e->j, small = MIN(a, bw), large = MAX(a, bw);
-  StData data = backward ? ST_DATA_INPUT_GRAD : ST_DATA_OUTPUT;
-  uint32_t done = NONE;
-  if (j >= sa && j < sa + a) {
-    int p = j - sa;
-    for (int q = p % small; q < bw; q += small) {
-      int r = a >= bw ? p : q, n = share(b, large, r), dst = sb + q;
-      if (n == 0)
-        continue;
-      StOp op = dst == j ? st_op_copy(e->recv, ST_COPY_D2D, n * P)
-                         : st_op_send(e->send, b->world, dst, tag, n * P);
-      /* samples r, r + large, ...: every rank's replica is 0 here (build) */
-      uint32_t id = transfer(e, op, micro, n, r, large, data, layer, src_ready, NONE, NONE,
-                             NONE, FALSE);
-      if (dst == j)
-        done = id;
-    }
-  }
-  if (j >= sb && j < sb + bw) {
-    int q = j - sb;
-    for (int p = q % small; p < a; p += small) {
-      int r = a >= bw ? p : q, n = share(b, large, r), src = sa + p;
-      if (n == 0 || src == j)
-        continue;
-      done = transfer(e, st_op_recv(e->recv, b->world, src, tag, n * P), micro, n, r, large,
-                      data, layer, done, NONE, NONE, NONE, FALSE);
-    }
-  }
-  return done;
-}
-
-/* Edge k into layer v, one direction, of one micro-batch. */
-static int
-dag_tag(const Burst *b, int micro, int v, int k, int backward)
-{
-  return ((micro * b->n + v) * ST_LAYER_MAX_INPUTS + k) * 2 + backward;
-}
-
-static gboolean
-same_set(const Burst *b, int u, int v)
-{
-  return b->lo[u] == b->lo[v] && b->w[u] == b->w[v];
-}
-
-/* One op after every op of `deps` (NONE entries skipped). */
-static uint32_t
-comp_after(Emit *e, StPass pass, int i, int micro, const uint32_t *deps, int n_deps)
-{
-  StOp op = st_op_comp(e->compute, pass, i, micro, share(e->b, e->b->w[i], e->j - e->b->lo[i]));
-  /* samples j - lo, every w-th (every rank's replica is 0 here: build) */
-  st_op_samples(&op, (int)(micro * e->b->M) + e->j - e->b->lo[i], e->b->w[i]);
-  st_program_begin(e->p, &op);
-  for (int k = 0; k < n_deps; k++)
-    if (deps[k] != NONE)
-      st_program_after(e->p, deps[k]);
-  e->last_comp = st_program_commit(e->p);
-  return e->last_comp;
-}
-
-/* A micro-batch along the model's edges: before layer v, each input u
- * comes from u's set (a local dependency when the sets are equal, else an
- * exchange_dag); in backward, each input's gradient goes back the same way,
- * and u's backward waits for the gradients of all its consumers. Memory:
- * only the model states (model_states): tensors.h follows a chain's
- * boundaries, so the activations of a schedule with branches are not
- * counted yet (its peak memory is a lower bound). No recomputation. */
-static void
-emit_micro_dag(Emit *e, int micro)
-{
-  Burst *b = e->b;
-  int n = b->n;
-  g_autofree uint32_t *gdeps = g_new(uint32_t, (gsize)n * ST_LAYER_MAX_INPUTS * 4);
-  g_autofree int *n_gdeps = g_new0(int, n);
-  for (int v = 0; v < n; v++) {
-    int32_t in[ST_LAYER_MAX_INPUTS];
-    uint32_t deps[ST_LAYER_MAX_INPUTS];
-    int k_in = st_model_layer_inputs(b->m, v, in);
-    for (int k = 0; k < k_in; k++) {
-      int u = in[k];
-      deps[k] = same_set(b, u, v)
-                  ? e->fwd[u]
-                  : exchange_dag(e, micro, b->lo[u], b->w[u], b->lo[v], b->w[v], out_bytes(b, u),
-                                 dag_tag(b, micro, v, k, 0), u, FALSE,
-                                 e->fwd[u]);
-    }
-    e->fwd[v] = part(e, v) ? comp_after(e, ST_PASS_FWD, v, micro, deps, k_in) : NONE;
-  }
-  for (int v = n - 1; v >= 0; v--) {
-    if (part(e, v)) {
-      e->bwd[v] = comp_after(e, ST_PASS_BWD, v, micro, &gdeps[v * ST_LAYER_MAX_INPUTS * 4],
-                             n_gdeps[v]);
-      const StLayer *l = &b->m->layers[v];
-      if (micro == b->A - 1 && b->w[v] > 1 && l->params > 0) {
-        StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, b->lo[v], b->w[v]),
-                                 l->params * b->bytes.grad);
-        st_op_moves(&reduce, ST_DATA_GRADS, v, v);
-        st_program_begin(e->p, &reduce);
-        st_program_after(e->p, e->bwd[v]);
-        e->last_reduce = st_program_commit(e->p);
-      }
-    }
-    int32_t in[ST_LAYER_MAX_INPUTS];
-    int k_in = st_model_layer_inputs(b->m, v, in);
-    for (int k = 0; k < k_in; k++) {
-      int u = in[k];
-      uint32_t got = same_set(b, u, v)
-                       ? e->bwd[v]
-                       : exchange_dag(e, micro, b->lo[v], b->w[v], b->lo[u], b->w[u],
-                                      out_bytes(b, u),
-                                      dag_tag(b, micro, v, k, 1), v, TRUE,
-                                      e->bwd[v]);
-      if (got != NONE && n_gdeps[u] < ST_LAYER_MAX_INPUTS * 4)
-        gdeps[u * ST_LAYER_MAX_INPUTS * 4 + n_gdeps[u]++] = got;
-    }
-  }
-  
-}
 
 /* Persistent model states of the layers this rank runs, one buffer set per
  * run of consecutive layers. Returns the parameters held. */
@@ -498,7 +319,7 @@ emit_program(Burst *b, int j)
   int64_t held = model_states(&e);
   for (int micro = 0; micro < b->A; micro++) {
     if (b->dag)
-      emit_micro_dag(&e, micro);
+      st_burst_emit_micro_dag(&e, micro);
     else
       emit_micro(&e, micro);
   }
