@@ -139,6 +139,13 @@ test_inception(void)
     g_assert_cmpint(l->out_shape.dims[1], ==, shapes[i].hw);
     g_assert_cmpint(l->out_shape.dims[2], ==, shapes[i].hw);
   }
+  /* Derived again (as strategies do, st_model_derive_as): the same graph. */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StModel) again = st_model_derive_as(m, NULL, 1, FALSE, &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(again->params, ==, m->params);
+  g_assert_cmpint(layer(again, "Mixed_7c.concat")->out_shape.dims[0], ==, 2048);
+  g_assert_cmpint(layer(again, "Mixed_7c.concat")->n_inputs, ==, 4);
   /* 126 layers: DeepPool's 125 rows per batch, and the loss. */
   g_assert_cmpint(m->n_layers, ==, 126);
   g_assert_true(st_model_has_branches(m));

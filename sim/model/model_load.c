@@ -611,7 +611,8 @@ st_model_derive_etp(const StModel *model, const StShape *input, int tp, gboolean
     g_clear_pointer(&layer->signature, g_free);
     /* Everything derived starts again from the attrs. */
     *layer = (StLayer){.name = layer->name, .type = layer->type, .attrs = layer->attrs,
-                       .n_attrs = layer->n_attrs};
+                       .n_attrs = layer->n_attrs, .inputs = layer->inputs,
+                       .n_inputs = layer->n_inputs};
     set_split(layer, tp, sp, cp, etp);
   }
   GError *local = NULL;
