@@ -72,12 +72,16 @@ typedef struct {
                           width a to width b and its gradient back; 0 when a == b */
   double *xfer_far_ns; /* [n_widths * n_widths]: the same between sets that start at
                           different ranks (a packed branch): every sample moves */
+  double *xfer_net_ns; /* [n_widths * n_widths]: the same when the two sets are not on
+                          one machine (ranks_per_node) */
   int32_t *batch;      /* [n_widths]: local batch of the set's first GPU (the largest share) */
   int64_t params;      /* trainable parameters: its ranks step them */
 } StBurstNode;
 
 typedef struct {
   int32_t n_ranks;     /* GPUs a node's set may lie in: ranks 0 .. n_ranks - 1 */
+  int32_t ranks_per_node; /* ranks r and s share a machine when r / it == s / it
+                             (0: all on one) */
   int32_t n_widths;
   int32_t *widths;     /* [n_widths]: GPU counts 1, 2, 4, ... */
   int64_t batch;       /* samples planned (one micro-batch), split over each node's GPUs */
@@ -174,7 +178,8 @@ double st_burst_step_ns(const StBurstGraph *graph, const int32_t *width);
 double st_burst_step_at_ns(const StBurstGraph *graph, const int32_t *width,
                            const int32_t *first);
 /* The cost of node u's output edge from (width index a, first rank fa) to
- * (b, fb), both ways. */
+ * (b, fb), both ways: xfer_ns when both start at one rank, else xfer_far_ns within a
+ * machine (ranks_per_node), xfer_net_ns across machines. */
 double st_burst_edge_ns(const StBurstGraph *graph, int u, int a, int fa, int b, int fb);
 
 /* Branch packing (burst_pack.c): moves whole branches of the graph's forks

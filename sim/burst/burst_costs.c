@@ -11,7 +11,8 @@
  *   sum over m of p2p(device 0, device of m * small, its share of bytes)
  * forward for the activations and the same backward for their gradient.
  * Between sets that start at different ranks (a packed branch) every sample
- * moves. A layer's predecessors are the model's inputs of it (a DAG when
+ * moves, between GPUs of one machine or, when the sets span two, over the
+ * network. A layer's predecessors are the model's inputs of it (a DAG when
  * the model has branches, model.h).
  */
 #include "burst/burst.h"
@@ -74,7 +75,8 @@ transition_ns(const StBurstCostInput *in, int64_t batch, int a, int b, int64_t p
  * sample moves, large / small transfers of the busiest GPU (the narrow
  * side's ranks each take or give the shares of large / small wide ranks). */
 static double
-transition_far_ns(const StBurstCostInput *in, int64_t batch, int a, int b, int64_t per_sample)
+transition_far_ns(const StBurstCostInput *in, int64_t batch, int a, int b, int64_t per_sample,
+                  int peer)
 {
   if (per_sample <= 0)
     return 0;
@@ -83,7 +85,7 @@ transition_far_ns(const StBurstCostInput *in, int64_t batch, int a, int b, int64
   for (int m = 0; m < large / small; m++) {
     int64_t bytes = (int64_t)st_burst_share(batch, large, m * small) * per_sample;
     StCommPlan plan;
-    st_comm_plan_p2p(in->cluster, 0, 1 % D, bytes, &plan);
+    st_comm_plan_p2p(in->cluster, 0, peer % D, bytes, &plan);
     total += st_comm_plan_ns(&plan);
   }
   return total;
@@ -99,6 +101,9 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
                       in->framework, in->nchw, in->fp8};
   int W = g->n_widths;
   int64_t params = 0;
+  /* Rank r on device r % gpus: ranks share a machine as their devices do. */
+  int per_node = in->cluster->gpus_per_node;
+  g->ranks_per_node = in->cluster->gpus > per_node ? per_node : 0;
   for (int i = 0; i < m->n_layers; i++) {
     const StLayer *layer = &m->layers[i];
     int32_t inputs[ST_LAYER_MAX_INPUTS];
@@ -122,7 +127,9 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
         n->xfer_ns[k * W + b] =
           2 * transition_ns(in, in->batch, g->widths[k], g->widths[b], per_sample);
         n->xfer_far_ns[k * W + b] =
-          2 * transition_far_ns(in, in->batch, g->widths[k], g->widths[b], per_sample);
+          2 * transition_far_ns(in, in->batch, g->widths[k], g->widths[b], per_sample, 1);
+        n->xfer_net_ns[k * W + b] = 2 * transition_far_ns(in, in->batch, g->widths[k],
+                                                          g->widths[b], per_sample, per_node);
       }
     }
     params += layer->params;

@@ -30,6 +30,7 @@ node_free(gpointer data)
   g_free(n->sync_ns);
   g_free(n->xfer_ns);
   g_free(n->xfer_far_ns);
+  g_free(n->xfer_net_ns);
   g_free(n->batch);
   g_free(n);
 }
@@ -79,6 +80,7 @@ st_burst_graph_add(StBurstGraph *g, const char *name, int layer, const int *pred
   n->sync_ns = g_new0(double, W);
   n->xfer_ns = g_new0(double, (gsize)W * W);
   n->xfer_far_ns = g_new0(double, (gsize)W * W);
+  n->xfer_net_ns = g_new0(double, (gsize)W * W);
   n->batch = g_new(int32_t, W);
   for (int k = 0; k < W; k++)
     n->batch[k] = st_burst_share(g->batch, g->widths[k], 0);

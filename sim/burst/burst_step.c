@@ -10,8 +10,12 @@ double
 st_burst_edge_ns(const StBurstGraph *g, int u, int a, int fa, int b, int fb)
 {
   const StBurstNode *p = st_burst_graph_node(g, u);
-  int W = g->n_widths;
-  return fa == fb ? p->xfer_ns[a * W + b] : p->xfer_far_ns[a * W + b];
+  int W = g->n_widths, per = g->ranks_per_node;
+  if (fa == fb)
+    return p->xfer_ns[a * W + b];
+  int lo = MIN(fa, fb), hi = MAX(fa + g->widths[a], fb + g->widths[b]) - 1;
+  return per <= 0 || lo / per == hi / per ? p->xfer_far_ns[a * W + b]
+                                          : p->xfer_net_ns[a * W + b];
 }
 
 /* The latest clock over ranks first .. first + w - 1. */
