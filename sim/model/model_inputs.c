@@ -59,9 +59,11 @@ gboolean
 st_model_has_branches(const StModel *m)
 {
   g_return_val_if_fail(m != NULL, FALSE);
-  for (int i = 0; i < m->n_layers; i++)
-    if (m->layers[i].n_inputs > 1 || (m->layers[i].n_inputs == 1 && m->layers[i].inputs[0] != i - 1))
+  for (int i = 0; i < m->n_layers; i++) {
+    const StLayer *l = &m->layers[i];
+    if (l->n_inputs > 1 || (l->n_inputs == 1 && l->inputs[0] != i - 1))
       return TRUE;
+  }
   return FALSE;
 }
 

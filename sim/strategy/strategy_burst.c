@@ -24,8 +24,8 @@
  * A model with branches (model.h: `inputs`) or a plan whose branches are
  * packed on other GPUs (burst_pack.c: a set from rank first_rank) moves
  * samples along the model's edges between any two sets instead
- * (emit_micro_dag); those programs are not shared and count only the
- * model states in memory.
+ * (strategy_burst_dag.c); those programs are not shared and count the
+ * model states and each layer's kept activations in memory.
  * Ranks with the same shares everywhere share a program. For the executor,
  * every buffer says what it holds and every transfer and copy what it moves
  * (StData of a layer), and every layer pass, transfer and copy its samples
@@ -86,8 +86,8 @@ st_burst_scomm(Burst *b, int lo, int w)
  * of one peer are every k-th of the rank's tensor: the executor packs them
  * into a contiguous buffer of the transfer's size around the send or the
  * receive (exec/op_move.c), which the op allocates and frees (`packed`). */
-uint32_t
-st_burst_transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData data, int layer,
+static uint32_t
+transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData data, int layer,
          uint32_t after, uint32_t after2, uint32_t alloc, uint32_t release, gboolean packed)
 {
   uint32_t pack = NONE;
@@ -115,6 +115,15 @@ st_burst_transfer(Emit *e, StOp op, int micro, int samples, int first, int large
   if (release != NONE)
     st_program_free_buffer(e->p, release);
   return st_program_commit(e->p);
+}
+
+uint32_t
+st_burst_transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData data,
+                  int layer, uint32_t after, uint32_t after2, uint32_t alloc, uint32_t release,
+                  gboolean packed)
+{
+  return transfer(e, op, micro, samples, first, large, data, layer, after, after2, alloc, release,
+                  packed);
 }
 
 /* The last op taking boundary k's activations out (tensors.h). */
@@ -150,7 +159,7 @@ exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, gboolean backwar
      * into the new tensor (its old one goes once the rest has left). */
     int keep = share(b, large, j);
     uint32_t dst = st_tensors_move_in(e->t, k, backward, ST_MEM_COMM);
-    copy = st_burst_transfer(e, st_op_copy(e->recv, ST_COPY_D2D, keep * P), micro, keep, 0, large, data,
+    copy = transfer(e, st_op_copy(e->recv, ST_COPY_D2D, keep * P), micro, keep, 0, large, data,
                     layer, src_ready, NONE, dst,
                     a > bw ? st_tensors_move_out(e->t, k, backward) : NONE, FALSE);
     if (a > bw)
@@ -160,14 +169,14 @@ exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, gboolean backwar
     if (j >= bw) {
       int n = share(b, a, j);
       sent(e, k, backward,
-           st_burst_transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, 0, large, data, layer,
+           transfer(e, st_op_send(e->send, comm, 0, tag, n * P), micro, n, 0, large, data, layer,
                     src_ready, NONE, NONE, st_tensors_move_out(e->t, k, backward), FALSE));
       return NONE;
     }
     uint32_t done = copy;
     for (int m = 1; m < n_peers; m++) {
       int n = share(b, a, j + m * bw);
-      done = st_burst_transfer(e, st_op_recv(e->recv, comm, m, tag, n * P), micro, n, m * bw, large, data,
+      done = transfer(e, st_op_recv(e->recv, comm, m, tag, n * P), micro, n, m * bw, large, data,
                       layer, done, NONE, NONE, NONE, TRUE);
     }
     return done;
@@ -175,14 +184,14 @@ exchange(Emit *e, int micro, int a, int bw, int64_t P, int tag, gboolean backwar
   /* scatter: the narrow side sends the others their shares */
   if (j >= a) {
     int n = share(b, bw, j);
-    return st_burst_transfer(e, st_op_recv(e->recv, comm, 0, tag, n * P), micro, n, 0, large, data,
+    return transfer(e, st_op_recv(e->recv, comm, 0, tag, n * P), micro, n, 0, large, data,
                     layer, e->last_comp, NONE, st_tensors_move_in(e->t, k, backward, whole), NONE,
                     FALSE);
   }
   for (int m = 1; m < n_peers; m++) {
     int n = share(b, bw, j + m * a);
     gboolean last = m == n_peers - 1;
-    uint32_t op = st_burst_transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, m * a, large,
+    uint32_t op = transfer(e, st_op_send(e->send, comm, m, tag, n * P), micro, n, m * a, large,
                            data, layer, src_ready, last ? copy : NONE, NONE,
                            last ? st_tensors_move_out(e->t, k, backward) : NONE, TRUE);
     if (last)
