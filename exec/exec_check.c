@@ -169,6 +169,9 @@ st_exec_check(const StSchedule *s, GError **error)
   }
   for (int j = 0; j < st_schedule_n_jobs(s); j++) {
     const StModel *m = st_schedule_job_model(s, j);
+    if (st_model_has_branches(m))
+      problem(problems, seen, "%s has branches (layers that name their inputs: the executor "
+                              "runs a chain of layers; docs/DEEPPOOL.md)", m->name);
     for (int i = 0; i < m->n_layers; i++) {
       const StLayer *l = &m->layers[i];
       const StLayerImpl *impl = st_layer_impl_find(l->type->name);

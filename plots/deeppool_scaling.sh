@@ -11,11 +11,13 @@
 #     IMG      where the figures go (default: docs/img)
 #   Environment: DEEPPOOL_DATA (default: traces/reference/deeppool) when the
 #   profiles in traces/profiles must be imported again;
-#   GPUS (default: "1 2 4 8 16 32"), STEPS (default: 12).
+#   GPUS (default: "1 2 4 8 16 32"), STEPS (default: 12), MODELS (default:
+#   "vgg16 wrn101 inception").
 #
 # Tables (CSV, one row per GPU count), then one figure per model:
-#   OUT/vgg16.csv, OUT/wrn101.csv
-#   IMG/deeppool-scaling-vgg16.png, IMG/deeppool-scaling-wrn101.png
+#   OUT/vgg16.csv, OUT/wrn101.csv, OUT/inception.csv
+#   IMG/deeppool-scaling-vgg16.png, IMG/deeppool-scaling-wrn101.png,
+#   IMG/deeppool-scaling-inception.png
 # Every number is a simulation: compute from the imported A100 profile where
 # it has the layer (else the estimate compute model), links from the network
 # model of models/clusters/dgx-a100.json (8 GPUs per node, more nodes past 8).
@@ -27,6 +29,7 @@ IMG=${3:-$SRC/docs/img}
 DATA=${DEEPPOOL_DATA:-$SRC/traces/reference/deeppool}
 GPUS=${GPUS:-1 2 4 8 16 32}
 STEPS=${STEPS:-12}
+MODELS=${MODELS:-vgg16 wrn101 inception}
 CLUSTER=$SRC/models/clusters/dgx-a100.json
 mkdir -p "$OUT" "$IMG"
 command -v jq >/dev/null || { echo "deeppool_scaling.sh needs jq" >&2; exit 1; }
@@ -75,5 +78,11 @@ sweep() {
   echo "$IMG/deeppool-scaling-$short.png"
 }
 
-sweep vgg16 vgg16 vggLayerGpuProfileA100.txt 32 vgg16:b16
-sweep wide_resnet101_2 wrn101 wrnLayerGpuProfileA100V2.txt 32 wide_resnet101_2:b8
+for m in $MODELS; do
+  case $m in
+    vgg16) sweep vgg16 vgg16 vggLayerGpuProfileA100.txt 32 vgg16:b16 ;;
+    wrn101) sweep wide_resnet101_2 wrn101 wrnLayerGpuProfileA100V2.txt 32 wide_resnet101_2:b8 ;;
+    inception) sweep inception_v3 inception inceptionLayerGpuProfileA100.txt 32 vgg16:b16 ;;
+    *) echo "unknown model '$m' (vgg16, wrn101, inception)" >&2; exit 2 ;;
+  esac
+done

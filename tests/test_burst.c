@@ -23,6 +23,7 @@ params(double limit, double exempt_ns)
   st_burst_params_init(&p);
   p.amp_limit = limit;
   p.exempt_ns = exempt_ns;
+  p.pack = FALSE; /* the dynamic programming's plans; packing: test_burst_pack.c */
   return p;
 }
 

@@ -29,9 +29,17 @@
  * (chains, and forks whose branches meet at one join: Inception modules,
  * residual blocks written as layers). Each branch is solved for every width
  * of its fork, and the join takes, per width, the slowest branch's arrival:
- * DeepPool's rule, which treats branches as running side by side. Models in
- * this project are chains (residual blocks are single layers), so branches
- * appear in hand-made graphs.
+ * DeepPool's rule, which treats branches as running side by side.
+ *
+ * Branch packing (burst_pack.c): a node's set is ranks first .. first + w - 1.
+ * By default every set starts at rank 0, so the branches of a fork run one
+ * after another on overlapping GPUs. Packing then moves whole branches to
+ * other first ranks, one move at a time, while the step's timeline
+ * (st_burst_step_at_ns) gets faster: branches side by side on disjoint GPUs,
+ * paying for moving every sample to and from them (xfer_far_ns), as
+ * DeepPool's planner places the branches of a block (its backwardBranch:
+ * the longest branch on the block's GPUs, the others on new GPUs or packed
+ * after one another on GPUs a shorter branch left free).
  *
  * Every time here is an estimate from the cost models given to the graph;
  * the simulator then measures the schedule built from the plan.
@@ -62,16 +70,25 @@ typedef struct {
   double *sync_ns;     /* [n_widths]: gradient all-reduce within the set (0 for one GPU) */
   double *xfer_ns;     /* [n_widths * n_widths]: [a * n_widths + b] moves the output from
                           width a to width b and its gradient back; 0 when a == b */
+  double *xfer_far_ns; /* [n_widths * n_widths]: the same between sets that start at
+                          different ranks (a packed branch): every sample moves */
+  double *xfer_net_ns; /* [n_widths * n_widths]: the same when the two sets are not on
+                          one machine (ranks_per_node) */
   int32_t *batch;      /* [n_widths]: local batch of the set's first GPU (the largest share) */
+  int64_t params;      /* trainable parameters: its ranks step them */
 } StBurstNode;
 
 typedef struct {
+  int32_t n_ranks;     /* GPUs a node's set may lie in: ranks 0 .. n_ranks - 1 */
+  int32_t ranks_per_node; /* ranks r and s share a machine when r / it == s / it
+                             (0: all on one) */
   int32_t n_widths;
   int32_t *widths;     /* [n_widths]: GPU counts 1, 2, 4, ... */
   int64_t batch;       /* samples planned (one micro-batch), split over each node's GPUs */
   GPtrArray *nodes;    /* StBurstNode *, owned, in topological order */
-  double step_ns;      /* the optimizer step of the rank in every set (rank 0 holds every
-                          node's parameters, whatever the widths): part of every step */
+  double step_ns;      /* the optimizer step of every node's parameters on one rank; a rank
+                          steps the share of the nodes it runs (all of them on rank 0
+                          unless branches are packed) */
   double sync_drag;    /* the share of its speed a backward loses while an all-reduce runs
                           beside it (NCCL's SMs, under a framework whose collectives
                           contend: cost/framework.h); 0: none */
@@ -103,6 +120,7 @@ st_burst_share(int64_t batch, int w, int j)
 
 typedef struct {
   double amp_limit; /* 2.0 */
+  gboolean pack;    /* TRUE: place branches on disjoint GPUs where the step gets faster */
   double exempt_ns; /* 300 us */
   gboolean refine;  /* TRUE: improve the dynamic programming's widths on the step's
                        timeline (st_burst_step_ns), within the limit */
@@ -113,6 +131,7 @@ void st_burst_params_init(StBurstParams *params);
 typedef struct {
   int32_t width;        /* index into the graph's widths */
   int32_t gpus;
+  int32_t first_rank;   /* its set: ranks first_rank .. first_rank + gpus - 1 */
   int32_t batch;        /* local batch of the first GPU */
   double compute_ns, sync_ns;
   double xfer_in_ns;    /* moving its input in from its predecessors' sets (the slowest) */
@@ -128,6 +147,8 @@ typedef struct {
   double dp_step_ns;      /* the same of every node on dp_gpus (data parallelism) */
   int32_t refined;        /* nodes whose width the timeline changed from the dynamic
                              programming's (StBurstParams.refine) */
+  int32_t packed;         /* branches moved off rank 0 (StBurstParams.pack) */
+  double unpacked_step_ns; /* step_ns with every set from rank 0 (the plan before packing) */
   double iteration_ns;    /* DeepPool's objective: every node's compute, sync and transfer
                              in turn, the last node's end_ns */
   double gpu_ns;          /* GPU-time held: sum of gpus x (compute + sync) per node and of
@@ -148,6 +169,23 @@ typedef struct {
  * done. DeepPool's objective counts the all-reduces in the chain instead,
  * which a step whose syncs hide behind the backward does not pay. */
 double st_burst_step_ns(const StBurstGraph *graph, const int32_t *width);
+/* The same with node v on ranks first[v] .. first[v] + widths[width[v]] - 1
+ * (NULL: all from rank 0): each rank runs its nodes on one compute stream,
+ * a node starting once its inputs have arrived and every rank of its set is
+ * free; an edge between sets that start at the same rank costs xfer_ns,
+ * otherwise xfer_far_ns; each all-reduce waits for the sync streams of its
+ * set, and slows the backwards that its first rank runs meanwhile. */
+double st_burst_step_at_ns(const StBurstGraph *graph, const int32_t *width,
+                           const int32_t *first);
+/* The cost of node u's output edge from (width index a, first rank fa) to
+ * (b, fb), both ways: xfer_ns when both start at one rank, else xfer_far_ns within a
+ * machine (ranks_per_node), xfer_net_ns across machines. */
+double st_burst_edge_ns(const StBurstGraph *graph, int u, int a, int fa, int b, int fb);
+
+/* Branch packing (burst_pack.c): moves whole branches of the graph's forks
+ * to other first ranks while st_burst_step_at_ns gets faster. `first` [n]
+ * holds the first ranks, in and out. Returns the branches moved. */
+int st_burst_pack(const StBurstGraph *graph, const int32_t *width, int32_t *first);
 
 /* Plans `graph`. Fails when the graph is empty or not series-parallel with
  * one source and one sink, naming the node at fault. Transfer full. */
@@ -164,13 +202,14 @@ void st_burst_plan_print(const StBurstPlan *plan, const StBurstGraph *graph,
 /* The same as text. Transfer full. */
 char *st_burst_plan_table(const StBurstPlan *plan, const StBurstGraph *graph,
                           const StBurstParams *params);
-/* Runs of equal GPU counts, compact: "conv1_1-pool3:8 conv4_1-fc8:1". Transfer full. */
+/* Runs of equal GPU sets, compact: "conv1_1-pool3:8 conv4_1-fc8:1"; a set that does not
+ * start at rank 0 says where: "b2:2@4" (ranks 4 and 5). Transfer full. */
 char *st_burst_plan_summary(const StBurstPlan *plan, const StBurstGraph *graph);
 
 /* ---- costs from a model (burst_costs.c) -------------------------------- */
 
 typedef struct {
-  const StModel *model;     /* a chain: node i is layer i, reading layer i - 1 */
+  const StModel *model;     /* node i is layer i, reading its inputs (st_model_layer_inputs) */
   const StCluster *cluster; /* its `gpus` devices */
   const StProfile *profile; /* may be NULL */
   const char *comm_algo;    /* "auto", ... as st_comm_plan_collective takes it */
@@ -187,7 +226,7 @@ typedef struct {
   int optim_traffic;        /* bytes the optimizer step moves per parameter */
 } StBurstCostInput;
 
-/* The chain graph of a model with every cost filled from the same cost
+/* The graph of a model (its layers and their inputs) with every cost filled from the same cost
  * models the engine uses: compute from the profile or the roofline, the
  * all-reduce from the comm models over the first w ranks' devices, and a
  * transfer as the point-to-point time of the bytes the busiest GPU of the two

@@ -10,6 +10,10 @@
  * moves the most, one transfer after another, so a transition costs
  *   sum over m of p2p(device 0, device of m * small, its share of bytes)
  * forward for the activations and the same backward for their gradient.
+ * Between sets that start at different ranks (a packed branch) every sample
+ * moves, between GPUs of one machine or, when the sets span two, over the
+ * network. A layer's predecessors are the model's inputs of it (a DAG when
+ * the model has branches, model.h).
  */
 #include "burst/burst.h"
 
@@ -67,6 +71,26 @@ transition_ns(const StBurstCostInput *in, int64_t batch, int a, int b, int64_t p
   return total;
 }
 
+/* The same between sets that share no rank (a packed branch): every
+ * sample moves, large / small transfers of the busiest GPU (the narrow
+ * side's ranks each take or give the shares of large / small wide ranks). */
+static double
+transition_far_ns(const StBurstCostInput *in, int64_t batch, int a, int b, int64_t per_sample,
+                  int peer)
+{
+  if (per_sample <= 0)
+    return 0;
+  int small = MIN(a, b), large = MAX(a, b), D = in->cluster->gpus;
+  double total = 0;
+  for (int m = 0; m < large / small; m++) {
+    int64_t bytes = (int64_t)st_burst_share(batch, large, m * small) * per_sample;
+    StCommPlan plan;
+    st_comm_plan_p2p(in->cluster, 0, peer % D, bytes, &plan);
+    total += st_comm_plan_ns(&plan);
+  }
+  return total;
+}
+
 StBurstGraph *
 st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
 {
@@ -77,12 +101,20 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
                       in->framework, in->nchw, in->fp8};
   int W = g->n_widths;
   int64_t params = 0;
+  /* Rank r on device r % gpus: ranks share a machine as their devices do. */
+  int per_node = in->cluster->gpus_per_node;
+  g->ranks_per_node = in->cluster->gpus > per_node ? per_node : 0;
   for (int i = 0; i < m->n_layers; i++) {
     const StLayer *layer = &m->layers[i];
-    int pred = i - 1;
-    int v = st_burst_graph_add(g, layer->name, i, &pred, i > 0 ? 1 : 0);
+    int32_t inputs[ST_LAYER_MAX_INPUTS];
+    int preds[ST_LAYER_MAX_INPUTS];
+    int n_preds = st_model_layer_inputs(m, i, inputs);
+    for (int k = 0; k < n_preds; k++)
+      preds[k] = inputs[k];
+    int v = st_burst_graph_add(g, layer->name, i, preds, n_preds);
     StBurstNode *n = st_burst_graph_node(g, v);
     n->single_ns = fwd_bwd_ns(&ctx, layer, in->batch);
+    n->params = layer->params;
     int64_t per_sample = st_model_bytes_as(m, layer->out_bytes, in->activation_dtype);
     for (int k = 0; k < W; k++) {
       n->bwd_ns[k] = pass_ns(&ctx, layer, ST_PASS_BWD, n->batch[k]);
@@ -91,9 +123,14 @@ st_burst_graph_for_model(const StBurstCostInput *in, GError **error)
         g_prefix_error(error, "layer %d '%s': ", i, layer->name);
         return NULL;
       }
-      for (int b = 0; b < W; b++)
+      for (int b = 0; b < W; b++) {
         n->xfer_ns[k * W + b] =
           2 * transition_ns(in, in->batch, g->widths[k], g->widths[b], per_sample);
+        n->xfer_far_ns[k * W + b] =
+          2 * transition_far_ns(in, in->batch, g->widths[k], g->widths[b], per_sample, 1);
+        n->xfer_net_ns[k * W + b] = 2 * transition_far_ns(in, in->batch, g->widths[k],
+                                                          g->widths[b], per_sample, per_node);
+      }
     }
     params += layer->params;
   }

@@ -29,6 +29,8 @@ node_free(gpointer data)
   g_free(n->bwd_ns);
   g_free(n->sync_ns);
   g_free(n->xfer_ns);
+  g_free(n->xfer_far_ns);
+  g_free(n->xfer_net_ns);
   g_free(n->batch);
   g_free(n);
 }
@@ -39,6 +41,7 @@ st_burst_graph_new(int max_gpus, int64_t batch)
   g_return_val_if_fail(max_gpus >= 1 && batch >= 1, NULL);
   StBurstGraph *g = g_new0(StBurstGraph, 1);
   g->batch = batch;
+  g->n_ranks = max_gpus;
   int64_t limit = MIN((int64_t)max_gpus, batch);
   for (int64_t w = 1; w <= limit; w *= 2)
     g->n_widths++;
@@ -76,6 +79,8 @@ st_burst_graph_add(StBurstGraph *g, const char *name, int layer, const int *pred
   n->bwd_ns = g_new0(double, W);
   n->sync_ns = g_new0(double, W);
   n->xfer_ns = g_new0(double, (gsize)W * W);
+  n->xfer_far_ns = g_new0(double, (gsize)W * W);
+  n->xfer_net_ns = g_new0(double, (gsize)W * W);
   n->batch = g_new(int32_t, W);
   for (int k = 0; k < W; k++)
     n->batch[k] = st_burst_share(g->batch, g->widths[k], 0);
@@ -86,73 +91,7 @@ st_burst_graph_add(StBurstGraph *g, const char *name, int layer, const int *pred
 void
 st_burst_params_init(StBurstParams *p)
 {
-  *p = (StBurstParams){.amp_limit = 2.0, .exempt_ns = 300e3, .refine = TRUE};
-}
-
-/* ---- the step's timeline -------------------------------------------------------- */
-
-double
-st_burst_step_ns(const StBurstGraph *g, const int32_t *width)
-{
-  int n = (int)g->nodes->len, W = g->n_widths;
-  g_autofree double *fin = g_new0(double, MAX(n, 1));   /* forward, then backward finish */
-  g_autofree double *ready = g_new0(double, MAX(n, 1)); /* output gradient arrived */
-  double forward = 0;
-  for (int v = 0; v < n; v++) {
-    const StBurstNode *x = st_burst_graph_node(g, v);
-    double start = 0;
-    for (int i = 0; i < x->n_preds; i++) {
-      int u = x->preds[i];
-      const StBurstNode *p = st_burst_graph_node(g, u);
-      start = MAX(start, fin[u] + p->xfer_ns[width[u] * W + width[v]] / 2);
-    }
-    /* One compute stream: rank 0 is in every set, so it runs every node. */
-    fin[v] = MAX(start, forward) + x->compute_ns[width[v]] - x->bwd_ns[width[v]];
-    forward = fin[v];
-  }
-  for (int v = 0; v < n; v++)
-    ready[v] = -INFINITY; /* no successor's gradient yet: the sink's starts the backward */
-  /* The backward in reverse order, each node's all-reduce queued on the
-   * sync stream as its backward ends; the backwards after it run slower
-   * while it runs (sync_drag). */
-  GArray *syncs = g_array_new(FALSE, FALSE, sizeof(double)); /* start, end, ... */
-  double computed = forward, synced = 0;
-  guint first = 0; /* the all-reduces before it ended before the compute's clock */
-  for (int v = n - 1; v >= 0; v--) {
-    const StBurstNode *x = st_burst_graph_node(g, v);
-    double t = MAX(isfinite(ready[v]) ? ready[v] : forward, computed);
-    double work = x->bwd_ns[width[v]];
-    while (first + 1 < syncs->len && g_array_index(syncs, double, first + 1) <= t)
-      first += 2;
-    for (guint i = first; i + 1 < syncs->len && work > 0; i += 2) {
-      double s0 = g_array_index(syncs, double, i), s1 = g_array_index(syncs, double, i + 1);
-      if (s1 <= t)
-        continue;
-      double alone = MIN(work, MAX(0, s0 - t)); /* before this all-reduce starts */
-      t += alone;
-      work -= alone;
-      double rate = 1 - g->sync_drag;
-      double beside = rate > 0 ? MIN(work / rate, s1 - t) : s1 - t;
-      t += beside;
-      work -= beside * rate;
-    }
-    fin[v] = t + MAX(work, 0);
-    computed = MAX(computed, fin[v]);
-    double sync = x->sync_ns[width[v]];
-    if (sync > 0) {
-      double s0 = MAX(synced, fin[v]);
-      synced = s0 + sync;
-      g_array_append_val(syncs, s0);
-      g_array_append_val(syncs, synced);
-    }
-    for (int i = 0; i < x->n_preds; i++) {
-      int u = x->preds[i];
-      const StBurstNode *p = st_burst_graph_node(g, u);
-      ready[u] = MAX(ready[u], fin[v] + p->xfer_ns[width[u] * W + width[v]] / 2);
-    }
-  }
-  g_array_unref(syncs);
-  return MAX(computed, synced) + g->step_ns;
+  *p = (StBurstParams){.amp_limit = 2.0, .exempt_ns = 300e3, .refine = TRUE, .pack = TRUE};
 }
 
 /* ---- the solver ---------------------------------------------------------------- */
@@ -168,6 +107,7 @@ typedef struct {
   int32_t *from;    /* [n * W]: predecessor width (one predecessor) or fork width (a join) */
   int32_t *fork_of; /* [n]: for a join, its fork */
   int32_t *chosen;  /* [n]: the plan's width index */
+  const int32_t *lo; /* [n]: first ranks the refinement keeps (NULL: all 0) */
   double *unit;     /* [W]: scratch for a fork seen at one width */
 } Solver;
 
@@ -525,7 +465,7 @@ refine(Solver *s)
   g_autofree int32_t *trial = g_new(int32_t, n);
   for (int v = 0; v < n; v++)
     before[v] = amp_at(s, s->chosen, v);
-  double best = st_burst_step_ns(s->g, s->chosen);
+  double best = st_burst_step_at_ns(s->g, s->chosen, s->lo);
   for (int round = 0; round < REFINE_ROUNDS; round++) {
     int bi = -1, bj = -1, bk = -1;
     double bt = best * (1 - 1e-9);
@@ -547,9 +487,11 @@ refine(Solver *s)
             ok = admitted(s, trial, v, before);
           for (int p = 0; ok && p < node(s, i)->n_preds; p++)
             ok = admitted(s, trial, node(s, i)->preds[p], before);
+          for (int v = i; ok && s->lo != NULL && v <= j; v++)
+            ok = s->lo[v] + s->g->widths[k] <= s->g->n_ranks;
           if (!ok)
             continue;
-          double t = st_burst_step_ns(s->g, trial);
+          double t = st_burst_step_at_ns(s->g, trial, s->lo);
           if (t < bt) {
             bt = t;
             bi = i, bj = j, bk = k;
@@ -561,7 +503,7 @@ refine(Solver *s)
       break;
     for (int v = bi; v <= bj; v++)
       s->chosen[v] = bk;
-    best = st_burst_step_ns(s->g, s->chosen);
+    best = st_burst_step_at_ns(s->g, s->chosen, s->lo);
   }
   int changed = 0;
   for (int v = 0; v < n; v++)
@@ -571,7 +513,7 @@ refine(Solver *s)
 
 /* Fills the plan's per-node numbers and totals from the chosen widths. */
 static void
-fill_plan(const Solver *s, StBurstPlan *plan)
+fill_plan(const Solver *s, const int32_t *lo, StBurstPlan *plan)
 {
   const StBurstGraph *g = s->g;
   int top = s->W - 1;
@@ -583,6 +525,7 @@ fill_plan(const Solver *s, StBurstPlan *plan)
     *c = (StBurstChoice){
       .width = k,
       .gpus = g->widths[k],
+      .first_rank = lo[v],
       .batch = n->batch[k],
       .compute_ns = n->compute_ns[k],
       .sync_ns = n->sync_ns[k],
@@ -592,7 +535,7 @@ fill_plan(const Solver *s, StBurstPlan *plan)
     plan->dp_iteration_ns += cost(s, v, top);
     for (int i = 0; i < n->n_preds; i++) {
       int u = n->preds[i], a = s->chosen[u];
-      double x = xfer(s, u, a, k);
+      double x = st_burst_edge_ns(g, u, a, lo[u], k, lo[v]);
       c->xfer_in_ns = MAX(c->xfer_in_ns, x);
       plan->gpu_ns += x * MAX(g->widths[a], g->widths[k]);
     }
@@ -602,7 +545,8 @@ fill_plan(const Solver *s, StBurstPlan *plan)
   }
   plan->iteration_ns = plan->nodes[s->n - 1].end_ns;
   plan->dp_gpu_ns = plan->dp_gpus * plan->dp_iteration_ns;
-  plan->step_ns = st_burst_step_ns(g, s->chosen);
+  plan->step_ns = st_burst_step_at_ns(g, s->chosen, lo);
+  plan->unpacked_step_ns = st_burst_step_ns(g, s->chosen);
   g_autofree int32_t *wide = g_new(int32_t, s->n);
   for (int v = 0; v < s->n; v++)
     wide[v] = top;
@@ -632,9 +576,33 @@ st_burst_plan_new(const StBurstGraph *g, const StBurstParams *p, GError **error)
   StBurstPlan *plan = g_new0(StBurstPlan, 1);
   plan->n_nodes = s.n;
   plan->nodes = g_new0(StBurstChoice, s.n);
+  /* Refined then packed; and, with packing, packed then refined with the
+   * branches where packing put them (a branch that runs beside another may
+   * be better narrow than the refinement of a serial timeline leaves it):
+   * the faster of the two. */
+  g_autofree int32_t *dp_widths = g_memdup2(s.chosen, sizeof(int32_t) * s.n);
   if (p->refine)
     plan->refined = refine(&s);
-  fill_plan(&s, plan);
+  g_autofree int32_t *lo = g_new0(int32_t, s.n);
+  if (p->pack) {
+    plan->packed = st_burst_pack(g, s.chosen, lo);
+    g_autofree int32_t *widths_a = g_memdup2(s.chosen, sizeof(int32_t) * s.n);
+    double step_a = st_burst_step_at_ns(g, s.chosen, lo);
+    g_autofree int32_t *lo_b = g_new0(int32_t, s.n);
+    memcpy(s.chosen, dp_widths, sizeof(int32_t) * s.n);
+    int packed_b = st_burst_pack(g, s.chosen, lo_b);
+    s.lo = lo_b;
+    int refined_b = p->refine ? refine(&s) : 0;
+    s.lo = NULL;
+    if (st_burst_step_at_ns(g, s.chosen, lo_b) < step_a) {
+      memcpy(lo, lo_b, sizeof(int32_t) * s.n);
+      plan->packed = packed_b;
+      plan->refined = refined_b;
+    } else {
+      memcpy(s.chosen, widths_a, sizeof(int32_t) * s.n);
+    }
+  }
+  fill_plan(&s, lo, plan);
   solver_clear(&s);
   return plan;
 }

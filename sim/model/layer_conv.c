@@ -1,4 +1,5 @@
-/* layer_conv.c: image layers on [C,H,W] inputs: conv2d, the poolings, and
+/* layer_conv.c: image layers on [C,H,W] inputs: conv2d, conv2d_rect, the
+ * poolings, and
  * the reshapes that leave the image world (flatten, to_tokens).
  *
  * Window arithmetic is PyTorch's with ceil_mode off. Layers without weights
@@ -107,6 +108,64 @@ const StLayerType st_layer_conv2d = {
   .derive = conv2d_derive,
   .keeps = ST_KEEPS_INPUT,
   .memory = conv2d_memory,
+};
+
+/* ---- conv2d_rect -------------------------------------------------------- */
+
+/* Inception-v3's factorized convolutions (Szegedy et al. 2016, arXiv
+ * 1512.00567): 1x7 then 7x1, 1x3 and 3x1, each padded to keep the map. */
+static const StAttrSpec CONV2D_RECT_ATTRS[] = {
+  {.key = "out_channels", .min = 1, .required = TRUE, .help = "output channels"},
+  {.key = "kernel_h", .min = 1, .required = TRUE, .help = "kernel height"},
+  {.key = "kernel_w", .min = 1, .required = TRUE, .help = "kernel width"},
+  {.key = "padding_h", .fallback = 0, .min = 0, .help = "zeros added above and below"},
+  {.key = "padding_w", .fallback = 0, .min = 0, .help = "zeros added left and right"},
+  {.key = "stride", .fallback = 1, .min = 1, .help = "step between windows"},
+  {.key = "bias", .fallback = 1, .flag = TRUE, .help = "add a learned bias per channel"},
+  {NULL},
+};
+
+/* fwd = 2 * (kh*kw*Cin) * Cout * Hout * Wout; bwd = 2 x fwd; keeps its input. */
+static gboolean
+conv2d_rect_derive(StLayer *layer, int dtype_bytes, GError **error)
+{
+  if (!st_layer_check_dims(layer, 3, "[C,H,W]", error))
+    return FALSE;
+  StChw in = input_chw(layer), out = {.c = st_layer_attr(layer, "out_channels", 0)};
+  int64_t kh = st_layer_attr(layer, "kernel_h", 0), kw = st_layer_attr(layer, "kernel_w", 0);
+  int64_t stride = st_layer_attr(layer, "stride", 1);
+  if (!st_window_out(in.h, kh, stride, st_layer_attr(layer, "padding_h", 0), &out.h, error) ||
+      !st_window_out(in.w, kw, stride, st_layer_attr(layer, "padding_w", 0), &out.w, error) ||
+      !st_layer_check_size((double)kh * (double)kw * (double)in.c * (double)out.c,
+                           ST_MAX_COUNT, "the weights", error))
+    return FALSE;
+  int64_t per_output = kh * kw * in.c;
+  set_chw_output(layer, out, dtype_bytes);
+  layer->params = per_output * out.c + st_layer_attr(layer, "bias", 1) * out.c;
+  layer->fwd_flops = 2.0 * (double)per_output * (double)st_chw_elems(out);
+  layer->bwd_flops = 2.0 * layer->fwd_flops;
+  layer->act_bytes = layer->in_bytes;
+  return TRUE;
+}
+
+/* The columns of its input, as conv2d's: kh*kw per output element. */
+static void
+conv2d_rect_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  const int64_t *o = layer->out_shape.dims;
+  int64_t per_image = layer->in_shape.dims[0] * st_layer_attr(layer, "kernel_h", 1) *
+                      st_layer_attr(layer, "kernel_w", 1) * o[1] * o[2] * dtype_bytes;
+  int64_t fit = ST_CONV_COLS_BYTES / MAX(per_image, 1);
+  out->fwd_scratch = out->bwd_scratch = st_layer_aligned(CLAMP(fit, 1, batch) * per_image);
+}
+
+const StLayerType st_layer_conv2d_rect = {
+  .name = "conv2d_rect",
+  .summary = "2-D convolution over [C,H,W] with a kernel_h x kernel_w kernel",
+  .attrs = CONV2D_RECT_ATTRS,
+  .derive = conv2d_rect_derive,
+  .keeps = ST_KEEPS_INPUT,
+  .memory = conv2d_rect_memory,
 };
 
 /* ---- pooling ----------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* layer_elementwise.c: layers without weights that act per element or pick
- * elements: relu, gelu, dropout, select_token, and the loss.
+ * elements: relu, gelu, dropout, select_token, concat, and the loss.
  *
  * FLOPs per element are stated beside each type; backward costs as much as
  * forward (no weight gradient). What each keeps follows PyTorch autograd.
@@ -50,6 +50,28 @@ const StLayerType st_layer_gelu = {
   .attrs = NO_ATTRS,
   .derive = gelu_derive,
   .keeps = ST_KEEPS_INPUT,
+  .memory = st_layer_no_memory,
+};
+
+/* Branches joined on the channel axis (Inception's modules): the loader
+ * gives it its inputs concatenated (model_inputs.h); a copy, no FLOPs,
+ * nothing kept. */
+static gboolean
+concat_derive(StLayer *layer, int dtype_bytes, GError **error)
+{
+  st_layer_same_shape(layer, dtype_bytes);
+  layer->params = 0;
+  layer->fwd_flops = layer->bwd_flops = 0;
+  layer->act_bytes = 0;
+  return TRUE;
+}
+
+const StLayerType st_layer_concat = {
+  .name = "concat",
+  .summary = "its inputs (`inputs`) concatenated on the first axis",
+  .attrs = NO_ATTRS,
+  .derive = concat_derive,
+  .keeps = 0,
   .memory = st_layer_no_memory,
 };
 

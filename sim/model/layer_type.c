@@ -17,6 +17,8 @@ static const StLayerType *const TYPES[] = {
   &st_layer_class_token,
   &st_layer_lm_head,
   &st_layer_conv2d,
+  &st_layer_conv2d_rect,
+  &st_layer_concat,
   &st_layer_maxpool2d,
   &st_layer_avgpool2d,
   &st_layer_adaptive_avgpool2d,

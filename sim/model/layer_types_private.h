@@ -23,6 +23,8 @@ extern const StLayerType st_layer_lm_head;
 
 /* layer_conv.c */
 extern const StLayerType st_layer_conv2d;
+extern const StLayerType st_layer_conv2d_rect;
+extern const StLayerType st_layer_concat;
 extern const StLayerType st_layer_maxpool2d;
 extern const StLayerType st_layer_avgpool2d;
 extern const StLayerType st_layer_adaptive_avgpool2d;

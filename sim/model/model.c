@@ -7,6 +7,7 @@
 
 #include "base/json.h"
 #include "model/layer_type.h"
+#include "model/model_inputs.h"
 
 G_DEFINE_QUARK(st-model-error-quark, st_model_error)
 
@@ -88,6 +89,7 @@ layer_clear(StLayer *layer)
   g_free(layer->name);
   g_free(layer->attrs);
   g_free(layer->signature);
+  g_free(layer->inputs);
 }
 
 void
@@ -118,6 +120,7 @@ st_model_copy(const StModel *model)
     *dst = *src;
     dst->name = g_strdup(src->name);
     dst->signature = g_strdup(src->signature);
+    st_model_inputs_copy(dst, src);
     dst->attrs = g_new(StAttr, MAX(src->n_attrs, 1));
     if (src->n_attrs > 0)
       memcpy(dst->attrs, src->attrs, sizeof(StAttr) * (size_t)src->n_attrs);
@@ -298,6 +301,7 @@ st_model_to_json(const StModel *model)
     cJSON *obj = cJSON_CreateObject();
     cJSON_AddStringToObject(obj, "name", layer->name);
     cJSON_AddStringToObject(obj, "type", layer->type->name);
+    st_model_inputs_to_json(model, layer, obj);
     for (int a = 0; a < layer->n_attrs; a++) {
       const StAttr *attr = &layer->attrs[a];
       const char *choice = st_layer_attr_choice(layer, attr->key);

@@ -12,7 +12,10 @@
  * so only the hyperparameters that are not implied by it are written (a
  * conv2d's in_channels comes from its input). A `repeat` entry expands its
  * `layers` N times, substituting the index (from `from`, default 0) for
- * "{i}" in names. Layer types are registered in layer_type.c; `"type":
+ * "{i}" in names. A layer may name the earlier layers it reads with
+ * `"inputs": ["a", "b"]` (a branch starting from a fork, a `concat` joining
+ * branches; model_inputs.c); without it, it reads the previous layer.
+ * Layer types are registered in layer_type.c; `"type":
  * "custom"` takes its numbers directly, all per sample: params, fwd_flops,
  * bwd_flops, activation_bytes, output_bytes.
  *
@@ -103,6 +106,12 @@ typedef struct {
   /* Its output is an open chain (an MoE router's or an expert's before the
    * last): the next layer must continue it (StLayerType.link). */
   gboolean chain_open;
+  /* The earlier layers whose outputs it reads (model_inputs.c), when the
+   * file names them with `inputs`; NULL and 0: the previous layer (the
+   * model's input for the first). Several are concatenated on the first
+   * axis (Inception's branches meeting at a `concat`). Owned. */
+  int32_t *inputs;
+  int32_t n_inputs;
 } StLayer;
 
 typedef struct {
@@ -166,6 +175,16 @@ int st_model_expert_tp(const StModel *model);
 int st_model_context_parallel(const StModel *model);
 void st_model_free(StModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StModel, st_model_free)
+
+/* ---- branches (model_inputs.c) ------------------------------------------ */
+
+#define ST_LAYER_MAX_INPUTS 8
+
+/* Layer i's inputs as indices of earlier layers into out[] (the previous
+ * layer when it names none; nothing for the first layer): returns how many. */
+int st_model_layer_inputs(const StModel *model, int i, int32_t out[ST_LAYER_MAX_INPUTS]);
+/* Whether some layer reads other than its predecessor: a DAG, not a chain. */
+gboolean st_model_has_branches(const StModel *model);
 
 /* Whether the model reads a sequence of token ids (input [tokens], an
  * embedding first): one whose sequence length --seq-len may change. */

@@ -13,6 +13,7 @@
 #include "base/json.h"
 #include "model/layer_type.h"
 #include "model/layer_types_private.h"
+#include "model/model_inputs.h"
 #include "model/model.h"
 
 /* Repeat counts and dims beyond these are typos, not models (layer_type.h). */
@@ -166,6 +167,7 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
   g_ptr_array_add(allowed, (gpointer) "name");
   g_ptr_array_add(allowed, (gpointer) "type");
   g_ptr_array_add(allowed, (gpointer) "derived");
+  g_ptr_array_add(allowed, (gpointer) "inputs");
   int n = 0;
   for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++, n++)
     if (!spec->derived)
@@ -359,15 +361,15 @@ static gboolean
 derive_all(StModel *model, GError **error)
 {
   int dtype_bytes = st_dtype_bytes(model->dtype);
-  StShape shape = model->input;
   for (int i = 0; i < model->n_layers; i++) {
     StLayer *layer = &model->layers[i];
-    if (!derive_layer(layer, i > 0 ? &model->layers[i - 1] : NULL, &shape, dtype_bytes,
+    StShape shape;
+    if (!st_model_inputs_shape(model, i, &shape, error) ||
+        !derive_layer(layer, i > 0 ? &model->layers[i - 1] : NULL, &shape, dtype_bytes,
                       error)) {
       g_prefix_error(error, "layer %d '%s': ", i, layer->name);
       return FALSE;
     }
-    shape = layer->out_shape;
   }
   const StLayer *last = &model->layers[model->n_layers - 1];
   if (last->chain_open)
@@ -508,7 +510,8 @@ read_model(const cJSON *root, StModel *model, GError **error)
     const Entry *entry = &g_array_index(entries, Entry, i);
     StLayer *layer = &model->layers[i];
     model->n_layers = (int)i + 1; /* so st_model_free releases what was read */
-    gboolean ok = read_layer(layer, entry, error);
+    gboolean ok = read_layer(layer, entry, error) &&
+                  st_model_inputs_read(layer, entry->obj, seen, error);
     gpointer other;
     if (ok && g_hash_table_lookup_extended(seen, layer->name, NULL, &other))
       ok = fail(error, "duplicate name (also layer %d)", GPOINTER_TO_INT(other));
@@ -608,7 +611,8 @@ st_model_derive_etp(const StModel *model, const StShape *input, int tp, gboolean
     g_clear_pointer(&layer->signature, g_free);
     /* Everything derived starts again from the attrs. */
     *layer = (StLayer){.name = layer->name, .type = layer->type, .attrs = layer->attrs,
-                       .n_attrs = layer->n_attrs};
+                       .n_attrs = layer->n_attrs, .inputs = layer->inputs,
+                       .n_inputs = layer->n_inputs};
     set_split(layer, tp, sp, cp, etp);
   }
   GError *local = NULL;

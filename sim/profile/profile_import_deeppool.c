@@ -113,6 +113,17 @@ param(const Row *row, const char *key, int64_t fallback)
   return fallback;
 }
 
+/* A kernel_size or padding that PyTorch takes as one number or a pair
+ * [height, width]: element `hw` (0: height, 1: width). */
+static int64_t
+param_hw(const Row *row, const char *key, int hw, int64_t fallback)
+{
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(row->params, key);
+  if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2 && cJSON_IsNumber(cJSON_GetArrayItem(v, hw)))
+    return (int64_t)cJSON_GetArrayItem(v, hw)->valuedouble;
+  return param(row, key, fallback);
+}
+
 /* Whether a DeepPool row describes `layer` (the mapping in the header). */
 static gboolean
 row_matches(const Row *row, const StLayer *l)
@@ -121,11 +132,24 @@ row_matches(const Row *row, const StLayer *l)
   if (!st_shape_equal(&row->shape, &l->in_shape))
     return FALSE;
 #define ATTR(k, d) st_layer_attr(l, k, d)
+  if (strcmp(row->type, "conv2d") == 0 && strcmp(t, "conv2d_rect") == 0)
+    return ATTR("out_channels", 0) == param(row, "out_channels", -1) &&
+           ATTR("kernel_h", 0) == param_hw(row, "kernel_size", 0, -1) &&
+           ATTR("kernel_w", 0) == param_hw(row, "kernel_size", 1, -1) &&
+           ATTR("padding_h", 0) == param_hw(row, "padding", 0, 0) &&
+           ATTR("padding_w", 0) == param_hw(row, "padding", 1, 0) &&
+           ATTR("stride", 1) == param(row, "stride", 1);
   if (strcmp(row->type, "conv2d") == 0)
     return strcmp(t, "conv2d") == 0 && ATTR("out_channels", 0) == param(row, "out_channels", -1) &&
            ATTR("kernel", 0) == param(row, "kernel_size", -1) &&
            ATTR("stride", 1) == param(row, "stride", 1) &&
            ATTR("padding", 0) == param(row, "padding", 0) && ATTR("groups", 1) == 1;
+  if (strcmp(row->type, "avgPool2d") == 0)
+    return strcmp(t, "avgpool2d") == 0 && ATTR("kernel", 0) == param(row, "kernel_size", -1) &&
+           ATTR("stride", 0) == param(row, "stride", param(row, "kernel_size", -1)) &&
+           ATTR("padding", 0) == param(row, "padding", 0);
+  if (strcmp(row->type, "concat") == 0)
+    return strcmp(t, "concat") == 0;
   if (strcmp(row->type, "maxPool2d") == 0)
     return strcmp(t, "maxpool2d") == 0 && ATTR("kernel", 0) == param(row, "kernel_size", -1) &&
            ATTR("stride", 0) == param(row, "stride", param(row, "kernel_size", -1)) &&

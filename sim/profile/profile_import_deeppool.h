@@ -18,7 +18,11 @@
  *
  *   conv2d{in_channels, kernel_size, out_channels, padding, stride}
  *                              -> conv2d {out_channels, kernel, padding, stride}
+ *   conv2d{..., kernel_size: [h, w], padding: [h, w], ...}
+ *                              -> conv2d_rect {kernel_h, kernel_w, padding_h, padding_w}
  *   maxPool2d{kernel_size, padding, stride}  -> maxpool2d {kernel, padding, stride}
+ *   avgPool2d{kernel_size, padding, stride}  -> avgpool2d {kernel, padding, stride}
+ *   concat                                    -> concat (on the concatenated shape)
  *   adAvgPool2d{output_height = output_width} -> adaptive_avgpool2d {output_size}
  *   flatten                                   -> flatten
  *   linear{in_features, out_features}         -> linear {out_features} on [in_features]

@@ -21,6 +21,11 @@
  * assembled from the local copy and what arrives (comm), the same for the
  * gradient of an output, and on the narrow side a packing buffer around
  * each transfer (comm).
+ * A model with branches (model.h: `inputs`) or a plan whose branches are
+ * packed on other GPUs (burst_pack.c: a set from rank first_rank) moves
+ * samples along the model's edges between any two sets instead
+ * (strategy_burst_dag.c); those programs are not shared and count the
+ * model states and each layer's kept activations in memory.
  * Ranks with the same shares everywhere share a program. For the executor,
  * every buffer says what it holds and every transfer and copy what it moves
  * (StData of a layer), and every layer pass, transfer and copy its samples
@@ -28,58 +33,15 @@
  * written relative to it so that programs stay shared); the simulator
  * reads none of it.
  */
-#include "base/util.h"
-#include "burst/burst.h"
-#include "strategy/strategy_common.h"
+#include "strategy/strategy_burst.h"
 
 #include <string.h>
 
-typedef struct {
-  const StStrategyInput *in;
-  StSchedule *s;
-  const StModel *m;
-  const int32_t *w;      /* [n_layers]: GPUs of each layer */
-  int n;                 /* layers */
-  int64_t M;             /* samples per micro-batch */
-  int A;                 /* micro-batches */
-  StStateBytes bytes;
-  GHashTable *xcomm;     /* (small << 16 | large) -> communicator of a transition */
-  GHashTable *scomm;     /* width -> communicator of the gradient all-reduce */
-} Burst;
-
-typedef struct {
-  Burst *b;
-  StProgram *p;
-  int j;                  /* the rank this program is written for */
-  int compute, sync, send, recv;
-  uint32_t last_comp;     /* UINT32_MAX until the first compute op */
-  uint32_t last_reduce;   /* UINT32_MAX until the first all-reduce */
-  int *batch;             /* [n]: this rank's samples of each layer, 0 where it runs none */
-  gboolean *moved;        /* [n + 1]: samples change GPU sets at boundary i */
-  StTensors *t;           /* the micro-batch's tensors (tensors.h) */
-  /* Per micro-batch, per layer (UINT32_MAX: none). */
-  uint32_t *fwd, *bwd;    /* op ids */
-  uint32_t *ready;        /* op after which layer i's input (fwd) is complete */
-  uint32_t *gready;       /* op after which layer i's output gradient (bwd) is complete */
-} Emit;
-
-#define NONE UINT32_MAX
-
-static inline int
-share(const Burst *b, int w, int j)
-{
-  return st_burst_share(b->M, w, j);
-}
-
-static inline int
-part(const Emit *e, int i)
-{
-  return e->j < e->b->w[i];
-}
+#include "base/util.h"
 
 /* Bytes per sample of layer i's output, in the activation dtype. */
-static int64_t
-out_bytes(const Burst *b, int i)
+int64_t
+st_burst_out_bytes(const Burst *b, int i)
 {
   return st_model_bytes_as(b->m, b->m->layers[i].out_bytes, b->bytes.activation);
 }
@@ -106,14 +68,16 @@ xcomm(Burst *b, int small, int large)
   return comm_for(b, b->xcomm, small << 16 | large, name, color);
 }
 
-static int
-scomm(Burst *b, int w)
+/* The ranks lo .. lo + w - 1, for their gradient all-reduce. */
+int
+st_burst_scomm(Burst *b, int lo, int w)
 {
   g_autofree int32_t *color = g_new(int32_t, b->s->n_ranks);
   for (int r = 0; r < b->s->n_ranks; r++)
-    color[r] = r < w ? 0 : -1;
-  g_autofree char *name = g_strdup_printf("burst sync %d", w);
-  return comm_for(b, b->scomm, w, name, color);
+    color[r] = r >= lo && r < lo + w ? 0 : -1;
+  g_autofree char *name =
+    lo == 0 ? g_strdup_printf("burst sync %d", w) : g_strdup_printf("burst sync %d@%d", w, lo);
+  return comm_for(b, b->scomm, lo << 16 | w, name, color);
 }
 
 /* One transfer op of `samples` samples, the wide rank's share (every
@@ -151,6 +115,15 @@ transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData 
   if (release != NONE)
     st_program_free_buffer(e->p, release);
   return st_program_commit(e->p);
+}
+
+uint32_t
+st_burst_transfer(Emit *e, StOp op, int micro, int samples, int first, int large, StData data,
+                  int layer, uint32_t after, uint32_t after2, uint32_t alloc, uint32_t release,
+                  gboolean packed)
+{
+  return transfer(e, op, micro, samples, first, large, data, layer, after, after2, alloc, release,
+                  packed);
 }
 
 /* The last op taking boundary k's activations out (tensors.h). */
@@ -232,7 +205,8 @@ comp(Emit *e, StPass pass, int i, int micro, uint32_t after)
 {
   StPassMem pm = {0};
   st_tensors_pass(e->t, pass, i, &pm);
-  StOp op = st_op_comp(e->compute, pass, i, micro, share(e->b, e->b->w[i], e->j));
+  StOp op = st_op_comp(e->compute, pass, i, micro,
+                       share(e->b, e->b->w[i], e->j - e->b->lo[i]));
   /* This rank's samples at width w_i: every w_i-th of the micro-batch from
    * its own index (its replica, st_schedule_new's default). */
   st_op_samples(&op, (int)(micro * e->b->M), e->b->w[i]);
@@ -269,14 +243,14 @@ emit_micro(Emit *e, int micro)
     e->fwd[i] = e->bwd[i] = e->ready[i] = e->gready[i] = NONE;
   for (int i = 0; i < n; i++) {
     if (e->moved[i])
-      e->ready[i] = exchange(e, micro, b->w[i - 1], b->w[i], out_bytes(b, i - 1),
+      e->ready[i] = exchange(e, micro, b->w[i - 1], b->w[i], st_burst_out_bytes(b, i - 1),
                              tag_of(b, micro, i - 1, 0), FALSE, i, e->fwd[i - 1]);
     if (part(e, i))
       e->fwd[i] = comp(e, ST_PASS_FWD, i, micro, e->ready[i]);
   }
   for (int i = n - 1; i >= 0; i--) {
     if (e->moved[i + 1])
-      e->gready[i] = exchange(e, micro, b->w[i + 1], b->w[i], out_bytes(b, i),
+      e->gready[i] = exchange(e, micro, b->w[i + 1], b->w[i], st_burst_out_bytes(b, i),
                               tag_of(b, micro, i, 1), TRUE, i + 1, e->bwd[i + 1]);
     if (!part(e, i))
       continue;
@@ -285,7 +259,7 @@ emit_micro(Emit *e, int micro)
       comp(e, ST_PASS_RECOMPUTE, i, micro, e->gready[i]);
     e->bwd[i] = comp(e, ST_PASS_BWD, i, micro, e->gready[i]);
     if (micro == b->A - 1 && b->w[i] > 1 && l->params > 0) {
-      StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, scomm(b, b->w[i]),
+      StOp reduce = st_op_coll(e->sync, ST_COLL_ALL_REDUCE, st_burst_scomm(b, 0, b->w[i]),
                                l->params * b->bytes.grad);
       st_op_moves(&reduce, ST_DATA_GRADS, i, i);
       st_program_begin(e->p, &reduce);
@@ -295,6 +269,7 @@ emit_micro(Emit *e, int micro)
   }
   g_clear_pointer(&e->t, st_tensors_free);
 }
+
 
 /* Persistent model states of the layers this rank runs, one buffer set per
  * run of consecutive layers. Returns the parameters held. */
@@ -345,14 +320,18 @@ emit_program(Burst *b, int j)
   g_autofree int *batch = g_new0(int, b->n);
   g_autofree gboolean *moved = g_new0(gboolean, b->n + 1);
   for (int i = 0; i < b->n; i++) {
-    batch[i] = part(&e, i) ? share(b, b->w[i], j) : 0;
+    batch[i] = part(&e, i) ? share(b, b->w[i], j - b->lo[i]) : 0;
     moved[i] = i > 0 && b->w[i - 1] != b->w[i];
   }
   e.batch = batch;
   e.moved = moved;
   int64_t held = model_states(&e);
-  for (int micro = 0; micro < b->A; micro++)
-    emit_micro(&e, micro);
+  for (int micro = 0; micro < b->A; micro++) {
+    if (b->dag)
+      st_burst_emit_micro_dag(&e, micro);
+    else
+      emit_micro(&e, micro);
+  }
   if (held > 0) {
     StOp step = st_op_elementwise(e.compute, ST_PASS_OPTIM, -1, held, held * b->bytes.optim_traffic);
     st_program_begin(e.p, &step);
@@ -369,6 +348,8 @@ emit_program(Burst *b, int j)
 static char *
 signature(const Burst *b, int j)
 {
+  if (b->dag) /* peers are ranks: no two programs are the same */
+    return g_strdup_printf("rank %d", j);
   GString *sig = g_string_new(NULL);
   for (int i = 0; i < b->n; i++) {
     g_string_append_printf(sig, "%d,", j < b->w[i] ? share(b, b->w[i], j) : -1);
@@ -433,14 +414,22 @@ build(const StStrategyInput *in, GError **error)
     return NULL;
   }
   g_autofree int32_t *w = g_new(int32_t, b.n);
-  for (int i = 0; i < b.n; i++)
+  g_autofree int32_t *lo = g_new(int32_t, b.n);
+  b.dag = st_model_has_branches(in->model);
+  for (int i = 0; i < b.n; i++) {
     w[i] = plan->nodes[i].gpus;
+    lo[i] = plan->nodes[i].first_rank;
+    b.dag = b.dag || lo[i] != 0;
+  }
   b.w = w;
+  b.lo = lo;
 
   b.s = st_schedule_new(st_model_copy(in->model), st_cluster_copy(in->cluster), o->ranks, NULL);
   b.m = b.s->model;
   b.xcomm = g_hash_table_new(g_direct_hash, g_direct_equal);
   b.scomm = g_hash_table_new(g_direct_hash, g_direct_equal);
+  if (b.dag)
+    b.world = st_schedule_add_world(b.s, "burst world");
   g_autoptr(GHashTable) programs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   for (int j = 0; j < o->ranks; j++) {
     char *sig = signature(&b, j);
@@ -452,6 +441,8 @@ build(const StStrategyInput *in, GError **error)
       g_free(sig);
     }
     b.s->ranks[j].program = GPOINTER_TO_INT(id);
+    if (b.dag) /* ops name their samples absolutely: no program is shared */
+      b.s->ranks[j].replica = 0;
   }
   g_hash_table_unref(b.xcomm);
   g_hash_table_unref(b.scomm);
@@ -481,6 +472,8 @@ build(const StStrategyInput *in, GError **error)
   st_schedule_note_number(s, "planned_step_s", plan->step_ns * 1e-9);
   st_schedule_note_number(s, "planned_dp_step_s", plan->dp_step_ns * 1e-9);
   st_schedule_note_number(s, "refined_layers", plan->refined);
+  st_schedule_note_number(s, "packed_branches", plan->packed);
+  st_schedule_note_number(s, "planned_unpacked_step_s", plan->unpacked_step_ns * 1e-9);
   st_schedule_note_number(s, "planned_iteration_s", plan->iteration_ns * 1e-9);
   st_schedule_note_number(s, "planned_gpu_time_s", plan->gpu_ns * 1e-9);
   st_schedule_note_number(s, "planned_dp_iteration_s", plan->dp_iteration_ns * 1e-9);
