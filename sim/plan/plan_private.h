@@ -39,6 +39,39 @@ int st_plan_incumbents_beat(const StPlanIncumbents *inc, int gpus, double bound,
 int64_t st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile,
                                   int64_t *const *dur);
 
+/* ---- before building (plan_before.c, plan_closed.c) ------------------------- */
+
+/* Its strategy's estimate (StStrategy.estimate) and closed form
+ * (st_plan_closed_cycle) for point `pt`, options `resolved` on `cluster`
+ * (resized): refused (infeasible), over the memory cap by its lower bound
+ * (unless pruning is off), or, when `timed` (--steps auto), a bound of the
+ * steady step that raises pt->before_ns, which orders and prunes it
+ * unbuilt. */
+void st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
+                      const StStrategy *strategy, const StCluster *cluster,
+                      const StOptions *resolved, gboolean timed);
+
+/* Prunes `pt`, unbuilt, with the reason its before_ns gives: point `who`
+ * reaches `best` where it cannot do better than `bound`. */
+void st_plan_prune_unbuilt(const StPlan *plan, StPlanPoint *pt, double bound, int who,
+                           double best);
+
+/* The closed form of the steady step's cycle (before st_steady_step_bound's
+ * tolerance) of a configuration of `strategy` whose build would get `in`
+ * (options resolved and framework named, model at its --seq-len), without
+ * building it; 0 when the strategy has none or its options fall outside
+ * it. A lower bound of the engine's steady step, as plan_closed.c shows.
+ * O(layers x micro-batches + GPUs per node). */
+int64_t st_plan_closed_cycle(const StStrategy *strategy, const StStrategyInput *in);
+/* Whether `strategy` has a closed form. */
+gboolean st_plan_closed_known(const StStrategy *strategy);
+/* dp (zero FALSE) and zero (TRUE): plan_closed_dp.c. */
+int64_t st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero);
+/* The shape st_cluster_group_shape gives the devices 0 .. n-1 of `cluster`
+ * (every rank of a data-parallel schedule, one per device) in O(GPUs per
+ * node). */
+void st_plan_world_shape(const StCluster *cluster, int n, StGroupShape *shape);
+
 /* ---- identical schedules (plan_dedup.c) ------------------------------------ */
 
 /* Fingerprints seen (keys borrowed from the plan's points): the first
