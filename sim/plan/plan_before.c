@@ -4,13 +4,35 @@
  * (plan_closed.c), and the reason a point pruned on them says. */
 #include "plan/plan_private.h"
 
+#include <string.h>
+
 #include "base/units.h"
 #include "output/steady.h"
 
+/* The closed form, on the options as st_strategy_build resolves them: the
+ * framework named first (its bucket size and overlap, which resolving
+ * reads), then zero's default stage. */
+static void
+closed(StPlanPoint *pt, const StStrategy *strategy, const StModel *model,
+       const StCluster *cluster, const StProfile *profile, const StOptions *raw)
+{
+  StOptions o;
+  st_options_copy(&o, raw);
+  st_strategy_name_framework(strategy, &o);
+  if (strcmp(strategy->name, "zero") == 0 && o.zero_stage == 0)
+    o.zero_stage = 1;
+  StStrategyInput in = {model, cluster, profile, &o};
+  if (st_strategy_resolve(strategy, &o, cluster, NULL)) {
+    int64_t cycle = st_plan_closed_cycle(strategy, &in);
+    pt->closed_ns = cycle > 0 ? st_steady_step_bound(cycle) : 0;
+  }
+  st_options_clear(&o);
+}
+
 void
 st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
-                 const StStrategy *strategy, const StCluster *cluster, const StOptions *resolved,
-                 gboolean timed)
+                 const StStrategy *strategy, const StCluster *cluster, const StOptions *raw,
+                 const StOptions *resolved, gboolean timed)
 {
   if (strategy->estimate == NULL && !st_plan_closed_known(strategy))
     return;
@@ -33,11 +55,9 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
   StStrategyInput in = {model, cluster, profile, &named};
   pt->estimate = (StEstimate){.groups_across_nodes = plan->spec->tp_across_nodes};
   gboolean ok = strategy->estimate == NULL || strategy->estimate(&in, &pt->estimate, &error);
-  if (ok && timed) {
-    int64_t cycle = st_plan_closed_cycle(strategy, &in);
-    pt->closed_ns = cycle > 0 ? st_steady_step_bound(cycle) : 0;
-  }
   st_options_clear(&named);
+  if (ok && timed)
+    closed(pt, strategy, model, cluster, profile, raw);
   if (!ok) {
     st_plan_point_refuse(pt, ST_PLAN_INFEASIBLE, "%s: %s", strategy->name, error->message);
     return;

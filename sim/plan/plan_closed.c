@@ -16,7 +16,7 @@
  * same calls plan_bound.c makes on a built schedule), joined by
  * dependencies that really exist. Leaving ops or dependencies out only
  * shortens the chain, so a form may omit what it cannot follow cheaply
- * (recomputation, ZeRO-3's gathers) and stays a lower bound; it returns 0
+ * (offload copies, ZeRO-3's gathers) and stays a lower bound; it returns 0
  * for options that change the chain's ops themselves (--sparsity,
  * --offload, hybrid sharding). The steady-step argument is plan_bound.c's:
  * an op that runs once a step ends at least the cycle's length after its

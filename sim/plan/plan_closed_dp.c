@@ -8,8 +8,9 @@
  *          parameters all-gathered bucket after bucket on the comm stream,
  *          which the next forward waits for; else 0.
  *   t      the compute stream from G: every micro-batch's forwards of every
- *          layer then backwards from the last layer, each at its alone time
- *          (recomputation, offload copies and MoE expert chains left out).
+ *          layer then backwards from the last layer (each after its
+ *          recomputation, if checkpointed), each at its alone time (offload
+ *          copies and MoE expert chains left out).
  *   r      the reductions on the comm stream: bucket b's collective (dp:
  *          all-reduce, zero: reduce-scatter, of its gradient bytes) starts
  *          after the backward of its last layer and the reduction before
@@ -34,15 +35,17 @@
 #include "cost/cost.h"
 #include "cost/framework.h"
 #include "model/layer_type.h"
+#include "strategy/recompute.h"
 #include "strategy/strategy_common.h"
 
 /* A COMP op's alone time, as plan_bound.c takes it from a built op. */
 static int64_t
 comp_ns(const StComputeCtx *ctx, StPass pass, const StLayer *layer, int64_t batch, int64_t elems,
-        int64_t bytes, const char *kernel)
+        int64_t bytes, const char *kernel, unsigned again_ops)
 {
   StWork w = {
-    .pass = pass, .layer = layer, .batch = batch, .elems = elems, .bytes = bytes, .kernel = kernel,
+    .pass = pass, .layer = layer, .batch = batch, .elems = elems, .bytes = bytes,
+    .kernel = kernel, .again_ops = again_ops,
   };
   StCostSource source;
   double t = st_compute_time(ctx, &w, &source);
@@ -95,13 +98,24 @@ st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero)
   g_autofree int64_t *fwd = g_new0(int64_t, L);
   g_autofree int64_t *bwd = g_new0(int64_t, L);
   g_autofree int64_t *reduce = g_new0(int64_t, L); /* by the bucket's last layer; -1: none */
+  /* A checkpointed layer runs its forward again right before its backward
+   * (full), or the part of it its forward dropped (selective: work.c's
+   * again_ops). */
+  StRecomputePlan recompute = st_recompute_plan(o);
+  g_autofree StRecompute *mode = st_recompute_layers(m, &recompute);
+  unsigned again = recompute.ops != 0 ? recompute.ops : ST_RC_DEFAULT;
   for (int i = 0; i < L; i++) {
     const StLayer *l = &m->layers[i];
     reduce[i] = -1;
     if (l->type->link != NULL) /* an MoE expert's chain: left out */
       continue;
-    fwd[i] = comp_ns(&ctx, ST_PASS_FWD, l, o->micro_batch, 0, 0, st_pass_name(ST_PASS_FWD));
-    bwd[i] = comp_ns(&ctx, ST_PASS_BWD, l, o->micro_batch, 0, 0, st_pass_name(ST_PASS_BWD));
+    int64_t batch = o->micro_batch;
+    fwd[i] = comp_ns(&ctx, ST_PASS_FWD, l, batch, 0, 0, st_pass_name(ST_PASS_FWD), 0);
+    bwd[i] = comp_ns(&ctx, ST_PASS_BWD, l, batch, 0, 0, st_pass_name(ST_PASS_BWD), 0);
+    if (mode[i] != ST_RECOMPUTE_NONE)
+      bwd[i] = st_time_add(bwd[i], comp_ns(&ctx, ST_PASS_RECOMPUTE, l, batch, 0, 0,
+                                           st_pass_name(ST_PASS_RECOMPUTE),
+                                           mode[i] == ST_RECOMPUTE_SELECTIVE ? again : 0));
   }
   g_autoptr(GArray) buckets = st_grad_buckets(m, o->bucket_bytes, b.grad);
   StCollKind kind = zero ? ST_COLL_REDUCE_SCATTER : ST_COLL_ALL_REDUCE;
@@ -130,6 +144,6 @@ st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero)
   for (int i = 0; zero && i < L; i++)
     elems += st_shard(m->layers[i].params, n);
   int64_t step = comp_ns(&ctx, ST_PASS_OPTIM, NULL, 0, elems, elems * b.optim_traffic,
-                         st_optimizer_name(o->optimizer));
+                         st_optimizer_name(o->optimizer), 0);
   return st_time_add(MAX(t, r), step);
 }

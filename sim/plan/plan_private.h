@@ -42,14 +42,14 @@ int64_t st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile,
 /* ---- before building (plan_before.c, plan_closed.c) ------------------------- */
 
 /* Its strategy's estimate (StStrategy.estimate) and closed form
- * (st_plan_closed_cycle) for point `pt`, options `resolved` on `cluster`
- * (resized): refused (infeasible), over the memory cap by its lower bound
+ * (st_plan_closed_cycle) for point `pt`, options `raw` (as the
+ * configuration sets them) and `resolved` on `cluster` (resized): refused (infeasible), over the memory cap by its lower bound
  * (unless pruning is off), or, when `timed` (--steps auto), a bound of the
  * steady step that raises pt->before_ns, which orders and prunes it
  * unbuilt. */
 void st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
                       const StStrategy *strategy, const StCluster *cluster,
-                      const StOptions *resolved, gboolean timed);
+                      const StOptions *raw, const StOptions *resolved, gboolean timed);
 
 /* Prunes `pt`, unbuilt, with the reason its before_ns gives: point `who`
  * reaches `best` where it cannot do better than `bound`. */

@@ -158,7 +158,8 @@ prepare(Run *run, int i)
     if (run->profile == NULL && options.steps == 0)
       pt->work_ns = st_plan_work_bound(plan->model, cluster, &resolved);
     pt->before_ns = pt->work_ns;
-    st_plan_estimate(plan, run->profile, pt, c->strategy, cluster, &resolved, options.steps == 0);
+    st_plan_estimate(plan, run->profile, pt, c->strategy, cluster, &options, &resolved,
+                     options.steps == 0);
   }
   st_options_clear(&resolved);
   st_options_clear(&options);
