@@ -252,8 +252,9 @@ point_json(const StPlan *plan, int i)
   return obj;
 }
 
-cJSON *
-st_plan_to_json(const StPlan *plan)
+/* Everything but the points when `points` is FALSE (an empty array). */
+static cJSON *
+plan_json(const StPlan *plan, gboolean points)
 {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "format", "stagger-plan");
@@ -283,10 +284,65 @@ st_plan_to_json(const StPlan *plan)
     cJSON_AddBoolToObject(root, "winner_within_runner_up_interval",
                           (double)plan->points[winner].step_time_ns >= b0 &&
                             (double)plan->points[runner_up].step_time_ns <= a1);
-  cJSON *points = cJSON_AddArrayToObject(root, "points");
-  for (guint i = 0; i < plan->configs->len; i++)
-    cJSON_AddItemToArray(points, point_json(plan, (int)i));
+  cJSON *list = cJSON_AddArrayToObject(root, "points");
+  for (guint i = 0; points && i < plan->configs->len; i++)
+    cJSON_AddItemToArray(list, point_json(plan, (int)i));
   return root;
+}
+
+cJSON *
+st_plan_to_json(const StPlan *plan)
+{
+  return plan_json(plan, TRUE);
+}
+
+/* plan.json, streamed: the root as cJSON_Print formats it with no points,
+ * whose tail (the empty array and the closing brace) is replaced by the
+ * points printed one at a time, each re-indented to its depth of two tabs
+ * after every newline (a JSON string holds none raw). Byte for byte
+ * st_plan_to_json's text, without holding a tree and a text of every point
+ * at once (430 MB for 700,000 points). */
+static gboolean
+write_json(const StPlan *plan, const char *path, GError **error)
+{
+  static const char tail[] = "[]\n}";
+  g_autoptr(cJSON) root = plan_json(plan, FALSE);
+  g_autofree char *head = cJSON_Print(root);
+  gsize len = head != NULL ? strlen(head) : 0;
+  g_return_val_if_fail(len >= sizeof tail - 1 &&
+                         strcmp(head + len - (sizeof tail - 1), tail) == 0, FALSE);
+  FILE *f = g_fopen(path, "w");
+  if (f == NULL) {
+    int saved = errno;
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_IO, "%s: cannot write: %s", path,
+                g_strerror(saved));
+    return FALSE;
+  }
+  fwrite(head, 1, len - (sizeof tail - 1), f);
+  fputc('[', f);
+  for (guint i = 0; i < plan->configs->len; i++) {
+    g_autoptr(cJSON) obj = point_json(plan, (int)i);
+    g_autofree char *text = cJSON_Print(obj);
+    if (i > 0)
+      fputs(", ", f);
+    for (const char *p = text, *nl; p != NULL; p = nl != NULL ? nl + 1 : NULL) {
+      nl = strchr(p, '\n');
+      fwrite(p, 1, nl != NULL ? (gsize)(nl - p) : strlen(p), f);
+      if (nl != NULL)
+        fputs("\n\t\t", f);
+    }
+  }
+  fputs("]\n}\n", f);
+  gboolean ok = !ferror(f);
+  int saved = errno;
+  if (fclose(f) != 0 && ok) {
+    ok = FALSE;
+    saved = errno;
+  }
+  if (!ok)
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_IO, "%s: cannot write: %s", path,
+                g_strerror(saved));
+  return ok;
 }
 
 /* A CSV field: quoted, with quotes doubled. */
@@ -344,9 +400,8 @@ st_plan_write(const StPlan *plan, const char *dir, GError **error)
                 g_strerror(saved));
     return FALSE;
   }
-  g_autoptr(cJSON) root = st_plan_to_json(plan);
   g_autofree char *json_path = g_build_filename(dir, "plan.json", NULL);
-  if (!st_json_write_file(json_path, root, error))
+  if (!write_json(plan, json_path, error))
     return FALSE;
   g_autofree char *csv = plan_csv(plan);
   g_autofree char *csv_path = g_build_filename(dir, "plan.csv", NULL);
