@@ -14,7 +14,8 @@
  * reads), then zero's default stage. */
 static void
 closed(StPlanPoint *pt, const StStrategy *strategy, const StModel *model,
-       const StCluster *cluster, const StProfile *profile, const StOptions *raw)
+       const StCluster *cluster, const StProfile *profile, const StOptions *raw,
+       StPlanClosedCache *cache)
 {
   StOptions o;
   st_options_copy(&o, raw);
@@ -23,7 +24,7 @@ closed(StPlanPoint *pt, const StStrategy *strategy, const StModel *model,
     o.zero_stage = 1;
   StStrategyInput in = {model, cluster, profile, &o};
   if (st_strategy_resolve(strategy, &o, cluster, NULL)) {
-    int64_t cycle = st_plan_closed_cycle(strategy, &in);
+    int64_t cycle = st_plan_closed_cycle(strategy, &in, cache);
     pt->closed_ns = cycle > 0 ? st_steady_step_bound(cycle) : 0;
   }
   st_options_clear(&o);
@@ -32,7 +33,7 @@ closed(StPlanPoint *pt, const StStrategy *strategy, const StModel *model,
 void
 st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
                  const StStrategy *strategy, const StCluster *cluster, const StOptions *raw,
-                 const StOptions *resolved, gboolean timed)
+                 const StOptions *resolved, gboolean timed, StPlanClosedCache *cache)
 {
   if (strategy->estimate == NULL && !st_plan_closed_known(strategy))
     return;
@@ -57,7 +58,7 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
   gboolean ok = strategy->estimate == NULL || strategy->estimate(&in, &pt->estimate, &error);
   st_options_clear(&named);
   if (ok && timed)
-    closed(pt, strategy, model, cluster, profile, raw);
+    closed(pt, strategy, model, cluster, profile, raw, cache);
   if (!ok) {
     st_plan_point_refuse(pt, ST_PLAN_INFEASIBLE, "%s: %s", strategy->name, error->message);
     return;

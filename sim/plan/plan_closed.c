@@ -30,11 +30,14 @@
  */
 #include "plan/plan_private.h"
 
+#include <math.h>
 #include <string.h>
+
+#include "base/limits.h"
 
 typedef struct {
   const char *strategy;  /* registered name */
-  int64_t (*cycle)(const StStrategyInput *in, gboolean zero);
+  int64_t (*cycle)(const StStrategyInput *in, gboolean zero, StPlanClosedCache *cache);
   gboolean zero;         /* passed on: one form serves dp and zero */
 } Closed;
 
@@ -44,13 +47,91 @@ static const Closed CLOSED[] = {
 };
 
 int64_t
-st_plan_closed_cycle(const StStrategy *strategy, const StStrategyInput *in)
+st_plan_closed_cycle(const StStrategy *strategy, const StStrategyInput *in,
+                     StPlanClosedCache *cache)
 {
   g_return_val_if_fail(strategy != NULL && in != NULL, 0);
   for (gsize i = 0; i < G_N_ELEMENTS(CLOSED); i++)
     if (strcmp(CLOSED[i].strategy, strategy->name) == 0)
-      return CLOSED[i].cycle(in, CLOSED[i].zero);
+      return CLOSED[i].cycle(in, CLOSED[i].zero, cache);
   return 0;
+}
+
+/* ---- the passes' costs, once per plan --------------------------------------- */
+
+struct StPlanClosedCache {
+  const StModel *model;  /* the only model cached (a derived one may reuse a freed address) */
+  GHashTable *ns;        /* Key -> int64_t ns */
+};
+
+/* What st_compute_time reads of a pass and its context besides the GPU
+ * (one for every cluster of a plan): zeroed first, padding included. */
+typedef struct {
+  int64_t batch, elems, bytes;
+  const StLayer *layer;
+  const char *kernel;     /* static names */
+  const void *framework, *profile;
+  double share;
+  int32_t pass, dtype, nchw, fp8;
+  uint32_t again_ops, pad;
+  char compute_model[48];
+} Key;
+
+static guint
+key_hash(gconstpointer p)
+{
+  const Key *k = p;
+  return g_direct_hash(k->layer) * 31u + (guint)k->pass * 7u + (guint)k->batch * 13u +
+         (guint)k->elems;
+}
+
+static gboolean
+key_equal(gconstpointer a, gconstpointer b)
+{
+  return memcmp(a, b, sizeof(Key)) == 0;
+}
+
+StPlanClosedCache *
+st_plan_closed_cache_new(const StModel *model)
+{
+  StPlanClosedCache *c = g_new0(StPlanClosedCache, 1);
+  c->model = model;
+  c->ns = g_hash_table_new_full(key_hash, key_equal, g_free, g_free);
+  return c;
+}
+
+void
+st_plan_closed_cache_free(StPlanClosedCache *cache)
+{
+  if (cache == NULL)
+    return;
+  g_hash_table_unref(cache->ns);
+  g_free(cache);
+}
+
+int64_t
+st_plan_closed_comp_ns(StPlanClosedCache *cache, const StComputeCtx *ctx, const StWork *w)
+{
+  Key key;
+  gboolean cached = cache != NULL && ctx->model == cache->model &&
+                    (ctx->fallback == NULL || strlen(ctx->fallback) < sizeof key.compute_model);
+  if (cached) {
+    memset(&key, 0, sizeof key);
+    key = (Key){w->batch, w->elems, w->bytes, w->layer, w->kernel, ctx->framework,
+                ctx->profile, w->share, (int32_t)w->pass, (int32_t)ctx->dtype, ctx->nchw,
+                ctx->fp8, w->again_ops, 0, {0}};
+    if (ctx->fallback != NULL)
+      g_strlcpy(key.compute_model, ctx->fallback, sizeof key.compute_model);
+    int64_t *found = g_hash_table_lookup(cache->ns, &key);
+    if (found != NULL)
+      return *found;
+  }
+  StCostSource source;
+  double t = st_compute_time(ctx, w, &source);
+  int64_t ns = isfinite(t) && t > 0 ? st_ns_floor(t) : 0;
+  if (cached)
+    g_hash_table_insert(cache->ns, g_memdup2(&key, sizeof key), g_memdup2(&ns, sizeof ns));
+  return ns;
 }
 
 gboolean

@@ -40,16 +40,14 @@
 
 /* A COMP op's alone time, as plan_bound.c takes it from a built op. */
 static int64_t
-comp_ns(const StComputeCtx *ctx, StPass pass, const StLayer *layer, int64_t batch, int64_t elems,
-        int64_t bytes, const char *kernel, unsigned again_ops)
+comp_ns(StPlanClosedCache *cache, const StComputeCtx *ctx, StPass pass, const StLayer *layer,
+        int64_t batch, int64_t elems, int64_t bytes, const char *kernel, unsigned again_ops)
 {
   StWork w = {
     .pass = pass, .layer = layer, .batch = batch, .elems = elems, .bytes = bytes,
     .kernel = kernel, .again_ops = again_ops,
   };
-  StCostSource source;
-  double t = st_compute_time(ctx, &w, &source);
-  return isfinite(t) && t > 0 ? st_ns_floor(t) : 0;
+  return st_plan_closed_comp_ns(cache, ctx, &w);
 }
 
 static int64_t
@@ -64,7 +62,7 @@ coll_ns(const StStrategyInput *in, const StGroupShape *world, StCollKind kind, i
 }
 
 int64_t
-st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero)
+st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero, StPlanClosedCache *cache)
 {
   const StOptions *o = in->options;
   const StModel *m = in->model;
@@ -110,10 +108,10 @@ st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero)
     if (l->type->link != NULL) /* an MoE expert's chain: left out */
       continue;
     int64_t batch = o->micro_batch;
-    fwd[i] = comp_ns(&ctx, ST_PASS_FWD, l, batch, 0, 0, st_pass_name(ST_PASS_FWD), 0);
-    bwd[i] = comp_ns(&ctx, ST_PASS_BWD, l, batch, 0, 0, st_pass_name(ST_PASS_BWD), 0);
+    fwd[i] = comp_ns(cache, &ctx, ST_PASS_FWD, l, batch, 0, 0, st_pass_name(ST_PASS_FWD), 0);
+    bwd[i] = comp_ns(cache, &ctx, ST_PASS_BWD, l, batch, 0, 0, st_pass_name(ST_PASS_BWD), 0);
     if (mode[i] != ST_RECOMPUTE_NONE)
-      bwd[i] = st_time_add(bwd[i], comp_ns(&ctx, ST_PASS_RECOMPUTE, l, batch, 0, 0,
+      bwd[i] = st_time_add(bwd[i], comp_ns(cache, &ctx, ST_PASS_RECOMPUTE, l, batch, 0, 0,
                                            st_pass_name(ST_PASS_RECOMPUTE),
                                            mode[i] == ST_RECOMPUTE_SELECTIVE ? again : 0));
   }
@@ -143,7 +141,7 @@ st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero)
   int64_t elems = zero ? 0 : m->params;
   for (int i = 0; zero && i < L; i++)
     elems += st_shard(m->layers[i].params, n);
-  int64_t step = comp_ns(&ctx, ST_PASS_OPTIM, NULL, 0, elems, elems * b.optim_traffic,
+  int64_t step = comp_ns(cache, &ctx, ST_PASS_OPTIM, NULL, 0, elems, elems * b.optim_traffic,
                          st_optimizer_name(o->optimizer), 0);
   return st_time_add(MAX(t, r), step);
 }

@@ -4,6 +4,7 @@
 
 #include "output/output.h"
 #include "plan/plan.h"
+#include "cost/cost.h"
 
 /* ---- the best simulated so far, per GPU count (plan_prune.c) ------------ */
 
@@ -41,6 +42,8 @@ int64_t st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile,
 
 /* ---- before building (plan_before.c, plan_closed.c) ------------------------- */
 
+typedef struct StPlanClosedCache StPlanClosedCache;
+
 /* Its strategy's estimate (StStrategy.estimate) and closed form
  * (st_plan_closed_cycle) for point `pt`, options `raw` (as the
  * configuration sets them) and `resolved` on `cluster` (resized): refused (infeasible), over the memory cap by its lower bound
@@ -49,7 +52,8 @@ int64_t st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile,
  * unbuilt. */
 void st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
                       const StStrategy *strategy, const StCluster *cluster,
-                      const StOptions *raw, const StOptions *resolved, gboolean timed);
+                      const StOptions *raw, const StOptions *resolved, gboolean timed,
+                      StPlanClosedCache *cache);
 
 /* Prunes `pt`, unbuilt, with the reason its before_ns gives: point `who`
  * reaches `best` where it cannot do better than `bound`. */
@@ -62,11 +66,24 @@ void st_plan_prune_unbuilt(const StPlan *plan, StPlanPoint *pt, double bound, in
  * building it; 0 when the strategy has none or its options fall outside
  * it. A lower bound of the engine's steady step, as plan_closed.c shows.
  * O(layers x micro-batches + GPUs per node). */
-int64_t st_plan_closed_cycle(const StStrategy *strategy, const StStrategyInput *in);
+int64_t st_plan_closed_cycle(const StStrategy *strategy, const StStrategyInput *in,
+                             StPlanClosedCache *cache);
+/* The compute passes' alone times the closed forms of one plan met, for
+ * inputs of `model` (borrowed): every cluster of a plan is one node type
+ * resized, so a pass costs the same in each. `cache` may be NULL (nothing
+ * kept). Not thread-safe: the planner prepares serially. */
+StPlanClosedCache *st_plan_closed_cache_new(const StModel *model);
+void st_plan_closed_cache_free(StPlanClosedCache *cache);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanClosedCache, st_plan_closed_cache_free)
+/* st_compute_time of `work` in `ctx`, floored to ns (0 when not finite),
+ * through `cache`. */
+int64_t st_plan_closed_comp_ns(StPlanClosedCache *cache, const StComputeCtx *ctx,
+                               const StWork *work);
 /* Whether `strategy` has a closed form. */
 gboolean st_plan_closed_known(const StStrategy *strategy);
 /* dp (zero FALSE) and zero (TRUE): plan_closed_dp.c. */
-int64_t st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero);
+int64_t st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero,
+                                StPlanClosedCache *cache);
 /* The shape st_cluster_group_shape gives the devices 0 .. n-1 of `cluster`
  * (every rank of a data-parallel schedule, one per device) in O(GPUs per
  * node). */

@@ -61,6 +61,7 @@ typedef struct {
   gint64 start_us;          /* when the search began (--max-time) */
   GAsyncQueue *arrays;      /* StTimelineArrays no evaluation holds: each simulation borrows
                                one, so a thread's runs reuse the same record pages */
+  StPlanClosedCache *closed; /* the closed forms' pass costs (prepare, serial) */
 } Run;
 
 /* Schedules built for their bounds are kept for their simulation (in the
@@ -159,7 +160,7 @@ prepare(Run *run, int i)
       pt->work_ns = st_plan_work_bound(plan->model, cluster, &resolved);
     pt->before_ns = pt->work_ns;
     st_plan_estimate(plan, run->profile, pt, c->strategy, cluster, &options, &resolved,
-                     options.steps == 0);
+                     options.steps == 0, run->closed);
   }
   st_options_clear(&resolved);
   st_options_clear(&options);
@@ -609,7 +610,9 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
 
   g_autofree gboolean *decided = g_new0(gboolean, MAX(n, 1));
   g_autofree int *owner = g_new0(int, MAX(n, 1));
+  g_autoptr(StPlanClosedCache) closed = st_plan_closed_cache_new(model);
   Run run = {
+    .closed = closed,
     .dist = dist,
     .owner = owner,
     .plan = plan,
