@@ -319,20 +319,26 @@ write_json(const StPlan *plan, const char *path, GError **error)
     return FALSE;
   }
   fwrite(head, 1, len - (sizeof tail - 1), f);
-  fputc('[', f);
+  g_autoptr(GString) out = g_string_sized_new(1 << 16);
+  g_string_append_c(out, '[');
   for (guint i = 0; i < plan->configs->len; i++) {
     g_autoptr(cJSON) obj = point_json(plan, (int)i);
     g_autofree char *text = cJSON_Print(obj);
     if (i > 0)
-      fputs(", ", f);
+      g_string_append(out, ", ");
     for (const char *p = text, *nl; p != NULL; p = nl != NULL ? nl + 1 : NULL) {
       nl = strchr(p, '\n');
-      fwrite(p, 1, nl != NULL ? (gsize)(nl - p) : strlen(p), f);
+      g_string_append_len(out, p, nl != NULL ? nl - p : (gssize)strlen(p));
       if (nl != NULL)
-        fputs("\n\t\t", f);
+        g_string_append(out, "\n\t\t");
+    }
+    if (out->len >= (1 << 16) - 4096) {
+      fwrite(out->str, 1, out->len, f);
+      g_string_truncate(out, 0);
     }
   }
-  fputs("]\n}\n", f);
+  g_string_append(out, "]\n}\n");
+  fwrite(out->str, 1, out->len, f);
   gboolean ok = !ferror(f);
   int saved = errno;
   if (fclose(f) != 0 && ok) {
