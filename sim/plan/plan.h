@@ -17,6 +17,9 @@
  *                  into options and a cluster.
  *   plan_bound.c   lower bounds of step time and peak memory from a built
  *                  schedule, without simulating it.
+ *   plan_closed.c  closed forms of the steady step before building, per
+ *                  strategy family (plan_closed_dp.c: dp, zero), merged
+ *                  with the strategy's estimate in plan_before.c.
  *   plan_dedup.c   fingerprints: configurations that build the same schedule
  *                  are simulated once.
  *   plan_run.c     evaluation on a GThreadPool, built lazily in waves,

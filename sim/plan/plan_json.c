@@ -2,7 +2,7 @@
  * simulated points, for plots/plan.gp). docs/FORMATS.md describes both.
  * Nothing that varies between runs (timings, thread count) goes in, so
  * the same search writes the same bytes. */
-#include "plan/plan.h"
+#include "plan/plan_private.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -121,7 +121,8 @@ rules_json(const StPlan *plan)
     rules, "pruned",
     "a lower bound of its steady step (before building: its global batch's compute at peak, "
     "or its strategy's closed form of its busiest stage's passes at the engine's alone costs, "
-    "tensor-parallel collectives at link speed and the pipeline's fill; after building: the "
+    "tensor-parallel collectives at link speed and the pipeline's fill, or for dp and zero "
+    "the chain of its passes, gradient collectives and optimizer step; after building: the "
     "longest dependency cycle through one step) cannot beat a simulated steady configuration "
     "on no more GPUs (--prune front) or on any (--prune winner): exact, the winner and the "
     "front against GPUs are kept");
@@ -191,6 +192,8 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNumberToObject(est, "tp_comm_s", (double)pt->estimate.tp_comm_ns * 1e-9);
     cJSON_AddNumberToObject(est, "bubble_s", (double)pt->estimate.bubble_ns * 1e-9);
     st_json_add_int(est, "peak_bytes", pt->estimate.peak_bytes);
+    /* The planner's closed form of its steady step (plan_closed.c). */
+    cJSON_AddNumberToObject(est, "closed_form_step_s", (double)pt->closed_ns * 1e-9);
   } else {
     cJSON_AddNullToObject(obj, "estimate");
   }
@@ -298,8 +301,8 @@ st_plan_to_json(const StPlan *plan)
 
 /* plan.json, streamed: the root as cJSON_Print formats it with no points,
  * whose tail (the empty array and the closing brace) is replaced by the
- * points printed one at a time, each re-indented to its depth of two tabs
- * after every newline (a JSON string holds none raw). Byte for byte
+ * points printed one at a time as they stand in the tree, two levels deep
+ * (st_plan_json_text). Byte for byte
  * st_plan_to_json's text, without holding a tree and a text of every point
  * at once (430 MB for 700,000 points). */
 static gboolean
@@ -323,15 +326,9 @@ write_json(const StPlan *plan, const char *path, GError **error)
   g_string_append_c(out, '[');
   for (guint i = 0; i < plan->configs->len; i++) {
     g_autoptr(cJSON) obj = point_json(plan, (int)i);
-    g_autofree char *text = cJSON_Print(obj);
     if (i > 0)
       g_string_append(out, ", ");
-    for (const char *p = text, *nl; p != NULL; p = nl != NULL ? nl + 1 : NULL) {
-      nl = strchr(p, '\n');
-      g_string_append_len(out, p, nl != NULL ? nl - p : (gssize)strlen(p));
-      if (nl != NULL)
-        g_string_append(out, "\n\t\t");
-    }
+    st_plan_json_text(out, obj, 2);
     if (out->len >= (1 << 16) - 4096) {
       fwrite(out->str, 1, out->len, f);
       g_string_truncate(out, 0);

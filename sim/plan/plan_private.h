@@ -89,6 +89,13 @@ int64_t st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero,
  * node). */
 void st_plan_world_shape(const StCluster *cluster, int n, StGroupShape *shape);
 
+/* ---- plan.json's text (plan_json_text.c) ----------------------------------- */
+
+/* Appends cJSON_Print's text of `item` as it appears nested `depth` levels
+ * deep (its members indented depth + 1 tabs, its closing brace depth):
+ * byte for byte what cJSON_Print gives of a tree holding it there. */
+void st_plan_json_text(GString *out, const struct cJSON *item, int depth);
+
 /* ---- identical schedules (plan_dedup.c) ------------------------------------ */
 
 /* Fingerprints seen (keys borrowed from the plan's points): the first
