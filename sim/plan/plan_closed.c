@@ -116,10 +116,20 @@ st_plan_closed_comp_ns(StPlanClosedCache *cache, const StComputeCtx *ctx, const 
   gboolean cached = cache != NULL && ctx->model == cache->model &&
                     (ctx->fallback == NULL || strlen(ctx->fallback) < sizeof key.compute_model);
   if (cached) {
-    memset(&key, 0, sizeof key);
-    key = (Key){w->batch, w->elems, w->bytes, w->layer, w->kernel, ctx->framework,
-                ctx->profile, w->share, (int32_t)w->pass, (int32_t)ctx->dtype, ctx->nchw,
-                ctx->fp8, w->again_ops, 0, {0}};
+    memset(&key, 0, sizeof key); /* field by field: a literal's padding is unspecified */
+    key.batch = w->batch;
+    key.elems = w->elems;
+    key.bytes = w->bytes;
+    key.layer = w->layer;
+    key.kernel = w->kernel;
+    key.framework = ctx->framework;
+    key.profile = ctx->profile;
+    key.share = w->share;
+    key.pass = (int32_t)w->pass;
+    key.dtype = (int32_t)ctx->dtype;
+    key.nchw = ctx->nchw;
+    key.fp8 = ctx->fp8;
+    key.again_ops = w->again_ops;
     if (ctx->fallback != NULL)
       g_strlcpy(key.compute_model, ctx->fallback, sizeof key.compute_model);
     int64_t *found = g_hash_table_lookup(cache->ns, &key);
