@@ -17,6 +17,9 @@
  *                  into options and a cluster.
  *   plan_bound.c   lower bounds of step time and peak memory from a built
  *                  schedule, without simulating it.
+ *   plan_closed.c  closed forms of the steady step before building, per
+ *                  strategy family (plan_closed_dp.c: dp, zero), merged
+ *                  with the strategy's estimate in plan_before.c.
  *   plan_dedup.c   fingerprints: configurations that build the same schedule
  *                  are simulated once.
  *   plan_run.c     evaluation on a GThreadPool, built lazily in waves,
@@ -298,8 +301,11 @@ typedef struct {
   int gpus_at_least;       /* before building: the fewest GPUs it may use */
   gboolean estimated;      /* its strategy's estimate (StStrategy.estimate) was made */
   StEstimate estimate;     /* lower bounds before building: step (0 unknown), peak memory */
-  int64_t before_ns;       /* before building: the larger of work_ns and the estimate's step
-                              (steady rule's tolerance off): what orders and prunes it unbuilt */
+  int64_t closed_ns;       /* before building: its strategy's closed form of the steady step
+                              (plan_closed.c, steady rule's tolerance off); 0 none */
+  int64_t before_ns;       /* before building: the largest of work_ns, the estimate's step and
+                              closed_ns (steady rule's tolerance off): what orders and prunes
+                              it unbuilt */
   /* Simulated (OK, OOM by simulation): */
   int32_t steps_run;                    /* steps the simulation took */
   gboolean steady;                      /* its steady state was reached (--steps auto), or

@@ -2,7 +2,7 @@
  * simulated points, for plots/plan.gp). docs/FORMATS.md describes both.
  * Nothing that varies between runs (timings, thread count) goes in, so
  * the same search writes the same bytes. */
-#include "plan/plan.h"
+#include "plan/plan_private.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -121,7 +121,8 @@ rules_json(const StPlan *plan)
     rules, "pruned",
     "a lower bound of its steady step (before building: its global batch's compute at peak, "
     "or its strategy's closed form of its busiest stage's passes at the engine's alone costs, "
-    "tensor-parallel collectives at link speed and the pipeline's fill; after building: the "
+    "tensor-parallel collectives at link speed and the pipeline's fill, or for dp and zero "
+    "the chain of its passes, gradient collectives and optimizer step; after building: the "
     "longest dependency cycle through one step) cannot beat a simulated steady configuration "
     "on no more GPUs (--prune front) or on any (--prune winner): exact, the winner and the "
     "front against GPUs are kept");
@@ -191,6 +192,8 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNumberToObject(est, "tp_comm_s", (double)pt->estimate.tp_comm_ns * 1e-9);
     cJSON_AddNumberToObject(est, "bubble_s", (double)pt->estimate.bubble_ns * 1e-9);
     st_json_add_int(est, "peak_bytes", pt->estimate.peak_bytes);
+    /* The planner's closed form of its steady step (plan_closed.c). */
+    cJSON_AddNumberToObject(est, "closed_form_step_s", (double)pt->closed_ns * 1e-9);
   } else {
     cJSON_AddNullToObject(obj, "estimate");
   }
@@ -252,8 +255,9 @@ point_json(const StPlan *plan, int i)
   return obj;
 }
 
-cJSON *
-st_plan_to_json(const StPlan *plan)
+/* Everything but the points when `points` is FALSE (an empty array). */
+static cJSON *
+plan_json(const StPlan *plan, gboolean points)
 {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "format", "stagger-plan");
@@ -283,10 +287,65 @@ st_plan_to_json(const StPlan *plan)
     cJSON_AddBoolToObject(root, "winner_within_runner_up_interval",
                           (double)plan->points[winner].step_time_ns >= b0 &&
                             (double)plan->points[runner_up].step_time_ns <= a1);
-  cJSON *points = cJSON_AddArrayToObject(root, "points");
-  for (guint i = 0; i < plan->configs->len; i++)
-    cJSON_AddItemToArray(points, point_json(plan, (int)i));
+  cJSON *list = cJSON_AddArrayToObject(root, "points");
+  for (guint i = 0; points && i < plan->configs->len; i++)
+    cJSON_AddItemToArray(list, point_json(plan, (int)i));
   return root;
+}
+
+cJSON *
+st_plan_to_json(const StPlan *plan)
+{
+  return plan_json(plan, TRUE);
+}
+
+/* plan.json, streamed: the root as cJSON_Print formats it with no points,
+ * whose tail (the empty array and the closing brace) is replaced by the
+ * points printed one at a time as they stand in the tree, two levels deep
+ * (st_plan_json_text). Byte for byte
+ * st_plan_to_json's text, without holding a tree and a text of every point
+ * at once (430 MB for 700,000 points). */
+static gboolean
+write_json(const StPlan *plan, const char *path, GError **error)
+{
+  static const char tail[] = "[]\n}";
+  g_autoptr(cJSON) root = plan_json(plan, FALSE);
+  g_autofree char *head = cJSON_Print(root);
+  gsize len = head != NULL ? strlen(head) : 0;
+  g_return_val_if_fail(len >= sizeof tail - 1 &&
+                         strcmp(head + len - (sizeof tail - 1), tail) == 0, FALSE);
+  FILE *f = g_fopen(path, "w");
+  if (f == NULL) {
+    int saved = errno;
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_IO, "%s: cannot write: %s", path,
+                g_strerror(saved));
+    return FALSE;
+  }
+  fwrite(head, 1, len - (sizeof tail - 1), f);
+  g_autoptr(GString) out = g_string_sized_new(1 << 16);
+  g_string_append_c(out, '[');
+  for (guint i = 0; i < plan->configs->len; i++) {
+    g_autoptr(cJSON) obj = point_json(plan, (int)i);
+    if (i > 0)
+      g_string_append(out, ", ");
+    st_plan_json_text(out, obj, 2);
+    if (out->len >= (1 << 16) - 4096) {
+      fwrite(out->str, 1, out->len, f);
+      g_string_truncate(out, 0);
+    }
+  }
+  g_string_append(out, "]\n}\n");
+  fwrite(out->str, 1, out->len, f);
+  gboolean ok = !ferror(f);
+  int saved = errno;
+  if (fclose(f) != 0 && ok) {
+    ok = FALSE;
+    saved = errno;
+  }
+  if (!ok)
+    g_set_error(error, ST_PLAN_ERROR, ST_ERROR_IO, "%s: cannot write: %s", path,
+                g_strerror(saved));
+  return ok;
 }
 
 /* A CSV field: quoted, with quotes doubled. */
@@ -344,9 +403,8 @@ st_plan_write(const StPlan *plan, const char *dir, GError **error)
                 g_strerror(saved));
     return FALSE;
   }
-  g_autoptr(cJSON) root = st_plan_to_json(plan);
   g_autofree char *json_path = g_build_filename(dir, "plan.json", NULL);
-  if (!st_json_write_file(json_path, root, error))
+  if (!write_json(plan, json_path, error))
     return FALSE;
   g_autofree char *csv = plan_csv(plan);
   g_autofree char *csv_path = g_build_filename(dir, "plan.csv", NULL);

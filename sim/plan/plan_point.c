@@ -11,11 +11,22 @@
 void
 st_plan_point_refuse(StPlanPoint *pt, StPlanStatus status, const char *format, ...)
 {
+  /* Most reasons fit the stack: one allocation of the right size, where
+   * g_strdup_vprintf grows its buffer a few times (a million pruned
+   * points' reasons were a sixth of a large search). */
+  char buf[512];
   va_list args;
   va_start(args, format);
-  g_free(pt->reason);
-  pt->reason = g_strdup_vprintf(format, args);
+  int n = g_vsnprintf(buf, sizeof buf, format, args);
   va_end(args);
+  g_free(pt->reason);
+  if (n >= 0 && n < (int)sizeof buf) {
+    pt->reason = g_strndup(buf, (gsize)n);
+  } else {
+    va_start(args, format);
+    pt->reason = g_strdup_vprintf(format, args);
+    va_end(args);
+  }
   pt->status = status;
 }
 

@@ -4,6 +4,7 @@
 
 #include "output/output.h"
 #include "plan/plan.h"
+#include "cost/cost.h"
 
 /* ---- the best simulated so far, per GPU count (plan_prune.c) ------------ */
 
@@ -38,6 +39,62 @@ int st_plan_incumbents_beat(const StPlanIncumbents *inc, int gpus, double bound,
  * all ranks + their dependencies)), at most 256 steps. */
 int64_t st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile,
                                   int64_t *const *dur);
+
+/* ---- before building (plan_before.c, plan_closed.c) ------------------------- */
+
+typedef struct StPlanClosedCache StPlanClosedCache;
+
+/* Its strategy's estimate (StStrategy.estimate) and closed form
+ * (st_plan_closed_cycle) for point `pt`, options `raw` (as the
+ * configuration sets them) and `resolved` on `cluster` (resized): refused (infeasible), over the memory cap by its lower bound
+ * (unless pruning is off), or, when `timed` (--steps auto), a bound of the
+ * steady step that raises pt->before_ns, which orders and prunes it
+ * unbuilt. */
+void st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
+                      const StStrategy *strategy, const StCluster *cluster,
+                      const StOptions *raw, const StOptions *resolved, gboolean timed,
+                      StPlanClosedCache *cache);
+
+/* Prunes `pt`, unbuilt, with the reason its before_ns gives: point `who`
+ * reaches `best` where it cannot do better than `bound`. */
+void st_plan_prune_unbuilt(const StPlan *plan, StPlanPoint *pt, double bound, int who,
+                           double best);
+
+/* The closed form of the steady step's cycle (before st_steady_step_bound's
+ * tolerance) of a configuration of `strategy` whose build would get `in`
+ * (options resolved and framework named, model at its --seq-len), without
+ * building it; 0 when the strategy has none or its options fall outside
+ * it. A lower bound of the engine's steady step, as plan_closed.c shows.
+ * O(layers x micro-batches + GPUs per node). */
+int64_t st_plan_closed_cycle(const StStrategy *strategy, const StStrategyInput *in,
+                             StPlanClosedCache *cache);
+/* The compute passes' alone times the closed forms of one plan met, for
+ * inputs of `model` (borrowed): every cluster of a plan is one node type
+ * resized, so a pass costs the same in each. `cache` may be NULL (nothing
+ * kept). Not thread-safe: the planner prepares serially. */
+StPlanClosedCache *st_plan_closed_cache_new(const StModel *model);
+void st_plan_closed_cache_free(StPlanClosedCache *cache);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPlanClosedCache, st_plan_closed_cache_free)
+/* st_compute_time of `work` in `ctx`, floored to ns (0 when not finite),
+ * through `cache`. */
+int64_t st_plan_closed_comp_ns(StPlanClosedCache *cache, const StComputeCtx *ctx,
+                               const StWork *work);
+/* Whether `strategy` has a closed form. */
+gboolean st_plan_closed_known(const StStrategy *strategy);
+/* dp (zero FALSE) and zero (TRUE): plan_closed_dp.c. */
+int64_t st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero,
+                                StPlanClosedCache *cache);
+/* The shape st_cluster_group_shape gives the devices 0 .. n-1 of `cluster`
+ * (every rank of a data-parallel schedule, one per device) in O(GPUs per
+ * node). */
+void st_plan_world_shape(const StCluster *cluster, int n, StGroupShape *shape);
+
+/* ---- plan.json's text (plan_json_text.c) ----------------------------------- */
+
+/* Appends cJSON_Print's text of `item` as it appears nested `depth` levels
+ * deep (its members indented depth + 1 tabs, its closing brace depth):
+ * byte for byte what cJSON_Print gives of a tree holding it there. */
+void st_plan_json_text(GString *out, const struct cJSON *item, int depth);
 
 /* ---- identical schedules (plan_dedup.c) ------------------------------------ */
 

@@ -61,6 +61,7 @@ typedef struct {
   gint64 start_us;          /* when the search began (--max-time) */
   GAsyncQueue *arrays;      /* StTimelineArrays no evaluation holds: each simulation borrows
                                one, so a thread's runs reuse the same record pages */
+  StPlanClosedCache *closed; /* the closed forms' pass costs (prepare, serial) */
 } Run;
 
 /* Schedules built for their bounds are kept for their simulation (in the
@@ -122,51 +123,6 @@ build_point(const StPlan *plan, const StProfile *profile, int i, StOptions *opti
   return s;
 }
 
-/* Its strategy's estimate before building: refused (infeasible), over the
- * memory cap by its lower bound (unless pruning is off), or a bound of the
- * steady step that orders and prunes it unbuilt. */
-static void
-estimate(Run *run, StPlanPoint *pt, const StStrategy *strategy, const StCluster *cluster,
-         const StOptions *resolved, gboolean timed)
-{
-  StPlan *plan = run->plan;
-  g_autoptr(GError) error = NULL;
-  /* At another --seq-len, the model st_strategy_build would derive (a
-   * model that refuses it is refused when built). */
-  const StModel *model = plan->model;
-  g_autoptr(StModel) at_len = NULL;
-  if (resolved->seq_len > 0 && resolved->seq_len != model->input.dims[0]) {
-    StShape input = {.n_dims = 1, .dims = {resolved->seq_len}};
-    if (!st_model_is_token(model) ||
-        (at_len = st_model_derive_as(model, &input, 1, FALSE, NULL)) == NULL)
-      return;
-    model = at_len;
-  }
-  /* Under the framework the build will name. */
-  StOptions named;
-  st_options_copy(&named, resolved);
-  st_strategy_name_framework(strategy, &named);
-  StStrategyInput in = {model, cluster, run->profile, &named};
-  pt->estimate = (StEstimate){.groups_across_nodes = plan->spec->tp_across_nodes};
-  gboolean ok = strategy->estimate(&in, &pt->estimate, &error);
-  st_options_clear(&named);
-  if (!ok) {
-    st_plan_point_refuse(pt, ST_PLAN_INFEASIBLE, "%s: %s", strategy->name, error->message);
-    return;
-  }
-  pt->estimated = TRUE;
-  if (timed && pt->estimate.step_ns > 0)
-    pt->before_ns = MAX(pt->before_ns, st_steady_step_bound(pt->estimate.step_ns));
-  if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->estimate.peak_bytes > plan->mem_cap) {
-    g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes);
-    g_autofree char *cap = st_format_bytes(plan->mem_cap);
-    st_plan_point_refuse(pt, ST_PLAN_OOM,
-               "needs at least %s on one GPU (%s's closed form of its model states and what "
-               "its pipeline surely holds at once), over the cap of %s (not built)",
-               need, strategy->name, cap);
-  }
-}
-
 /* Phase 2, nothing built: what it computes (a stale update not admitted
  * is excluded), whether its options fit its shape, its batch split, the
  * GPUs it uses at least, and the work bound of its step. */
@@ -203,8 +159,8 @@ prepare(Run *run, int i)
     if (run->profile == NULL && options.steps == 0)
       pt->work_ns = st_plan_work_bound(plan->model, cluster, &resolved);
     pt->before_ns = pt->work_ns;
-    if (c->strategy->estimate != NULL)
-      estimate(run, pt, c->strategy, cluster, &resolved, options.steps == 0);
+    st_plan_estimate(plan, run->profile, pt, c->strategy, cluster, &options, &resolved,
+                     options.steps == 0, run->closed);
   }
   st_options_clear(&resolved);
   st_options_clear(&options);
@@ -457,7 +413,6 @@ prune_unbuilt(Run *run, const StPlanIncumbents *inc, const int *cand, int from, 
               const double *work)
 {
   StPlan *plan = run->plan;
-  StPlanObjective o = plan->spec->objective;
   for (int k = from; k < n; k++) {
     int i = cand[k];
     StPlanPoint *pt = &plan->points[i];
@@ -467,21 +422,7 @@ prune_unbuilt(Run *run, const StPlanIncumbents *inc, const int *cand, int from, 
                 : st_plan_incumbents_beat(inc, pt->gpus_at_least, work[i], &best);
     if (who < 0)
       continue;
-    if (pt->before_ns > pt->work_ns)
-      st_plan_point_refuse(pt, ST_PLAN_PRUNED,
-                 "its %s cannot be better than %.6g (its busiest stage's chain of compute at "
-                 "the GPUs' peak and tensor-parallel collectives at link speed, in closed "
-                 "form, takes %.6g s per step); configuration %d reaches %.6g on %d GPUs "
-                 "(not built)",
-                 st_plan_objective_name(o), work[i], (double)pt->before_ns * 1e-9, who, best,
-                 plan->points[who].gpus_used);
-    else
-      st_plan_point_refuse(pt, ST_PLAN_PRUNED,
-                 "its %s cannot be better than %.6g (its global batch's compute alone, at the "
-                 "GPUs' peak, takes %.6g s per step); configuration %d reaches %.6g on %d GPUs "
-                 "(not built)",
-                 st_plan_objective_name(o), work[i], (double)pt->work_ns * 1e-9, who, best,
-                 plan->points[who].gpus_used);
+    st_plan_prune_unbuilt(plan, pt, work[i], who, best);
     decide(run, i);
   }
 }
@@ -669,7 +610,9 @@ st_plan_run_spread(const StPlanSpec *spec, const StModel *model, const StCluster
 
   g_autofree gboolean *decided = g_new0(gboolean, MAX(n, 1));
   g_autofree int *owner = g_new0(int, MAX(n, 1));
+  g_autoptr(StPlanClosedCache) closed = st_plan_closed_cache_new(model);
   Run run = {
+    .closed = closed,
     .dist = dist,
     .owner = owner,
     .plan = plan,
