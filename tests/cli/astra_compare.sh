@@ -67,7 +67,7 @@ python3 - "$tmp/seen.system.json" <<'EOF' || fail "system configuration is not l
 import json, sys
 s = json.load(open(sys.argv[1]))
 want = {"preferred-dataset-splits": 1, "active-chunks-per-dimension": 1,
-        "scheduling-policy": "FIFO", "endpoint-delay": 0, "roofline-enabled": 0,
+        "scheduling-policy": "FIFO", "endpoint-delay": 1, "roofline-enabled": 0,
         "collective-optimization": "localBWAware",
         "all-reduce-implementation": ["ring", "ring"]}
 bad = {k: s.get(k) for k, v in want.items() if s.get(k) != v}
