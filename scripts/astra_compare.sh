@@ -157,8 +157,11 @@ world_multi, across, within = False, set(), set()
 for i in sorted(used):
     comm = s["comms"][i]
     for g in comm["groups"]:
-        if len(g) <= 1:
-            continue
+        if len(g) == 1:
+            refuse(f"communicator '{comm['name']}' has collectives over a group of one rank "
+                   f"(rank {g[0]}): ASTRA-sim never completes a collective over one NPU (it "
+                   "exits with 'Hardware Resource ... has unreleased nodes'); give the layout "
+                   "more ranks in that dimension")
         nodes = {node_of(devices[r]) for r in g}
         if len(nodes) == 1:
             within.add(comm["name"])

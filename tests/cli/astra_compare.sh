@@ -103,7 +103,8 @@ done
 grep -q "npus_count: \[ 8 \]" "$n" || fail "one node is one dimension"
 grep -q "collectives within one node (world): ring in both" "$tmp/table1" || fail "one node: ring"
 
-# Refused: the congestion-aware backend over two dimensions, ranks sharing a GPU.
+# Refused: the congestion-aware backend over two dimensions, ranks sharing a GPU,
+# a collective over one rank.
 set +e
 "$SRC/scripts/astra_compare.sh" --astra "$tmp/bin/AstraSim_Analytical_Congestion_Aware" \
   --stagger "$STAGGER" --work "$tmp/w2" --model $M --cluster $C --nodes 2 --strategy dp \
@@ -116,4 +117,13 @@ code3=$?
 set -e
 [ "$code2" -eq 2 ] && grep -q "one dimension" "$tmp/err2" || fail "congestion-aware, 2 dims: $code2"
 [ "$code3" -eq 2 ] && grep -q "share" "$tmp/err3" || fail "shared GPUs: $code3"
+# Megatron without data parallelism: gradient all-reduces over one rank each.
+set +e
+"$SRC/scripts/astra_compare.sh" --astra "$tmp/bin/AstraSim_Analytical_Congestion_Unaware" \
+  --stagger "$STAGGER" --work "$tmp/w4" --model "$SRC/models/gpt2-124m.json" --cluster $C \
+  --gpus 4 --strategy megatron --tensor-parallel 2 --pipeline-stages 2 --micro-batch 2 \
+  --global-batch 8 >/dev/null 2>"$tmp/err4"
+code4=$?
+set -e
+[ "$code4" -eq 2 ] && grep -q "group of one rank" "$tmp/err4" || fail "one-rank collectives: $code4"
 echo "cli astra_compare: ok"
