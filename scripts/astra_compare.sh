@@ -153,6 +153,10 @@ for p in s["programs"]:
     for op in p["ops"]:
         if op.get("kind") == "COMM_COLL":
             used.add(op["comm"])
+            if op.get("bytes", 0) == 0:
+                refuse(f"program '{p['name']}' has a collective of 0 bytes ({op.get('collective')}): "
+                       "ASTRA-sim never completes one (a 0-byte all-gather left 'unreleased "
+                       "nodes' at exit)")
 world_multi, across, within = False, set(), set()
 for i in sorted(used):
     comm = s["comms"][i]
