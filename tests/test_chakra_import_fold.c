@@ -9,6 +9,9 @@
  * - One rank that differs (one COMP node on another stream) keeps its own
  *   program; one that names a group of its communicator it is not in (the
  *   renaming would fit otherwise) fails as unfolded.
+ * - A foreign trace of four ranks alike folds; ranks whose process groups
+ *   differ by name fold only onto ranks naming the same; ranks whose peers
+ *   sit at other indices of their group do not fold.
  * - Mutated rank files: folded and unfolded import both fail with the same
  *   message, or both give the same schedule.
  */
@@ -253,6 +256,97 @@ test_one_rank_differs(void)
   g_assert_cmpstr(ea->message, ==, eb->message);
 }
 
+/* ---- a foreign trace ----------------------------------------------------------------- */
+
+static void
+node(EtWriter *w, uint64_t id, const char *name, int type, uint64_t duration_us, uint64_t dep,
+     EtAttrs *a)
+{
+  EtNode n;
+  chakra_proto_msg__node__init(&n);
+  n.id = id;
+  n.name = (char *)name;
+  n.type = type;
+  n.duration_micros = duration_us;
+  n.n_data_deps = dep != 0;
+  n.data_deps = &dep;
+  if (a != NULL)
+    et_attrs_attach(a, &n);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(et_writer_add(w, &n.base, &error));
+  g_assert_no_error(error);
+}
+
+/* Rank r of 4: compute, an all-reduce over process group `pg`, with `ring`
+ * a send to r + 1 and a receive from r - 1, compute. */
+static void
+write_foreign_rank(const char *prefix, int r, const char *pg, gboolean ring)
+{
+  g_autofree char *path = st_chakra_rank_path(prefix, r);
+  g_autoptr(GError) error = NULL;
+  EtWriter *w = et_writer_open(path, &error);
+  g_assert_no_error(error);
+  EtMeta meta;
+  chakra_proto_msg__global_metadata__init(&meta);
+  meta.version = (char *)"0.0.4";
+  g_assert_true(et_writer_add(w, &meta.base, &error));
+  node(w, 1, "fwd", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 100, 0, NULL);
+  EtAttrs a;
+  et_attrs_init(&a);
+  et_attrs_int64(&a, "comm_type", CHAKRA_PROTO_MSG__COLLECTIVE_COMM_TYPE__ALL_REDUCE);
+  et_attrs_int64(&a, "comm_size", 1 << 20);
+  et_attrs_string(&a, "pg_name", pg);
+  node(w, 2, "all_reduce", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, 1, &a);
+  et_attrs_clear(&a);
+  for (int send = 1; ring && send >= 0; send--) {
+    et_attrs_init(&a);
+    et_attrs_int32(&a, "comm_src", send ? r : (r + 3) % 4);
+    et_attrs_int32(&a, "comm_dst", send ? (r + 1) % 4 : r);
+    et_attrs_int32(&a, "comm_tag", 7);
+    et_attrs_int64(&a, "comm_size", 4096);
+    node(w, send ? 3 : 4, send ? "send" : "recv",
+         send ? CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE
+              : CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE, 0, 2, &a);
+    et_attrs_clear(&a);
+  }
+  node(w, 5, "bwd", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 200, ring ? 4 : 2, NULL);
+  g_assert_true(et_writer_close(w, &error));
+}
+
+static void
+test_foreign(void)
+{
+  /* Four ranks alike: three fold onto rank 0. Then ranks 0 and 1 reduce
+   * over process group "1", ranks 2 and 3 over "2" (a communicator each in
+   * a foreign trace): 1 folds onto 0, 3 onto 2. Then a ring of transfers: each rank's
+   * peer is at another index of the world group, so no program is another's
+   * and nothing folds. Each time the schedule is the unfolded import's. */
+  g_autofree char *dir = st_test_tmpdir();
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
+  g_autofree char *prefix = g_build_filename(dir, "f", NULL);
+  g_autofree char *groups = st_chakra_groups_path(prefix);
+  g_assert_true(g_file_set_contents(groups, "{\"1\": [0, 1], \"2\": [2, 3]}", -1, NULL));
+  static const int want[] = {3, 2, 0};
+  for (int round = 0; round < 3; round++) {
+    for (int r = 0; r < 4; r++)
+      write_foreign_rank(prefix, r, round != 1 ? "" : r < 2 ? "1" : "2", round == 2);
+    g_autoptr(GError) error = NULL;
+    int folded = -1;
+    g_autofree char *a = import_text(prefix, c, FALSE, &folded, &error);
+    g_assert_no_error(error);
+    g_autofree char *b = import_text(prefix, c, TRUE, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(a, ==, b);
+    g_assert_cmpint(folded, ==, want[round]);
+    if (round == 0)
+      g_assert_cmpint(program_of(a, 3), ==, program_of(a, 0));
+    if (round == 1)
+      g_assert_cmpint(program_of(a, 3), ==, program_of(a, 2));
+    if (round >= 1)
+      g_assert_cmpint(program_of(a, 2), !=, program_of(a, 0));
+  }
+}
+
 static void
 test_mutations(void)
 {
@@ -308,6 +402,7 @@ main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/chakra/import-fold/same-schedule", test_same_schedule);
   g_test_add_func("/chakra/import-fold/one-rank-differs", test_one_rank_differs);
+  g_test_add_func("/chakra/import-fold/foreign", test_foreign);
   g_test_add_func("/chakra/import-fold/mutations", test_mutations);
   return g_test_run();
 }
