@@ -311,10 +311,13 @@ im_fold_match(ImFold *f, Import *im, int rank, gboolean *keyed)
   const uint8_t *d = et_file_node_bytes(file, &len);
   g_autoptr(GByteArray) key = g_byte_array_new();
   g_autoptr(GArray) renames = g_array_new(FALSE, FALSE, sizeof(Rename));
-  /* The program's parts from the metadata, length first. */
+  /* The program's parts from the metadata: a mark, its length, its text
+   * (mark 0: none, and the key goes on with the nodes). */
   const EtAttr *a = et_attr_find(file->meta->attr, file->meta->n_attr, "stagger_program");
   const char *program = NULL;
-  if (im->stagger && a != NULL && et_attr_string(a, &program, NULL)) {
+  gboolean has = im->stagger && a != NULL && et_attr_string(a, &program, NULL);
+  g_byte_array_append(key, (const guint8 *)(has ? "\1" : "\0"), 1);
+  if (has) {
     uint64_t n = strlen(program);
     g_byte_array_append(key, (const guint8 *)&n, sizeof n);
     g_byte_array_append(key, (const guint8 *)program, (guint)n);
