@@ -309,7 +309,7 @@ im_fold_match(ImFold *f, Import *im, int rank, gboolean *keyed)
   const EtFile *file = im->files[rank];
   size_t len;
   const uint8_t *d = et_file_node_bytes(file, &len);
-  g_autoptr(GByteArray) key = g_byte_array_new();
+  g_autoptr(GByteArray) key = g_byte_array_sized_new((guint)len + 64); /* grown once at most */
   g_autoptr(GArray) renames = g_array_new(FALSE, FALSE, sizeof(Rename));
   /* The program's parts from the metadata: a mark, its length, its text
    * (mark 0: none, and the key goes on with the nodes). */
