@@ -267,6 +267,7 @@ import_chakra(StCliShared *sh, const char *prefix, const char *groups, GPtrArray
     .global_batch = options.global_batch,
     .steps = st_cli_given(sh, "steps") ? options.steps : 0,
     .groups_path = groups,
+    .no_fold = sh->no_fold,
   };
   StChakraImportStats stats = {0};
   if (ok) {
@@ -282,6 +283,10 @@ import_chakra(StCliShared *sh, const char *prefix, const char *groups, GPtrArray
                     " ops (%s)\n", r->name, stats.ranks, stats.nodes, stats.ops,
             stats.from_stagger ? "written by stagger: its own model and settings"
                                : "foreign: costs from durations, else num_ops / tensor_size");
+    if (stats.folded > 0)
+      fprintf(stderr, "  %s: %d of %d rank files equal to an earlier one up to the renaming "
+                      "of ranks: read once (--no-fold reads each)\n", r->name, stats.folded,
+              stats.ranks);
     if (stats.warning != NULL)
       fprintf(stderr, "  %s: warning: %s\n", r->name, stats.warning);
     ok = simulate(r, in, &options, sh->no_fold, error);

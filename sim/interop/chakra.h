@@ -91,6 +91,10 @@ typedef struct {
   int64_t global_batch;
   int32_t steps;            /* > 0: run this many steps; 0: the trace's (1 if foreign) */
   const char *groups_path;  /* NULL: PREFIX.comm_groups.json when it exists */
+  /* TRUE: decode and convert every rank file; FALSE: a file equal to an
+   * earlier one up to the renaming of ranks takes that one's program
+   * undecoded (the same schedule, faster; chakra_import_fold.c). */
+  gboolean no_fold;
 } StChakraImportOptions;
 
 typedef struct {
@@ -98,6 +102,7 @@ typedef struct {
   gboolean from_stagger;  /* written by st_chakra_export */
   int64_t nodes;          /* nodes read */
   int64_t ops;            /* ops of the schedule made from them */
+  int folded;             /* rank files not decoded: equal to an earlier one */
   /* One line naming everything read and not used, with counts ("not
    * simulated: 12 METADATA_NODE; not understood: attribute 'rf_id' on 400
    * nodes, ..."), or NULL when everything was used. */

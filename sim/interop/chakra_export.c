@@ -18,7 +18,9 @@
  * comm_size is nccl-tests' size (stagger's bytes) for every collective but
  * all-gather, where ASTRA-sim takes the size each rank contributes (its
  * Ring.cc: an all-gather of data_size ends with data_size x ranks), so
- * comm_size = bytes / group size there.
+ * comm_size = bytes / group size there, rounded up (a layer of 512 bytes
+ * gathered over 1024 ranks would say 0, and ASTRA-sim never completes a
+ * collective of 0 bytes).
  */
 #include "interop/chakra.h"
 
@@ -275,8 +277,10 @@ write_node(Export *x, EtWriter *w, int rank, uint32_t i, int64_t prev_on_stream,
         return FALSE;
       }
       et_attrs_int64(&a, "comm_type", type);
-      if (op->sub == ST_COLL_ALL_GATHER)
-        size /= comm->offsets[group + 1] - comm->offsets[group];
+      if (op->sub == ST_COLL_ALL_GATHER) { /* rounded up: a part of 0 bytes hangs ASTRA-sim */
+        int64_t members = comm->offsets[group + 1] - comm->offsets[group];
+        size = (size + members - 1) / members;
+      }
     } else {
       int peer = st_schedule_peer_rank(s, rank, op->comm, op->peer);
       gboolean send = op->kind == ST_OP_COMM_SEND;

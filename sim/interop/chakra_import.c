@@ -90,7 +90,7 @@ read_files(Import *im, GError **error)
                 "is read as PREFIX.0.et, PREFIX.1.et, ...)", first);
     return FALSE;
   }
-  g_autoptr(EtFile) f0 = et_file_read(first, error);
+  g_autoptr(EtFile) f0 = et_file_open(first, error);
   if (f0 == NULL)
     return FALSE;
   int64_t n = 0;
@@ -108,6 +108,10 @@ read_files(Import *im, GError **error)
   }
   im->n_ranks = (int)n;
   im->files = g_new0(EtFile *, n);
+  im->tally = g_new0(ImTally, n);
+  im->same_as = g_new(int, n);
+  for (int r = 0; r < n; r++)
+    im->same_as[r] = -1;
   im->files[0] = g_steal_pointer(&f0);
   for (int r = 1; r < n; r++) {
     g_autofree char *path = st_chakra_rank_path(im->prefix, r);
@@ -117,7 +121,7 @@ read_files(Import *im, GError **error)
                   path, (int)n - 1, said ? "its metadata says so" : "their files say so", r);
       return FALSE;
     }
-    if ((im->files[r] = et_file_read(path, error)) == NULL)
+    if ((im->files[r] = et_file_open(path, error)) == NULL)
       return FALSE;
   }
   return TRUE;
@@ -293,17 +297,78 @@ ranks_json(Import *im, const int *program_of, GError **error)
   return ranks;
 }
 
-/* Every rank's program; ranks whose programs are equal share one. */
+static GHashTable *
+count_table(void)
+{
+  return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+}
+
+/* Adds the counts of `from` to `to`. */
+static void
+add_counts(GHashTable *to, GHashTable *from)
+{
+  GHashTableIter it;
+  gpointer key, n;
+  g_hash_table_iter_init(&it, from);
+  while (g_hash_table_iter_next(&it, &key, &n)) {
+    gpointer had = g_hash_table_lookup(to, key);
+    g_hash_table_insert(to, g_strdup(key), GINT_TO_POINTER(GPOINTER_TO_INT(had) +
+                                                           GPOINTER_TO_INT(n)));
+  }
+}
+
+/* Rank `rank`'s program, decoded and converted, what it counted kept in
+ * im->tally[rank]. Transfer full. */
+static cJSON *
+convert_rank(Import *im, int rank, GError **error)
+{
+  if (!et_file_read_nodes(im->files[rank], error))
+    return NULL;
+  ImTally *t = &im->tally[rank];
+  GHashTable *skipped = im->skipped, *unused = im->unused;
+  int64_t nodes = im->n_nodes, ops = im->n_ops;
+  im->skipped = t->skipped = count_table();
+  im->unused = t->unused = count_table();
+  cJSON *p = im_rank_program(im, rank, error);
+  im->skipped = skipped;
+  im->unused = unused;
+  t->nodes = im->n_nodes - nodes;
+  t->ops = im->n_ops - ops;
+  add_counts(skipped, t->skipped);
+  add_counts(unused, t->unused);
+  return p;
+}
+
+/* Every rank's program; ranks whose programs are equal share one. A rank
+ * whose file is an earlier one's up to renaming (chakra_import_fold.c)
+ * takes that one's program undecoded, and counts what it counted. */
 static cJSON *
 programs_json(Import *im, int *program_of, GError **error)
 {
   g_autoptr(cJSON) programs = cJSON_CreateArray();
   g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, cJSON_free, NULL);
+  ImFold *fold = im->o->no_fold || im->n_ranks < 2 ? NULL : im_fold_new(im->n_ranks);
   int n_programs = 0;
-  for (int r = 0; r < im->n_ranks; r++) {
-    cJSON *p = im_rank_program(im, r, error);
-    if (p == NULL)
-      return NULL;
+  gboolean ok = TRUE;
+  for (int r = 0; ok && r < im->n_ranks; r++) {
+    gboolean keyed = FALSE;
+    int q = fold != NULL ? im_fold_match(fold, im, r, &keyed) : -1;
+    if (q >= 0) {
+      const ImTally *t = &im->tally[q];
+      im->same_as[r] = q;
+      im->n_folded++;
+      program_of[r] = program_of[q];
+      im->n_nodes += t->nodes;
+      im->n_ops += t->ops;
+      add_counts(im->skipped, t->skipped);
+      add_counts(im->unused, t->unused);
+      continue;
+    }
+    cJSON *p = convert_rank(im, r, error);
+    if (p == NULL) {
+      ok = FALSE;
+      break;
+    }
     /* Compared as printed text; a trace of one rank has nothing to compare
      * (printing 10^6 ops took a fifth of its import). */
     char *text = im->n_ranks > 1 ? cJSON_PrintUnformatted(p) : NULL;
@@ -323,7 +388,8 @@ programs_json(Import *im, int *program_of, GError **error)
     }
     cJSON_AddItemToArray(programs, p);
   }
-  return g_steal_pointer(&programs);
+  im_fold_free(fold, im->n_ranks);
+  return ok ? g_steal_pointer(&programs) : NULL;
 }
 
 /* The schedule-wide parts a stagger trace carries in rank 0's metadata. */
@@ -417,6 +483,8 @@ warning(Import *im)
     while (g_hash_table_iter_next(&it, &key, &n))
       for (int i = 0; i < GPOINTER_TO_INT(n); i++)
         im_count(fields, key);
+    int nodes_of = im->same_as[r] >= 0 ? im->same_as[r] : r; /* whose nodes were read */
+    add_counts(fields, im->files[nodes_of]->node_unknown_fields);
   }
   GString *out = g_string_new(NULL);
   append_counts(out, "not simulated (their dependencies kept)", im->skipped, "nodes");
@@ -433,6 +501,14 @@ import_clear(Import *im)
   for (int r = 0; im->files != NULL && r < im->n_ranks; r++)
     et_file_free(im->files[r]);
   g_free(im->files);
+  for (int r = 0; im->tally != NULL && r < im->n_ranks; r++) {
+    if (im->tally[r].skipped != NULL)
+      g_hash_table_unref(im->tally[r].skipped);
+    if (im->tally[r].unused != NULL)
+      g_hash_table_unref(im->tally[r].unused);
+  }
+  g_free(im->tally);
+  g_free(im->same_as);
   if (im->groups.ids != NULL)
     et_groups_clear(&im->groups);
   g_free(im->groups_path);
@@ -480,6 +556,7 @@ st_chakra_import(const char *prefix, const StChakraImportOptions *options,
   if (s != NULL && stats != NULL) {
     *stats = (StChakraImportStats){.ranks = im.n_ranks, .from_stagger = im.stagger,
                                    .nodes = im.n_nodes, .ops = im.n_ops,
+                                   .folded = im.n_folded,
                                    .warning = warning(&im)};
   }
   import_clear(&im);

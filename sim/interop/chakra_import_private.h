@@ -28,6 +28,15 @@ typedef struct {
                            not walked to for every node) */
 } PgRef;
 
+typedef struct ImFold ImFold;
+
+/* What converting one rank's file added to the import's counts: the same
+ * again for every rank folded onto it. */
+typedef struct {
+  int64_t nodes, ops;
+  GHashTable *skipped, *unused; /* as Import's */
+} ImTally;
+
 typedef struct {
   const StChakraImportOptions *o;
   const char *prefix;
@@ -49,6 +58,12 @@ typedef struct {
    * "attribute 'rf_id'" -> count (not understood). */
   GHashTable *skipped, *unused;
   int64_t n_nodes, n_ops;
+  /* Identical rank files (chakra_import_fold.c): same_as[r] is the rank
+   * whose program rank r takes without its nodes being decoded, or -1;
+   * tally[q] what converting q's file counted. */
+  int *same_as;           /* [n_ranks] */
+  ImTally *tally;         /* [n_ranks] */
+  int n_folded;
 } Import;
 
 /* Sets `error` to "FILE: node #k (id I 'NAME'): ..." and returns FALSE. */
@@ -123,3 +138,14 @@ int im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tenso
 cJSON *im_foreign_model(Import *im);
 /* Settings of a foreign trace, from the import options. Transfer full. */
 cJSON *im_foreign_settings(Import *im);
+
+/* ---- identical rank files (chakra_import_fold.c) ----------------------------- */
+
+ImFold *im_fold_new(int n_ranks);
+void im_fold_free(ImFold *fold, int n_ranks);
+/* The earlier rank whose program `rank` takes (its node stream equal up to
+ * the renaming of ranks in process groups, checked against the groups made
+ * so far), or -1, when `rank` becomes a representative if its file could be
+ * keyed (`*keyed`). Call for ranks in order, after the representatives
+ * before it were converted (a foreign trace's groups are made then). */
+int im_fold_match(ImFold *fold, Import *im, int rank, gboolean *keyed);

@@ -24,21 +24,35 @@ typedef ChakraProtoMsg__AttributeProto EtAttr;
 
 /* ---- the stream (chakra_stream.c) -------------------------------------- */
 
-/* One trace file, decoded: its metadata and nodes in file order. */
+/* One trace file: its metadata decoded, its nodes decoded on demand (an
+ * importer that folds identical rank files decodes the nodes of one file per
+ * kind). */
 typedef struct {
   char *path;
   EtMeta *meta;           /* owned (protobuf-c) */
-  GPtrArray *nodes;       /* EtNode *, owned (protobuf-c) */
+  GPtrArray *nodes;       /* EtNode *, owned (protobuf-c), in file order; empty until
+                             et_file_read_nodes */
   GArray *offsets;        /* uint64_t: byte offset of each node's length prefix */
   /* Fields the schema does not know, by where they were met ("Node field
-   * 11" -> count), for the importer's warning. char * -> GINT_TO_POINTER. */
+   * 11" -> count), for the importer's warning. char * -> GINT_TO_POINTER.
+   * The metadata's in `unknown_fields`, the nodes' in `node_unknown_fields`. */
   GHashTable *unknown_fields;
+  GHashTable *node_unknown_fields;
+  GBytes *bytes;          /* the file's bytes, owned */
+  size_t nodes_at;        /* byte offset of the first node's length prefix */
+  gboolean nodes_read;
 } EtFile;
 
 /* Reads and decodes a whole file. Errors name the file, the message (the
  * metadata or "node #k", counted from 0 in file order) and its byte
  * offset. Transfer full. */
 EtFile *et_file_read(const char *path, GError **error);
+/* Maps a file and decodes its metadata only. Transfer full. */
+EtFile *et_file_open(const char *path, GError **error);
+/* Decodes the nodes of a file et_file_open opened (once; TRUE again after). */
+gboolean et_file_read_nodes(EtFile *file, GError **error);
+/* The bytes of the node messages (their framing included), borrowed. */
+const uint8_t *et_file_node_bytes(const EtFile *file, size_t *len);
 void et_file_free(EtFile *file);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(EtFile, et_file_free)
 

@@ -213,21 +213,25 @@ free_node(gpointer node)
 }
 
 EtFile *
-et_file_read(const char *path, GError **error)
+et_file_open(const char *path, GError **error)
 {
+  /* Read, not mapped: a trace is many small files, and unmapping each
+   * cost more than reading it (a TLB flush per file). */
   g_autoptr(GError) local = NULL;
-  g_autoptr(GMappedFile) map = g_mapped_file_new(path, FALSE, &local);
-  if (map == NULL) {
+  char *data = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(path, &data, &len, &local)) {
     g_set_error(error, ST_CHAKRA_ERROR, ST_ERROR_IO, "%s", local->message);
     return NULL;
   }
   g_autoptr(EtFile) file = g_new0(EtFile, 1);
+  file->bytes = g_bytes_new_take(data, len);
   file->path = g_strdup(path);
   file->nodes = g_ptr_array_new_with_free_func(free_node);
   file->offsets = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   file->unknown_fields = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  Walk w = {(const uint8_t *)g_mapped_file_get_contents(map), g_mapped_file_get_length(map),
-            file->unknown_fields, "the global metadata", path};
+  file->node_unknown_fields = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  Walk w = {(const uint8_t *)data, len, file->unknown_fields, "the global metadata", path};
   if (w.len == 0) {
     g_set_error(error, ST_CHAKRA_ERROR, ST_ERROR_PARSE,
                 "%s: empty file (a trace starts with its global metadata)", path);
@@ -238,16 +242,48 @@ et_file_read(const char *path, GError **error)
     (EtMeta *)read_message(&w, &chakra_proto_msg__global_metadata__descriptor, &at, error);
   if (file->meta == NULL)
     return NULL;
+  file->nodes_at = at;
+  return g_steal_pointer(&file);
+}
+
+gboolean
+et_file_read_nodes(EtFile *file, GError **error)
+{
+  if (file->nodes_read)
+    return TRUE;
+  gsize len = 0;
+  const uint8_t *data = g_bytes_get_data(file->bytes, &len);
+  Walk w = {data, len, file->node_unknown_fields, NULL, file->path};
+  size_t at = file->nodes_at;
   while (at < w.len) {
     g_autofree char *what = g_strdup_printf("node #%u", file->nodes->len);
     w.what = what;
     uint64_t offset = at;
     ProtobufCMessage *node = read_message(&w, &chakra_proto_msg__node__descriptor, &at, error);
     if (node == NULL)
-      return NULL;
+      return FALSE;
     g_ptr_array_add(file->nodes, node);
     g_array_append_val(file->offsets, offset);
   }
+  file->nodes_read = TRUE;
+  return TRUE;
+}
+
+const uint8_t *
+et_file_node_bytes(const EtFile *file, size_t *len)
+{
+  gsize size = 0;
+  const uint8_t *data = g_bytes_get_data(file->bytes, &size);
+  *len = size - file->nodes_at;
+  return data + file->nodes_at;
+}
+
+EtFile *
+et_file_read(const char *path, GError **error)
+{
+  g_autoptr(EtFile) file = et_file_open(path, error);
+  if (file == NULL || !et_file_read_nodes(file, error))
+    return NULL;
   return g_steal_pointer(&file);
 }
 
@@ -264,6 +300,10 @@ et_file_free(EtFile *file)
     g_array_unref(file->offsets);
   if (file->unknown_fields != NULL)
     g_hash_table_unref(file->unknown_fields);
+  if (file->node_unknown_fields != NULL)
+    g_hash_table_unref(file->node_unknown_fields);
+  if (file->bytes != NULL)
+    g_bytes_unref(file->bytes);
   g_free(file->path);
   g_free(file);
 }
