@@ -285,6 +285,31 @@ typedef enum {
   ST_PLAN_STATUS_N,
 } StPlanStatus;
 
+/* What a point keeps of its simulation and only a simulated point fills
+ * (plan_point.c): held apart from StPlanPoint, so that a point decided
+ * without simulating, as most of a large space is, costs its StPlanPoint
+ * alone. */
+typedef struct {
+  int32_t steps_run;                    /* steps the simulation took */
+  gboolean steady;                      /* its steady state was reached (--steps auto), or
+                                           the fixed steps after warm-up were steady */
+  gboolean unsteady_auto;               /* --steps auto and not steady within the cap: the
+                                           step time is a mean that never settled, and the
+                                           point prunes nothing */
+  double mfu;                           /* model FLOPs utilization (output/mfu.h); 0 unknown */
+  int64_t peak_by_category[ST_MEM_N];   /* on the GPU with the highest peak, at that moment */
+  int64_t busy_ns;                      /* GPU 0 computing, per steady step */
+  int64_t exposed_ns;                   /* GPU 0 communicating, not computing, per step */
+  struct {
+    char name[ST_PLAN_GROUP_NAME];      /* a communicator ("tp", "data"); "" ends the list */
+    int64_t ns;                         /* of exposed_ns, with one of its ops in flight */
+  } exposed_by_group[ST_PLAN_GROUPS];   /* groups with exposed time, most first */
+  double comm_bytes;                    /* sent over all links by all GPUs, per step */
+  /* The whole training run (plan_goodput.c); a twin's is not kept: */
+  gboolean has_run_step;
+  StRunStep run_step;                   /* its power's source not kept (NULL) */
+} StPlanSim;
+
 typedef struct {
   StPlanStatus status;
   gboolean simulated;
@@ -306,36 +331,20 @@ typedef struct {
   int64_t before_ns;       /* before building: the largest of work_ns, the estimate's step and
                               closed_ns (steady rule's tolerance off): what orders and prunes
                               it unbuilt */
-  /* Simulated (OK, OOM by simulation): */
-  int32_t steps_run;                    /* steps the simulation took */
-  gboolean steady;                      /* its steady state was reached (--steps auto), or
-                                           the fixed steps after warm-up were steady */
-  gboolean unsteady_auto;               /* --steps auto and not steady within the cap: the
-                                           step time is a mean that never settled, and the
-                                           point prunes nothing */
-  int64_t step_time_ns;
+  /* Simulated (OK, OOM by simulation), or a simulated point's twin: */
+  StPlanSim *sim;                       /* owned; NULL for every other point */
+  int64_t step_time_ns;                 /* its steady step, or the mean of its last steps */
   double samples_per_s;
-  double mfu;                           /* model FLOPs utilization (output/mfu.h); 0 unknown */
   int64_t peak_bytes;                   /* tensors, of the GPU with the highest peak */
   int64_t device_bytes;                 /* that GPU's memory as nvidia-smi shows it (the
                                            framework's beyond tensors, runtime_memory.h): what
                                            the cap applies to */
-  int64_t peak_by_category[ST_MEM_N];   /* on that GPU, at that moment */
-  int64_t busy_ns;                      /* GPU 0 computing, per steady step */
-  int64_t exposed_ns;                   /* GPU 0 communicating, not computing, per step */
-  struct {
-    char name[ST_PLAN_GROUP_NAME];      /* a communicator ("tp", "data"); "" ends the list */
-    int64_t ns;                         /* of exposed_ns, with one of its ops in flight */
-  } exposed_by_group[ST_PLAN_GROUPS];   /* groups with exposed time, most first */
-  double comm_bytes;                    /* sent over all links by all GPUs, per step */
   double objective;                     /* OK only */
   int rank;                             /* 1 = the winner; 0 when not ranked */
   gboolean front_gpus, front_memory;    /* on a Pareto front (OK points only) */
   int same_as;                          /* -1, or the configuration with the same schedule
                                            whose results these are (plan_dedup.c) */
   /* The whole training run (simulated points; plan_goodput.c): */
-  gboolean has_run_step;
-  StRunStep run_step;                   /* its power's source not kept (NULL) */
   double run_wall_s, run_goodput;       /* under the run objectives, once ranked; 0 else */
   double run_interval_s;                /* the checkpoint interval its run took (the best of
                                            run_intervals) */

@@ -104,12 +104,17 @@ void st_plan_json_text(GString *out, const struct cJSON *item, int depth);
 GHashTable *st_plan_fingerprints_new(void);
 int st_plan_fingerprints_first(GHashTable *first, const StPlan *plan, int i);
 
-/* The simulated results of `src` into `dst` (its twin). */
+/* The simulated results of `src` into `dst` (its twin), in a simulation
+ * record of its own without the training run's step (as before the record
+ * was apart: a twin's run objective stays unknown). */
 void st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src);
 
 /* (plan_point.c) Sets a point's status and the reason it says (printf). */
 void st_plan_point_refuse(StPlanPoint *pt, StPlanStatus status, const char *format, ...)
   G_GNUC_PRINTF(3, 4);
+/* Frees what the point owns (reason, description, kept schedule, simulation
+ * record), leaving NULLs. */
+void st_plan_point_clear(StPlanPoint *pt);
 /* Takes a simulated run's numbers into the point: OK, or OOM over the
  * device-memory cap `cap`. */
 void st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap);
