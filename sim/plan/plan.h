@@ -313,7 +313,8 @@ typedef struct {
 typedef struct {
   StPlanStatus status;
   gboolean simulated;
-  char *reason;            /* why it is not OK; NULL when OK */
+  char *reason;            /* why it is not OK; NULL when OK or when `unbuilt`
+                              (st_plan_point_reason gives every point's) */
   char *description;       /* the schedule's one line; NULL when not built */
   int nodes, gpus_used, ranks, accumulation;
   int64_t global_batch;
@@ -331,6 +332,12 @@ typedef struct {
   int64_t before_ns;       /* before building: the largest of work_ns, the estimate's step and
                               closed_ns (steady rule's tolerance off): what orders and prunes
                               it unbuilt */
+  /* Pruned before building (st_plan_prune_unbuilt, most of a large space): its
+   * reason is not held but formatted from these when asked for. */
+  gboolean unbuilt;
+  int unbuilt_who;         /* the simulated point that beats it */
+  double unbuilt_bound;    /* the best objective it could reach */
+  double unbuilt_best;     /* what unbuilt_who reaches */
   /* Simulated (OK, OOM by simulation), or a simulated point's twin: */
   StPlanSim *sim;                       /* owned; NULL for every other point */
   int64_t step_time_ns;                 /* its steady step, or the mean of its last steps */
@@ -449,6 +456,11 @@ void st_plan_rank(StPlan *plan);
 /* ---- outputs (plan_json.c, plan_print.c) ---------------------------------- */
 
 const char *st_plan_status_name(StPlanStatus status);
+/* Why point `pt` of `plan` is not OK (NULL when it is): pt->reason, or the
+ * reason of a point pruned before building formatted into `buf`. */
+#define ST_PLAN_REASON_MAX 512
+const char *st_plan_point_reason(const StPlan *plan, const StPlanPoint *pt,
+                                 char buf[ST_PLAN_REASON_MAX]);
 
 /* plan.json: the search, the counts, every point. Deterministic. */
 struct cJSON *st_plan_to_json(const StPlan *plan);

@@ -186,6 +186,10 @@ st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src)
   dst->simulated = src->simulated;
   g_free(dst->reason);
   dst->reason = g_strdup(src->reason);
+  dst->unbuilt = src->unbuilt;
+  dst->unbuilt_who = src->unbuilt_who;
+  dst->unbuilt_bound = src->unbuilt_bound;
+  dst->unbuilt_best = src->unbuilt_best;
   g_clear_pointer(&dst->sim, g_free);
   if (src->sim != NULL) {
     dst->sim = g_memdup2(src->sim, sizeof *src->sim);

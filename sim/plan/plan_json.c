@@ -165,8 +165,10 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNullToObject(obj, "update");
     cJSON_AddNullToObject(obj, "update_what");
   }
-  if (pt->reason != NULL)
-    cJSON_AddStringToObject(obj, "reason", pt->reason);
+  char buf[ST_PLAN_REASON_MAX];
+  const char *reason = st_plan_point_reason(plan, pt, buf);
+  if (reason != NULL)
+    cJSON_AddStringToObject(obj, "reason", reason);
   else
     cJSON_AddNullToObject(obj, "reason");
   if (pt->description != NULL)

@@ -29,6 +29,16 @@ st_plan_point_refuse(StPlanPoint *pt, StPlanStatus status, const char *format, .
     va_end(args);
   }
   pt->status = status;
+  pt->unbuilt = FALSE;
+}
+
+const char *
+st_plan_point_reason(const StPlan *plan, const StPlanPoint *pt, char buf[ST_PLAN_REASON_MAX])
+{
+  if (!pt->unbuilt)
+    return pt->reason;
+  st_plan_unbuilt_reason(plan, pt, buf, ST_PLAN_REASON_MAX);
+  return buf;
 }
 
 void
