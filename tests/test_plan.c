@@ -375,13 +375,13 @@ test_steady_trap(void)
   g_autoptr(StPlan) old = st_test_plan_run(two, m, c);
   int w_old = st_plan_winner(old);
   g_assert_cmpstr(g_array_index(old->configs, StPlanConfig, w_old).strategy->name, ==, "cdp");
-  g_assert_false(old->points[w_old].steady);
+  g_assert_false(old->points[w_old].sim->steady);
 
   g_autoptr(StPlan) plan = st_test_plan_run(steady, m, c);
   int w = st_plan_winner(plan);
   g_assert_cmpint(w, >=, 0);
   const StPlanPoint *win = &plan->points[w];
-  g_assert_true(win->steady);
+  g_assert_true(win->sim->steady);
   int64_t truth = long_run_step(plan, w, 16, 8);
   g_test_message("winner %s: plan %" G_GINT64_FORMAT " ns, long run %" G_GINT64_FORMAT " ns",
                  g_array_index(plan->configs, StPlanConfig, w).strategy->name,

@@ -87,7 +87,7 @@ test_below_simulated(void)
     g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
     for (guint i = 0; i < plan->configs->len; i++) {
       const StPlanPoint *pt = &plan->points[i];
-      if (pt->status != ST_PLAN_OK || !pt->steady)
+      if (pt->status != ST_PLAN_OK || !pt->sim->steady)
         continue;
       if (g_test_verbose())
         g_printerr("%s %s %d GPUs mb %d x %d: closed %" G_GINT64_FORMAT " built %" G_GINT64_FORMAT
@@ -161,6 +161,19 @@ built(const StPlan *plan)
   return n;
 }
 
+/* Points holding a simulation record (StPlanSim); each is a simulated one. */
+static int
+records(const StPlan *plan)
+{
+  int n = 0;
+  for (int i = 0; i < plan->counts.configurations; i++) {
+    const StPlanPoint *pt = &plan->points[i];
+    g_assert_true((pt->sim != NULL) == pt->simulated);
+    n += pt->sim != NULL;
+  }
+  return n;
+}
+
 static void
 test_work_per_configuration(void)
 {
@@ -182,6 +195,11 @@ test_work_per_configuration(void)
   g_assert_cmpint(built(a), <=, 2 * ST_PLAN_WAVE);
   g_assert_cmpint(b->counts.pruned, ==, 70000 - b->counts.simulated);
   g_assert_cmpint(st_plan_winner(b), ==, st_plan_winner(a));
+  /* Only a simulated point (or its twin) holds a simulation record: the
+   * 69,9xx pruned ones hold none, so the larger search keeps exactly as
+   * many records as the smaller. */
+  g_assert_cmpint(records(b), ==, records(a));
+  g_assert_cmpint(records(b), ==, b->counts.simulated);
 }
 
 int

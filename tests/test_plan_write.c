@@ -1,12 +1,14 @@
 /* test_plan_write.c: plan.json as st_plan_write streams it, a point at a
  * time (sim/plan/plan_json.c), is byte for byte the text of the whole tree
  * st_plan_to_json gives, on plans with simulated, pruned, infeasible and
- * over-the-cap points, settings and unlisted reasons.
+ * over-the-cap points, settings and unlisted reasons; and strings that
+ * need escapes.
  */
 #include <string.h>
 
 #include "base/json.h"
 #include "plan/plan.h"
+#include "plan/plan_private.h"
 #include "testutil.h"
 
 static void
@@ -49,10 +51,32 @@ test_streamed(void)
   check_streamed(oom);
 }
 
+static void
+test_escapes(void)
+{
+  /* Strings whose characters need escapes, at their start, middle and end,
+   * between runs of plain ones (the writer appends a plain run at once):
+   * the same text as cJSON_Print's. */
+  static const char *const texts[] = {
+    "", "plain", "\"quoted\"", "back\\slash", "line\nbreak\r\n", "\ttab\b\f",
+    "\001control\037", "caf\xc3\xa9 \xe2\x80\x94 utf-8", "a\"b\\c\nd\001e",
+  };
+  g_autoptr(cJSON) obj = cJSON_CreateObject();
+  for (guint i = 0; i < G_N_ELEMENTS(texts); i++) {
+    g_autofree char *key = g_strdup_printf("k%u %s", i, texts[i]);
+    cJSON_AddStringToObject(obj, key, texts[i]);
+  }
+  g_autoptr(GString) ours = g_string_new(NULL);
+  st_plan_json_text(ours, obj, 0);
+  g_autofree char *theirs = cJSON_Print(obj);
+  g_assert_cmpstr(ours->str, ==, theirs);
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/plan/write/streamed", test_streamed);
+  g_test_add_func("/plan/write/escapes", test_escapes);
   return g_test_run();
 }

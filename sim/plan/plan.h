@@ -285,10 +285,36 @@ typedef enum {
   ST_PLAN_STATUS_N,
 } StPlanStatus;
 
+/* What a point keeps of its simulation and only a simulated point fills
+ * (plan_point.c): held apart from StPlanPoint, so that a point decided
+ * without simulating, as most of a large space is, costs its StPlanPoint
+ * alone. */
+typedef struct {
+  int32_t steps_run;                    /* steps the simulation took */
+  gboolean steady;                      /* its steady state was reached (--steps auto), or
+                                           the fixed steps after warm-up were steady */
+  gboolean unsteady_auto;               /* --steps auto and not steady within the cap: the
+                                           step time is a mean that never settled, and the
+                                           point prunes nothing */
+  double mfu;                           /* model FLOPs utilization (output/mfu.h); 0 unknown */
+  int64_t peak_by_category[ST_MEM_N];   /* on the GPU with the highest peak, at that moment */
+  int64_t busy_ns;                      /* GPU 0 computing, per steady step */
+  int64_t exposed_ns;                   /* GPU 0 communicating, not computing, per step */
+  struct {
+    char name[ST_PLAN_GROUP_NAME];      /* a communicator ("tp", "data"); "" ends the list */
+    int64_t ns;                         /* of exposed_ns, with one of its ops in flight */
+  } exposed_by_group[ST_PLAN_GROUPS];   /* groups with exposed time, most first */
+  double comm_bytes;                    /* sent over all links by all GPUs, per step */
+  /* The whole training run (plan_goodput.c); a twin's is not kept: */
+  gboolean has_run_step;
+  StRunStep run_step;                   /* its power's source not kept (NULL) */
+} StPlanSim;
+
 typedef struct {
   StPlanStatus status;
   gboolean simulated;
-  char *reason;            /* why it is not OK; NULL when OK */
+  char *reason;            /* why it is not OK; NULL when OK or when `unbuilt`
+                              (st_plan_point_reason gives every point's) */
   char *description;       /* the schedule's one line; NULL when not built */
   int nodes, gpus_used, ranks, accumulation;
   int64_t global_batch;
@@ -306,36 +332,26 @@ typedef struct {
   int64_t before_ns;       /* before building: the largest of work_ns, the estimate's step and
                               closed_ns (steady rule's tolerance off): what orders and prunes
                               it unbuilt */
-  /* Simulated (OK, OOM by simulation): */
-  int32_t steps_run;                    /* steps the simulation took */
-  gboolean steady;                      /* its steady state was reached (--steps auto), or
-                                           the fixed steps after warm-up were steady */
-  gboolean unsteady_auto;               /* --steps auto and not steady within the cap: the
-                                           step time is a mean that never settled, and the
-                                           point prunes nothing */
-  int64_t step_time_ns;
+  /* Pruned before building (st_plan_prune_unbuilt, most of a large space): its
+   * reason is not held but formatted from these when asked for. */
+  gboolean unbuilt;
+  int unbuilt_who;         /* the simulated point that beats it */
+  double unbuilt_bound;    /* the best objective it could reach */
+  double unbuilt_best;     /* what unbuilt_who reaches */
+  /* Simulated (OK, OOM by simulation), or a simulated point's twin: */
+  StPlanSim *sim;                       /* owned; NULL for every other point */
+  int64_t step_time_ns;                 /* its steady step, or the mean of its last steps */
   double samples_per_s;
-  double mfu;                           /* model FLOPs utilization (output/mfu.h); 0 unknown */
   int64_t peak_bytes;                   /* tensors, of the GPU with the highest peak */
   int64_t device_bytes;                 /* that GPU's memory as nvidia-smi shows it (the
                                            framework's beyond tensors, runtime_memory.h): what
                                            the cap applies to */
-  int64_t peak_by_category[ST_MEM_N];   /* on that GPU, at that moment */
-  int64_t busy_ns;                      /* GPU 0 computing, per steady step */
-  int64_t exposed_ns;                   /* GPU 0 communicating, not computing, per step */
-  struct {
-    char name[ST_PLAN_GROUP_NAME];      /* a communicator ("tp", "data"); "" ends the list */
-    int64_t ns;                         /* of exposed_ns, with one of its ops in flight */
-  } exposed_by_group[ST_PLAN_GROUPS];   /* groups with exposed time, most first */
-  double comm_bytes;                    /* sent over all links by all GPUs, per step */
   double objective;                     /* OK only */
   int rank;                             /* 1 = the winner; 0 when not ranked */
   gboolean front_gpus, front_memory;    /* on a Pareto front (OK points only) */
   int same_as;                          /* -1, or the configuration with the same schedule
                                            whose results these are (plan_dedup.c) */
   /* The whole training run (simulated points; plan_goodput.c): */
-  gboolean has_run_step;
-  StRunStep run_step;                   /* its power's source not kept (NULL) */
   double run_wall_s, run_goodput;       /* under the run objectives, once ranked; 0 else */
   double run_interval_s;                /* the checkpoint interval its run took (the best of
                                            run_intervals) */
@@ -440,6 +456,11 @@ void st_plan_rank(StPlan *plan);
 /* ---- outputs (plan_json.c, plan_print.c) ---------------------------------- */
 
 const char *st_plan_status_name(StPlanStatus status);
+/* Why point `pt` of `plan` is not OK (NULL when it is): pt->reason, or the
+ * reason of a point pruned before building formatted into `buf`. */
+#define ST_PLAN_REASON_MAX 512
+const char *st_plan_point_reason(const StPlan *plan, const StPlanPoint *pt,
+                                 char buf[ST_PLAN_REASON_MAX]);
 
 /* plan.json: the search, the counts, every point. Deterministic. */
 struct cJSON *st_plan_to_json(const StPlan *plan);

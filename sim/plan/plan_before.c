@@ -80,6 +80,20 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
 void
 st_plan_prune_unbuilt(const StPlan *plan, StPlanPoint *pt, double bound, int who, double best)
 {
+  (void)plan;
+  g_clear_pointer(&pt->reason, g_free);
+  pt->status = ST_PLAN_PRUNED;
+  pt->unbuilt = TRUE;
+  pt->unbuilt_who = who;
+  pt->unbuilt_bound = bound;
+  pt->unbuilt_best = best;
+}
+
+void
+st_plan_unbuilt_reason(const StPlan *plan, const StPlanPoint *pt, char *buf, gsize size)
+{
+  double bound = pt->unbuilt_bound, best = pt->unbuilt_best;
+  int who = pt->unbuilt_who;
   const char *objective = st_plan_objective_name(plan->spec->objective);
   const char *why =
     pt->closed_ns > 0 && pt->closed_ns >= pt->before_ns
@@ -89,9 +103,10 @@ st_plan_prune_unbuilt(const StPlan *plan, StPlanPoint *pt, double bound, int who
       ? "its busiest stage's chain of compute at the GPUs' peak and tensor-parallel "
         "collectives at link speed, in closed form"
       : "its global batch's compute alone, at the GPUs' peak";
-  st_plan_point_refuse(pt, ST_PLAN_PRUNED,
-                       "its %s cannot be better than %.6g (%s, takes %.6g s per step); "
-                       "configuration %d reaches %.6g on %d GPUs (not built)",
-                       objective, bound, why, (double)pt->before_ns * 1e-9, who, best,
-                       plan->points[who].gpus_used);
+  int n = g_snprintf(buf, size,
+                     "its %s cannot be better than %.6g (%s, takes %.6g s per step); "
+                     "configuration %d reaches %.6g on %d GPUs (not built)",
+                     objective, bound, why, (double)pt->before_ns * 1e-9, who, best,
+                     plan->points[who].gpus_used);
+  g_assert(n >= 0 && (gsize)n < size);
 }

@@ -186,18 +186,19 @@ st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src)
   dst->simulated = src->simulated;
   g_free(dst->reason);
   dst->reason = g_strdup(src->reason);
-  dst->steps_run = src->steps_run;
-  dst->steady = src->steady;
-  dst->unsteady_auto = src->unsteady_auto;
+  dst->unbuilt = src->unbuilt;
+  dst->unbuilt_who = src->unbuilt_who;
+  dst->unbuilt_bound = src->unbuilt_bound;
+  dst->unbuilt_best = src->unbuilt_best;
+  g_clear_pointer(&dst->sim, g_free);
+  if (src->sim != NULL) {
+    dst->sim = g_memdup2(src->sim, sizeof *src->sim);
+    dst->sim->has_run_step = FALSE;
+    memset(&dst->sim->run_step, 0, sizeof dst->sim->run_step);
+  }
   dst->step_time_ns = src->step_time_ns;
   dst->samples_per_s = src->samples_per_s;
-  dst->mfu = src->mfu;
   dst->gpus_used = src->gpus_used;
   dst->peak_bytes = src->peak_bytes;
   dst->device_bytes = src->device_bytes;
-  memcpy(dst->peak_by_category, src->peak_by_category, sizeof dst->peak_by_category);
-  dst->busy_ns = src->busy_ns;
-  dst->exposed_ns = src->exposed_ns;
-  memcpy(dst->exposed_by_group, src->exposed_by_group, sizeof dst->exposed_by_group);
-  dst->comm_bytes = src->comm_bytes;
 }

@@ -42,7 +42,8 @@ get_string(const guint8 **at, const guint8 *end, char **s)
   return TRUE;
 }
 
-/* Index, the point's bytes (the receiver keeps its own pointers), its strings. */
+/* Index, the point's bytes (the receiver keeps its own pointers), whether a
+ * simulation record follows and its bytes, its strings. */
 static void
 pack(GByteArray *out, const StPlan *plan, int i)
 {
@@ -51,8 +52,13 @@ pack(GByteArray *out, const StPlan *plan, int i)
   StPlanPoint copy = *pt;
   copy.reason = copy.description = NULL;
   copy.kept = NULL;
+  copy.sim = NULL;
+  guint8 has_sim = pt->sim != NULL;
   g_byte_array_append(out, (const guint8 *)&index, sizeof index);
   g_byte_array_append(out, (const guint8 *)&copy, sizeof copy);
+  g_byte_array_append(out, &has_sim, 1);
+  if (has_sim)
+    g_byte_array_append(out, (const guint8 *)pt->sim, sizeof *pt->sim);
   put_string(out, pt->reason);
   put_string(out, pt->description);
 }
@@ -80,12 +86,28 @@ unpack(StPlan *plan, GBytes *bytes)
      * the update's static text (made here too, before the search). */
     char *reason = pt->reason, *description = pt->description;
     StSchedule *kept = pt->kept;
+    StPlanSim *sim = pt->sim;
     StUpdate update = pt->update;
     *pt = copy;
     pt->reason = reason;
     pt->description = description;
     pt->kept = kept;
+    pt->sim = sim;
     pt->update = update;
+    /* Its simulation record, when the sender's point has one. */
+    if (at >= end)
+      return FALSE;
+    gboolean has_sim = *at++ != 0;
+    if (!has_sim) {
+      g_clear_pointer(&pt->sim, g_free);
+    } else {
+      if (end - at < (ptrdiff_t)sizeof *pt->sim)
+        return FALSE;
+      if (pt->sim == NULL)
+        pt->sim = g_new(StPlanSim, 1);
+      memcpy(pt->sim, at, sizeof *pt->sim);
+      at += sizeof *pt->sim;
+    }
     if (!get_string(&at, end, &pt->reason) || !get_string(&at, end, &pt->description))
       return FALSE;
   }

@@ -36,9 +36,9 @@ st_plan_run_objective(StPlanObjective o, const StPlanSpec *spec, const StPlanPoi
   if (choice != NULL)
     *choice = best;
   g_return_val_if_fail(spec->run != NULL, 0);
-  if (!pt->has_run_step || step_ns <= 0)
+  if (pt->sim == NULL || !pt->sim->has_run_step || step_ns <= 0)
     return 0;
-  StRunStep step = pt->run_step; /* its power's source is not kept */
+  StRunStep step = pt->sim->run_step; /* its power's source is not kept */
   step.step_s = step_ns * 1e-9;
   StRunSpec knobbed = *spec->run; /* shallow: only numbers change */
   guint ni = spec->run_intervals != NULL ? spec->run_intervals->len : 0;

@@ -165,8 +165,10 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNullToObject(obj, "update");
     cJSON_AddNullToObject(obj, "update_what");
   }
-  if (pt->reason != NULL)
-    cJSON_AddStringToObject(obj, "reason", pt->reason);
+  char buf[ST_PLAN_REASON_MAX];
+  const char *reason = st_plan_point_reason(plan, pt, buf);
+  if (reason != NULL)
+    cJSON_AddStringToObject(obj, "reason", reason);
   else
     cJSON_AddNullToObject(obj, "reason");
   if (pt->description != NULL)
@@ -206,13 +208,13 @@ point_json(const StPlan *plan, int i)
     return obj;
   double step_s = (double)pt->step_time_ns * 1e-9;
   cJSON_AddNumberToObject(obj, "step_time_s", step_s);
-  cJSON_AddBoolToObject(obj, "steady", pt->steady);
-  st_json_add_int(obj, "steps_simulated", pt->steps_run);
+  cJSON_AddBoolToObject(obj, "steady", pt->sim->steady);
+  st_json_add_int(obj, "steps_simulated", pt->sim->steps_run);
   cJSON_AddNumberToObject(obj, "samples_per_s", pt->samples_per_s);
   cJSON_AddNumberToObject(obj, "samples_per_s_per_gpu",
                           pt->samples_per_s / MAX(pt->gpus_used, 1));
-  if (pt->mfu > 0)
-    cJSON_AddNumberToObject(obj, "mfu", pt->mfu);
+  if (pt->sim->mfu > 0)
+    cJSON_AddNumberToObject(obj, "mfu", pt->sim->mfu);
   else
     cJSON_AddNullToObject(obj, "mfu");
   cJSON_AddNumberToObject(obj, "gpu_hours",
@@ -238,14 +240,14 @@ point_json(const StPlan *plan, int i)
   st_json_add_int(obj, "device_bytes", pt->device_bytes);
   cJSON *cats = cJSON_AddObjectToObject(obj, "peak_by_category");
   for (int k = 0; k < ST_MEM_N; k++)
-    st_json_add_int(cats, st_mem_name(k), pt->peak_by_category[k]);
-  cJSON_AddNumberToObject(obj, "busy_s", (double)pt->busy_ns * 1e-9);
-  cJSON_AddNumberToObject(obj, "exposed_comm_s", (double)pt->exposed_ns * 1e-9);
+    st_json_add_int(cats, st_mem_name(k), pt->sim->peak_by_category[k]);
+  cJSON_AddNumberToObject(obj, "busy_s", (double)pt->sim->busy_ns * 1e-9);
+  cJSON_AddNumberToObject(obj, "exposed_comm_s", (double)pt->sim->exposed_ns * 1e-9);
   cJSON *groups = cJSON_AddObjectToObject(obj, "exposed_comm_by_group_s");
-  for (int k = 0; k < ST_PLAN_GROUPS && pt->exposed_by_group[k].name[0]; k++)
-    cJSON_AddNumberToObject(groups, pt->exposed_by_group[k].name,
-                            (double)pt->exposed_by_group[k].ns * 1e-9);
-  cJSON_AddNumberToObject(obj, "comm_bytes_per_step", pt->comm_bytes);
+  for (int k = 0; k < ST_PLAN_GROUPS && pt->sim->exposed_by_group[k].name[0]; k++)
+    cJSON_AddNumberToObject(groups, pt->sim->exposed_by_group[k].name,
+                            (double)pt->sim->exposed_by_group[k].ns * 1e-9);
+  cJSON_AddNumberToObject(obj, "comm_bytes_per_step", pt->sim->comm_bytes);
   if (pt->rank > 0)
     st_json_add_int(obj, "rank", pt->rank);
   else
@@ -385,7 +387,7 @@ plan_csv(const StPlan *plan)
       pt->accumulation, g_ascii_formatd(num[0], sizeof num[0], "%.9g", objective),
       g_ascii_formatd(num[1], sizeof num[1], "%.9g", (double)pt->step_time_ns * 1e-9),
       g_ascii_formatd(num[2], sizeof num[2], "%.9g", pt->samples_per_s), pt->peak_bytes,
-      pt->rank, pt->front_gpus, pt->front_memory, pt->steady,
+      pt->rank, pt->front_gpus, pt->front_memory, pt->sim->steady,
       st_update_kind_name(pt->update.kind));
     g_autofree char *label = st_plan_config_label(c);
     csv_text(out, label);

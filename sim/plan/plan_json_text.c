@@ -32,10 +32,14 @@ text_string(GString *out, const char *s)
 {
   g_string_append_c(out, '"');
   for (const unsigned char *p = (const unsigned char *)(s != NULL ? s : ""); *p != '\0'; p++) {
-    if (*p > 31 && *p != '"' && *p != '\\') {
-      g_string_append_c(out, (char)*p);
-      continue;
-    }
+    /* A run of characters that need no escape, in one append (700,000
+     * pruned points' reasons went one character at a time). */
+    const unsigned char *run = p;
+    while (*p > 31 && *p != '"' && *p != '\\')
+      p++;
+    g_string_append_len(out, (const char *)run, p - run);
+    if (*p == '\0')
+      break;
     g_string_append_c(out, '\\');
     switch (*p) {
     case '\\':

@@ -1,5 +1,6 @@
 /* plan_point.c: what a configuration of the search keeps (plan_private.h):
- * the numbers of its simulated run, or the reason it has none. */
+ * the numbers of its simulated run (in its StPlanSim, which only simulated
+ * points and their twins have), or the reason it has none. */
 #include "plan/plan_private.h"
 
 #include <math.h>
@@ -28,12 +29,31 @@ st_plan_point_refuse(StPlanPoint *pt, StPlanStatus status, const char *format, .
     va_end(args);
   }
   pt->status = status;
+  pt->unbuilt = FALSE;
+}
+
+const char *
+st_plan_point_reason(const StPlan *plan, const StPlanPoint *pt, char buf[ST_PLAN_REASON_MAX])
+{
+  if (!pt->unbuilt)
+    return pt->reason;
+  st_plan_unbuilt_reason(plan, pt, buf, ST_PLAN_REASON_MAX);
+  return buf;
+}
+
+void
+st_plan_point_clear(StPlanPoint *pt)
+{
+  g_clear_pointer(&pt->reason, g_free);
+  g_clear_pointer(&pt->description, g_free);
+  g_clear_pointer(&pt->kept, st_schedule_free);
+  g_clear_pointer(&pt->sim, g_free);
 }
 
 /* The communicators with exposed time on GPU 0, most first (ties by
  * index), per step. */
 static void
-exposed_by_group(StPlanPoint *pt, const StSummary *sum, int steady)
+exposed_by_group(StPlanSim *pt, const StSummary *sum, int steady)
 {
   const StSchedule *s = sum->timeline->schedule;
   int n = (int)s->comms->len, k = 0;
@@ -65,25 +85,28 @@ st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
     if (sum->devices[d].peak_bytes > worst->peak_bytes)
       worst = &sum->devices[d];
   pt->simulated = TRUE;
-  pt->steps_run = sum->steps;
+  if (pt->sim == NULL)
+    pt->sim = g_new0(StPlanSim, 1);
+  StPlanSim *sim = pt->sim;
+  sim->steps_run = sum->steps;
   /* Fixed steps are steady when the steps after warm-up all were. */
-  pt->steady = sum->steady.converged &&
-               (sum->steady.auto_steps || sum->steady.first <= sum->warmup_steps);
-  pt->unsteady_auto = sum->steady.auto_steps && !sum->steady.converged;
+  sim->steady = sum->steady.converged &&
+                (sum->steady.auto_steps || sum->steady.first <= sum->warmup_steps);
+  sim->unsteady_auto = sum->steady.auto_steps && !sum->steady.converged;
   pt->step_time_ns = sum->step_time_ns;
   pt->samples_per_s = sum->samples_per_s;
-  pt->mfu = sum->mfu.mfu;
+  sim->mfu = sum->mfu.mfu;
   pt->gpus_used = sum->gpus_used;
   pt->peak_bytes = worst->peak_bytes;
   pt->device_bytes = st_summary_memory_peak(sum, ST_MEMKIND_DEVICE);
-  memcpy(pt->peak_by_category, worst->at_peak_by_category, sizeof pt->peak_by_category);
-  pt->busy_ns = (int64_t)llround(sum->devices[0].busy_fraction * (double)sum->step_time_ns);
-  pt->exposed_ns = sum->comm_exposed_ns / steady;
-  exposed_by_group(pt, sum, steady);
-  pt->comm_bytes = sum->comm_bytes_total / steady;
+  memcpy(sim->peak_by_category, worst->at_peak_by_category, sizeof sim->peak_by_category);
+  sim->busy_ns = (int64_t)llround(sum->devices[0].busy_fraction * (double)sum->step_time_ns);
+  sim->exposed_ns = sum->comm_exposed_ns / steady;
+  exposed_by_group(sim, sum, steady);
+  sim->comm_bytes = sum->comm_bytes_total / steady;
   /* What a whole training run needs of the step (plan_goodput.c). */
-  pt->has_run_step = st_run_step_from_summary(sum, &pt->run_step, NULL);
-  st_power_clear(&pt->run_step.power);
+  sim->has_run_step = st_run_step_from_summary(sum, &sim->run_step, NULL);
+  st_power_clear(&sim->run_step.power);
   if (pt->device_bytes > cap) {
     g_autofree char *peak = st_format_bytes(pt->device_bytes);
     g_autofree char *limit = st_format_bytes(cap);

@@ -149,15 +149,16 @@ print_table(const StPlan *plan, int top, FILE *out)
     g_autofree char *label = st_plan_config_label(c);
     g_autofree char *batch = g_strdup_printf("%dx%d", c->micro_batch, pt->accumulation);
     g_autofree char *time = st_format_duration(pt->step_time_ns);
-    g_autofree char *step = g_strdup_printf("%s%s", time, pt->steady ? "" : "~");
-    g_autofree char *exposed = st_format_duration(pt->exposed_ns);
+    g_autofree char *step = g_strdup_printf("%s%s", time, pt->sim->steady ? "" : "~");
+    g_autofree char *exposed = st_format_duration(pt->sim->exposed_ns);
     g_autofree char *peak = short_bytes(pt->device_bytes);
-    g_autofree char *mfu = pt->mfu > 0 ? g_strdup_printf("%.1f%%", 100 * pt->mfu) : g_strdup("-");
+    g_autofree char *mfu =
+      pt->sim->mfu > 0 ? g_strdup_printf("%.1f%%", 100 * pt->sim->mfu) : g_strdup("-");
     fprintf(out, "%4d  %-10s %-6s %5d %9s %11s %10.1f %8.2f %6s %7s", pt->rank,
             c->strategy->name, st_update_kind_name(pt->update.kind), pt->gpus_used, batch, step,
             pt->samples_per_s, pt->samples_per_s / MAX(pt->gpus_used, 1), mfu, peak);
     for (int cat = 0; cat < ST_MEM_N; cat++) {
-      g_autofree char *b = short_bytes(pt->peak_by_category[cat]);
+      g_autofree char *b = short_bytes(pt->sim->peak_by_category[cat]);
       fprintf(out, " %6s", b);
     }
     g_autofree char *front = g_strdup_printf("%s%s", pt->front_gpus ? "G" : "",
@@ -323,9 +324,9 @@ row_bytes(FILE *out, const char *name, int64_t a, int64_t b)
 static int64_t
 group_ns(const StPlanPoint *p, const char *name)
 {
-  for (int k = 0; k < ST_PLAN_GROUPS && p->exposed_by_group[k].name[0]; k++)
-    if (strcmp(p->exposed_by_group[k].name, name) == 0)
-      return p->exposed_by_group[k].ns;
+  for (int k = 0; k < ST_PLAN_GROUPS && p->sim->exposed_by_group[k].name[0]; k++)
+    if (strcmp(p->sim->exposed_by_group[k].name, name) == 0)
+      return p->sim->exposed_by_group[k].ns;
   return 0;
 }
 
@@ -336,8 +337,8 @@ rows_groups(FILE *out, const StPlanPoint *a, const StPlanPoint *b)
 {
   const StPlanPoint *both[] = {a, b};
   for (int w = 0; w < 2; w++)
-    for (int k = 0; k < ST_PLAN_GROUPS && both[w]->exposed_by_group[k].name[0]; k++) {
-      const char *name = both[w]->exposed_by_group[k].name;
+    for (int k = 0; k < ST_PLAN_GROUPS && both[w]->sim->exposed_by_group[k].name[0]; k++) {
+      const char *name = both[w]->sim->exposed_by_group[k].name;
       if (w == 1 && group_ns(a, name) > 0)
         continue;
       g_autofree char *row = g_strdup_printf("    on \"%s\"", name);
@@ -348,7 +349,7 @@ rows_groups(FILE *out, const StPlanPoint *a, const StPlanPoint *b)
 static int64_t
 other_ns(const StPlanPoint *p)
 {
-  return MAX(0, p->step_time_ns - p->busy_ns - p->exposed_ns);
+  return MAX(0, p->step_time_ns - p->sim->busy_ns - p->sim->exposed_ns);
 }
 
 /* Whether the calibration can tell the winner from the runner-up: their
@@ -386,10 +387,10 @@ print_explanation(const StPlan *plan, FILE *out)
   const StPlanPoint *a = &plan->points[w];
   g_autofree char *wd = describe(plan, w);
   fprintf(out, "\nWinner: %s\n  %s\n", wd, a->description ? a->description : "");
-  if (!a->steady)
+  if (!a->sim->steady)
     fprintf(out, "  WARNING: its step time is not a steady state (%d steps simulated): "
                  "simulate it longer with stagger sim before trusting the ranking.\n",
-            a->steps_run);
+            a->sim->steps_run);
   if (a->update.kind != ST_UPDATE_SYNC)
     fprintf(out, "  NOTE: its update is %s: %s.\n", st_update_kind_name(a->update.kind),
             a->update.what);
@@ -417,8 +418,8 @@ print_explanation(const StPlan *plan, FILE *out)
       fprintf(out, "  %-28s %14d %14d\n", "  spare nodes", a->run_spares, b->run_spares);
   }
   row_duration(out, "step time", a->step_time_ns, b->step_time_ns);
-  row_duration(out, "  computing (GPU 0)", a->busy_ns, b->busy_ns);
-  row_duration(out, "  exposed communication", a->exposed_ns, b->exposed_ns);
+  row_duration(out, "  computing (GPU 0)", a->sim->busy_ns, b->sim->busy_ns);
+  row_duration(out, "  exposed communication", a->sim->exposed_ns, b->sim->exposed_ns);
   rows_groups(out, a, b);
   row_duration(out, "  waiting, idle (bubble)", other_ns(a), other_ns(b));
   if (a->estimated && b->estimated && a->estimate.step_ns > 0 && b->estimate.step_ns > 0) {
@@ -429,17 +430,18 @@ print_explanation(const StPlan *plan, FILE *out)
     row_duration(out, "    pipeline fill + drain", a->estimate.bubble_ns, b->estimate.bubble_ns);
     row_bytes(out, "    memory at least", a->estimate.peak_bytes, b->estimate.peak_bytes);
   }
-  row_bytes(out, "communication, all GPUs", (int64_t)a->comm_bytes, (int64_t)b->comm_bytes);
+  row_bytes(out, "communication, all GPUs", (int64_t)a->sim->comm_bytes,
+            (int64_t)b->sim->comm_bytes);
   row_bytes(out, "memory per GPU (nvidia-smi)", a->device_bytes, b->device_bytes);
   row_bytes(out, "tensors at the peak", a->peak_bytes, b->peak_bytes);
   for (int c = 0; c < ST_MEM_N; c++) {
     g_autofree char *name = g_strdup_printf("  %s", st_mem_name(c));
-    row_bytes(out, name, a->peak_by_category[c], b->peak_by_category[c]);
+    row_bytes(out, name, a->sim->peak_by_category[c], b->sim->peak_by_category[c]);
   }
 
   /* The part of the step that differs most, and the memory category. */
   const char *parts[] = {"computing", "exposed communication", "waiting"};
-  int64_t deltas[] = {a->busy_ns - b->busy_ns, a->exposed_ns - b->exposed_ns,
+  int64_t deltas[] = {a->sim->busy_ns - b->sim->busy_ns, a->sim->exposed_ns - b->sim->exposed_ns,
                       other_ns(a) - other_ns(b)};
   int most = 0;
   for (int k = 1; k < 3; k++)
@@ -447,8 +449,8 @@ print_explanation(const StPlan *plan, FILE *out)
       most = k;
   int cat = 0;
   for (int c = 1; c < ST_MEM_N; c++)
-    if (ABS(a->peak_by_category[c] - b->peak_by_category[c]) >
-        ABS(a->peak_by_category[cat] - b->peak_by_category[cat]))
+    if (ABS(a->sim->peak_by_category[c] - b->sim->peak_by_category[c]) >
+        ABS(a->sim->peak_by_category[cat] - b->sim->peak_by_category[cat]))
       cat = c;
   print_overlap(plan, a, b, out);
   if (st_plan_objective_is_run(o) && a->step_time_ns > b->step_time_ns)
@@ -463,7 +465,8 @@ print_explanation(const StPlan *plan, FILE *out)
   g_autofree char *dt = signed_duration(a->step_time_ns - b->step_time_ns);
   g_autofree char *dpart = signed_duration(deltas[most]);
   g_autofree char *dmem = signed_bytes(a->peak_bytes - b->peak_bytes);
-  g_autofree char *dcat = signed_bytes(a->peak_by_category[cat] - b->peak_by_category[cat]);
+  g_autofree char *dcat =
+    signed_bytes(a->sim->peak_by_category[cat] - b->sim->peak_by_category[cat]);
   fprintf(out, "\nAgainst the runner-up, ");
   if (a->step_time_ns == b->step_time_ns)
     fprintf(out, "the winner's step takes the same time (it ranks first by its place in the "

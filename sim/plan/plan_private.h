@@ -55,10 +55,14 @@ void st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint 
                       const StOptions *raw, const StOptions *resolved, gboolean timed,
                       StPlanClosedCache *cache);
 
-/* Prunes `pt`, unbuilt, with the reason its before_ns gives: point `who`
- * reaches `best` where it cannot do better than `bound`. */
+/* Prunes `pt`, unbuilt: point `who` reaches `best` where it cannot do
+ * better than `bound`. Its reason is not formatted here but when asked
+ * (st_plan_point_reason): 700,000 of them were 150 MB of strings. O(1). */
 void st_plan_prune_unbuilt(const StPlan *plan, StPlanPoint *pt, double bound, int who,
                            double best);
+/* That reason, as its before_ns gives it, into buf[0 .. size) (size:
+ * ST_PLAN_REASON_MAX holds every one). */
+void st_plan_unbuilt_reason(const StPlan *plan, const StPlanPoint *pt, char *buf, gsize size);
 
 /* The closed form of the steady step's cycle (before st_steady_step_bound's
  * tolerance) of a configuration of `strategy` whose build would get `in`
@@ -104,12 +108,17 @@ void st_plan_json_text(GString *out, const struct cJSON *item, int depth);
 GHashTable *st_plan_fingerprints_new(void);
 int st_plan_fingerprints_first(GHashTable *first, const StPlan *plan, int i);
 
-/* The simulated results of `src` into `dst` (its twin). */
+/* The simulated results of `src` into `dst` (its twin), in a simulation
+ * record of its own without the training run's step (as before the record
+ * was apart: a twin's run objective stays unknown). */
 void st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src);
 
 /* (plan_point.c) Sets a point's status and the reason it says (printf). */
 void st_plan_point_refuse(StPlanPoint *pt, StPlanStatus status, const char *format, ...)
   G_GNUC_PRINTF(3, 4);
+/* Frees what the point owns (reason, description, kept schedule, simulation
+ * record), leaving NULLs. */
+void st_plan_point_clear(StPlanPoint *pt);
 /* Takes a simulated run's numbers into the point: OK, or OOM over the
  * device-memory cap `cap`. */
 void st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap);

@@ -89,7 +89,7 @@ st_plan_incumbents_add(StPlanIncumbents *inc, const int *indices, int n)
     const StPlanPoint *pt = &plan->points[i];
     /* A mean that never settled bounds nothing: it may sit below the
      * steady step a bound speaks of. */
-    if (pt->status != ST_PLAN_OK || !pt->simulated || pt->unsteady_auto)
+    if (pt->status != ST_PLAN_OK || !pt->simulated || pt->sim->unsteady_auto)
       continue;
     double v = st_plan_objective_value(o, plan->spec, pt);
     for (guint b = bucket_of(inc, pt->gpus_used); b < inc->gpus->len; b++) {

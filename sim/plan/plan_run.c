@@ -686,11 +686,8 @@ st_plan_free(StPlan *plan)
 {
   if (plan == NULL)
     return;
-  for (guint i = 0; plan->points != NULL && plan->configs != NULL && i < plan->configs->len; i++) {
-    g_free(plan->points[i].reason);
-    g_free(plan->points[i].description);
-    st_schedule_free(plan->points[i].kept);
-  }
+  for (guint i = 0; plan->points != NULL && plan->configs != NULL && i < plan->configs->len; i++)
+    st_plan_point_clear(&plan->points[i]);
   g_free(plan->points);
   if (plan->configs != NULL)
     g_array_unref(plan->configs);
