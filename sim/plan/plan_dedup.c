@@ -191,11 +191,10 @@ st_plan_copy_result(StPlanPoint *dst, const StPlanPoint *src)
   dst->unbuilt_bound = src->unbuilt_bound;
   dst->unbuilt_best = src->unbuilt_best;
   g_clear_pointer(&dst->sim, g_free);
-  if (src->sim != NULL) {
+  /* the same schedule runs the same training run: its step too (the run
+   * objectives rank on it; the step's power source is not kept) */
+  if (src->sim != NULL)
     dst->sim = g_memdup2(src->sim, sizeof *src->sim);
-    dst->sim->has_run_step = FALSE;
-    memset(&dst->sim->run_step, 0, sizeof dst->sim->run_step);
-  }
   dst->step_time_ns = src->step_time_ns;
   dst->samples_per_s = src->samples_per_s;
   dst->gpus_used = src->gpus_used;

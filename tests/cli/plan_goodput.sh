@@ -55,6 +55,25 @@ P
 expect 2 "stagger plan tries a list" $STAGGER sim --model "$SRC/models/gpt2-124m.json" \
   --cluster "$tmp/site.json" --train-tokens 1B --spare-nodes 0,1
 
+# Configurations that build the same schedule (twins: here the strategies
+# that run one GPU's MLP alike) run the same training run: each twin ranks
+# by its original's time to train, never by an empty run worth 0 s (which
+# put every twin first).
+$STAGGER plan --model "$SRC/models/mlp.json" --cluster "$SRC/models/clusters/dgx-h100.json" \
+  --nodes 1 --objective time-to-train --train-samples 1e9 -q --out "$tmp/twins" >/dev/null 2>&1 ||
+  fail "the twins' plan failed"
+python3 - "$tmp/twins/plan.json" <<'P' || fail "twins do not rank by their originals' runs"
+import json, sys
+points = json.load(open(sys.argv[1]))["points"]
+by_index = {p["index"]: p for p in points}
+ok = [p for p in points if p["status"] == "ok"]
+twins = [p for p in ok if p.get("same_schedule_as") is not None]
+assert twins, "no twins in the space"
+assert all(p["objective"] > 0 and p["run_wall_s"] > 0 for p in ok), "a run worth 0 s"
+for p in twins:
+    assert p["objective"] == by_index[p["same_schedule_as"]]["objective"], p["index"]
+P
+
 # Energy ranks too; cost needs a price.
 $STAGGER "${PLAN[@]}" --objective energy "${RUN[@]}" >/dev/null 2>&1 || fail "--objective energy failed"
 $STAGGER "${PLAN[@]}" --objective cost "${RUN[@]}" --price-gpu-hour 2 >/dev/null 2>&1 ||
