@@ -213,16 +213,35 @@ classify(const Kineto *k, const char *name, const char *cat, Ev *e)
   return EV_OP;
 }
 
+/* A pid or tid as text: a string as it is, a number as "%.0f" prints it.
+ * Whole numbers (every pid and tid) get their digits without printf, which
+ * was a tenth of the reading, two calls an event. `buf` holds n >= 24. */
 static const char *
 text_of(const cJSON *v, char *buf, size_t n)
 {
   if (cJSON_IsString(v))
     return v->valuestring;
-  if (cJSON_IsNumber(v)) {
-    g_snprintf(buf, n, "%.0f", v->valuedouble);
+  if (!cJSON_IsNumber(v))
+    return "";
+  double d = v->valuedouble;
+  if (!(fabs(d) < 1e15) || d != floor(d) || (d == 0 && signbit(d))) {
+    g_snprintf(buf, n, "%.0f", d);
     return buf;
   }
-  return "";
+  uint64_t u = d < 0 ? (uint64_t)-(int64_t)d : (uint64_t)d;
+  char digits[24];
+  int len = 0;
+  do {
+    digits[len++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  size_t i = 0;
+  if (d < 0)
+    buf[i++] = '-';
+  while (len > 0)
+    buf[i++] = digits[--len];
+  buf[i] = '\0';
+  return buf;
 }
 
 /* The times an event may have, us: 4e15 us is 127 years, 1e15 us 31.7. */
