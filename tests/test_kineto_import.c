@@ -210,6 +210,52 @@ test_bad_traces(void)
                &o, "*trace.json: the traced batch size is not in the trace*--batch N*");
 }
 
+/* The profile saved from `text` written as DIR/SUB/trace.json (the
+ * profile names the file). Transfer full. */
+static char *
+saved_profile(const char *dir, const char *text, const char *sub)
+{
+  g_autofree char *folder = g_build_filename(dir, sub, NULL);
+  g_assert_cmpint(g_mkdir_with_parents(folder, 0755), ==, 0);
+  g_autofree char *path = g_build_filename(folder, "trace.json", NULL);
+  g_autofree char *out = g_strconcat(path, ".profile.json", NULL);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  StKinetoOptions o = {.device = "H100-SXM", .link = ST_LINK_INTRA_NODE};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StProfile) p = st_profile_import_kineto(path, m, &o, NULL, &error);
+  g_assert_no_error(error);
+  g_assert_true(st_profile_save(p, out, &error));
+  g_assert_no_error(error);
+  char *saved = NULL;
+  g_assert_true(g_file_get_contents(out, &saved, NULL, NULL));
+  return saved;
+}
+
+/* The events are read one at a time (profile_kineto_read.c) and, when the
+ * text is unusual, from one tree: both give the same profile. A second
+ * "traceEvents" (ignored by the tree, which takes the first) and a member
+ * after the events send the reading to the tree; the plain file and one
+ * with a member after the events stay streamed. */
+static void
+test_streamed_as_tree(void)
+{
+  g_autofree char *path = st_test_src("tests/data/kineto/gpu-shaped.json");
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  char *close = strrchr(text, '}');
+  g_assert_nonnull(close);
+  g_autofree char *head = g_strndup(text, (gsize)(close - text));
+  g_autofree char *twice = g_strconcat(head, ", \"traceEvents\": []}\n", NULL);
+  g_autofree char *after = g_strconcat(head, ", \"x\": {\"y\": [1, 2]}} trailing", NULL);
+  g_autofree char *dir = st_test_tmpdir();
+  g_autofree char *plain = saved_profile(dir, text, "plain");
+  g_autofree char *tree = saved_profile(dir, twice, "twice");
+  g_autofree char *more = saved_profile(dir, after, "after");
+  g_assert_cmpstr(plain, ==, tree);
+  g_assert_cmpstr(plain, ==, more);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -217,5 +263,6 @@ main(int argc, char **argv)
   g_test_add_func("/kineto/gpu-shaped", test_gpu_shaped);
   g_test_add_func("/kineto/cpu-trace", test_cpu_trace);
   g_test_add_func("/kineto/bad-traces", test_bad_traces);
+  g_test_add_func("/kineto/streamed-as-tree", test_streamed_as_tree);
   return g_test_run();
 }

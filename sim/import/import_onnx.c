@@ -48,7 +48,6 @@ check(OnnxMap *m, int seg, int n, const cJSON *layers, gboolean dense_only, GStr
   const OnnxValue *in = onnx_value(m->g, m->segs[seg].in);
   const OnnxValue *out = onnx_value(m->g, m->segs[seg + n - 1].out);
   int64_t params = onnx_segments_params(m, seg, n);
-  g_autofree char *want = onnx_shape_text(out);
   if (cJSON_GetArraySize(layers) == 0) {
     gboolean same = in->rank == out->rank &&
                     memcmp(in->dims, out->dims, sizeof(int64_t) * (size_t)in->rank) == 0;
@@ -60,7 +59,8 @@ check(OnnxMap *m, int seg, int n, const cJSON *layers, gboolean dense_only, GStr
   cJSON_AddStringToObject(root, "name", "check");
   cJSON_AddStringToObject(root, "dtype", m->dtype);
   cJSON_AddItemToObject(root, "input", sample_shape(in));
-  cJSON_AddItemToObject(root, "layers", cJSON_Duplicate(layers, TRUE));
+  /* The proposal by reference, not copied: freeing `root` leaves it whole. */
+  cJSON_AddItemReferenceToObject(root, "layers", (cJSON *)layers);
   g_autoptr(GError) error = NULL;
   g_autoptr(StModel) model = st_model_from_json(root, "proposal", &error);
   if (model == NULL) {
@@ -74,6 +74,7 @@ check(OnnxMap *m, int seg, int n, const cJSON *layers, gboolean dense_only, GStr
   (void)flops;
   if (!shape_ok) {
     g_autofree char *shape = st_shape_format(got);
+    g_autofree char *want = onnx_shape_text(out);
     g_string_append_printf(why, "it makes %s per sample where the graph makes %s", shape, want);
   } else if (model->params != params) {
     g_string_append_printf(why, "it has %" G_GINT64_FORMAT " parameters where the graph has %"

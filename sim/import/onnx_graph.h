@@ -99,6 +99,9 @@ typedef struct {
   int n_out;
   OnnxAttr *attrs;              /* [n_attrs] */
   int n_attrs;
+  const struct OnnxOp *def;     /* its operator's entry (onnx_ops.h), set by the inference
+                                 * pass so that later passes need no lookup by name; NULL
+                                 * before */
 } OnnxNode;
 
 typedef struct {

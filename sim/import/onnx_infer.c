@@ -130,7 +130,7 @@ onnx_ints_arg(const OnnxGraph *g, const OnnxNode *node, int i, const char *attr,
 double
 onnx_node_flops(const OnnxGraph *g, const OnnxNode *node, double *dense)
 {
-  const OnnxOp *op = onnx_op_find(node->op);
+  const OnnxOp *op = onnx_node_op(node);
   *dense = 0;
   if (op == NULL)
     return 0;
@@ -166,7 +166,7 @@ node_kind(const OnnxGraph *g, const OnnxNode *node)
 }
 
 static gboolean
-infer_node(OnnxGraph *g, const OnnxNode *node, GError **error)
+infer_node(OnnxGraph *g, OnnxNode *node, GError **error)
 {
   if (node->domain[0] != '\0' && strcmp(node->domain, "ai.onnx") != 0)
     return onnx_node_error(g, node, error, "operator of domain '%s' is not supported",
@@ -177,6 +177,7 @@ infer_node(OnnxGraph *g, const OnnxNode *node, GError **error)
                            "unsupported operator '%s' (docs/MODELS.md lists those stagger "
                            "imports)",
                            node->op);
+  node->def = op;
   for (int i = 0; i < node->n_in; i++) {
     const OnnxValue *v = onnx_in(g, node, i);
     if (v != NULL && v->rank < 0)
@@ -335,7 +336,7 @@ onnx_graph_infer(OnnxGraph *g, StImportResult *result, GError **error)
                            "the graph's output '%s' does not depend on its input", out->name);
   for (int n = 0; n < g->n_nodes; n++) {
     const OnnxNode *node = &g->nodes[n];
-    const OnnxOp *op = onnx_op_find(node->op);
+    const OnnxOp *op = node->def;
     const OnnxValue *first = onnx_out(g, node, 0);
     if (first == NULL || first->kind != ONNX_ACT)
       continue;

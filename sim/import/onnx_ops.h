@@ -27,7 +27,7 @@ typedef enum {
   ONNX_KEEPS_MASK = 1 << 2,   /* a one-byte mask per element is kept (dropout) */
 } OnnxKeeps;
 
-typedef struct {
+typedef struct OnnxOp {
   const char *op;
   /* Sets every output's elem type and shape from the inputs (which all have
    * theirs), and its contents when the inputs' are known and the output is
@@ -43,6 +43,14 @@ typedef struct {
 
 /* The entry for `op` of the default domain, or NULL. */
 const OnnxOp *onnx_op_find(const char *op);
+
+/* The entry of a node's operator: the one the inference pass recorded, or
+ * found by name before it. */
+static inline const OnnxOp *
+onnx_node_op(const OnnxNode *node)
+{
+  return node->def != NULL ? node->def : onnx_op_find(node->op);
+}
 
 /* Shapes, contents and kinds of every value of `g`, then its parameters
  * (onnx_infer.c), with a warning in `result` (may be NULL) for each copy of

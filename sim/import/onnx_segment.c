@@ -177,7 +177,7 @@ kept_bytes(const OnnxMap *m, int first, int n)
   for (int s = first; s < first + n; s++)
     for (int k = 0; k < m->segs[s].n_nodes; k++) {
       const OnnxNode *node = &g->nodes[m->segs[s].nodes[k]];
-      const OnnxOp *op = onnx_op_find(node->op);
+      const OnnxOp *op = onnx_node_op(node);
       for (int i = 0; i < node->n_in && (op->keeps & ONNX_KEEPS_INPUT); i++)
         if (node->in[i] >= 0 && onnx_value(g, node->in[i])->kind == ONNX_ACT)
           g_hash_table_add(kept, GINT_TO_POINTER(node->in[i] + 1));

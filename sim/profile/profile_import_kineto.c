@@ -21,144 +21,6 @@ st_kineto_import_clear(StKinetoImport *stats)
   *stats = (StKinetoImport){0};
 }
 
-/* ---- reading the events -------------------------------------------------------- */
-
-/* The model's layers by name, the first of each name (looked up for every
- * event: a scan of the layers made a trace of N layers quadratic). */
-static GHashTable *
-layers_by_name(const StModel *m)
-{
-  GHashTable *t = g_hash_table_new(g_str_hash, g_str_equal);
-  for (int i = m->n_layers - 1; i >= 0; i--)
-    g_hash_table_insert(t, m->layers[i].name, GINT_TO_POINTER(i + 1));
-  return t;
-}
-
-static int
-layer_index(const Kineto *k, const char *name, StPass *pass)
-{
-  size_t n = strlen(name);
-  *pass = ST_PASS_FWD;
-  for (int pass_i = 0; pass_i < 3; pass_i++) {
-    static const char *const suffix[] = {"", ".forward", ".backward"};
-    size_t s = strlen(suffix[pass_i]);
-    if (n <= s || strcmp(name + n - s, suffix[pass_i]) != 0)
-      continue;
-    g_autofree char *stem = s > 0 ? g_strndup(name, n - s) : NULL;
-    int i = GPOINTER_TO_INT(g_hash_table_lookup(k->layer_of, s > 0 ? stem : name)) - 1;
-    if (i >= 0) {
-      *pass = pass_i == 2 ? ST_PASS_BWD : ST_PASS_FWD;
-      return i;
-    }
-  }
-  return -1;
-}
-
-static gboolean
-is_device_cat(const char *cat)
-{
-  return strcmp(cat, "kernel") == 0 || strcmp(cat, "gpu_memcpy") == 0 ||
-         strcmp(cat, "gpu_memset") == 0;
-}
-
-static Kind
-classify(const Kineto *k, const char *name, const char *cat, Ev *e)
-{
-  if (is_device_cat(cat))
-    return g_str_has_prefix(name, "nccl") ? EV_NCCL : EV_DEVICE;
-  StPass pass;
-  if ((e->layer = layer_index(k, name, &pass)) >= 0) {
-    e->pass = (uint8_t)pass;
-    return EV_LAYER;
-  }
-  if (g_str_has_prefix(name, "ProfilerStep#"))
-    return EV_STEP;
-  if (g_str_has_prefix(name, "Optimizer.step#"))
-    return EV_OPTIM;
-  if (g_str_has_prefix(name, "Optimizer.") || strcmp(cat, "user_annotation") == 0 ||
-      strcmp(cat, "gpu_user_annotation") == 0 || strcmp(cat, "python_function") == 0)
-    return EV_MARK;
-  e->eval = g_str_has_prefix(name, EVAL_PREFIX);
-  e->comm = g_str_has_prefix(name, "nccl:") || strcmp(name, "record_param_comms") == 0;
-  return EV_OP;
-}
-
-static const char *
-text_of(const cJSON *v, char *buf, size_t n)
-{
-  if (cJSON_IsString(v))
-    return v->valuestring;
-  if (cJSON_IsNumber(v)) {
-    g_snprintf(buf, n, "%.0f", v->valuedouble);
-    return buf;
-  }
-  return "";
-}
-
-/* The times an event may have, us: 4e15 us is 127 years, 1e15 us 31.7. */
-#define KINETO_MAX_TS_US 4e15
-#define KINETO_MAX_DUR_US 1e15
-
-static gboolean
-read_events(Kineto *k, const cJSON *events, GError **error)
-{
-  g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  const cJSON *item;
-  int index = -1;
-  cJSON_ArrayForEach(item, events)
-  {
-    index++;
-    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(item, "ph");
-    if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0)
-      continue;
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
-    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(item, "ts");
-    const cJSON *dur = cJSON_GetObjectItemCaseSensitive(item, "dur");
-    const cJSON *cat = cJSON_GetObjectItemCaseSensitive(item, "cat");
-    if (!cJSON_IsString(name) || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) ||
-        dur->valuedouble < 0) {
-      g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
-                  "%s: event %d: a complete event (\"ph\": \"X\") needs \"name\", \"ts\" and "
-                  "\"dur\" >= 0", k->path, index);
-      return FALSE;
-    }
-    /* In microseconds: absolute clocks (since 1970, ~1.8e15 us) fit; two
-     * times and their difference stay inside int64 ns. */
-    if (!(fabs(ts->valuedouble) <= KINETO_MAX_TS_US) || !(dur->valuedouble <= KINETO_MAX_DUR_US)) {
-      g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_INVALID,
-                  "%s: event %d: \"ts\" %g us, \"dur\" %g us: outside +-%g us and 0 to %g us",
-                  k->path, index, ts->valuedouble, dur->valuedouble, KINETO_MAX_TS_US,
-                  KINETO_MAX_DUR_US);
-      return FALSE;
-    }
-    char pid_buf[32], tid_buf[32];
-    g_autofree char *thread = g_strdup_printf(
-      "%s/%s", text_of(cJSON_GetObjectItemCaseSensitive(item, "pid"), pid_buf, sizeof pid_buf),
-      text_of(cJSON_GetObjectItemCaseSensitive(item, "tid"), tid_buf, sizeof tid_buf));
-    gpointer t = g_hash_table_lookup(threads, thread);
-    if (t == NULL) {
-      t = GINT_TO_POINTER(g_hash_table_size(threads) + 1);
-      g_hash_table_insert(threads, g_steal_pointer(&thread), t);
-    }
-    Ev e = {.name = name->valuestring, .thread = GPOINTER_TO_INT(t) - 1,
-            .in_layer = -1, .in_eval = -1, .in_optim = -1, .in_comm = -1, .step = -1};
-    e.args = cJSON_GetObjectItemCaseSensitive(item, "args");
-    e.ts = llround(ts->valuedouble * 1e3);
-    e.end = e.ts + llround(dur->valuedouble * 1e3);
-    e.seq = arg_int(e.args, "Sequence number", -1);
-    e.corr = arg_int(e.args, "correlation", -1);
-    e.kind = (uint8_t)classify(k, e.name, cJSON_IsString(cat) ? cat->valuestring : "", &e);
-    k->gpu = k->gpu || e.kind == EV_DEVICE || e.kind == EV_NCCL;
-    g_array_append_val(k->ev, e);
-  }
-  if (k->ev->len == 0) {
-    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
-                "%s: no complete events (\"ph\": \"X\"): not a profiler trace", k->path);
-    return FALSE;
-  }
-  return TRUE;
-}
-
 /* ---- where each CPU event sits --------------------------------------------------- */
 
 static gint
@@ -485,9 +347,34 @@ trace_device(const cJSON *root, gboolean gpu)
   return cJSON_IsString(name) ? name->valuestring : gpu ? "gpu" : "host";
 }
 
+/* The model's layers by name, the first of each name (looked up for every
+ * event: a scan of the layers made a trace of N layers quadratic). */
+static GHashTable *
+layers_by_name(const StModel *m)
+{
+  GHashTable *t = g_hash_table_new(g_str_hash, g_str_equal);
+  for (int i = m->n_layers - 1; i >= 0; i--)
+    g_hash_table_insert(t, m->layers[i].name, GINT_TO_POINTER(i + 1));
+  return t;
+}
+
+static void
+kineto_init(Kineto *k, const char *path, const StModel *model)
+{
+  *k = (Kineto){.path = path, .model = model, .n_keys = 2 * model->n_layers + 1};
+  k->layer_of = layers_by_name(model);
+  k->ev = g_array_new(FALSE, FALSE, sizeof(Ev));
+  k->steps = g_array_new(FALSE, FALSE, sizeof(int));
+  k->unattributed_by_name = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+}
+
 static void
 kineto_clear(Kineto *k)
 {
+  if (k->names != NULL)
+    g_string_chunk_free(k->names);
+  k->names = NULL;
+  g_clear_pointer(&k->args, g_ptr_array_unref);
   g_clear_pointer(&k->ev, g_array_unref);
   g_clear_pointer(&k->steps, g_array_unref);
   g_clear_pointer(&k->sum, g_free);
@@ -612,23 +499,11 @@ st_profile_import_kineto(const char *path, const StModel *model, const StKinetoO
                          StKinetoImport *stats_out, GError **error)
 {
   g_return_val_if_fail(path != NULL && model != NULL && options != NULL, NULL);
-  g_autoptr(cJSON) root = st_json_load_file(path, error);
-  if (root == NULL)
-    return NULL;
-  const cJSON *events = cJSON_IsArray(root) ? root
-                                            : cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
-  if (!cJSON_IsArray(events)) {
-    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE, "%s: expected a Chrome trace: an array "
-                "of events or an object with \"traceEvents\"", path);
-    return NULL;
-  }
-  Kineto k = {.path = path, .model = model, .n_keys = 2 * model->n_layers + 1};
-  k.layer_of = layers_by_name(model);
-  k.ev = g_array_new(FALSE, FALSE, sizeof(Ev));
-  k.steps = g_array_new(FALSE, FALSE, sizeof(int));
-  k.unattributed_by_name = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+  Kineto k;
+  kineto_init(&k, path, model);
+  g_autoptr(cJSON) root = kineto_read_trace(&k, error);
   StKinetoImport stats = {0};
-  StProfile *p = read_events(&k, events, error) ? build(&k, root, options, &stats, error) : NULL;
+  StProfile *p = root != NULL ? build(&k, root, options, &stats, error) : NULL;
   kineto_clear(&k);
   if (p != NULL && stats_out != NULL)
     *stats_out = stats;

@@ -24,8 +24,9 @@ typedef enum {
 } Kind;
 
 typedef struct {
-  const char *name;
-  const cJSON *args;
+  const char *name;    /* borrowed from the tree, or from Kineto.names */
+  const cJSON *args;   /* read trace by trace: CPU operators' only (EV_OP), the only
+                        * events whose args are read after reading; NULL when none */
   int64_t ts, end; /* ns */
   int thread;      /* index of its (pid, tid) */
   uint8_t kind;
@@ -55,6 +56,10 @@ typedef struct {
   int kernels;         /* GPU kernels read */
   int orphans;         /* of them, whose correlation id matches no launch */
   GHashTable *unattributed_by_name; /* name -> double * (ns) */
+  /* When the events were streamed (profile_kineto_read.c) rather than
+   * read from one tree: their names and the args kept, owned here. */
+  GStringChunk *names;
+  GPtrArray *args;     /* cJSON *, owned */
 } Kineto;
 
 static inline Ev *
@@ -81,6 +86,11 @@ arg_int(const cJSON *args, const char *key, int64_t fallback)
 {
   return json_whole(cJSON_GetObjectItemCaseSensitive(args, key), fallback);
 }
+
+/* The trace's complete events into k->ev, and its root (transfer full),
+ * NULL with `error` set when it cannot be read or has no complete event
+ * (profile_kineto_read.c). */
+cJSON *kineto_read_trace(Kineto *k, GError **error);
 
 /* Link entries for the NCCL kernels whose size and group are known, the
  * rest counted in stats->comm_unknown. `launch`: correlation id -> CPU

@@ -1,0 +1,392 @@
+/* profile_kineto_read.c: a Chrome trace's complete events into Kineto.ev.
+ *
+ * A torch.profiler trace of 10^6 kernels is 4·10^6 events, half a
+ * gigabyte of JSON: as one cJSON tree it is tens of millions of small
+ * allocations held at once, and parsing it was most of the import. Here
+ * the text is walked at its top level only; each element of
+ * "traceEvents" (or of the root array) is parsed by cJSON on its own,
+ * read and freed before the next, so the heap holds one event at a time
+ * (the names read are copied into a string chunk, the args kept only for
+ * the CPU operators, the only events whose args are read later). The
+ * other members of the root are parsed whole into a root object without
+ * "traceEvents".
+ *
+ * Anything unusual (malformed text, a repeated "traceEvents", a root
+ * that is neither an object nor an array, an event that is refused) makes
+ * the walk give up: the file is then read as one tree, as before, which
+ * gives the same result or the same error message as it always did.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/json.h"
+#include "profile/profile_kineto_private.h"
+
+/* ---- the walk ------------------------------------------------------------------- */
+
+/* Takes `item`, the element `index` of the trace's events; FALSE stops the
+ * walk. */
+typedef gboolean (*KinetoEach)(cJSON *item, int index, gpointer data);
+
+typedef struct {
+  const char *p, *end;
+} Cursor;
+
+/* What cJSON skips as white space: every byte up to 32. */
+static void
+skip_space(Cursor *c)
+{
+  while (c->p < c->end && (unsigned char)*c->p <= 32)
+    c->p++;
+}
+
+/* Containers nested in `v`, itself included, up to `cap`. */
+static int
+depth(const cJSON *v, int cap)
+{
+  if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+    return 0;
+  int deepest = 0;
+  for (const cJSON *c = v->child; c != NULL && deepest < cap; c = c->next)
+    deepest = MAX(deepest, depth(c, cap - 1));
+  return deepest + 1;
+}
+
+/* One JSON value at the cursor, moving past it; NULL on malformed text,
+ * and where the tree would have refused it: cJSON skips a byte-order mark
+ * at the start of a parse only, and nests at most CJSON_NESTING_LIMIT
+ * containers from the root, of which the trace's object and array are
+ * two. */
+static cJSON *
+parse_value(Cursor *c)
+{
+  if (c->end - c->p >= 3 && memcmp(c->p, "\xEF\xBB\xBF", 3) == 0)
+    return NULL;
+  const char *stop = NULL;
+  cJSON *v = cJSON_ParseWithLengthOpts(c->p, (size_t)(c->end - c->p), &stop, FALSE);
+  if (v != NULL && depth(v, CJSON_NESTING_LIMIT) > CJSON_NESTING_LIMIT - 2)
+    g_clear_pointer(&v, cJSON_Delete);
+  if (v != NULL)
+    c->p = stop;
+  return v;
+}
+
+static gboolean
+expect(Cursor *c, char ch)
+{
+  skip_space(c);
+  if (c->p >= c->end || *c->p != ch)
+    return FALSE;
+  c->p++;
+  return TRUE;
+}
+
+/* The elements of the array at the cursor, each to `each` (which takes
+ * it); FALSE on malformed text or when `each` says stop. */
+static gboolean
+stream_array(Cursor *c, KinetoEach each, gpointer data)
+{
+  if (!expect(c, '['))
+    return FALSE;
+  skip_space(c);
+  if (c->p < c->end && *c->p == ']') {
+    c->p++;
+    return TRUE;
+  }
+  for (int index = 0;; index++) {
+    skip_space(c);
+    cJSON *item = parse_value(c);
+    if (item == NULL || !each(item, index, data))
+      return FALSE;
+    skip_space(c);
+    if (c->p >= c->end)
+      return FALSE;
+    if (*c->p == ']') {
+      c->p++;
+      return TRUE;
+    }
+    if (*c->p != ',')
+      return FALSE;
+    c->p++;
+  }
+}
+
+/* Walks the text (`length` bytes) handing each event to `each` as it is
+ * parsed, and sets *root_out to the root without "traceEvents" (transfer
+ * full). FALSE when the text is malformed or unusual, or `each` stopped. */
+static gboolean
+stream_events(const char *text, gsize length, cJSON **root_out, KinetoEach each, gpointer data)
+{
+  Cursor c = {text, text + length};
+  *root_out = NULL;
+  skip_space(&c);
+  if (c.p < c.end && *c.p == '[') {
+    if (!stream_array(&c, each, data))
+      return FALSE;
+    *root_out = cJSON_CreateArray();
+    return TRUE;
+  }
+  g_autoptr(cJSON) root = cJSON_CreateObject();
+  gboolean seen_events = FALSE;
+  if (!expect(&c, '{'))
+    return FALSE;
+  skip_space(&c);
+  if (c.p < c.end && *c.p == '}')
+    return FALSE; /* no "traceEvents": the tree's path says so */
+  for (;;) {
+    skip_space(&c);
+    g_autoptr(cJSON) key = c.p < c.end && *c.p == '"' ? parse_value(&c) : NULL;
+    if (!cJSON_IsString(key) || !expect(&c, ':'))
+      return FALSE;
+    skip_space(&c);
+    if (strcmp(key->valuestring, "traceEvents") == 0) {
+      if (seen_events || c.p >= c.end || *c.p != '[' || !stream_array(&c, each, data))
+        return FALSE;
+      seen_events = TRUE;
+    } else {
+      cJSON *value = parse_value(&c);
+      if (value == NULL)
+        return FALSE;
+      cJSON_AddItemToObject(root, key->valuestring, value);
+    }
+    skip_space(&c);
+    if (c.p < c.end && *c.p == ',') {
+      c.p++;
+      continue;
+    }
+    if (!expect(&c, '}') || !seen_events)
+      return FALSE;
+    *root_out = g_steal_pointer(&root);
+    return TRUE;
+  }
+}
+
+/* ---- the events ------------------------------------------------------------------- */
+
+static int
+layer_index(const Kineto *k, const char *name, StPass *pass)
+{
+  size_t n = strlen(name);
+  *pass = ST_PASS_FWD;
+  for (int pass_i = 0; pass_i < 3; pass_i++) {
+    static const char *const suffix[] = {"", ".forward", ".backward"};
+    size_t s = strlen(suffix[pass_i]);
+    if (n <= s || strcmp(name + n - s, suffix[pass_i]) != 0)
+      continue;
+    g_autofree char *stem = s > 0 ? g_strndup(name, n - s) : NULL;
+    int i = GPOINTER_TO_INT(g_hash_table_lookup(k->layer_of, s > 0 ? stem : name)) - 1;
+    if (i >= 0) {
+      *pass = pass_i == 2 ? ST_PASS_BWD : ST_PASS_FWD;
+      return i;
+    }
+  }
+  return -1;
+}
+
+static gboolean
+is_device_cat(const char *cat)
+{
+  return strcmp(cat, "kernel") == 0 || strcmp(cat, "gpu_memcpy") == 0 ||
+         strcmp(cat, "gpu_memset") == 0;
+}
+
+static Kind
+classify(const Kineto *k, const char *name, const char *cat, Ev *e)
+{
+  if (is_device_cat(cat))
+    return g_str_has_prefix(name, "nccl") ? EV_NCCL : EV_DEVICE;
+  StPass pass;
+  if ((e->layer = layer_index(k, name, &pass)) >= 0) {
+    e->pass = (uint8_t)pass;
+    return EV_LAYER;
+  }
+  if (g_str_has_prefix(name, "ProfilerStep#"))
+    return EV_STEP;
+  if (g_str_has_prefix(name, "Optimizer.step#"))
+    return EV_OPTIM;
+  if (g_str_has_prefix(name, "Optimizer.") || strcmp(cat, "user_annotation") == 0 ||
+      strcmp(cat, "gpu_user_annotation") == 0 || strcmp(cat, "python_function") == 0)
+    return EV_MARK;
+  e->eval = g_str_has_prefix(name, EVAL_PREFIX);
+  e->comm = g_str_has_prefix(name, "nccl:") || strcmp(name, "record_param_comms") == 0;
+  return EV_OP;
+}
+
+/* A pid or tid as text: a string as it is, a number as "%.0f" prints it.
+ * Whole numbers (every pid and tid) get their digits without printf, which
+ * was a tenth of the reading, two calls an event. `buf` holds n >= 24. */
+static const char *
+text_of(const cJSON *v, char *buf, size_t n)
+{
+  if (cJSON_IsString(v))
+    return v->valuestring;
+  if (!cJSON_IsNumber(v))
+    return "";
+  double d = v->valuedouble;
+  if (!(fabs(d) < 1e15) || d != floor(d) || (d == 0 && signbit(d))) {
+    g_snprintf(buf, n, "%.0f", d);
+    return buf;
+  }
+  uint64_t u = d < 0 ? (uint64_t)-(int64_t)d : (uint64_t)d;
+  char digits[24];
+  int len = 0;
+  do {
+    digits[len++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  size_t i = 0;
+  if (d < 0)
+    buf[i++] = '-';
+  while (len > 0)
+    buf[i++] = digits[--len];
+  buf[i] = '\0';
+  return buf;
+}
+
+/* The times an event may have, us: 4e15 us is 127 years, 1e15 us 31.7. */
+#define KINETO_MAX_TS_US 4e15
+#define KINETO_MAX_DUR_US 1e15
+
+/* Event `index`, `item`, into k->ev when it is a complete event. Streamed
+ * (k->names set), its name is copied and its args taken from `item` when
+ * kept; else both are borrowed from the tree. `thread` is scratch. */
+static gboolean
+read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int index,
+           GError **error)
+{
+  const cJSON *ph = cJSON_GetObjectItemCaseSensitive(item, "ph");
+  if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0)
+    return TRUE;
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
+  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(item, "ts");
+  const cJSON *dur = cJSON_GetObjectItemCaseSensitive(item, "dur");
+  const cJSON *cat = cJSON_GetObjectItemCaseSensitive(item, "cat");
+  if (!cJSON_IsString(name) || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) ||
+      dur->valuedouble < 0) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
+                "%s: event %d: a complete event (\"ph\": \"X\") needs \"name\", \"ts\" and "
+                "\"dur\" >= 0", k->path, index);
+    return FALSE;
+  }
+  /* In microseconds: absolute clocks (since 1970, ~1.8e15 us) fit; two
+   * times and their difference stay inside int64 ns. */
+  if (!(fabs(ts->valuedouble) <= KINETO_MAX_TS_US) || !(dur->valuedouble <= KINETO_MAX_DUR_US)) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_INVALID,
+                "%s: event %d: \"ts\" %g us, \"dur\" %g us: outside +-%g us and 0 to %g us",
+                k->path, index, ts->valuedouble, dur->valuedouble, KINETO_MAX_TS_US,
+                KINETO_MAX_DUR_US);
+    return FALSE;
+  }
+  char pid_buf[32], tid_buf[32];
+  g_string_assign(thread, text_of(cJSON_GetObjectItemCaseSensitive(item, "pid"), pid_buf,
+                                  sizeof pid_buf));
+  g_string_append_c(thread, '/');
+  g_string_append(thread, text_of(cJSON_GetObjectItemCaseSensitive(item, "tid"), tid_buf,
+                                  sizeof tid_buf));
+  gpointer t = g_hash_table_lookup(threads, thread->str);
+  if (t == NULL) {
+    t = GINT_TO_POINTER(g_hash_table_size(threads) + 1);
+    g_hash_table_insert(threads, g_strdup(thread->str), t);
+  }
+  Ev e = {.name = name->valuestring, .thread = GPOINTER_TO_INT(t) - 1,
+          .in_layer = -1, .in_eval = -1, .in_optim = -1, .in_comm = -1, .step = -1};
+  e.args = cJSON_GetObjectItemCaseSensitive(item, "args");
+  e.ts = llround(ts->valuedouble * 1e3);
+  e.end = e.ts + llround(dur->valuedouble * 1e3);
+  e.seq = arg_int(e.args, "Sequence number", -1);
+  e.corr = arg_int(e.args, "correlation", -1);
+  e.kind = (uint8_t)classify(k, e.name, cJSON_IsString(cat) ? cat->valuestring : "", &e);
+  if (k->names != NULL) {
+    e.name = g_string_chunk_insert(k->names, e.name);
+    if (e.kind == EV_OP && e.args != NULL)
+      g_ptr_array_add(k->args, cJSON_DetachItemViaPointer(item, (cJSON *)e.args));
+    else
+      e.args = NULL;
+  }
+  k->gpu = k->gpu || e.kind == EV_DEVICE || e.kind == EV_NCCL;
+  g_array_append_val(k->ev, e);
+  return TRUE;
+}
+
+typedef struct {
+  Kineto *k;
+  GHashTable *threads;
+  GString *thread;
+} Stream;
+
+/* KinetoEach: one streamed event; a faulty one stops the walk, so that
+ * the tree's path says what is wrong as it always did. */
+static gboolean
+read_streamed(cJSON *item, int index, gpointer data)
+{
+  Stream *s = data;
+  gboolean ok = read_event(s->k, s->threads, s->thread, item, index, NULL);
+  cJSON_Delete(item);
+  return ok;
+}
+
+static gboolean
+read_events(Kineto *k, cJSON *events, GError **error)
+{
+  g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GString) thread = g_string_new(NULL);
+  cJSON *item;
+  int index = -1;
+  cJSON_ArrayForEach(item, events)
+  {
+    if (!read_event(k, threads, thread, item, ++index, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+cJSON *
+kineto_read_trace(Kineto *k, GError **error)
+{
+  g_autofree char *text = NULL;
+  gsize length = 0;
+  GError *local = NULL;
+  if (!g_file_get_contents(k->path, &text, &length, &local)) {
+    g_set_error(error, ST_BASE_ERROR, ST_ERROR_IO, "%s", local->message);
+    g_error_free(local);
+    return NULL;
+  }
+  k->names = g_string_chunk_new(1 << 20);
+  k->args = g_ptr_array_new_with_free_func((GDestroyNotify)cJSON_Delete);
+  g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GString) thread = g_string_new(NULL);
+  Stream s = {k, threads, thread};
+  cJSON *root = NULL;
+  if (!stream_events(text, length, &root, read_streamed, &s)) {
+    const char *path = k->path;
+    g_array_set_size(k->ev, 0);
+    k->gpu = FALSE;
+    g_clear_pointer(&k->args, g_ptr_array_unref);
+    g_string_chunk_free(k->names);
+    k->names = NULL;
+    root = st_json_parse(text, length, path, error);
+    if (root == NULL)
+      return NULL;
+    cJSON *events = cJSON_IsArray(root) ? root : cJSON_GetObjectItemCaseSensitive(root,
+                                                                                 "traceEvents");
+    if (!cJSON_IsArray(events)) {
+      g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE, "%s: expected a Chrome trace: an "
+                  "array of events or an object with \"traceEvents\"", path);
+      cJSON_Delete(root);
+      return NULL;
+    }
+    if (!read_events(k, events, error)) {
+      cJSON_Delete(root);
+      return NULL;
+    }
+  }
+  if (k->ev->len == 0) {
+    g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
+                "%s: no complete events (\"ph\": \"X\"): not a profiler trace", k->path);
+    cJSON_Delete(root);
+    return NULL;
+  }
+  return root;
+}
+
