@@ -352,7 +352,7 @@ kineto_read_trace(Kineto *k, GError **error)
     g_error_free(local);
     return NULL;
   }
-  k->names = g_string_chunk_new(1 << 20);
+  k->names = g_string_chunk_new(1 << 14);
   k->args = g_ptr_array_new_with_free_func((GDestroyNotify)cJSON_Delete);
   g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr(GString) thread = g_string_new(NULL);
