@@ -18,6 +18,7 @@
 #include "profile/profile_import_deeppool.h"
 #include "profile/profile_import_kineto.h"
 #include "sched/sched.h"
+#include "protowire.h"
 
 double
 st_reader_cpu_seconds(void)
@@ -248,46 +249,6 @@ chakra_read(const char *prefix, GError **error)
 
 /* ---- ONNX, in protobuf's wire format (onnx.proto's field numbers) ------------------ */
 
-static void
-put_varint(GByteArray *out, uint64_t v)
-{
-  do {
-    uint8_t byte = (uint8_t)(v & 0x7f);
-    v >>= 7;
-    if (v != 0)
-      byte |= 0x80;
-    g_byte_array_append(out, &byte, 1);
-  } while (v != 0);
-}
-
-static void
-put_bytes(GByteArray *out, int field, const void *data, gsize length)
-{
-  put_varint(out, (uint64_t)field << 3 | 2);
-  put_varint(out, length);
-  g_byte_array_append(out, data, (guint)length);
-}
-
-static void
-put_string(GByteArray *out, int field, const char *text)
-{
-  put_bytes(out, field, text, strlen(text));
-}
-
-static void
-put_message(GByteArray *out, int field, GByteArray *message)
-{
-  put_bytes(out, field, message->data, message->len);
-  g_byte_array_unref(message);
-}
-
-static void
-put_int(GByteArray *out, int field, int64_t value)
-{
-  put_varint(out, (uint64_t)field << 3);
-  put_varint(out, (uint64_t)value);
-}
-
 /* x [1, 8] -> MatMul(w) -> Relu -> MatMul(w) -> ... -> y: n nodes, none
  * named (NodeProto field 3 absent), one weight shared by every MatMul. */
 static char *
@@ -301,44 +262,44 @@ onnx_write(const char *dir, int64_t n, GError **error)
       g_snprintf(out, sizeof(out), "y");
     else
       g_snprintf(out, sizeof(out), "t%" G_GINT64_FORMAT, i);
-    put_string(node, 1, in);
+    st_pb_string(node, 1, in);
     if (i % 2 == 0)
-      put_string(node, 1, "w");
-    put_string(node, 2, out);
-    put_string(node, 4, i % 2 == 0 ? "MatMul" : "Relu");
-    put_message(graph, 1, node);
+      st_pb_string(node, 1, "w");
+    st_pb_string(node, 2, out);
+    st_pb_string(node, 4, i % 2 == 0 ? "MatMul" : "Relu");
+    st_pb_message(graph, 1, node);
     memcpy(in, out, sizeof(in));
   }
   GByteArray *weight = g_byte_array_new(); /* TensorProto: dims, type, name, raw data */
   static const float zeros[64] = {0};
-  put_int(weight, 1, 8);
-  put_int(weight, 1, 8);
-  put_int(weight, 2, 1);
-  put_string(weight, 8, "w");
-  put_bytes(weight, 9, zeros, sizeof(zeros));
-  put_message(graph, 5, weight);
+  st_pb_int(weight, 1, 8);
+  st_pb_int(weight, 1, 8);
+  st_pb_int(weight, 2, 1);
+  st_pb_string(weight, 8, "w");
+  st_pb_bytes(weight, 9, zeros, sizeof(zeros));
+  st_pb_message(graph, 5, weight);
   GByteArray *dims = g_byte_array_new(), *tensor = g_byte_array_new();
   GByteArray *type = g_byte_array_new(), *input = g_byte_array_new();
   GByteArray *d0 = g_byte_array_new(), *d1 = g_byte_array_new();
-  put_int(d0, 1, 1);
-  put_int(d1, 1, 8);
-  put_message(dims, 1, d0);
-  put_message(dims, 1, d1);
-  put_int(tensor, 1, 1);
-  put_message(tensor, 2, dims);
-  put_message(type, 1, tensor);
-  put_string(input, 1, "x");
-  put_message(input, 2, type);
-  put_message(graph, 11, input);
+  st_pb_int(d0, 1, 1);
+  st_pb_int(d1, 1, 8);
+  st_pb_message(dims, 1, d0);
+  st_pb_message(dims, 1, d1);
+  st_pb_int(tensor, 1, 1);
+  st_pb_message(tensor, 2, dims);
+  st_pb_message(type, 1, tensor);
+  st_pb_string(input, 1, "x");
+  st_pb_message(input, 2, type);
+  st_pb_message(graph, 11, input);
   GByteArray *output = g_byte_array_new();
-  put_string(output, 1, "y");
-  put_message(graph, 12, output);
+  st_pb_string(output, 1, "y");
+  st_pb_message(graph, 12, output);
   g_autoptr(GByteArray) model = g_byte_array_new();
   GByteArray *opset = g_byte_array_new();
-  put_int(model, 1, 8);
-  put_message(model, 7, graph);
-  put_int(opset, 2, 17);
-  put_message(model, 8, opset);
+  st_pb_int(model, 1, 8);
+  st_pb_message(model, 7, graph);
+  st_pb_int(opset, 2, 17);
+  st_pb_message(model, 8, opset);
   char *path = g_build_filename(dir, "graph.onnx", NULL);
   if (!g_file_set_contents_full(path, (const char *)model->data, model->len,
                                 G_FILE_SET_CONTENTS_NONE, 0644, error))

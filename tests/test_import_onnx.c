@@ -21,6 +21,7 @@
 #include "base/json.h"
 #include "import/import.h"
 #include "model/layer_type.h"
+#include "protowire.h"
 #include "testutil.h"
 
 typedef struct {
@@ -346,47 +347,6 @@ test_mutated(void)
 
 /* ---- a graph written here, in protobuf's wire format ------------------------ */
 
-static void
-put_varint(GByteArray *out, uint64_t v)
-{
-  do {
-    uint8_t byte = (uint8_t)(v & 0x7f);
-    v >>= 7;
-    if (v != 0)
-      byte |= 0x80;
-    g_byte_array_append(out, &byte, 1);
-  } while (v != 0);
-}
-
-/* Field `field` of wire type 2 (bytes, strings, messages). */
-static void
-put_bytes(GByteArray *out, int field, const void *data, gsize length)
-{
-  put_varint(out, (uint64_t)field << 3 | 2);
-  put_varint(out, length);
-  g_byte_array_append(out, data, (guint)length);
-}
-
-static void
-put_string(GByteArray *out, int field, const char *text)
-{
-  put_bytes(out, field, text, strlen(text));
-}
-
-static void
-put_message(GByteArray *out, int field, GByteArray *message)
-{
-  put_bytes(out, field, message->data, message->len);
-  g_byte_array_unref(message);
-}
-
-static void
-put_int(GByteArray *out, int field, int64_t value)
-{
-  put_varint(out, (uint64_t)field << 3);
-  put_varint(out, (uint64_t)value);
-}
-
 /* A [1, 8] input times a weight passed through `chain` Identity nodes
  * (onnx.proto's field numbers). */
 static GByteArray *
@@ -398,48 +358,48 @@ identity_chain(int chain)
     GByteArray *node = g_byte_array_new();
     g_snprintf(name, sizeof(name), "w%d", i);
     g_snprintf(next, sizeof(next), "w%d", i + 1);
-    put_string(node, 1, name);
-    put_string(node, 2, next);
-    put_string(node, 4, "Identity");
-    put_message(graph, 1, node);
+    st_pb_string(node, 1, name);
+    st_pb_string(node, 2, next);
+    st_pb_string(node, 4, "Identity");
+    st_pb_message(graph, 1, node);
   }
   GByteArray *matmul = g_byte_array_new();
-  put_string(matmul, 1, "x");
-  put_string(matmul, 1, next);
-  put_string(matmul, 2, "y");
-  put_string(matmul, 4, "MatMul");
-  put_message(graph, 1, matmul);
+  st_pb_string(matmul, 1, "x");
+  st_pb_string(matmul, 1, next);
+  st_pb_string(matmul, 2, "y");
+  st_pb_string(matmul, 4, "MatMul");
+  st_pb_message(graph, 1, matmul);
   GByteArray *weight = g_byte_array_new(); /* TensorProto: dims, type, name, raw data */
   static const float zeros[64] = {0};
-  put_int(weight, 1, 8);
-  put_int(weight, 1, 8);
-  put_int(weight, 2, 1);
-  put_string(weight, 8, "w0");
-  put_bytes(weight, 9, zeros, sizeof(zeros));
-  put_message(graph, 5, weight);
+  st_pb_int(weight, 1, 8);
+  st_pb_int(weight, 1, 8);
+  st_pb_int(weight, 2, 1);
+  st_pb_string(weight, 8, "w0");
+  st_pb_bytes(weight, 9, zeros, sizeof(zeros));
+  st_pb_message(graph, 5, weight);
   GByteArray *dims = g_byte_array_new(), *shape = g_byte_array_new();
   GByteArray *tensor = g_byte_array_new(), *type = g_byte_array_new();
   GByteArray *input = g_byte_array_new(), *d0 = g_byte_array_new(), *d1 = g_byte_array_new();
-  put_int(d0, 1, 1);
-  put_int(d1, 1, 8);
-  put_message(dims, 1, d0);
-  put_message(dims, 1, d1);
+  st_pb_int(d0, 1, 1);
+  st_pb_int(d1, 1, 8);
+  st_pb_message(dims, 1, d0);
+  st_pb_message(dims, 1, d1);
   g_byte_array_append(shape, dims->data, dims->len);
   g_byte_array_unref(dims);
-  put_int(tensor, 1, 1);
-  put_message(tensor, 2, shape);
-  put_message(type, 1, tensor);
-  put_string(input, 1, "x");
-  put_message(input, 2, type);
-  put_message(graph, 11, input);
+  st_pb_int(tensor, 1, 1);
+  st_pb_message(tensor, 2, shape);
+  st_pb_message(type, 1, tensor);
+  st_pb_string(input, 1, "x");
+  st_pb_message(input, 2, type);
+  st_pb_message(graph, 11, input);
   GByteArray *output = g_byte_array_new();
-  put_string(output, 1, "y");
-  put_message(graph, 12, output);
+  st_pb_string(output, 1, "y");
+  st_pb_message(graph, 12, output);
   GByteArray *model = g_byte_array_new(), *opset = g_byte_array_new();
-  put_int(model, 1, 8);
-  put_message(model, 7, graph);
-  put_int(opset, 2, 17);
-  put_message(model, 8, opset);
+  st_pb_int(model, 1, 8);
+  st_pb_message(model, 7, graph);
+  st_pb_int(opset, 2, 17);
+  st_pb_message(model, 8, opset);
   return model;
 }
 
