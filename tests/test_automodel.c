@@ -197,6 +197,8 @@ test_grouped_waves(void)
   k.grouped = TRUE;
   double grouped = st_estimate_kernel_s(&ctx, &k);
   g_assert_cmpfloat(fabs(grouped / alone - (133.0 / 132.0) / best), <, 1e-9);
+  /* sharing waves never runs a group above the GPU's bf16 peak */
+  g_assert_cmpfloat(grouped, >=, k.flops / st_cluster_peak_flops(c, ST_DTYPE_BF16));
 }
 
 static void

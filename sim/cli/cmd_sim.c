@@ -365,7 +365,8 @@ run(int argc, char **argv, GError **error)
     {"chakra-groups", 0, 0, G_OPTION_ARG_FILENAME, &chakra_groups,
      "Its communicator-group file (default PREFIX.comm_groups.json, when there)", "FILE"},
     {"no-fold", 0, 0, G_OPTION_ARG_NONE, &sh.no_fold,
-     "Simulate every rank, even where identical ranks could be folded into one", NULL},
+     "Simulate every rank, even where identical ranks could be folded into one (with --chakra, "
+     "also decode every rank's file, none taken as another's renamed)", NULL},
     {NULL},
   };
   g_autoptr(GOptionContext) ctx =
