@@ -210,6 +210,16 @@ expert_derive(StLayer *layer, int dtype_bytes, GError **error)
   layer->bwd_flops = 2.0 * layer->fwd_flops;
   layer->act_bytes = (x.mlp.rows + c) * x.d * e + st_mlp_kept(&x.mlp, dtype_bytes) +
                      c * (int64_t)(sizeof(int32_t) + sizeof(float));
+  /* The roofline's traffic: the expert's own C rows in and out and what it
+   * keeps, not the router's stream (2 d + E per token) that the generic
+   * count takes from its shapes: a token dispatcher hands an expert its rows
+   * without copying the stream (the executor's chain copies it, a cost of
+   * that implementation, not of the work), so a bound charging the stream
+   * would sit above what a framework's kernels take (tests/test_estimate.c,
+   * never-beats-roofline, its moe-fine model). */
+  double rows_io = 2.0 * (double)(c * x.d * e);
+  layer->fwd_io_bytes = rows_io + (double)layer->act_bytes;
+  layer->bwd_io_bytes = rows_io + 2.0 * (double)layer->act_bytes;
   return TRUE;
 }
 
