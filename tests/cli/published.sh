@@ -6,8 +6,8 @@
 # memory peak its interval, and --calibration none takes it away.
 #
 # Limits: the targets are a held-out step MAPE of 10 % and no run off
-# by more than 25 %; the shipped fit reaches 10.4 % and 26.8 % (ResNet-50 on
-# 8 A100, whose input pipeline stagger does not model), so this checks 11 %
+# by more than 25 %; the shipped fit reaches 9.8 % and 26.8 % (ResNet-50 on
+# 8 A100, whose input pipeline stagger does not model), so this checks 10 %
 # and 30 %: a regression fails, the gap stays said in docs/VALIDATION.md.
 set -euo pipefail
 : "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
@@ -41,7 +41,7 @@ jq -e '[.runs[] | select(.model | test("resne"))] | length >= 4' "$RUNS" >/dev/n
   fail "no CNN runs"
 
 # 2. The held-out runs with the shipped calibration.
-"$STAGGER" calibrate --runs "$RUNS" --fit none --threads 2 --check 11,30 \
+"$STAGGER" calibrate --runs "$RUNS" --fit none --threads 2 --check 10,30 \
   >"$tmp/table" 2>"$tmp/err" || { tail -5 "$tmp/table"; cat "$tmp/err"; fail "held-out limits"; }
 grep -q "calibration: .*megatron x" "$tmp/table" || fail "the shipped calibration was not read"
 grep -q "held out (never fitted)" "$tmp/table" || fail "no held-out summary"
