@@ -34,7 +34,10 @@
  * 1.13, _single_tensor_sgd / _single_tensor_adamw), launching for each
  * tensor 3 kernels under momentum SGD (buf.mul_, .add_, param.add_) and 9
  * under AdamW (param.mul_ for the decay, exp_avg.mul_/add_,
- * exp_avg_sq.mul_/addcmul_, sqrt, the division, add_(eps), param.addcdiv_).
+ * exp_avg_sq.mul_/addcmul_, sqrt, the division, add_(eps), param.addcdiv_),
+ * and one more where the framework zeroes the gradients each step
+ * (StFramework.zero_grads): Optimizer.zero_grad of 1.x calls p.grad.zero_()
+ * tensor by tensor unless `foreach` was asked for (torch/optim/optimizer.py).
  * Such a step over T tensors takes max(bytes / bandwidth, T x k x floor),
  * floor = the larger of the launch time and the host's time to issue a
  * kernel: a lower bound of the per-kernel sum, whose tensors' sizes the
@@ -233,9 +236,9 @@ st_estimate_kernel_s(const StComputeCtx *ctx, const StKernel *kernel)
 
 /* Kernels per parameter tensor of an unfused torch.optim step (header). */
 static int
-optimizer_kernels_per_tensor(const char *optimizer)
+optimizer_kernels_per_tensor(const StFramework *f, const char *optimizer)
 {
-  return optimizer != NULL && strcmp(optimizer, "adam") == 0 ? 9 : 3;
+  return (optimizer != NULL && strcmp(optimizer, "adam") == 0 ? 9 : 3) + (f->zero_grads ? 1 : 0);
 }
 
 /* Seconds of an optimizer step the framework does not fuse: one tensor
@@ -248,7 +251,8 @@ unfused_optimizer_s(const StComputeCtx *ctx, const StGpuPerf *p, const StWork *w
     return 0;
   double floor_s =
     MAX(p->launch_us.value * 1e-6, ctx->framework->runtime->host_us_per_kernel * 1e-6);
-  double kernels = (double)work->tensors * optimizer_kernels_per_tensor(work->kernel);
+  double kernels =
+    (double)work->tensors * optimizer_kernels_per_tensor(ctx->framework, work->kernel);
   return kernels * floor_s;
 }
 
