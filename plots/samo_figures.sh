@@ -151,6 +151,15 @@ gpt3 gpt3-13b 2048 256 512 1024 2048
 # no fewer than 8 and 2 stages (the divisors of the GPU counts); the other
 # models at the same bytes per parameter (30.2 dense, 7.6 sparse: an
 # extrapolation). Rows "dense-paper" and "sparse-paper" in gpt3.csv.
+# GPT-3 13B takes 8 stages dense and sparse: AxoNN gives every stage
+# num_layers / G_inter transformer layers and asserts that they divide
+# (axonn-ai/axonn, external/models/nvidia_transformer.py, DistributedGPT),
+# and G_inter divides G (axonn/communication.py), so 13B's 40 layers on 256-2048
+# GPUs take 1, 2, 4 or 8 stages, never the 32 its memory would ask. Dense,
+# 8 stages hold the states only with init(cpu_offload=True) (fp32 weights and
+# Adam on the host: 4 bytes per parameter on the GPU), which stagger's
+# pipeline does not model: that run reports out of memory, and its step
+# leaves the host optimizer out.
 gpt3_paper() { # MODEL BATCH DENSE_STAGES SPARSE_STAGES GPUS...
   local model=$1 batch=$2 ds=$3 ss=$4; shift 4
   for g in "$@"; do
@@ -169,7 +178,7 @@ gpt3_paper() { # MODEL BATCH DENSE_STAGES SPARSE_STAGES GPUS...
 gpt3_paper gpt3-1.3b 512 4 1 64 128 256 512
 gpt3_paper gpt3-2.7b 512 8 2 64 128 256 512
 gpt3_paper gpt3-6.7b 1024 16 4 128 256 512 1024
-gpt3_paper gpt3-13b 2048 32 8 256 512 1024 2048
+gpt3_paper gpt3-13b 2048 8 8 256 512 1024 2048
 
 # ---- 3. VGG-19 and WideResNet-101, pure data parallelism -----------------------------
 # Table I's global batch of 128 images (micro-batch 128 / GPUs), momentum SGD
