@@ -26,13 +26,15 @@ const StFramework st_framework_axonn = {
     "_allreduce_and_descale, comm_handle.allreduce(..., async_op=False) through NCCL, after "
     "every micro-batch's passes; init's fp16_allreduce=True reduces the 16-bit copy under "
     "mixed precision",
-  .fused = ST_FUSE_DISPATCH,
-  .attention = ST_ATTN_FLASH2,
+  .fused = ST_FUSE_NORM | ST_FUSE_SOFTMAX | ST_FUSE_DISPATCH,
+  .attention = ST_ATTN_FLASH2, /* unused by GPT-3's transformer_block, unfused as Megatron's */
   .logits_fp32 = TRUE,
   .nchw = TRUE,
   .kernels_source =
     "axonn/axonn.py: the user's torch.nn model run module by module (model.half() under "
-    "mixed precision, nothing fused); _calc_loss takes the criterion of the output cast "
+    "mixed precision, no fusion of its own); its GPT (external/models/nvidia_transformer.py) "
+    "is Megatron-LM's ParallelTransformer with masked_softmax_fusion=True and apex's "
+    "FusedLayerNormAffineFunction, attention unfused; _calc_loss takes the criterion of the output cast "
     ".float(); no channels_last (examples/test_vgg16.py); the optimizer is torch.optim "
     "(examples/test_vgg16.py: AdamW), whose foreach option defaulted to False before "
     "PyTorch 2.0 (torch/optim/sgd.py, adamw.py of 1.13: 'if foreach is None: foreach = "
