@@ -18,13 +18,19 @@
 # 2 GPUs on each NIC (the first G GPUs of 6-GPU nodes would leave a partial
 # last node whose busiest NIC slows every ring; OUT/dp.csv's "dense-first"
 # rows keep that layout to show it).
-# Both dense (AxoNN) and sparse (SAMO) runs take --framework ideal (fused
-# kernels, no host overhead, 16-bit gradients: the preset sparse runs get by
-# default) with --overlap-grad-reduce off, as AxoNN reduces gradients: one
-# all-reduce of its flat 16-bit gradient buffer once a batch's passes end
-# (axonn-ai/axonn, axonn/axonn.py, run_batch and _allreduce_and_descale), so
-# that the two differ only by --sparsity. Compute is the default estimate
-# model (docs/VALIDATION.md).
+# Dense (AxoNN) and sparse (SAMO) runs of a row take the same framework, so
+# that the two differ only by --sparsity. The CNNs take --framework axonn
+# (cost/framework_axonn.c: AxoNN's defaults read from its 2022 code: one
+# all-reduce of its flat gradient buffer once a batch's passes end, eager
+# PyTorch 1.x, torch.optim looping over the parameter tensors) in fp32,
+# AxoNN's default precision (init's mixed_precision=False; its one CNN
+# example, examples/test_vgg16.py, runs so), and again in mixed precision.
+# The GPT-3 runs keep --framework ideal (fused kernels, no host overhead,
+# 16-bit gradients, nothing held beyond tensors) with --overlap-grad-reduce
+# off, AxoNN's reduction: axonn's runtime memory (the allocator's reserve,
+# CUDA context, NCCL buffers) would change the stage counts the memory fit
+# picks, which docs/SAMO.md compares with the paper's. Compute is the
+# default estimate model (docs/VALIDATION.md).
 #
 # Tables (CSV, one row per simulated run), then the figures drawn from them:
 #   OUT/state_bytes.csv  model-state bytes per parameter against sparsity
@@ -32,8 +38,8 @@
 #   OUT/gpt3.csv         GPT-3 XL-13B, pipeline strategy, strong scaling:
 #                        dense, sparse at the dense stage count, sparse fitted
 #   OUT/dp.csv           VGG-19 and WideResNet-101 in pure data parallelism
-#                        (dense, sparse; dense-first: the first G GPUs;
-#                        dense-fp32, sparse-fp32: VGG-19 in fp32)
+#                        in fp32 (dense, sparse; dense-first: the first G
+#                        GPUs; dense-mixed, sparse-mixed: mixed precision)
 #   OUT/dp_ops.csv       GPU 0's time per op kind in those DP steps (ms)
 #   OUT/compare.csv      the paper's iteration times against stagger's
 #   OUT/compare.md       the same as the tables that open docs/SAMO.md
@@ -145,6 +151,15 @@ gpt3 gpt3-13b 2048 256 512 1024 2048
 # no fewer than 8 and 2 stages (the divisors of the GPU counts); the other
 # models at the same bytes per parameter (30.2 dense, 7.6 sparse: an
 # extrapolation). Rows "dense-paper" and "sparse-paper" in gpt3.csv.
+# GPT-3 13B takes 8 stages dense and sparse: AxoNN gives every stage
+# num_layers / G_inter transformer layers and asserts that they divide
+# (axonn-ai/axonn, external/models/nvidia_transformer.py, DistributedGPT),
+# and G_inter divides G (axonn/communication.py), so 13B's 40 layers on 256-2048
+# GPUs take 1, 2, 4 or 8 stages, never the 32 its memory would ask. Dense,
+# 8 stages hold the states only with init(cpu_offload=True) (fp32 weights and
+# Adam on the host: 4 bytes per parameter on the GPU), which stagger's
+# pipeline does not model: that run reports out of memory, and its step
+# leaves the host optimizer out.
 gpt3_paper() { # MODEL BATCH DENSE_STAGES SPARSE_STAGES GPUS...
   local model=$1 batch=$2 ds=$3 ss=$4; shift 4
   for g in "$@"; do
@@ -163,15 +178,16 @@ gpt3_paper() { # MODEL BATCH DENSE_STAGES SPARSE_STAGES GPUS...
 gpt3_paper gpt3-1.3b 512 4 1 64 128 256 512
 gpt3_paper gpt3-2.7b 512 8 2 64 128 256 512
 gpt3_paper gpt3-6.7b 1024 16 4 128 256 512 1024
-gpt3_paper gpt3-13b 2048 32 8 256 512 1024 2048
+gpt3_paper gpt3-13b 2048 8 8 256 512 1024 2048
 
 # ---- 3. VGG-19 and WideResNet-101, pure data parallelism -----------------------------
-# Table I's global batch of 128 images (micro-batch 128 / GPUs), mixed
-# precision, momentum SGD as torchvision trains them; dense against 90% sparse.
-# dense-first: the first G GPUs of ceil(G/6) whole nodes (--gpus G), the
-# layout --gpus-per-node replaces. Both in fp32 too (dense-fp32, sparse-fp32):
-# AxoNN's default precision (init's mixed_precision=False), which the paper's
-# per-image cost matches (docs/SAMO.md, "VGG-19 and WideResNet-101").
+# Table I's global batch of 128 images (micro-batch 128 / GPUs), momentum SGD
+# as torchvision trains them, under --framework axonn; dense against 90%
+# sparse. In fp32, AxoNN's default precision (init's mixed_precision=False,
+# as its examples/test_vgg16.py runs), which the paper's per-image cost
+# matches (docs/SAMO.md, "VGG-19 and WideResNet-101"); again in mixed
+# precision (dense-mixed, sparse-mixed). dense-first: the first G GPUs of
+# ceil(G/6) whole nodes (--gpus G), the layout --gpus-per-node replaces.
 # ops MODEL G VARIANT DIR: GPU 0's time per op kind in its reported step (ms).
 ops() {
   awk -F, -v pre="$1,$2,$3" 'NR > 1 && $1 == 0 { row[NR] = $0; if ($6 > last) last = $6 }
@@ -193,7 +209,7 @@ dp() { # MODEL G TAG PRECISION LAYOUT...: dense and sparse in OUT/MODEL-G[-TAG]
   local model=$1 g=$2 tag=$3 precision=$4; shift 4
   local dir="$OUT/$model-$g${tag:+-$tag}"
   # shellcheck disable=SC2086
-  "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" "$@" $AXONN \
+  "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" "$@" $AXONN_DP \
     --strategy dp,dp --sparsity 0,0.9 --precision "$precision" \
     --optimizer sgd --micro-batch $((128 / g)) --global-batch 128 --out "$dir" \
     >"$dir.txt" 2>/dev/null
@@ -204,15 +220,16 @@ dp() { # MODEL G TAG PRECISION LAYOUT...: dense and sparse in OUT/MODEL-G[-TAG]
     ops "$model" "$g" "$name" "$dir/${v#*:}" >>"$OUT/dp_ops.csv"
   done
 }
+AXONN_DP="--framework axonn"
 for model in vgg19 wide_resnet101_2; do
   for g in 16 32 64 128; do
-    dp $model $g "" mixed --gpus-per-node 4 --nodes $((g / 4))
-    dp $model $g first mixed --nodes $(((g + 5) / 6)) --gpus $g
+    dp $model $g "" fp32 --gpus-per-node 4 --nodes $((g / 4))
+    dp $model $g first fp32 --nodes $(((g + 5) / 6)) --gpus $g
   done
 done
 for model in vgg19 wide_resnet101_2; do
   for g in 16 32 64 128; do
-    dp $model $g fp32 fp32 --gpus-per-node 4 --nodes $((g / 4))
+    dp $model $g mixed mixed --gpus-per-node 4 --nodes $((g / 4))
   done
 done
 # Only the dense run of the first-G layout is kept.
@@ -253,19 +270,19 @@ PAPER
 # stagger's dense and sparse step, the differences (%) and the speed-ups (%
 # of the dense time saved, as the paper's annotations count them).
 # Configurations: "fitted" (the runs above: stages fitted by stagger, CNNs
-# in mixed precision), "fp32" (the CNNs in fp32), "paper stages" (GPT-3 on
+# in fp32), "mixed" (the CNNs in mixed precision), "paper stages" (GPT-3 on
 # the stage counts the paper's memory implies).
 awk -F, 'FNR == 1 { next }
   FILENAME ~ /paper/ { key = $1 "," $2; order[++n] = key; ax[key] = $3; sa[key] = $4; next }
   { key = $1 "," $2; v = $3; cfg = "fitted" }
-  v ~ /-fp32$/ { cfg = "fp32"; sub(/-fp32$/, "", v) }
+  v ~ /-mixed$/ { cfg = "mixed"; sub(/-mixed$/, "", v) }
   v ~ /-paper$/ { cfg = "paper stages"; sub(/-paper$/, "", v) }
   v == "dense" { d[cfg, key] = $4; has[cfg, key] = 1 }
   v == "sparse" { s[cfg, key] = $4 }
   END {
     print "model,gpus,config,paper_axonn_s,stagger_dense_s,dense_diff_pct,paper_samo_s," \
           "stagger_sparse_s,sparse_diff_pct,paper_saving_pct,stagger_saving_pct"
-    split("fitted,fp32,paper stages", cfgs, ",")
+    split("fitted,mixed,paper stages", cfgs, ",")
     for (c = 1; c <= 3; c++)
       for (i = 1; i <= n; i++) {
         k = order[i]; x = cfgs[c] SUBSEP k
@@ -284,24 +301,26 @@ awk -F, 'NR == 1 { next }
     name["gpt3-1.3b"] = "GPT-3 XL"; name["gpt3-2.7b"] = "GPT-3 2.7B"
     name["gpt3-6.7b"] = "GPT-3 6.7B"; name["gpt3-13b"] = "GPT-3 13B"
     name["vgg19"] = "VGG-19"; name["wide_resnet101_2"] = "WRN-101"
-    why["vgg19"] = why["wide_resnet101_2"] = "[compute](#vgg-19-and-wideresnet-101)"
+    why["vgg19"] = why["wide_resnet101_2"] = "[per-step cost](#vgg-19-and-wideresnet-101)"
+    whymixed = "[precision](#vgg-19-and-wideresnet-101)"
     why["gpt3-1.3b"] = why["gpt3-2.7b"] = "[stages](#gpt-3-stage-counts)"
     why["gpt3-6.7b"] = why["gpt3-13b"] = "[stage balance](#gpt-3-stage-balance)"
   }
   $3 != config {
     config = $3
-    printf "\n**%s**\n\n", config == "fitted" ? "As run (stages fitted by stagger, mixed precision)" : \
-      config == "fp32" ? "The CNNs in fp32 (AxoNN'"'"'s default precision)" : \
+    printf "\n**%s**\n\n", config == "fitted" ? "As run (GPT-3: stages fitted by stagger, mixed precision; the CNNs in fp32, AxoNN'"'"'s default)" : \
+      config == "mixed" ? "The CNNs in mixed precision" : \
       "GPT-3 on the stage counts the paper'"'"'s memory implies"
     print "| model | GPUs | paper AxoNN | stagger dense | | paper SAMO | stagger sparse | | saved: paper / stagger | command |"
     print "|---|---:|---:|---:|---|---:|---:|---|---:|---|"
   }
   { gpt = $1 ~ /^gpt/; u = gpt ? 1 : 1000; us = gpt ? " s" : " ms"
     c = gpt ? (config == "fitted" ? "[gpt](#cmd-gpt)" : "[gpt, stages](#cmd-gpt-stages)") : \
-      (config == "fitted" ? "[dp](#cmd-dp)" : "[dp, fp32](#cmd-dp)")
+      (config == "fitted" ? "[dp](#cmd-dp)" : "[dp, mixed](#cmd-dp)")
+    cause = config == "mixed" ? whymixed : why[$1]
     printf "| %s | %d | %.3g%s | %.3g%s (%+.0f %%) | %s | %.3g%s | %.3g%s (%+.0f %%) | %s | %.0f / %.0f %% | %s |\n",
-      name[$1], $2, $4 * u, us, $5 * u, us, $6, verdict($6, why[$1]), $7 * u, us, $8 * u, us,
-      $9, verdict($9, why[$1]), $10, $11, c }' "$OUT/compare.csv" >"$OUT/compare.md"
+      name[$1], $2, $4 * u, us, $5 * u, us, $6, verdict($6, cause), $7 * u, us, $8 * u, us,
+      $9, verdict($9, cause), $10, $11, c }' "$OUT/compare.csv" >"$OUT/compare.md"
 
 # per_sample.csv: each series of compare.csv fitted, over its four GPU counts,
 # as step = per_sample x (global batch / GPUs) + per_step (least squares):

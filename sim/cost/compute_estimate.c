@@ -27,7 +27,21 @@
  * - memory kernels: bytes / (bandwidth x the memory fraction); pooling at
  *   its own fraction.
  * - every kernel takes at least the launch time, `launch.us`.
- * Optimizer, compress and expand steps are one memory kernel of their bytes.
+ * Optimizer, compress and expand steps are one memory kernel of their bytes,
+ * except an optimizer the framework does not fuse (no ST_FUSE_OPTIMIZER):
+ * torch.optim before PyTorch 2.0 loops over the parameter tensors
+ * (`foreach` defaulted to False: torch/optim/sgd.py and adamw.py of 1.12 and
+ * 1.13, _single_tensor_sgd / _single_tensor_adamw), launching for each
+ * tensor 3 kernels under momentum SGD (buf.mul_, .add_, param.add_) and 9
+ * under AdamW (param.mul_ for the decay, exp_avg.mul_/add_,
+ * exp_avg_sq.mul_/addcmul_, sqrt, the division, add_(eps), param.addcdiv_),
+ * and one more where the framework zeroes the gradients each step
+ * (StFramework.zero_grads): Optimizer.zero_grad of 1.x calls p.grad.zero_()
+ * tensor by tensor unless `foreach` was asked for (torch/optim/optimizer.py).
+ * Such a step over T tensors takes max(bytes / bandwidth, T x k x floor),
+ * floor = the larger of the launch time and the host's time to issue a
+ * kernel: a lower bound of the per-kernel sum, whose tensors' sizes the
+ * step does not carry (StWork.tensors).
  *
  * The framework (cost/framework.h) decides which kernels a pass launches
  * (estimate_kernels.c) and what it costs the CPU to issue each: a pass
@@ -220,6 +234,28 @@ st_estimate_kernel_s(const StComputeCtx *ctx, const StKernel *kernel)
   return p != NULL ? kernel_s(ctx, p, kernel, &fill) : 0.0;
 }
 
+/* Kernels per parameter tensor of an unfused torch.optim step (header). */
+static int
+optimizer_kernels_per_tensor(const StFramework *f, const char *optimizer)
+{
+  return (optimizer != NULL && strcmp(optimizer, "adam") == 0 ? 9 : 3) + (f->zero_grads ? 1 : 0);
+}
+
+/* Seconds of an optimizer step the framework does not fuse: one tensor
+ * after another, each a few kernels (header); 0 when it is fused. */
+static double
+unfused_optimizer_s(const StComputeCtx *ctx, const StGpuPerf *p, const StWork *work)
+{
+  if (ctx->framework == NULL || (ctx->framework->fused & ST_FUSE_OPTIMIZER) != 0 ||
+      work->tensors <= 1)
+    return 0;
+  double floor_s =
+    MAX(p->launch_us.value * 1e-6, ctx->framework->runtime->host_us_per_kernel * 1e-6);
+  double kernels =
+    (double)work->tensors * optimizer_kernels_per_tensor(ctx->framework, work->kernel);
+  return kernels * floor_s;
+}
+
 /* Time and fill of `work`, FALSE when the model cannot cost it. */
 static gboolean
 estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *fill)
@@ -230,7 +266,15 @@ estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *f
   if (work->pass == ST_PASS_OPTIM || work->pass == ST_PASS_COMPRESS ||
       work->pass == ST_PASS_EXPAND) {
     StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes, FALSE, FALSE, FALSE};
-    *time_ns = kernel_s(ctx, p, &k, fill) * 1e9;
+    double s = kernel_s(ctx, p, &k, fill);
+    if (work->pass == ST_PASS_OPTIM) {
+      double loop = unfused_optimizer_s(ctx, p, work);
+      if (loop > s) { /* small kernels one after another: the SMs idle between them */
+        *fill *= s / loop;
+        s = loop;
+      }
+    }
+    *time_ns = s * 1e9;
     return TRUE;
   }
   StKernels ks;

@@ -48,6 +48,10 @@ typedef struct {
                            bits), which makes only what the layer drops of them again
                            (st_layer_again: again_flops, act_again), not its whole
                            forward; 0: a full recompute */
+  int64_t tensors;      /* optim: the parameter tensors the update touches, which an
+                           optimizer the framework does not fuse (no ST_FUSE_OPTIMIZER)
+                           updates one after another, a few kernels each
+                           (compute_estimate.c); 0 or 1: one flat buffer */
 } StWork;
 
 struct StFramework;

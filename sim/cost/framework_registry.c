@@ -10,6 +10,7 @@ extern const StFramework st_framework_torchtitan;
 extern const StFramework st_framework_fsdp;
 extern const StFramework st_framework_deepspeed;
 extern const StFramework st_framework_automodel;
+extern const StFramework st_framework_axonn;
 extern const StFramework st_framework_ideal;
 
 static const StFramework *const FRAMEWORKS[] = {
@@ -19,6 +20,7 @@ static const StFramework *const FRAMEWORKS[] = {
   &st_framework_fsdp,
   &st_framework_deepspeed,
   &st_framework_automodel,
+  &st_framework_axonn,
   &st_framework_ideal,
   NULL,
 };

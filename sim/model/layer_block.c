@@ -13,6 +13,7 @@
 /* Accumulates the parts of a residual block on [C,H,W] maps. */
 typedef struct {
   int64_t params;
+  int32_t tensors;    /* parameter tensors: a conv's weight, its norm's weight and bias */
   double fwd_flops;
   int64_t kept_elems; /* saved for backward, besides the block's input */
 } Residual;
@@ -28,6 +29,7 @@ conv_bn(Residual *r, StChw in, int64_t out_channels, int64_t kernel, int64_t str
                      &flops, error))
     return FALSE;
   r->params += weights + 2 * out_channels;
+  r->tensors += 3;
   r->fwd_flops += flops + ST_NORM_FWD_FLOPS_PER_ELEM * (double)st_chw_elems(*out);
   r->kept_elems += st_chw_elems(*out);
   return TRUE;
@@ -57,6 +59,7 @@ residual_finish(StLayer *layer, Residual *r, StChw in, StChw out, int64_t stride
   layer->out_shape = (StShape){.n_dims = 3, .dims = {out.c, out.h, out.w}};
   layer->out_bytes = st_chw_elems(out) * dtype_bytes;
   layer->params = r->params;
+  layer->param_tensors = r->tensors;
   layer->fwd_flops = r->fwd_flops;
   layer->bwd_flops = 2.0 * r->fwd_flops;
   layer->act_bytes = layer->in_bytes + r->kept_elems * dtype_bytes;
@@ -293,6 +296,7 @@ transformer_derive(StLayer *layer, int dtype_bytes, GError **error)
     return FALSE;
   st_layer_same_shape(layer, dtype_bytes);
   layer->params = 4 * d * x.q + 3 * x.q + d + 2 * d * x.f + x.f + d + 4 * d;
+  layer->param_tensors = 12; /* 2 norms, QKV, out, fc1, fc2: a weight and a bias each */
   layer->fwd_flops = 8.0 * sd * (double)x.q + 4.0 * ss * (double)x.q + 4.0 * sd * (double)x.f;
   layer->bwd_flops = 2.0 * layer->fwd_flops;
   /* per token, on the rank's rows: LN1 input and output, x1, LN2 input and

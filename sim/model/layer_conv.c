@@ -83,6 +83,7 @@ conv2d_derive(StLayer *layer, int dtype_bytes, GError **error)
     return FALSE;
   set_chw_output(layer, out, dtype_bytes);
   layer->params = weights + st_layer_attr(layer, "bias", 1) * out_channels;
+  layer->param_tensors = 1 + (int32_t)st_layer_attr(layer, "bias", 1);
   layer->bwd_flops = 2.0 * layer->fwd_flops;
   layer->act_bytes = layer->in_bytes;
   return TRUE;
@@ -142,6 +143,7 @@ conv2d_rect_derive(StLayer *layer, int dtype_bytes, GError **error)
   int64_t per_output = kh * kw * in.c;
   set_chw_output(layer, out, dtype_bytes);
   layer->params = per_output * out.c + st_layer_attr(layer, "bias", 1) * out.c;
+  layer->param_tensors = 1 + (int32_t)st_layer_attr(layer, "bias", 1);
   layer->fwd_flops = 2.0 * (double)per_output * (double)st_chw_elems(out);
   layer->bwd_flops = 2.0 * layer->fwd_flops;
   layer->act_bytes = layer->in_bytes;

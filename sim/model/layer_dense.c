@@ -64,6 +64,7 @@ linear_derive(StLayer *layer, int dtype_bytes, GError **error)
     return FALSE;
   replace_last_dim(layer, out, dtype_bytes);
   layer->params = in * out + st_layer_attr(layer, "bias", 1) * out;
+  layer->param_tensors = 1 + (int32_t)st_layer_attr(layer, "bias", 1);
   dense_costs(layer, in, out, tokens);
   return TRUE;
 }

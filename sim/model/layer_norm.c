@@ -22,6 +22,7 @@ norm_costs(StLayer *layer, int64_t features, int dtype_bytes)
   gboolean affine = st_layer_attr(layer, "affine", 1) != 0;
   double elems = (double)st_shape_elems(&layer->in_shape);
   layer->params = affine ? 2 * features : 0;
+  layer->param_tensors = affine ? 2 : 0; /* weight, bias */
   layer->fwd_flops = ST_NORM_FWD_FLOPS_PER_ELEM * elems;
   layer->bwd_flops = 2.0 * layer->fwd_flops;
   layer->act_bytes = layer->in_bytes;

@@ -76,6 +76,11 @@ typedef struct {
   char *signature;          /* "type{k=v,...}[in shape]": the key that carries a profile
                                entry across models with the same layer */
   int64_t params;           /* trainable parameters (elements); 0 for a tied head */
+  int32_t param_tensors;    /* the tensors they are stored in, as PyTorch's
+                               module.parameters() lists them (a conv's weight and bias:
+                               2; a bottleneck's 3 convs and 3 batch norms: 9): what an
+                               optimizer that loops over tensors launches kernels for.
+                               derive() sets it where it knows; else 1 when params > 0 */
   int64_t active_params;    /* of them, what one token uses: an MoE expert's params x
                                top_k / experts (a token visits top_k of them) */
   double fwd_flops;         /* per sample */
@@ -125,6 +130,7 @@ typedef struct {
   int64_t params;
   int64_t active_params; /* used by each token: an MoE expert's count top_k / experts
                             times (Mixtral: 12.9B of 46.7B); = params without experts */
+  int64_t param_tensors; /* the layers' StLayer.param_tensors summed */
   double fwd_flops, bwd_flops;
   int64_t act_bytes;
 } StModel;

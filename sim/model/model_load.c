@@ -273,10 +273,13 @@ derive_layer(StLayer *layer, const StLayer *prev, const StShape *in, int dtype_b
   layer->in_shape = *in;
   layer->in_bytes = st_shape_elems(in) * dtype_bytes;
   layer->active_params = -1;
+  layer->param_tensors = -1;
   if (!layer->type->derive(layer, dtype_bytes, error) || !check_derived(layer, error))
     return FALSE;
   if (layer->active_params < 0)
     layer->active_params = layer->params;
+  if (layer->param_tensors < 0 || layer->params == 0)
+    layer->param_tensors = layer->params > 0 ? 1 : 0;
   /* Generic roofline traffic: forward reads the input and writes the output
    * and what it keeps; backward reads what was kept and the output gradient,
    * writes the input gradient, and touches the kept tensors once more. */
@@ -345,10 +348,11 @@ sum_totals(StModel *model, GError **error)
   }
   if (params > 0x1p62 || act > 0x1p62)
     return fail(error, "the model's parameters or kept bytes pass 2^62");
-  model->params = model->act_bytes = model->active_params = 0;
+  model->params = model->act_bytes = model->active_params = model->param_tensors = 0;
   for (int i = 0; i < model->n_layers; i++) {
     const StLayer *layer = &model->layers[i];
     model->params += layer->params;
+    model->param_tensors += layer->param_tensors;
     model->act_bytes += layer->act_bytes;
     model->active_params += layer->active_params;
   }

@@ -1,6 +1,8 @@
 /* work.c: see work.h. */
 #include "sched/work.h"
 
+#include <math.h>
+
 #include "cost/framework.h"
 #include "model/layer_type.h"
 
@@ -28,6 +30,22 @@ again_ops(const StSettings *settings, StPass pass)
   if (pass != ST_PASS_RECOMPUTE || settings->recompute != ST_RECOMPUTE_SELECTIVE)
     return 0;
   return settings->recompute_ops != 0 ? settings->recompute_ops : ST_RC_DEFAULT;
+}
+
+/* The parameter tensors an optimizer step over `elems` parameters touches
+ * (StWork.tensors): the model's, in the share of its parameters the step
+ * holds (a pipeline stage's, a ZeRO shard's), at least one. Under SAMO
+ * (--sparsity) the optimizer steps one compressed vector per parameter
+ * group, not the layers' tensors (axonn-ai/axonn, branch grad-norm,
+ * axonn/optim.py: PruningAwareAdam gathers each group's non-zeros into one
+ * fp32 tensor and hands those to torch.optim.AdamW): one. */
+static int64_t
+optim_tensors(const StSchedule *s, const StModel *model, int64_t elems)
+{
+  if (s->settings.sparsity > 0 || model->params <= 0 || elems <= 0)
+    return 1;
+  double share = MIN(1.0, (double)elems / (double)model->params);
+  return MAX(INT64_C(1), (int64_t)ceil(share * (double)model->param_tensors));
 }
 
 StWork
@@ -63,5 +81,6 @@ st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
                                     : st_pass_name(pass),
     .share = share,
     .again_ops = again_ops(st_schedule_job_settings(s, p->job), pass),
+    .tensors = pass == ST_PASS_OPTIM ? optim_tensors(s, model, op->elems) : 0,
   };
 }
