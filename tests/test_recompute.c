@@ -306,6 +306,53 @@ test_ops(void)
   }
 }
 
+static void
+test_torchtitan(void)
+{
+  /* torchtitan's per-op policy (torchtitan/distributed/activation_checkpoint.py,
+   * mode selective, option op: each block's aten.mm counted afresh, the odd
+   * ones' outputs and the attention kernel's kept). Llama 3 8B's block
+   * (d 4096, 32 heads of 128, 8 key/value heads, SwiGLU of 14336) calls wq,
+   * wk, wv, wo, w1, w3, w2: it keeps wq 4096, wv 1024, the attention's
+   * output 4096 and log-sum-exp (32 fp32), w1 14336 and w2 4096 per token,
+   * 27,648 bf16 values and 128 bytes: 55,424 bytes, besides its input; it
+   * makes wk, wo and w3 again: 2 x 4096 x (1024 + 4096 + 14336) FLOPs a
+   * token. */
+  g_autoptr(StModel) m = st_test_model_named("llama-3-8b");
+  const StLayer *block = &m->layers[1];
+  g_assert_cmpstr(block->type->name, ==, "llama_block");
+  const int64_t s = 8192;
+  g_assert_cmpint(block->act_bytes - block->in_bytes - block->act_again[ST_RC_TORCHTITAN], ==,
+                  55424 * s);
+  g_assert_cmpfloat(block->again_flops[ST_RC_TORCHTITAN], ==,
+                    2.0 * (double)s * 4096 * (1024 + 4096 + 14336));
+  /* Through the strategies' accounting, on the small LLaMA (MHA h = 64, 4
+   * heads, GELU MLP of 4h, so wq, wk, wv, wo, fc1, fc2: wq, wv, fc1 kept):
+   * per layer its input 2 s b h, 2 s b h (wq) + 2 s b h (wv) + 2 s b h (the
+   * attention's output) + 8 s b h (fc1) + 4 a s b (log-sum-exp), no norm
+   * statistics: against 32 s b h + 4 a s b + 8 s b without recomputation. */
+  const int64_t b = 2, h = 64, a = 4, s_small = 64;
+  g_autoptr(StModel) l2 = llama(2);
+  g_autoptr(StModel) l3 = llama(3);
+  StRecomputePlan tt = {ST_RECOMPUTE_SELECTIVE, 0, 1u << ST_RC_TORCHTITAN};
+  g_assert_true(st_recompute_check(l3, &tt, NULL));
+  g_assert_cmpint(held_plan(l3, (int)b, tt) - held_plan(l2, (int)b, tt), ==,
+                  16 * s_small * b * h + 4 * a * s_small * b);
+  /* A whole policy: refused beside another op, and on blocks split over a
+   * tensor-parallel group. */
+  unsigned ops;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_recompute_ops_parse("torchtitan", &ops, &error));
+  g_assert_cmpuint(ops, ==, 1u << ST_RC_TORCHTITAN);
+  g_assert_false(st_recompute_ops_parse("torchtitan+mlp_act", &ops, &error));
+  g_assert_nonnull(strstr(error->message, "whole policy"));
+  g_clear_error(&error);
+  g_autoptr(StModel) split = st_model_derive_as(m, NULL, 2, FALSE, &error);
+  g_assert_no_error(error);
+  g_assert_false(st_recompute_check(split, &tt, &error));
+  g_assert_nonnull(strstr(error->message, "tensor-parallel"));
+}
+
 /* A block's forward FLOPs per sample, f = 4h: 24 s h^2 + 4 s^2 h. */
 static double
 block_fwd(double s, double h)
@@ -432,6 +479,7 @@ main(int argc, char **argv)
   g_test_add_func("/recompute/strategies", test_strategies_emit);
   g_test_add_func("/recompute/every", test_every);
   g_test_add_func("/recompute/ops", test_ops);
+  g_test_add_func("/recompute/torchtitan", test_torchtitan);
   g_test_add_func("/recompute/strategies-every-ops", test_strategies_every_ops);
   g_test_add_func("/recompute/seq-len", test_seq_len);
   return g_test_run();

@@ -35,7 +35,8 @@ static const char *const DATA[] = {"none",  "params", "params_shard", "grads",  
                                    "ep_dispatch_grad", "tp_overlap", "cp", NULL};
 static const char *const PRECISION[] = {"fp32", "mixed", "fp8", NULL};
 static const char *const RECOMPUTE[] = {"none", "selective", "full", NULL};
-static const char *const RECOMPUTE_OP[] = {"core_attn", "mlp_act", "layernorm", NULL};
+static const char *const RECOMPUTE_OP[] = {"core_attn", "mlp_act", "layernorm",
+                                            "torchtitan", NULL};
 static const char *const MEMKIND[] = {"allocated", "reserved", "device", NULL};
 
 static const char *
@@ -103,6 +104,12 @@ st_recompute_ops_parse(const char *text, unsigned *out, GError **error)
       return FALSE;
     }
     ops |= 1u << op;
+  }
+  if ((ops & (1u << ST_RC_TORCHTITAN)) != 0 && ops != 1u << ST_RC_TORCHTITAN) {
+    g_set_error(error, ST_BASE_ERROR, ST_ERROR_INVALID,
+                "recomputed ops '%s': torchtitan is a whole policy (what a block keeps), "
+                "not an op to join with others", text);
+    return FALSE;
   }
   *out = ops;
   return TRUE;

@@ -209,6 +209,10 @@ typedef enum {
   ST_RC_CORE_ATTN = 0, /* the attention scores: QK^T, softmax, dropout (dense attention) */
   ST_RC_MLP_ACT,       /* the MLP's activation output (GELU, silu(gate) x up), from its input */
   ST_RC_LAYERNORM,     /* the norms' outputs, from their inputs and saved statistics */
+  ST_RC_TORCHTITAN,    /* torchtitan's per-op policy, a whole policy (no other op with it):
+                          of each block only the attention kernel's outputs and every other
+                          matmul's (the 1st, 3rd, ...) kept, the rest made again (model/
+                          layer_decoder.c) */
   ST_RC_N,
 } StRecomputeOp;
 

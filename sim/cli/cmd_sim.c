@@ -80,6 +80,10 @@ list_frameworks(void)
            fused->len ? fused->str : "none", st_attn_kernel_names[x->attention], yes(x->logits_fp32),
            x->nchw ? "NCHW" : "NHWC");
     printf("              from: %s\n", x->kernels_source);
+    if (x->loss_autograd)
+      printf("  loss        PyTorch's F.cross_entropy under autograd: its backward holds the "
+             "log-probabilities' gradient%s beside them (tools/autograd/derivatives.yaml)\n",
+             x->loss_16bit ? "" : " and the fp32 logits' gradient");
     if (x->dispatch_per_rank)
       printf("  experts     tokens dispatched once per rank they reach (--moe-routing)\n");
     printf("  step        gradient clipping: %s (from: %s)\n", yes(x->clip_grad),

@@ -116,6 +116,14 @@ typedef struct StFramework {
   gboolean loss_16bit;           /* the loss keeps its log-probabilities in the logits' 16-bit
                                     dtype (F.cross_entropy on bf16 logits saves log_softmax's
                                     bf16 output), not in fp32 as stagger's executor does */
+  gboolean loss_autograd;        /* the loss is PyTorch's F.cross_entropy under autograd (not
+                                    a fused kernel, nor a function that writes its gradient
+                                    over what it saved, as Megatron-LM's
+                                    vocab_parallel_cross_entropy does): its backward holds
+                                    nll_loss's dense gradient and log_softmax's input gradient,
+                                    each of the logits' size in the loss's dtype, beside the
+                                    saved log-probabilities, and its forward the fp32 copy of
+                                    16-bit logits beside them (strategy/tensors.c) */
   gboolean nchw;                 /* images in PyTorch's default contiguous NCHW layout: cuDNN
                                     transposes them to and from the NHWC its tensor-core
                                     convolutions need (--memory-format overrides) */

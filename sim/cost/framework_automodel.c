@@ -23,6 +23,7 @@ const StFramework st_framework_automodel = {
   .attention = ST_ATTN_CUDNN,
   .logits_fp32 = FALSE,
   .loss_16bit = TRUE,
+  .loss_autograd = TRUE,
   .nchw = TRUE,
   .kernels_source =
     "examples/llm_benchmark/qwen/qwen3_moe_30b_te_deepep.yaml (and the other *_te_deepep "

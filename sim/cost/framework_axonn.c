@@ -29,6 +29,7 @@ const StFramework st_framework_axonn = {
   .fused = ST_FUSE_NORM | ST_FUSE_SOFTMAX | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_FLASH2, /* unused by GPT-3's transformer_block, unfused as Megatron's */
   .logits_fp32 = TRUE,
+  .loss_autograd = TRUE,
   .nchw = TRUE,
   .kernels_source =
     "axonn/axonn.py: the user's torch.nn model run module by module (model.half() under "

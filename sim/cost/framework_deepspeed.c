@@ -19,6 +19,7 @@ const StFramework st_framework_deepspeed = {
   .fused = ST_FUSE_OPTIMIZER | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
+  .loss_autograd = TRUE,
   .nchw = TRUE,
   .kernels_source = "the model's own PyTorch code (eager); deepspeed.ops.adam.FusedAdam",
   .clip_grad = FALSE,

@@ -20,6 +20,7 @@ const StFramework st_framework_pytorch = {
   .fused = ST_FUSE_OPTIMIZER | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
+  .loss_autograd = TRUE,
   .nchw = TRUE,
   .kernels_source =
     "eager: every elementwise op its own kernel, except the native layer_norm / batch_norm "

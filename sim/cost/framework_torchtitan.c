@@ -19,6 +19,7 @@ const StFramework st_framework_torchtitan = {
   .fused = ST_FUSE_OPTIMIZER | ST_FUSE_DISPATCH,
   .attention = ST_ATTN_FLASH2,
   .logits_fp32 = TRUE,
+  .loss_autograd = TRUE,
   .nchw = TRUE,
   .kernels_source =
     "torchtitan/config/job_config.py: compile False (eager: each elementwise op of SwiGLU and "

@@ -23,6 +23,19 @@
  * scratch: one [B s d] gradient (two with an MLP) and one block for the
  * branch being differentiated, as large as the larger branch's.
  *
+ * torchtitan's per-op checkpointing (--recompute-ops torchtitan;
+ * torchtitan/distributed/activation_checkpoint.py, mode "selective", option
+ * "op", as of its 2024-12 benchmarks): a policy counts each block's aten.mm
+ * calls afresh and keeps the outputs of the odd ones and of the attention
+ * kernel (output and log-sum-exp), everything else made again before the
+ * backward. torchtitan's Llama calls wq, wk, wv, wo, then w1, w3, w2 (fc1,
+ * fc2 without a gate), so it keeps wq, wv, w1, w2 (fc1); a biased
+ * projection is an addmm, neither counted nor kept. Per sample the block then
+ * keeps these besides its input, drops the rest of what it keeps otherwise
+ * (act_again[ST_RC_TORCHTITAN]) and makes again the FLOPs of the projections
+ * it did not keep (again_flops; the norms, RoPE and the activation are a few
+ * FLOPs per element). Modelled for whole blocks (tp 1).
+ *
  * Split over a tensor-parallel group (tp > 1), exec/layers/layer_decoder.c
  * runs it in parts on all N = B s rows (s the whole sequence) and keeps no
  * norm: saved = x1 (sequential with an MLP; the rank's rows, N / t under
@@ -80,6 +93,52 @@ block_of(const StLayer *layer, Block *b, GError **error)
                      st_layer_attr(layer, "mlp_bias", 0) != 0, &b->mlp, error);
 }
 
+/* Under torchtitan's policy (see the top): what `samples` samples keep
+ * besides the input, each tensor aligned when `aligned`, and the FLOPs of
+ * the projections made again. */
+static int64_t
+torchtitan_kept(const Block *b, int64_t samples, int e, gboolean aligned, double *again_flops)
+{
+  const StAttnPart *a = &b->attn;
+  int64_t q = a->heads * a->head_dim, kv = a->kv_heads * a->head_dim;
+  int64_t rows = samples * b->rows, f = b->mlp.f;
+  gboolean gated = b->mlp.kind != ST_MLP_GELU;
+  /* The projections in the order torchtitan's Llama calls them: width in,
+   * width out, biased. */
+  const struct {
+    int64_t in, out;
+    gboolean bias, present;
+  } proj[] = {
+    {b->d, q, a->qkv_bias, TRUE},        {b->d, kv, a->qkv_bias, TRUE},
+    {b->d, kv, a->qkv_bias, TRUE},       {q, b->d, a->out_bias, TRUE},
+    {b->d, f, b->mlp.bias, b->has_mlp},  {b->d, f, b->mlp.bias, b->has_mlp && gated},
+    {f, b->d, b->mlp.bias, b->has_mlp},
+  };
+#define TT_BYTES(x) (aligned ? st_layer_aligned(x) : (x))
+  int64_t kept = TT_BYTES(rows * q * e) + TT_BYTES(rows * a->heads * (int64_t)sizeof(float));
+  int mm = 0;
+  *again_flops = 0;
+  for (gsize i = 0; i < G_N_ELEMENTS(proj); i++) {
+    if (!proj[i].present)
+      continue;
+    if (!proj[i].bias && ++mm % 2 == 1)
+      kept += TT_BYTES(rows * proj[i].out * e);
+    else
+      *again_flops += 2.0 * (double)rows * (double)proj[i].in * (double)proj[i].out;
+  }
+#undef TT_BYTES
+  return kept;
+}
+
+/* What torchtitan's policy drops of a whole block's saved tensors. */
+static void
+torchtitan_again(const Block *b, int batch, int dtype_bytes, StLayerMemory *out)
+{
+  double again_flops;
+  out->again[ST_RC_TORCHTITAN] =
+    MAX(out->saved - torchtitan_kept(b, batch, dtype_bytes, TRUE, &again_flops), 0);
+}
+
 static gboolean
 llama_derive(StLayer *layer, int dtype_bytes, GError **error)
 {
@@ -107,6 +166,10 @@ llama_derive(StLayer *layer, int dtype_bytes, GError **error)
     layer->act_again[ST_RC_LAYERNORM] += map; /* h2 = norm2(x1) */
     layer->act_again[ST_RC_MLP_ACT] = b.mlp.rows * b.mlp.f * e;
   }
+  if (layer->tp <= 1)
+    layer->act_again[ST_RC_TORCHTITAN] =
+      layer->act_bytes - layer->in_bytes -
+      torchtitan_kept(&b, 1, dtype_bytes, FALSE, &layer->again_flops[ST_RC_TORCHTITAN]);
   layer->fwd_flops = fwd;
   layer->bwd_flops = bwd;
   return TRUE;
@@ -151,6 +214,7 @@ llama_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *ou
   out->fwd_scratch = attn.fwd;
   if (!b.has_mlp) {
     out->bwd_scratch = map + attn.bwd;
+    torchtitan_again(&b, batch, dtype_bytes, out);
     return;
   }
   out->saved += (b.parallel ? 0 : map) + st_norm_saved(b.norm, rows) + map + mlp.saved;
@@ -159,6 +223,7 @@ llama_memory(const StLayer *layer, int batch, int dtype_bytes, StLayerMemory *ou
   if (b.parallel)
     out->fwd_scratch += map;
   out->bwd_scratch = 2 * map + MAX(attn.bwd, mlp.bwd);
+  torchtitan_again(&b, batch, dtype_bytes, out);
 }
 
 /* Tensor-parallel parts (layer_type.h): the attention half, then the MLP

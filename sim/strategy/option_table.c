@@ -12,11 +12,13 @@
 
 static const char *const OPTIMIZERS[] = {"sgd", "adam", NULL};     /* StOptimizer */
 static const char *const PRECISIONS[] = {"fp32", "mixed", "fp8", NULL};   /* StPrecision */
-/* --recompute-ops: every non-empty set of StRecomputeOp, index + 1 = its bits, each named
- * as st_recompute_ops_format names it (a choice, so that the planner takes lists of them) */
+/* --recompute-ops: every non-empty set of the first three StRecomputeOp, index + 1 = its
+ * bits, each named as st_recompute_ops_format names it (a choice, so that the planner
+ * takes lists of them); then torchtitan's policy, alone (index 7: bits 8, 1 <<
+ * ST_RC_TORCHTITAN) */
 static const char *const RECOMPUTE_OPS[] = {
   "core_attn", "mlp_act", "core_attn+mlp_act", "layernorm", "core_attn+layernorm",
-  "mlp_act+layernorm", "core_attn+mlp_act+layernorm", NULL};
+  "mlp_act+layernorm", "core_attn+mlp_act+layernorm", "torchtitan", NULL};
 static const char *const OFFLOADS[] = {"none", "optimizer", NULL};         /* StOffload */
 
 static gboolean
@@ -159,7 +161,9 @@ static const StOptionSpec SPECS[] = {
    "With --recompute selective: which ops of each transformer layer drop their outputs and "
    "make them again before its backward, joined by '+': core_attn (the attention scores), "
    "mlp_act (the MLP's activation output), layernorm (the norms' outputs) (Megatron-LM's "
-   "--recompute-modules; default: core_attn)"},
+   "--recompute-modules); or torchtitan, its per-op policy (activation_checkpoint mode "
+   "selective, option op): each llama_block keeps only its attention kernel's outputs and "
+   "every other matmul's (wq, wv, w1, w2), all else made again (default: core_attn)"},
   {"offload-activations", ST_OPT_INT, F(offload_activations), 0, 16777216, NULL, NULL, "N",
    "dp, zero, pipeline: the first N transformer layers of the model copy the activations "
    "they save for backward to host memory over PCIe after their forward, on a copy stream, "

@@ -107,7 +107,10 @@ check_selective(const StModel *m, unsigned ops, GError **error)
                   st_recompute_op_name(op), m->name, st_recompute_op_name(op),
                   op == ST_RC_CORE_ATTN ? "flash attention keeps no scores"
                   : op == ST_RC_MLP_ACT ? "no MLP in a transformer layer"
-                                        : "no norm whose output a transformer layer keeps");
+                  : op == ST_RC_LAYERNORM
+                    ? "no norm whose output a transformer layer keeps"
+                    : "torchtitan's policy is modelled for llama_block layers, whole: not "
+                      "split over a tensor-parallel group");
   }
   return TRUE;
 }

@@ -176,6 +176,7 @@ st_dp_emit_micro_batch(StDpFrame *f, int micro, const StPassHooks *hooks)
     .recompute = st_recompute_plan(f->options),
     .loss_in_place = st_options_framework(f->options)->loss_in_place,
     .loss_16bit = st_options_framework(f->options)->loss_16bit,
+    .loss_autograd = st_options_framework(f->options)->loss_autograd,
     .offload = f->act_offload > 0 ? f->options->offload_activations : 0,
   };
   g_autoptr(StTensors) t = st_tensors_new(f->program, &spec);

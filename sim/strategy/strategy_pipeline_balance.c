@@ -246,6 +246,7 @@ chunk_memory(const StPipe *pp, int s, int k)
     .recompute = st_recompute_plan(pp->options),
     .loss_in_place = st_options_framework(pp->options)->loss_in_place,
     .loss_16bit = st_options_framework(pp->options)->loss_16bit,
+    .loss_autograd = st_options_framework(pp->options)->loss_autograd,
     .offload = pp->options->offload_activations,
   };
   int64_t held, peak;

@@ -605,6 +605,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .recompute = st_recompute_plan(pp->options),
       .loss_in_place = st_options_framework(pp->options)->loss_in_place,
       .loss_16bit = st_options_framework(pp->options)->loss_16bit,
+      .loss_autograd = st_options_framework(pp->options)->loss_autograd,
       .offload = offload,
     };
     tensors[m] = st_tensors_new(st.p, &spec);

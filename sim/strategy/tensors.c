@@ -287,13 +287,48 @@ buffer(StTensors *t, const char *what, int layer, StMemCategory category, int64_
   return b;
 }
 
+/* The buffers autograd makes around PyTorch's F.cross_entropy (spec
+ * loss_autograd) on one rank's whole vocabulary, as its formulas run
+ * (tools/autograd/derivatives.yaml): forward, the fp32 copy of 16-bit logits
+ * (_to_copy) beside the log-probabilities log_softmax makes of it and saves;
+ * backward, nll_loss_backward's dense gradient, alive with the saved
+ * log-probabilities while _log_softmax_backward_data writes the input's
+ * gradient: in fp32, a buffer of its own, cast into the logits' gradient
+ * after; in the logits' dtype (loss_16bit), that gradient itself, which the
+ * schedule holds already. Each the logits' size. 0 for other layers and
+ * passes. */
+static int64_t
+loss_autograd_bytes(const StTensors *t, StPass pass, int layer)
+{
+  const StLayer *l = &t->spec.model->layers[layer];
+  if (!t->spec.loss_autograd || t->mem[layer].targets == 0 || l->tp > 1)
+    return 0;
+  int e = st_dtype_bytes(t->spec.dtype);
+  int loss_e = t->spec.loss_16bit ? e : (int)sizeof(float);
+  int64_t elems = st_shape_elems(&l->in_shape) * t->spec.batch[layer];
+  int64_t buffer = st_layer_aligned(elems * loss_e);
+  if (st_pass_is_backward(pass))
+    return (loss_e > e ? 2 : 1) * buffer;
+  return loss_e > e ? buffer : 0;
+}
+
 static void
 scratch(StTensors *t, StPassMem *pm, StPass pass, int layer)
 {
   uint32_t b = st_pass_scratch(t->program, t->spec.model, layer, t->spec.micro, pass,
                                t->spec.batch[layer], t->spec.dtype, t->mode[layer],
                                t->spec.recompute.ops);
+  int64_t autograd = loss_autograd_bytes(t, pass, layer);
+  uint32_t a = NONE;
+  if (autograd > 0) {
+    char name[NAME_MAX_LEN];
+    name_of(name, st_pass_is_backward(pass) ? "loss autograd bwd" : "loss autograd fwd",
+            t->spec.model->layers[layer].name, t->spec.micro);
+    a = st_program_add_buffer(t->program, name, ST_MEM_ACTIVATIONS, autograd, FALSE);
+  }
   st_pass_mem_alloc(pm, b);
+  st_pass_mem_alloc(pm, a);
+  st_pass_mem_free(pm, a);
   st_pass_mem_free(pm, b);
 }
 

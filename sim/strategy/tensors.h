@@ -90,6 +90,8 @@ typedef struct {
                                probabilities (StFramework.loss_in_place) */
   gboolean loss_16bit;      /* the loss keeps its log-probabilities in the 16-bit dtype, not
                                fp32 (StFramework.loss_16bit) */
+  gboolean loss_autograd;   /* the loss's autograd buffers beside its own (StFramework.
+                               loss_autograd) */
   int offload;              /* the first N transformer layers copy their saved blocks to
                                the host and back (offload.h); 0 = none */
 } StTensorsSpec;
