@@ -67,6 +67,7 @@ typedef struct {
   Event start;             /* EV_START, queued when the rank has a start offset */
   int32_t rank;
   int32_t device;          /* its device (a representative device) */
+  int32_t state;           /* its device's DeviceState: index into Engine.devices */
   const StProgram *program;
   const ProgInfo *info;
   StreamState *streams;    /* [n_streams] */
@@ -78,7 +79,7 @@ typedef struct {
 typedef struct {
   Event ev;
   OpRef ref;
-  int32_t device;
+  int32_t state;         /* its device's DeviceState (Engine.devices) */
   int32_t priority;
   StShareTraits share;   /* its op's (ProgInfo.share) */
   double remaining_ns;   /* work left, in ns at rate 1 */
@@ -204,7 +205,10 @@ typedef struct {
   SimRank *sims;          /* [n_sims] */
   int32_t n_sims;
   int32_t *sim_of_rank;   /* [n_ranks]: index into sims, -1 when folded away */
-  DeviceState *devices;   /* [n_devices] (only representatives are used) */
+  DeviceState *devices;   /* [n_dev_states]: one per device a simulated rank runs on (a
+                             representative), SimRank.state; none for the devices folded
+                             away, so their count costs nothing here */
+  int32_t n_dev_states;
 
   /* Links (engine_links.c): real link ids (cluster/links.h) map to the
    * representative that stands for them and, once used, to a slot. */
@@ -327,7 +331,7 @@ void share_clear(Engine *e);
 void share_attach(Engine *e, Flow *f, int list);
 /* engine_compute.c: the device's kernels re-rated (a communication kernel
  * arrived or left). */
-void compute_reshare(Engine *e, int device);
+void compute_reshare(Engine *e, int state);
 void share_detach(Engine *e, Flow *f);
 static inline gboolean
 share_pending(const Engine *e)

@@ -205,7 +205,7 @@ hold(Engine *e, Flow *f, int sign)
   if (f->held.fill <= 0 && f->held.mem <= 0)
     return;
   for (guint i = 0; i < f->members->len; i++) {
-    int d = e->sims[g_array_index(f->members, OpRef, i).sim].device;
+    int d = e->sims[g_array_index(f->members, OpRef, i).sim].state;
     DeviceState *dev = &e->devices[d];
     dev->comm_kernels += sign;
     dev->comm_fill = dev->comm_kernels > 0 ? dev->comm_fill + sign * f->held.fill : 0;

@@ -315,15 +315,17 @@ st_program_persistent_bytes(const StProgram *p, int64_t out[ST_MEM_N])
 
 /* ---- schedules ----------------------------------------------------------- */
 
+/* The arrays of a communicator are GRcBox blocks, shared with the
+ * communicators that partition the ranks alike (sched.h). */
 static void
 comm_free(gpointer data)
 {
   StComm *c = data;
   g_free(c->name);
-  g_free(c->group_of);
-  g_free(c->index_of);
-  g_free(c->offsets);
-  g_free(c->members);
+  g_rc_box_release(c->group_of);
+  g_rc_box_release(c->index_of);
+  g_rc_box_release(c->offsets);
+  g_rc_box_release(c->members);
   g_free(c);
 }
 
@@ -400,16 +402,38 @@ st_schedule_free(StSchedule *s)
   g_free(s);
 }
 
-int
-st_schedule_add_comm(StSchedule *s, const char *name, const int32_t *color)
+/* Dense group ids in order of color, into group_of (-1 for no color);
+ * returns the group count. Colors in a range not much wider than the ranks
+ * (every strategy's) go through a table over the range, O(R + range); others
+ * through a sort. */
+static int
+groups_by_color(int n_ranks, const int32_t *color, int32_t *group_of)
 {
-  StComm *c = g_new0(StComm, 1);
-  c->name = g_strdup(name);
-  c->group_of = g_new(int32_t, s->n_ranks);
-  c->index_of = g_new(int32_t, s->n_ranks);
-  /* Groups in order of color: map each distinct color to a dense group id. */
+  int32_t lo = G_MAXINT32, hi = -1;
+  for (int r = 0; r < n_ranks; r++)
+    if (color[r] >= 0) {
+      lo = MIN(lo, color[r]);
+      hi = MAX(hi, color[r]);
+    }
+  if (hi < 0) {
+    for (int r = 0; r < n_ranks; r++)
+      group_of[r] = -1;
+    return 0;
+  }
+  int n_groups = 0;
+  if ((int64_t)hi - lo < 4 * (int64_t)n_ranks + 1024) {
+    g_autofree int32_t *id = g_new0(int32_t, (gsize)(hi - lo) + 1);
+    for (int r = 0; r < n_ranks; r++)
+      if (color[r] >= 0)
+        id[color[r] - lo] = 1;
+    for (int64_t k = 0; k <= (int64_t)hi - lo; k++)
+      id[k] = id[k] ? n_groups++ : -1;
+    for (int r = 0; r < n_ranks; r++)
+      group_of[r] = color[r] >= 0 ? id[color[r] - lo] : -1;
+    return n_groups;
+  }
   g_autoptr(GArray) colors = g_array_new(FALSE, FALSE, sizeof(int32_t));
-  for (int r = 0; r < s->n_ranks; r++)
+  for (int r = 0; r < n_ranks; r++)
     if (color[r] >= 0)
       g_array_append_val(colors, color[r]);
   g_array_sort(colors, (GCompareFunc)st_compare_int32);
@@ -417,23 +441,56 @@ st_schedule_add_comm(StSchedule *s, const char *name, const int32_t *color)
   for (guint i = 0; i < colors->len; i++) {
     int32_t col = g_array_index(colors, int32_t, i);
     if (!g_hash_table_contains(group_of_color, GINT_TO_POINTER(col)))
-      g_hash_table_insert(group_of_color, GINT_TO_POINTER(col),
-                          GINT_TO_POINTER(g_hash_table_size(group_of_color)));
+      g_hash_table_insert(group_of_color, GINT_TO_POINTER(col), GINT_TO_POINTER(n_groups++));
   }
-  c->n_groups = (int32_t)g_hash_table_size(group_of_color);
-  c->offsets = g_new0(int32_t, c->n_groups + 1);
-  c->members = g_new(int32_t, colors->len > 0 ? colors->len : 1);
-  for (int r = 0; r < s->n_ranks; r++) {
-    c->group_of[r] = color[r] >= 0
-                       ? GPOINTER_TO_INT(g_hash_table_lookup(group_of_color,
-                                                             GINT_TO_POINTER(color[r])))
-                       : -1;
+  for (int r = 0; r < n_ranks; r++)
+    group_of[r] = color[r] >= 0 ? GPOINTER_TO_INT(g_hash_table_lookup(
+                                    group_of_color, GINT_TO_POINTER(color[r])))
+                                : -1;
+  return n_groups;
+}
+
+/* An earlier communicator with the same groups, or NULL. */
+static const StComm *
+same_partition(const StSchedule *s, const int32_t *group_of, int n_groups)
+{
+  for (guint i = 0; i < s->comms->len; i++) {
+    const StComm *c = st_schedule_comm(s, i);
+    if (c->n_groups == n_groups &&
+        memcmp(c->group_of, group_of, sizeof(int32_t) * (size_t)s->n_ranks) == 0)
+      return c;
+  }
+  return NULL;
+}
+
+int
+st_schedule_add_comm(StSchedule *s, const char *name, const int32_t *color)
+{
+  StComm *c = g_new0(StComm, 1);
+  c->name = g_strdup(name);
+  c->group_of = g_rc_box_alloc(sizeof(int32_t) * (gsize)s->n_ranks);
+  c->n_groups = groups_by_color(s->n_ranks, color, c->group_of);
+  const StComm *same = same_partition(s, c->group_of, c->n_groups);
+  if (same != NULL) {
+    g_rc_box_release(c->group_of);
+    c->group_of = g_rc_box_acquire(same->group_of);
+    c->index_of = g_rc_box_acquire(same->index_of);
+    c->offsets = g_rc_box_acquire(same->offsets);
+    c->members = g_rc_box_acquire(same->members);
+    c->n_members = same->n_members;
+    g_ptr_array_add(s->comms, c);
+    return (int)s->comms->len - 1;
+  }
+  c->offsets = g_rc_box_alloc0(sizeof(int32_t) * ((gsize)c->n_groups + 1));
+  for (int r = 0; r < s->n_ranks; r++)
     if (c->group_of[r] >= 0)
       c->offsets[c->group_of[r] + 1]++;
-  }
   for (int g = 0; g < c->n_groups; g++)
     c->offsets[g + 1] += c->offsets[g];
-  g_autofree int32_t *fill = g_new0(int32_t, c->n_groups);
+  c->n_members = c->offsets[c->n_groups];
+  c->index_of = g_rc_box_alloc(sizeof(int32_t) * (gsize)s->n_ranks);
+  c->members = g_rc_box_alloc(sizeof(int32_t) * (gsize)MAX(c->n_members, 1));
+  g_autofree int32_t *fill = g_new0(int32_t, MAX(c->n_groups, 1));
   for (int r = 0; r < s->n_ranks; r++) {
     int g = c->group_of[r];
     c->index_of[r] = g >= 0 ? fill[g] : -1;
