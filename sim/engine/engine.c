@@ -281,9 +281,10 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   e->fold = st_fold_new(s, !options->no_fold);
   if (!engine_budget(e, error))
     return FALSE;
-  e->tl = st_timeline_new_in(s, FALSE, "simulated", options->arrays);
-  memcpy(e->tl->rank_rep, e->fold->rank_rep, sizeof(int32_t) * s->n_ranks);
-  memcpy(e->tl->device_rep, e->fold->device_rep, sizeof(int32_t) * s->n_devices);
+  /* The timeline owns the folding maps from here; the fold borrows them. */
+  e->tl = st_timeline_new_folded(s, FALSE, "simulated", options->arrays, e->fold->rank_rep,
+                                 e->fold->device_rep);
+  e->tl_took_maps = TRUE;
   st_queue_init(&e->queue);
   g_queue_init(&e->ready);
 
@@ -370,6 +371,10 @@ engine_clear(Engine *e)
     g_ptr_array_unref(e->devices[d].host_kernels);
   }
   g_free(e->devices);
+  if (e->tl_took_maps) { /* the timeline (freed below, or returned) owns them */
+    e->fold->rank_rep = NULL;
+    e->fold->device_rep = NULL;
+  }
   st_fold_free(e->fold);
   st_timeline_free(e->tl);
   g_clear_error(&e->error);

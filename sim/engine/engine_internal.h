@@ -211,8 +211,9 @@ typedef struct {
   const StSchedule *s;
   const StEngineOptions *options;
   StEngineBudget budget;  /* zero: no limit, no progress */
-  StFold *fold;
+  StFold *fold;           /* its rank_rep and device_rep owned by tl once tl_took_maps */
   StTimeline *tl;
+  gboolean tl_took_maps;
   StEventQueue queue;
   int64_t now;
   StComputeCtx compute;
