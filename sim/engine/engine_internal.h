@@ -244,6 +244,9 @@ typedef struct {
   int32_t *rep_ranks;     /* rep_ranks[rep_offsets[i] .. [i + 1]) (folded runs, made on the
                              first transfer) */
   GHashTable *lists;      /* UseKey -> use list index + 1 */
+  int32_t *comm_canon;    /* [n_comms]: the first communicator with the same partition
+                             (sched.h: they share their arrays), whose groups' shapes and
+                             use lists stand for this one's */
   StNetTrace *trace;      /* = tl->net */
 
   /* Sharing (engine_share.c). */
@@ -342,6 +345,12 @@ int link_stands_for(const Engine *e, int rep);
  * each stands for), cached. */
 void links_init(Engine *e);
 void links_clear(Engine *e);
+/* The first communicator partitioning the ranks as `comm` does. */
+static inline int
+links_canon(const Engine *e, int comm)
+{
+  return e->comm_canon[comm];
+}
 /* A collective phase over group `group` of `comm`. */
 int links_collective(Engine *e, int comm, int group, const StLinkUse *use,
                      const StGroupShape *shape);

@@ -64,6 +64,15 @@ links_init(Engine *e)
   link_map_init(&e->acc);
   link_map_init(&e->best);
   link_reps_init(e);
+  guint n_comms = e->s->comms->len;
+  e->comm_canon = g_new(int32_t, MAX(n_comms, 1));
+  for (guint c = 0; c < n_comms; c++) {
+    const StComm *comm = st_schedule_comm(e->s, c);
+    guint same = 0;
+    while (same < c && st_schedule_comm(e->s, same)->group_of != comm->group_of)
+      same++;
+    e->comm_canon[c] = (int32_t)same;
+  }
 }
 
 void
@@ -74,6 +83,7 @@ links_clear(Engine *e)
   g_clear_pointer(&e->links, g_array_unref);
   g_clear_pointer(&e->lists, g_hash_table_unref);
   link_reps_clear(e);
+  g_clear_pointer(&e->comm_canon, g_free);
   link_map_clear(&e->slot_of);
   link_map_clear(&e->acc);
   link_map_clear(&e->best);
@@ -179,9 +189,34 @@ remember(Engine *e, const UseKey *key, int list)
   return list;
 }
 
+/* A node of a collective's group, for passing over nodes alike: its class,
+ * its devices in the group (bit i: its i-th GPU), the class of the leaf it
+ * loads (-1: none). */
+typedef struct {
+  int32_t node_class, leaf_class;
+  guint64 mask;
+} NodeKey;
+
+static guint
+node_key_hash(gconstpointer p)
+{
+  const NodeKey *k = p;
+  guint64 h = ((guint64)(guint32)k->node_class * 16777619u) ^ (guint32)k->leaf_class;
+  h = h * 1099511628211ull ^ k->mask;
+  return (guint)(h ^ (h >> 32));
+}
+
+static gboolean
+node_key_equal(gconstpointer a, gconstpointer b)
+{
+  return memcmp(a, b, sizeof(NodeKey)) == 0;
+}
+
 int
 links_collective(Engine *e, int comm, int group, const StLinkUse *use, const StGroupShape *shape)
 {
+  /* Communicators with the same groups load the same links. */
+  comm = links_canon(e, comm);
   UseKey key = {KEY_COLL, comm, group, 0, *use};
   int list = cached(e, &key);
   if (list >= 0)
@@ -203,30 +238,55 @@ links_collective(Engine *e, int comm, int group, const StLinkUse *use, const StG
     if (nd == 0 || dev[i] != dev[nd - 1])
       dev[nd++] = dev[i];
   gboolean leaves = shape->leaves > 1 && st_net_fabric_binds(c);
-  for (int i = 0, node_start = 0; i < nd; i++) {
-    int d = dev[i], node = st_cluster_node_of(c, d);
-    for (int in = 0; in < 2; in++) {
-      load(e, st_net_gpu_link(c, d, in ? ST_NET_GPU_IN : ST_NET_GPU_OUT), use->gpu);
-      load(e, st_net_nic_link(c, st_net_nic_of(c, d), !in), use->nic_dev);
+  /* Folded, a node alike one before (same class, same devices in the group,
+   * the same leaf load) loads the same representatives as much, so it
+   * adds nothing: a group over a million identical GPUs folds one node. */
+  int gpn = c->gpus_per_node;
+  gboolean pass_alike = e->reps.folded && gpn <= 64;
+  g_autoptr(GHashTable) seen =
+    pass_alike ? g_hash_table_new_full(node_key_hash, node_key_equal, g_free, NULL) : NULL;
+  NodeKey last = {-1, -1, 0};
+  for (int i0 = 0; i0 < nd;) {
+    int node = st_cluster_node_of(c, dev[i0]), i1 = i0 + 1;
+    while (i1 < nd && st_cluster_node_of(c, dev[i1]) == node)
+      i1++;
+    int leaf = st_net_leaf_of(c, node);
+    gboolean last_of_leaf =
+      i1 == nd || st_net_leaf_of(c, st_cluster_node_of(c, dev[i1])) != leaf;
+    gboolean load_leaf = leaves && last_of_leaf;
+    if (pass_alike) {
+      NodeKey k = {e->reps.node_class[node], load_leaf ? e->reps.leaf_first[leaf] : -1, 0};
+      for (int i = i0; i < i1; i++)
+        k.mask |= G_GUINT64_CONSTANT(1) << (dev[i] - node * gpn);
+      gboolean alike = node_key_equal(&k, &last) || g_hash_table_contains(seen, &k);
+      last = k;
+      if (alike) {
+        i0 = i1;
+        continue;
+      }
+      g_hash_table_add(seen, g_memdup2(&k, sizeof k));
     }
-    load(e, st_net_gpu_link(c, d, ST_NET_MEM), use->mem);
-    if (i + 1 < nd && st_cluster_node_of(c, dev[i + 1]) == node)
-      continue;
-    /* The last device of its node: the node's traffic over its devices' NICs,
-     * and its leaf's (once per leaf). */
-    double per_device = use->nic_node / (i + 1 - node_start);
-    for (int j = node_start; j <= i; j++)
+    for (int i = i0; i < i1; i++) {
+      int d = dev[i];
+      for (int in = 0; in < 2; in++) {
+        load(e, st_net_gpu_link(c, d, in ? ST_NET_GPU_IN : ST_NET_GPU_OUT), use->gpu);
+        load(e, st_net_nic_link(c, st_net_nic_of(c, d), !in), use->nic_dev);
+      }
+      load(e, st_net_gpu_link(c, d, ST_NET_MEM), use->mem);
+    }
+    /* The node's traffic over its devices' NICs, and its leaf's (once per
+     * leaf). */
+    double per_device = use->nic_node / (i1 - i0);
+    for (int j = i0; j < i1; j++)
       for (int in = 0; in < 2; in++)
         load(e, st_net_nic_link(c, st_net_nic_of(c, dev[j]), !in), per_device);
-    int leaf = st_net_leaf_of(c, node);
-    gboolean last_of_leaf = i + 1 == nd || st_net_leaf_of(c, st_cluster_node_of(c, dev[i + 1])) != leaf;
-    if (leaves && last_of_leaf)
+    if (load_leaf)
       for (int down = 0; down < 2; down++)
         load(e, st_net_leaf_link(c, leaf, !down), use->leaf);
-    node_start = i + 1;
     /* Nothing after this node loads its links (devices are in order), so
      * the scratch holds one node at a time. */
     fold_loads(e);
+    i0 = i1;
   }
   return remember(e, &key, emit(e));
 }
