@@ -67,8 +67,9 @@ sig_equal(gconstpointer a, gconstpointer b)
 
 typedef struct {
   GHashTable *ids; /* SigKey -> id */
-  SigKey *probe;   /* scratch: the key looked up, copied only when new */
+  SigKey *probe;   /* scratch: the last key looked up, copied only when new */
   guint probe_cap;
+  int probe_id;    /* the id of the sequence in probe, -1 before the first */
 } Interner;
 
 static void
@@ -77,6 +78,7 @@ interner_init(Interner *in)
   in->ids = g_hash_table_new_full(sig_hash, sig_equal, g_free, NULL);
   in->probe = NULL;
   in->probe_cap = 0;
+  in->probe_id = -1;
 }
 
 static void
@@ -108,6 +110,10 @@ push(Sig *sig, int32_t v)
 static int
 intern(Interner *in, const Sig *sig, int fresh)
 {
+  /* Neighbours are often alike (ranks in order): the last sequence first. */
+  if (in->probe_id >= 0 && in->probe->n == sig->len &&
+      memcmp(in->probe->v, sig->v, sizeof(int32_t) * sig->len) == 0)
+    return in->probe_id;
   guint h = 2166136261u;
   for (guint i = 0; i < sig->len; i++)
     h = (h ^ (guint32)sig->v[i]) * 16777619u;
@@ -123,10 +129,10 @@ intern(Interner *in, const Sig *sig, int fresh)
   memcpy(key->v, sig->v, sizeof(int32_t) * sig->len);
   gpointer id;
   if (g_hash_table_lookup_extended(in->ids, key, NULL, &id))
-    return GPOINTER_TO_INT(id);
+    return in->probe_id = GPOINTER_TO_INT(id);
   g_hash_table_insert(in->ids, g_memdup2(key, sizeof(SigKey) + sizeof(int32_t) * sig->len),
                       GINT_TO_POINTER(fresh));
-  return fresh;
+  return in->probe_id = fresh;
 }
 
 /* The sorted classes of the ranks on device d, after their count. */
@@ -138,7 +144,8 @@ append_device_mix(Sig *sig, const DeviceRanks *dr, int d, const int32_t *klass)
   guint at = sig->len;
   for (int i = 0; i < n; i++)
     push(sig, klass[dr->ranks[dr->offsets[d] + i]]);
-  qsort(sig->v + at, n, sizeof(int32_t), st_compare_int32);
+  if (n > 1)
+    qsort(sig->v + at, n, sizeof(int32_t), st_compare_int32);
 }
 
 /* Group shapes per (comm, group), computed once (once per partition when
@@ -184,13 +191,33 @@ group_shapes(const StSchedule *s, int32_t **first_out)
   return ids;
 }
 
+/* The point-to-point ops of each program, in op order: a rank's peers are
+ * looked up without walking every op of its program. [n_programs] of
+ * GArray of uint32, transfer full. */
+static GPtrArray *
+p2p_ops(const StSchedule *s)
+{
+  GPtrArray *all = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  for (guint k = 0; k < s->programs->len; k++) {
+    const StProgram *p = g_ptr_array_index(s->programs, k);
+    GArray *ops = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    for (guint i = 0; i < p->ops->len; i++) {
+      uint8_t kind = st_program_op(p, i)->kind;
+      if (kind == ST_OP_COMM_SEND || kind == ST_OP_COMM_RECV)
+        g_array_append_val(ops, i);
+    }
+    g_ptr_array_add(all, ops);
+  }
+  return all;
+}
+
 /* One refinement round: new classes into `next`; returns their count. A
  * rank's signature: its class, its device's mix, its group's shape in every
  * communicator (its id, -1 when not a member), its point-to-point peers'
  * classes in op order. */
 static int
 refine(const StSchedule *s, const DeviceRanks *dr, const int32_t *shapes,
-       const int32_t *shape_first, const int32_t *klass, int32_t *next)
+       const int32_t *shape_first, const GPtrArray *p2p, const int32_t *klass, int32_t *next)
 {
   Interner in;
   interner_init(&in);
@@ -205,10 +232,9 @@ refine(const StSchedule *s, const DeviceRanks *dr, const int32_t *shapes,
       push(sig, g >= 0 ? shapes[shape_first[c] + g] : -1);
     }
     const StProgram *p = st_schedule_program_of(s, r);
-    for (guint i = 0; i < p->ops->len; i++) {
-      const StOp *op = st_program_op(p, i);
-      if (op->kind != ST_OP_COMM_SEND && op->kind != ST_OP_COMM_RECV)
-        continue;
+    const GArray *ops = g_ptr_array_index(p2p, s->ranks[r].program);
+    for (guint i = 0; i < ops->len; i++) {
+      const StOp *op = st_program_op(p, g_array_index(ops, uint32_t, i));
       int peer = st_schedule_peer_rank(s, r, op->comm, op->peer);
       push(sig, peer >= 0 ? klass[peer] : -1);
     }
@@ -320,6 +346,7 @@ st_fold_new(const StSchedule *s, gboolean enable)
   device_ranks_init(&dr, s);
   g_autofree int32_t *shape_first = NULL;
   g_autofree int32_t *shapes = group_shapes(s, &shape_first);
+  g_autoptr(GPtrArray) p2p = p2p_ops(s);
   g_autofree int32_t *klass = g_new(int32_t, s->n_ranks);
   g_autofree int32_t *next = g_new(int32_t, s->n_ranks);
   /* Round 0: ranks with the same program and start offset. */
@@ -340,7 +367,7 @@ st_fold_new(const StSchedule *s, gboolean enable)
    * numbered alike (by first rank), and every round after it would too. */
   int n_classes = count;
   for (;;) {
-    int n = refine(s, &dr, shapes, shape_first, klass, next);
+    int n = refine(s, &dr, shapes, shape_first, p2p, klass, next);
     memcpy(klass, next, sizeof(int32_t) * s->n_ranks);
     if (n == n_classes)
       break;

@@ -402,12 +402,17 @@ st_schedule_free(StSchedule *s)
   g_free(s);
 }
 
-/* Dense group ids in order of color, into group_of (-1 for no color);
- * returns the group count. Colors in a range not much wider than the ranks
- * (every strategy's) go through a table over the range, O(R + range); others
- * through a sort. */
-static int
-groups_by_color(int n_ranks, const int32_t *color, int32_t *group_of)
+/* Dense group ids in order of color. Colors in a range not much wider than
+ * the ranks (every strategy's) go through a table over the range: group of
+ * color k is id[k - lo]; others through a sort into group_of. */
+typedef struct {
+  int32_t lo;         /* the least color */
+  int32_t *id;        /* [range]: a color's group, -1 when no rank has it; NULL: sparse */
+  int n_groups;
+} ColorGroups;
+
+static void
+color_groups_init(ColorGroups *cg, int n_ranks, const int32_t *color)
 {
   int32_t lo = G_MAXINT32, hi = -1;
   for (int r = 0; r < n_ranks; r++)
@@ -415,23 +420,30 @@ groups_by_color(int n_ranks, const int32_t *color, int32_t *group_of)
       lo = MIN(lo, color[r]);
       hi = MAX(hi, color[r]);
     }
-  if (hi < 0) {
-    for (int r = 0; r < n_ranks; r++)
-      group_of[r] = -1;
-    return 0;
-  }
+  *cg = (ColorGroups){.lo = lo};
+  if (hi < 0)
+    cg->lo = 0, hi = -1;
+  if ((int64_t)hi - cg->lo >= 4 * (int64_t)n_ranks + 1024)
+    return;
+  cg->id = g_new0(int32_t, (gsize)MAX(hi - cg->lo + 1, 1));
+  for (int r = 0; r < n_ranks; r++)
+    if (color[r] >= 0)
+      cg->id[color[r] - cg->lo] = 1;
+  for (int64_t k = 0; k <= (int64_t)hi - cg->lo; k++)
+    cg->id[k] = cg->id[k] ? cg->n_groups++ : -1;
+}
+
+static inline int32_t
+color_group(const ColorGroups *cg, int32_t color)
+{
+  return color >= 0 ? cg->id[color - cg->lo] : -1;
+}
+
+/* The groups of a sparse coloring, through a sort. */
+static int
+sparse_groups(int n_ranks, const int32_t *color, int32_t *group_of)
+{
   int n_groups = 0;
-  if ((int64_t)hi - lo < 4 * (int64_t)n_ranks + 1024) {
-    g_autofree int32_t *id = g_new0(int32_t, (gsize)(hi - lo) + 1);
-    for (int r = 0; r < n_ranks; r++)
-      if (color[r] >= 0)
-        id[color[r] - lo] = 1;
-    for (int64_t k = 0; k <= (int64_t)hi - lo; k++)
-      id[k] = id[k] ? n_groups++ : -1;
-    for (int r = 0; r < n_ranks; r++)
-      group_of[r] = color[r] >= 0 ? id[color[r] - lo] : -1;
-    return n_groups;
-  }
   g_autoptr(GArray) colors = g_array_new(FALSE, FALSE, sizeof(int32_t));
   for (int r = 0; r < n_ranks; r++)
     if (color[r] >= 0)
@@ -450,17 +462,35 @@ groups_by_color(int n_ranks, const int32_t *color, int32_t *group_of)
   return n_groups;
 }
 
-/* An earlier communicator with the same groups, or NULL. */
+/* An earlier communicator whose groups these colors make, or NULL; read
+ * from the colors, so that a communicator equal to one before costs no
+ * array of its own. */
 static const StComm *
-same_partition(const StSchedule *s, const int32_t *group_of, int n_groups)
+same_partition(const StSchedule *s, const ColorGroups *cg, const int32_t *color)
 {
   for (guint i = 0; i < s->comms->len; i++) {
     const StComm *c = st_schedule_comm(s, i);
-    if (c->n_groups == n_groups &&
-        memcmp(c->group_of, group_of, sizeof(int32_t) * (size_t)s->n_ranks) == 0)
+    if (c->n_groups != cg->n_groups)
+      continue;
+    int r = 0;
+    while (r < s->n_ranks && c->group_of[r] == color_group(cg, color[r]))
+      r++;
+    if (r == s->n_ranks)
       return c;
   }
   return NULL;
+}
+
+/* `c` takes the arrays of `same` (a reference each). */
+static void
+share_partition(StComm *c, const StComm *same)
+{
+  c->n_groups = same->n_groups;
+  c->group_of = g_rc_box_acquire(same->group_of);
+  c->index_of = g_rc_box_acquire(same->index_of);
+  c->offsets = g_rc_box_acquire(same->offsets);
+  c->members = g_rc_box_acquire(same->members);
+  c->n_members = same->n_members;
 }
 
 int
@@ -468,18 +498,23 @@ st_schedule_add_comm(StSchedule *s, const char *name, const int32_t *color)
 {
   StComm *c = g_new0(StComm, 1);
   c->name = g_strdup(name);
-  c->group_of = g_rc_box_alloc(sizeof(int32_t) * (gsize)s->n_ranks);
-  c->n_groups = groups_by_color(s->n_ranks, color, c->group_of);
-  const StComm *same = same_partition(s, c->group_of, c->n_groups);
+  ColorGroups cg;
+  color_groups_init(&cg, s->n_ranks, color);
+  const StComm *same = cg.id != NULL ? same_partition(s, &cg, color) : NULL;
   if (same != NULL) {
-    g_rc_box_release(c->group_of);
-    c->group_of = g_rc_box_acquire(same->group_of);
-    c->index_of = g_rc_box_acquire(same->index_of);
-    c->offsets = g_rc_box_acquire(same->offsets);
-    c->members = g_rc_box_acquire(same->members);
-    c->n_members = same->n_members;
+    g_free(cg.id);
+    share_partition(c, same);
     g_ptr_array_add(s->comms, c);
     return (int)s->comms->len - 1;
+  }
+  c->group_of = g_rc_box_alloc(sizeof(int32_t) * (gsize)s->n_ranks);
+  if (cg.id != NULL) {
+    c->n_groups = cg.n_groups;
+    for (int r = 0; r < s->n_ranks; r++)
+      c->group_of[r] = color_group(&cg, color[r]);
+    g_free(cg.id);
+  } else {
+    c->n_groups = sparse_groups(s->n_ranks, color, c->group_of);
   }
   c->offsets = g_rc_box_alloc0(sizeof(int32_t) * ((gsize)c->n_groups + 1));
   for (int r = 0; r < s->n_ranks; r++)
@@ -504,6 +539,17 @@ st_schedule_add_comm(StSchedule *s, const char *name, const int32_t *color)
 int
 st_schedule_add_world(StSchedule *s, const char *name)
 {
+  /* A world already there: its arrays, without a color per rank. */
+  for (guint i = 0; i < s->comms->len; i++) {
+    const StComm *w = st_schedule_comm(s, i);
+    if (w->n_groups == 1 && w->n_members == s->n_ranks) {
+      StComm *c = g_new0(StComm, 1);
+      c->name = g_strdup(name);
+      share_partition(c, w);
+      g_ptr_array_add(s->comms, c);
+      return (int)s->comms->len - 1;
+    }
+  }
   g_autofree int32_t *color = g_new0(int32_t, s->n_ranks);
   return st_schedule_add_comm(s, name, color);
 }
