@@ -246,8 +246,7 @@ refine(const StSchedule *s, const DeviceRanks *dr, const int32_t *shapes,
   return count;
 }
 
-/* A collective completes among simulated ranks only if every member's
- * representative sits in the same group; NULL when that holds. */
+/* Whether a rank is simulated: every rank on a representative device. */
 static gboolean
 simulated(const StSchedule *s, const StFold *f, int rank)
 {
@@ -255,6 +254,8 @@ simulated(const StSchedule *s, const StFold *f, int rank)
   return f->device_rep[d] == d;
 }
 
+/* A collective completes among simulated ranks only if every member's
+ * representative sits in the same group; NULL when that holds. */
 static char *
 check_groups(const StSchedule *s, const StFold *f)
 {
