@@ -129,7 +129,7 @@ test_peak(void)
       st_options_clear(&o);
       StTimeline *t = NULL;
       g_autoptr(StSummary) sum = st_test_simulate(s, NULL, FALSE, &t);
-      peak[fast][with] = sum->devices[0].peak_by_category[ST_MEM_ACTIVATIONS];
+      peak[fast][with] = st_summary_device(sum, 0)->peak_by_category[ST_MEM_ACTIVATIONS];
       step[fast][with] = sum->step_time_ns;
       st_timeline_free(t);
     }

@@ -165,7 +165,7 @@ test_activations(void)
   g_assert_cmpint(sd->total_peak_by_category[ST_MEM_ACTIVATIONS], ==,
                   N * (L * per_layer + 2 * 10));
   for (int d = 0; d < N; d++)
-    g_assert_cmpint(sc->devices[d].peak_by_category[ST_MEM_ACTIVATIONS], ==,
+    g_assert_cmpint(st_summary_device(sc, d)->peak_by_category[ST_MEM_ACTIVATIONS], ==,
                     L * per_layer + 2 * 10);
   st_options_clear(&o);
 }
@@ -552,7 +552,7 @@ check_one(const StModel *m, const StCluster *c, const StOptions *o, const char *
   g_assert_cmpint(f->step_time_ns, ==, u->step_time_ns);
   g_assert_cmpint(f->makespan_ns, ==, u->makespan_ns);
   for (int d = 0; d < s->n_devices; d++)
-    g_assert_cmpint(f->devices[d].peak_bytes, ==, u->devices[d].peak_bytes);
+    g_assert_cmpint(st_summary_device(f, d)->peak_bytes, ==, st_summary_device(u, d)->peak_bytes);
   for (int cat = 0; cat < ST_MEM_N; cat++)
     g_assert_cmpint(f->total_peak_by_category[cat], ==, u->total_peak_by_category[cat]);
   g_assert_cmpfloat_with_epsilon(f->comm_bytes_total, u->comm_bytes_total,

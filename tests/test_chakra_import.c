@@ -363,7 +363,7 @@ test_foreign_memory(void)
   g_autoptr(StTimeline) t = st_simulate(s, &eo, NULL, &error);
   g_assert_no_error(error);
   g_autoptr(StSummary) sum = st_summary_new(t);
-  g_assert_cmpint(sum->devices[0].peak_bytes, ==, 64 + 300 + 1000);
+  g_assert_cmpint(st_summary_device(sum, 0)->peak_bytes, ==, 64 + 300 + 1000);
 }
 
 /* Writes `bytes` as file `name` in `dir`. */

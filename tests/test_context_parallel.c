@@ -177,7 +177,7 @@ test_activations(void)
     g_autoptr(StSchedule) s = build("llama-3-8b", 2 << k, &o);
     StTimeline *timeline = NULL;
     StSummary *sum = st_test_simulate(s, "auto", FALSE, &timeline);
-    acts[k] = sum->devices[0].peak_by_category[ST_MEM_ACTIVATIONS];
+    acts[k] = st_summary_device(sum, 0)->peak_by_category[ST_MEM_ACTIVATIONS];
     st_summary_free(sum);
     st_timeline_free(timeline);
     st_options_clear(&o);

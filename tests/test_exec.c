@@ -250,7 +250,7 @@ test_measured_timeline(void)
   g_assert_cmpint(net[ST_MEM_ACTIVATIONS], ==, 0);
   g_autoptr(StSummary) sum = st_summary_new(t);
   sum->loss = g_steal_pointer(&r.loss);
-  g_assert_cmpint(sum->devices[0].peak_by_category[ST_MEM_PARAMS], >=,
+  g_assert_cmpint(st_summary_device(sum, 0)->peak_by_category[ST_MEM_PARAMS], >=,
                   persistent[ST_MEM_PARAMS]);
   g_autofree char *dir = st_test_tmpdir();
   g_autoptr(GError) error = NULL;

@@ -43,7 +43,7 @@ simulate(const StSchedule *s, int64_t *step_ns, int64_t *activations)
   StTimeline *timeline = NULL;
   StSummary *sum = st_test_simulate(s, "auto", FALSE, &timeline);
   *step_ns = sum->step_time_ns;
-  *activations = sum->devices[0].peak_by_category[ST_MEM_ACTIVATIONS];
+  *activations = st_summary_device(sum, 0)->peak_by_category[ST_MEM_ACTIVATIONS];
   st_summary_free(sum);
   st_timeline_free(timeline);
 }
@@ -209,7 +209,7 @@ test_korthikanti(gconstpointer data)
   StTimeline *timeline = NULL;
   StSummary *sum = st_test_simulate(sc, "auto", TRUE, &timeline);
   for (int r = 0; r < k->t; r++) { /* the first stage's GPUs */
-    double got = (double)sum->devices[r].peak_by_category[ST_MEM_ACTIVATIONS];
+    double got = (double)st_summary_device(sum, r)->peak_by_category[ST_MEM_ACTIVATIONS];
     g_test_message("%s, GPU %d: %.1f MiB simulated, %.1f MiB by the formula", k->name, r,
                    got / MIB, expect / MIB);
     g_assert_cmpfloat(got, >=, expect);
@@ -514,7 +514,7 @@ test_composition(void)
         const StProgram *p = g_ptr_array_index(sc->programs, sc->ranks[r].program);
         int64_t persistent[ST_MEM_N];
         st_program_persistent_bytes(p, persistent);
-        const int64_t *peak = sum->devices[sc->ranks[r].device].peak_by_category;
+        const int64_t *peak = st_summary_device(sum, sc->ranks[r].device)->peak_by_category;
         g_assert_cmpint(peak[ST_MEM_OPTIMIZER], ==, persistent[ST_MEM_OPTIMIZER]);
         g_assert_cmpint(peak[ST_MEM_PARAMS], >=, persistent[ST_MEM_PARAMS]);
         g_assert_cmpint(peak[ST_MEM_GRADS], >=, persistent[ST_MEM_GRADS]);

@@ -158,7 +158,7 @@ stage0_activations(int first, int last)
   g_autoptr(StSchedule) s = st_test_build("megatron", m, c, &o);
   StTimeline *timeline = NULL;
   StSummary *sum = st_test_simulate(s, "auto", FALSE, &timeline);
-  int64_t peak = sum->devices[0].peak_by_category[ST_MEM_ACTIVATIONS];
+  int64_t peak = st_summary_device(sum, 0)->peak_by_category[ST_MEM_ACTIVATIONS];
   st_summary_free(sum);
   st_timeline_free(timeline);
   st_options_clear(&o);

@@ -118,7 +118,7 @@ test_memory(void)
     persistent_by_category(s, by[k]);
     StTimeline *t = NULL;
     g_autoptr(StSummary) sum = st_test_simulate(s, NULL, FALSE, &t);
-    g_assert_cmpint(sum->devices[0].peak_by_category[ST_MEM_OPTIMIZER], ==,
+    g_assert_cmpint(st_summary_device(sum, 0)->peak_by_category[ST_MEM_OPTIMIZER], ==,
                     k == 1 ? 0 : 12 * shard);
     st_timeline_free(t);
     if (k == 1) {

@@ -163,7 +163,7 @@ test_uniform_step(gconstpointer data)
   g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
   g_assert_cmpfloat_with_epsilon((double)sum->step_time_ns, T, 2.0);
   for (int d = 0; d < 4; d++) {
-    double idle = (1 - sum->devices[d].busy_fraction) * (double)sum->step_time_ns;
+    double idle = (1 - st_summary_device(sum, d)->busy_fraction) * (double)sum->step_time_ns;
     g_assert_cmpfloat_with_epsilon(idle, bubble, 2.0);
   }
   st_timeline_free(t);
@@ -194,13 +194,13 @@ test_uniform_memory(gconstpointer data)
   for (int d = 0; d < 4; d++) {
     int n = cfg[0] == ST_PIPE_GPIPE ? 8 : 4 - d;
     int64_t kept = cfg[1] ? (int64_t)n * BOUNDARY + ACT : (int64_t)n * ACT;
-    int64_t peak = sum->devices[d].peak_by_category[ST_MEM_ACTIVATIONS];
+    int64_t peak = st_summary_device(sum, d)->peak_by_category[ST_MEM_ACTIVATIONS];
     g_test_message("device %d: activations peak %" G_GINT64_FORMAT ", kept %" G_GINT64_FORMAT,
                    d, peak, kept);
     g_assert_cmpint(peak, >=, kept);
     g_assert_cmpint(peak, <=, kept + 4 * BOUNDARY);
     g_assert_cmpfloat(st_test_note_number(s, "memory_per_rank_estimate_bytes"), >=,
-                      (double)sum->devices[d].peak_bytes);
+                      (double)st_summary_device(sum, d)->peak_bytes);
   }
   st_timeline_free(t);
   uniform_clear(&u);
@@ -247,7 +247,7 @@ test_zero_bubble_step(gconstpointer data)
   g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
   double T = (double)sum->step_time_ns;
   for (int d = 0; d < 4; d++) {
-    double idle = (1 - sum->devices[d].busy_fraction) * T;
+    double idle = (1 - st_summary_device(sum, d)->busy_fraction) * T;
     g_test_message("GPU %d: idle %.1f us, closed form %.1f us", d, idle / 1e3, want / 1e3);
     g_assert_cmpfloat_with_epsilon(idle, want, 25000.0);
   }
@@ -274,13 +274,13 @@ test_zero_bubble_memory(void)
     StTimeline *t;
     g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
     for (int d = 0; d < 4; d++) {
-      peak_of[k][d] = sum->devices[d].peak_by_category[ST_MEM_ACTIVATIONS];
+      peak_of[k][d] = st_summary_device(sum, d)->peak_by_category[ST_MEM_ACTIVATIONS];
       g_test_message("%d GPU %d: activations peak %" G_GINT64_FORMAT, k, d, peak_of[k][d]);
       int n = orders[k] == ST_PIPE_ZB_H2 ? 7 : orders[k] == ST_PIPE_ZB_H1 ? 4 : 4 - d;
       g_assert_cmpint(peak_of[k][d], >=, (int64_t)n * ACT);
       g_assert_cmpint(peak_of[k][d], <=, (int64_t)n * ACT + 4 * BOUNDARY);
       g_assert_cmpfloat(st_test_note_number(s, "memory_per_rank_estimate_bytes"), >=,
-                        (double)sum->devices[d].peak_bytes);
+                        (double)st_summary_device(sum, d)->peak_bytes);
     }
     st_timeline_free(t);
     uniform_clear(&u);
@@ -341,7 +341,7 @@ test_fit_to_memory(void)
     g_assert_null(sum->oom);
     int64_t peak = 0;
     for (int d = 0; d < s->n_devices; d++)
-      peak = MAX(peak, sum->devices[d].peak_bytes);
+      peak = MAX(peak, st_summary_device(sum, d)->peak_bytes);
     double estimate = st_test_note_number(s, "memory_per_rank_estimate_bytes");
     g_assert_cmpfloat(estimate, >=, (double)peak);
     g_assert_cmpfloat(estimate, <=, 1.05 * (double)peak);

@@ -96,7 +96,7 @@ test_dualpipev_step(gconstpointer data)
   g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
   double T = (double)sum->step_time_ns;
   for (int d = 0; d < 4; d++) {
-    double idle = (1 - sum->devices[d].busy_fraction) * T;
+    double idle = (1 - st_summary_device(sum, d)->busy_fraction) * T;
     g_test_message("GPU %d: idle %.1f us, closed form %.1f us", d, idle / 1e3, want / 1e3);
     g_assert_cmpfloat(idle, >=, want - 1000.0);
     g_assert_cmpfloat(idle, <=, want + slack);
@@ -152,7 +152,7 @@ test_conformance_dualpipev(void)
       g_autoptr(StSummary) sum = simulate(s, FALSE, &t);
       for (int d = 0; d < s->n_devices; d++)
         g_assert_cmpfloat(st_test_note_number(s, "memory_per_rank_estimate_bytes"), >=,
-                          (double)sum->devices[d].peak_by_category[ST_MEM_ACTIVATIONS]);
+                          (double)st_summary_device(sum, d)->peak_by_category[ST_MEM_ACTIVATIONS]);
       st_timeline_free(t);
       o.global_batch /= 2; /* S micro-batches a pipeline: fewer than 2S */
       g_autoptr(GError) few = st_test_build_refused("pipeline", m, c, &o);

@@ -193,7 +193,7 @@ test_dense_gradient_transient(void)
   g_autoptr(StSchedule) s = st_test_build("dp", m, c, &o);
   StTimeline *t;
   g_autoptr(StSummary) sum = st_test_simulate(s, "auto", FALSE, &t);
-  g_assert_cmpint(sum->devices[0].peak_by_category[ST_MEM_GRADS], ==,
+  g_assert_cmpint(st_summary_device(sum, 0)->peak_by_category[ST_MEM_GRADS], ==,
                   6 * nonzeros(m, 0.9, 1) + 2 * largest + 2 * tied);
   st_timeline_free(t);
   st_options_clear(&o);
@@ -295,7 +295,8 @@ test_conformance(void)
       g_assert_cmpint(folded->step_time_ns, >, 0);
       g_assert_cmpint(folded->step_time_ns, ==, unfolded->step_time_ns);
       for (int d = 0; d < s->n_devices; d++)
-        g_assert_cmpint(folded->devices[d].peak_bytes, ==, unfolded->devices[d].peak_bytes);
+        g_assert_cmpint(st_summary_device(folded, d)->peak_bytes, ==,
+                        st_summary_device(unfolded, d)->peak_bytes);
       g_assert_cmpfloat_with_epsilon(folded->comm_bytes_total, unfolded->comm_bytes_total,
                                      1e-6 * (1 + unfolded->comm_bytes_total));
       st_timeline_free(tf);

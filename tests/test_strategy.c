@@ -117,7 +117,8 @@ test_conformance(void)
       g_assert_cmpint(folded->step_time_ns, ==, unfolded->step_time_ns);
       g_assert_cmpint(folded->makespan_ns, ==, unfolded->makespan_ns);
       for (int d = 0; d < s->n_devices; d++)
-        g_assert_cmpint(folded->devices[d].peak_bytes, ==, unfolded->devices[d].peak_bytes);
+        g_assert_cmpint(st_summary_device(folded, d)->peak_bytes, ==,
+                        st_summary_device(unfolded, d)->peak_bytes);
       g_assert_cmpfloat_with_epsilon(folded->comm_bytes_total, unfolded->comm_bytes_total,
                                      1e-6 * (1 + unfolded->comm_bytes_total));
       assert_csv_within_capacity(folded);
@@ -234,7 +235,7 @@ test_dp_activation_peak(void)
   StTimeline *t;
   g_autoptr(StSummary) sum = run(s, FALSE, &t);
   for (int d = 0; d < 4; d++)
-    g_assert_cmpint(sum->devices[d].peak_by_category[ST_MEM_ACTIVATIONS], ==, expected);
+    g_assert_cmpint(st_summary_device(sum, d)->peak_by_category[ST_MEM_ACTIVATIONS], ==, expected);
   g_assert_cmpint(sum->total_peak_by_category[ST_MEM_ACTIVATIONS], ==, 4 * expected);
   st_timeline_free(t);
   st_options_clear(&o);

@@ -152,7 +152,7 @@ test_llama3_zero3(void)
   st_options_clear(&o);
   g_autoptr(StTimeline) t = NULL;
   g_autoptr(StSummary) sum = st_test_simulate(s, "auto", FALSE, &t);
-  const int64_t *peak = sum->devices[0].peak_by_category;
+  const int64_t *peak = st_summary_device(sum, 0)->peak_by_category;
   const double GiB = 1024.0 * 1024 * 1024, P = 8030261248.0, s_ = 8192;
   double kept = s_ * 2 * (5 * 4096 + 6144 + 3 * 14336) + 4 * 32 * s_ + 2 * 4 * s_;
   double acts = 32 * kept + 2 * s_ * 4096 * 2 + 4 * s_ + 4 * s_ + 2 * s_ * 128256 +

@@ -342,9 +342,7 @@ print_trace(const Args *a, const StSchedule *s, const StCliInputs *in, const StP
     return FALSE;
   }
   g_autoptr(StSummary) sum = st_summary_new(t);
-  int64_t peak = 0;
-  for (int d = 0; d < s->n_devices; d++)
-    peak = MAX(peak, sum->devices[d].peak_bytes);
+  int64_t peak = st_summary_worst_device(sum)->peak_bytes;
   g_autofree char *mem = st_format_bytes(peak);
   printf("\nthe traced schedule (%s): %.3f ms per step, %.1f samples/s on %d GPUs, peak %s "
          "per GPU\n", s->settings.description, sum->step_time_ns / 1e6, sum->samples_per_s,

@@ -561,10 +561,19 @@ st_cluster_group_shape(const StCluster *c, const int32_t *member_gpus, int n, St
   if (n == 0)
     return;
   /* Sorted, equal GPUs are adjacent and (as node = gpu / gpus_per_node) so
-   * are the GPUs of one node: run lengths give every count. O(n log n). */
-  g_autofree int32_t *sorted = g_new(int32_t, n);
-  memcpy(sorted, member_gpus, sizeof(int32_t) * (size_t)n);
-  qsort(sorted, (size_t)n, sizeof(int32_t), compare_int32);
+   * are the GPUs of one node: run lengths give every count. O(n log n), O(n)
+   * for members already in GPU order (most groups: ranks placed in order). */
+  gboolean in_order = TRUE;
+  for (int i = 1; i < n && in_order; i++)
+    in_order = member_gpus[i - 1] <= member_gpus[i];
+  g_autofree int32_t *copy = NULL;
+  const int32_t *sorted = member_gpus;
+  if (!in_order) {
+    copy = g_new(int32_t, n);
+    memcpy(copy, member_gpus, sizeof(int32_t) * (size_t)n);
+    qsort(copy, (size_t)n, sizeof(int32_t), compare_int32);
+    sorted = copy;
+  }
   /* NICs and leaves are numbered in GPU order too. Per node, the devices on
    * each of its NICs are kept until the node's count is known. */
   int run_members = 0, run_devices = 0, run_nic = 0, node_first_nic = 0;

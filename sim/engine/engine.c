@@ -281,9 +281,10 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
   e->fold = st_fold_new(s, !options->no_fold);
   if (!engine_budget(e, error))
     return FALSE;
-  e->tl = st_timeline_new_in(s, FALSE, "simulated", options->arrays);
-  memcpy(e->tl->rank_rep, e->fold->rank_rep, sizeof(int32_t) * s->n_ranks);
-  memcpy(e->tl->device_rep, e->fold->device_rep, sizeof(int32_t) * s->n_devices);
+  /* The timeline owns the folding maps from here; the fold borrows them. */
+  e->tl = st_timeline_new_folded(s, FALSE, "simulated", options->arrays, e->fold->rank_rep,
+                                 e->fold->device_rep);
+  e->tl_took_maps = TRUE;
   st_queue_init(&e->queue);
   g_queue_init(&e->ready);
 
@@ -319,10 +320,21 @@ engine_init(Engine *e, const StSchedule *s, const StEngineOptions *options, GErr
     sr->coll_seq = g_new0(int64_t, s->comms->len);
     e->sim_of_rank[sr->rank] = i;
   }
-  e->devices = g_new0(DeviceState, s->n_devices);
-  for (int d = 0; d < s->n_devices; d++) {
-    e->devices[d].kernels = g_ptr_array_new();
-    e->devices[d].host_kernels = g_ptr_array_new();
+  /* A device state per device the simulated ranks run on, in order of
+   * their first rank. */
+  g_autoptr(GHashTable) state_of = g_hash_table_new(g_direct_hash, g_direct_equal);
+  e->devices = g_new0(DeviceState, MAX(e->n_sims, 1));
+  for (int i = 0; i < e->n_sims; i++) {
+    SimRank *sr = &e->sims[i];
+    gpointer found;
+    if (g_hash_table_lookup_extended(state_of, GINT_TO_POINTER(sr->device), NULL, &found)) {
+      sr->state = GPOINTER_TO_INT(found);
+      continue;
+    }
+    sr->state = e->n_dev_states++;
+    g_hash_table_insert(state_of, GINT_TO_POINTER(sr->device), GINT_TO_POINTER(sr->state));
+    e->devices[sr->state].kernels = g_ptr_array_new();
+    e->devices[sr->state].host_kernels = g_ptr_array_new();
   }
   reserve_records(e);
   net_init(e);
@@ -354,11 +366,15 @@ engine_clear(Engine *e)
     if (e->progs[p].stream_ops != NULL)
       prog_info_clear(&e->progs[p], g_ptr_array_index(e->s->programs, p));
   g_free(e->progs);
-  for (int d = 0; e->devices != NULL && d < e->s->n_devices; d++) {
+  for (int d = 0; e->devices != NULL && d < e->n_dev_states; d++) {
     g_ptr_array_unref(e->devices[d].kernels);
     g_ptr_array_unref(e->devices[d].host_kernels);
   }
   g_free(e->devices);
+  if (e->tl_took_maps) { /* the timeline (freed below, or returned) owns them */
+    e->fold->rank_rep = NULL;
+    e->fold->device_rep = NULL;
+  }
   st_fold_free(e->fold);
   st_timeline_free(e->tl);
   g_clear_error(&e->error);

@@ -68,9 +68,9 @@ reshare(Engine *e, DeviceState *dev)
 }
 
 void
-compute_reshare(Engine *e, int device)
+compute_reshare(Engine *e, int state)
 {
-  reshare(e, &e->devices[device]);
+  reshare(e, &e->devices[state]);
 }
 
 void
@@ -81,7 +81,7 @@ compute_start(Engine *e, const OpRef *ref)
   st_event_node_init(&k->ev.node);
   k->ev.kind = EV_KERNEL;
   k->ref = *ref;
-  k->device = sr->device;
+  k->state = sr->state;
   k->priority = g_array_index(sr->program->streams, StStream,
                               st_program_op(sr->program, ref->op)->stream)
                   .priority;
@@ -94,11 +94,11 @@ compute_start(Engine *e, const OpRef *ref)
               .host;
   if (k->host) {
     k->rate = 1;
-    g_ptr_array_add(e->devices[k->device].host_kernels, k);
+    g_ptr_array_add(e->devices[k->state].host_kernels, k);
     st_queue_reschedule(&e->queue, &k->ev.node, st_time_add(e->now, st_ns_ceil(k->remaining_ns)));
     return;
   }
-  DeviceState *dev = &e->devices[k->device];
+  DeviceState *dev = &e->devices[k->state];
   g_ptr_array_add(dev->kernels, k);
   reshare(e, dev);
 }
@@ -106,7 +106,7 @@ compute_start(Engine *e, const OpRef *ref)
 void
 compute_on_event(Engine *e, Kernel *k)
 {
-  DeviceState *dev = &e->devices[k->device];
+  DeviceState *dev = &e->devices[k->state];
   if (k->host) {
     g_ptr_array_remove_fast(dev->host_kernels, k);
   } else {
@@ -121,7 +121,7 @@ compute_on_event(Engine *e, Kernel *k)
 void
 compute_clear(Engine *e)
 {
-  for (int d = 0; e->devices != NULL && d < e->s->n_devices; d++) {
+  for (int d = 0; e->devices != NULL && d < e->n_dev_states; d++) {
     GPtrArray *lists[2] = {e->devices[d].kernels, e->devices[d].host_kernels};
     for (int l = 0; l < 2; l++) {
       for (guint i = 0; i < lists[l]->len; i++)

@@ -17,6 +17,7 @@
 #include "cluster/links.h"
 #include "cost/cost.h"
 #include "engine/engine.h"
+#include "engine/linkmap.h"
 #include "engine/queue.h"
 #include "output/steady.h"
 #include "sched/fold.h"
@@ -67,6 +68,7 @@ typedef struct {
   Event start;             /* EV_START, queued when the rank has a start offset */
   int32_t rank;
   int32_t device;          /* its device (a representative device) */
+  int32_t state;           /* its device's DeviceState: index into Engine.devices */
   const StProgram *program;
   const ProgInfo *info;
   StreamState *streams;    /* [n_streams] */
@@ -78,7 +80,7 @@ typedef struct {
 typedef struct {
   Event ev;
   OpRef ref;
-  int32_t device;
+  int32_t state;         /* its device's DeviceState (Engine.devices) */
   int32_t priority;
   StShareTraits share;   /* its op's (ProgInfo.share) */
   double remaining_ns;   /* work left, in ns at rate 1 */
@@ -169,6 +171,23 @@ typedef struct {
   int64_t bg_ops_since_fg; /* background ops completed since the foreground's last */
 } Admission;
 
+/* engine_link_reps.c: which representative link stands for a real one, and
+ * for how many, from a class per node and leaf (not a table per link). */
+typedef struct {
+  gboolean folded;            /* FALSE: every link stands for itself */
+  const int32_t *device_rep;  /* the fold's, [n_devices] */
+  int32_t *node_class;        /* [nodes]: dense class of each node (folded runs) */
+  int32_t *class_node;        /* [classes]: the class's first node */
+  int32_t *class_count;       /* [classes]: its nodes */
+  int32_t *class_nic;         /* [classes x nics]: NIC k of the first node -> the first of
+                                 its NICs with the same representatives behind */
+  int32_t *class_nic_count;   /* [classes x nics]: at such a first NIC, how many of the
+                                 first node's NICs it stands for */
+  int32_t *leaf_first;        /* [leaves]: the first leaf whose nodes' classes are the same */
+  int32_t *leaf_count;        /* [leaves]: at a first leaf, the leaves it stands for */
+  LinkMap device_count;       /* representative device -> the devices it stands for (i) */
+} LinkReps;
+
 /* Steps and the steady state (engine_steps.c). */
 typedef struct {
   gboolean auto_steps;     /* --steps auto: run until steady, within `cap` */
@@ -192,8 +211,9 @@ typedef struct {
   const StSchedule *s;
   const StEngineOptions *options;
   StEngineBudget budget;  /* zero: no limit, no progress */
-  StFold *fold;
+  StFold *fold;           /* its rank_rep and device_rep owned by tl once tl_took_maps */
   StTimeline *tl;
+  gboolean tl_took_maps;
   StEventQueue queue;
   int64_t now;
   StComputeCtx compute;
@@ -204,22 +224,29 @@ typedef struct {
   SimRank *sims;          /* [n_sims] */
   int32_t n_sims;
   int32_t *sim_of_rank;   /* [n_ranks]: index into sims, -1 when folded away */
-  DeviceState *devices;   /* [n_devices] (only representatives are used) */
+  DeviceState *devices;   /* [n_dev_states]: one per device a simulated rank runs on (a
+                             representative), SimRank.state; none for the devices folded
+                             away, so their count costs nothing here */
+  int32_t n_dev_states;
 
   /* Links (engine_links.c): real link ids (cluster/links.h) map to the
-   * representative that stands for them and, once used, to a slot. */
-  int32_t n_real_links;
-  int32_t *rep_link;      /* [n_real_links] */
-  int32_t *stands_for;    /* [n_real_links]: for a representative, the links it stands for */
-  int32_t *slot_of;       /* [n_real_links]: slot of a representative, -1 until used */
+   * representative that stands for them (engine_link_reps.c) and, once
+   * used, to a slot. Nothing here is per real link: a folded cluster of a
+   * million GPUs has 7 million, and the run touches a few. */
+  LinkReps reps;
+  LinkMap slot_of;        /* representative link -> slot (i) */
   GArray *links;          /* NetLink, by slot */
-  double *acc;            /* [n_real_links] scratch: a use list's load per real link */
-  double *best;           /* [n_real_links] scratch: the most per representative */
-  int32_t *touched;       /* [n_real_links] scratch: the real links with acc != 0 */
-  int32_t n_touched;
+  LinkMap acc;            /* scratch: a use list's load per real link (d), in order of first
+                             load */
+  LinkMap best;           /* scratch: the most per representative (d), in order of first
+                             appearance */
   int32_t *rep_offsets;   /* [n_sims + 1]: ranks each simulated rank stands for are */
-  int32_t *rep_ranks;     /* rep_ranks[rep_offsets[i] .. [i + 1]) (folded runs) */
+  int32_t *rep_ranks;     /* rep_ranks[rep_offsets[i] .. [i + 1]) (folded runs, made on the
+                             first transfer) */
   GHashTable *lists;      /* UseKey -> use list index + 1 */
+  int32_t *comm_canon;    /* [n_comms]: the first communicator with the same partition
+                             (sched.h: they share their arrays), whose groups' shapes and
+                             use lists stand for this one's */
   StNetTrace *trace;      /* = tl->net */
 
   /* Sharing (engine_share.c). */
@@ -305,11 +332,25 @@ void net_on_event(Engine *e, Flow *f);
 /* Describes what an op that never started is waiting for (deadlock reports). */
 char *net_describe_wait(Engine *e, const SimRank *sr, uint32_t op, int32_t step);
 
+/* engine_link_reps.c */
+void link_reps_init(Engine *e);
+void link_reps_clear(Engine *e);
+/* The representative of a real link (itself when unfolded). O(1). */
+int link_rep(const Engine *e, int link);
+/* The real links a representative stands for (1 when unfolded). O(1). */
+int link_stands_for(const Engine *e, int rep);
+
 /* engine_links.c: use lists, each the links a flow phase loads (the
  * representatives of the real links, with the load of the most loaded link
  * each stands for), cached. */
 void links_init(Engine *e);
 void links_clear(Engine *e);
+/* The first communicator partitioning the ranks as `comm` does. */
+static inline int
+links_canon(const Engine *e, int comm)
+{
+  return e->comm_canon[comm];
+}
 /* A collective phase over group `group` of `comm`. */
 int links_collective(Engine *e, int comm, int group, const StLinkUse *use,
                      const StGroupShape *shape);
@@ -327,7 +368,7 @@ void share_clear(Engine *e);
 void share_attach(Engine *e, Flow *f, int list);
 /* engine_compute.c: the device's kernels re-rated (a communication kernel
  * arrived or left). */
-void compute_reshare(Engine *e, int device);
+void compute_reshare(Engine *e, int state);
 void share_detach(Engine *e, Flow *f);
 static inline gboolean
 share_pending(const Engine *e)

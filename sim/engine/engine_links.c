@@ -2,12 +2,9 @@
  *
  * A use list is built over the real links of the cluster (cluster/links.h)
  * from what the plan says (StLinkUse) and where the real members sit, then
- * folded onto the representatives. Folding: a device's own links (NVLink
- * ports, PCIe, memory) are represented by its representative device's; a
- * shared link (a NIC, a leaf switch) by the same link of the first node (or
- * leaf) whose devices have the same representatives in the same order, and
- * within it by the first NIC with the same representatives behind it, so
- * that links that behave alike share one slot. A simulated flow stands for the
+ * folded onto the representatives (engine_link_reps.c): a device's own
+ * links onto its representative device's, a NIC or leaf onto the first
+ * alike, so that links that behave alike share one slot. A simulated flow stands for the
  * real flows of the ranks folded into its sender (one collective for a
  * group: its members are all represented inside it), and loads each
  * representative with the most that any link it stands for carries from
@@ -17,7 +14,10 @@
  *
  * Lists are cached by what determines them: (comm, group, use) for a
  * collective phase, (sender, comm, peer, scale) for a transfer, (device,
- * link) for a copy.
+ * link) for a copy. Building one keeps real links' loads in a scratch map
+ * only until they are complete: a collective over a million devices folds
+ * each node's loads before the next node's, so it holds one node's links,
+ * not the cluster's.
  */
 #include "engine/engine_internal.h"
 
@@ -54,159 +54,25 @@ key_equal(gconstpointer a, gconstpointer b)
   return memcmp(a, b, sizeof(UseKey)) == 0;
 }
 
-/* ---- representatives ------------------------------------------------------- */
-
-/* FNV-1a over `n` ints. */
-static guint64
-hash_ints(const int32_t *v, int n)
-{
-  guint64 h = 14695981039346656037ull;
-  for (int i = 0; i < n; i++)
-    h = (h ^ (guint32)v[i]) * 1099511628211ull;
-  return h ^ (guint64)n;
-}
-
-/* Classes of equal int sequences: seq(i) of length len(i) for i in
- * [0, count); first[i] is the first i' with the same sequence. A hash
- * collision between different sequences only splits a class, which stays
- * exact. O(total length). */
-typedef const int32_t *(*SeqFn)(gpointer data, int i, int *len);
-
-static void
-classes(int count, SeqFn seq, gpointer data, int32_t *first)
-{
-  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-  for (int i = 0; i < count; i++) {
-    int n;
-    const int32_t *v = seq(data, i, &n);
-    guint64 h = hash_ints(v, n);
-    gpointer found;
-    first[i] = i;
-    if (g_hash_table_lookup_extended(seen, &h, NULL, &found)) {
-      int j = GPOINTER_TO_INT(found), m;
-      const int32_t *w = seq(data, j, &m);
-      if (m == n && memcmp(v, w, sizeof(int32_t) * (size_t)n) == 0)
-        first[i] = j;
-    } else {
-      g_hash_table_insert(seen, g_memdup2(&h, sizeof h), GINT_TO_POINTER(i));
-    }
-  }
-}
-
-typedef struct {
-  const StCluster *c;
-  const int32_t *rep;       /* device_rep */
-  const int32_t *node_first;
-} FoldCtx;
-
-/* A node's devices' representatives, in the node's order. */
-static const int32_t *
-node_seq(gpointer data, int node, int *len)
-{
-  const FoldCtx *x = data;
-  int g0 = node * x->c->gpus_per_node, g1 = MIN(g0 + x->c->gpus_per_node, x->c->gpus);
-  *len = MAX(g1 - g0, 0);
-  return x->rep + MIN(g0, x->c->gpus);
-}
-
-/* A leaf's nodes' classes, in order. */
-static const int32_t *
-leaf_seq(gpointer data, int leaf, int *len)
-{
-  const FoldCtx *x = data;
-  int n0 = leaf * x->c->fabric.leaf_nodes, n1 = MIN(n0 + x->c->fabric.leaf_nodes, x->c->nodes);
-  *len = n1 - n0;
-  return x->node_first + n0;
-}
-
-/* Shared links. Nodes whose devices have the same representatives, in the
- * same order, are alike: NIC k of each stands for NIC k of the others; and
- * within such a node, NICs whose devices have the same representatives are
- * alike (the devices behind them run the same ops, so the NICs carry the
- * same). Leaves whose nodes are alike, in the same order, are alike. */
-static void
-fold_shared_links(Engine *e)
-{
-  const StCluster *c = e->s->cluster;
-  const int32_t *rep = e->fold->device_rep;
-  int nics = c->fabric.nics, gpn = c->gpus_per_node;
-  g_autofree int32_t *node_first = g_new(int32_t, c->nodes);
-  FoldCtx x = {c, rep, node_first};
-  classes(c->nodes, node_seq, &x, node_first);
-  /* NIC k serves a node's GPUs lo[k] .. lo[k + 1] - 1 (i * nics / gpn = k). */
-  g_autofree int32_t *lo = g_new(int32_t, nics + 1);
-  for (int k = 0; k <= nics; k++)
-    lo[k] = (k * gpn + nics - 1) / nics;
-  g_autofree int32_t *nic_first = g_new(int32_t, (gsize)c->nodes * nics);
-  for (int node = 0; node < c->nodes; node++) {
-    int first = node_first[node];
-    if (first == node) {
-      /* A class's first node: its NICs with equal representatives behind. */
-      int g0 = node * gpn, end = MIN(g0 + gpn, c->gpus) - g0;
-      for (int k = 0; k < nics; k++) {
-        int a = MIN(lo[k], end), n = MIN(lo[k + 1], end) - a;
-        nic_first[node * nics + k] = k;
-        for (int j = 0; j < k; j++) {
-          int b = MIN(lo[j], end), m = MIN(lo[j + 1], end) - b;
-          if (nic_first[node * nics + j] == j && m == n &&
-              memcmp(rep + g0 + a, rep + g0 + b, sizeof(int32_t) * (size_t)n) == 0) {
-            nic_first[node * nics + k] = j;
-            break;
-          }
-        }
-      }
-    }
-    for (int k = 0; k < nics; k++)
-      for (int out = 0; out < 2; out++)
-        e->rep_link[st_net_nic_link(c, node * nics + k, out)] =
-          st_net_nic_link(c, first * nics + nic_first[first * nics + k], out);
-  }
-  int n_leaves = st_net_n_leaves(c);
-  g_autofree int32_t *leaf_first = g_new(int32_t, n_leaves);
-  classes(n_leaves, leaf_seq, &x, leaf_first);
-  for (int leaf = 0; leaf < n_leaves; leaf++)
-    for (int up = 0; up < 2; up++)
-      e->rep_link[st_net_leaf_link(c, leaf, up)] = st_net_leaf_link(c, leaf_first[leaf], up);
-}
-
 void
 links_init(Engine *e)
 {
-  const StCluster *c = e->s->cluster;
-  int n = st_net_n_links(c);
-  e->n_real_links = n;
-  e->rep_link = g_new(int32_t, n);
-  e->stands_for = g_new0(int32_t, n);
-  e->slot_of = g_new(int32_t, n);
-  e->acc = g_new0(double, n);
-  e->best = g_new0(double, n);
-  for (int l = 0; l < n; l++) {
-    e->rep_link[l] = l;
-    e->slot_of[l] = -1;
-  }
-  e->touched = g_new(int32_t, n);
-  e->n_touched = 0;
   e->links = g_array_new(FALSE, TRUE, sizeof(NetLink));
   e->lists = g_hash_table_new_full(key_hash, key_equal, g_free, NULL);
   e->trace = e->tl->net = st_net_trace_new();
-  if (e->fold->folded) {
-    for (int d = 0; d < c->gpus; d++)
-      for (int k = 0; k < ST_NET_PER_GPU; k++)
-        e->rep_link[st_net_gpu_link(c, d, k)] = st_net_gpu_link(c, e->fold->device_rep[d], k);
-    fold_shared_links(e);
-    /* The ranks each simulated rank stands for, in rank order. */
-    e->rep_offsets = g_new0(int32_t, e->n_sims + 1);
-    e->rep_ranks = g_new(int32_t, e->s->n_ranks);
-    for (int r = 0; r < e->s->n_ranks; r++)
-      e->rep_offsets[e->sim_of_rank[e->fold->rank_rep[r]] + 1]++;
-    for (int i = 0; i < e->n_sims; i++)
-      e->rep_offsets[i + 1] += e->rep_offsets[i];
-    g_autofree int32_t *fill = g_memdup2(e->rep_offsets, sizeof(int32_t) * e->n_sims);
-    for (int r = 0; r < e->s->n_ranks; r++)
-      e->rep_ranks[fill[e->sim_of_rank[e->fold->rank_rep[r]]]++] = r;
+  link_map_init(&e->slot_of);
+  link_map_init(&e->acc);
+  link_map_init(&e->best);
+  link_reps_init(e);
+  guint n_comms = e->s->comms->len;
+  e->comm_canon = g_new(int32_t, MAX(n_comms, 1));
+  for (guint c = 0; c < n_comms; c++) {
+    const StComm *comm = st_schedule_comm(e->s, c);
+    guint same = 0;
+    while (same < c && st_schedule_comm(e->s, same)->group_of != comm->group_of)
+      same++;
+    e->comm_canon[c] = (int32_t)same;
   }
-  for (int l = 0; l < n; l++)
-    e->stands_for[e->rep_link[l]]++;
 }
 
 void
@@ -215,23 +81,41 @@ links_clear(Engine *e)
   for (guint i = 0; e->links != NULL && i < e->links->len; i++)
     g_free(g_array_index(e->links, NetLink, i).on);
   g_clear_pointer(&e->links, g_array_unref);
-  g_clear_pointer(&e->touched, g_free);
   g_clear_pointer(&e->lists, g_hash_table_unref);
-  g_clear_pointer(&e->rep_link, g_free);
-  g_clear_pointer(&e->stands_for, g_free);
-  g_clear_pointer(&e->slot_of, g_free);
-  g_clear_pointer(&e->acc, g_free);
-  g_clear_pointer(&e->best, g_free);
+  link_reps_clear(e);
+  g_clear_pointer(&e->comm_canon, g_free);
+  link_map_clear(&e->slot_of);
+  link_map_clear(&e->acc);
+  link_map_clear(&e->best);
   g_clear_pointer(&e->rep_offsets, g_free);
   g_clear_pointer(&e->rep_ranks, g_free);
+}
+
+/* The ranks each simulated rank stands for, in rank order (folded runs),
+ * made when a transfer first needs them. */
+static void
+need_rep_ranks(Engine *e)
+{
+  if (e->rep_offsets != NULL)
+    return;
+  e->rep_offsets = g_new0(int32_t, e->n_sims + 1);
+  e->rep_ranks = g_new(int32_t, e->s->n_ranks);
+  for (int r = 0; r < e->s->n_ranks; r++)
+    e->rep_offsets[e->sim_of_rank[e->fold->rank_rep[r]] + 1]++;
+  for (int i = 0; i < e->n_sims; i++)
+    e->rep_offsets[i + 1] += e->rep_offsets[i];
+  g_autofree int32_t *fill = g_memdup2(e->rep_offsets, sizeof(int32_t) * e->n_sims);
+  for (int r = 0; r < e->s->n_ranks; r++)
+    e->rep_ranks[fill[e->sim_of_rank[e->fold->rank_rep[r]]]++] = r;
 }
 
 /* The slot of a representative link, made on first use. */
 static int
 slot_of(Engine *e, int link)
 {
-  if (e->slot_of[link] >= 0)
-    return e->slot_of[link];
+  const LinkMapEntry *known = link_map_find(&e->slot_of, link);
+  if (known != NULL)
+    return known->i;
   const StCluster *c = e->s->cluster;
   StNetKind kind = st_net_link_kind(c, link);
   StNetLink info = {
@@ -241,12 +125,12 @@ slot_of(Engine *e, int link)
     .link_class = (uint8_t)st_net_kind_class(kind),
     .sends = st_net_kind_sends(kind),
     .capacity = st_net_link_capacity(c, link),
-    .stands_for = e->stands_for[link],
+    .stands_for = link_stands_for(e, link),
   };
   g_array_append_val(e->trace->links, info);
   NetLink state = {.capacity = info.capacity};
   g_array_append_val(e->links, state);
-  return e->slot_of[link] = (int32_t)e->links->len - 1;
+  return link_map_get(&e->slot_of, link)->i = (int32_t)e->links->len - 1;
 }
 
 /* ---- building a list ---------------------------------------------------------- */
@@ -256,37 +140,40 @@ load(Engine *e, int link, double coef)
 {
   if (coef <= 0)
     return;
-  if (e->acc[link] == 0)
-    e->touched[e->n_touched++] = link;
-  e->acc[link] += coef;
+  link_map_get(&e->acc, link)->d += coef;
 }
 
-/* The accumulated loads, folded onto representatives (the most any link of
- * a representative carries), as a new list; clears the scratch. O(links
- * touched). */
+/* The accumulated loads of real links, each complete (no later load adds
+ * to them), folded onto their representatives: the most any link of a
+ * representative carries. Clears them. O(links loaded). */
+static void
+fold_loads(Engine *e)
+{
+  for (guint i = 0; i < link_map_len(&e->acc); i++) {
+    int link = link_map_key(&e->acc, i);
+    double coef = link_map_find(&e->acc, link)->d;
+    LinkMapEntry *b = link_map_get(&e->best, link_rep(e, link));
+    b->d = MAX(b->d, coef);
+  }
+  link_map_reset(&e->acc);
+}
+
+/* The loads, folded onto representatives in the order their links were
+ * first loaded, as a new list; clears the scratch. */
 static int
 emit(Engine *e)
 {
-  guint n = (guint)e->n_touched;
-  g_autofree int32_t *reps = g_new(int32_t, MAX(n, 1));
-  int k = 0;
-  for (guint i = 0; i < n; i++) {
-    int link = e->touched[i];
-    int rep = e->rep_link[link];
-    double coef = e->acc[link];
-    e->acc[link] = 0;
-    if (e->best[rep] == 0)
-      reps[k++] = rep;
-    e->best[rep] = MAX(e->best[rep], coef);
-  }
-  e->n_touched = 0;
+  fold_loads(e);
+  guint k = link_map_len(&e->best);
   g_autofree StNetUse *uses = g_new(StNetUse, MAX(k, 1));
-  for (int i = 0; i < k; i++) {
-    uses[i] = (StNetUse){slot_of(e, reps[i]), e->best[reps[i]]};
-    e->best[reps[i]] = 0;
+  for (guint i = 0; i < k; i++) {
+    int rep = link_map_key(&e->best, i);
+    double coef = link_map_find(&e->best, rep)->d;
+    uses[i] = (StNetUse){slot_of(e, rep), coef};
   }
+  link_map_reset(&e->best);
   g_return_val_if_fail(k > 0, st_net_trace_add_list(e->trace, uses, 0));
-  return st_net_trace_add_list(e->trace, uses, k);
+  return st_net_trace_add_list(e->trace, uses, (int)k);
 }
 
 static int
@@ -302,9 +189,34 @@ remember(Engine *e, const UseKey *key, int list)
   return list;
 }
 
+/* A node of a collective's group, for passing over nodes alike: its class,
+ * its devices in the group (bit i: its i-th GPU), the class of the leaf it
+ * loads (-1: none). */
+typedef struct {
+  int32_t node_class, leaf_class;
+  guint64 mask;
+} NodeKey;
+
+static guint
+node_key_hash(gconstpointer p)
+{
+  const NodeKey *k = p;
+  guint64 h = ((guint64)(guint32)k->node_class * 16777619u) ^ (guint32)k->leaf_class;
+  h = h * 1099511628211ull ^ k->mask;
+  return (guint)(h ^ (h >> 32));
+}
+
+static gboolean
+node_key_equal(gconstpointer a, gconstpointer b)
+{
+  return memcmp(a, b, sizeof(NodeKey)) == 0;
+}
+
 int
 links_collective(Engine *e, int comm, int group, const StLinkUse *use, const StGroupShape *shape)
 {
+  /* Communicators with the same groups load the same links. */
+  comm = links_canon(e, comm);
   UseKey key = {KEY_COLL, comm, group, 0, *use};
   int list = cached(e, &key);
   if (list >= 0)
@@ -326,27 +238,55 @@ links_collective(Engine *e, int comm, int group, const StLinkUse *use, const StG
     if (nd == 0 || dev[i] != dev[nd - 1])
       dev[nd++] = dev[i];
   gboolean leaves = shape->leaves > 1 && st_net_fabric_binds(c);
-  for (int i = 0, node_start = 0; i < nd; i++) {
-    int d = dev[i], node = st_cluster_node_of(c, d);
-    for (int in = 0; in < 2; in++) {
-      load(e, st_net_gpu_link(c, d, in ? ST_NET_GPU_IN : ST_NET_GPU_OUT), use->gpu);
-      load(e, st_net_nic_link(c, st_net_nic_of(c, d), !in), use->nic_dev);
+  /* Folded, a node alike one before (same class, same devices in the group,
+   * the same leaf load) loads the same representatives as much, so it
+   * adds nothing: a group over a million identical GPUs folds one node. */
+  int gpn = c->gpus_per_node;
+  gboolean pass_alike = e->reps.folded && gpn <= 64;
+  g_autoptr(GHashTable) seen =
+    pass_alike ? g_hash_table_new_full(node_key_hash, node_key_equal, g_free, NULL) : NULL;
+  NodeKey last = {-1, -1, 0};
+  for (int i0 = 0; i0 < nd;) {
+    int node = st_cluster_node_of(c, dev[i0]), i1 = i0 + 1;
+    while (i1 < nd && st_cluster_node_of(c, dev[i1]) == node)
+      i1++;
+    int leaf = st_net_leaf_of(c, node);
+    gboolean last_of_leaf =
+      i1 == nd || st_net_leaf_of(c, st_cluster_node_of(c, dev[i1])) != leaf;
+    gboolean load_leaf = leaves && last_of_leaf;
+    if (pass_alike) {
+      NodeKey k = {e->reps.node_class[node], load_leaf ? e->reps.leaf_first[leaf] : -1, 0};
+      for (int i = i0; i < i1; i++)
+        k.mask |= G_GUINT64_CONSTANT(1) << (dev[i] - node * gpn);
+      gboolean alike = node_key_equal(&k, &last) || g_hash_table_contains(seen, &k);
+      last = k;
+      if (alike) {
+        i0 = i1;
+        continue;
+      }
+      g_hash_table_add(seen, g_memdup2(&k, sizeof k));
     }
-    load(e, st_net_gpu_link(c, d, ST_NET_MEM), use->mem);
-    if (i + 1 < nd && st_cluster_node_of(c, dev[i + 1]) == node)
-      continue;
-    /* The last device of its node: the node's traffic over its devices' NICs,
-     * and its leaf's (once per leaf). */
-    double per_device = use->nic_node / (i + 1 - node_start);
-    for (int j = node_start; j <= i; j++)
+    for (int i = i0; i < i1; i++) {
+      int d = dev[i];
+      for (int in = 0; in < 2; in++) {
+        load(e, st_net_gpu_link(c, d, in ? ST_NET_GPU_IN : ST_NET_GPU_OUT), use->gpu);
+        load(e, st_net_nic_link(c, st_net_nic_of(c, d), !in), use->nic_dev);
+      }
+      load(e, st_net_gpu_link(c, d, ST_NET_MEM), use->mem);
+    }
+    /* The node's traffic over its devices' NICs, and its leaf's (once per
+     * leaf). */
+    double per_device = use->nic_node / (i1 - i0);
+    for (int j = i0; j < i1; j++)
       for (int in = 0; in < 2; in++)
         load(e, st_net_nic_link(c, st_net_nic_of(c, dev[j]), !in), per_device);
-    int leaf = st_net_leaf_of(c, node);
-    gboolean last_of_leaf = i + 1 == nd || st_net_leaf_of(c, st_cluster_node_of(c, dev[i + 1])) != leaf;
-    if (leaves && last_of_leaf)
+    if (load_leaf)
       for (int down = 0; down < 2; down++)
         load(e, st_net_leaf_link(c, leaf, !down), use->leaf);
-    node_start = i + 1;
+    /* Nothing after this node loads its links (devices are in order), so
+     * the scratch holds one node at a time. */
+    fold_loads(e);
+    i0 = i1;
   }
   return remember(e, &key, emit(e));
 }
@@ -386,10 +326,11 @@ links_p2p(Engine *e, int sim, const StOp *op, double scale)
   if (list >= 0)
     return list;
   const StSchedule *s = e->s;
-  if (e->rep_offsets == NULL) {
+  if (!e->reps.folded) {
     int peer = st_schedule_peer_rank(s, rank, op->comm, op->peer);
     load_transfer(e, s->ranks[rank].device, s->ranks[peer].device, scale);
   } else {
+    need_rep_ranks(e);
     /* Every rank this one stands for sends to its own peer. */
     for (int i = e->rep_offsets[sim]; i < e->rep_offsets[sim + 1]; i++) {
       int r = e->rep_ranks[i];

@@ -205,7 +205,7 @@ hold(Engine *e, Flow *f, int sign)
   if (f->held.fill <= 0 && f->held.mem <= 0)
     return;
   for (guint i = 0; i < f->members->len; i++) {
-    int d = e->sims[g_array_index(f->members, OpRef, i).sim].device;
+    int d = e->sims[g_array_index(f->members, OpRef, i).sim].state;
     DeviceState *dev = &e->devices[d];
     dev->comm_kernels += sign;
     dev->comm_fill = dev->comm_kernels > 0 ? dev->comm_fill + sign * f->held.fill : 0;
@@ -295,6 +295,15 @@ group_info(Engine *e, int comm, int group)
   const StComm *c = st_schedule_comm(e->s, comm);
   info = g_new0(GroupInfo, 1);
   info->key = key;
+  int canon = links_canon(e, comm);
+  if (canon != comm) {
+    /* The same groups, counted and shaped once. */
+    const GroupInfo *same = group_info(e, canon, group);
+    info->n_sim = same->n_sim;
+    info->shape = same->shape;
+    g_hash_table_insert(e->groups, &info->key, info);
+    return info;
+  }
   for (int i = c->offsets[group]; i < c->offsets[group + 1]; i++)
     info->n_sim += e->sim_of_rank[c->members[i]] >= 0;
   st_schedule_group_shape(e->s, comm, group, &info->shape);

@@ -110,7 +110,7 @@ st_compare(const StSummary *predicted, const StSummary *measured, StComparison *
   classes(measured, c->rank, c->class_ns[1]);
   const StSummary *both[2] = {predicted, measured};
   for (int k = 0; k < 2; k++) {
-    const StDeviceSummary *d = &both[k]->devices[0];
+    const StDeviceSummary *d = st_summary_device(both[k], 0);
     for (int cat = 0; cat < ST_MEM_N; cat++)
       c->peak[k][cat] = d->at_peak_by_category[cat];
     c->peak_total[k] = d->peak_bytes;

@@ -25,9 +25,10 @@
 #define ST_OUTPUT_ERROR (st_output_error_quark())
 GQuark st_output_error_quark(void);
 
+/* The numbers of one recorded device (timeline.h), which a device folded
+ * into it shares: st_summary_device. */
 typedef struct {
-  int32_t id;
-  int32_t represented_by;              /* the recorded device whose numbers these are */
+  int32_t device;                      /* the recorded device whose numbers these are */
   int64_t peak_bytes;                  /* peak of the total over time */
   int64_t peak_by_category[ST_MEM_N];  /* peak over time of each category alone */
   int64_t at_peak_by_category[ST_MEM_N]; /* the breakdown at the moment of peak_bytes */
@@ -63,7 +64,12 @@ typedef struct {
   int32_t gpus_used;          /* devices hosting at least one rank */
   StMfu mfu;                  /* model FLOPs utilization of the steady step on gpus_used
                                  (output/mfu.h) */
-  StDeviceSummary *devices;   /* [n_devices] */
+  /* Per device, through st_summary_device: a row per recorded device (the
+   * devices folded into one share its row), so that a folded run of a
+   * million identical GPUs holds a few rows, not a million. */
+  int32_t n_rows;
+  StDeviceSummary *rows;      /* [n_rows], in device order */
+  int32_t *row_of;            /* [n_devices]: the row of each device (its representative's) */
   int64_t total_peak_by_category[ST_MEM_N]; /* peak over time of the sum over devices */
   int64_t total_peak_bytes;   /* peak over time of the sum of everything */
   double comm_bytes_total;    /* sent over all links by all devices in the steady steps */
@@ -84,7 +90,7 @@ typedef struct {
   int64_t ops_by_source[ST_SRC_N]; /* recorded op counts by cost source */
   StOutOfMemory *oom;         /* NULL when every device fits (its device figure within the
                                  GPU's memory) */
-  struct StRuntimeMemory *runtime; /* [n_devices]: what each holds beyond tensors */
+  struct StRuntimeMemory *runtime; /* [n_rows]: what each holds beyond tensors */
   StResiduals step_spread, memory_spread; /* ln(measured / predicted) of the calibration's
                                              runs (n 0: no interval), for the 90 % intervals
                                              of the step time and the memory peaks */
@@ -103,6 +109,16 @@ typedef struct {
 } StEvalPoint;
 
 StSummary *st_summary_new(const StTimeline *timeline);
+/* The numbers of `device` (any device of the schedule: a folded one has its
+ * representative's). Borrowed. O(1). */
+static inline const StDeviceSummary *
+st_summary_device(const StSummary *summary, int device)
+{
+  return &summary->rows[summary->row_of[device]];
+}
+/* The device with the highest peak, the lowest id on ties (its `device`).
+ * Borrowed. O(rows). */
+const StDeviceSummary *st_summary_worst_device(const StSummary *summary);
 /* The highest per-GPU peak of memory figure `kind` over the devices. */
 int64_t st_summary_memory_peak(const StSummary *summary, StMemoryKind kind);
 /* Gives the summary the calibration's residuals: the report and the table

@@ -195,11 +195,11 @@ st_report_to_json(const StSummary *sum)
 
   cJSON *devices = cJSON_AddArrayToObject(root, "devices");
   for (int d = 0; d < s->n_devices; d++) {
-    const StDeviceSummary *ds = &sum->devices[d];
+    const StDeviceSummary *ds = st_summary_device(sum, d);
     cJSON *dev = cJSON_CreateObject();
-    st_json_add_int(dev, "id", ds->id);
+    st_json_add_int(dev, "id", d);
     st_json_add_int(dev, "node", s->devices[d].node);
-    st_json_add_int(dev, "represented_by", ds->represented_by);
+    st_json_add_int(dev, "represented_by", ds->device);
     st_json_add_int(dev, "peak_bytes", ds->peak_bytes);
     cJSON_AddItemToObject(dev, "memory", memory_json(sum, ds->memory));
     cJSON_AddItemToObject(dev, "peak_by_category", categories(ds->peak_by_category));

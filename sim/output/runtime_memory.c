@@ -27,24 +27,34 @@ comms_across_devices(const StSchedule *s, int r)
 }
 
 void
-st_runtime_memory(const StSchedule *s, StRuntimeMemory *out)
+st_runtime_memory_rows(const StSchedule *s, const int32_t *row_of, int n_rows,
+                       StRuntimeMemory *out)
 {
-  memset(out, 0, sizeof *out * (size_t)s->n_devices);
+  memset(out, 0, sizeof *out * (size_t)n_rows);
   const StFramework *fw = st_framework_find(s->settings.framework);
   if (fw == NULL)
     return;
   const StFrameworkRuntime *f = fw->runtime;
-  for (int d = 0; d < s->n_devices; d++) {
-    out[d].reserve = f->allocator_reserve;
-    out[d].capacity = s->cluster->gpu.memory_bytes;
+  for (int i = 0; i < n_rows; i++) {
+    out[i].reserve = f->allocator_reserve;
+    out[i].capacity = s->cluster->gpu.memory_bytes;
   }
   for (int r = 0; r < s->n_ranks; r++) {
-    StRuntimeMemory *m = &out[s->ranks[r].device];
+    int row = row_of != NULL ? row_of[s->ranks[r].device] : s->ranks[r].device;
+    if (row < 0)
+      continue;
+    StRuntimeMemory *m = &out[row];
     m->workspace += f->workspace_bytes;
     m->fixed += f->context_bytes;
     if (f->nccl_bytes_per_comm > 0)
       m->fixed += f->nccl_bytes_per_comm * comms_across_devices(s, r);
   }
+}
+
+void
+st_runtime_memory(const StSchedule *s, StRuntimeMemory *out)
+{
+  st_runtime_memory_rows(s, NULL, s->n_devices, out);
 }
 
 void

@@ -40,6 +40,11 @@ typedef struct StRuntimeMemory {
  * device d (n_devices entries), from the schedule's framework preset (none
  * for a schedule without one). O(ranks x communicators). */
 void st_runtime_memory(const StSchedule *schedule, StRuntimeMemory *out);
+/* The same for some devices only: out[row_of[d]] for each device d with
+ * row_of[d] >= 0, no two devices on one row (a folded run's recorded
+ * devices). O(ranks x communicators). */
+void st_runtime_memory_rows(const StSchedule *schedule, const int32_t *row_of, int n_rows,
+                            StRuntimeMemory *out);
 
 /* The three figures for a device whose tensors peak at `tensors` bytes. */
 void st_runtime_memory_figures(const StRuntimeMemory *rt, int64_t tensors,

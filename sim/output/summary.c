@@ -95,7 +95,8 @@ device_peaks(gpointer data, int device, int64_t t_ns, const int64_t now[ST_MEM_N
              const StMemEvent *last_alloc)
 {
   StSummary *sum = data;
-  StDeviceSummary *d = &sum->devices[device];
+  int row = sum->row_of[device];
+  StDeviceSummary *d = &sum->rows[row];
   int64_t total = 0;
   for (int c = 0; c < ST_MEM_N; c++) {
     total += now[c];
@@ -106,7 +107,7 @@ device_peaks(gpointer data, int device, int64_t t_ns, const int64_t now[ST_MEM_N
   d->peak_bytes = total;
   d->peak_ns = t_ns;
   memcpy(d->at_peak_by_category, now, sizeof(int64_t) * ST_MEM_N);
-  st_runtime_memory_figures(&sum->runtime[device], total, d->memory);
+  st_runtime_memory_figures(&sum->runtime[row], total, d->memory);
   int64_t shown = d->memory[ST_MEMKIND_DEVICE];
   int64_t capacity = sum->timeline->schedule->cluster->gpu.memory_bytes;
   int64_t over = shown - capacity;
@@ -131,9 +132,22 @@ int64_t
 st_summary_memory_peak(const StSummary *sum, StMemoryKind kind)
 {
   int64_t peak = 0;
-  for (int d = 0; d < sum->timeline->schedule->n_devices; d++)
-    peak = MAX(peak, sum->devices[d].memory[kind]);
+  for (int i = 0; i < sum->n_rows; i++)
+    peak = MAX(peak, sum->rows[i].memory[kind]);
   return peak;
+}
+
+const StDeviceSummary *
+st_summary_worst_device(const StSummary *sum)
+{
+  /* Rows are in device order and a representative comes before the devices
+   * folded into it, so the first row at the highest peak is the lowest
+   * device there. */
+  const StDeviceSummary *worst = &sum->rows[0];
+  for (int i = 1; i < sum->n_rows; i++)
+    if (sum->rows[i].peak_bytes > worst->peak_bytes)
+      worst = &sum->rows[i];
+  return worst;
 }
 
 void
@@ -222,12 +236,20 @@ union_length(GArray *iv, Window w)
 
 /* Staggered ranks (a late start_ns) run their steps later: a step ends when
  * its latest rank ends, so an early device's own steady window is the
- * common one moved back by how much earlier it started. [n_devices] of ns
- * (<= 0), all 0 without staggering. Transfer full. */
+ * common one moved back by how much earlier it started. [n_rows] of ns
+ * (<= 0), all 0 without staggering (then in O(ranks) with nothing per
+ * device). Transfer full. */
 static int64_t *
-device_shifts(const StSchedule *s)
+row_shifts(const StSummary *sum)
 {
-  int64_t *shift = g_new0(int64_t, s->n_devices);
+  const StSchedule *s = sum->timeline->schedule;
+  int64_t *row_shift = g_new0(int64_t, MAX(sum->n_rows, 1));
+  gboolean staggered = FALSE;
+  for (int r = 0; r < s->n_ranks && !staggered; r++)
+    staggered = s->ranks[r].start_ns != 0;
+  if (!staggered)
+    return row_shift;
+  g_autofree int64_t *shift = g_new0(int64_t, s->n_devices);
   g_autofree gboolean *seen = g_new0(gboolean, s->n_devices);
   int64_t latest = 0;
   for (int r = 0; r < s->n_ranks; r++) {
@@ -238,8 +260,9 @@ device_shifts(const StSchedule *s)
   for (int d = 0; d < s->n_devices; d++)
     latest = MAX(latest, shift[d]);
   for (int d = 0; d < s->n_devices; d++)
-    shift[d] = seen[d] ? shift[d] - latest : 0;
-  return shift;
+    if (sum->rows[sum->row_of[d]].device == d)
+      row_shift[sum->row_of[d]] = seen[d] ? shift[d] - latest : 0;
+  return row_shift;
 }
 
 static Window
@@ -254,20 +277,20 @@ busy_and_exposed(StSummary *sum, const int64_t *shift)
   const StTimeline *t = sum->timeline;
   const StSchedule *s = t->schedule;
   Window w = steady_window(sum);
-  GArray **comp = g_new0(GArray *, s->n_devices);
+  GArray **comp = g_new0(GArray *, MAX(sum->n_rows, 1)); /* by row */
   g_autoptr(GArray) comm0 = g_array_new(FALSE, FALSE, sizeof(Window));
   int n_comms = (int)s->comms->len;
   GArray **by_comm = g_new0(GArray *, MAX(n_comms, 1));
   int rep0 = s->n_devices > 0 ? t->device_rep[0] : -1;
   for (guint i = 0; i < t->ops->len; i++) {
     const StOpRecord *r = &g_array_index(t->ops, StOpRecord, i);
-    int d = s->ranks[r->rank].device;
+    int d = s->ranks[r->rank].device, row = sum->row_of[d];
     const StOp *op = st_program_op(st_schedule_program_of(s, r->rank), r->op);
     Window x = {r->start_ns, r->end_ns};
     if (op->kind == ST_OP_COMP) {
-      if (comp[d] == NULL)
-        comp[d] = g_array_new(FALSE, FALSE, sizeof(Window));
-      g_array_append_val(comp[d], x);
+      if (comp[row] == NULL)
+        comp[row] = g_array_new(FALSE, FALSE, sizeof(Window));
+      g_array_append_val(comp[row], x);
     } else if (d == rep0 && op->kind != ST_OP_COPY) {
       g_array_append_val(comm0, x);
       if (op->comm >= 0 && op->comm < n_comms) {
@@ -278,24 +301,25 @@ busy_and_exposed(StSummary *sum, const int64_t *shift)
     }
   }
   int64_t length = w.end - w.start;
-  for (int d = 0; d < s->n_devices; d++) {
-    if (comp[d] != NULL && length > 0)
-      sum->devices[d].busy_fraction =
-        (double)union_length(comp[d], moved(w, shift[d])) / (double)length;
+  for (int i = 0; i < sum->n_rows; i++) {
+    if (comp[i] != NULL && length > 0)
+      sum->rows[i].busy_fraction =
+        (double)union_length(comp[i], moved(w, shift[i])) / (double)length;
   }
   /* Exposed communication on device 0: time some comm op is in flight and no
    * kernel runs = |comm| - |comm and compute| = |comm or compute| - |compute|. */
   if (rep0 >= 0 && comm0->len > 0) {
-    Window w0 = moved(w, shift[rep0]);
-    int64_t only_comp = comp[rep0] ? union_length(comp[rep0], w0) : 0;
-    if (comp[rep0] != NULL)
-      g_array_append_vals(comm0, comp[rep0]->data, comp[rep0]->len);
+    int row0 = sum->row_of[rep0];
+    Window w0 = moved(w, shift[row0]);
+    int64_t only_comp = comp[row0] ? union_length(comp[row0], w0) : 0;
+    if (comp[row0] != NULL)
+      g_array_append_vals(comm0, comp[row0]->data, comp[row0]->len);
     sum->comm_exposed_ns = union_length(comm0, w0) - only_comp;
     for (int c = 0; c < n_comms; c++) {
       if (by_comm[c] == NULL)
         continue;
-      if (comp[rep0] != NULL)
-        g_array_append_vals(by_comm[c], comp[rep0]->data, comp[rep0]->len);
+      if (comp[row0] != NULL)
+        g_array_append_vals(by_comm[c], comp[row0]->data, comp[row0]->len);
       sum->comm_exposed_by_comm[c] = union_length(by_comm[c], w0) - only_comp;
     }
   }
@@ -303,9 +327,9 @@ busy_and_exposed(StSummary *sum, const int64_t *shift)
     if (by_comm[c] != NULL)
       g_array_unref(by_comm[c]);
   g_free(by_comm);
-  for (int d = 0; d < s->n_devices; d++)
-    if (comp[d] != NULL)
-      g_array_unref(comp[d]);
+  for (int i = 0; i < sum->n_rows; i++)
+    if (comp[i] != NULL)
+      g_array_unref(comp[i]);
   g_free(comp);
 }
 
@@ -428,7 +452,7 @@ communication(StSummary *sum, const int64_t *shift)
   g_autofree int32_t *weight_of = st_timeline_device_weights(t);
   for (guint i = 0; i < t->comm->len; i++) {
     const StCommRecord *c = &g_array_index(t->comm, StCommRecord, i);
-    w = moved(steady, shift[c->device]);
+    w = moved(steady, shift[sum->row_of[c->device]]);
     int64_t a = MAX(c->start_ns, w.start), b = MIN(c->end_ns, w.end);
     if (c->end_ns <= c->start_ns || b <= a)
       continue;
@@ -469,41 +493,40 @@ st_summary_new(const StTimeline *t)
   step_ends(sum, t);
   if (sum->step_time_ns > 0)
     sum->samples_per_s = (double)s->settings.global_batch / (sum->step_time_ns * 1e-9);
-  g_autofree gboolean *used = g_new0(gboolean, s->n_devices);
-  for (int r = 0; r < s->n_ranks; r++)
-    used[s->ranks[r].device] = TRUE;
-  sum->devices = g_new0(StDeviceSummary, s->n_devices);
-  sum->comm_exposed_by_comm = g_new0(int64_t, MAX(s->comms->len, 1));
-  for (int d = 0; d < s->n_devices; d++) {
-    sum->gpus_used += used[d];
-    sum->devices[d].id = d;
-    sum->devices[d].represented_by = t->device_rep[d];
+  /* A row per recorded device; a folded device shares its representative's. */
+  sum->row_of = g_new(int32_t, MAX(s->n_devices, 1));
+  for (int d = 0; d < s->n_devices; d++)
+    sum->row_of[d] = t->device_rep[d] == d ? sum->n_rows++ : -1;
+  sum->rows = g_new0(StDeviceSummary, MAX(sum->n_rows, 1));
+  for (int d = 0; d < s->n_devices; d++)
+    if (sum->row_of[d] >= 0)
+      sum->rows[sum->row_of[d]].device = d;
+  /* A measured run's pool is what it held; a prediction adds what the
+   * framework holds beyond tensors (the recorded devices' ranks). */
+  sum->runtime = g_new0(StRuntimeMemory, MAX(sum->n_rows, 1));
+  if (!t->measured)
+    st_runtime_memory_rows(s, sum->row_of, sum->n_rows, sum->runtime);
+  for (int d = 0; d < s->n_devices; d++)
+    if (sum->row_of[d] < 0)
+      sum->row_of[d] = sum->row_of[t->device_rep[d]];
+  /* Devices hosting a rank, one bit each. */
+  g_autofree guint8 *used = g_new0(guint8, (gsize)s->n_devices / 8 + 1);
+  for (int r = 0; r < s->n_ranks; r++) {
+    int d = s->ranks[r].device;
+    sum->gpus_used += !(used[d / 8] & (1u << (d % 8)));
+    used[d / 8] |= (guint8)(1u << (d % 8));
   }
+  sum->comm_exposed_by_comm = g_new0(int64_t, MAX(s->comms->len, 1));
   st_mfu_of(s, sum->step_time_ns, sum->gpus_used, &sum->mfu);
   /* CPU threads on the host have no dense peak to hold them to. */
   if (t->on_host)
     sum->mfu.peak_flops = sum->mfu.mfu = 0;
-  /* A measured run's pool is what it held; a prediction adds what the
-   * framework holds beyond tensors. */
-  sum->runtime = g_new0(StRuntimeMemory, MAX(s->n_devices, 1));
-  if (!t->measured)
-    st_runtime_memory(s, sum->runtime);
   st_timeline_walk_memory(t, FALSE, device_peaks, sum);
-  for (int d = 0; d < s->n_devices; d++)
-    st_runtime_memory_figures(&sum->runtime[d], sum->devices[d].peak_bytes,
-                              sum->devices[d].memory);
+  for (int i = 0; i < sum->n_rows; i++)
+    st_runtime_memory_figures(&sum->runtime[i], sum->rows[i].peak_bytes, sum->rows[i].memory);
   total_peaks(sum);
-  g_autofree int64_t *shift = device_shifts(s);
+  g_autofree int64_t *shift = row_shifts(sum);
   busy_and_exposed(sum, shift);
-  /* Folded devices take their representative's numbers. */
-  for (int d = 0; d < s->n_devices; d++) {
-    int rep = t->device_rep[d];
-    if (rep != d) {
-      sum->devices[d] = sum->devices[rep];
-      sum->devices[d].id = d;
-      sum->devices[d].represented_by = rep;
-    }
-  }
   communication(sum, shift);
   for (guint i = 0; i < t->ops->len; i++)
     sum->ops_by_source[g_array_index(t->ops, StOpRecord, i).source]++;
@@ -516,7 +539,8 @@ st_summary_free(StSummary *sum)
   if (sum == NULL)
     return;
   g_free(sum->step_end_ns);
-  g_free(sum->devices);
+  g_free(sum->rows);
+  g_free(sum->row_of);
   g_free(sum->comm_exposed_by_comm);
   g_free(sum->oom);
   g_free(sum->runtime);

@@ -7,18 +7,6 @@
 #include "base/units.h"
 #include "base/util.h"
 
-/* The device with the highest peak (the lowest id on ties). */
-static const StDeviceSummary *
-worst_device(const StSummary *sum)
-{
-  const StSchedule *s = sum->timeline->schedule;
-  const StDeviceSummary *worst = &sum->devices[0];
-  for (int d = 1; d < s->n_devices; d++)
-    if (sum->devices[d].peak_bytes > worst->peak_bytes)
-      worst = &sum->devices[d];
-  return worst;
-}
-
 /* Which steps the step time covers, and whether they are steady. */
 static char *
 steps_note(const StSummary *sum)
@@ -148,7 +136,7 @@ st_summary_print(const StSummary *sum, FILE *out)
   const StTimeline *t = sum->timeline;
   const StSchedule *s = t->schedule;
   const char *dev = st_timeline_device_noun(t);
-  const StDeviceSummary *worst = worst_device(sum);
+  const StDeviceSummary *worst = st_summary_worst_device(sum);
   g_autofree char *step = st_format_duration(sum->step_time_ns);
   g_autofree char *note = steps_note(sum);
   g_autofree char *peak = st_format_bytes(worst->peak_bytes);
@@ -177,7 +165,7 @@ st_summary_print(const StSummary *sum, FILE *out)
     g_autofree char *error = st_residuals_describe(&sum->step_spread);
     fprintf(out, "  %-18s predicted, not measured, and MFU with it: %s\n", "  how sure", error);
   }
-  fprintf(out, "  %-18s %s on %s %d%s\n", peak_row, peak, dev, worst->id, cap);
+  fprintf(out, "  %-18s %s on %s %d%s\n", peak_row, peak, dev, worst->device, cap);
   if (!t->measured) {
     g_autofree char *shown = memory_line(sum, worst);
     fprintf(out, "  %-18s %s\n", "  as it shows", shown);
@@ -187,7 +175,7 @@ st_summary_print(const StSummary *sum, FILE *out)
     g_autofree char *b = st_format_bytes(worst->at_peak_by_category[c]);
     fprintf(out, "%s %s %s", c ? " |" : "", st_mem_name(c), b);
   }
-  fprintf(out, "\n  %-18s %.1f %%\n", busy_row, 100.0 * sum->devices[0].busy_fraction);
+  fprintf(out, "\n  %-18s %.1f %%\n", busy_row, 100.0 * st_summary_device(sum, 0)->busy_fraction);
   fprintf(out, "  %-18s %s per step over all %ss; peak/mean %.2f; exposed %s per step on %s 0\n",
           "communication", comm, dev, sum->comm_peak_to_mean, exposed, dev);
   if (sum->bottleneck >= 0) {
@@ -258,13 +246,13 @@ cell_gpus(const StSummary *sum)
 static char *
 cell_peak(const StSummary *sum)
 {
-  return st_format_bytes(worst_device(sum)->peak_bytes);
+  return st_format_bytes(st_summary_worst_device(sum)->peak_bytes);
 }
 
 #define CATEGORY_CELL(c)                                                                      \
   static char *cell_mem_##c(const StSummary *sum)                                            \
   {                                                                                           \
-    return st_format_bytes(worst_device(sum)->at_peak_by_category[c]);                        \
+    return st_format_bytes(st_summary_worst_device(sum)->at_peak_by_category[c]);             \
   }
 CATEGORY_CELL(0)
 CATEGORY_CELL(1)
@@ -309,7 +297,7 @@ cell_exposed(const StSummary *sum)
 static char *
 cell_busy(const StSummary *sum)
 {
-  return g_strdup_printf("%.1f %%", 100.0 * sum->devices[0].busy_fraction);
+  return g_strdup_printf("%.1f %%", 100.0 * st_summary_device(sum, 0)->busy_fraction);
 }
 
 static char *

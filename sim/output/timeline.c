@@ -48,17 +48,26 @@ StTimeline *
 st_timeline_new_in(const StSchedule *schedule, gboolean measured, const char *origin,
                    StTimelineArrays *arrays)
 {
+  int32_t *rank_rep = g_new(int32_t, schedule->n_ranks);
+  for (int r = 0; r < schedule->n_ranks; r++)
+    rank_rep[r] = r;
+  int32_t *device_rep = g_new(int32_t, schedule->n_devices);
+  for (int d = 0; d < schedule->n_devices; d++)
+    device_rep[d] = d;
+  return st_timeline_new_folded(schedule, measured, origin, arrays, rank_rep, device_rep);
+}
+
+StTimeline *
+st_timeline_new_folded(const StSchedule *schedule, gboolean measured, const char *origin,
+                       StTimelineArrays *arrays, int32_t *rank_rep, int32_t *device_rep)
+{
   StTimeline *t = g_new0(StTimeline, 1);
   t->schedule = schedule;
   t->measured = measured;
   t->on_host = g_strcmp0(schedule->cluster->gpu.name, "host") == 0;
   t->origin = g_strdup(origin);
-  t->rank_rep = g_new(int32_t, schedule->n_ranks);
-  for (int r = 0; r < schedule->n_ranks; r++)
-    t->rank_rep[r] = r;
-  t->device_rep = g_new(int32_t, schedule->n_devices);
-  for (int d = 0; d < schedule->n_devices; d++)
-    t->device_rep[d] = d;
+  t->rank_rep = rank_rep;
+  t->device_rep = device_rep;
   if (arrays != NULL && !arrays->lent) {
     arrays->lent = TRUE;
     t->lender = arrays;

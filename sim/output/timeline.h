@@ -142,6 +142,11 @@ void st_timeline_arrays_free(StTimelineArrays *arrays);
 /* st_timeline_new with the records in `arrays` (may be NULL: its own). */
 StTimeline *st_timeline_new_in(const StSchedule *schedule, gboolean measured, const char *origin,
                                StTimelineArrays *arrays);
+/* st_timeline_new_in with folding maps of its own (transfer full, [n_ranks]
+ * and [n_devices]), where the identity would be made and overwritten. */
+StTimeline *st_timeline_new_folded(const StSchedule *schedule, gboolean measured,
+                                   const char *origin, StTimelineArrays *arrays,
+                                   int32_t *rank_rep, int32_t *device_rep);
 /* Room for `ops` op records and `mem` memory events without moving them. */
 void st_timeline_reserve(StTimeline *timeline, guint ops, guint mem);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StTimeline, st_timeline_free)

@@ -78,12 +78,8 @@ exposed_by_group(StPlanSim *pt, const StSummary *sum, int steady)
 void
 st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
 {
-  const StSchedule *s = sum->timeline->schedule;
   int steady = MAX(1, sum->steady_steps);
-  const StDeviceSummary *worst = &sum->devices[0];
-  for (int d = 1; d < s->n_devices; d++)
-    if (sum->devices[d].peak_bytes > worst->peak_bytes)
-      worst = &sum->devices[d];
+  const StDeviceSummary *worst = st_summary_worst_device(sum);
   pt->simulated = TRUE;
   if (pt->sim == NULL)
     pt->sim = g_new0(StPlanSim, 1);
@@ -100,7 +96,8 @@ st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
   pt->peak_bytes = worst->peak_bytes;
   pt->device_bytes = st_summary_memory_peak(sum, ST_MEMKIND_DEVICE);
   memcpy(sim->peak_by_category, worst->at_peak_by_category, sizeof sim->peak_by_category);
-  sim->busy_ns = (int64_t)llround(sum->devices[0].busy_fraction * (double)sum->step_time_ns);
+  sim->busy_ns =
+    (int64_t)llround(st_summary_device(sum, 0)->busy_fraction * (double)sum->step_time_ns);
   sim->exposed_ns = sum->comm_exposed_ns / steady;
   exposed_by_group(sim, sum, steady);
   sim->comm_bytes = sum->comm_bytes_total / steady;
@@ -111,7 +108,7 @@ st_plan_point_take_summary(StPlanPoint *pt, const StSummary *sum, int64_t cap)
     g_autofree char *peak = st_format_bytes(pt->device_bytes);
     g_autofree char *limit = st_format_bytes(cap);
     st_plan_point_refuse(pt, ST_PLAN_OOM, "GPU %d peaks at %s on the device, over the cap of %s",
-               worst->id, peak, limit);
+               worst->device, peak, limit);
   } else {
     pt->status = ST_PLAN_OK;
   }

@@ -157,7 +157,7 @@ st_run_step_from_summary(const StSummary *sum, StRunStep *out, GError **error)
   out->nodes = (out->gpus + out->gpus_per_node - 1) / out->gpus_per_node;
   int nics = c->fabric.nics > 0 ? c->fabric.nics : out->gpus_per_node;
   out->nics = out->nodes * nics;
-  out->busy_fraction = sum->devices[0].busy_fraction;
+  out->busy_fraction = st_summary_device(sum, 0)->busy_fraction;
   /* comm_exposed_ns adds up the steady steps. */
   out->comm_fraction = (double)sum->comm_exposed_ns / MAX(1, sum->steady_steps) /
                        (double)sum->step_time_ns;
@@ -165,7 +165,7 @@ st_run_step_from_summary(const StSummary *sum, StRunStep *out, GError **error)
   for (int d = 0; out->state_bytes_rank <= 0 && d < s->n_devices; d++) {
     /* A schedule without persistent buffers (an imported trace): the
      * categories' peaks, an upper bound. */
-    const StDeviceSummary *dev = &sum->devices[d];
+    const StDeviceSummary *dev = st_summary_device(sum, d);
     double states = (double)dev->peak_by_category[ST_MEM_PARAMS] +
                     (double)dev->peak_by_category[ST_MEM_OPTIMIZER];
     out->state_bytes_rank = MAX(out->state_bytes_rank, states);

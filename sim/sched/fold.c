@@ -29,11 +29,12 @@ device_ranks_init(DeviceRanks *dr, const StSchedule *s)
     dr->offsets[s->ranks[r].device + 1]++;
   for (int d = 0; d < s->n_devices; d++)
     dr->offsets[d + 1] += dr->offsets[d];
-  g_autofree int32_t *fill = g_new0(int32_t, s->n_devices);
-  for (int r = 0; r < s->n_ranks; r++) {
-    int d = s->ranks[r].device;
-    dr->ranks[dr->offsets[d] + fill[d]++] = r;
-  }
+  /* Filled through offsets[d + 1] as a cursor (it ends where device d + 1
+   * starts), then moved back one place. */
+  for (int d = s->n_devices - 1; d >= 0; d--)
+    dr->offsets[d + 1] = dr->offsets[d];
+  for (int r = 0; r < s->n_ranks; r++)
+    dr->ranks[dr->offsets[s->ranks[r].device + 1]++] = r;
 }
 
 static void
@@ -66,18 +67,25 @@ sig_equal(gconstpointer a, gconstpointer b)
 
 typedef struct {
   GHashTable *ids; /* SigKey -> id */
+  SigKey *probe;   /* scratch: the last key looked up, copied only when new */
+  guint probe_cap;
+  int probe_id;    /* the id of the sequence in probe, -1 before the first */
 } Interner;
 
 static void
 interner_init(Interner *in)
 {
   in->ids = g_hash_table_new_full(sig_hash, sig_equal, g_free, NULL);
+  in->probe = NULL;
+  in->probe_cap = 0;
+  in->probe_id = -1;
 }
 
 static void
 interner_clear(Interner *in)
 {
   g_clear_pointer(&in->ids, g_hash_table_unref);
+  g_clear_pointer(&in->probe, g_free);
 }
 
 /* A signature being built: ints pushed at the end. */
@@ -96,24 +104,35 @@ push(Sig *sig, int32_t v)
   sig->v[sig->len++] = v;
 }
 
-/* The id of the sequence in `sig` (or `fresh` when it is new). */
+/* The id of the sequence in `sig` (or `fresh` when it is new). Allocates
+ * only for a new sequence: a million ranks of a few classes make a few
+ * keys. */
 static int
 intern(Interner *in, const Sig *sig, int fresh)
 {
+  /* Neighbours are often alike (ranks in order): the last sequence first. */
+  if (in->probe_id >= 0 && in->probe->n == sig->len &&
+      memcmp(in->probe->v, sig->v, sizeof(int32_t) * sig->len) == 0)
+    return in->probe_id;
   guint h = 2166136261u;
   for (guint i = 0; i < sig->len; i++)
     h = (h ^ (guint32)sig->v[i]) * 16777619u;
-  SigKey *key = g_malloc(sizeof(SigKey) + sizeof(int32_t) * sig->len);
+  if (sig->len > in->probe_cap) {
+    in->probe_cap = MAX(sig->len, 2 * in->probe_cap);
+    in->probe = g_realloc(in->probe, sizeof(SigKey) + sizeof(int32_t) * in->probe_cap);
+  }
+  SigKey *key = in->probe;
+  if (key == NULL) /* an empty sequence, before any other */
+    key = in->probe = g_malloc(sizeof(SigKey));
   key->hash = h;
   key->n = sig->len;
   memcpy(key->v, sig->v, sizeof(int32_t) * sig->len);
   gpointer id;
-  if (g_hash_table_lookup_extended(in->ids, key, NULL, &id)) {
-    g_free(key);
-    return GPOINTER_TO_INT(id);
-  }
-  g_hash_table_insert(in->ids, key, GINT_TO_POINTER(fresh));
-  return fresh;
+  if (g_hash_table_lookup_extended(in->ids, key, NULL, &id))
+    return in->probe_id = GPOINTER_TO_INT(id);
+  g_hash_table_insert(in->ids, g_memdup2(key, sizeof(SigKey) + sizeof(int32_t) * sig->len),
+                      GINT_TO_POINTER(fresh));
+  return in->probe_id = fresh;
 }
 
 /* The sorted classes of the ranks on device d, after their count. */
@@ -125,11 +144,13 @@ append_device_mix(Sig *sig, const DeviceRanks *dr, int d, const int32_t *klass)
   guint at = sig->len;
   for (int i = 0; i < n; i++)
     push(sig, klass[dr->ranks[dr->offsets[d] + i]]);
-  qsort(sig->v + at, n, sizeof(int32_t), st_compare_int32);
+  if (n > 1)
+    qsort(sig->v + at, n, sizeof(int32_t), st_compare_int32);
 }
 
-/* Group shapes per (comm, group), computed once. */
-static StGroupShape *
+/* Group shapes per (comm, group), computed once (once per partition when
+ * communicators share theirs, sched.h), as ids: equal shapes, equal ids. */
+static int32_t *
 group_shapes(const StSchedule *s, int32_t **first_out)
 {
   int32_t *first = g_new(int32_t, s->comms->len + 1);
@@ -139,21 +160,64 @@ group_shapes(const StSchedule *s, int32_t **first_out)
     total += st_schedule_comm(s, c)->n_groups;
   }
   first[s->comms->len] = total;
-  StGroupShape *shapes = g_new0(StGroupShape, total > 0 ? total : 1);
-  for (guint c = 0; c < s->comms->len; c++)
-    for (int g = 0; g < st_schedule_comm(s, c)->n_groups; g++)
-      st_schedule_group_shape(s, c, g, &shapes[first[c] + g]);
+  int32_t *ids = g_new0(int32_t, total > 0 ? total : 1);
+  Interner in;
+  interner_init(&in);
+  Sig sig = {0};
+  int n_ids = 0;
+  for (guint c = 0; c < s->comms->len; c++) {
+    const StComm *comm = st_schedule_comm(s, c);
+    guint same = 0;
+    while (same < c && st_schedule_comm(s, same)->group_of != comm->group_of)
+      same++;
+    for (int g = 0; g < comm->n_groups; g++) {
+      if (same < c) {
+        ids[first[c] + g] = ids[first[same] + g];
+        continue;
+      }
+      StGroupShape sh;
+      st_schedule_group_shape(s, c, g, &sh);
+      sig.len = 0;
+      int32_t shape[] = {sh.ranks, sh.devices, sh.nodes, sh.per_node, sh.per_device};
+      for (int k = 0; k < 5; k++)
+        push(&sig, shape[k]);
+      ids[first[c] + g] = intern(&in, &sig, n_ids);
+      n_ids += ids[first[c] + g] == n_ids;
+    }
+  }
+  g_free(sig.v);
+  interner_clear(&in);
   *first_out = first;
-  return shapes;
+  return ids;
+}
+
+/* The point-to-point ops of each program, in op order: a rank's peers are
+ * looked up without walking every op of its program. [n_programs] of
+ * GArray of uint32, transfer full. */
+static GPtrArray *
+p2p_ops(const StSchedule *s)
+{
+  GPtrArray *all = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  for (guint k = 0; k < s->programs->len; k++) {
+    const StProgram *p = g_ptr_array_index(s->programs, k);
+    GArray *ops = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    for (guint i = 0; i < p->ops->len; i++) {
+      uint8_t kind = st_program_op(p, i)->kind;
+      if (kind == ST_OP_COMM_SEND || kind == ST_OP_COMM_RECV)
+        g_array_append_val(ops, i);
+    }
+    g_ptr_array_add(all, ops);
+  }
+  return all;
 }
 
 /* One refinement round: new classes into `next`; returns their count. A
  * rank's signature: its class, its device's mix, its group's shape in every
- * communicator (5 ints, or -1 and four 0 when not a member), its point-to-
- * point peers' classes in op order. */
+ * communicator (its id, -1 when not a member), its point-to-point peers'
+ * classes in op order. */
 static int
-refine(const StSchedule *s, const DeviceRanks *dr, const StGroupShape *shapes,
-       const int32_t *shape_first, const int32_t *klass, int32_t *next)
+refine(const StSchedule *s, const DeviceRanks *dr, const int32_t *shapes,
+       const int32_t *shape_first, const GPtrArray *p2p, const int32_t *klass, int32_t *next)
 {
   Interner in;
   interner_init(&in);
@@ -165,17 +229,12 @@ refine(const StSchedule *s, const DeviceRanks *dr, const StGroupShape *shapes,
     append_device_mix(sig, dr, s->ranks[r].device, klass);
     for (guint c = 0; c < s->comms->len; c++) {
       int g = st_schedule_comm(s, c)->group_of[r];
-      const StGroupShape *sh = g >= 0 ? &shapes[shape_first[c] + g] : NULL;
-      int32_t shape[] = {sh ? sh->ranks : -1, sh ? sh->devices : 0, sh ? sh->nodes : 0,
-                         sh ? sh->per_node : 0, sh ? sh->per_device : 0};
-      for (int k = 0; k < 5; k++)
-        push(sig, shape[k]);
+      push(sig, g >= 0 ? shapes[shape_first[c] + g] : -1);
     }
     const StProgram *p = st_schedule_program_of(s, r);
-    for (guint i = 0; i < p->ops->len; i++) {
-      const StOp *op = st_program_op(p, i);
-      if (op->kind != ST_OP_COMM_SEND && op->kind != ST_OP_COMM_RECV)
-        continue;
+    const GArray *ops = g_ptr_array_index(p2p, s->ranks[r].program);
+    for (guint i = 0; i < ops->len; i++) {
+      const StOp *op = st_program_op(p, g_array_index(ops, uint32_t, i));
       int peer = st_schedule_peer_rank(s, r, op->comm, op->peer);
       push(sig, peer >= 0 ? klass[peer] : -1);
     }
@@ -187,17 +246,31 @@ refine(const StSchedule *s, const DeviceRanks *dr, const StGroupShape *shapes,
   return count;
 }
 
+/* Whether a rank is simulated: every rank on a representative device. */
+static gboolean
+simulated(const StSchedule *s, const StFold *f, int rank)
+{
+  int d = s->ranks[rank].device;
+  return f->device_rep[d] == d;
+}
+
 /* A collective completes among simulated ranks only if every member's
  * representative sits in the same group; NULL when that holds. */
 static char *
-check_groups(const StSchedule *s, const StFold *f, const gboolean *simulated)
+check_groups(const StSchedule *s, const StFold *f)
 {
   for (guint c = 0; c < s->comms->len; c++) {
     const StComm *comm = st_schedule_comm(s, c);
+    /* A communicator sharing an earlier one's partition passes with it. */
+    guint same = 0;
+    while (same < c && st_schedule_comm(s, same)->group_of != comm->group_of)
+      same++;
+    if (same < c)
+      continue;
     for (int g = 0; g < comm->n_groups; g++) {
       gboolean has_sim = FALSE;
       for (int i = comm->offsets[g]; i < comm->offsets[g + 1] && !has_sim; i++)
-        has_sim = simulated[comm->members[i]];
+        has_sim = simulated(s, f, comm->members[i]);
       for (int i = comm->offsets[g]; has_sim && i < comm->offsets[g + 1]; i++) {
         int m = comm->members[i];
         if (comm->group_of[f->rank_rep[m]] != g)
@@ -252,8 +325,9 @@ set_identity(StFold *f, const StSchedule *s)
   f->n_rank_classes = s->n_ranks;
   f->n_device_classes = s->n_devices;
   f->n_sim_ranks = s->n_ranks;
+  f->sim_ranks = g_renew(int32_t, f->sim_ranks, s->n_ranks);
   for (int r = 0; r < s->n_ranks; r++)
-    f->rank_class[r] = f->rank_rep[r] = f->sim_ranks[r] = r;
+    f->rank_rep[r] = f->sim_ranks[r] = r;
   for (int d = 0; d < s->n_devices; d++)
     f->device_rep[d] = d;
 }
@@ -262,18 +336,18 @@ StFold *
 st_fold_new(const StSchedule *s, gboolean enable)
 {
   StFold *f = g_new0(StFold, 1);
-  f->rank_class = g_new(int32_t, s->n_ranks);
   f->rank_rep = g_new(int32_t, s->n_ranks);
-  f->sim_ranks = g_new(int32_t, s->n_ranks);
   f->device_rep = g_new(int32_t, s->n_devices);
-  set_identity(f, s);
-  if (!enable)
+  if (!enable) {
+    set_identity(f, s);
     return f;
+  }
 
   DeviceRanks dr;
   device_ranks_init(&dr, s);
   g_autofree int32_t *shape_first = NULL;
-  g_autofree StGroupShape *shapes = group_shapes(s, &shape_first);
+  g_autofree int32_t *shapes = group_shapes(s, &shape_first);
+  g_autoptr(GPtrArray) p2p = p2p_ops(s);
   g_autofree int32_t *klass = g_new(int32_t, s->n_ranks);
   g_autofree int32_t *next = g_new(int32_t, s->n_ranks);
   /* Round 0: ranks with the same program and start offset. */
@@ -290,9 +364,11 @@ st_fold_new(const StSchedule *s, gboolean enable)
     count += klass[r] == count;
   }
   interner_clear(&first);
-  int n_classes = -1;
+  /* Rounds refine: a round that splits no class leaves the same classes,
+   * numbered alike (by first rank), and every round after it would too. */
+  int n_classes = count;
   for (;;) {
-    int n = refine(s, &dr, shapes, shape_first, klass, next);
+    int n = refine(s, &dr, shapes, shape_first, p2p, klass, next);
     memcpy(klass, next, sizeof(int32_t) * s->n_ranks);
     if (n == n_classes)
       break;
@@ -304,8 +380,10 @@ st_fold_new(const StSchedule *s, gboolean enable)
   Interner dev_ids;
   interner_init(&dev_ids);
   for (int d = 0; d < s->n_devices; d++) {
-    if (dr.offsets[d + 1] == dr.offsets[d])
+    if (dr.offsets[d + 1] == dr.offsets[d]) {
+      f->device_rep[d] = d;
       continue;
+    }
     sig->len = 0;
     append_device_mix(sig, &dr, d, klass);
     f->device_rep[d] = intern(&dev_ids, sig, d);
@@ -330,20 +408,18 @@ st_fold_new(const StSchedule *s, gboolean enable)
       }
     }
   }
-  g_autofree gboolean *simulated = g_new0(gboolean, s->n_ranks);
   f->n_sim_ranks = 0;
-  for (int r = 0; r < s->n_ranks; r++) {
-    f->rank_class[r] = klass[r];
-    if (f->device_rep[s->ranks[r].device] == s->ranks[r].device) {
-      simulated[r] = TRUE;
-      f->sim_ranks[f->n_sim_ranks++] = r;
-    }
-  }
+  for (int r = 0; r < s->n_ranks; r++)
+    f->n_sim_ranks += simulated(s, f, r);
+  f->sim_ranks = g_new(int32_t, MAX(f->n_sim_ranks, 1));
+  for (int r = 0, i = 0; r < s->n_ranks; r++)
+    if (simulated(s, f, r))
+      f->sim_ranks[i++] = r;
   f->n_rank_classes = n_classes;
   f->n_device_classes = n_device_classes;
   device_ranks_clear(&dr);
 
-  char *why = check_groups(s, f, simulated);
+  char *why = check_groups(s, f);
   if (why == NULL)
     why = check_p2p(s, f);
   if (why != NULL) {
@@ -361,7 +437,6 @@ st_fold_free(StFold *f)
   if (f == NULL)
     return;
   g_free(f->why_not);
-  g_free(f->rank_class);
   g_free(f->rank_rep);
   g_free(f->device_rep);
   g_free(f->sim_ranks);

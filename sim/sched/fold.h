@@ -25,11 +25,11 @@ typedef struct {
   char *why_not;          /* when folding was asked for but is not exact, else NULL */
   int32_t n_rank_classes;
   int32_t n_device_classes;
-  int32_t *rank_class;    /* [n_ranks] */
   int32_t *rank_rep;      /* [n_ranks]: the simulated rank that stands for each rank */
   int32_t *device_rep;    /* [n_devices]: the simulated device that stands for each device */
   int32_t n_sim_ranks;
-  int32_t *sim_ranks;     /* [n_sim_ranks], ascending: the ranks the simulator runs */
+  int32_t *sim_ranks;     /* [n_sim_ranks], ascending: the ranks the simulator runs (a folded
+                             run's few, not an array over every rank) */
 } StFold;
 
 /* `enable` FALSE gives the identity (every rank simulated). Never fails. */

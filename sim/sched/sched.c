@@ -1,10 +1,12 @@
-/* sched.c: building and reading a Schedule (see sched.h). Serialization is in
- * sched_json.c, the invariant checks in sched_check.c, folding in fold.c. */
+/* sched.c: building and reading a Schedule (see sched.h). Communicators are
+ * in sched_comm.c, serialization in sched_json.c, the invariant checks in
+ * sched_check.c, folding in fold.c. */
 #include "sched/sched.h"
 
 #include <string.h>
 
 #include "base/util.h"
+#include "sched/sched_private.h"
 
 G_DEFINE_QUARK(st-sched-error-quark, st_sched_error)
 
@@ -316,18 +318,6 @@ st_program_persistent_bytes(const StProgram *p, int64_t out[ST_MEM_N])
 /* ---- schedules ----------------------------------------------------------- */
 
 static void
-comm_free(gpointer data)
-{
-  StComm *c = data;
-  g_free(c->name);
-  g_free(c->group_of);
-  g_free(c->index_of);
-  g_free(c->offsets);
-  g_free(c->members);
-  g_free(c);
-}
-
-static void
 job_free(gpointer data)
 {
   StJob *j = data;
@@ -372,7 +362,7 @@ st_schedule_new(StModel *model, StCluster *cluster, int n_ranks, const int32_t *
     s->ranks[r].replica = r;
     g_return_val_if_fail(s->ranks[r].device >= 0 && s->ranks[r].device < s->n_devices, NULL);
   }
-  s->comms = g_ptr_array_new_with_free_func(comm_free);
+  s->comms = g_ptr_array_new_with_free_func(st_sched_comm_free);
   s->jobs = g_ptr_array_new_with_free_func(job_free);
   s->programs = g_ptr_array_new_with_free_func((GDestroyNotify)st_program_free);
   s->notes = g_array_new(FALSE, TRUE, sizeof(StNote));
@@ -398,66 +388,6 @@ st_schedule_free(StSchedule *s)
   g_ptr_array_unref(s->programs);
   g_array_unref(s->notes);
   g_free(s);
-}
-
-int
-st_schedule_add_comm(StSchedule *s, const char *name, const int32_t *color)
-{
-  StComm *c = g_new0(StComm, 1);
-  c->name = g_strdup(name);
-  c->group_of = g_new(int32_t, s->n_ranks);
-  c->index_of = g_new(int32_t, s->n_ranks);
-  /* Groups in order of color: map each distinct color to a dense group id. */
-  g_autoptr(GArray) colors = g_array_new(FALSE, FALSE, sizeof(int32_t));
-  for (int r = 0; r < s->n_ranks; r++)
-    if (color[r] >= 0)
-      g_array_append_val(colors, color[r]);
-  g_array_sort(colors, (GCompareFunc)st_compare_int32);
-  g_autoptr(GHashTable) group_of_color = g_hash_table_new(g_direct_hash, g_direct_equal);
-  for (guint i = 0; i < colors->len; i++) {
-    int32_t col = g_array_index(colors, int32_t, i);
-    if (!g_hash_table_contains(group_of_color, GINT_TO_POINTER(col)))
-      g_hash_table_insert(group_of_color, GINT_TO_POINTER(col),
-                          GINT_TO_POINTER(g_hash_table_size(group_of_color)));
-  }
-  c->n_groups = (int32_t)g_hash_table_size(group_of_color);
-  c->offsets = g_new0(int32_t, c->n_groups + 1);
-  c->members = g_new(int32_t, colors->len > 0 ? colors->len : 1);
-  for (int r = 0; r < s->n_ranks; r++) {
-    c->group_of[r] = color[r] >= 0
-                       ? GPOINTER_TO_INT(g_hash_table_lookup(group_of_color,
-                                                             GINT_TO_POINTER(color[r])))
-                       : -1;
-    if (c->group_of[r] >= 0)
-      c->offsets[c->group_of[r] + 1]++;
-  }
-  for (int g = 0; g < c->n_groups; g++)
-    c->offsets[g + 1] += c->offsets[g];
-  g_autofree int32_t *fill = g_new0(int32_t, c->n_groups);
-  for (int r = 0; r < s->n_ranks; r++) {
-    int g = c->group_of[r];
-    c->index_of[r] = g >= 0 ? fill[g] : -1;
-    if (g >= 0)
-      c->members[c->offsets[g] + fill[g]++] = r;
-  }
-  g_ptr_array_add(s->comms, c);
-  return (int)s->comms->len - 1;
-}
-
-int
-st_schedule_add_world(StSchedule *s, const char *name)
-{
-  g_autofree int32_t *color = g_new0(int32_t, s->n_ranks);
-  return st_schedule_add_comm(s, name, color);
-}
-
-int
-st_schedule_find_comm(const StSchedule *s, const char *name)
-{
-  for (guint i = 0; i < s->comms->len; i++)
-    if (strcmp(st_schedule_comm(s, i)->name, name) == 0)
-      return (int)i;
-  return -1;
 }
 
 int
@@ -498,27 +428,6 @@ st_schedule_note_text(StSchedule *s, const char *key, const char *text)
 {
   StNote n = {g_strdup(key), g_strdup(text), 0};
   g_array_append_val(s->notes, n);
-}
-
-int
-st_schedule_peer_rank(const StSchedule *s, int rank, int comm, int peer)
-{
-  const StComm *c = st_schedule_comm(s, comm);
-  int g = c->group_of[rank];
-  if (g < 0 || peer < 0 || peer >= c->offsets[g + 1] - c->offsets[g])
-    return -1;
-  return c->members[c->offsets[g] + peer];
-}
-
-void
-st_schedule_group_shape(const StSchedule *s, int comm, int group, StGroupShape *shape)
-{
-  const StComm *c = st_schedule_comm(s, comm);
-  int n = c->offsets[group + 1] - c->offsets[group];
-  g_autofree int32_t *gpus = g_new(int32_t, n);
-  for (int i = 0; i < n; i++)
-    gpus[i] = s->ranks[c->members[c->offsets[group] + i]].device;
-  st_cluster_group_shape(s->cluster, gpus, n, shape);
 }
 
 char *

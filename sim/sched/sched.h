@@ -174,6 +174,10 @@ typedef struct {
   uint32_t n_refs, n_unresolved;
 } StProgram;
 
+/* The arrays are read-only once built, and communicators that partition
+ * the ranks alike (ZeRO-3's world, gather and reduce) share one copy of them
+ * (reference-counted), so a schedule of R ranks holds 12 bytes per rank per
+ * distinct partition, not per communicator. */
 typedef struct {
   char *name;
   int32_t n_groups;
@@ -181,6 +185,7 @@ typedef struct {
   int32_t *index_of; /* [n_ranks]: position of each rank in its group, -1 when not a member */
   int32_t *offsets;  /* [n_groups + 1]: group g is members[offsets[g] .. offsets[g + 1]) */
   int32_t *members;  /* ranks, ascending within a group */
+  int32_t n_members; /* private: the length of members */
 } StComm;
 
 typedef struct {

@@ -3,6 +3,9 @@
  *   build/tests/bench_sim            the table of docs/PERFORMANCE.md
  *   build/tests/bench_sim --quick    smaller sizes, for a smoke run
  *   build/tests/bench_sim --large [STEPS]   10^7 ops unfolded, with every output
+ *   build/tests/bench_sim --scale [RUNS [STAGGER]]   folded GPT-3 ZeRO-3 on 131,072 and
+ *                                           1,048,576 GPUs, `stagger sim` as a user runs it
+ *                                           (build/stagger, or the STAGGER binary given)
  *
  * Each configuration runs in a child process (this program started again
  * with --one ...) so that its peak RSS is its own. Every configuration is
@@ -22,6 +25,8 @@
 #include <string.h>
 #include <glib/gstdio.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "output/output.h"
 
@@ -245,11 +250,102 @@ run_large(int steps)
   return 0;
 }
 
+/* One `stagger sim` (stdout and stderr dropped): its CPU seconds (user +
+ * system), and the largest peak RSS (KiB) of the children so far
+ * (RUSAGE_CHILDREN keeps the largest: sizes run in ascending order). FALSE
+ * when it failed. */
+static gboolean
+run_stagger(char **argv, double *cpu, long *rss_kib)
+{
+  struct rusage before, after;
+  getrusage(RUSAGE_CHILDREN, &before);
+  pid_t pid = fork();
+  if (pid < 0)
+    return FALSE;
+  if (pid == 0) {
+    FILE *null = fopen("/dev/null", "w");
+    if (null != NULL) {
+      dup2(fileno(null), 1);
+      dup2(fileno(null), 2);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return FALSE;
+  getrusage(RUSAGE_CHILDREN, &after);
+  *cpu = (after.ru_utime.tv_sec - before.ru_utime.tv_sec) +
+         (after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+         ((after.ru_utime.tv_usec - before.ru_utime.tv_usec) +
+          (after.ru_stime.tv_usec - before.ru_stime.tv_usec)) / 1e6;
+  *rss_kib = after.ru_maxrss;
+  return TRUE;
+}
+
+static int
+compare_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Issue 22's done-when: folded GPT-3 2.7B ZeRO-3 (micro-batch 1, mixed
+ * precision, one step) on 131,072 and 1,048,576 H100s, the whole `stagger
+ * sim` process as a user runs it (reading the inputs, building, simulating,
+ * the summary and its table), `runs` times each: the least and the median
+ * CPU seconds, and the largest peak RSS. `binary`: a stagger to measure
+ * (another build, for before and after), NULL for the one beside tests/. */
+static int
+run_scale(int runs, const char *binary)
+{
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  g_autofree char *dir = self != NULL ? g_path_get_dirname(self) : NULL;
+  g_autofree char *stagger = binary != NULL  ? g_strdup(binary)
+                             : dir != NULL ? g_build_filename(dir, "..", "stagger", NULL)
+                                           : NULL;
+  g_autofree char *model = st_test_src("models/gpt3-2.7b.json");
+  g_autofree char *cluster = st_test_src("models/clusters/dgx-h100.json");
+  if (stagger == NULL || !g_file_test(stagger, G_FILE_TEST_IS_EXECUTABLE)) {
+    fprintf(stderr, "bench_sim: no stagger binary at %s\n", stagger ? stagger : "?");
+    return 1;
+  }
+  printf("stagger sim --model models/gpt3-2.7b.json --cluster models/clusters/dgx-h100.json \\\n"
+         "    --nodes N --strategy zero --zero-stage 3 --micro-batch 1 --precision mixed "
+         "--steps 1\n\n");
+  printf("%9s %7s | %11s %11s | %13s\n", "GPUs", "nodes", "CPU s min", "CPU s med",
+         "peak RSS MiB");
+  const int sizes[] = {131072, 1048576};
+  for (gsize i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    g_autofree char *nodes = g_strdup_printf("%d", sizes[i] / 8);
+    char *argv[] = {stagger, "sim", "--model", model, "--cluster", cluster, "--nodes", nodes,
+                    "--strategy", "zero", "--zero-stage", "3", "--micro-batch", "1",
+                    "--precision", "mixed", "--steps", "1", NULL};
+    g_autofree double *cpu = g_new(double, runs);
+    long rss = 0;
+    for (int k = 0; k < runs; k++) {
+      long r = 0;
+      if (!run_stagger(argv, &cpu[k], &r)) {
+        fprintf(stderr, "bench_sim: stagger sim on %d GPUs failed\n", sizes[i]);
+        return 1;
+      }
+      rss = MAX(rss, r);
+    }
+    qsort(cpu, (size_t)runs, sizeof(double), compare_double);
+    printf("%9d %7d | %11.3f %11.3f | %13.1f\n", sizes[i], sizes[i] / 8, cpu[0], cpu[runs / 2],
+           rss / 1024.0);
+    fflush(stdout);
+  }
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
   if (argc >= 2 && strcmp(argv[1], "--large") == 0)
     return run_large(argc >= 3 ? atoi(argv[2]) : 144);
+  if (argc >= 2 && strcmp(argv[1], "--scale") == 0)
+    return run_scale(argc >= 3 ? MAX(1, atoi(argv[2])) : 5, argc >= 4 ? argv[3] : NULL);
   if (argc == 5 && strcmp(argv[1], "--one") == 0)
     return run_one(argv[2], argv[3], atoi(argv[4]));
   if (argc == 6 && strcmp(argv[1], "--rss") == 0)
