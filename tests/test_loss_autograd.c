@@ -67,7 +67,7 @@ activations_at_peak(const StSchedule *s)
 {
   StTimeline *t = NULL;
   StSummary *sum = st_test_simulate(s, "auto", FALSE, &t);
-  int64_t bytes = sum->devices[0].at_peak_by_category[ST_MEM_ACTIVATIONS];
+  int64_t bytes = st_summary_device(sum, 0)->at_peak_by_category[ST_MEM_ACTIVATIONS];
   st_summary_free(sum);
   st_timeline_free(t);
   return bytes;
