@@ -14,12 +14,12 @@
 #include "model/layer_type.h"
 #include "model/layer_types_private.h"
 #include "model/model_inputs.h"
+#include "model/model_private.h"
 #include "model/model.h"
 
 /* Repeat counts and dims beyond these are typos, not models (layer_type.h). */
 #define MAX_REPEAT 100000
-/* Layers after expansion: with the per-layer bounds, totals stay in int64. */
-#define MAX_LAYERS 1000000
+#define MAX_LAYERS ST_MODEL_MAX_LAYERS
 #define MAX_DIM ST_ATTR_MAX
 
 /* One layer object after expansion. */
@@ -357,8 +357,8 @@ sum_totals(StModel *model, GError **error)
 
 /* Derives every layer in order (types, attrs, tp and sp set), each on the
  * previous one's output, then the totals. */
-static gboolean
-derive_all(StModel *model, GError **error)
+gboolean
+st_model_derive_all(StModel *model, GError **error)
 {
   int dtype_bytes = st_dtype_bytes(model->dtype);
   for (int i = 0; i < model->n_layers; i++) {
@@ -531,7 +531,7 @@ read_model(const cJSON *root, StModel *model, GError **error)
     return FALSE;
   for (int i = 0; i < model->n_layers; i++)
     set_split(&model->layers[i], tp, sp, cp, etp);
-  return derive_all(model, error);
+  return st_model_derive_all(model, error);
 }
 
 StModel *
@@ -616,7 +616,7 @@ st_model_derive_etp(const StModel *model, const StShape *input, int tp, gboolean
     set_split(layer, tp, sp, cp, etp);
   }
   GError *local = NULL;
-  if (!derive_all(copy, &local)) {
+  if (!st_model_derive_all(copy, &local)) {
     g_set_error(error, ST_MODEL_ERROR, local->code, "%s: %s",
                 model->path != NULL ? model->path : model->name, local->message);
     g_error_free(local);
