@@ -30,3 +30,18 @@ st_quantile(const double *sorted, int n, double q)
   int lo = (int)at, hi = MIN(lo + 1, n - 1);
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - (double)lo);
 }
+
+void
+st_string_append_int(GString *s, int64_t v)
+{
+  char digits[24];
+  int n = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do
+    digits[n++] = (char)('0' + u % 10);
+  while ((u /= 10) > 0);
+  if (v < 0)
+    digits[n++] = '-';
+  while (n > 0)
+    g_string_append_c(s, digits[--n]);
+}

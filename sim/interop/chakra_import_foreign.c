@@ -18,6 +18,7 @@
 #include "interop/chakra_import_private.h"
 
 #include "base/json.h"
+#include "base/util.h"
 #include "model/model_build.h"
 
 /* The device fraction a CPU op takes in the GPU-sharing model: the least
@@ -46,16 +47,26 @@ im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tensor_si
                  gboolean cpu)
 {
   const char *base = n->name != NULL && *n->name != '\0' ? n->name : "node";
-  g_autofree char *key = g_strdup_printf("%s\x1f%" G_GINT64_FORMAT "\x1f%" G_GINT64_FORMAT
-                                         "\x1f%" G_GUINT64_FORMAT "\x1f%d", base, num_ops,
-                                         tensor_size, (guint64)n->duration_micros, cpu);
+  GString *k = g_string_new(base); /* by hand, not printf: one per COMP node */
+  int64_t parts[] = {num_ops, tensor_size, (int64_t)MIN(n->duration_micros, G_MAXINT64), cpu};
+  for (guint i = 0; i < G_N_ELEMENTS(parts); i++) {
+    g_string_append_c(k, '\x1f');
+    st_string_append_int(k, parts[i]);
+  }
+  if (n->duration_micros > G_MAXINT64) /* not a duration, but keep such nodes apart */
+    g_string_append_c(k, '+');
+  g_autofree char *key = g_string_free(k, FALSE);
   gpointer v = g_hash_table_lookup(im->layer_of, key);
   if (v != NULL)
     return GPOINTER_TO_INT(v) - 1;
   int index = (int)g_hash_table_size(im->layer_of);
   /* Names are unique in a model: a repeated name gets the layer's index. */
-  char *name = g_hash_table_contains(im->layer_names, base)
-                 ? g_strdup_printf("%s #%d", base, index) : g_strdup(base);
+  GString *name_text = g_string_new(base);
+  if (g_hash_table_contains(im->layer_names, base)) {
+    g_string_append(name_text, " #");
+    st_string_append_int(name_text, index);
+  }
+  char *name = g_string_free(name_text, FALSE);
   g_hash_table_add(im->layer_names, name); /* owns it */
   add_layer(im, name, num_ops, tensor_size);
   g_hash_table_insert(im->layer_of, g_steal_pointer(&key), GINT_TO_POINTER(index + 1));

@@ -49,6 +49,7 @@ read_varint(const Walk *w, size_t *at, size_t end, const char *what, uint64_t *o
 {
   uint64_t v = 0;
   size_t start = *at;
+  *out = 0; /* set on failure too: the compiler cannot see that callers stop then */
   for (int i = 0; i < 10; i++) {
     if (*at >= end)
       return walk_fail(w, start, error, "%s: truncated varint (%zu of its bytes, then the %s "
@@ -255,9 +256,16 @@ et_file_read_nodes(EtFile *file, GError **error)
   const uint8_t *data = g_bytes_get_data(file->bytes, &len);
   Walk w = {data, len, file->node_unknown_fields, NULL, file->path};
   size_t at = file->nodes_at;
+  char what[32] = "node #"; /* "node #<k>", written by hand: one per node */
+  w.what = what;
   while (at < w.len) {
-    g_autofree char *what = g_strdup_printf("node #%u", file->nodes->len);
-    w.what = what;
+    char digits[16];
+    int n = 0;
+    for (guint k = file->nodes->len; n == 0 || k > 0; k /= 10)
+      digits[n++] = (char)('0' + k % 10);
+    for (int i = 0; i < n; i++)
+      what[6 + i] = digits[n - 1 - i];
+    what[6 + n] = '\0';
     uint64_t offset = at;
     ProtobufCMessage *node = read_message(&w, &chakra_proto_msg__node__descriptor, &at, error);
     if (node == NULL)

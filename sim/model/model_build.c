@@ -7,10 +7,9 @@
  * as a JSON integer, within 2^53), required attrs must be there, names
  * unique, at most ST_MODEL_MAX_LAYERS layers; then the same derivation. So
  * the model is the one st_model_from_json gives for the equivalent file,
- * which tests/test_model.c checks.
+ * which tests/test_model_build.c checks.
  */
 #include <stdarg.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -39,12 +38,6 @@ st_model_new(const char *name, const StShape *input, StDtype dtype)
   model->dtype = dtype;
   model->input = *input;
   return model;
-}
-
-static int
-compare_attrs(const void *a, const void *b)
-{
-  return strcmp(((const StAttr *)a)->key, ((const StAttr *)b)->key);
 }
 
 /* Attr `spec`'s value: given (checked as the loader checks a file's
@@ -86,8 +79,13 @@ st_model_add_layer(StModel *model, const char *name, const char *type_name,
                    const char *const *keys, const int64_t *values, int n, GError **error)
 {
   g_return_val_if_fail(model != NULL && name != NULL && type_name != NULL, FALSE);
-  const StLayerType *type = st_layer_type_find(type_name);
   int index = model->n_layers;
+  /* A layer of the type of the one before (an importer's model of 10^6
+   * custom layers) takes its type and its attrs' interned, sorted keys
+   * from there: no registry walk, no interning. */
+  const StLayer *last = index > 0 ? &model->layers[index - 1] : NULL;
+  const StLayerType *type = last != NULL && strcmp(last->type->name, type_name) == 0
+                              ? last->type : st_layer_type_find(type_name);
   if (index >= ST_MODEL_MAX_LAYERS)
     return fail(error, "more than %d layers", ST_MODEL_MAX_LAYERS);
   if (type == NULL)
@@ -104,15 +102,28 @@ st_model_add_layer(StModel *model, const char *name, const char *type_name,
       return fail(error, "layer %d '%s': unknown key '%s' (not an attr of %s)", index, name,
                   keys[k], type->name);
   }
-  g_autofree StAttr *attrs = g_new0(StAttr, MAX(n_attrs, 1));
-  for (int i = 0; i < n_attrs; i++) {
-    attrs[i].key = g_intern_static_string(type->attrs[i].key);
-    if (!attr_value(type, &type->attrs[i], keys, values, n, &attrs[i].value, error)) {
+  /* Values in the type's order (the loader's, so the first bad one is
+   * the one it names), then the attrs sorted by key as it sorts them:
+   * spec order[j] at j. */
+  int64_t *value = g_newa(int64_t, MAX(n_attrs, 1));
+  for (int i = 0; i < n_attrs; i++)
+    if (!attr_value(type, &type->attrs[i], keys, values, n, &value[i], error)) {
       g_prefix_error(error, "layer %d '%s': ", index, name);
       return FALSE;
     }
+  int *order = g_newa(int, MAX(n_attrs, 1));
+  for (int i = 0; i < n_attrs; i++) {
+    int j = i;
+    for (; j > 0 && strcmp(type->attrs[order[j - 1]].key, type->attrs[i].key) > 0; j--)
+      order[j] = order[j - 1];
+    order[j] = i;
   }
-  qsort(attrs, (size_t)n_attrs, sizeof(StAttr), compare_attrs);
+  gboolean same = last != NULL && last->type == type && last->n_attrs == n_attrs;
+  g_autofree StAttr *attrs = g_new0(StAttr, MAX(n_attrs, 1));
+  for (int j = 0; j < n_attrs; j++) {
+    attrs[j].key = same ? last->attrs[j].key : g_intern_static_string(type->attrs[order[j]].key);
+    attrs[j].value = value[order[j]];
+  }
   /* Grown by doubling: the array's capacity is the next power of two. */
   if ((index & (index - 1)) == 0)
     model->layers = g_renew(StLayer, model->layers, MAX(2 * index, 1));

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "base/util.h"
 #include "model/layer_type.h"
 #include "model/layer_types_private.h"
 #include "model/model_inputs.h"
@@ -208,19 +209,30 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
 static char *
 signature(const StLayer *layer)
 {
+  gboolean choices = FALSE; /* whether any attr is written by name */
+  for (const StAttrSpec *spec = layer->type->attrs; spec->key != NULL; spec++)
+    choices = choices || spec->choices != NULL;
   GString *s = g_string_new(layer->type->name);
   g_string_append_c(s, '{');
   for (int i = 0; i < layer->n_attrs; i++) {
-    const char *name = st_layer_attr_choice(layer, layer->attrs[i].key);
+    const char *name = choices ? st_layer_attr_choice(layer, layer->attrs[i].key) : NULL;
+    if (i > 0)
+      g_string_append_c(s, ',');
+    g_string_append(s, layer->attrs[i].key);
+    g_string_append_c(s, '=');
     if (name != NULL)
-      g_string_append_printf(s, "%s%s=%s", i > 0 ? "," : "", layer->attrs[i].key, name);
+      g_string_append(s, name);
     else
-      g_string_append_printf(s, "%s%s=%" G_GINT64_FORMAT, i > 0 ? "," : "",
-                             layer->attrs[i].key, layer->attrs[i].value);
+      st_string_append_int(s, layer->attrs[i].value);
   }
   g_string_append_c(s, '}');
-  g_autofree char *shape = st_shape_format(&layer->in_shape);
-  g_string_append(s, shape);
+  g_string_append_c(s, '[');
+  for (int i = 0; i < layer->in_shape.n_dims; i++) {
+    if (i > 0)
+      g_string_append_c(s, ',');
+    st_string_append_int(s, layer->in_shape.dims[i]);
+  }
+  g_string_append_c(s, ']'); /* st_shape_format's */
   if (layer->tp > 1)
     g_string_append_printf(s, "/tp%d%s", layer->tp, layer->sp ? "sp" : "");
   if (layer->cp > 1)
