@@ -1,12 +1,15 @@
 /* test_model_build.c: a model built in code (model/model_build.h) is the
  * model its file gives: the same layers, attrs, derived numbers and
  * totals, compared as st_model_to_json writes them; and the builder
- * refuses what the loader refuses, naming the layer and the key.
+ * refuses what the loader refuses, naming the layer and the key. Layer
+ * signatures and profile keys, now joined by hand, are printf's text.
  */
 #include <string.h>
 
 #include "base/json.h"
+#include "model/layer_type.h"
 #include "model/model_build.h"
+#include "profile/profile_private.h"
 #include "testutil.h"
 
 typedef struct {
@@ -130,11 +133,78 @@ test_refused(void)
   g_assert_cmpstr(error->message, ==, "layer 1 'r': duplicate name (also layer 0)");
 }
 
+/* A layer's signature as printf wrote it before it was joined by hand
+ * (model_load.c): "type{k=v,...}[in shape]" and "/tpT" (+"sp"), "/cpC". */
+static char *
+printf_signature(const StLayer *layer)
+{
+  GString *s = g_string_new(layer->type->name);
+  g_string_append_c(s, '{');
+  for (int i = 0; i < layer->n_attrs; i++) {
+    const char *name = st_layer_attr_choice(layer, layer->attrs[i].key);
+    if (name != NULL)
+      g_string_append_printf(s, "%s%s=%s", i > 0 ? "," : "", layer->attrs[i].key, name);
+    else
+      g_string_append_printf(s, "%s%s=%" G_GINT64_FORMAT, i > 0 ? "," : "",
+                             layer->attrs[i].key, layer->attrs[i].value);
+  }
+  g_string_append_c(s, '}');
+  g_autofree char *shape = st_shape_format(&layer->in_shape);
+  g_string_append(s, shape);
+  if (layer->tp > 1)
+    g_string_append_printf(s, "/tp%d%s", layer->tp, layer->sp ? "sp" : "");
+  if (layer->cp > 1)
+    g_string_append_printf(s, "/cp%d", layer->cp);
+  return g_string_free(s, FALSE);
+}
+
+/* Signatures and profile keys carry profile entries from file to file:
+ * joined by hand (no printf per layer, per key), they must be the text
+ * printf made. Every shipped model, whole and as tensor-parallel and
+ * context-parallel ranks; keys with negative and wide numbers. */
+static void
+test_same_text_as_printf(void)
+{
+  g_autofree char *dir = st_test_src("models");
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  g_assert_nonnull(d);
+  const char *file;
+  int layers = 0;
+  while ((file = g_dir_read_name(d)) != NULL) {
+    if (!g_str_has_suffix(file, ".json"))
+      continue;
+    g_autofree char *path = g_build_filename(dir, file, NULL);
+    g_autoptr(StModel) m = st_model_load(path, NULL);
+    if (m == NULL)
+      continue; /* not a model (a cluster folder's neighbour) */
+    g_autoptr(StModel) tp = st_model_derive_as(m, NULL, 2, TRUE, NULL);
+    const StModel *each[] = {m, tp};
+    for (int k = 0; k < 2; k++)
+      for (int i = 0; each[k] != NULL && i < each[k]->n_layers; i++, layers++) {
+        g_autofree char *want = printf_signature(&each[k]->layers[i]);
+        g_assert_cmpstr(each[k]->layers[i].signature, ==, want);
+      }
+  }
+  g_assert_cmpint(layers, >, 1000);
+  static const int64_t xs[] = {1, 0, -7, 12345, G_MAXINT64, G_MININT64};
+  for (guint i = 0; i < G_N_ELEMENTS(xs); i++) {
+    g_autofree char *entry = st_profile_layer_entry_key("H100", "fc1", NULL, ST_PASS_BWD_INPUT,
+                                                        xs[i]);
+    g_autofree char *want = g_strdup_printf("%s\x1f%s\x1f%s\x1f%d\x1f%" G_GINT64_FORMAT, "H100",
+                                            "fc1", "", (int)ST_PASS_BWD_INPUT, xs[i]);
+    g_assert_cmpstr(entry, ==, want);
+  }
+  g_autofree char *key = st_profile_layer_key("H100", 's', "linear{bias=1}[8]", ST_PASS_FWD);
+  g_autofree char *want = g_strdup_printf("H100\x1fs\x1flinear{bias=1}[8]\x1f%d", ST_PASS_FWD);
+  g_assert_cmpstr(key, ==, want);
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/model/build/same-as-loaded", test_same_as_loaded);
   g_test_add_func("/model/build/refused", test_refused);
+  g_test_add_func("/model/build/same-text-as-printf", test_same_text_as_printf);
   return g_test_run();
 }

@@ -241,6 +241,28 @@ node_kind(ImRank *x, guint k, StOpKind *kind, StCollKind *coll, gboolean *barrie
 
 /* ---- the op ----------------------------------------------------------------------- */
 
+/* Whether `deps` holds op: a walk while they are few (most nodes wait for
+ * one or two; a hash set per node was a fifth of the allocations), a set
+ * made once they are many. */
+#define FEW_DEPS 16
+
+static gboolean
+has_dep(const GArray *deps, GHashTable **seen, int32_t op)
+{
+  if (*seen == NULL && deps->len <= FEW_DEPS) {
+    for (guint i = 0; i < deps->len; i++)
+      if (g_array_index(deps, int32_t, i) == op)
+        return TRUE;
+    return FALSE;
+  }
+  if (*seen == NULL) {
+    *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (guint i = 0; i < deps->len; i++)
+      g_hash_table_add(*seen, GINT_TO_POINTER(g_array_index(deps, int32_t, i) + 1));
+  }
+  return g_hash_table_contains(*seen, GINT_TO_POINTER(op + 1));
+}
+
 /* Resolves node k's dependencies (data_deps, then ctrl_deps other than
  * `pred`) into ops, without repeats. */
 static GArray *
@@ -248,16 +270,16 @@ resolve_deps(const ImRank *x, guint k, int32_t pred)
 {
   const EtNode *n = im_node(x, k);
   GArray *deps = g_array_new(FALSE, FALSE, sizeof(int32_t));
-  g_autoptr(GHashTable) seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) seen = NULL;
   for (size_t c = 0; c < n->n_data_deps + n->n_ctrl_deps; c++) {
     guint d = GPOINTER_TO_UINT(g_hash_table_lookup(x->pos_of, &(uint64_t){dep_id(n, c)})) - 1;
     const int32_t *ops = x->op_of[d] >= 0 ? &x->op_of[d] : (const int32_t *)x->through[d]->data;
     guint m = x->op_of[d] >= 0 ? 1 : x->through[d]->len;
     for (guint i = 0; i < m; i++) {
-      if ((c >= n->n_data_deps && ops[i] == pred) ||
-          g_hash_table_contains(seen, GINT_TO_POINTER(ops[i] + 1)))
+      if ((c >= n->n_data_deps && ops[i] == pred) || has_dep(deps, &seen, ops[i]))
         continue;
-      g_hash_table_add(seen, GINT_TO_POINTER(ops[i] + 1));
+      if (seen != NULL)
+        g_hash_table_add(seen, GINT_TO_POINTER(ops[i] + 1));
       g_array_append_val(deps, ops[i]);
     }
   }

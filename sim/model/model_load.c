@@ -164,18 +164,30 @@ static gboolean
 read_attrs(StLayer *layer, const cJSON *obj, GError **error)
 {
   const StLayerType *type = layer->type;
-  g_autoptr(GPtrArray) allowed = g_ptr_array_new();
-  g_ptr_array_add(allowed, (gpointer) "name");
-  g_ptr_array_add(allowed, (gpointer) "type");
-  g_ptr_array_add(allowed, (gpointer) "derived");
-  g_ptr_array_add(allowed, (gpointer) "inputs");
   int n = 0;
-  for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++, n++)
-    if (!spec->derived)
-      g_ptr_array_add(allowed, (gpointer)spec->key);
-  g_ptr_array_add(allowed, NULL);
-  if (!st_json_check_keys(obj, (const char *const *)allowed->pdata, error))
-    return FALSE;
+  for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++)
+    n++;
+  /* Every key must be one of these or an attr a file may give; the list
+   * is made only to name them when one is not (a model of 10^6 layers, or
+   * an ONNX import's proposals, made it for every layer). */
+  static const char *const common[] = {"name", "type", "derived", "inputs", NULL};
+  const cJSON *key;
+  cJSON_ArrayForEach(key, obj)
+  {
+    gboolean known = g_strv_contains(common, key->string);
+    for (const StAttrSpec *spec = type->attrs; !known && spec->key != NULL; spec++)
+      known = !spec->derived && strcmp(spec->key, key->string) == 0;
+    if (known)
+      continue;
+    g_autoptr(GPtrArray) allowed = g_ptr_array_new();
+    for (const char *const *c = common; *c != NULL; c++)
+      g_ptr_array_add(allowed, (gpointer)*c);
+    for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++)
+      if (!spec->derived)
+        g_ptr_array_add(allowed, (gpointer)spec->key);
+    g_ptr_array_add(allowed, NULL);
+    return st_json_check_keys(obj, (const char *const *)allowed->pdata, error);
+  }
 
   layer->attrs = g_new0(StAttr, MAX(n, 1));
   layer->n_attrs = n;
