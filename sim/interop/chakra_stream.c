@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/util.h"
 #include "interop/chakra.h"
 
 G_DEFINE_QUARK(st-chakra-error-quark, st_chakra_error)
@@ -256,16 +257,10 @@ et_file_read_nodes(EtFile *file, GError **error)
   const uint8_t *data = g_bytes_get_data(file->bytes, &len);
   Walk w = {data, len, file->node_unknown_fields, NULL, file->path};
   size_t at = file->nodes_at;
-  char what[32] = "node #"; /* "node #<k>", written by hand: one per node */
+  char what[6 + ST_INT_TEXT_SIZE] = "node #"; /* "node #<k>", not printf: one per node */
   w.what = what;
   while (at < w.len) {
-    char digits[16];
-    int n = 0;
-    for (guint k = file->nodes->len; n == 0 || k > 0; k /= 10)
-      digits[n++] = (char)('0' + k % 10);
-    for (int i = 0; i < n; i++)
-      what[6 + i] = digits[n - 1 - i];
-    what[6 + n] = '\0';
+    st_int_text(file->nodes->len, what + 6);
     uint64_t offset = at;
     ProtobufCMessage *node = read_message(&w, &chakra_proto_msg__node__descriptor, &at, error);
     if (node == NULL)

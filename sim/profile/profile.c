@@ -184,15 +184,8 @@ st_profile_points_at(const GArray *points, int64_t x, gboolean floor_proportiona
 char *
 st_profile_layer_key(const char *device, char by, const char *key, StPass pass)
 {
-  GString *s = g_string_sized_new(strlen(device) + strlen(key) + 8);
-  g_string_append(s, device);
-  g_string_append(s, SEP);
-  g_string_append_c(s, by);
-  g_string_append(s, SEP);
-  g_string_append(s, key);
-  g_string_append(s, SEP);
-  st_string_append_int(s, (int)pass);
-  return g_string_free(s, FALSE);
+  char p[ST_INT_TEXT_SIZE], b[2] = {by, '\0'};
+  return g_strconcat(device, SEP, b, SEP, key, SEP, st_int_text((int)pass, p), NULL);
 }
 
 char *
@@ -207,18 +200,10 @@ char *
 st_profile_layer_entry_key(const char *device, const char *name, const char *signature,
                            StPass pass, int64_t x)
 {
-  const char *n = name != NULL ? name : "", *sig = signature != NULL ? signature : "";
-  GString *s = g_string_sized_new(strlen(device) + strlen(n) + strlen(sig) + 32);
-  g_string_append(s, device);
-  g_string_append(s, SEP);
-  g_string_append(s, n);
-  g_string_append(s, SEP);
-  g_string_append(s, sig);
-  g_string_append(s, SEP);
-  st_string_append_int(s, (int)pass);
-  g_string_append(s, SEP);
-  st_string_append_int(s, x);
-  return g_string_free(s, FALSE);
+  char p[ST_INT_TEXT_SIZE], n[ST_INT_TEXT_SIZE];
+  return g_strconcat(device, SEP, name != NULL ? name : "", SEP,
+                     signature != NULL ? signature : "", SEP, st_int_text((int)pass, p), SEP,
+                     st_int_text(x, n), NULL);
 }
 
 void
