@@ -470,6 +470,7 @@ build_schedule(Import *im, GError **error)
     if (p == NULL)
       return NULL;
     st_schedule_add_program(s, p);
+    g_clear_pointer(&g_ptr_array_index(programs, i), im_program_free); /* its records */
   }
   return g_steal_pointer(&s);
 }

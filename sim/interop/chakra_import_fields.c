@@ -27,7 +27,7 @@ parse_name(ImRank *x, guint k, const char *attr, const char *text,
 static gboolean
 parse_pass(const char *text, int *out, GError **error)
 {
-  StPass v;
+  StPass v = ST_PASS_INVALID;
   gboolean ok = st_pass_parse(text, &v, error);
   *out = (int)v;
   return ok;
@@ -36,7 +36,7 @@ parse_pass(const char *text, int *out, GError **error)
 static gboolean
 parse_copy(const char *text, int *out, GError **error)
 {
-  StCopyKind v;
+  StCopyKind v = ST_COPY_INVALID;
   gboolean ok = st_copy_parse(text, &v, error);
   *out = (int)v;
   return ok;
@@ -45,7 +45,7 @@ parse_copy(const char *text, int *out, GError **error)
 static gboolean
 parse_data(const char *text, int *out, GError **error)
 {
-  StData v;
+  StData v = ST_DATA_NONE;
   gboolean ok = st_data_parse(text, &v, error);
   *out = (int)v;
   return ok;

@@ -9,14 +9,15 @@
  * a foreign trace's model is built in code (model_build.h), and each
  * program through the builder API (chakra_import_program.c). Every value
  * meets the checks the schedule's JSON reader made when the importer wrote
- * the whole schedule as JSON and read it back (the same schedule, 3x
- * faster at 10^6 nodes); st_schedule_check checks the whole. What can only
- * be wrong in the trace (a dangling dependency, a cycle, a process group
- * no file defines, a send whose comm_src is not its rank) is found first
- * and reported with the file and the node.
+ * the whole schedule as JSON and read it back (the same schedule, in half
+ * the time at 10^6 nodes); st_schedule_check checks the whole. What can
+ * only be wrong in the trace (a dangling dependency, a cycle, a process
+ * group no file defines, a send whose comm_src is not its rank) is found
+ * first and reported with the file and the node.
  *
  *   chakra_import.c          the files, the schedule-wide parts, the warning
  *   chakra_import_ops.c      one rank's nodes -> its program's ops
+ *   chakra_import_fields.c   a node's attributes -> its op's fields
  *   chakra_import_memory.c   their memory effects -> allocations and frees
  *   chakra_import_program.c  a converted program -> the schedule's StProgram
  *   chakra_import_foreign.c  what a trace not written by stagger lacks:

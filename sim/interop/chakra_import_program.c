@@ -219,7 +219,10 @@ im_program_build(const Import *im, const ImProgram *ip, const StSchedule *s, GEr
     return NULL;
   /* A previous-step dependency on an op not built yet goes through a
    * forward reference, one per dependency (the reader's way). */
-  g_autoptr(GArray) refs = g_array_new(FALSE, FALSE, sizeof(uint32_t) * 2);
+  typedef struct {
+    uint32_t ref, target;
+  } ForwardRef;
+  g_autoptr(GArray) refs = g_array_new(FALSE, FALSE, sizeof(ForwardRef));
   for (guint i = 0; i < ip->ops->len; i++) {
     const ImOp *r = &g_array_index(ip->ops, ImOp, i);
     if (!check_op(im, ip, r, s, p, error))
@@ -232,9 +235,9 @@ im_program_build(const Import *im, const ImProgram *ip, const StSchedule *s, GEr
       if (target < i) {
         st_program_after_prev_step(p, target);
       } else {
-        uint32_t ref[2] = {st_program_forward_ref(p), target};
+        ForwardRef ref = {st_program_forward_ref(p), target};
         g_array_append_val(refs, ref);
-        st_program_after_prev_step(p, ref[0]);
+        st_program_after_prev_step(p, ref.ref);
       }
     }
     for (guint b = 0; r->alloc != NULL && b < r->alloc->len; b++)
@@ -243,9 +246,8 @@ im_program_build(const Import *im, const ImProgram *ip, const StSchedule *s, GEr
       st_program_free_buffer(p, g_array_index(r->free, uint32_t, b));
     st_program_commit(p);
   }
-  for (guint i = 0; i < refs->len; i++) {
-    const uint32_t *ref = (const uint32_t *)(const void *)(refs->data + i * 2 * sizeof(uint32_t));
-    st_program_resolve(p, ref[0], ref[1]);
-  }
+  for (guint i = 0; i < refs->len; i++)
+    st_program_resolve(p, g_array_index(refs, ForwardRef, i).ref,
+                       g_array_index(refs, ForwardRef, i).target);
   return g_steal_pointer(&p);
 }

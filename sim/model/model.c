@@ -1,13 +1,16 @@
-/* model.c: shapes, attribute lookup, ownership (copy, free) and the JSON
- * writer of StModel. Loading and derivation are in model_load.c, the table
- * in model_print.c. */
+/* model.c: shapes, attribute lookup, signatures, ownership (copy, free)
+ * and the JSON writer of StModel. Loading and derivation are in
+ * model_load.c, building in code in model_build.c, the table in
+ * model_print.c. */
 #include "model/model.h"
 
 #include <string.h>
 
 #include "base/json.h"
+#include "base/util.h"
 #include "model/layer_type.h"
 #include "model/model_inputs.h"
+#include "model/model_private.h"
 
 G_DEFINE_QUARK(st-model-error-quark, st_model_error)
 
@@ -31,6 +34,43 @@ st_shape_format(const StShape *shape)
   for (int i = 0; i < shape->n_dims; i++)
     g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i > 0 ? "," : "", shape->dims[i]);
   g_string_append_c(s, ']');
+  return g_string_free(s, FALSE);
+}
+
+/* "type{k=v,...}[in shape]", and "/tpT" (+"sp") for one rank of a
+ * tensor-parallel group: its costs differ from the whole layer's. Joined
+ * by hand, not printf: a model of 10^6 layers formats 10^7 attrs. */
+char *
+st_layer_signature(const StLayer *layer)
+{
+  gboolean choices = FALSE; /* whether any attr is written by name */
+  for (const StAttrSpec *spec = layer->type->attrs; spec->key != NULL; spec++)
+    choices = choices || spec->choices != NULL;
+  GString *s = g_string_new(layer->type->name);
+  g_string_append_c(s, '{');
+  for (int i = 0; i < layer->n_attrs; i++) {
+    const char *name = choices ? st_layer_attr_choice(layer, layer->attrs[i].key) : NULL;
+    if (i > 0)
+      g_string_append_c(s, ',');
+    g_string_append(s, layer->attrs[i].key);
+    g_string_append_c(s, '=');
+    if (name != NULL)
+      g_string_append(s, name);
+    else
+      st_string_append_int(s, layer->attrs[i].value);
+  }
+  g_string_append_c(s, '}');
+  g_string_append_c(s, '[');
+  for (int i = 0; i < layer->in_shape.n_dims; i++) {
+    if (i > 0)
+      g_string_append_c(s, ',');
+    st_string_append_int(s, layer->in_shape.dims[i]);
+  }
+  g_string_append_c(s, ']'); /* st_shape_format's */
+  if (layer->tp > 1)
+    g_string_append_printf(s, "/tp%d%s", layer->tp, layer->sp ? "sp" : "");
+  if (layer->cp > 1)
+    g_string_append_printf(s, "/cp%d", layer->cp);
   return g_string_free(s, FALSE);
 }
 

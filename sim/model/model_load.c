@@ -11,7 +11,6 @@
 
 #include "base/error.h"
 #include "base/json.h"
-#include "base/util.h"
 #include "model/layer_type.h"
 #include "model/layer_types_private.h"
 #include "model/model_inputs.h"
@@ -216,42 +215,6 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
   return TRUE;
 }
 
-/* "type{k=v,...}[in shape]", and "/tpT" (+"sp") for one rank of a
- * tensor-parallel group: its costs differ from the whole layer's. */
-static char *
-signature(const StLayer *layer)
-{
-  gboolean choices = FALSE; /* whether any attr is written by name */
-  for (const StAttrSpec *spec = layer->type->attrs; spec->key != NULL; spec++)
-    choices = choices || spec->choices != NULL;
-  GString *s = g_string_new(layer->type->name);
-  g_string_append_c(s, '{');
-  for (int i = 0; i < layer->n_attrs; i++) {
-    const char *name = choices ? st_layer_attr_choice(layer, layer->attrs[i].key) : NULL;
-    if (i > 0)
-      g_string_append_c(s, ',');
-    g_string_append(s, layer->attrs[i].key);
-    g_string_append_c(s, '=');
-    if (name != NULL)
-      g_string_append(s, name);
-    else
-      st_string_append_int(s, layer->attrs[i].value);
-  }
-  g_string_append_c(s, '}');
-  g_string_append_c(s, '[');
-  for (int i = 0; i < layer->in_shape.n_dims; i++) {
-    if (i > 0)
-      g_string_append_c(s, ',');
-    st_string_append_int(s, layer->in_shape.dims[i]);
-  }
-  g_string_append_c(s, ']'); /* st_shape_format's */
-  if (layer->tp > 1)
-    g_string_append_printf(s, "/tp%d%s", layer->tp, layer->sp ? "sp" : "");
-  if (layer->cp > 1)
-    g_string_append_printf(s, "/cp%d", layer->cp);
-  return g_string_free(s, FALSE);
-}
-
 /* The elements of a shape, in double so that no product overflows. */
 static double
 elems_double(const StShape *shape)
@@ -309,7 +272,7 @@ derive_layer(StLayer *layer, const StLayer *prev, const StShape *in, int dtype_b
   if (layer->bwd_io_bytes == 0)
     layer->bwd_io_bytes =
       (double)(2 * layer->act_bytes + layer->in_bytes + layer->out_bytes);
-  layer->signature = signature(layer);
+  layer->signature = st_layer_signature(layer);
   return TRUE;
 }
 

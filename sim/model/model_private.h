@@ -14,3 +14,7 @@
  * previous one's output, then the totals. Errors name the layer, not the
  * origin. */
 gboolean st_model_derive_all(StModel *model, GError **error);
+
+/* The layer's signature (StLayer.signature) from its type, attrs, input
+ * shape, tp, sp and cp. Transfer full. (model.c) */
+char *st_layer_signature(const StLayer *layer);
