@@ -40,38 +40,61 @@ st_shape_format(const StShape *shape)
 /* "type{k=v,...}[in shape]", and "/tpT" (+"sp") for one rank of a
  * tensor-parallel group: its costs differ from the whole layer's. Joined
  * by hand, not printf: a model of 10^6 layers formats 10^7 attrs. */
+/* Copies `text` to `at`; returns the end. */
+static char *
+put(char *at, const char *text)
+{
+  size_t n = strlen(text);
+  memcpy(at, text, n);
+  return at + n;
+}
+
 char *
 st_layer_signature(const StLayer *layer)
 {
   gboolean choices = FALSE; /* whether any attr is written by name */
   for (const StAttrSpec *spec = layer->type->attrs; spec->key != NULL; spec++)
     choices = choices || spec->choices != NULL;
-  GString *s = g_string_new(layer->type->name);
-  g_string_append_c(s, '{');
+  /* Written into a buffer sized for the longest text (a name or a number
+   * of ST_INT_TEXT_SIZE per attr and dim, and "/tpT" "sp" "/cpC"), then
+   * copied at its length. */
+  const char **names = g_newa(const char *, MAX(layer->n_attrs, 1));
+  size_t size = strlen(layer->type->name) + 3 * ST_INT_TEXT_SIZE + 16;
   for (int i = 0; i < layer->n_attrs; i++) {
-    const char *name = choices ? st_layer_attr_choice(layer, layer->attrs[i].key) : NULL;
-    if (i > 0)
-      g_string_append_c(s, ',');
-    g_string_append(s, layer->attrs[i].key);
-    g_string_append_c(s, '=');
-    if (name != NULL)
-      g_string_append(s, name);
-    else
-      st_string_append_int(s, layer->attrs[i].value);
+    names[i] = choices ? st_layer_attr_choice(layer, layer->attrs[i].key) : NULL;
+    size += strlen(layer->attrs[i].key) + 2 +
+            (names[i] != NULL ? strlen(names[i]) : ST_INT_TEXT_SIZE);
   }
-  g_string_append_c(s, '}');
-  g_string_append_c(s, '[');
+  size += (size_t)layer->in_shape.n_dims * (ST_INT_TEXT_SIZE + 1);
+  char stack[1024], number[ST_INT_TEXT_SIZE];
+  g_autofree char *heap = size > sizeof stack ? g_malloc(size) : NULL;
+  char *text = heap != NULL ? heap : stack, *at = put(text, layer->type->name);
+  *at++ = '{';
+  for (int i = 0; i < layer->n_attrs; i++) {
+    if (i > 0)
+      *at++ = ',';
+    at = put(at, layer->attrs[i].key);
+    *at++ = '=';
+    at = put(at, names[i] != NULL ? names[i] : st_int_text(layer->attrs[i].value, number));
+  }
+  at = put(at, "}["); /* then st_shape_format's */
   for (int i = 0; i < layer->in_shape.n_dims; i++) {
     if (i > 0)
-      g_string_append_c(s, ',');
-    st_string_append_int(s, layer->in_shape.dims[i]);
+      *at++ = ',';
+    at = put(at, st_int_text(layer->in_shape.dims[i], number));
   }
-  g_string_append_c(s, ']'); /* st_shape_format's */
-  if (layer->tp > 1)
-    g_string_append_printf(s, "/tp%d%s", layer->tp, layer->sp ? "sp" : "");
-  if (layer->cp > 1)
-    g_string_append_printf(s, "/cp%d", layer->cp);
-  return g_string_free(s, FALSE);
+  *at++ = ']';
+  if (layer->tp > 1) {
+    at = put(at, "/tp");
+    at = put(at, st_int_text(layer->tp, number));
+    at = put(at, layer->sp ? "sp" : "");
+  }
+  if (layer->cp > 1) {
+    at = put(at, "/cp");
+    at = put(at, st_int_text(layer->cp, number));
+  }
+  g_assert((size_t)(at - text) < size);
+  return g_strndup(text, (gsize)(at - text)); /* its own length, not the bound */
 }
 
 gboolean
