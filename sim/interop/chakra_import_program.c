@@ -157,7 +157,7 @@ program_head(const Import *im, const ImProgram *ip, const StSchedule *s, GError 
 {
   if (ip->head != NULL) {
     StProgram *p = st_program_from_json_head(ip->head, st_schedule_n_jobs(s), error);
-    if (p == NULL) {
+    if (p == NULL && error != NULL) {
       const char *message = (*error)->message;
       g_prefix_error(error, "%s: global metadata 'stagger_program'%s", im->files[ip->rank]->path,
                      message[0] == '.' || message[0] == '[' ? "" : ": ");
