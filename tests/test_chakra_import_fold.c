@@ -182,8 +182,9 @@ swap_pg(EtFile *f, gpointer data)
     EtNode *n = g_ptr_array_index(f->nodes, k);
     EtAttr *a = (EtAttr *)et_attr_find(n->attr, n->n_attr, "pg_name");
     if (a != NULL && strcmp(a->string_val, swap->from) == 0) {
-      free(a->string_val); /* protobuf-c frees it with free() */
-      a->string_val = strdup(swap->to);
+      /* The node lives in its file's arena, which frees no part alone:
+       * `to` outlives the file. */
+      a->string_val = (char *)swap->to;
       swapped++;
     }
   }

@@ -30,3 +30,27 @@ st_quantile(const double *sorted, int n, double q)
   int lo = (int)at, hi = MIN(lo + 1, n - 1);
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - (double)lo);
 }
+
+const char *
+st_int_text(int64_t v, char out[ST_INT_TEXT_SIZE])
+{
+  char digits[ST_INT_TEXT_SIZE];
+  int n = 0, k = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do
+    digits[n++] = (char)('0' + u % 10);
+  while ((u /= 10) > 0);
+  if (v < 0)
+    out[k++] = '-';
+  while (n > 0)
+    out[k++] = digits[--n];
+  out[k] = '\0';
+  return out;
+}
+
+void
+st_string_append_int(GString *s, int64_t v)
+{
+  char text[ST_INT_TEXT_SIZE];
+  g_string_append(s, st_int_text(v, text));
+}

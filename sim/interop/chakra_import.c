@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "sched/sched_import.h"
 
 gboolean
 im_node_fail(GError **error, const EtFile *f, guint k, const char *format, ...)
@@ -319,7 +320,7 @@ add_counts(GHashTable *to, GHashTable *from)
 
 /* Rank `rank`'s program, decoded and converted, what it counted kept in
  * im->tally[rank]. Transfer full. */
-static cJSON *
+static ImProgram *
 convert_rank(Import *im, int rank, GError **error)
 {
   if (!et_file_read_nodes(im->files[rank], error))
@@ -329,7 +330,7 @@ convert_rank(Import *im, int rank, GError **error)
   int64_t nodes = im->n_nodes, ops = im->n_ops;
   im->skipped = t->skipped = count_table();
   im->unused = t->unused = count_table();
-  cJSON *p = im_rank_program(im, rank, error);
+  ImProgram *p = im_rank_program(im, rank, error);
   im->skipped = skipped;
   im->unused = unused;
   t->nodes = im->n_nodes - nodes;
@@ -339,16 +340,16 @@ convert_rank(Import *im, int rank, GError **error)
   return p;
 }
 
-/* Every rank's program; ranks whose programs are equal share one. A rank
- * whose file is an earlier one's up to renaming (chakra_import_fold.c)
- * takes that one's program undecoded, and counts what it counted. */
-static cJSON *
-programs_json(Import *im, int *program_of, GError **error)
+/* Every rank's program (ImProgram *, into `programs`); ranks whose
+ * programs are equal share one. A rank whose file is an earlier one's up
+ * to renaming (chakra_import_fold.c) takes that one's program undecoded,
+ * and counts what it counted. */
+static gboolean
+convert_programs(Import *im, GPtrArray *programs, int *program_of, GError **error)
 {
-  g_autoptr(cJSON) programs = cJSON_CreateArray();
-  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, cJSON_free, NULL);
+  g_autoptr(GHashTable) seen =
+    g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
   ImFold *fold = im->o->no_fold || im->n_ranks < 2 ? NULL : im_fold_new(im->n_ranks);
-  int n_programs = 0;
   gboolean ok = TRUE;
   for (int r = 0; ok && r < im->n_ranks; r++) {
     gboolean keyed = FALSE;
@@ -364,32 +365,30 @@ programs_json(Import *im, int *program_of, GError **error)
       add_counts(im->unused, t->unused);
       continue;
     }
-    cJSON *p = convert_rank(im, r, error);
+    g_autoptr(ImProgram) p = convert_rank(im, r, error);
     if (p == NULL) {
       ok = FALSE;
       break;
     }
-    /* Compared as printed text; a trace of one rank has nothing to compare
-     * (printing 10^6 ops took a fifth of its import). */
-    char *text = im->n_ranks > 1 ? cJSON_PrintUnformatted(p) : NULL;
-    gpointer v = text != NULL ? g_hash_table_lookup(seen, text) : NULL;
+    /* Compared whole; a trace of one rank has nothing to compare. */
+    GBytes *key = im->n_ranks > 1 ? im_program_key(p) : NULL;
+    gpointer v = key != NULL ? g_hash_table_lookup(seen, key) : NULL;
     if (v != NULL) {
       program_of[r] = GPOINTER_TO_INT(v) - 1;
-      cJSON_free(text);
-      cJSON_Delete(p);
+      g_bytes_unref(key);
       continue;
     }
-    program_of[r] = n_programs++;
-    if (text != NULL)
-      g_hash_table_insert(seen, text, GINT_TO_POINTER(program_of[r] + 1));
+    program_of[r] = (int)programs->len;
+    if (key != NULL)
+      g_hash_table_insert(seen, key, GINT_TO_POINTER(program_of[r] + 1));
     if (!im->stagger) { /* foreign programs are named by their first rank */
-      g_autofree char *name = g_strdup_printf("rank %d", r);
-      cJSON_ReplaceItemInObject(p, "name", cJSON_CreateString(name));
+      g_free(p->name);
+      p->name = g_strdup_printf("rank %d", r);
     }
-    cJSON_AddItemToArray(programs, p);
+    g_ptr_array_add(programs, g_steal_pointer(&p));
   }
   im_fold_free(fold, im->n_ranks);
-  return ok ? g_steal_pointer(&programs) : NULL;
+  return ok;
 }
 
 /* The schedule-wide parts a stagger trace carries in rank 0's metadata. */
@@ -411,8 +410,10 @@ stagger_head(Import *im, GError **error)
   return head;
 }
 
+/* The schedule-wide parts as the schedule's JSON: everything but the
+ * programs (`programs`, converted here) and a foreign trace's model. */
 static cJSON *
-build_root(Import *im, GError **error)
+build_root(Import *im, GPtrArray *programs, GError **error)
 {
   g_autoptr(cJSON) root = cJSON_CreateObject();
   g_autoptr(cJSON) head = NULL;
@@ -428,16 +429,13 @@ build_root(Import *im, GError **error)
     }
   }
   g_autofree int *program_of = g_new(int, im->n_ranks);
-  cJSON *programs = programs_json(im, program_of, error);
-  if (programs == NULL)
+  if (!convert_programs(im, programs, program_of, error))
     return NULL;
-  cJSON_AddItemToObject(root, "programs", programs);
   cJSON *ranks = ranks_json(im, program_of, error);
   if (ranks == NULL)
     return NULL;
   cJSON_AddItemToObject(root, "ranks", ranks);
   if (!im->stagger) {
-    cJSON_AddItemToObject(root, "model", im_foreign_model(im));
     cJSON_AddItemToObject(root, "settings", im_foreign_settings(im));
     st_json_add_int(root, "steps", 1);
   }
@@ -448,6 +446,33 @@ build_root(Import *im, GError **error)
   cJSON_AddItemToObject(root, "comms", im->comms);
   im->comms = NULL;
   return g_steal_pointer(&root);
+}
+
+/* The schedule: its schedule-wide parts read as JSON, then each program
+ * built directly. Transfer full. */
+static StSchedule *
+build_schedule(Import *im, GError **error)
+{
+  g_autoptr(GPtrArray) programs = g_ptr_array_new_with_free_func((GDestroyNotify)im_program_free);
+  g_autoptr(cJSON) root = build_root(im, programs, error);
+  if (root == NULL)
+    return NULL;
+  StModel *model = NULL;
+  if (!im->stagger && (model = im_foreign_model(im, error)) == NULL)
+    return NULL;
+  g_autoptr(StSchedule) s = st_schedule_from_json_without_programs(root, model,
+                                                                   (int)programs->len,
+                                                                   im->prefix, error);
+  if (s == NULL)
+    return NULL;
+  for (guint i = 0; i < programs->len; i++) {
+    StProgram *p = im_program_build(im, g_ptr_array_index(programs, i), s, error);
+    if (p == NULL)
+      return NULL;
+    st_schedule_add_program(s, p);
+    g_clear_pointer(&g_ptr_array_index(programs, i), im_program_free); /* its records */
+  }
+  return g_steal_pointer(&s);
 }
 
 /* ---- the warning --------------------------------------------------------------------- */
@@ -513,7 +538,8 @@ import_clear(Import *im)
     et_groups_clear(&im->groups);
   g_free(im->groups_path);
   cJSON_Delete(im->comms);
-  cJSON_Delete(im->layers);
+  st_model_free(im->model);
+  g_clear_error(&im->model_error);
   g_clear_pointer(&im->pg, g_hash_table_unref);
   g_clear_pointer(&im->layer_of, g_hash_table_unref);
   g_clear_pointer(&im->layer_names, g_hash_table_unref);
@@ -535,7 +561,6 @@ st_chakra_import(const char *prefix, const StChakraImportOptions *options,
   g_return_val_if_fail(prefix != NULL && options != NULL && options->cluster != NULL, NULL);
   Import im = {.o = options, .prefix = prefix};
   im.comms = cJSON_CreateArray();
-  im.layers = cJSON_CreateArray();
   im.pg = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   im.layer_of = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   im.layer_names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -545,9 +570,7 @@ st_chakra_import(const char *prefix, const StChakraImportOptions *options,
   if (read_files(&im, error) && read_groups(&im, error)) {
     im.stagger = meta_attr(im.files[0], "stagger_schedule") != NULL;
     g_return_val_if_fail(im.stagger || options->profile != NULL, (import_clear(&im), NULL));
-    g_autoptr(cJSON) root = build_root(&im, error);
-    if (root != NULL)
-      s = st_schedule_from_json(root, prefix, error);
+    s = build_schedule(&im, error);
     if (s != NULL && !st_schedule_check(s, error)) {
       g_prefix_error(error, "%s: ", prefix);
       g_clear_pointer(&s, st_schedule_free);

@@ -18,35 +18,57 @@
 #include "interop/chakra_import_private.h"
 
 #include "base/json.h"
+#include "base/util.h"
+#include "model/model_build.h"
 
 /* The device fraction a CPU op takes in the GPU-sharing model: the least
  * a profile's fill holds (profile_measure.c clamps to [1e-3, 1]). */
 #define CPU_FILL 1e-3
+
+/* Appends custom layer `name` to the model (made on first use), keeping
+ * the first refusal for im_foreign_model. */
+static void
+add_layer(Import *im, const char *name, int64_t num_ops, int64_t tensor_size)
+{
+  if (im->model == NULL) {
+    g_autofree char *base = g_path_get_basename(im->prefix);
+    g_autofree char *model_name = g_strdup_printf("chakra:%s", base);
+    im->model = st_model_new(model_name, &(StShape){.n_dims = 1, .dims = {1}}, ST_DTYPE_FP32);
+  }
+  static const char *const keys[] = {"fwd_flops", "bwd_flops", "output_bytes", "fwd_io_bytes"};
+  int64_t values[] = {num_ops, 0, MAX(tensor_size, 1), tensor_size};
+  if (im->model_error == NULL)
+    st_model_add_layer(im->model, name, "custom", keys, values, G_N_ELEMENTS(keys),
+                       &im->model_error);
+}
 
 int
 im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tensor_size,
                  gboolean cpu)
 {
   const char *base = n->name != NULL && *n->name != '\0' ? n->name : "node";
-  g_autofree char *key = g_strdup_printf("%s\x1f%" G_GINT64_FORMAT "\x1f%" G_GINT64_FORMAT
-                                         "\x1f%" G_GUINT64_FORMAT "\x1f%d", base, num_ops,
-                                         tensor_size, (guint64)n->duration_micros, cpu);
+  GString *k = g_string_new(base); /* by hand, not printf: one per COMP node */
+  int64_t parts[] = {num_ops, tensor_size, (int64_t)MIN(n->duration_micros, G_MAXINT64), cpu};
+  for (guint i = 0; i < G_N_ELEMENTS(parts); i++) {
+    g_string_append_c(k, '\x1f');
+    st_string_append_int(k, parts[i]);
+  }
+  if (n->duration_micros > G_MAXINT64) /* not a duration, but keep such nodes apart */
+    g_string_append_c(k, '+');
+  g_autofree char *key = g_string_free(k, FALSE);
   gpointer v = g_hash_table_lookup(im->layer_of, key);
   if (v != NULL)
     return GPOINTER_TO_INT(v) - 1;
-  int index = im->n_layers++;
+  int index = (int)g_hash_table_size(im->layer_of);
   /* Names are unique in a model: a repeated name gets the layer's index. */
-  char *name = g_hash_table_contains(im->layer_names, base)
-                 ? g_strdup_printf("%s #%d", base, index) : g_strdup(base);
+  GString *name_text = g_string_new(base);
+  if (g_hash_table_contains(im->layer_names, base)) {
+    g_string_append(name_text, " #");
+    st_string_append_int(name_text, index);
+  }
+  char *name = g_string_free(name_text, FALSE);
   g_hash_table_add(im->layer_names, name); /* owns it */
-  cJSON *layer = cJSON_CreateObject();
-  cJSON_AddStringToObject(layer, "name", name);
-  cJSON_AddStringToObject(layer, "type", "custom");
-  st_json_add_int(layer, "fwd_flops", num_ops);
-  st_json_add_int(layer, "bwd_flops", 0);
-  st_json_add_int(layer, "output_bytes", MAX(tensor_size, 1));
-  st_json_add_int(layer, "fwd_io_bytes", tensor_size);
-  cJSON_AddItemToArray(im->layers, layer);
+  add_layer(im, name, num_ops, tensor_size);
   g_hash_table_insert(im->layer_of, g_steal_pointer(&key), GINT_TO_POINTER(index + 1));
   if (n->duration_micros > 0) {
     const char *device = im->o->cluster->gpu.name;
@@ -59,27 +81,22 @@ im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tensor_si
   return index;
 }
 
-cJSON *
-im_foreign_model(Import *im)
+StModel *
+im_foreign_model(Import *im, GError **error)
 {
-  g_autofree char *base = g_path_get_basename(im->prefix);
-  cJSON *model = cJSON_CreateObject();
-  g_autofree char *name = g_strdup_printf("chakra:%s", base);
-  cJSON_AddStringToObject(model, "name", name);
-  cJSON *input = cJSON_AddArrayToObject(model, "input");
-  cJSON_AddItemToArray(input, cJSON_CreateNumber(1));
-  if (im->n_layers == 0) { /* a model has a layer; no op uses this one */
-    cJSON *layer = cJSON_CreateObject();
-    cJSON_AddStringToObject(layer, "name", "(no compute)");
-    cJSON_AddStringToObject(layer, "type", "custom");
-    st_json_add_int(layer, "fwd_flops", 0);
-    st_json_add_int(layer, "bwd_flops", 0);
-    st_json_add_int(layer, "output_bytes", 1);
-    cJSON_AddItemToArray(im->layers, layer);
+  if (g_hash_table_size(im->layer_of) == 0) /* a model has a layer; no op uses this one */
+    add_layer(im, "(no compute)", 0, 0);
+  g_autoptr(StModel) model = g_steal_pointer(&im->model);
+  g_autofree char *origin = g_strdup_printf("%s: model", im->prefix);
+  if (im->model_error != NULL) {
+    g_propagate_prefixed_error(error, g_steal_pointer(&im->model_error), "%s: ", origin);
+    return NULL;
   }
-  cJSON_AddItemToObject(model, "layers", im->layers);
-  im->layers = NULL;
-  return model;
+  if (!st_model_finish(model, error)) {
+    g_prefix_error(error, "%s: ", origin);
+    return NULL;
+  }
+  return g_steal_pointer(&model);
 }
 
 cJSON *

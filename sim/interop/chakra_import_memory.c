@@ -13,7 +13,7 @@
  */
 #include "interop/chakra_import_private.h"
 
-#include "base/json.h"
+#include "base/limits.h"
 
 void
 im_tensor_free(gpointer p)
@@ -69,11 +69,18 @@ stagger_buffer(ImRank *x, guint k, const char *tensor, int *out, gboolean *persi
   return TRUE;
 }
 
+/* Foreign tensor `name`, made at its first mention with `bytes` (at most
+ * what the schedule's reader takes of a buffer). */
 static ImTensor *
-foreign_tensor(ImRank *x, const char *name, int64_t bytes)
+foreign_tensor(ImRank *x, guint k, const char *name, int64_t bytes, GError **error)
 {
   ImTensor *t = g_hash_table_lookup(x->tensor_of, name);
   if (t == NULL) {
+    if (bytes > ST_MAX_BYTES) {
+      im_node_fail(error, x->f, k, "tensor '%s': %" G_GINT64_FORMAT " bytes is out of range "
+                   "[0, %" G_GINT64_FORMAT "]", name, bytes, ST_MAX_BYTES);
+      return NULL;
+    }
     t = g_new0(ImTensor, 1);
     t->name = g_strdup(name);
     t->bytes = bytes;
@@ -84,8 +91,16 @@ foreign_tensor(ImRank *x, const char *name, int64_t bytes)
   return t;
 }
 
+static void
+add_buffer(GArray **list, uint32_t b)
+{
+  if (*list == NULL)
+    *list = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  g_array_append_val(*list, b);
+}
+
 gboolean
-im_node_memory(ImRank *x, guint k, int32_t op_index, cJSON *op, GError **error)
+im_node_memory(ImRank *x, guint k, int32_t op_index, GError **error)
 {
   for (int side = 0; side < 2; side++) { /* outputs: allocations, inputs: frees */
     const ChakraProtoMsg__StringList *list;
@@ -102,13 +117,12 @@ im_node_memory(ImRank *x, guint k, int32_t op_index, cJSON *op, GError **error)
           return FALSE;
         if (persistent)
           continue; /* listed once, for ASTRA-sim's memory tracker */
-        const char *key = side == 0 ? "alloc" : "free";
-        cJSON *a = cJSON_GetObjectItem(op, key);
-        if (a == NULL)
-          a = cJSON_AddArrayToObject(op, key);
-        cJSON_AddItemToArray(a, cJSON_CreateNumber(b));
+        ImOp *r = &g_array_index(x->p->ops, ImOp, op_index);
+        add_buffer(side == 0 ? &r->alloc : &r->free, (uint32_t)b);
       } else {
-        ImTensor *t = foreign_tensor(x, list->values[i], bytes);
+        ImTensor *t = foreign_tensor(x, k, list->values[i], bytes, error);
+        if (t == NULL)
+          return FALSE;
         if (side == 1)
           t->reader = op_index;
         else if (t->writer < 0 && t->reader < 0)
@@ -149,30 +163,21 @@ reaches(const ImRank *x, int32_t from, int32_t to, int32_t *mark, int32_t stamp)
 void
 im_foreign_buffers(ImRank *x)
 {
-  g_autofree int32_t *mark = g_new0(int32_t, MAX(x->ops->len, 1));
-  int n_buffers = cJSON_GetArraySize(x->buffers); /* counted once: cJSON walks the list */
+  ImProgram *p = x->p;
+  g_autofree int32_t *mark = g_new0(int32_t, MAX(p->ops->len, 1));
   for (guint i = 0; i < x->tensors->len; i++) {
     const ImTensor *t = g_ptr_array_index(x->tensors, i);
     gboolean lives = t->writer >= 0 && t->reader > t->writer &&
                      reaches(x, t->writer, t->reader, mark, (int32_t)i + 1);
-    cJSON *b = cJSON_CreateObject();
-    cJSON_AddStringToObject(b, "name", t->name);
-    cJSON_AddStringToObject(b, "category", "activations");
-    st_json_add_int(b, "bytes", t->bytes);
-    if (!lives) {
-      cJSON_AddTrueToObject(b, "persistent");
+    ImBuffer b = {g_strdup(t->name), t->bytes, !lives};
+    g_array_append_val(p->buffers, b);
+    if (!lives)
       im_count(x->im->unused, "tensor lifetime (never written, never read, or read by a node "
                               "not after its writer): counted live for the whole run");
-    }
-    cJSON_AddItemToArray(x->buffers, b);
-    n_buffers++;
-    for (int side = 0; lives && side < 2; side++) {
-      cJSON *op = g_ptr_array_index(x->ops, side == 0 ? t->writer : t->reader);
-      const char *key = side == 0 ? "alloc" : "free";
-      cJSON *a = cJSON_GetObjectItem(op, key);
-      if (a == NULL)
-        a = cJSON_AddArrayToObject(op, key);
-      cJSON_AddItemToArray(a, cJSON_CreateNumber(n_buffers - 1));
+    uint32_t index = p->buffers->len - 1;
+    if (lives) {
+      add_buffer(&g_array_index(p->ops, ImOp, t->writer).alloc, index);
+      add_buffer(&g_array_index(p->ops, ImOp, t->reader).free, index);
     }
   }
 }

@@ -1,4 +1,4 @@
-/* chakra_import_ops.c: one rank's trace file -> its program's JSON (see
+/* chakra_import_ops.c: one rank's trace file -> its program's ops (see
  * chakra_import_private.h).
  *
  * Order. Nodes become ops dependencies first, in file order otherwise (an
@@ -19,8 +19,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "base/json.h"
-#include "sched/sched_json_private.h"
 
 static void
 free_garray(gpointer p)
@@ -29,9 +27,9 @@ free_garray(gpointer p)
     g_array_unref(p);
 }
 
-static gboolean
-get_int(const ImRank *x, guint k, const char *name, int64_t *out, gboolean *present,
-        GError **error)
+gboolean
+im_get_int(const ImRank *x, guint k, const char *name, int64_t *out, gboolean *present,
+           GError **error)
 {
   const EtAttr *a = im_attr(im_node(x, k), name);
   if (present != NULL)
@@ -47,8 +45,8 @@ get_int(const ImRank *x, guint k, const char *name, int64_t *out, gboolean *pres
   return TRUE;
 }
 
-static gboolean
-get_string(const ImRank *x, guint k, const char *name, const char **out, GError **error)
+gboolean
+im_get_string(const ImRank *x, guint k, const char *name, const char **out, GError **error)
 {
   const EtAttr *a = im_attr(im_node(x, k), name);
   if (a == NULL)
@@ -170,13 +168,13 @@ node_stream(ImRank *x, guint k, StOpKind kind, int *out, GError **error)
 {
   int64_t stream = 0, cpu = 0;
   gboolean has_stream = FALSE;
-  if (!get_int(x, k, "stream", &stream, &has_stream, error) ||
-      !get_int(x, k, "is_cpu_op", &cpu, NULL, error))
+  if (!im_get_int(x, k, "stream", &stream, &has_stream, error) ||
+      !im_get_int(x, k, "is_cpu_op", &cpu, NULL, error))
     return FALSE;
   if (x->im->stagger) {
-    if (!has_stream || stream < 0 || stream >= cJSON_GetArraySize(x->streams))
+    if (!has_stream || stream < 0 || stream >= x->n_streams)
       return im_node_fail(error, x->f, k, "attribute 'stream': expected a stream of its program "
-                          "(0 to %d)", cJSON_GetArraySize(x->streams) - 1);
+                          "(0 to %d)", x->n_streams - 1);
     *out = (int)stream;
     return TRUE;
   }
@@ -186,11 +184,11 @@ node_stream(ImRank *x, guint k, StOpKind kind, int *out, GError **error)
     : g_strdup(kind == ST_OP_COMP ? "compute" : kind == ST_OP_COPY ? "memory" : "comm");
   gpointer v = g_hash_table_lookup(x->stream_of, name);
   if (v == NULL) {
-    cJSON *s = cJSON_CreateObject();
-    cJSON_AddStringToObject(s, "name", name);
-    st_json_add_int(s, "priority", 0);
-    cJSON_AddItemToArray(x->streams, s);
-    v = GINT_TO_POINTER(cJSON_GetArraySize(x->streams));
+    GPtrArray *streams = x->p->streams;
+    if (streams->len >= G_MAXUINT16) /* the schedule's reader's bound */
+      return im_node_fail(error, x->f, k, "more than %d streams", G_MAXUINT16 - 1);
+    g_ptr_array_add(streams, g_strdup(name));
+    v = GUINT_TO_POINTER(streams->len);
     g_hash_table_insert(x->stream_of, g_steal_pointer(&name), v);
   }
   *out = GPOINTER_TO_INT(v) - 1;
@@ -219,7 +217,7 @@ node_kind(ImRank *x, guint k, StOpKind *kind, StCollKind *coll, gboolean *barrie
   }
   int64_t type = 0;
   gboolean present = FALSE;
-  if (!get_int(x, k, "comm_type", &type, &present, error))
+  if (!im_get_int(x, k, "comm_type", &type, &present, error))
     return FALSE;
   if (!present)
     return im_node_fail(error, x->f, k, "a COMM_COLL_NODE needs the attribute 'comm_type'");
@@ -243,6 +241,28 @@ node_kind(ImRank *x, guint k, StOpKind *kind, StCollKind *coll, gboolean *barrie
 
 /* ---- the op ----------------------------------------------------------------------- */
 
+/* Whether `deps` holds op: a walk while they are few (most nodes wait for
+ * one or two; a hash set per node was a fifth of the allocations), a set
+ * made once they are many. */
+#define FEW_DEPS 16
+
+static gboolean
+has_dep(const GArray *deps, GHashTable **seen, int32_t op)
+{
+  if (*seen == NULL && deps->len <= FEW_DEPS) {
+    for (guint i = 0; i < deps->len; i++)
+      if (g_array_index(deps, int32_t, i) == op)
+        return TRUE;
+    return FALSE;
+  }
+  if (*seen == NULL) {
+    *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+    for (guint i = 0; i < deps->len; i++)
+      g_hash_table_add(*seen, GINT_TO_POINTER(g_array_index(deps, int32_t, i) + 1));
+  }
+  return g_hash_table_contains(*seen, GINT_TO_POINTER(op + 1));
+}
+
 /* Resolves node k's dependencies (data_deps, then ctrl_deps other than
  * `pred`) into ops, without repeats. */
 static GArray *
@@ -250,25 +270,26 @@ resolve_deps(const ImRank *x, guint k, int32_t pred)
 {
   const EtNode *n = im_node(x, k);
   GArray *deps = g_array_new(FALSE, FALSE, sizeof(int32_t));
-  g_autoptr(GHashTable) seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  g_autoptr(GHashTable) seen = NULL;
   for (size_t c = 0; c < n->n_data_deps + n->n_ctrl_deps; c++) {
     guint d = GPOINTER_TO_UINT(g_hash_table_lookup(x->pos_of, &(uint64_t){dep_id(n, c)})) - 1;
     const int32_t *ops = x->op_of[d] >= 0 ? &x->op_of[d] : (const int32_t *)x->through[d]->data;
     guint m = x->op_of[d] >= 0 ? 1 : x->through[d]->len;
     for (guint i = 0; i < m; i++) {
-      if ((c >= n->n_data_deps && ops[i] == pred) ||
-          g_hash_table_contains(seen, GINT_TO_POINTER(ops[i] + 1)))
+      if ((c >= n->n_data_deps && ops[i] == pred) || has_dep(deps, &seen, ops[i]))
         continue;
-      g_hash_table_add(seen, GINT_TO_POINTER(ops[i] + 1));
+      if (seen != NULL)
+        g_hash_table_add(seen, GINT_TO_POINTER(ops[i] + 1));
       g_array_append_val(deps, ops[i]);
     }
   }
   return deps;
 }
 
-/* stagger_prev_deps: dependencies on ops of the previous step. */
+/* stagger_prev_deps: dependencies on ops of the previous step, as node
+ * positions (fix_prev_deps makes them ops). */
 static gboolean
-prev_deps(ImRank *x, guint k, cJSON *deps, GError **error)
+prev_deps(ImRank *x, guint k, GError **error)
 {
   const EtAttr *a = im_attr(im_node(x, k), "stagger_prev_deps");
   if (a == NULL)
@@ -284,152 +305,18 @@ prev_deps(ImRank *x, guint k, cJSON *deps, GError **error)
     guint d = 0;
     if (!dep_position(x, k, (uint64_t)g_array_index(ids, int64_t, i), &d, error))
       return FALSE;
-    /* The op may come later in the program: it is filled in at the end. */
-    cJSON *pair = cJSON_CreateArray();
-    cJSON_AddItemToArray(pair, cJSON_CreateNumber(d));
-    cJSON_AddItemToArray(pair, cJSON_CreateNumber(-1));
-    cJSON_AddItemToArray(deps, pair);
+    int32_t position = (int32_t)d;
+    g_array_append_val(x->p->prev, position);
   }
-  return TRUE;
-}
-
-/* The op fields a stagger trace carries as stagger_<field>. */
-static gboolean
-stagger_fields(ImRank *x, guint k, StOpKind kind, cJSON *op, GError **error)
-{
-  const char *pass = NULL, *copy = NULL, *data = NULL;
-  if (!get_string(x, k, "stagger_pass", &pass, error) ||
-      !get_string(x, k, "stagger_copy", &copy, error) ||
-      !get_string(x, k, "stagger_data", &data, error))
-    return FALSE;
-  if (kind == ST_OP_COMP && pass == NULL)
-    return im_node_fail(error, x->f, k, "a stagger COMP node needs 'stagger_pass'");
-  if (kind == ST_OP_COMP)
-    cJSON_AddStringToObject(op, "pass", pass);
-  if (kind == ST_OP_COPY && copy == NULL)
-    return im_node_fail(error, x->f, k, "a stagger copy needs 'stagger_copy'");
-  if (kind == ST_OP_COPY)
-    cJSON_AddStringToObject(op, "copy", copy);
-  if (data != NULL)
-    cJSON_AddStringToObject(op, "data", data);
-  for (guint f = 0; f < ST_N_OP_FIELDS; f++) {
-    g_autofree char *name = g_strconcat("stagger_", ST_OP_FIELDS[f].key, NULL);
-    int64_t v;
-    gboolean present;
-    if (!get_int(x, k, name, &v, &present, error))
-      return FALSE;
-    if (present)
-      st_json_add_int(op, ST_OP_FIELDS[f].key, v);
-  }
-  int64_t part;
-  gboolean has_part;
-  if (!get_int(x, k, "stagger_part", &part, &has_part, error))
-    return FALSE;
-  if (has_part)
-    st_json_add_int(op, "part", part);
-  const EtAttr *samples = im_attr(im_node(x, k), "stagger_samples");
-  if (samples != NULL) {
-    g_autoptr(GArray) v = NULL;
-    if (!et_attr_int_list(samples, &v, NULL) || v->len != 2)
-      return im_node_fail(error, x->f, k, "stagger_samples: expected [first, stride]");
-    cJSON *a = cJSON_AddArrayToObject(op, "samples");
-    for (guint i = 0; i < 2; i++)
-      cJSON_AddItemToArray(a, cJSON_CreateNumber((double)g_array_index(v, int64_t, i)));
-  }
-  return TRUE;
-}
-
-/* What a foreign node adds: a COMP node's layer, a copy's direction, bytes. */
-static gboolean
-foreign_fields(ImRank *x, guint k, StOpKind kind, cJSON *op, GError **error)
-{
-  const EtNode *n = im_node(x, k);
-  int64_t num_ops = 0, tensor_size = 0, cpu = 0;
-  if (!get_int(x, k, "num_ops", &num_ops, NULL, error) ||
-      !get_int(x, k, "tensor_size", &tensor_size, NULL, error) ||
-      !get_int(x, k, "is_cpu_op", &cpu, NULL, error))
-    return FALSE;
-  if (num_ops < 0 || tensor_size < 0)
-    return im_node_fail(error, x->f, k, "num_ops and tensor_size cannot be negative");
-  if (kind == ST_OP_COMP) {
-    cJSON_AddStringToObject(op, "pass", "fwd");
-    st_json_add_int(op, "layer", im_foreign_layer(x->im, n, num_ops, tensor_size, cpu != 0));
-    st_json_add_int(op, "batch", 1);
-    if (n->duration_micros == 0 && num_ops == 0 && tensor_size == 0)
-      im_count(x->im->unused, "COMP_NODE with no duration_micros, num_ops or tensor_size "
-                              "(costs nothing)");
-  } else if (kind == ST_OP_COPY) {
-    gboolean load = n->type == CHAKRA_PROTO_MSG__NODE_TYPE__MEM_LOAD_NODE;
-    cJSON_AddStringToObject(op, "copy", load ? "h2d" : "d2h");
-    if (tensor_size > 0)
-      st_json_add_int(op, "bytes", tensor_size);
-  }
-  return TRUE;
-}
-
-/* comm, peer, tag and bytes of a communication node. */
-static gboolean
-comm_fields(ImRank *x, guint k, StOpKind kind, gboolean barrier, cJSON *op, GError **error)
-{
-  const char *pg_name = "";
-  int64_t size = 0, src = x->rank, dst = x->rank, tag = 0;
-  gboolean has_size = FALSE, has_src = FALSE, has_dst = FALSE;
-  if (!get_string(x, k, "pg_name", &pg_name, error) ||
-      !get_int(x, k, "comm_size", &size, &has_size, error) ||
-      !get_int(x, k, "comm_src", &src, &has_src, error) ||
-      !get_int(x, k, "comm_dst", &dst, &has_dst, error) ||
-      !get_int(x, k, "comm_tag", &tag, NULL, error))
-    return FALSE;
-  PgRef pg;
-  if (!im_process_group(x->im, x->rank, k, pg_name, &pg, error))
-    return FALSE;
-  const cJSON *group = pg.members;
-  int members = cJSON_GetArraySize(group);
-  st_json_add_int(op, "comm", pg.comm);
-  if (!has_size && !barrier && !x->im->stagger)
-    return im_node_fail(error, x->f, k, "a %s needs the attribute 'comm_size'",
-                        et_node_type_name(im_node(x, k)->type));
-  if (size < 0)
-    return im_node_fail(error, x->f, k, "comm_size %" G_GINT64_FORMAT " is negative", size);
-  if (kind == ST_OP_COMM_COLL) {
-    StCollKind coll = ST_COLL_INVALID;
-    st_coll_parse(cJSON_GetStringValue(cJSON_GetObjectItem(op, "collective")), &coll, NULL);
-    if (coll == ST_COLL_ALL_GATHER) /* ASTRA-sim's size: each rank's part */
-      size *= members;
-  } else {
-    gboolean send = kind == ST_OP_COMM_SEND;
-    int64_t self = send ? src : dst, peer = send ? dst : src;
-    if (send ? !has_dst : !has_src)
-      return im_node_fail(error, x->f, k, "a %s needs the attribute '%s'",
-                          send ? "COMM_SEND_NODE" : "COMM_RECV_NODE",
-                          send ? "comm_dst" : "comm_src");
-    if (self != x->rank)
-      return im_node_fail(error, x->f, k, "%s is %" G_GINT64_FORMAT ", but this is rank %d's "
-                          "file", send ? "comm_src" : "comm_dst", self, x->rank);
-    int index = -1, m = 0; /* the last match, as before; walked once, not indexed */
-    const cJSON *member;
-    cJSON_ArrayForEach(member, group)
-    {
-      if (member->valueint == peer)
-        index = m;
-      m++;
-    }
-    if (index < 0)
-      return im_node_fail(error, x->f, k, "peer rank %" G_GINT64_FORMAT " is not in process "
-                          "group '%s'", peer, *pg_name != '\0' ? pg_name : "0");
-    st_json_add_int(op, "peer", index);
-    if (tag != 0)
-      st_json_add_int(op, "tag", tag);
-  }
-  if (!x->im->stagger && size > 0)
-    st_json_add_int(op, "bytes", size);
+  ImOp *r = &g_array_index(x->p->ops, ImOp, x->p->ops->len - 1);
+  r->n_prev = x->p->prev->len - r->prev_first;
   return TRUE;
 }
 
 /* ---- one node, one rank ---------------------------------------------------------------- */
 
 static gboolean
-node_op(ImRank *x, guint k, cJSON *ops, GError **error)
+node_op(ImRank *x, guint k, GError **error)
 {
   const EtNode *n = im_node(x, k);
   StOpKind kind;
@@ -443,32 +330,24 @@ node_op(ImRank *x, guint k, cJSON *ops, GError **error)
     x->through[k] = resolve_deps(x, k, -1);
     return TRUE;
   }
-  int stream;
+  int stream = 0;
   if (!node_stream(x, k, kind, &stream, error))
     return FALSE;
-  int32_t op_index = (int32_t)x->ops->len, none = -1;
+  ImProgram *p = x->p;
+  int32_t op_index = (int32_t)p->ops->len, none = -1;
   while ((guint)stream >= x->last->len)
     g_array_append_val(x->last, none);
   int32_t pred = g_array_index(x->last, int32_t, stream);
   g_autoptr(GArray) deps = resolve_deps(x, k, pred);
-  cJSON *op = cJSON_CreateObject();
-  cJSON_AddItemToArray(ops, op);
-  g_ptr_array_add(x->ops, op);
+  ImOp *r = im_program_add_op(p, k, kind, kind == ST_OP_COMM_COLL ? (int)coll : 0, stream);
   x->op_of[k] = op_index;
-  cJSON_AddStringToObject(op, "kind", st_op_kind_name(kind));
-  if (kind == ST_OP_COMM_COLL)
-    cJSON_AddStringToObject(op, "collective", st_coll_name(coll));
-  st_json_add_int(op, "stream", stream);
-  gboolean ok = x->im->stagger ? stagger_fields(x, k, kind, op, error)
-                               : foreign_fields(x, k, kind, op, error);
-  if (ok && kind != ST_OP_COMP && kind != ST_OP_COPY)
-    ok = comm_fields(x, k, kind, barrier, op, error);
-  if (!ok)
+  if (!im_op_fields(x, k, kind, barrier, r, error))
     return FALSE;
-  cJSON *dj = cJSON_AddArrayToObject(op, "deps");
-  for (guint i = 0; i < deps->len; i++)
-    cJSON_AddItemToArray(dj, cJSON_CreateNumber(g_array_index(deps, int32_t, i)));
-  if (!prev_deps(x, k, dj, error) || !im_node_memory(x, k, op_index, op, error))
+  r->dep_first = p->deps->len;
+  r->n_deps = deps->len;
+  g_array_append_vals(p->deps, deps->data, deps->len);
+  r->prev_first = p->prev->len;
+  if (!prev_deps(x, k, error) || !im_node_memory(x, k, op_index, error))
     return FALSE;
   if (pred >= 0)
     g_array_append_val(deps, pred);
@@ -478,25 +357,20 @@ node_op(ImRank *x, guint k, cJSON *ops, GError **error)
   return TRUE;
 }
 
-/* Previous-step dependencies were written as node positions: now that
- * every node has its op, they become op indices. */
+/* Previous-step dependencies were noted as node positions: now that every
+ * node has its op, they become op indices. */
 static gboolean
 fix_prev_deps(ImRank *x, GError **error)
 {
-  for (guint i = 0; i < x->order->len; i++) {
-    guint k = g_array_index(x->order, guint, i);
-    if (x->op_of[k] < 0)
-      continue;
-    cJSON *item;
-    cJSON_ArrayForEach(item, cJSON_GetObjectItem(g_ptr_array_index(x->ops, x->op_of[k]), "deps"))
-    {
-      if (!cJSON_IsArray(item))
-        continue;
-      guint d = (guint)item->child->valuedouble;
-      if (x->op_of[d] < 0)
-        return im_node_fail(error, x->f, k, "stagger_prev_deps names node %" PRIu64 ", which "
-                            "is not an op", im_node(x, d)->id);
-      cJSON_SetNumberValue(item->child, x->op_of[d]);
+  ImProgram *p = x->p;
+  for (guint i = 0; i < p->ops->len; i++) {
+    const ImOp *r = &g_array_index(p->ops, ImOp, i);
+    for (uint32_t j = 0; j < r->n_prev; j++) {
+      int32_t *d = &g_array_index(p->prev, int32_t, r->prev_first + j);
+      if (x->op_of[*d] < 0)
+        return im_node_fail(error, x->f, r->node, "stagger_prev_deps names node %" PRIu64 ", "
+                            "which is not an op", im_node(x, (guint)*d)->id);
+      *d = x->op_of[*d];
     }
   }
   return TRUE;
@@ -511,7 +385,6 @@ rank_clear(ImRank *x)
     free_garray(x->through[k]);
   g_clear_pointer(&x->through, g_free);
   g_clear_pointer(&x->op_of, g_free);
-  g_clear_pointer(&x->ops, g_ptr_array_unref);
   g_clear_pointer(&x->last, g_array_unref);
   g_clear_pointer(&x->stream_of, g_hash_table_unref);
   g_clear_pointer(&x->op_deps, g_ptr_array_unref);
@@ -544,44 +417,40 @@ stagger_program(Import *im, int rank, GError **error)
   return program;
 }
 
-cJSON *
+ImProgram *
 im_rank_program(Import *im, int rank, GError **error)
 {
   ImRank x = {.im = im, .rank = rank, .f = im->files[rank]};
   x.n = x.f->nodes->len;
-  g_autoptr(cJSON) program = NULL;
-  if (im->stagger) {
-    program = stagger_program(im, rank, error);
-    if (program == NULL)
-      return NULL;
-  } else {
-    program = cJSON_CreateObject();
-    cJSON_AddStringToObject(program, "name", "rank");
-    cJSON_AddArrayToObject(program, "streams");
-    cJSON_AddArrayToObject(program, "buffers");
-    cJSON_AddArrayToObject(program, "labels");
-  }
-  x.streams = cJSON_GetObjectItem(program, "streams");
-  x.buffers = cJSON_GetObjectItem(program, "buffers");
+  g_autoptr(ImProgram) p = im_program_new(rank);
+  x.p = p;
   x.buffer_items = g_ptr_array_new();
-  cJSON *item;
-  cJSON_ArrayForEach(item, x.buffers)
-    g_ptr_array_add(x.buffer_items, item);
-  cJSON *ops = cJSON_AddArrayToObject(program, "ops");
+  if (im->stagger) {
+    p->head = stagger_program(im, rank, error);
+    if (p->head == NULL) {
+      rank_clear(&x);
+      return NULL;
+    }
+    x.n_streams = cJSON_GetArraySize(cJSON_GetObjectItem(p->head, "streams"));
+    cJSON *item;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItem(p->head, "buffers"))
+      g_ptr_array_add(x.buffer_items, item);
+  } else {
+    p->name = g_strdup("rank");
+  }
   x.pos_of = g_hash_table_new(g_int64_hash, g_int64_equal);
   x.order = g_array_new(FALSE, FALSE, sizeof(guint));
   x.op_of = g_new(int32_t, MAX(x.n, 1));
   for (guint k = 0; k < x.n; k++)
     x.op_of[k] = -1;
   x.through = g_new0(GArray *, MAX(x.n, 1));
-  x.ops = g_ptr_array_new();
   x.last = g_array_new(FALSE, FALSE, sizeof(int32_t));
   x.stream_of = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   x.op_deps = g_ptr_array_new_with_free_func(free_garray);
   x.tensor_of = g_hash_table_new(g_str_hash, g_str_equal);
   x.tensors = g_ptr_array_new_with_free_func(im_tensor_free);
   int32_t none = -1;
-  for (int s = 0; s < cJSON_GetArraySize(x.streams); s++)
+  for (int s = 0; s < x.n_streams; s++)
     g_array_append_val(x.last, none);
 
   gboolean ok = TRUE;
@@ -594,13 +463,13 @@ im_rank_program(Import *im, int rank, GError **error)
   }
   ok = ok && order_nodes(&x, error);
   for (guint i = 0; ok && i < x.order->len; i++)
-    ok = node_op(&x, g_array_index(x.order, guint, i), ops, error);
+    ok = node_op(&x, g_array_index(x.order, guint, i), error);
   ok = ok && fix_prev_deps(&x, error);
   if (ok) {
     if (!im->stagger)
       im_foreign_buffers(&x);
-    im->n_ops += x.ops->len;
+    im->n_ops += p->ops->len;
   }
   rank_clear(&x);
-  return ok ? g_steal_pointer(&program) : NULL;
+  return ok ? g_steal_pointer(&p) : NULL;
 }

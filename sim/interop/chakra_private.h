@@ -24,14 +24,23 @@ typedef ChakraProtoMsg__AttributeProto EtAttr;
 
 /* ---- the stream (chakra_stream.c) -------------------------------------- */
 
+/* Memory for decoded messages that live as long as one file: protobuf-c's
+ * allocations cut from large blocks, released together by et_arena_free
+ * (chakra_arena.c). */
+typedef struct EtArena EtArena;
+EtArena *et_arena_new(void);
+void et_arena_free(EtArena *arena);
+ProtobufCAllocator et_arena_allocator(EtArena *arena);
+
 /* One trace file: its metadata decoded, its nodes decoded on demand (an
  * importer that folds identical rank files decodes the nodes of one file per
  * kind). */
 typedef struct {
   char *path;
   EtMeta *meta;           /* owned (protobuf-c) */
-  GPtrArray *nodes;       /* EtNode *, owned (protobuf-c), in file order; empty until
+  GPtrArray *nodes;       /* EtNode *, in `arena`, in file order; empty until
                              et_file_read_nodes */
+  EtArena *arena;         /* owned: where the nodes are decoded */
   GArray *offsets;        /* uint64_t: byte offset of each node's length prefix */
   /* Fields the schema does not know, by where they were met ("Node field
    * 11" -> count), for the importer's warning. char * -> GINT_TO_POINTER.

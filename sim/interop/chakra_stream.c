@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/util.h"
 #include "interop/chakra.h"
 
 G_DEFINE_QUARK(st-chakra-error-quark, st_chakra_error)
@@ -49,6 +50,7 @@ read_varint(const Walk *w, size_t *at, size_t end, const char *what, uint64_t *o
 {
   uint64_t v = 0;
   size_t start = *at;
+  *out = 0; /* set on failure too: the compiler cannot see that callers stop then */
   for (int i = 0; i < 10; i++) {
     if (*at >= end)
       return walk_fail(w, start, error, "%s: truncated varint (%zu of its bytes, then the %s "
@@ -181,9 +183,11 @@ walk_message(const Walk *w, const ProtobufCMessageDescriptor *desc, size_t at, s
   return TRUE;
 }
 
-/* One framed message at *at: walked, then unpacked. Advances *at. */
+/* One framed message at *at: walked, then unpacked with `allocator` (NULL:
+ * malloc's). Advances *at. */
 static ProtobufCMessage *
-read_message(Walk *w, const ProtobufCMessageDescriptor *desc, size_t *at, GError **error)
+read_message(Walk *w, const ProtobufCMessageDescriptor *desc, ProtobufCAllocator *allocator,
+             size_t *at, GError **error)
 {
   uint64_t len;
   size_t start = *at;
@@ -197,19 +201,13 @@ read_message(Walk *w, const ProtobufCMessageDescriptor *desc, size_t *at, GError
   size_t end = *at + (size_t)len;
   if (!walk_message(w, desc, *at, end, error))
     return NULL;
-  ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, (size_t)len, w->data + *at);
+  ProtobufCMessage *m = protobuf_c_message_unpack(desc, allocator, (size_t)len, w->data + *at);
   if (m == NULL) {
     walk_fail(w, start, error, "protobuf-c cannot decode this %s", desc->short_name);
     return NULL;
   }
   *at = end;
   return m;
-}
-
-static void
-free_node(gpointer node)
-{
-  protobuf_c_message_free_unpacked(node, NULL);
 }
 
 EtFile *
@@ -227,7 +225,8 @@ et_file_open(const char *path, GError **error)
   g_autoptr(EtFile) file = g_new0(EtFile, 1);
   file->bytes = g_bytes_new_take(data, len);
   file->path = g_strdup(path);
-  file->nodes = g_ptr_array_new_with_free_func(free_node);
+  file->nodes = g_ptr_array_new();
+  file->arena = et_arena_new();
   file->offsets = g_array_new(FALSE, FALSE, sizeof(uint64_t));
   file->unknown_fields = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   file->node_unknown_fields = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -239,7 +238,8 @@ et_file_open(const char *path, GError **error)
   }
   size_t at = 0;
   file->meta =
-    (EtMeta *)read_message(&w, &chakra_proto_msg__global_metadata__descriptor, &at, error);
+    (EtMeta *)read_message(&w, &chakra_proto_msg__global_metadata__descriptor, NULL, &at,
+                           error);
   if (file->meta == NULL)
     return NULL;
   file->nodes_at = at;
@@ -255,11 +255,14 @@ et_file_read_nodes(EtFile *file, GError **error)
   const uint8_t *data = g_bytes_get_data(file->bytes, &len);
   Walk w = {data, len, file->node_unknown_fields, NULL, file->path};
   size_t at = file->nodes_at;
+  ProtobufCAllocator allocator = et_arena_allocator(file->arena);
+  char what[6 + ST_INT_TEXT_SIZE] = "node #"; /* "node #<k>", not printf: one per node */
+  w.what = what;
   while (at < w.len) {
-    g_autofree char *what = g_strdup_printf("node #%u", file->nodes->len);
-    w.what = what;
+    st_int_text(file->nodes->len, what + 6);
     uint64_t offset = at;
-    ProtobufCMessage *node = read_message(&w, &chakra_proto_msg__node__descriptor, &at, error);
+    ProtobufCMessage *node =
+      read_message(&w, &chakra_proto_msg__node__descriptor, &allocator, &at, error);
     if (node == NULL)
       return FALSE;
     g_ptr_array_add(file->nodes, node);
@@ -296,6 +299,7 @@ et_file_free(EtFile *file)
     protobuf_c_message_free_unpacked(&file->meta->base, NULL);
   if (file->nodes != NULL)
     g_ptr_array_unref(file->nodes);
+  et_arena_free(file->arena); /* the nodes' memory */
   if (file->offsets != NULL)
     g_array_unref(file->offsets);
   if (file->unknown_fields != NULL)

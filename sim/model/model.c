@@ -1,13 +1,16 @@
-/* model.c: shapes, attribute lookup, ownership (copy, free) and the JSON
- * writer of StModel. Loading and derivation are in model_load.c, the table
- * in model_print.c. */
+/* model.c: shapes, attribute lookup, signatures, ownership (copy, free)
+ * and the JSON writer of StModel. Loading and derivation are in
+ * model_load.c, building in code in model_build.c, the table in
+ * model_print.c. */
 #include "model/model.h"
 
 #include <string.h>
 
 #include "base/json.h"
+#include "base/util.h"
 #include "model/layer_type.h"
 #include "model/model_inputs.h"
+#include "model/model_private.h"
 
 G_DEFINE_QUARK(st-model-error-quark, st_model_error)
 
@@ -32,6 +35,66 @@ st_shape_format(const StShape *shape)
     g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i > 0 ? "," : "", shape->dims[i]);
   g_string_append_c(s, ']');
   return g_string_free(s, FALSE);
+}
+
+/* "type{k=v,...}[in shape]", and "/tpT" (+"sp") for one rank of a
+ * tensor-parallel group: its costs differ from the whole layer's. Joined
+ * by hand, not printf: a model of 10^6 layers formats 10^7 attrs. */
+/* Copies `text` to `at`; returns the end. */
+static char *
+put(char *at, const char *text)
+{
+  size_t n = strlen(text);
+  memcpy(at, text, n);
+  return at + n;
+}
+
+char *
+st_layer_signature(const StLayer *layer)
+{
+  gboolean choices = FALSE; /* whether any attr is written by name */
+  for (const StAttrSpec *spec = layer->type->attrs; spec->key != NULL; spec++)
+    choices = choices || spec->choices != NULL;
+  /* Written into a buffer sized for the longest text (a name or a number
+   * of ST_INT_TEXT_SIZE per attr and dim, and "/tpT" "sp" "/cpC"), then
+   * copied at its length. */
+  const char **names = g_newa(const char *, MAX(layer->n_attrs, 1));
+  size_t size = strlen(layer->type->name) + 3 * ST_INT_TEXT_SIZE + 16;
+  for (int i = 0; i < layer->n_attrs; i++) {
+    names[i] = choices ? st_layer_attr_choice(layer, layer->attrs[i].key) : NULL;
+    size += strlen(layer->attrs[i].key) + 2 +
+            (names[i] != NULL ? strlen(names[i]) : ST_INT_TEXT_SIZE);
+  }
+  size += (size_t)layer->in_shape.n_dims * (ST_INT_TEXT_SIZE + 1);
+  char stack[1024], number[ST_INT_TEXT_SIZE];
+  g_autofree char *heap = size > sizeof stack ? g_malloc(size) : NULL;
+  char *text = heap != NULL ? heap : stack, *at = put(text, layer->type->name);
+  *at++ = '{';
+  for (int i = 0; i < layer->n_attrs; i++) {
+    if (i > 0)
+      *at++ = ',';
+    at = put(at, layer->attrs[i].key);
+    *at++ = '=';
+    at = put(at, names[i] != NULL ? names[i] : st_int_text(layer->attrs[i].value, number));
+  }
+  at = put(at, "}["); /* then st_shape_format's */
+  for (int i = 0; i < layer->in_shape.n_dims; i++) {
+    if (i > 0)
+      *at++ = ',';
+    at = put(at, st_int_text(layer->in_shape.dims[i], number));
+  }
+  *at++ = ']';
+  if (layer->tp > 1) {
+    at = put(at, "/tp");
+    at = put(at, st_int_text(layer->tp, number));
+    at = put(at, layer->sp ? "sp" : "");
+  }
+  if (layer->cp > 1) {
+    at = put(at, "/cp");
+    at = put(at, st_int_text(layer->cp, number));
+  }
+  g_assert((size_t)(at - text) < size);
+  return g_strndup(text, (gsize)(at - text)); /* its own length, not the bound */
 }
 
 gboolean

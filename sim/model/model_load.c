@@ -14,12 +14,12 @@
 #include "model/layer_type.h"
 #include "model/layer_types_private.h"
 #include "model/model_inputs.h"
+#include "model/model_private.h"
 #include "model/model.h"
 
 /* Repeat counts and dims beyond these are typos, not models (layer_type.h). */
 #define MAX_REPEAT 100000
-/* Layers after expansion: with the per-layer bounds, totals stay in int64. */
-#define MAX_LAYERS 1000000
+#define MAX_LAYERS ST_MODEL_MAX_LAYERS
 #define MAX_DIM ST_ATTR_MAX
 
 /* One layer object after expansion. */
@@ -163,18 +163,30 @@ static gboolean
 read_attrs(StLayer *layer, const cJSON *obj, GError **error)
 {
   const StLayerType *type = layer->type;
-  g_autoptr(GPtrArray) allowed = g_ptr_array_new();
-  g_ptr_array_add(allowed, (gpointer) "name");
-  g_ptr_array_add(allowed, (gpointer) "type");
-  g_ptr_array_add(allowed, (gpointer) "derived");
-  g_ptr_array_add(allowed, (gpointer) "inputs");
   int n = 0;
-  for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++, n++)
-    if (!spec->derived)
-      g_ptr_array_add(allowed, (gpointer)spec->key);
-  g_ptr_array_add(allowed, NULL);
-  if (!st_json_check_keys(obj, (const char *const *)allowed->pdata, error))
-    return FALSE;
+  for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++)
+    n++;
+  /* Every key must be one of these or an attr a file may give; the list
+   * is made only to name them when one is not (a model of 10^6 layers, or
+   * an ONNX import's proposals, made it for every layer). */
+  static const char *const common[] = {"name", "type", "derived", "inputs", NULL};
+  const cJSON *key;
+  cJSON_ArrayForEach(key, obj)
+  {
+    gboolean known = g_strv_contains(common, key->string);
+    for (const StAttrSpec *spec = type->attrs; !known && spec->key != NULL; spec++)
+      known = !spec->derived && strcmp(spec->key, key->string) == 0;
+    if (known)
+      continue;
+    g_autoptr(GPtrArray) allowed = g_ptr_array_new();
+    for (const char *const *c = common; *c != NULL; c++)
+      g_ptr_array_add(allowed, (gpointer)*c);
+    for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++)
+      if (!spec->derived)
+        g_ptr_array_add(allowed, (gpointer)spec->key);
+    g_ptr_array_add(allowed, NULL);
+    return st_json_check_keys(obj, (const char *const *)allowed->pdata, error);
+  }
 
   layer->attrs = g_new0(StAttr, MAX(n, 1));
   layer->n_attrs = n;
@@ -201,31 +213,6 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
   }
   qsort(layer->attrs, (size_t)n, sizeof(StAttr), compare_attrs);
   return TRUE;
-}
-
-/* "type{k=v,...}[in shape]", and "/tpT" (+"sp") for one rank of a
- * tensor-parallel group: its costs differ from the whole layer's. */
-static char *
-signature(const StLayer *layer)
-{
-  GString *s = g_string_new(layer->type->name);
-  g_string_append_c(s, '{');
-  for (int i = 0; i < layer->n_attrs; i++) {
-    const char *name = st_layer_attr_choice(layer, layer->attrs[i].key);
-    if (name != NULL)
-      g_string_append_printf(s, "%s%s=%s", i > 0 ? "," : "", layer->attrs[i].key, name);
-    else
-      g_string_append_printf(s, "%s%s=%" G_GINT64_FORMAT, i > 0 ? "," : "",
-                             layer->attrs[i].key, layer->attrs[i].value);
-  }
-  g_string_append_c(s, '}');
-  g_autofree char *shape = st_shape_format(&layer->in_shape);
-  g_string_append(s, shape);
-  if (layer->tp > 1)
-    g_string_append_printf(s, "/tp%d%s", layer->tp, layer->sp ? "sp" : "");
-  if (layer->cp > 1)
-    g_string_append_printf(s, "/cp%d", layer->cp);
-  return g_string_free(s, FALSE);
 }
 
 /* The elements of a shape, in double so that no product overflows. */
@@ -288,7 +275,7 @@ derive_layer(StLayer *layer, const StLayer *prev, const StShape *in, int dtype_b
   if (layer->bwd_io_bytes == 0)
     layer->bwd_io_bytes =
       (double)(2 * layer->act_bytes + layer->in_bytes + layer->out_bytes);
-  layer->signature = signature(layer);
+  layer->signature = st_layer_signature(layer);
   return TRUE;
 }
 
@@ -361,8 +348,8 @@ sum_totals(StModel *model, GError **error)
 
 /* Derives every layer in order (types, attrs, tp and sp set), each on the
  * previous one's output, then the totals. */
-static gboolean
-derive_all(StModel *model, GError **error)
+gboolean
+st_model_derive_all(StModel *model, GError **error)
 {
   int dtype_bytes = st_dtype_bytes(model->dtype);
   for (int i = 0; i < model->n_layers; i++) {
@@ -535,7 +522,7 @@ read_model(const cJSON *root, StModel *model, GError **error)
     return FALSE;
   for (int i = 0; i < model->n_layers; i++)
     set_split(&model->layers[i], tp, sp, cp, etp);
-  return derive_all(model, error);
+  return st_model_derive_all(model, error);
 }
 
 StModel *
@@ -620,7 +607,7 @@ st_model_derive_etp(const StModel *model, const StShape *input, int tp, gboolean
     set_split(layer, tp, sp, cp, etp);
   }
   GError *local = NULL;
-  if (!derive_all(copy, &local)) {
+  if (!st_model_derive_all(copy, &local)) {
     g_set_error(error, ST_MODEL_ERROR, local->code, "%s: %s",
                 model->path != NULL ? model->path : model->name, local->message);
     g_error_free(local);

@@ -32,6 +32,8 @@ const StOpField ST_OP_FIELDS[ST_N_OP_FIELDS] = {
   {"bytes", offsetof(StOp, bytes), TRUE, 0, 0, INDEX_NONE, 0},
 };
 
+G_STATIC_ASSERT(ST_OP_FIELD_BYTES == ST_N_OP_FIELDS - 1);
+
 int64_t
 st_op_field_get(const StOp *op, guint f)
 {

@@ -33,6 +33,12 @@ typedef struct {
 
 #define ST_N_OP_FIELDS 11
 extern const StOpField ST_OP_FIELDS[ST_N_OP_FIELDS];
+/* Their indices in ST_OP_FIELDS, for those who set one by name. */
+enum {
+  ST_OP_FIELD_LAYER, ST_OP_FIELD_MICRO, ST_OP_FIELD_BATCH, ST_OP_FIELD_COMM, ST_OP_FIELD_PEER,
+  ST_OP_FIELD_TAG, ST_OP_FIELD_LABEL, ST_OP_FIELD_VERSION, ST_OP_FIELD_LAYER_LAST,
+  ST_OP_FIELD_ELEMS, ST_OP_FIELD_BYTES,
+};
 
 int64_t st_op_field_get(const StOp *op, guint f);
 void st_op_field_set(StOp *op, guint f, int64_t v);

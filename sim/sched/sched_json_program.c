@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "base/limits.h"
+#include "sched/sched_import.h"
 #include "sched/sched_json_private.h"
 
 /* ---- reading: programs ---------------------------------------------------- */
@@ -329,29 +330,55 @@ read_op(const cJSON *obj, int index, gpointer data, GError **error)
   return ok;
 }
 
-gboolean
-sj_read_program(const cJSON *obj, int index, gpointer ctx, GError **error)
+/* A program's name, job, streams, buffers and labels; its "ops" (absent:
+ * none) in *ops. */
+static StProgram *
+read_head(const cJSON *obj, int n_jobs, const cJSON **ops, GError **error)
 {
   static const char *const keys[] = {"name", "job", "streams", "buffers", "labels", "ops", NULL};
-  StSchedule *s = ctx;
   const char *name = NULL;
   int32_t job = 0;
-  const cJSON *streams = NULL, *buffers = NULL, *labels = NULL, *ops = NULL;
+  const cJSON *streams = NULL, *buffers = NULL, *labels = NULL;
   if (!sj_expect_object(obj, keys, error) || !st_json_get_string(obj, "name", TRUE, &name, error) ||
-      !sj_get_index(obj, "job", FALSE, st_schedule_n_jobs(s), "the schedule", "jobs", &job, error) ||
+      !sj_get_index(obj, "job", FALSE, n_jobs, "the schedule", "jobs", &job, error) ||
       !st_json_get_array(obj, "streams", TRUE, &streams, error) ||
       !st_json_get_array(obj, "buffers", TRUE, &buffers, error) ||
       !st_json_get_array(obj, "labels", TRUE, &labels, error) ||
-      !st_json_get_array(obj, "ops", TRUE, &ops, error))
-    return FALSE;
+      !st_json_get_array(obj, "ops", *ops == NULL, ops, error))
+    return NULL;
   g_autoptr(StProgram) p = st_program_new(name);
   p->job = job < 0 ? 0 : job;
-  g_autoptr(GArray) refs = g_array_new(FALSE, FALSE, sizeof(Ref));
-  Ops op_ctx = {s, p, (uint32_t)cJSON_GetArraySize(ops), refs};
   if (!sj_read_each(streams, ".streams", read_stream, p, error) ||
       !sj_read_each(buffers, ".buffers", read_buffer, p, error) ||
-      !sj_read_each(labels, ".labels", read_label, p, error) ||
-      !sj_read_each(ops, ".ops", read_op, &op_ctx, error))
+      !sj_read_each(labels, ".labels", read_label, p, error))
+    return NULL;
+  return g_steal_pointer(&p);
+}
+
+StProgram *
+st_program_from_json_head(const cJSON *obj, int n_jobs, GError **error)
+{
+  const cJSON *ops = obj; /* not required */
+  StProgram *p = read_head(obj, n_jobs, &ops, error);
+  if (p != NULL && ops != NULL && ops != obj) {
+    st_program_free(p);
+    sj_fail(error, "key 'ops': a program's head has none");
+    return NULL;
+  }
+  return p;
+}
+
+gboolean
+sj_read_program(const cJSON *obj, int index, gpointer ctx, GError **error)
+{
+  StSchedule *s = ctx;
+  const cJSON *ops = NULL; /* required */
+  g_autoptr(StProgram) p = read_head(obj, st_schedule_n_jobs(s), &ops, error);
+  if (p == NULL)
+    return FALSE;
+  g_autoptr(GArray) refs = g_array_new(FALSE, FALSE, sizeof(Ref));
+  Ops op_ctx = {s, p, (uint32_t)cJSON_GetArraySize(ops), refs};
+  if (!sj_read_each(ops, ".ops", read_op, &op_ctx, error))
     return FALSE;
   for (guint i = 0; i < refs->len; i++)
     st_program_resolve(p, g_array_index(refs, Ref, i).ref, g_array_index(refs, Ref, i).target);

@@ -12,6 +12,7 @@
 #include "base/limits.h"
 #include "cost/cost.h"
 #include "cost/framework.h"
+#include "sched/sched_import.h"
 #include "sched/sched_json_private.h"
 
 /* ---- reading: helpers ----------------------------------------------------- */
@@ -301,9 +302,11 @@ read_comm(const cJSON *obj, int index, gpointer ctx, GError **error)
 /* ---- reading: the whole ---------------------------------------------------- */
 
 /* Everything after the model and cluster (taken over); errors carry no
- * origin yet. */
+ * origin yet. `n_programs` < 0: the programs are root's "programs"; else
+ * root has none, and the ranks name programs the caller adds. */
 static StSchedule *
-read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GError **error)
+read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, int n_programs,
+              GError **error)
 {
   g_autoptr(StModel) model = model_in;
   g_autoptr(StCluster) cluster = cluster_in;
@@ -318,7 +321,7 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
       !st_json_get_array(root, "devices", TRUE, &devices, error) ||
       !st_json_get_array(root, "ranks", TRUE, &ranks, error) ||
       !st_json_get_array(root, "comms", TRUE, &comms, error) ||
-      !st_json_get_array(root, "programs", TRUE, &programs, error) ||
+      !st_json_get_array(root, "programs", n_programs < 0, &programs, error) ||
       !st_json_get_array(root, "jobs", FALSE, &jobs, error))
     return NULL;
   int n_ranks = cJSON_GetArraySize(ranks);
@@ -339,7 +342,8 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   g_autofree int32_t *program = g_new0(int32_t, n_ranks);
   g_autofree int64_t *start_ns = g_new0(int64_t, n_ranks);
   g_autofree int32_t *replica = g_new0(int32_t, n_ranks);
-  Ranks rk = {cluster->gpus, cJSON_GetArraySize(programs), device, program, replica, start_ns};
+  Ranks rk = {cluster->gpus, n_programs < 0 ? cJSON_GetArraySize(programs) : n_programs, device,
+              program, replica, start_ns};
   if (!sj_read_each(ranks, "ranks", read_rank, &rk, error))
     return NULL;
 
@@ -364,14 +368,18 @@ read_schedule(const cJSON *root, StModel *model_in, StCluster *cluster_in, GErro
   if ((jobs != NULL && !sj_read_each(jobs, "jobs", read_job, s, error)) ||
       !sj_read_each(devices, "devices", read_device, s, error) ||
       !sj_read_each(comms, "comms", read_comm, s, error) ||
-      !sj_read_each(programs, "programs", sj_read_program, s, error))
+      (n_programs < 0 && !sj_read_each(programs, "programs", sj_read_program, s, error)))
     return NULL;
   return g_steal_pointer(&s);
 }
 
-StSchedule *
-st_schedule_from_json(const cJSON *root, const char *origin, GError **error)
+/* st_schedule_from_json, and st_schedule_from_json_without_programs
+ * (sched_import.h) when `model_in` is given or `n_programs` >= 0. */
+static StSchedule *
+from_json(const cJSON *root, StModel *model_in, int n_programs, const char *origin,
+          GError **error)
 {
+  g_autoptr(StModel) given = model_in;
   static const char *const keys[] = {"format", "version", "model",  "cluster", "settings",
                                      "steps",  "notes",   "devices", "ranks",  "comms",
                                      "programs", "jobs", "warmup_steps", "warmup_scale", NULL};
@@ -385,7 +393,7 @@ st_schedule_from_json(const cJSON *root, const char *origin, GError **error)
                                      : sj_fail(error, "expected a JSON object");
   ok = ok && st_json_get_string(root, "format", TRUE, &format, error) &&
        st_json_get_int(root, "version", TRUE, 0, G_MAXINT32, &version, error) &&
-       st_json_get_object(root, "model", TRUE, &model_obj, error) &&
+       st_json_get_object(root, "model", given == NULL, &model_obj, error) &&
        st_json_get_object(root, "cluster", TRUE, &cluster_obj, error);
   if (ok && g_strcmp0(format, ST_SCHEDULE_FORMAT) != 0)
     ok = sj_fail(error, "key 'format': '%s' is not a schedule (expected '%s')", format,
@@ -400,16 +408,32 @@ st_schedule_from_json(const cJSON *root, const char *origin, GError **error)
   /* The model and cluster loaders name their origin themselves. */
   g_autofree char *model_origin = g_strdup_printf("%s: model", origin);
   g_autofree char *cluster_origin = g_strdup_printf("%s: cluster", origin);
-  g_autoptr(StModel) model = st_model_from_json(model_obj, model_origin, error);
+  g_autoptr(StModel) model = given != NULL ? g_steal_pointer(&given)
+                                           : st_model_from_json(model_obj, model_origin, error);
   if (model == NULL)
     return NULL;
   g_autoptr(StCluster) cluster = st_cluster_from_json(cluster_obj, cluster_origin, error);
   if (cluster == NULL)
     return NULL;
-  StSchedule *s = read_schedule(root, g_steal_pointer(&model), g_steal_pointer(&cluster), error);
+  StSchedule *s = read_schedule(root, g_steal_pointer(&model), g_steal_pointer(&cluster),
+                                n_programs, error);
   if (s == NULL)
     g_prefix_error(error, "%s: ", origin);
   return s;
+}
+
+StSchedule *
+st_schedule_from_json(const cJSON *root, const char *origin, GError **error)
+{
+  return from_json(root, NULL, -1, origin, error);
+}
+
+StSchedule *
+st_schedule_from_json_without_programs(const cJSON *root, StModel *model, int n_programs,
+                                       const char *origin, GError **error)
+{
+  g_return_val_if_fail(n_programs >= 0, (st_model_free(model), NULL));
+  return from_json(root, model, n_programs, origin, error);
 }
 
 StSchedule *
