@@ -485,20 +485,26 @@ st_calibration_fit(StPredictor *p, const StCalibration *start, const StFitOption
   res->calib.step = st_residuals_of(loo, f.m);
   /* Memory: the calibration runs' errors (no factor moves memory). */
   g_autofree double *mem = g_new(double, n);
+  g_autofree gboolean *used = g_new0(gboolean, n);
+  for (int k = 0; k < f.m; k++)
+    used[f.rows[k]] = TRUE;
   int nm = 0;
   for (int i = 0; i < n; i++) {
     const StRun *run = g_ptr_array_index(p->runs->runs, i);
     if (run->set == ST_RUN_CALIBRATION && run->memory_bytes > 0 && res->pred[i].ok &&
-        res->pred[i].memory_bytes > 0)
+        res->pred[i].memory_bytes > 0) {
       mem[nm++] = log((double)run->memory_bytes / (double)res->pred[i].memory_bytes);
+      used[i] = TRUE;
+    }
   }
   res->calib.memory = st_residuals_of(mem, nm);
-  /* What it was fitted on. */
+  /* What it was fitted on: the step times' runs and the memory peaks'. */
   g_clear_pointer(&res->calib.ids, g_ptr_array_unref);
   res->calib.ids = g_ptr_array_new_with_free_func(g_free);
-  for (int k = 0; k < f.m; k++)
-    g_ptr_array_add(res->calib.ids,
-                    g_strdup(((StRun *)g_ptr_array_index(p->runs->runs, f.rows[k]))->id));
+  for (int i = 0; i < n; i++)
+    if (used[i])
+      g_ptr_array_add(res->calib.ids,
+                      g_strdup(((StRun *)g_ptr_array_index(p->runs->runs, i))->id));
   g_free(res->calib.runs);
   res->calib.runs = g_strdup(p->runs->path);
   g_free(res->calib.run_set);

@@ -93,6 +93,12 @@ block_of(const StLayer *layer, Block *b, GError **error)
                      st_layer_attr(layer, "mlp_bias", 0) != 0, &b->mlp, error);
 }
 
+static int64_t
+tensor_bytes(int64_t bytes, gboolean aligned)
+{
+  return aligned ? st_layer_aligned(bytes) : bytes;
+}
+
 /* Under torchtitan's policy (see the top): what `samples` samples keep
  * besides the input, each tensor aligned when `aligned`, and the FLOPs of
  * the projections made again. */
@@ -114,19 +120,18 @@ torchtitan_kept(const Block *b, int64_t samples, int e, gboolean aligned, double
     {b->d, f, b->mlp.bias, b->has_mlp},  {b->d, f, b->mlp.bias, b->has_mlp && gated},
     {f, b->d, b->mlp.bias, b->has_mlp},
   };
-#define TT_BYTES(x) (aligned ? st_layer_aligned(x) : (x))
-  int64_t kept = TT_BYTES(rows * q * e) + TT_BYTES(rows * a->heads * (int64_t)sizeof(float));
+  int64_t kept = tensor_bytes(rows * q * e, aligned) +
+                 tensor_bytes(rows * a->heads * (int64_t)sizeof(float), aligned);
   int mm = 0;
   *again_flops = 0;
   for (gsize i = 0; i < G_N_ELEMENTS(proj); i++) {
     if (!proj[i].present)
       continue;
     if (!proj[i].bias && ++mm % 2 == 1)
-      kept += TT_BYTES(rows * proj[i].out * e);
+      kept += tensor_bytes(rows * proj[i].out * e, aligned);
     else
       *again_flops += 2.0 * (double)rows * (double)proj[i].in * (double)proj[i].out;
   }
-#undef TT_BYTES
   return kept;
 }
 
