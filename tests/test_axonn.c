@@ -120,6 +120,7 @@ test_schedule_tensors(void)
   for (int sparse = 0; sparse <= 1; sparse++) {
     StOptions o;
     st_test_options_init(&o);
+    g_free(o.framework);
     o.framework = g_strdup("axonn");
     o.precision = ST_PRECISION_FP32;
     o.optimizer = ST_OPTIMIZER_SGD;
@@ -138,6 +139,7 @@ test_schedule_tensors(void)
   g_autoptr(StModel) gpt = st_test_model_named("gpt3-1.3b");
   StOptions o;
   st_test_options_init(&o);
+  g_free(o.framework);
   o.framework = g_strdup("axonn");
   o.precision = ST_PRECISION_MIXED;
   o.micro_batch = 1;

@@ -138,8 +138,11 @@ im_program_key(const ImProgram *p)
       key_int(key, fields[f]);
     for (guint f = 0; f < ST_N_OP_FIELDS; f++)
       key_int(key, st_op_field_get(op, f));
-    key_list(key, &g_array_index(p->deps, int32_t, r->dep_first), r->n_deps);
-    key_list(key, &g_array_index(p->prev, int32_t, r->prev_first), r->n_prev);
+    /* (an empty array has no data: no pointer into it) */
+    key_list(key, r->n_deps > 0 ? &g_array_index(p->deps, int32_t, r->dep_first) : NULL,
+             r->n_deps);
+    key_list(key, r->n_prev > 0 ? &g_array_index(p->prev, int32_t, r->prev_first) : NULL,
+             r->n_prev);
     key_list(key, r->alloc != NULL ? (const int32_t *)(const void *)r->alloc->data : NULL,
              r->alloc != NULL ? r->alloc->len : 0);
     key_list(key, r->free != NULL ? (const int32_t *)(const void *)r->free->data : NULL,
