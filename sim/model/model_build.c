@@ -9,7 +9,6 @@
  * the model is the one st_model_from_json gives for the equivalent file,
  * which tests/test_model_build.c checks.
  */
-#include <stdarg.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -17,16 +16,6 @@
 #include "model/model_build.h"
 #include "model/model_private.h"
 
-static gboolean G_GNUC_PRINTF(2, 3)
-fail(GError **error, const char *format, ...)
-{
-  va_list args;
-  va_start(args, format);
-  g_autofree char *message = g_strdup_vprintf(format, args);
-  va_end(args);
-  g_set_error_literal(error, ST_MODEL_ERROR, ST_ERROR_INVALID, message);
-  return FALSE;
-}
 
 StModel *
 st_model_new(const char *name, const StShape *input, StDtype dtype)
@@ -52,24 +41,18 @@ attr_value(const StLayerType *type, const StAttrSpec *spec, const char *const *k
     k++;
   if (k == n || spec->derived)
     return spec->required && !spec->derived
-             ? fail(error, "key '%s': missing (required by %s)", spec->key, type->name)
+             ? st_model_fail(error, "key '%s': missing (required by %s)", spec->key, type->name)
              : TRUE;
-  int64_t choices = 0;
-  while (spec->choices != NULL && spec->choices[choices] != NULL)
-    choices++;
-  /* The range a file's integer may take (model_load.c, read_attrs; a JSON
-   * integer is exact up to 2^53). */
+  /* The range a file's integer may take (a JSON integer is exact up to
+   * 2^53). */
   const int64_t exact = INT64_C(1) << 53;
-  int64_t lo = spec->choices != NULL ? 0 : spec->flag ? 0 : spec->min;
-  int64_t hi = spec->choices != NULL ? choices - 1
-               : spec->flag         ? 1
-               : spec->max > 0      ? spec->max
-                                    : ST_ATTR_MAX;
+  int64_t lo, hi;
+  st_attr_bounds(spec, &lo, &hi);
   lo = MAX(lo, -exact);
   hi = MIN(hi, exact);
   if (values[k] < lo || values[k] > hi)
-    return fail(error, "key '%s': %" G_GINT64_FORMAT " is out of range [%" G_GINT64_FORMAT
-                ", %" G_GINT64_FORMAT "]", spec->key, values[k], lo, hi);
+    return st_model_fail(error, "key '%s': %" G_GINT64_FORMAT " is out of range [%" G_GINT64_FORMAT
+                         ", %" G_GINT64_FORMAT "]", spec->key, values[k], lo, hi);
   *out = values[k];
   return TRUE;
 }
@@ -87,10 +70,10 @@ st_model_add_layer(StModel *model, const char *name, const char *type_name,
   const StLayerType *type = last != NULL && strcmp(last->type->name, type_name) == 0
                               ? last->type : st_layer_type_find(type_name);
   if (index >= ST_MODEL_MAX_LAYERS)
-    return fail(error, "more than %d layers", ST_MODEL_MAX_LAYERS);
+    return st_model_fail(error, "more than %d layers", ST_MODEL_MAX_LAYERS);
   if (type == NULL)
-    return fail(error, "layer %d '%s': key 'type': unknown layer type '%s'", index, name,
-                type_name);
+    return st_model_fail(error, "layer %d '%s': key 'type': unknown layer type '%s'", index, name,
+                         type_name);
   int n_attrs = 0;
   for (const StAttrSpec *spec = type->attrs; spec->key != NULL; spec++)
     n_attrs++;
@@ -99,8 +82,8 @@ st_model_add_layer(StModel *model, const char *name, const char *type_name,
     while (spec->key != NULL && (spec->derived || strcmp(spec->key, keys[k]) != 0))
       spec++;
     if (spec->key == NULL)
-      return fail(error, "layer %d '%s': unknown key '%s' (not an attr of %s)", index, name,
-                  keys[k], type->name);
+      return st_model_fail(error, "layer %d '%s': unknown key '%s' (not an attr of %s)", index,
+                           name, keys[k], type->name);
   }
   /* Values in the type's order (the loader's, so the first bad one is
    * the one it names), then the attrs sorted by key as it sorts them:
@@ -141,14 +124,14 @@ st_model_finish(StModel *model, GError **error)
 {
   g_return_val_if_fail(model != NULL, FALSE);
   if (model->n_layers == 0)
-    return fail(error, "key 'layers': is empty, a model needs at least one layer");
+    return st_model_fail(error, "key 'layers': is empty, a model needs at least one layer");
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
   for (int i = 0; i < model->n_layers; i++) {
     const StLayer *layer = &model->layers[i];
     gpointer other;
     if (g_hash_table_lookup_extended(seen, layer->name, NULL, &other))
-      return fail(error, "layer %d '%s': duplicate name (also layer %d)", i, layer->name,
-                  GPOINTER_TO_INT(other));
+      return st_model_fail(error, "layer %d '%s': duplicate name (also layer %d)", i, layer->name,
+                           GPOINTER_TO_INT(other));
     g_hash_table_insert(seen, layer->name, GINT_TO_POINTER(i));
   }
   return st_model_derive_all(model, error);

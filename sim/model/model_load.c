@@ -34,11 +34,8 @@ entry_clear(gpointer data)
   g_free(((Entry *)data)->name);
 }
 
-static gboolean
-fail(GError **error, const char *format, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean
-fail(GError **error, const char *format, ...)
+gboolean
+st_model_fail(GError **error, const char *format, ...)
 {
   va_list args;
   va_start(args, format);
@@ -46,6 +43,20 @@ fail(GError **error, const char *format, ...)
   va_end(args);
   g_set_error_literal(error, ST_MODEL_ERROR, ST_ERROR_INVALID, message);
   return FALSE;
+}
+
+
+void
+st_attr_bounds(const StAttrSpec *spec, int64_t *lo, int64_t *hi)
+{
+  int64_t choices = 0;
+  while (spec->choices != NULL && spec->choices[choices] != NULL)
+    choices++;
+  *lo = spec->choices != NULL || spec->flag ? 0 : spec->min;
+  *hi = spec->choices != NULL ? choices - 1
+        : spec->flag         ? 1
+        : spec->max > 0      ? spec->max
+                             : ST_ATTR_MAX;
 }
 
 /* The object's name with "{i}" (and "{j}", inside a nested repeat)
@@ -83,14 +94,15 @@ expand_repeat(const cJSON *item, GArray *entries, const char *outer, GError **er
       !st_json_get_array(item, "layers", TRUE, &body, error))
     return FALSE;
   if (cJSON_GetArraySize(body) == 0)
-    return fail(error, "key 'layers': is empty");
+    return st_model_fail(error, "key 'layers': is empty");
   const cJSON *layer;
   cJSON_ArrayForEach(layer, body)
   {
     if (!cJSON_IsObject(layer))
-      return fail(error, "key 'layers': expected objects");
+      return st_model_fail(error, "key 'layers': expected objects");
     if (cJSON_HasObjectItem(layer, "repeat") && outer != NULL)
-      return fail(error, "key 'repeat': repeat entries can be nested one level deep at most");
+      return st_model_fail(error,
+                           "key 'repeat': repeat entries can be nested one level deep at most");
   }
   for (int64_t r = 0; r < count; r++) {
     g_autofree char *index = g_strdup_printf("%" G_GINT64_FORMAT, from + r);
@@ -110,7 +122,7 @@ expand_repeat(const cJSON *item, GArray *entries, const char *outer, GError **er
       k++;
     }
     if (entries->len > MAX_LAYERS)
-      return fail(error, "more than %d layers after expanding repeats", MAX_LAYERS);
+      return st_model_fail(error, "more than %d layers after expanding repeats", MAX_LAYERS);
   }
   return TRUE;
 }
@@ -123,7 +135,7 @@ expand(const cJSON *layers, GArray *entries, GError **error)
   cJSON_ArrayForEach(item, layers)
   {
     if (!cJSON_IsObject(item))
-      return fail(error, "layers[%d]: expected an object", index);
+      return st_model_fail(error, "layers[%d]: expected an object", index);
     if (cJSON_HasObjectItem(item, "repeat")) {
       if (!expand_repeat(item, entries, NULL, error)) {
         g_prefix_error(error, "layers[%d] (repeat): ", index);
@@ -155,7 +167,7 @@ read_choice(const StAttrSpec *spec, const cJSON *item, int64_t *value, GError **
         return TRUE;
       }
   g_autofree char *names = g_strjoinv(", ", (char **)spec->choices);
-  return fail(error, "key '%s': expected one of %s", spec->key, names);
+  return st_model_fail(error, "key '%s': expected one of %s", spec->key, names);
 }
 
 /* Reads the type's attrs from `obj` (given or default), sorted by key. */
@@ -198,7 +210,7 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
     const cJSON *item =
       spec->derived ? NULL : cJSON_GetObjectItemCaseSensitive(obj, spec->key);
     if (item == NULL && spec->required)
-      return fail(error, "key '%s': missing (required by %s)", spec->key, type->name);
+      return st_model_fail(error, "key '%s': missing (required by %s)", spec->key, type->name);
     if (item == NULL)
       continue;
     if (spec->choices != NULL) {
@@ -206,10 +218,12 @@ read_attrs(StLayer *layer, const cJSON *obj, GError **error)
         return FALSE;
     } else if (spec->flag && cJSON_IsBool(item))
       attr->value = cJSON_IsTrue(item) ? 1 : 0;
-    else if (!st_json_item_int(item, spec->key, spec->flag ? 0 : spec->min,
-                               spec->flag ? 1 : spec->max > 0 ? spec->max : ST_ATTR_MAX,
-                               &attr->value, error))
-      return FALSE;
+    else {
+      int64_t lo, hi;
+      st_attr_bounds(spec, &lo, &hi);
+      if (!st_json_item_int(item, spec->key, lo, hi, &attr->value, error))
+        return FALSE;
+    }
   }
   qsort(layer->attrs, (size_t)n, sizeof(StAttr), compare_attrs);
   return TRUE;
@@ -236,7 +250,7 @@ check_derived(const StLayer *layer, GError **error)
     ok = out->dims[i] >= 1;
   ok = ok && layer->params >= 0 && layer->act_bytes >= 0 && layer->out_bytes > 0 &&
        layer->fwd_flops >= 0 && layer->bwd_flops >= 0;
-  g_return_val_if_fail(ok, fail(error, "derives an impossible output or negative counts"));
+  g_return_val_if_fail(ok, st_model_fail(error, "derives an impossible output or negative counts"));
   return st_layer_check_size(elems_double(out), ST_MAX_ELEMS, "the output elements", error) &&
          st_layer_check_size((double)layer->params, ST_MAX_COUNT, "the parameters", error) &&
          st_layer_check_size((double)layer->act_bytes, 8 * ST_MAX_COUNT, "the kept bytes",
@@ -253,9 +267,10 @@ derive_layer(StLayer *layer, const StLayer *prev, const StShape *in, int dtype_b
     if (!layer->type->link(layer, prev, error))
       return FALSE;
   } else if (prev != NULL && prev->chain_open) {
-    return fail(error, "key 'type': a %s cannot follow '%s' (%s), whose chain is still open: "
-                "the layers that continue it come first",
-                layer->type->name, prev->name, prev->type->name);
+    return st_model_fail(error,
+                         "key 'type': a %s cannot follow '%s' (%s), whose chain is still open: "
+                         "the layers that continue it come first",
+                         layer->type->name, prev->name, prev->type->name);
   }
   layer->in_shape = *in;
   layer->in_bytes = st_shape_elems(in) * dtype_bytes;
@@ -298,7 +313,8 @@ read_layer(StLayer *layer, const Entry *entry, GError **error)
     g_autoptr(GString) known = g_string_new(NULL);
     for (const StLayerType *const *t = st_layer_types(); *t != NULL; t++)
       g_string_append_printf(known, "%s%s", known->len > 0 ? ", " : "", (*t)->name);
-    return fail(error, "key 'type': unknown layer type '%s' (known: %s)", type_name, known->str);
+    return st_model_fail(error, "key 'type': unknown layer type '%s' (known: %s)", type_name,
+                         known->str);
   }
   return read_attrs(layer, entry->obj, error);
 }
@@ -334,7 +350,7 @@ sum_totals(StModel *model, GError **error)
     model->bwd_flops += layer->bwd_flops;
   }
   if (params > 0x1p62 || act > 0x1p62)
-    return fail(error, "the model's parameters or kept bytes pass 2^62");
+    return st_model_fail(error, "the model's parameters or kept bytes pass 2^62");
   model->params = model->act_bytes = model->active_params = model->param_tensors = 0;
   for (int i = 0; i < model->n_layers; i++) {
     const StLayer *layer = &model->layers[i];
@@ -364,8 +380,10 @@ st_model_derive_all(StModel *model, GError **error)
   }
   const StLayer *last = &model->layers[model->n_layers - 1];
   if (last->chain_open)
-    return fail(error, "layer %d '%s' (%s): the model ends inside its chain: the layers that "
-                "continue it are missing", model->n_layers - 1, last->name, last->type->name);
+    return st_model_fail(error,
+                         "layer %d '%s' (%s): the model ends inside its chain: the layers that "
+                         "continue it are missing",
+                         model->n_layers - 1, last->name, last->type->name);
   count_shared_once(model);
   return sum_totals(model, error);
 }
@@ -378,14 +396,14 @@ read_input(const cJSON *root, StShape *input, GError **error)
     return FALSE;
   int n = cJSON_GetArraySize(array);
   if (n < 1 || n > ST_SHAPE_MAX_DIMS)
-    return fail(error, "key 'input': expected 1 to %d dims, got %d", ST_SHAPE_MAX_DIMS, n);
+    return st_model_fail(error, "key 'input': expected 1 to %d dims, got %d", ST_SHAPE_MAX_DIMS, n);
   input->n_dims = n;
   for (int i = 0; i < n; i++)
     if (!st_json_item_int(cJSON_GetArrayItem(array, i), "input", 1, MAX_DIM, &input->dims[i],
                           error))
       return FALSE;
   if (elems_double(input) > ST_MAX_ELEMS)
-    return fail(error, "key 'input': more than 2^40 elements per sample");
+    return st_model_fail(error, "key 'input': more than 2^40 elements per sample");
   return TRUE;
 }
 
@@ -413,8 +431,8 @@ read_tensor_parallel(const cJSON *root, int *tp, gboolean *sp, int *etp, GError 
     return FALSE;
   }
   if (experts > 0 && ranks % experts != 0)
-    return fail(error, "key 'tensor_parallel': expert_ranks %" G_GINT64_FORMAT " does not "
-                "divide ranks %" G_GINT64_FORMAT, experts, ranks);
+    return st_model_fail(error, "key 'tensor_parallel': expert_ranks %" G_GINT64_FORMAT " does not "
+                         "divide ranks %" G_GINT64_FORMAT, experts, ranks);
   *tp = (int)ranks;
   *etp = experts > 0 ? (int)experts : *tp;
   *sp = *sp && ranks > 1;
@@ -462,7 +480,7 @@ read_header(const cJSON *root, StModel *model, const cJSON **layers, GError **er
                                      "tensor_parallel", "context_parallel", NULL};
   const char *name = NULL, *note = NULL, *dtype = "fp32";
   if (!cJSON_IsObject(root))
-    return fail(error, "expected a JSON object");
+    return st_model_fail(error, "expected a JSON object");
   if (!st_json_check_keys(root, KEYS, error) ||
       !st_json_get_string(root, "name", TRUE, &name, error) ||
       !st_json_get_string(root, "note", FALSE, &note, error) ||
@@ -477,7 +495,7 @@ read_header(const cJSON *root, StModel *model, const cJSON **layers, GError **er
       !st_json_get_array(root, "layers", TRUE, layers, error))
     return FALSE;
   if (cJSON_GetArraySize(*layers) == 0)
-    return fail(error, "key 'layers': is empty, a model needs at least one layer");
+    return st_model_fail(error, "key 'layers': is empty, a model needs at least one layer");
   return TRUE;
 }
 
@@ -492,8 +510,8 @@ read_model(const cJSON *root, StModel *model, GError **error)
   if (!expand(layers, entries, error))
     return FALSE;
   if (entries->len > MAX_LAYERS)
-    return fail(error, "key 'layers': %u layers after expanding repeats, more than %d",
-                entries->len, MAX_LAYERS);
+    return st_model_fail(error, "key 'layers': %u layers after expanding repeats, more than %d",
+                         entries->len, MAX_LAYERS);
 
   model->layers = g_new0(StLayer, entries->len);
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
@@ -505,7 +523,7 @@ read_model(const cJSON *root, StModel *model, GError **error)
                   st_model_inputs_read(layer, entry->obj, seen, error);
     gpointer other;
     if (ok && g_hash_table_lookup_extended(seen, layer->name, NULL, &other))
-      ok = fail(error, "duplicate name (also layer %d)", GPOINTER_TO_INT(other));
+      ok = st_model_fail(error, "duplicate name (also layer %d)", GPOINTER_TO_INT(other));
     if (!ok) {
       if (entry->name != NULL)
         g_prefix_error(error, "layer %u '%s': ", i, entry->name);
