@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "interop/chakra.h"
 #include "interop/chakra_private.h"
+#include "chakra_trace.h"
 #include "testutil.h"
 
 /* ---- round trip ----------------------------------------------------------------- */
@@ -149,49 +150,15 @@ test_round_trip(void)
 
 /* ---- traces written node by node ------------------------------------------------------ */
 
-typedef struct {
-  EtWriter *w;
-} Trace;
-
-static EtWriter *
-trace_open(const char *prefix, int rank)
-{
-  g_autofree char *path = st_chakra_rank_path(prefix, rank);
-  g_autoptr(GError) error = NULL;
-  EtWriter *w = et_writer_open(path, &error);
-  g_assert_no_error(error);
-  EtMeta meta;
-  chakra_proto_msg__global_metadata__init(&meta);
-  meta.version = (char *)"0.0.4";
-  g_assert_true(et_writer_add(w, &meta.base, &error));
-  return w;
-}
-
-static void
-trace_close(EtWriter *w)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_true(et_writer_close(w, &error));
-}
-
 /* Writes a node; `a` may be NULL; `deps` ends with 0 (ids start at 1). */
 static void
 trace_node(EtWriter *w, uint64_t id, const char *name, int type, uint64_t duration_us,
            const uint64_t *deps, EtAttrs *a)
 {
-  EtNode n;
-  chakra_proto_msg__node__init(&n);
-  n.id = id;
-  n.name = (char *)name;
-  n.type = type;
-  n.duration_micros = duration_us;
-  while (deps != NULL && deps[n.n_data_deps] != 0)
-    n.n_data_deps++;
-  n.data_deps = (uint64_t *)deps;
-  if (a != NULL)
-    et_attrs_attach(a, &n);
-  g_autoptr(GError) error = NULL;
-  g_assert_true(et_writer_add(w, &n.base, &error));
+  size_t n = 0;
+  while (deps != NULL && deps[n] != 0)
+    n++;
+  st_test_et_node(w, id, name, type, duration_us, deps, n, a);
 }
 
 #define DEPS(...) ((const uint64_t[]){__VA_ARGS__, 0})
@@ -228,7 +195,7 @@ test_foreign_gpu_trace(void)
   g_autofree char *prefix = g_build_filename(dir, "gpu", NULL);
   const int64_t ar_bytes = 64 << 20;
   for (int r = 0; r < 2; r++) {
-    EtWriter *w = trace_open(prefix, r);
+    EtWriter *w = st_test_et_open(prefix, r);
     EtAttrs a;
     et_attrs_init(&a);
     et_attrs_bool(&a, "is_cpu_op", FALSE);
@@ -251,7 +218,7 @@ test_foreign_gpu_trace(void)
     et_attrs_bool(&a, "is_cpu_op", TRUE);
     trace_node(w, 6, "launch", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 50, NULL, &a);
     et_attrs_clear(&a);
-    trace_close(w);
+    st_test_et_close(w);
   }
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 2);
   g_autoptr(StProfile) profile = st_profile_new();
@@ -315,7 +282,7 @@ test_foreign_memory(void)
    *           writer, so b is live throughout, and the warning says so. */
   g_autofree char *dir = st_test_tmpdir();
   g_autofree char *prefix = g_build_filename(dir, "mem", NULL);
-  EtWriter *w = trace_open(prefix, 0);
+  EtWriter *w = st_test_et_open(prefix, 0);
   EtAttrs a;
   et_attrs_init(&a);
   add_tensors(&a, "outputs", "a", "1000");
@@ -333,7 +300,7 @@ test_foreign_memory(void)
   add_tensors(&a, "inputs", "b", "300");
   trace_node(w, 3, "three", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, NULL, &a);
   et_attrs_clear(&a);
-  trace_close(w);
+  st_test_et_close(w);
   g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 1);
   g_autoptr(StProfile) profile = st_profile_new();
   g_autoptr(GError) error = NULL;
@@ -418,48 +385,48 @@ test_malformed(void)
                   "length-delimited, but the schema gives it varint*");
 
   /* A dangling dependency, then a cycle. */
-  EtWriter *w = trace_open(p, 0);
+  EtWriter *w = st_test_et_open(p, 0);
   trace_node(w, 1, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
   trace_node(w, 2, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(1, 99), NULL);
-  trace_close(w);
+  st_test_et_close(w);
   expect_error(p, "*bad.0.et: node #1 (id 2 'b', byte *): depends on node 99, which this file "
                   "does not have (a dangling dependency)*");
-  w = trace_open(p, 0);
+  w = st_test_et_open(p, 0);
   trace_node(w, 1, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(2), NULL);
   trace_node(w, 2, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(1), NULL);
-  trace_close(w);
+  st_test_et_close(w);
   expect_error(p, "*bad.0.et: node #* is in a dependency cycle*");
 
   /* A collective without its size; a send whose comm_src is another rank. */
-  w = trace_open(p, 0);
+  w = st_test_et_open(p, 0);
   EtAttrs a;
   et_attrs_init(&a);
   et_attrs_int64(&a, "comm_type", 0);
   trace_node(w, 1, "ar", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, NULL, &a);
   et_attrs_clear(&a);
-  trace_close(w);
+  st_test_et_close(w);
   expect_error(p, "*bad.0.et: node #0 (id 1 'ar'*): a COMM_COLL_NODE needs the attribute "
                   "'comm_size'*");
-  w = trace_open(p, 0);
+  w = st_test_et_open(p, 0);
   et_attrs_init(&a);
   et_attrs_int32(&a, "comm_src", 1);
   et_attrs_int32(&a, "comm_dst", 0);
   et_attrs_int64(&a, "comm_size", 8);
   trace_node(w, 1, "send", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE, 0, NULL, &a);
   et_attrs_clear(&a);
-  trace_close(w);
+  st_test_et_close(w);
   expect_error(p, "*bad.0.et: node #0 (id 1 'send'*): comm_src is 1, but this is rank 0's "
                   "file*");
 
   /* A process group that no group file defines. */
-  w = trace_open(p, 0);
+  w = st_test_et_open(p, 0);
   et_attrs_init(&a);
   et_attrs_int64(&a, "comm_type", 0);
   et_attrs_int64(&a, "comm_size", 8);
   et_attrs_string(&a, "pg_name", "5");
   trace_node(w, 1, "ar", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, NULL, &a);
   et_attrs_clear(&a);
-  trace_close(w);
+  st_test_et_close(w);
   expect_error(p, "*node #0 (id 1 'ar'*): process group '5' is in no communicator-group file "
                   "(*bad.comm_groups.json does not exist)*");
 }

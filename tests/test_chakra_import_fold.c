@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "interop/chakra.h"
 #include "interop/chakra_private.h"
+#include "chakra_trace.h"
 #include "testutil.h"
 
 /* The import of `prefix`, folded or not, as schedule JSON text (NULL with
@@ -259,23 +260,12 @@ test_one_rank_differs(void)
 
 /* ---- a foreign trace ----------------------------------------------------------------- */
 
+/* A node on `dep` (0: none). */
 static void
 node(EtWriter *w, uint64_t id, const char *name, int type, uint64_t duration_us, uint64_t dep,
      EtAttrs *a)
 {
-  EtNode n;
-  chakra_proto_msg__node__init(&n);
-  n.id = id;
-  n.name = (char *)name;
-  n.type = type;
-  n.duration_micros = duration_us;
-  n.n_data_deps = dep != 0;
-  n.data_deps = &dep;
-  if (a != NULL)
-    et_attrs_attach(a, &n);
-  g_autoptr(GError) error = NULL;
-  g_assert_true(et_writer_add(w, &n.base, &error));
-  g_assert_no_error(error);
+  st_test_et_node(w, id, name, type, duration_us, &dep, dep != 0, a);
 }
 
 /* Rank r of 4: compute, an all-reduce over process group `pg`, with `ring`
@@ -283,14 +273,7 @@ node(EtWriter *w, uint64_t id, const char *name, int type, uint64_t duration_us,
 static void
 write_foreign_rank(const char *prefix, int r, const char *pg, gboolean ring)
 {
-  g_autofree char *path = st_chakra_rank_path(prefix, r);
-  g_autoptr(GError) error = NULL;
-  EtWriter *w = et_writer_open(path, &error);
-  g_assert_no_error(error);
-  EtMeta meta;
-  chakra_proto_msg__global_metadata__init(&meta);
-  meta.version = (char *)"0.0.4";
-  g_assert_true(et_writer_add(w, &meta.base, &error));
+  EtWriter *w = st_test_et_open(prefix, r);
   node(w, 1, "fwd", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 100, 0, NULL);
   EtAttrs a;
   et_attrs_init(&a);
@@ -311,7 +294,7 @@ write_foreign_rank(const char *prefix, int r, const char *pg, gboolean ring)
     et_attrs_clear(&a);
   }
   node(w, 5, "bwd", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 200, ring ? 4 : 2, NULL);
-  g_assert_true(et_writer_close(w, &error));
+  st_test_et_close(w);
 }
 
 static void

@@ -25,6 +25,7 @@
 #include "interop/chakra.h"
 #include "interop/chakra_private.h"
 #include "readers.h"
+#include "chakra_trace.h"
 #include "testutil.h"
 
 static void
@@ -98,25 +99,6 @@ test_foreign_300(void)
 
 /* ---- four foreign ranks ------------------------------------------------------------ */
 
-static void
-add_node(EtWriter *w, uint64_t id, const char *name, int type, uint64_t duration,
-         const uint64_t *deps, size_t n_deps, EtAttrs *a)
-{
-  EtNode node;
-  chakra_proto_msg__node__init(&node);
-  node.id = id;
-  node.name = (char *)name;
-  node.type = type;
-  node.duration_micros = duration;
-  node.data_deps = (uint64_t *)deps;
-  node.n_data_deps = n_deps;
-  if (a != NULL)
-    et_attrs_attach(a, &node);
-  g_autoptr(GError) error = NULL;
-  g_assert_true(et_writer_add(w, &node.base, &error));
-  g_assert_no_error(error);
-}
-
 /* Rank r of 4: compute, an all-gather on process group 1 (every rank), a
  * barrier, a copy to the host, CPU compute, a METADATA node; ranks 0 and 2
  * also exchange a send and a receive on group 4 ({0, 2}). Ranks 1 and 3
@@ -125,14 +107,7 @@ add_node(EtWriter *w, uint64_t id, const char *name, int type, uint64_t duration
 static void
 write_rank(const char *prefix, int r)
 {
-  g_autofree char *path = st_chakra_rank_path(prefix, r);
-  g_autoptr(GError) error = NULL;
-  EtWriter *w = et_writer_open(path, &error);
-  g_assert_no_error(error);
-  EtMeta meta;
-  chakra_proto_msg__global_metadata__init(&meta);
-  meta.version = (char *)"0.0.4";
-  g_assert_true(et_writer_add(w, &meta.base, &error));
+  EtWriter *w = st_test_et_open(prefix, r);
   gboolean p2p = r % 2 == 0;
   EtAttrs a;
   et_attrs_init(&a);
@@ -140,10 +115,10 @@ write_rank(const char *prefix, int r)
   et_attrs_int64(&a, "tensor_size", 4096);
   char *out[] = {(char *)"x", (char *)"4096"};
   et_attrs_string_list(&a, "outputs", out, 2);
-  add_node(w, 1, "aten::mm", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, p2p ? 30 : 0, NULL, 0, &a);
+  st_test_et_node(w, 1, "aten::mm", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, p2p ? 30 : 0, NULL, 0, &a);
   et_attrs_clear(&a);
   g_autofree char *meta_name = g_strdup_printf("## meta %d ##", r);
-  add_node(w, 2, meta_name, CHAKRA_PROTO_MSG__NODE_TYPE__METADATA_NODE, 0, (uint64_t[]){1}, 1,
+  st_test_et_node(w, 2, meta_name, CHAKRA_PROTO_MSG__NODE_TYPE__METADATA_NODE, 0, (uint64_t[]){1}, 1,
            NULL);
   if (p2p) {
     et_attrs_init(&a);
@@ -152,7 +127,7 @@ write_rank(const char *prefix, int r)
     et_attrs_int64(&a, "comm_size", 1 << 20);
     et_attrs_int64(&a, "comm_tag", 7);
     et_attrs_string(&a, "pg_name", "4");
-    add_node(w, 3, "send", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE, 0, (uint64_t[]){2}, 1,
+    st_test_et_node(w, 3, "send", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE, 0, (uint64_t[]){2}, 1,
              &a);
     et_attrs_clear(&a);
     et_attrs_init(&a);
@@ -161,7 +136,7 @@ write_rank(const char *prefix, int r)
     et_attrs_int64(&a, "comm_size", 1 << 20);
     et_attrs_int64(&a, "comm_tag", 7);
     et_attrs_string(&a, "pg_name", "4");
-    add_node(w, 4, "recv", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE, 0, (uint64_t[]){1}, 1,
+    st_test_et_node(w, 4, "recv", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_RECV_NODE, 0, (uint64_t[]){1}, 1,
              &a);
     et_attrs_clear(&a);
   }
@@ -170,17 +145,17 @@ write_rank(const char *prefix, int r)
   et_attrs_int64(&a, "comm_size", 8192);
   et_attrs_string(&a, "pg_name", "1");
   et_attrs_int64(&a, "rf_id", r);
-  add_node(w, 5, "nccl:all_gather", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0,
+  st_test_et_node(w, 5, "nccl:all_gather", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0,
            p2p ? (uint64_t[]){3, 4} : (uint64_t[]){2}, p2p ? 2 : 1, &a);
   et_attrs_clear(&a);
   et_attrs_init(&a);
   et_attrs_int64(&a, "comm_type", 9); /* BARRIER */
-  add_node(w, 6, "barrier", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, (uint64_t[]){5},
+  st_test_et_node(w, 6, "barrier", CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE, 0, (uint64_t[]){5},
            1, &a);
   et_attrs_clear(&a);
   et_attrs_init(&a);
   et_attrs_int64(&a, "tensor_size", 65536);
-  add_node(w, 7, "copy", CHAKRA_PROTO_MSG__NODE_TYPE__MEM_STORE_NODE, 0, (uint64_t[]){6}, 1,
+  st_test_et_node(w, 7, "copy", CHAKRA_PROTO_MSG__NODE_TYPE__MEM_STORE_NODE, 0, (uint64_t[]){6}, 1,
            &a);
   et_attrs_clear(&a);
   et_attrs_init(&a);
@@ -188,11 +163,10 @@ write_rank(const char *prefix, int r)
   et_attrs_bool(&a, "is_cpu_op", TRUE);
   char *in[] = {(char *)"x", (char *)"4096"};
   et_attrs_string_list(&a, "inputs", in, 2);
-  add_node(w, 8, "aten::add", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 12, (uint64_t[]){7, 2}, 2,
+  st_test_et_node(w, 8, "aten::add", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 12, (uint64_t[]){7, 2}, 2,
            &a);
   et_attrs_clear(&a);
-  g_assert_true(et_writer_close(w, &error));
-  g_assert_no_error(error);
+  st_test_et_close(w);
 }
 
 static void
