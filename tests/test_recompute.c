@@ -351,6 +351,12 @@ test_torchtitan(void)
   g_assert_no_error(error);
   g_assert_false(st_recompute_check(split, &tt, &error));
   g_assert_nonnull(strstr(error->message, "tensor-parallel"));
+  g_clear_error(&error);
+  /* and before the split, from the options (the strategies check the whole
+   * model, which megatron splits after) */
+  g_assert_true(st_recompute_check_split(&tt, 1, NULL));
+  g_assert_false(st_recompute_check_split(&tt, 2, &error));
+  g_assert_nonnull(strstr(error->message, "--tensor-parallel 2"));
 }
 
 /* A block's forward FLOPs per sample, f = 4h: 24 s h^2 + 4 s^2 h. */

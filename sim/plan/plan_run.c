@@ -78,6 +78,7 @@ activations_ok(const StModel *model, const StCluster *cluster, const StOptions *
 {
   StRecomputePlan recompute = st_recompute_plan(options);
   return st_recompute_check(model, &recompute, error) &&
+         st_recompute_check_split(&recompute, options->tensor_parallel, error) &&
          st_offload_check(model, cluster, options->offload_activations, &recompute, error);
 }
 

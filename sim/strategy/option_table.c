@@ -434,14 +434,16 @@ st_options_set(StOptions *o, const char *name, const char *value, GError **error
     *(int64_t *)(void *)field = bytes;
     return TRUE;
   }
-  case ST_OPT_CHOICE:
+  case ST_OPT_CHOICE: {
     for (int i = 0; spec->choices[i] != NULL; i++) {
       if (strcmp(spec->choices[i], value) == 0) {
         *(int *)(void *)field = i;
         return TRUE;
       }
     }
-    return invalid(error, spec, value, "must be one of %s", spec->arg);
+    g_autofree char *names = g_strjoinv("|", (char **)spec->choices);
+    return invalid(error, spec, value, "must be one of %s", names);
+  }
   case ST_OPT_FLAG: {
     static const char *const yes[] = {"true", "on", "1", NULL}, *const no[] = {"false", "off", "0", NULL};
     gboolean *flag = (gboolean *)(void *)field;

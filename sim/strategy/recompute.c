@@ -175,3 +175,13 @@ st_recompute_describe(const StRecomputePlan *plan)
     return g_strdup("");
   }
 }
+
+gboolean
+st_recompute_check_split(const StRecomputePlan *plan, int tp, GError **error)
+{
+  if (plan->mode == ST_RECOMPUTE_SELECTIVE && (plan->ops & (1u << ST_RC_TORCHTITAN)) != 0 &&
+      tp > 1)
+    return refuse(error, "--recompute-ops torchtitan: torchtitan's policy is modelled for whole "
+                         "llama_block layers, and --tensor-parallel %d splits them", tp);
+  return TRUE;
+}

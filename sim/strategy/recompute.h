@@ -34,6 +34,11 @@ typedef struct {
 /* The plan `options` ask for. */
 StRecomputePlan st_recompute_plan(const StOptions *options);
 
+/* What st_recompute_check cannot see on the whole model: the tensor group
+ * `tp` its layers will be split over (torchtitan's policy is modelled for
+ * whole blocks). */
+gboolean st_recompute_check_split(const StRecomputePlan *plan, int tp, GError **error);
+
 /* What layer `i` does under `plan`: ST_RECOMPUTE_NONE (keeps its saved
  * block), SELECTIVE (drops the chosen ops' part: only a layer with some,
  * whatever its batch) or FULL (checkpointed). O(i). */

@@ -198,6 +198,7 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   }
   StRecomputePlan recompute = st_recompute_plan(&resolved);
   if (!st_recompute_check(model, &recompute, error) ||
+      !st_recompute_check_split(&recompute, resolved.tensor_parallel, error) ||
       !st_offload_check(model, cluster, resolved.offload_activations, &recompute, error)) {
     st_options_clear(&resolved);
     return NULL;
