@@ -24,6 +24,7 @@
 #include "cost/cost.h"
 #include "cost/framework.h"
 #include "output/runtime_memory.h"
+#include "strategy/strategy_common.h"
 #include "testutil.h"
 
 #define US 1000
@@ -356,6 +357,41 @@ test_fsdp_fp32_shards(void)
 }
 
 static void
+test_automodel_bf16_states(void)
+{
+  /* NeMo Automodel builds the model in bf16 (from_config's torch_dtype
+   * "auto") and its recipes step it with torch.optim.Adam, whose m and v
+   * take the parameters' dtype: 2 bytes of shard and 4 of states per
+   * parameter, a third of FSDP's fp32 master (4 + 8), and the optimizer's
+   * traffic with them (docs/guides/mixed-precision-training.mdx). */
+  g_autoptr(StModel) m = st_test_model_named("gpt2-124m");
+  g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 8);
+  const char *a[] = {"zero-stage", "3", "precision", "mixed", "framework", "automodel", NULL};
+  const char *f[] = {"zero-stage", "3", "precision", "mixed", "framework", "fsdp", NULL};
+  g_autoptr(StSchedule) am = build_with("zero", m, c, a);
+  g_autoptr(StSchedule) fs = build_with("zero", m, c, f);
+  const StProgram *pa = st_schedule_program_of(am, 0), *pf = st_schedule_program_of(fs, 0);
+  int64_t shard = buffers_named(pf, "params shard") / 4;
+  g_assert_cmpint(buffers_named(pa, "params shard"), ==, 2 * shard);
+  g_assert_cmpint(buffers_named(pa, "optimizer states shard"), ==, 4 * shard);
+  StOptions o;
+  st_options_init(&o);
+  g_autoptr(GError) error = NULL;
+  g_assert_true(st_options_set(&o, "precision", "mixed", &error));
+  g_assert_true(st_options_set(&o, "framework", "automodel", &error));
+  StStateBytes bf16, fp32;
+  st_state_bytes(&o, &bf16);
+  g_assert_true(st_options_set(&o, "framework", "fsdp", &error));
+  st_state_bytes(&o, &fp32);
+  st_options_clear(&o);
+  /* Adam: the weight, m and v read and written, the gradient read; the
+   * master's step writes the 16-bit weight besides. Both clip (3 reads and
+   * writes of the gradient) and keep fp32 gradients. */
+  g_assert_cmpint(bf16.optim_traffic, ==, 6 * 2 + 4 + 3 * 4);
+  g_assert_cmpint(fp32.optim_traffic, ==, 6 * 4 + 4 + 2 + 3 * 4);
+}
+
+static void
 test_loss_in_place(void)
 {
   /* llm-foundry's fused cross-entropy (flash-attn's xentropy) keeps one
@@ -410,6 +446,7 @@ main(int argc, char **argv)
   g_test_add_func("/fidelity/megatron/overlap-param-gather", test_overlap_param_gather);
   g_test_add_func("/fidelity/memory/runtime", test_runtime_memory);
   g_test_add_func("/fidelity/memory/fsdp-fp32-shards", test_fsdp_fp32_shards);
+  g_test_add_func("/fidelity/memory/automodel-bf16-states", test_automodel_bf16_states);
   g_test_add_func("/fidelity/memory/loss-in-place", test_loss_in_place);
   g_test_add_func("/fidelity/moe/dispatch", test_moe_dispatch);
   return g_test_run();

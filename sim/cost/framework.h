@@ -92,6 +92,10 @@ typedef struct StFramework {
   gboolean fp32_shards;          /* ZeRO-3 under mixed precision: a rank's shard of the
                                     parameters is the fp32 master copy, cast to 16 bits as
                                     it is gathered (no 16-bit shard beside it) */
+  gboolean states_16bit;         /* mixed precision without an fp32 master: the model is built
+                                    in bf16 and torch.optim keeps its states in the
+                                    parameters' dtype (Adam's m and v in bf16), so a
+                                    parameter's weight, shard and states take 2 bytes each */
   const char *gradients_source;
 
   /* Expert parallelism. */

@@ -5,18 +5,22 @@
 
 const StFramework st_framework_automodel = {
   .name = "automodel",
-  .summary = "NeMo Automodel: FSDP2 with fp32 reduce-scatters, Transformer Engine attention, "
-             "norms and RoPE, grouped-GEMM experts behind DeepEP, the loss on bf16 logits",
+  .summary = "NeMo Automodel: a bf16 model (bf16 Adam states, no fp32 master) under FSDP2 with "
+             "fp32 reduce-scatters, Transformer Engine attention, norms and RoPE, grouped-GEMM "
+             "experts behind DeepEP, the loss on bf16 logits",
   .version = "NeMo Automodel 2025 (llm_benchmark recipes)",
   .grad_bytes_mixed = 4,
   .overlap_grad_reduce = TRUE,
   .overlap_zero12 = TRUE,
   .bucket_bytes = 0, /* FSDP2: each transformer block's gradients reduced as one group */
-  .fp32_shards = TRUE,
+  .states_16bit = TRUE,
   .gradients_source =
     "nemo_automodel/components/distributed/config.py and parallelizer.py: "
     "MixedPrecisionPolicy(param_dtype bfloat16, reduce_dtype float32), fully_shard per "
-    "transformer block",
+    "transformer block; _transformers/auto_model.py from_config: torch_dtype 'auto' selects "
+    "torch.bfloat16, which the llm_benchmark recipes leave unset, with torch.optim.Adam, whose "
+    "exp_avg and exp_avg_sq take the parameters' dtype (docs/guides/"
+    "mixed-precision-training.mdx, 'Risky Pattern: torch AdamW with bf16 Model Storage')",
   .dispatch_per_rank = TRUE,
   .fused = ST_FUSE_NORM | ST_FUSE_ROPE | ST_FUSE_OPTIMIZER | ST_FUSE_DISPATCH |
            ST_FUSE_GROUPED_EXPERTS,

@@ -11,13 +11,18 @@ void
 st_state_bytes(const StOptions *o, StStateBytes *out)
 {
   gboolean mixed = st_precision_16bit(o->precision);
-  int states = o->optimizer == ST_OPTIMIZER_ADAM ? 8 : 4; /* fp32 m and v, or momentum */
-  int grad = st_options_grad_bytes(o);
   const StFramework *f = st_options_framework(o);
+  /* Mixed precision keeps an fp32 master copy of the weights unless the
+   * framework keeps its states in bf16 (StFramework.states_16bit). */
+  gboolean master = mixed && !f->states_16bit;
+  int width = mixed && f->states_16bit ? 2 : 4; /* bytes of a master weight or state element */
+  gboolean adam = o->optimizer == ST_OPTIMIZER_ADAM;
+  int states = (adam ? 2 : 1) * width; /* m and v, or momentum */
+  int grad = st_options_grad_bytes(o);
   /* The framework's step around the optimizer: clipping reads the gradients
    * for their norm, then reads and writes them scaled; zeroing writes them. */
   int around = (f->clip_grad ? 3 * grad : 0) + (f->zero_grads ? grad : 0);
-  gboolean master_shard = mixed && f->fp32_shards;
+  gboolean master_shard = master && f->fp32_shards;
   /* fp8: Transformer Engine casts each updated weight into its cached FP8
    * copy and transpose on the next step's first micro-batch (reads 2 bytes,
    * writes 2), counted here with the step that updates it, over every
@@ -27,15 +32,15 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
   *out = (StStateBytes){
     .weight = mixed ? 2 : 4,
     .grad = grad,
-    .optimizer = states + (mixed ? 4 : 0),
-    /* Adam reads p, g, m, v and writes p, m, v; momentum SGD reads p, g, buf and
-     * writes p, buf: 4 bytes each in fp32. Mixed precision reads the gradient
-     * in its own dtype and adds the 16-bit weight write. */
-    .optim_traffic = (o->optimizer == ST_OPTIMIZER_ADAM ? 28 : 20) +
-                     (mixed ? grad - 4 + 2 : 0) + around + fp8_cast,
+    .optimizer = states + (master ? 4 : 0),
+    /* Adam reads the weight, the gradient, m and v and writes the weight, m
+     * and v; momentum SGD reads the weight, the gradient and its buffer and
+     * writes the weight and the buffer: each `width` bytes but the gradient,
+     * in its own dtype. With a master copy, the 16-bit weight is written too. */
+    .optim_traffic = (adam ? 6 : 4) * width + grad + (master ? 2 : 0) + around + fp8_cast,
     .activation = mixed ? ST_DTYPE_BF16 : ST_DTYPE_FP32,
     .shard_weight = master_shard ? 4 : mixed ? 2 : 4,
-    .shard_optimizer = states + (mixed && !master_shard ? 4 : 0),
+    .shard_optimizer = states + (master && !master_shard ? 4 : 0),
   };
 }
 
