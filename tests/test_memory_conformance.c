@@ -346,6 +346,10 @@ test_runs_variants(void)
     {"zero", 1, 1, ST_PRECISION_MIXED, "zero-stage=3", FALSE, 0},
     {"dp", 2, 1, ST_PRECISION_FP32, NULL, FALSE, 0},
     {"zero", 2, 2, ST_PRECISION_FP32, "zero-stage=3", FALSE, 0},
+    /* Deferred reductions: each bucket's whole gradient held across the
+     * micro-batches, a shard of one rank's never reduced. */
+    {"zero", 1, 2, ST_PRECISION_FP32, "zero-stage=2 defer-grad-sync=on", FALSE, 0},
+    {"zero", 2, 2, ST_PRECISION_FP32, "zero-stage=3 defer-grad-sync=on", FALSE, 0},
   };
   check_cases("tiny-gpt", gpt, variants, G_N_ELEMENTS(variants));
   check_cases("img", img, variants, G_N_ELEMENTS(variants));

@@ -92,6 +92,10 @@ typedef struct StFramework {
   gboolean fp32_shards;          /* ZeRO-3 under mixed precision: a rank's shard of the
                                     parameters is the fp32 master copy, cast to 16 bits as
                                     it is gathered (no 16-bit shard beside it) */
+  gboolean defer_grad_sync;      /* ZeRO 2-3 with gradient accumulation: no reduce-scatter until
+                                    the last micro-batch; each layer's unsharded gradient is
+                                    kept from its first backward, in the reduce dtype, and
+                                    accumulated (FSDP2's set_requires_gradient_sync(False)) */
   gboolean states_16bit;         /* mixed precision without an fp32 master: the model is built
                                     in bf16 and torch.optim keeps its states in the
                                     parameters' dtype (Adam's m and v in bf16), so a

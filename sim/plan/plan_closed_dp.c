@@ -14,8 +14,8 @@
  *   r      the reductions on the comm stream: bucket b's collective (dp:
  *          all-reduce, zero: reduce-scatter, of its gradient bytes) starts
  *          after the backward of its last layer and the reduction before
- *          it; dp and stage 1 reduce after the last micro-batch only,
- *          stages 2-3 after each.
+ *          it; dp, stage 1 and deferred stages 2-3 (--defer-grad-sync)
+ *          reduce after the last micro-batch only, stages 2-3 after each.
  *   step   the optimizer over the rank's elements (dp: all of them, zero:
  *          its shard, each layer's slice rounded up), after the compute
  *          stream and the last reduction.
@@ -129,7 +129,8 @@ st_plan_closed_dp_cycle(const StStrategyInput *in, gboolean zero, StPlanClosedCa
 
   int64_t t = gathered, r = 0;
   for (int micro = 0; micro < o->accumulation; micro++) {
-    gboolean reduces = stage >= 2 || micro == o->accumulation - 1;
+    gboolean reduces =
+      (stage >= 2 && !st_options_defer_grad_sync(o)) || micro == o->accumulation - 1;
     for (int i = 0; i < L; i++)
       t = st_time_add(t, fwd[i]);
     for (int i = L - 1; i >= 0; i--) {

@@ -326,6 +326,14 @@ static const StOptionSpec SPECS[] = {
    "order, each layer's next forward waiting only for its own bucket (Megatron-LM's "
    "--overlap-param-gather), or all before the next forward starts (off); auto = the "
    "framework's (default: auto, off in every preset)"},
+  {"defer-grad-sync", ST_OPT_CHOICE, F(defer_grad_sync), 0, 0,
+   (const char *const[]){"auto", "on", "off", NULL}, NULL, "auto|on|off",
+   "Under ZeRO stages 2-3 with gradient accumulation: no reduce-scatter until the last "
+   "micro-batch, each layer's whole gradient kept and accumulated in the reduce dtype "
+   "until then (on: FSDP2's set_requires_gradient_sync(False), NeMo Automodel's "
+   "defer_fsdp_grad_sync: less communication, the unsharded gradients in memory), or "
+   "reduce-scattered after every micro-batch (off); auto = the framework's (default: auto, "
+   "on under automodel)"},
   {"tp-comm-overlap", ST_OPT_CHOICE, F(tp_comm_overlap), 0, 0,
    (const char *const[]){"auto", "on", "off", NULL}, NULL, "auto|on|off",
    "With --sequence-parallel: each tensor-parallel all-gather and reduce-scatter pipelined "

@@ -126,6 +126,14 @@ st_options_overlap_param_gather(const StOptions *o)
 }
 
 gboolean
+st_options_defer_grad_sync(const StOptions *o)
+{
+  if (o->defer_grad_sync != 0)
+    return o->defer_grad_sync == 1;
+  return st_options_framework(o)->defer_grad_sync;
+}
+
+gboolean
 st_options_resolve(StOptions *o, const StCluster *cluster, GError **error)
 {
   return st_options_resolve_group(o, cluster, 1, error);

@@ -116,6 +116,7 @@ typedef struct {
   int overlap_grad_reduce; /* --overlap-grad-reduce: 0 auto (the framework's), 1 on, 2 off */
   int tp_comm_overlap;   /* --tp-comm-overlap: 0 auto (the framework's), 1 on, 2 off */
   int overlap_param_gather; /* --overlap-param-gather: 0 auto (the framework's), 1 on, 2 off */
+  int defer_grad_sync;   /* --defer-grad-sync: 0 auto (the framework's), 1 on, 2 off */
   /* Derived by st_options_resolve(): */
   int accumulation;     /* micro-batches per rank (per group of ranks sharing samples) per
                            step */
@@ -213,3 +214,6 @@ gboolean st_options_tp_comm_overlap(const StOptions *options);
 /* Whether ZeRO 1-2's parameter gathers overlap the next forward:
  * --overlap-param-gather, else the framework's. */
 gboolean st_options_overlap_param_gather(const StOptions *options);
+/* ZeRO 2-3: gradients reduced only after the last micro-batch, accumulated
+ * unsharded until then (StFramework.defer_grad_sync, --defer-grad-sync). */
+gboolean st_options_defer_grad_sync(const StOptions *options);

@@ -548,6 +548,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .bucket_bytes = pp->options->bucket_bytes,
       .overlap_param_gather = st_options_overlap_param_gather(pp->options),
       .last_micro = M - 1,
+      .defer_sync = pp->zero_stage >= 2 && st_options_defer_grad_sync(pp->options),
       .offload = pp->offload,
     };
     if (pp->offload) {

@@ -106,6 +106,7 @@ build(const StStrategyInput *in, GError **error)
     .bucket_bytes = o->bucket_bytes,
     .overlap_param_gather = st_options_overlap_param_gather(o),
     .last_micro = o->accumulation - 1,
+    .defer_sync = stage >= 2 && sp == NULL && st_options_defer_grad_sync(o),
     .sparse = sp,
     .offload = offload,
   };

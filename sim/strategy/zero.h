@@ -11,6 +11,9 @@
  *   stage 2: also gradients. Each bucket's gradient exists from the
  *            backward of its first layer until its reduce-scatter, once per
  *            micro-batch; only the shard stays.
+ *   deferred (stages 2-3, FSDP2's set_requires_gradient_sync(False)):
+ *            the reductions wait for the last micro-batch as in stage 1,
+ *            each bucket's whole gradient held and accumulated until then.
  *   stage 3: also parameters. Every layer's parameters are all-gathered
  *            before each pass that reads them and dropped after; `prefetch`
  *            gathers run ahead of the pass that needs them, on a stream and
@@ -75,6 +78,10 @@ typedef struct {
                                next step waits for its own bucket's gather, not for all
                                (Megatron-LM's --overlap-param-gather) */
   int last_micro;           /* the step's last micro-batch */
+  gboolean defer_sync;      /* stages 2-3 (--defer-grad-sync): each bucket's whole gradient
+                               is held from its first micro-batch's backward and reduced only
+                               after the last (but over a span of one rank, whose shard is
+                               the whole) */
   const StSparse *sparse;   /* NULL when dense */
   gboolean replicate;       /* HSDP (strategy_zero.c): each reduce-scatter's shard is then
                                all-reduced over `replicate_comm`, the ranks holding the same

@@ -94,6 +94,24 @@ emit_gather(StZero *z, int layer, int pass_layer, int micro, StPass pass)
   return buffer;
 }
 
+/* Whether bucket `b`'s reductions are deferred to the last micro-batch
+ * (stages 2-3 with defer_sync): not over a span of one rank, whose shard is
+ * the whole and whose "reduction" is the copy into it. */
+static gboolean
+deferred(const StZero *z, int b)
+{
+  return z->spec.defer_sync && z->spans[z->bucket_span[b]].n > 1;
+}
+
+/* Whether the backward of `micro` allocates bucket `b`'s whole gradient
+ * (stages 2-3): every micro-batch's its own; deferred, the first holds one
+ * for them all. */
+static gboolean
+holds_bucket(const StZero *z, int b, int micro)
+{
+  return !deferred(z, b) || micro == 0;
+}
+
 static void
 before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra)
 {
@@ -132,14 +150,16 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
     extra->alloc[extra->n_alloc++] = z->dense_grad;
   }
   int b = z->bucket_of_first[layer];
-  if (pass == ST_PASS_BWD && sp->stage >= 2 && b >= 0) {
-    g_autofree char *name = g_strdup_printf("grad bucket %d m%d", b, micro);
+  if (pass == ST_PASS_BWD && sp->stage >= 2 && b >= 0 && holds_bucket(z, b, micro)) {
+    gboolean held = deferred(z, b);
+    g_autofree char *name = held ? g_strdup_printf("grad bucket %d (accumulated)", b)
+                                 : g_strdup_printf("grad bucket %d m%d", b, micro);
     const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
     z->bucket_buffer[b] =
       st_program_add_buffer(sp->program, name, ST_MEM_GRADS, bk->params * sp->bytes.grad, FALSE);
     st_program_buffer_holds(sp->program, z->bucket_buffer[b],
                             sp->sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, bk->last,
-                            bk->first, micro, 1);
+                            bk->first, held ? -1 : micro, 1);
     extra->alloc[extra->n_alloc++] = z->bucket_buffer[b];
   }
 }
@@ -160,8 +180,9 @@ after_pass(gpointer data, StPass pass, int layer, int micro, uint32_t op)
   if (pass != ST_PASS_BWD || b < 0)
     return;
   /* Stage 1 reduces once, after the last micro-batch; stages 2 and 3 after
-   * each micro-batch, since they keep no full gradient to accumulate into. */
-  if (sp->stage < 2 && micro != sp->last_micro)
+   * each micro-batch, since they keep no full gradient to accumulate into,
+   * unless deferred. */
+  if ((sp->stage < 2 || deferred(z, b)) && micro != sp->last_micro)
     return;
   const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
   const StZeroSpan *span = &z->spans[z->bucket_span[b]];
