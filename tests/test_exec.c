@@ -31,10 +31,10 @@ typedef struct {
   StRecompute recompute;
 } Config;
 
-/* With --recompute-every `every` (0: not given) and --defer-grad-sync on
- * when `defer`. */
+/* With --recompute-every `every` (0: not given) and the options `set`
+ * names (name, value, ..., NULL; NULL: none). */
 static StSchedule *
-build_with(const StModel *m, const Config *c, int every, gboolean defer)
+build_with(const StModel *m, const Config *c, int every, const char *const *set)
 {
   g_autoptr(StCluster) cl = cluster(c->gpus);
   StOptions o;
@@ -49,8 +49,9 @@ build_with(const StModel *m, const Config *c, int every, gboolean defer)
   o.bucket_bytes = c->bucket_bytes;
   o.recompute = c->recompute;
   o.recompute_every = every;
-  o.defer_grad_sync = defer ? 1 : 2;
   g_autoptr(GError) error = NULL;
+  for (int i = 0; set != NULL && set[i] != NULL; i += 2)
+    g_assert_true(st_options_set(&o, set[i], set[i + 1], &error));
   StSchedule *s = st_strategy_build(st_strategy_find(c->strategy), m, cl, NULL, &o, &error);
   g_assert_no_error(error);
   st_options_clear(&o);
@@ -60,7 +61,7 @@ build_with(const StModel *m, const Config *c, int every, gboolean defer)
 static StSchedule *
 build_every(const StModel *m, const Config *c, int every)
 {
-  return build_with(m, c, every, FALSE);
+  return build_with(m, c, every, NULL);
 }
 
 static StSchedule *
@@ -69,10 +70,10 @@ build(const StModel *m, const Config *c)
   return build_every(m, c, 0);
 }
 
-/* Runs `base` as dp and as zero stages 1-3 (deferring their reductions
- * when `defer`) and returns the worst relative weight difference to dp. */
+/* Runs `base` as dp and as zero stages `first`-3 (with the options `set`)
+ * and returns the worst relative weight difference to dp. */
 static double
-agreement_with(const char *model_path, const Config *base, gboolean defer)
+agreement_with(const char *model_path, const Config *base, int first, const char *const *set)
 {
   g_autoptr(StModel) m = st_test_model(model_path);
   g_autoptr(StSchedule) ref = build(m, base);
@@ -80,11 +81,11 @@ agreement_with(const char *model_path, const Config *base, gboolean defer)
   g_autoptr(StTimeline) ref_t = st_test_execute(ref, 0, 0, &ref_result);
   g_assert_cmpuint(ref_result.loss->len, ==, (guint)base->steps);
   double worst = 0;
-  for (int stage = 1; stage <= 3; stage++) {
+  for (int stage = first; stage <= 3; stage++) {
     Config c = *base;
     c.strategy = "zero";
     c.zero_stage = stage;
-    g_autoptr(StSchedule) s = build_with(m, &c, 0, defer);
+    g_autoptr(StSchedule) s = build_with(m, &c, 0, set);
     StExecResult r;
     g_autoptr(StTimeline) t = st_test_execute(s, 0, 0, &r);
     double d = st_test_weights_differ(ref_result.weights, r.weights);
@@ -103,7 +104,7 @@ agreement_with(const char *model_path, const Config *base, gboolean defer)
 static double
 agreement(const char *model_path, const Config *base)
 {
-  return agreement_with(model_path, base, FALSE);
+  return agreement_with(model_path, base, 1, NULL);
 }
 
 static void
@@ -136,11 +137,18 @@ test_agreement_deferred(void)
    * set_requires_gradient_sync(False)): ZeRO 2-3 accumulate each bucket's
    * whole gradient over the micro-batches and reduce-scatter it once, the
    * same sum as dp's, added in the same order (measured: equal to dp's
-   * bit for bit, where reducing every micro-batch differs by ~1e-7). */
+   * bit for bit, where reducing every micro-batch differs by ~1e-7). Kept
+   * gathered parameters (--reshard backward, step) are the same weights
+   * read by more passes. */
   Config c = {"dp", 0, 4, 4, 4, 2, 3, ST_PRECISION_FP32, ST_OPTIMIZER_SGD, 0, ST_RECOMPUTE_NONE};
-  g_assert_cmpfloat(agreement_with("models/mlp.json", &c, TRUE), <=, 1e-5);
-  g_assert_cmpfloat(agreement_with("tests/data/exec/tiny-gpt.json", &c, TRUE), <=, 1e-5);
-  g_assert_cmpfloat(agreement_with("tests/data/exec/tiny-moe.json", &c, TRUE), <=, 1e-5);
+  const char *deferred[] = {"defer-grad-sync", "on", NULL};
+  const char *kept[] = {"reshard", "backward", NULL};
+  const char *both[] = {"reshard", "step", "defer-grad-sync", "on", NULL};
+  g_assert_cmpfloat(agreement_with("models/mlp.json", &c, 2, deferred), <=, 1e-5);
+  g_assert_cmpfloat(agreement_with("tests/data/exec/tiny-gpt.json", &c, 2, deferred), <=, 1e-5);
+  g_assert_cmpfloat(agreement_with("tests/data/exec/tiny-moe.json", &c, 2, deferred), <=, 1e-5);
+  g_assert_cmpfloat(agreement_with("tests/data/exec/tiny-gpt.json", &c, 3, kept), <=, 1e-5);
+  g_assert_cmpfloat(agreement_with("tests/data/exec/tiny-llama.json", &c, 3, both), <=, 1e-5);
 }
 
 static void

@@ -350,6 +350,9 @@ test_runs_variants(void)
      * micro-batches, a shard of one rank's never reduced. */
     {"zero", 1, 2, ST_PRECISION_FP32, "zero-stage=2 defer-grad-sync=on", FALSE, 0},
     {"zero", 2, 2, ST_PRECISION_FP32, "zero-stage=3 defer-grad-sync=on", FALSE, 0},
+    /* Gathered parameters kept to the backward, or to the step's last. */
+    {"zero", 2, 2, ST_PRECISION_FP32, "zero-stage=3 reshard=backward", FALSE, 0},
+    {"zero", 2, 2, ST_PRECISION_FP32, "zero-stage=3 reshard=step defer-grad-sync=on", FALSE, 0},
   };
   check_cases("tiny-gpt", gpt, variants, G_N_ELEMENTS(variants));
   check_cases("img", img, variants, G_N_ELEMENTS(variants));
@@ -531,6 +534,8 @@ test_runs_tp(void)
     {"megatron", 8, 1, ST_PRECISION_FP32,
      "tensor-parallel=2 vocab-multiple=1 sequence-parallel=true pipeline-stages=2", FALSE, 0},
     {"megatron", 4, 1, ST_PRECISION_FP32, "tensor-parallel=2 zero-stage=3", FALSE, 0},
+    {"megatron", 4, 2, ST_PRECISION_FP32,
+     "tensor-parallel=2 zero-stage=3 reshard=step defer-grad-sync=on", FALSE, 0},
   };
   for (gsize k = 0; k < G_N_ELEMENTS(models); k++) {
     g_autoptr(StModel) m = st_test_model(models[k]);

@@ -20,6 +20,7 @@ static const char *const RECOMPUTE_OPS[] = {
   "core_attn", "mlp_act", "core_attn+mlp_act", "layernorm", "core_attn+layernorm",
   "mlp_act+layernorm", "core_attn+mlp_act+layernorm", "torchtitan", NULL};
 static const char *const OFFLOADS[] = {"none", "optimizer", NULL};         /* StOffload */
+static const char *const RESHARDS[] = {"forward", "backward", "step", NULL}; /* StReshard */
 
 static gboolean
 check_comm_algo(const char *value, GError **error)
@@ -326,6 +327,13 @@ static const StOptionSpec SPECS[] = {
    "order, each layer's next forward waiting only for its own bucket (Megatron-LM's "
    "--overlap-param-gather), or all before the next forward starts (off); auto = the "
    "framework's (default: auto, off in every preset)"},
+  {"reshard", ST_OPT_CHOICE, F(reshard), 0, 0, RESHARDS, NULL, "forward|backward|step",
+   "Under ZeRO stage 3: when a layer's gathered parameters are dropped: after every pass "
+   "(forward: FSDP2's reshard_after_forward=True, DeepSpeed's), from a micro-batch's "
+   "forward to its backward (backward: reshard_after_forward=False, one gather per "
+   "micro-batch, the layers' whole 16-bit weights held between), or until the step's last "
+   "backward (step: also set_reshard_after_backward(False), as NeMo Automodel's MoE "
+   "recipes run: one gather per step) (default: forward)"},
   {"defer-grad-sync", ST_OPT_CHOICE, F(defer_grad_sync), 0, 0,
    (const char *const[]){"auto", "on", "off", NULL}, NULL, "auto|on|off",
    "Under ZeRO stages 2-3 with gradient accumulation: no reduce-scatter until the last "

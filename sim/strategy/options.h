@@ -38,6 +38,8 @@ typedef struct {
                            -1 = not given: the framework's (resolved) */
   int zero_stage;       /* --zero-stage: 1, 2 or 3; 0 = not given (zero then uses 1) */
   int prefetch;         /* --prefetch: ZeRO-3 layers gathered ahead of use */
+  int reshard;          /* --reshard: StReshard, 0 = forward (ZeRO-3's gathered parameters
+                           dropped after each pass) */
   int offload;          /* --offload: StOffload, 0 = none (zero and megatron, ZeRO stages 1-2) */
   int shard_group;      /* --shard-group: zero shards over groups of this many consecutive
                            ranks and replicates across them (HSDP); 0 = all ranks */
@@ -136,6 +138,17 @@ typedef enum {
   ST_OFFLOAD_OPTIMIZER, /* ZeRO-Offload (Ren et al., ATC 2021): fp32 master weights, optimizer
                            states and the optimizer step on the CPU */
 } StOffload;
+
+/* When ZeRO-3 drops a layer's gathered parameters (--reshard; FSDP2's
+ * reshard_after_forward and set_reshard_after_backward). */
+typedef enum {
+  ST_RESHARD_FORWARD = 0, /* after every pass that read them (FSDP2's default, DeepSpeed's) */
+  ST_RESHARD_BACKWARD,    /* kept from a micro-batch's forward to its backward
+                             (reshard_after_forward=False): one gather per micro-batch */
+  ST_RESHARD_STEP,        /* kept until the last micro-batch's backward
+                             (set_reshard_after_backward(False) before it too, as NeMo
+                             Automodel's MoE recipes do): one gather per step */
+} StReshard;
 
 /* Defaults: micro-batch 32, steps auto, adam, fp32, buckets and gradient
  * dtype of the framework, no ZeRO stage given, prefetch 1, comm algorithm

@@ -539,6 +539,7 @@ st_pipe_stage_program(const StPipe *pp, int s, int ep_index, const StPipeComms *
       .stage = pp->zero_stage,
       .n = pp->n_data,
       .prefetch = pp->options->prefetch,
+      .reshard = (StReshard)pp->options->reshard,
       .compute = st.compute,
       .reduce_stream = st.comm,
       .gather_stream = gather_stream,

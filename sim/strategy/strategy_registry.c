@@ -156,6 +156,29 @@ reads_given(const StStrategy *strategy, const char *option, gboolean given, GErr
   return FALSE;
 }
 
+/* FALSE when --reshard or --defer-grad-sync on was given to a layout whose
+ * ZeRO stage has nothing for it: gathered parameters (stage 3), sharded
+ * gradients (stages 2-3). */
+static gboolean
+sharding_given(const StOptions *o, GError **error)
+{
+  static const char *const reshard[] = {"forward", "backward", "step"};
+  if (o->reshard != ST_RESHARD_FORWARD && o->zero_stage != 3) {
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                "--reshard %s: keeps ZeRO-3's gathered parameters, and this layout gathers "
+                "none (--zero-stage 3 under zero or megatron does)",
+                reshard[o->reshard]);
+    return FALSE;
+  }
+  if (o->defer_grad_sync == 1 && o->zero_stage < 2) {
+    g_set_error(error, ST_OPTIONS_ERROR, ST_ERROR_INVALID,
+                "--defer-grad-sync on: defers the reduce-scatters of sharded gradients, and "
+                "this layout shards none (--zero-stage 2 or 3 under zero or megatron does)");
+    return FALSE;
+  }
+  return TRUE;
+}
+
 StSchedule *
 st_strategy_build(const StStrategy *strategy, const StModel *model, const StCluster *cluster,
                   const StProfile *profile, const StOptions *options, GError **error)
@@ -173,7 +196,8 @@ st_strategy_build(const StStrategy *strategy, const StModel *model, const StClus
   }
   if (!reads_given(strategy, "shard-group", resolved.shard_group > 0, error) ||
       !reads_given(strategy, "offload", resolved.offload != ST_OFFLOAD_NONE, error) ||
-      !reads_given(strategy, "offload-activations", resolved.offload_activations > 0, error)) {
+      !reads_given(strategy, "offload-activations", resolved.offload_activations > 0, error) ||
+      !sharding_given(&resolved, error)) {
     st_options_clear(&resolved);
     return NULL;
   }

@@ -99,6 +99,7 @@ build(const StStrategyInput *in, GError **error)
     .stage = stage,
     .n = group,
     .prefetch = o->prefetch,
+    .reshard = (StReshard)o->reshard,
     .compute = frame.compute,
     .elems = elems,
     .spans = &span,

@@ -15,7 +15,9 @@
  *            the reductions wait for the last micro-batch as in stage 1,
  *            each bucket's whole gradient held and accumulated until then.
  *   stage 3: also parameters. Every layer's parameters are all-gathered
- *            before each pass that reads them and dropped after; `prefetch`
+ *            before each pass that reads them and dropped after (or, with
+ *            `reshard`, kept to the micro-batch's backward or the step's
+ *            last, each pass between reading the same copy); `prefetch`
  *            gathers run ahead of the pass that needs them, on a stream and
  *            communicator of their own so that a prefetch is not stuck
  *            behind a reduction.
@@ -66,6 +68,7 @@ typedef struct {
   int stage;                /* 1, 2 or 3 */
   int n;                    /* ranks the states are sharded over */
   int prefetch;             /* stage 3: gathers ahead of use */
+  StReshard reshard;        /* stage 3: when a gathered layer is dropped (options.h) */
   int compute;              /* stream of the passes and of the optimizer step */
   int reduce_stream, gather_stream;
   int reduce_comm, gather_comm;

@@ -23,6 +23,9 @@ struct StZero {
                                bucket's parameter gather, which its first forward waits for */
   gboolean *gather_waited;  /* [buckets]: that forward was built */
   uint32_t dense_grad;      /* sparse: the running backward's dense gradient */
+  uint32_t *held;           /* [n_layers], stage 3: the buffer holding the layer's gathered
+                               parameters until `reshard` drops it, or NONE */
+  uint32_t *held_gather;    /* [n_layers]: the gather that filled it */
 };
 
 /* The layer whose weights a pass of `layer` reads: its own, or those it is
@@ -39,6 +42,8 @@ weights_of(const StModel *m, int layer)
 static uint32_t
 emit_gather(StZero *z, int layer, int pass_layer, int micro, StPass pass)
 {
+  /* Kept beyond its pass, the copy serves other micro-batches too. */
+  int holds_micro = z->spec.reshard == ST_RESHARD_FORWARD ? micro : -1;
   const StZeroSpec *sp = &z->spec;
   StProgram *p = sp->program;
   const StLayer *l = &sp->model->layers[layer];
@@ -53,7 +58,7 @@ emit_gather(StZero *z, int layer, int pass_layer, int micro, StPass pass)
   int64_t params = sp->sparse ? l->params : sp->elems[layer];
   uint32_t buffer =
     st_program_add_buffer(p, name, ST_MEM_PARAMS, params * sp->bytes.weight, FALSE);
-  st_program_buffer_holds(p, buffer, ST_DATA_PARAMS, layer, layer, micro, 1);
+  st_program_buffer_holds(p, buffer, ST_DATA_PARAMS, layer, layer, holds_micro, 1);
   /* Sparse: the slices gathered are compressed, then expanded into `buffer`. */
   int64_t nnz = sp->sparse ? st_sparse_nnz(sp->sparse, l->params) : params;
   uint32_t packed = NONE;
@@ -61,7 +66,7 @@ emit_gather(StZero *z, int layer, int pass_layer, int micro, StPass pass)
     g_autofree char *packed_name = g_strdup_printf("gathered compressed %s %s m%d", l->name,
                                                    st_pass_name(pass), micro);
     packed = st_program_add_buffer(p, packed_name, ST_MEM_PARAMS, nnz * sp->bytes.weight, FALSE);
-    st_program_buffer_holds(p, packed, ST_DATA_PARAMS_PACKED, layer, layer, micro, 1);
+    st_program_buffer_holds(p, packed, ST_DATA_PARAMS_PACKED, layer, layer, holds_micro, 1);
   }
   const StZeroSpan *span = &z->spans[z->span_of[layer]];
   StOp op = st_op_coll(sp->gather_stream, ST_COLL_ALL_GATHER, span->gather_comm,
@@ -112,6 +117,27 @@ holds_bucket(const StZero *z, int b, int micro)
   return !deferred(z, b) || micro == 0;
 }
 
+/* Whether the pass of `layer` drops the gathered parameters of `owner` (the
+ * layer itself, or the one whose weights it reads) when it ends: every pass
+ * (ST_RESHARD_FORWARD), or the owner's own backward of the micro-batch
+ * (BACKWARD) or of the step's last micro-batch (STEP). */
+static gboolean
+drops_gathered(const StZero *z, int owner, int layer, StPass pass, int micro)
+{
+  /* A span of one rank gathers nothing from others: its copy of the shard
+   * (a cast, or a copy) serves one pass, as FSDP's own would not be kept. */
+  if (z->spans[z->span_of[owner]].n == 1)
+    return TRUE;
+  switch (z->spec.reshard) {
+  case ST_RESHARD_BACKWARD:
+    return pass == ST_PASS_BWD && layer == owner;
+  case ST_RESHARD_STEP:
+    return pass == ST_PASS_BWD && layer == owner && micro == z->spec.last_micro;
+  default:
+    return TRUE;
+  }
+}
+
 static void
 before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra)
 {
@@ -127,11 +153,18 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
     int owners[2] = {tied >= 0 && z->span_of[tied] >= 0 ? tied : -1,
                      sp->elems[layer] > 0 ? layer : -1};
     for (int k = 0; k < 2; k++) {
-      if (owners[k] < 0)
+      int o = owners[k];
+      if (o < 0)
         continue;
-      uint32_t buffer = emit_gather(z, owners[k], layer, micro, pass);
-      extra->after[extra->n_after++] = sp->program->ops->len - 1;
-      extra->free[extra->n_free++] = buffer;
+      if (z->held[o] == NONE) {
+        z->held[o] = emit_gather(z, o, layer, micro, pass);
+        z->held_gather[o] = sp->program->ops->len - 1;
+      }
+      extra->after[extra->n_after++] = z->held_gather[o];
+      if (drops_gathered(z, o, layer, pass, micro)) {
+        extra->free[extra->n_free++] = z->held[o];
+        z->held[o] = NONE;
+      }
     }
   }
   int lowest = z->bucket_of_last[layer]; /* the first a forward meets */
@@ -358,6 +391,10 @@ st_zero_new(const StZeroSpec *spec)
   z->bucket_buffer = g_new(uint32_t, MAX(z->buckets->len, 1));
   z->last_reduce = NONE;
   z->gathered_passes = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+  z->held = g_new(uint32_t, MAX(L, 1));
+  z->held_gather = g_new(uint32_t, MAX(L, 1));
+  for (int i = 0; i < L; i++)
+    z->held[i] = NONE;
   z->optimizer_ref = st_program_forward_ref(spec->program);
   z->gather_ref = g_new(uint32_t, MAX(z->buckets->len, 1));
   z->gather_waited = g_new0(gboolean, MAX(z->buckets->len, 1));
@@ -384,6 +421,8 @@ st_zero_free(StZero *z)
   g_free(z->bucket_buffer);
   g_free(z->gather_ref);
   g_free(z->gather_waited);
+  g_free(z->held);
+  g_free(z->held_gather);
   g_free(z->spans);
   g_free(z->span_of);
   g_free(z->bucket_span);
