@@ -181,8 +181,10 @@ gpt3_paper gpt3-6.7b 1024 16 4 128 256 512 1024
 gpt3_paper gpt3-13b 2048 8 8 256 512 1024 2048
 
 # ---- 3. VGG-19 and WideResNet-101, pure data parallelism -----------------------------
-# Table I's global batch of 128 images (micro-batch 128 / GPUs), momentum SGD
-# as torchvision trains them, under --framework axonn; dense against 90%
+# Table I's global batch of 128 images (micro-batch 128 / GPUs), AdamW (AxoNN's
+# one CNN script, examples/test_vgg16.py, trains with torch.optim.AdamW; SAMO's
+# optimizer, PruningAwareAdam on the grad-norm branch, wraps torch.optim.AdamW;
+# the paper counts Adam's states), under --framework axonn; dense against 90%
 # sparse. In fp32, AxoNN's default precision (init's mixed_precision=False,
 # as its examples/test_vgg16.py runs), which the paper's per-image cost
 # matches (docs/SAMO.md, "VGG-19 and WideResNet-101"); again in mixed
@@ -211,7 +213,7 @@ dp() { # MODEL G TAG PRECISION LAYOUT...: dense and sparse in OUT/MODEL-G[-TAG]
   # shellcheck disable=SC2086
   "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" "$@" $AXONN_DP \
     --strategy dp,dp --sparsity 0,0.9 --precision "$precision" \
-    --optimizer sgd --micro-batch $((128 / g)) --global-batch 128 --out "$dir" \
+    --optimizer adam --micro-batch $((128 / g)) --global-batch 128 --out "$dir" \
     >"$dir.txt" 2>/dev/null
   for v in dense:dp-sparsity0 sparse:dp-sparsity0.9; do
     local name=${v%%:*}${tag:+-$tag}
