@@ -182,10 +182,10 @@ gpt3_paper gpt3-13b 2048 8 8 256 512 1024 2048
 
 # ---- 3. VGG-19 and WideResNet-101, pure data parallelism -----------------------------
 # Table I's global batch of 128 images (micro-batch 128 / GPUs), AdamW (AxoNN's
-# one CNN script, examples/test_vgg16.py, trains with torch.optim.AdamW; SAMO's
-# optimizer, PruningAwareAdam on the grad-norm branch, wraps torch.optim.AdamW;
-# the paper counts Adam's states), under --framework axonn; dense against 90%
-# sparse. In fp32, AxoNN's default precision (init's mixed_precision=False,
+# one CNN script trains with torch.optim.AdamW, examples/test_vgg16.py:32;
+# SAMO's optimizer, PruningAwareAdam on the grad-norm branch, wraps it,
+# axonn/optim.py:73; the paper counts Adam's states), under --framework
+# axonn; dense against 90% sparse. In fp32, AxoNN's default precision (init's mixed_precision=False,
 # as its examples/test_vgg16.py runs), which the paper's per-image cost
 # matches (docs/SAMO.md, "VGG-19 and WideResNet-101"); again in mixed
 # precision (dense-mixed, sparse-mixed). dense-first: the first G GPUs of

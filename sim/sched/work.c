@@ -37,9 +37,9 @@ again_ops(const StSettings *settings, StPass pass)
  * holds (a pipeline stage's, a ZeRO shard's), at least one. Under SAMO
  * (--sparsity) `elems` counts non-zeros and the share is of the model's
  * non-zeros: SAMO keeps each layer's non-zeros with their own index list
- * (the paper, section III; in its prototype each parameter carries its own
- * mask, axonn-ai/axonn branch grad-norm, axonn/optim.py:41 `param.mask`)
- * and compresses each layer's gradient as backward makes it, so its
+ * (the paper, as docs/PAPERS.md section 3 gives it; in its prototype each
+ * parameter carries its own mask, axonn-ai/axonn branch grad-norm,
+ * axonn/optim.py:41 `param.mask`) and compresses each layer's gradient as backward makes it, so its
  * optimizer steps one compressed tensor per parameter tensor, and so does
  * its expansion (docs/SAMO.md, "SAMO's step, tensor by tensor"). */
 static int64_t
