@@ -125,6 +125,9 @@ gpt3() { # MODEL BATCH GPUS...
   local model=$1 batch=$2; shift 2
   for g in "$@"; do
     local dir="$OUT/$model-$g"
+    # sparse-same is a run of its own inside this one's folder, which a
+    # second sim would refuse to replace: the script owns OUT, start afresh
+    rm -rf "$dir"
     # shellcheck disable=SC2086
     "$STAGGER" sim --model "$SRC/models/$model.json" $COMMON --nodes $((g / 4)) \
       --strategy pipeline,pipeline --sparsity 0,0.9 --micro-batch 1 --global-batch "$batch" \
