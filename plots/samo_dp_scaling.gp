@@ -14,7 +14,7 @@ set datafile separator comma
 set datafile columnheaders
 series(m, v) = sprintf("%s/dp-%s-%s.csv", dir, m, v)
 paper(m, v) = sprintf("%s/paper-%s-%s.csv", dir, m, v)
-set multiplot layout 1,2 title "Pure data parallelism on Summit (AxoNN preset), global batch 128, momentum SGD: dense vs 90% sparse (simulated) against the paper" font ",12"
+set multiplot layout 1,2 title "Pure data parallelism on Summit (AxoNN preset), global batch 128, AdamW: dense vs 90% sparse (simulated) against the paper" font ",12"
 set logscale xy 2
 set grid lc rgb "#dddddd"
 set xlabel "GPUs"

@@ -125,6 +125,9 @@ gpt3() { # MODEL BATCH GPUS...
   local model=$1 batch=$2; shift 2
   for g in "$@"; do
     local dir="$OUT/$model-$g"
+    # sparse-same is a run of its own inside this one's folder, which a
+    # second sim would refuse to replace: the script owns OUT, start afresh
+    rm -rf "$dir"
     # shellcheck disable=SC2086
     "$STAGGER" sim --model "$SRC/models/$model.json" $COMMON --nodes $((g / 4)) \
       --strategy pipeline,pipeline --sparsity 0,0.9 --micro-batch 1 --global-batch "$batch" \
@@ -181,9 +184,11 @@ gpt3_paper gpt3-6.7b 1024 16 4 128 256 512 1024
 gpt3_paper gpt3-13b 2048 8 8 256 512 1024 2048
 
 # ---- 3. VGG-19 and WideResNet-101, pure data parallelism -----------------------------
-# Table I's global batch of 128 images (micro-batch 128 / GPUs), momentum SGD
-# as torchvision trains them, under --framework axonn; dense against 90%
-# sparse. In fp32, AxoNN's default precision (init's mixed_precision=False,
+# Table I's global batch of 128 images (micro-batch 128 / GPUs), AdamW (AxoNN's
+# one CNN script trains with torch.optim.AdamW, examples/test_vgg16.py:32;
+# SAMO's optimizer, PruningAwareAdam on the grad-norm branch, wraps it,
+# axonn/optim.py:73; the paper counts Adam's states), under --framework
+# axonn; dense against 90% sparse. In fp32, AxoNN's default precision (init's mixed_precision=False,
 # as its examples/test_vgg16.py runs), which the paper's per-image cost
 # matches (docs/SAMO.md, "VGG-19 and WideResNet-101"); again in mixed
 # precision (dense-mixed, sparse-mixed). dense-first: the first G GPUs of
@@ -211,7 +216,7 @@ dp() { # MODEL G TAG PRECISION LAYOUT...: dense and sparse in OUT/MODEL-G[-TAG]
   # shellcheck disable=SC2086
   "$STAGGER" sim --model "$SRC/models/$model.json" --cluster "$SUMMIT" "$@" $AXONN_DP \
     --strategy dp,dp --sparsity 0,0.9 --precision "$precision" \
-    --optimizer sgd --micro-batch $((128 / g)) --global-batch 128 --out "$dir" \
+    --optimizer adam --micro-batch $((128 / g)) --global-batch 128 --out "$dir" \
     >"$dir.txt" 2>/dev/null
   for v in dense:dp-sparsity0 sparse:dp-sparsity0.9; do
     local name=${v%%:*}${tag:+-$tag}

@@ -41,7 +41,12 @@
  * Such a step over T tensors takes max(bytes / bandwidth, T x k x floor),
  * floor = the larger of the launch time and the host's time to issue a
  * kernel: a lower bound of the per-kernel sum, whose tensors' sizes the
- * step does not carry (StWork.tensors).
+ * step does not carry (StWork.tensors). SAMO's compression and expansion
+ * (--sparsity) go tensor by tensor too, whatever the framework: the
+ * paper compresses each layer's gradient as backward makes it, through that
+ * layer's own index list, and expands each layer's non-zeros after the
+ * step; k = 2 to compress a tensor (gather, then add into the compressed
+ * gradient), 1 to expand it (scatter).
  *
  * The framework (cost/framework.h) decides which kernels a pass launches
  * (estimate_kernels.c) and what it costs the CPU to issue each: a pass
@@ -241,6 +246,15 @@ optimizer_kernels_per_tensor(const StFramework *f, const char *optimizer)
   return (optimizer != NULL && strcmp(optimizer, "adam") == 0 ? 9 : 3) + (f->zero_grads ? 1 : 0);
 }
 
+/* The shortest a kernel takes one after another: the launch, or the host's
+ * time to issue it where the framework's runtime is slower (header). */
+static double
+kernel_floor_s(const StComputeCtx *ctx, const StGpuPerf *p)
+{
+  double host = ctx->framework != NULL ? ctx->framework->runtime->host_us_per_kernel : 0;
+  return MAX(p->launch_us.value, host) * 1e-6;
+}
+
 /* Seconds of an optimizer step the framework does not fuse: one tensor
  * after another, each a few kernels (header); 0 when it is fused. */
 static double
@@ -249,11 +263,24 @@ unfused_optimizer_s(const StComputeCtx *ctx, const StGpuPerf *p, const StWork *w
   if (ctx->framework == NULL || (ctx->framework->fused & ST_FUSE_OPTIMIZER) != 0 ||
       work->tensors <= 1)
     return 0;
-  double floor_s =
-    MAX(p->launch_us.value * 1e-6, ctx->framework->runtime->host_us_per_kernel * 1e-6);
   double kernels =
     (double)work->tensors * optimizer_kernels_per_tensor(ctx->framework, work->kernel);
-  return kernels * floor_s;
+  return kernels * kernel_floor_s(ctx, p);
+}
+
+/* Seconds of SAMO's compression or expansion, tensor by tensor (header):
+ * compressing a tensor's gradient gathers its non-zeros through the index
+ * list into a buffer and adds them into the compressed gradient, 2 kernels
+ * (strategy/sparse.c: st_sparse_emit_compress's "compressed values");
+ * expanding scatters the updated non-zeros into the dense weights, 1. SAMO
+ * launches them itself, so no framework fuses them. */
+static double
+sparse_tensors_s(const StComputeCtx *ctx, const StGpuPerf *p, const StWork *work)
+{
+  if (work->tensors < 1)
+    return 0;
+  int kernels = work->pass == ST_PASS_COMPRESS ? 2 : 1;
+  return (double)work->tensors * kernels * kernel_floor_s(ctx, p);
 }
 
 /* Time and fill of `work`, FALSE when the model cannot cost it. */
@@ -267,12 +294,11 @@ estimate(const StComputeCtx *ctx, const StWork *work, double *time_ns, double *f
       work->pass == ST_PASS_EXPAND) {
     StKernel k = {ST_KERNEL_MEMORY, 0, 0, 0, 0, 0, (double)work->bytes, FALSE, FALSE, FALSE};
     double s = kernel_s(ctx, p, &k, fill);
-    if (work->pass == ST_PASS_OPTIM) {
-      double loop = unfused_optimizer_s(ctx, p, work);
-      if (loop > s) { /* small kernels one after another: the SMs idle between them */
-        *fill *= s / loop;
-        s = loop;
-      }
+    double loop = work->pass == ST_PASS_OPTIM ? unfused_optimizer_s(ctx, p, work)
+                                              : sparse_tensors_s(ctx, p, work);
+    if (loop > s) { /* small kernels one after another: the SMs idle between them */
+      *fill *= s / loop;
+      s = loop;
     }
     *time_ns = s * 1e9;
     return TRUE;

@@ -50,8 +50,9 @@ typedef struct {
                            forward; 0: a full recompute */
   int64_t tensors;      /* optim: the parameter tensors the update touches, which an
                            optimizer the framework does not fuse (no ST_FUSE_OPTIMIZER)
-                           updates one after another, a few kernels each
-                           (compute_estimate.c); 0 or 1: one flat buffer */
+                           updates one after another, a few kernels each; compress and
+                           expand (SAMO): the tensors compressed or expanded, each its
+                           own kernels (compute_estimate.c); 0 or 1: one flat buffer */
 } StWork;
 
 struct StFramework;

@@ -35,17 +35,33 @@ again_ops(const StSettings *settings, StPass pass)
 /* The parameter tensors an optimizer step over `elems` parameters touches
  * (StWork.tensors): the model's, in the share of its parameters the step
  * holds (a pipeline stage's, a ZeRO shard's), at least one. Under SAMO
- * (--sparsity) the optimizer steps one compressed vector per parameter
- * group, not the layers' tensors (axonn-ai/axonn, branch grad-norm,
- * axonn/optim.py: PruningAwareAdam gathers each group's non-zeros into one
- * fp32 tensor and hands those to torch.optim.AdamW): one. */
+ * (--sparsity) `elems` counts non-zeros and the share is of the model's
+ * non-zeros: SAMO keeps each layer's non-zeros with their own index list
+ * (the paper, as docs/PAPERS.md section 3 gives it; in its prototype each
+ * parameter carries its own mask, axonn-ai/axonn branch grad-norm,
+ * axonn/optim.py:41 `param.mask`) and compresses each layer's gradient as backward makes it, so its
+ * optimizer steps one compressed tensor per parameter tensor, and so does
+ * its expansion (docs/SAMO.md, "SAMO's step, tensor by tensor"). */
 static int64_t
-optim_tensors(const StSchedule *s, const StModel *model, int64_t elems)
+step_tensors(const StSchedule *s, const StModel *model, int64_t elems)
 {
-  if (s->settings.sparsity > 0 || model->params <= 0 || elems <= 0)
+  double held = (1.0 - s->settings.sparsity) * (double)model->params;
+  if (model->params <= 0 || elems <= 0 || held <= 0)
     return 1;
-  double share = MIN(1.0, (double)elems / (double)model->params);
+  double share = MIN(1.0, (double)elems / held);
   return MAX(INT64_C(1), (int64_t)ceil(share * (double)model->param_tensors));
+}
+
+/* StWork.tensors of an op: the step's tensors for the optimizer and SAMO's
+ * expansion, the layer's for SAMO's compression of its gradient; 0 else. */
+static int64_t
+op_tensors(const StSchedule *s, const StModel *model, const StOp *op, StPass pass)
+{
+  if (pass == ST_PASS_OPTIM || pass == ST_PASS_EXPAND)
+    return step_tensors(s, model, op->elems);
+  if (pass == ST_PASS_COMPRESS && op->layer >= 0)
+    return MAX(1, model->layers[op->layer].param_tensors);
+  return 0;
 }
 
 StWork
@@ -81,6 +97,6 @@ st_op_work(const StSchedule *s, const StProgram *p, const StOp *op)
                                     : st_pass_name(pass),
     .share = share,
     .again_ops = again_ops(st_schedule_job_settings(s, p->job), pass),
-    .tensors = pass == ST_PASS_OPTIM ? optim_tensors(s, model, op->elems) : 0,
+    .tensors = op_tensors(s, model, op, pass),
   };
 }

@@ -53,8 +53,11 @@ grep -q "pipeline-sparsity0 *pipeline-sparsity0.9" "$tmp/table" || fail "no side
 # Under --framework axonn torch.optim updates its 314 parameter tensors one
 # at a time, 4 kernels each at the V100's 20 us (25.1 ms), where ideal's one
 # fused kernel streams its bytes (3.4 ms): the dense step is about 21.8 ms
-# longer, and the sparse one, whose optimizer is one compressed vector
-# (SAMO's PruningAwareAdam), is not.
+# longer. SAMO's optimizer steps one compressed tensor per parameter tensor
+# (docs/SAMO.md, "SAMO's step, tensor by tensor"): the same loop, against
+# 0.4 ms for the non-zeros' bytes in one kernel, so the sparse step is about
+# 24.7 ms longer (its compression and expansion launch as many kernels under
+# both: the V100's 20 us launch is above axonn's 7 us issue).
 for fw in ideal axonn; do
   $STAGGER sim --model $SRC/models/wide_resnet101_2.json \
     --cluster $SRC/models/clusters/summit.json --gpus-per-node 4 --nodes 4 --framework $fw \
@@ -66,5 +69,5 @@ awk -v i="$(num "$tmp/wrn-ideal/dp-sparsity0/report.json" step_time_s)" \
   'BEGIN { d = (a - i) * 1e3; exit !(d > 21 && d < 23) }' || fail "axonn's optimizer loop is not ~21.8 ms"
 awk -v i="$(num "$tmp/wrn-ideal/dp-sparsity0.9/report.json" step_time_s)" \
   -v a="$(num "$tmp/wrn-axonn/dp-sparsity0.9/report.json" step_time_s)" \
-  'BEGIN { d = (a - i) * 1e3; exit !(d > -0.5 && d < 0.5) }' || fail "the sparse step moved under axonn"
+  'BEGIN { d = (a - i) * 1e3; exit !(d > 24 && d < 25.5) }' || fail "SAMO's optimizer loop is not ~24.7 ms"
 echo "ok"
