@@ -39,8 +39,9 @@ again_ops(const StSettings *settings, StPass pass)
  * non-zeros: SAMO keeps each layer's non-zeros with their own index list
  * (the paper, as docs/PAPERS.md section 3 gives it; in its prototype each
  * parameter carries its own mask, axonn-ai/axonn branch grad-norm,
- * axonn/optim.py:41 `param.mask`) and compresses each layer's gradient as backward makes it, so its
- * optimizer steps one compressed tensor per parameter tensor, and so does
+ * axonn/optim.py:41 `param.mask`) and compresses each layer's gradient as
+ * backward makes it, so its optimizer steps one compressed tensor per
+ * parameter tensor, and so does
  * its expansion (docs/SAMO.md, "SAMO's step, tensor by tensor"). */
 static int64_t
 step_tensors(const StSchedule *s, const StModel *model, int64_t elems)
