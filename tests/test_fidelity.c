@@ -374,6 +374,8 @@ test_automodel_bf16_states(void)
   int64_t shard = buffers_named(pf, "params shard") / 4;
   g_assert_cmpint(buffers_named(pa, "params shard"), ==, 2 * shard);
   g_assert_cmpint(buffers_named(pa, "optimizer states shard"), ==, 4 * shard);
+  g_assert_cmpint(buffers_named(pa, "grads shard"), ==, 2 * shard);
+  g_assert_cmpint(buffers_named(pf, "grads shard"), ==, 4 * shard);
   StOptions o;
   st_options_init(&o);
   g_autoptr(GError) error = NULL;
@@ -384,11 +386,16 @@ test_automodel_bf16_states(void)
   g_assert_true(st_options_set(&o, "framework", "fsdp", &error));
   st_state_bytes(&o, &fp32);
   st_options_clear(&o);
-  /* Adam: the weight, m and v read and written, the gradient read; the
-   * master's step writes the 16-bit weight besides. Both keep fp32
-   * gradients; FSDP clips them (3 reads and writes), Automodel's benchmark
-   * recipe does not. */
-  g_assert_cmpint(bf16.optim_traffic, ==, 6 * 2 + 4);
+  /* Both reduce in fp32; FSDP2 casts the reduced shard back to the
+   * parameters' dtype, bf16 under Automodel, fp32 under FSDP's master. */
+  g_assert_cmpint(bf16.grad, ==, 4);
+  g_assert_cmpint(bf16.shard_grad, ==, 2);
+  g_assert_cmpint(fp32.shard_grad, ==, 4);
+  /* Adam: the weight, m and v read and written, the gradient shard read;
+   * the master's step writes the 16-bit weight besides. FSDP clips (3
+   * reads and writes of the fp32 gradient), Automodel's benchmark recipe
+   * does not. */
+  g_assert_cmpint(bf16.optim_traffic, ==, 6 * 2 + 2);
   g_assert_cmpint(fp32.optim_traffic, ==, 6 * 4 + 4 + 2 + 3 * 4);
 }
 

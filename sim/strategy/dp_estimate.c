@@ -62,8 +62,10 @@ st_zero_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   int64_t all = in->model->params, shard = all / MAX(group, 1);
   int stage = o->zero_stage > 0 ? o->zero_stage : 1;
   /* --offload optimizer: the optimizer states are in host memory. */
-  int optimizer = o->offload == ST_OFFLOAD_OPTIMIZER ? 0 : b.optimizer;
-  est->peak_bytes = (stage >= 3 ? shard : all) * b.weight + shard * optimizer +
-                    saved(in->model, o, b.activation);
+  int optimizer = o->offload == ST_OFFLOAD_OPTIMIZER ? 0
+                  : stage >= 3                     ? b.shard_optimizer
+                                                   : b.optimizer;
+  int64_t weights = stage >= 3 ? shard * b.shard_weight : all * b.weight;
+  est->peak_bytes = weights + shard * optimizer + saved(in->model, o, b.activation);
   return TRUE;
 }

@@ -176,8 +176,10 @@ static int64_t
 states(int64_t params, int z, int n, gboolean offload, const StStateBytes *b)
 {
   int64_t shard = params / MAX(n, 1);
-  return (z >= 3 ? shard : params) * b->weight + (z >= 2 ? shard : params) * b->grad +
-         (offload ? 0 : (z >= 1 ? shard : params) * b->optimizer);
+  int64_t weights = z >= 3 ? shard * b->shard_weight : params * b->weight;
+  int64_t grads = z >= 2 ? shard * b->shard_grad : params * b->grad;
+  int optimizer = z >= 3 ? b->shard_optimizer : b->optimizer;
+  return weights + grads + (offload ? 0 : (z >= 1 ? shard : params) * optimizer);
 }
 
 gboolean

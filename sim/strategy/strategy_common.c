@@ -19,6 +19,7 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
   gboolean adam = o->optimizer == ST_OPTIMIZER_ADAM;
   int states = (adam ? 2 : 1) * width; /* m and v, or momentum */
   int grad = st_options_grad_bytes(o);
+  int shard_grad = mixed && f->states_16bit ? 2 : grad;
   /* The framework's step around the optimizer: clipping reads the gradients
    * for their norm, then reads and writes them scaled; zeroing writes them. */
   int around = (f->clip_grad ? 3 * grad : 0) + (f->zero_grads ? grad : 0);
@@ -37,10 +38,11 @@ st_state_bytes(const StOptions *o, StStateBytes *out)
      * and v; momentum SGD reads the weight, the gradient and its buffer and
      * writes the weight and the buffer: each `width` bytes but the gradient,
      * in its own dtype. With a master copy, the 16-bit weight is written too. */
-    .optim_traffic = (adam ? 6 : 4) * width + grad + (master ? 2 : 0) + around + fp8_cast,
+    .optim_traffic = (adam ? 6 : 4) * width + shard_grad + (master ? 2 : 0) + around + fp8_cast,
     .activation = mixed ? ST_DTYPE_BF16 : ST_DTYPE_FP32,
     .shard_weight = master_shard ? 4 : mixed ? 2 : 4,
     .shard_optimizer = states + (master && !master_shard ? 4 : 0),
+    .shard_grad = shard_grad,
   };
 }
 

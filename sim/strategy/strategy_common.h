@@ -29,6 +29,10 @@ typedef struct {
   int shard_weight;    /* ZeRO-3: bytes per parameter of a rank's shard of the weights */
   int shard_optimizer; /* ZeRO-3: of its optimizer states (4 less where the fp32 master
                           is the shard itself: StFramework.fp32_shards) */
+  int shard_grad;      /* ZeRO 2-3: of a rank's gradient shard between its reduction and
+                          the step: `grad`, or the weights' 16 bits where the framework
+                          keeps no fp32 master (FSDP2 casts the reduced shard back to
+                          the parameters' dtype; StFramework.states_16bit) */
   StDtype activation;  /* dtype of activations */
 } StStateBytes;
 

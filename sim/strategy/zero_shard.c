@@ -325,8 +325,8 @@ add_dense_states(const StZero *z)
     g_autofree char *on = g_strdup_printf("%soptimizer states shard", span->prefix);
     int64_t params_bytes = stage == 3 ? shard * sp->bytes.shard_weight : whole * sp->bytes.weight;
     uint32_t params = st_program_add_buffer(p, pn, ST_MEM_PARAMS, params_bytes, TRUE);
-    uint32_t grads = st_program_add_buffer(p, gn, ST_MEM_GRADS,
-                                           (stage >= 2 ? shard : whole) * sp->bytes.grad, TRUE);
+    int64_t grads_bytes = stage >= 2 ? shard * sp->bytes.shard_grad : whole * sp->bytes.grad;
+    uint32_t grads = st_program_add_buffer(p, gn, ST_MEM_GRADS, grads_bytes, TRUE);
     st_program_buffer_holds(p, params, stage == 3 ? ST_DATA_PARAMS_SHARD : ST_DATA_PARAMS,
                             span->first, span->last, -1, stage == 3 ? n : 1);
     st_program_buffer_holds(p, grads, stage >= 2 ? ST_DATA_GRADS_SHARD : ST_DATA_GRADS,
