@@ -8,7 +8,10 @@
 # the same (examples/llm_benchmark/llama3_3/
 # custom_llama3_1_70b_pretrain_benchmark_8nodes.yaml: "defer_fsdp_grad_sync:
 # False  # Must be False with GA>1: True -> ... OOM"). Deferred, the
-# reduce-scatters run once per step instead of four times.
+# reduce-scatters run once per step instead of four times. The same recipe
+# sets reshard_after_forward True because "the prior default retained enough
+# all-gathers to OOM": with --reshard backward every GPU holds the whole
+# 16-bit model at the forward's end (141 GB) and runs out of memory too.
 set -euo pipefail
 : "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
 tmp=$(mktemp -d)
@@ -24,11 +27,14 @@ RUN=(--model "$SRC/models/llama-3-70b.json" --cluster "$SRC/models/clusters/dgx-
 $STAGGER sim "${RUN[@]}" --out "$tmp/auto" >/dev/null 2>&1
 $STAGGER sim "${RUN[@]}" --defer-grad-sync on --out "$tmp/on" >/dev/null 2>&1
 $STAGGER sim "${RUN[@]}" --defer-grad-sync off --out "$tmp/off" >/dev/null 2>&1
+$STAGGER sim "${RUN[@]}" --defer-grad-sync off --reshard backward --out "$tmp/kept" >/dev/null 2>&1
 
 [ "$(field "$tmp/on/report.json" "r['out_of_memory'] is not None")" = True ] ||
   fail "deferred: predicted to fit, with the whole fp32 gradient on every GPU"
 [ "$(field "$tmp/off/report.json" "r['out_of_memory'] is None")" = True ] ||
   fail "reduced every micro-batch: predicted out of memory"
+[ "$(field "$tmp/kept/report.json" "r['out_of_memory'] is not None")" = True ] ||
+  fail "gathered parameters kept to the backward: predicted to fit"
 # automodel defers by default.
 [ "$(field "$tmp/auto/report.json" "r['total_peak_bytes']")" = \
   "$(field "$tmp/on/report.json" "r['total_peak_bytes']")" ] || fail "automodel does not defer by default"
