@@ -42,9 +42,9 @@ weights_of(const StModel *m, int layer)
 static uint32_t
 emit_gather(StZero *z, int layer, int pass_layer, int micro, StPass pass)
 {
-  /* Kept beyond its pass, the copy serves other micro-batches too. */
-  int holds_micro = z->spec.reshard == ST_RESHARD_FORWARD ? micro : -1;
   const StZeroSpec *sp = &z->spec;
+  /* Kept beyond its pass, the copy serves other micro-batches too. */
+  int holds_micro = sp->reshard == ST_RESHARD_FORWARD ? micro : -1;
   StProgram *p = sp->program;
   const StLayer *l = &sp->model->layers[layer];
   const StLayer *user = &sp->model->layers[pass_layer];
@@ -184,15 +184,15 @@ before_pass(gpointer data, StPass pass, int layer, int micro, StPassExtra *extra
   }
   int b = z->bucket_of_first[layer];
   if (pass == ST_PASS_BWD && sp->stage >= 2 && b >= 0 && holds_bucket(z, b, micro)) {
-    gboolean held = deferred(z, b);
-    g_autofree char *name = held ? g_strdup_printf("grad bucket %d (accumulated)", b)
-                                 : g_strdup_printf("grad bucket %d m%d", b, micro);
+    gboolean accumulated = deferred(z, b);
+    g_autofree char *name = accumulated ? g_strdup_printf("grad bucket %d (accumulated)", b)
+                                        : g_strdup_printf("grad bucket %d m%d", b, micro);
     const StBucket *bk = &g_array_index(z->buckets, StBucket, b);
     z->bucket_buffer[b] =
       st_program_add_buffer(sp->program, name, ST_MEM_GRADS, bk->params * sp->bytes.grad, FALSE);
     st_program_buffer_holds(sp->program, z->bucket_buffer[b],
                             sp->sparse ? ST_DATA_GRADS_PACKED : ST_DATA_GRADS, bk->last,
-                            bk->first, held ? -1 : micro, 1);
+                            bk->first, accumulated ? -1 : micro, 1);
     extra->alloc[extra->n_alloc++] = z->bucket_buffer[b];
   }
 }
