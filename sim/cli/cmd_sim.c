@@ -76,6 +76,13 @@ list_frameworks(void)
              : "",
            bucket);
     printf("              from: %s\n", x->gradients_source);
+    printf("  states      %s; ZeRO 2-3 reductions %s; ZeRO-3 shards %s\n",
+           x->states_16bit ? "no fp32 master: a 16-bit model, its optimizer states and gradient "
+                             "shards in 16 bits"
+                           : "an fp32 master beside the 16-bit weights",
+           x->defer_grad_sync ? "deferred to the last micro-batch (--defer-grad-sync)"
+                              : "after every micro-batch",
+           x->fp32_shards ? "are the fp32 master" : "in the weights' dtype");
     printf("  kernels     fused: %s; attention: %s; loss on fp32 logits: %s; images %s\n",
            fused->len ? fused->str : "none", st_attn_kernel_names[x->attention], yes(x->logits_fp32),
            x->nchw ? "NCHW" : "NHWC");
