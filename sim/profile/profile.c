@@ -220,19 +220,32 @@ st_profile_layer_key(const char *device, char by, const char *key, StPass pass)
   return g_strconcat(device, SEP, b, SEP, key, SEP, st_int_text((int)pass, p), NULL);
 }
 
+/* `parts` joined by ST_PROFILE_SEP into `out`, one copy each. */
+static const char *
+join_into(GString *out, const char *const *parts, int n)
+{
+  gsize len[8], total = 0;
+  g_assert(n <= 8);
+  for (int i = 0; i < n; i++)
+    total += (len[i] = strlen(parts[i])) + (i > 0);
+  g_string_set_size(out, total);
+  char *at = out->str;
+  for (int i = 0; i < n; i++) {
+    if (i > 0)
+      *at++ = SEP[0];
+    memcpy(at, parts[i], len[i]);
+    at += len[i];
+  }
+  return out->str;
+}
+
 const char *
 st_profile_layer_key_into(GString *out, const char *device, char by, const char *key,
                           StPass pass)
 {
   char p[ST_INT_TEXT_SIZE], b[2] = {by, '\0'};
-  g_string_assign(out, device);
-  g_string_append(out, SEP);
-  g_string_append(out, b);
-  g_string_append(out, SEP);
-  g_string_append(out, key);
-  g_string_append(out, SEP);
-  g_string_append(out, st_int_text((int)pass, p));
-  return out->str;
+  const char *parts[] = {device, b, key, st_int_text((int)pass, p)};
+  return join_into(out, parts, G_N_ELEMENTS(parts));
 }
 
 char *
@@ -258,16 +271,9 @@ st_profile_layer_entry_key_into(GString *out, const char *device, const char *na
                                 const char *signature, StPass pass, int64_t x)
 {
   char p[ST_INT_TEXT_SIZE], n[ST_INT_TEXT_SIZE];
-  g_string_assign(out, device);
-  g_string_append(out, SEP);
-  g_string_append(out, name != NULL ? name : "");
-  g_string_append(out, SEP);
-  g_string_append(out, signature != NULL ? signature : "");
-  g_string_append(out, SEP);
-  g_string_append(out, st_int_text((int)pass, p));
-  g_string_append(out, SEP);
-  g_string_append(out, st_int_text(x, n));
-  return out->str;
+  const char *parts[] = {device, name != NULL ? name : "", signature != NULL ? signature : "",
+                         st_int_text((int)pass, p), st_int_text(x, n)};
+  return join_into(out, parts, G_N_ELEMENTS(parts));
 }
 
 /* A new entry from the profile's blocks (st_profile_free releases them). */

@@ -33,6 +33,11 @@ typedef struct {
   const char *p, *end;
 } Cursor;
 
+/* Reads the element `index` at the cursor without cJSON when it can:
+ * 1 read (the cursor past it), 0 stop the walk, -1 not understood (the
+ * cursor where it was: `each` gets it from cJSON). */
+typedef int (*KinetoFast)(Cursor *c, int index, gpointer data);
+
 /* What cJSON skips as white space: every byte up to 32. */
 static void
 skip_space(Cursor *c)
@@ -85,7 +90,7 @@ expect(Cursor *c, char ch)
 /* The elements of the array at the cursor, each to `each` (which takes
  * it); FALSE on malformed text or when `each` says stop. */
 static gboolean
-stream_array(Cursor *c, KinetoEach each, gpointer data)
+stream_array(Cursor *c, KinetoFast fast, KinetoEach each, gpointer data)
 {
   if (!expect(c, '['))
     return FALSE;
@@ -96,9 +101,14 @@ stream_array(Cursor *c, KinetoEach each, gpointer data)
   }
   for (int index = 0;; index++) {
     skip_space(c);
-    cJSON *item = parse_value(c);
-    if (item == NULL || !each(item, index, data))
+    int read = fast(c, index, data);
+    if (read == 0)
       return FALSE;
+    if (read < 0) {
+      cJSON *item = parse_value(c);
+      if (item == NULL || !each(item, index, data))
+        return FALSE;
+    }
     skip_space(c);
     if (c->p >= c->end)
       return FALSE;
@@ -116,13 +126,14 @@ stream_array(Cursor *c, KinetoEach each, gpointer data)
  * parsed, and sets *root_out to the root without "traceEvents" (transfer
  * full). FALSE when the text is malformed or unusual, or `each` stopped. */
 static gboolean
-stream_events(const char *text, gsize length, cJSON **root_out, KinetoEach each, gpointer data)
+stream_events(const char *text, gsize length, cJSON **root_out, KinetoFast fast, KinetoEach each,
+              gpointer data)
 {
   Cursor c = {text, text + length};
   *root_out = NULL;
   skip_space(&c);
   if (c.p < c.end && *c.p == '[') {
-    if (!stream_array(&c, each, data))
+    if (!stream_array(&c, fast, each, data))
       return FALSE;
     *root_out = cJSON_CreateArray();
     return TRUE;
@@ -141,7 +152,7 @@ stream_events(const char *text, gsize length, cJSON **root_out, KinetoEach each,
       return FALSE;
     skip_space(&c);
     if (strcmp(key->valuestring, "traceEvents") == 0) {
-      if (seen_events || c.p >= c.end || *c.p != '[' || !stream_array(&c, each, data))
+      if (seen_events || c.p >= c.end || *c.p != '[' || !stream_array(&c, fast, each, data))
         return FALSE;
       seen_events = TRUE;
     } else {
@@ -248,20 +259,40 @@ text_of(const cJSON *v, char *buf, size_t n)
 #define KINETO_MAX_TS_US 4e15
 #define KINETO_MAX_DUR_US 1e15
 
-/* Event `index`, `item`, into k->ev when it is a complete event. Streamed
- * (k->names set), its name is copied and its args taken from `item` when
- * kept; else both are borrowed from the tree. `thread` is scratch. */
-static gboolean
-read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int index,
-           GError **error)
+/* The members of an event that reading it looks at (NULL: absent), from
+ * its cJSON object or from the fast scan below; `seq` and `corr` are its
+ * args' "Sequence number" and "correlation". */
+typedef struct {
+  const cJSON *ph, *name, *ts, *dur, *cat, *pid, *tid, *args, *seq, *corr;
+} EvItems;
+
+static void
+items_of(const cJSON *item, EvItems *v)
 {
-  const cJSON *ph = cJSON_GetObjectItemCaseSensitive(item, "ph");
+  v->ph = cJSON_GetObjectItemCaseSensitive(item, "ph");
+  v->name = cJSON_GetObjectItemCaseSensitive(item, "name");
+  v->ts = cJSON_GetObjectItemCaseSensitive(item, "ts");
+  v->dur = cJSON_GetObjectItemCaseSensitive(item, "dur");
+  v->cat = cJSON_GetObjectItemCaseSensitive(item, "cat");
+  v->pid = cJSON_GetObjectItemCaseSensitive(item, "pid");
+  v->tid = cJSON_GetObjectItemCaseSensitive(item, "tid");
+  v->args = cJSON_GetObjectItemCaseSensitive(item, "args");
+  v->seq = cJSON_GetObjectItemCaseSensitive(v->args, "Sequence number");
+  v->corr = cJSON_GetObjectItemCaseSensitive(v->args, "correlation");
+}
+
+/* Event `index` into k->ev when it is a complete event (*kept set to
+ * its index there, -1 otherwise). Streamed (k->names set), its name is
+ * copied; else borrowed from the tree, and its args with it. `thread` is
+ * scratch. */
+static gboolean
+read_items(Kineto *k, GHashTable *threads, GString *thread, const EvItems *v, int index,
+           int *kept, GError **error)
+{
+  const cJSON *ph = v->ph, *name = v->name, *ts = v->ts, *dur = v->dur, *cat = v->cat;
+  *kept = -1;
   if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0)
     return TRUE;
-  const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
-  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(item, "ts");
-  const cJSON *dur = cJSON_GetObjectItemCaseSensitive(item, "dur");
-  const cJSON *cat = cJSON_GetObjectItemCaseSensitive(item, "cat");
   if (!cJSON_IsString(name) || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) ||
       dur->valuedouble < 0) {
     g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
@@ -279,11 +310,9 @@ read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int ind
     return FALSE;
   }
   char pid_buf[32], tid_buf[32];
-  g_string_assign(thread, text_of(cJSON_GetObjectItemCaseSensitive(item, "pid"), pid_buf,
-                                  sizeof pid_buf));
+  g_string_assign(thread, text_of(v->pid, pid_buf, sizeof pid_buf));
   g_string_append_c(thread, '/');
-  g_string_append(thread, text_of(cJSON_GetObjectItemCaseSensitive(item, "tid"), tid_buf,
-                                  sizeof tid_buf));
+  g_string_append(thread, text_of(v->tid, tid_buf, sizeof tid_buf));
   gpointer t = g_hash_table_lookup(threads, thread->str);
   if (t == NULL) {
     t = GINT_TO_POINTER(g_hash_table_size(threads) + 1);
@@ -291,21 +320,37 @@ read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int ind
   }
   Ev e = {.name = name->valuestring, .thread = GPOINTER_TO_INT(t) - 1,
           .in_layer = -1, .in_eval = -1, .in_optim = -1, .in_comm = -1, .step = -1};
-  e.args = cJSON_GetObjectItemCaseSensitive(item, "args");
+  e.args = v->args;
   e.ts = llround(ts->valuedouble * 1e3);
   e.end = e.ts + llround(dur->valuedouble * 1e3);
-  e.seq = arg_int(e.args, "Sequence number", -1);
-  e.corr = arg_int(e.args, "correlation", -1);
+  e.seq = json_whole(v->seq, -1);
+  e.corr = json_whole(v->corr, -1);
   e.kind = (uint8_t)classify(k, e.name, cJSON_IsString(cat) ? cat->valuestring : "", &e);
   if (k->names != NULL) {
     e.name = g_string_chunk_insert(k->names, e.name);
-    if (e.kind == EV_OP && e.args != NULL)
-      g_ptr_array_add(k->args, cJSON_DetachItemViaPointer(item, (cJSON *)e.args));
-    else
-      e.args = NULL;
+    e.args = NULL; /* the caller keeps a CPU operator's */
   }
   k->gpu = k->gpu || e.kind == EV_DEVICE || e.kind == EV_NCCL;
+  *kept = (int)k->ev->len;
   g_array_append_val(k->ev, e);
+  return TRUE;
+}
+
+/* Event `index`, `item`, into k->ev when it is a complete event; streamed,
+ * a CPU operator's args are taken from `item`. */
+static gboolean
+read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int index,
+           GError **error)
+{
+  EvItems v;
+  items_of(item, &v);
+  int kept;
+  if (!read_items(k, threads, thread, &v, index, &kept, error))
+    return FALSE;
+  if (kept >= 0 && k->names != NULL && ev_at(k, kept)->kind == EV_OP && v.args != NULL) {
+    ev_at(k, kept)->args = v.args;
+    g_ptr_array_add(k->args, cJSON_DetachItemViaPointer(item, (cJSON *)v.args));
+  }
   return TRUE;
 }
 
@@ -313,7 +358,244 @@ typedef struct {
   Kineto *k;
   GHashTable *threads;
   GString *thread;
+  GString *text[7]; /* scratch: the strings of an event read fast, by member_slot */
 } Stream;
+
+/* ---- the fast scan of an event ------------------------------------------------------ */
+
+/* Most events are flat objects of plain strings and numbers: 4·10^6 of
+ * them parsed by cJSON (a node and a key a member, freed again) were most
+ * of a Kineto import. The scan below reads such an event itself, to the
+ * values cJSON would give: a string without escapes or control bytes is
+ * its bytes; a number is the longest run of [0-9+-.eE] (at most 63, as
+ * cJSON takes), starting with a digit or '-', all of it read by strtod;
+ * white space is every byte up to 32; a repeated key keeps its first
+ * value. Anything else (an escape, an array, an object other than a flat
+ * "args", a literal it does not know, malformed text) is left to cJSON
+ * for that event, so what is read, and what is refused, is what it was. */
+
+/* A string at the cursor: its bytes, [*start, *start + *len); FALSE (the
+ * cursor anywhere) when it is not a plain one. */
+static gboolean
+scan_string(Cursor *c, const char **start, gsize *len)
+{
+  if (c->p >= c->end || *c->p != '"')
+    return FALSE;
+  const char *q = ++c->p;
+  while (q < c->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 32)
+    q++;
+  if (q >= c->end || *q != '"')
+    return FALSE;
+  *start = c->p;
+  *len = (gsize)(q - c->p);
+  c->p = q + 1;
+  return TRUE;
+}
+
+/* A scalar value at the cursor into *v (a string's valuestring in `text`,
+ * when given; else left unset, as the value is not read). */
+static gboolean
+scan_scalar(Cursor *c, cJSON *v, GString *text)
+{
+  if (c->p >= c->end)
+    return FALSE;
+  char ch = *c->p;
+  if (ch == '"') {
+    const char *start;
+    gsize len;
+    if (!scan_string(c, &start, &len))
+      return FALSE;
+    *v = (cJSON){.type = cJSON_String};
+    if (text != NULL) {
+      g_string_set_size(text, len);
+      memcpy(text->str, start, len);
+      v->valuestring = text->str;
+    }
+    return TRUE;
+  }
+  if (ch == '-' || (ch >= '0' && ch <= '9')) {
+    const char *q = c->p;
+    gboolean integer = TRUE; /* digits after an optional '-' */
+    for (; q < c->end && q - c->p < 64; q++) {
+      char d = *q;
+      if (d >= '0' && d <= '9')
+        continue;
+      if (d == '+' || d == '.' || d == 'e' || d == 'E' || (d == '-' && q > c->p))
+        integer = FALSE;
+      else if (d != '-')
+        break;
+    }
+    gsize len = (gsize)(q - c->p);
+    if (len > 63)
+      return FALSE;
+    gboolean negative = ch == '-';
+    if (integer && len - negative >= 1 && len - negative <= 15) {
+      /* exact in a double, as strtod gives it; "-0" is -0.0 */
+      int64_t u = 0;
+      for (const char *d = c->p + negative; d < q; d++)
+        u = u * 10 + (*d - '0');
+      double value = (double)u;
+      *v = (cJSON){.type = cJSON_Number, .valuedouble = negative ? -value : value};
+      c->p = q;
+      return TRUE;
+    }
+    char number[64];
+    memcpy(number, c->p, len);
+    number[len] = '\0';
+    char *stop = NULL;
+    double d = g_ascii_strtod(number, &stop);
+    if (stop != number + len)
+      return FALSE;
+    *v = (cJSON){.type = cJSON_Number, .valuedouble = d};
+    c->p = q;
+    return TRUE;
+  }
+  static const struct {
+    const char *text;
+    int type;
+  } LITERALS[] = {{"null", cJSON_NULL}, {"false", cJSON_False}, {"true", cJSON_True}};
+  for (gsize i = 0; i < G_N_ELEMENTS(LITERALS); i++) {
+    gsize len = strlen(LITERALS[i].text);
+    if ((gsize)(c->end - c->p) >= len && memcmp(c->p, LITERALS[i].text, len) == 0) {
+      *v = (cJSON){.type = LITERALS[i].type};
+      c->p += len;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+/* After a member: ',' (TRUE, *more) or '}' (TRUE, !*more). */
+static gboolean
+scan_next(Cursor *c, gboolean *more)
+{
+  skip_space(c);
+  if (c->p >= c->end || (*c->p != ',' && *c->p != '}'))
+    return FALSE;
+  *more = *c->p == ',';
+  c->p++;
+  return TRUE;
+}
+
+/* A flat "args" object: its "Sequence number" and "correlation" into
+ * seq and corr (type 0 when absent). */
+static gboolean
+scan_args(Cursor *c, cJSON *seq, cJSON *corr)
+{
+  *seq = *corr = (cJSON){0};
+  c->p++; /* '{' */
+  skip_space(c);
+  if (c->p < c->end && *c->p == '}') {
+    c->p++;
+    return TRUE;
+  }
+  for (gboolean more = TRUE; more;) {
+    const char *key;
+    gsize len;
+    skip_space(c);
+    if (!scan_string(c, &key, &len) || !expect(c, ':'))
+      return FALSE;
+    skip_space(c);
+    cJSON value;
+    if (!scan_scalar(c, &value, NULL))
+      return FALSE;
+    cJSON *slot = len == 15 && memcmp(key, "Sequence number", 15) == 0 ? seq
+                  : len == 11 && memcmp(key, "correlation", 11) == 0   ? corr
+                                                                       : NULL;
+    if (slot != NULL && slot->type == 0)
+      *slot = value;
+    if (!scan_next(c, &more))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* Member `key` of an event: which of EvItems it fills (its index among
+ * the scalars, or -1 for a key not read). */
+static int
+member_slot(const char *key, gsize len)
+{
+  static const char *const KEYS[] = {"ph", "name", "ts", "dur", "cat", "pid", "tid"};
+  for (int i = 0; i < (int)G_N_ELEMENTS(KEYS); i++)
+    if (strlen(KEYS[i]) == len && memcmp(KEYS[i], key, len) == 0)
+      return i;
+  return -1;
+}
+
+/* KinetoFast: a flat event read by the scan, else -1. */
+static int
+read_fast(Cursor *c, int index, gpointer data)
+{
+  Stream *s = data;
+  Cursor at = *c;
+  if (at.p >= at.end || *at.p != '{')
+    return -1;
+  at.p++;
+  cJSON values[7], seq, corr;            /* ph, name, ts, dur, cat, pid, tid */
+  gboolean have[7] = {FALSE}, have_args = FALSE;
+  const char *args_start = NULL, *args_end = NULL;
+  skip_space(&at);
+  if (at.p < at.end && *at.p == '}')
+    return -1; /* {}: not an event; cJSON's path says what it is */
+  for (gboolean more = TRUE; more;) {
+    const char *key;
+    gsize len;
+    skip_space(&at);
+    if (!scan_string(&at, &key, &len) || !expect(&at, ':'))
+      return -1;
+    skip_space(&at);
+    int slot = member_slot(key, len);
+    if (len == 4 && memcmp(key, "args", 4) == 0) {
+      if (at.p >= at.end || *at.p != '{')
+        return -1;
+      const char *start = at.p;
+      cJSON a, b;
+      if (!scan_args(&at, &a, &b))
+        return -1;
+      if (!have_args) {
+        have_args = TRUE;
+        args_start = start;
+        args_end = at.p;
+        seq = a;
+        corr = b;
+      }
+    } else {
+      /* the first value of a member read needs its text; the rest is skipped */
+      GString *text = slot >= 0 && !have[slot] ? s->text[slot] : NULL;
+      cJSON value;
+      if (!scan_scalar(&at, &value, text))
+        return -1;
+      if (slot >= 0 && !have[slot]) {
+        have[slot] = TRUE;
+        values[slot] = value;
+      }
+    }
+    if (!scan_next(&at, &more))
+      return -1;
+  }
+  EvItems v = {NULL};
+  const cJSON **slots[] = {&v.ph, &v.name, &v.ts, &v.dur, &v.cat, &v.pid, &v.tid};
+  for (int i = 0; i < 7; i++)
+    *slots[i] = have[i] ? &values[i] : NULL;
+  cJSON args = {.type = cJSON_Object};
+  if (have_args) {
+    v.args = &args; /* not read but for being there; a CPU operator's is parsed below */
+    v.seq = seq.type != 0 ? &seq : NULL;
+    v.corr = corr.type != 0 ? &corr : NULL;
+  }
+  int kept;
+  if (!read_items(s->k, s->threads, s->thread, &v, index, &kept, NULL))
+    return 0;
+  if (kept >= 0 && have_args && ev_at(s->k, kept)->kind == EV_OP) {
+    cJSON *parsed = cJSON_ParseWithLengthOpts(args_start, (size_t)(args_end - args_start), NULL,
+                                              FALSE);
+    g_assert(parsed != NULL); /* the scan read it */
+    ev_at(s->k, kept)->args = parsed;
+    g_ptr_array_add(s->k->args, parsed);
+  }
+  *c = at;
+  return 1;
+}
 
 /* KinetoEach: one streamed event; a faulty one stops the walk, so that
  * the tree's path says what is wrong as it always did. */
@@ -356,9 +638,14 @@ kineto_read_trace(Kineto *k, GError **error)
   k->args = g_ptr_array_new_with_free_func((GDestroyNotify)cJSON_Delete);
   g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr(GString) thread = g_string_new(NULL);
-  Stream s = {k, threads, thread};
+  Stream s = {k, threads, thread, {NULL}};
+  for (gsize i = 0; i < G_N_ELEMENTS(s.text); i++)
+    s.text[i] = g_string_new(NULL);
   cJSON *root = NULL;
-  if (!stream_events(text, length, &root, read_streamed, &s)) {
+  gboolean streamed = stream_events(text, length, &root, read_fast, read_streamed, &s);
+  for (gsize i = 0; i < G_N_ELEMENTS(s.text); i++)
+    g_string_free(s.text[i], TRUE);
+  if (!streamed) {
     const char *path = k->path;
     g_array_set_size(k->ev, 0);
     k->gpu = FALSE;
