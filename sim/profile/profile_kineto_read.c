@@ -7,9 +7,10 @@
  * "traceEvents" (or of the root array) is parsed by cJSON on its own,
  * read and freed before the next, so the heap holds one event at a time
  * (the names read are copied into a string chunk, the args kept only for
- * the CPU operators, the only events whose args are read later). The
- * other members of the root are parsed whole into a root object without
- * "traceEvents".
+ * the CPU operators, the only events whose args are read later). A flat
+ * event is not even parsed by cJSON: profile_kineto_scan.c reads it from
+ * its text to the same values. The other members of the root are parsed
+ * whole into a root object without "traceEvents".
  *
  * Anything unusual (malformed text, a repeated "traceEvents", a root
  * that is neither an object nor an array, an event that is refused) makes
@@ -29,22 +30,10 @@
  * walk. */
 typedef gboolean (*KinetoEach)(cJSON *item, int index, gpointer data);
 
-typedef struct {
-  const char *p, *end;
-} Cursor;
-
 /* Reads the element `index` at the cursor without cJSON when it can:
  * 1 read (the cursor past it), 0 stop the walk, -1 not understood (the
  * cursor where it was: `each` gets it from cJSON). */
-typedef int (*KinetoFast)(Cursor *c, int index, gpointer data);
-
-/* What cJSON skips as white space: every byte up to 32. */
-static void
-skip_space(Cursor *c)
-{
-  while (c->p < c->end && (unsigned char)*c->p <= 32)
-    c->p++;
-}
+typedef int (*KinetoFast)(KinetoCursor *c, int index, gpointer data);
 
 /* Containers nested in `v`, itself included, up to `cap`. */
 static int
@@ -64,7 +53,7 @@ depth(const cJSON *v, int cap)
  * containers from the root, of which the trace's object and array are
  * two. */
 static cJSON *
-parse_value(Cursor *c)
+parse_value(KinetoCursor *c)
 {
   if (c->end - c->p >= 3 && memcmp(c->p, "\xEF\xBB\xBF", 3) == 0)
     return NULL;
@@ -77,30 +66,20 @@ parse_value(Cursor *c)
   return v;
 }
 
-static gboolean
-expect(Cursor *c, char ch)
-{
-  skip_space(c);
-  if (c->p >= c->end || *c->p != ch)
-    return FALSE;
-  c->p++;
-  return TRUE;
-}
-
 /* The elements of the array at the cursor, each to `each` (which takes
  * it); FALSE on malformed text or when `each` says stop. */
 static gboolean
-stream_array(Cursor *c, KinetoFast fast, KinetoEach each, gpointer data)
+stream_array(KinetoCursor *c, KinetoFast fast, KinetoEach each, gpointer data)
 {
-  if (!expect(c, '['))
+  if (!kineto_expect(c, '['))
     return FALSE;
-  skip_space(c);
+  kineto_skip_space(c);
   if (c->p < c->end && *c->p == ']') {
     c->p++;
     return TRUE;
   }
   for (int index = 0;; index++) {
-    skip_space(c);
+    kineto_skip_space(c);
     int read = fast(c, index, data);
     if (read == 0)
       return FALSE;
@@ -109,7 +88,7 @@ stream_array(Cursor *c, KinetoFast fast, KinetoEach each, gpointer data)
       if (item == NULL || !each(item, index, data))
         return FALSE;
     }
-    skip_space(c);
+    kineto_skip_space(c);
     if (c->p >= c->end)
       return FALSE;
     if (*c->p == ']') {
@@ -129,9 +108,9 @@ static gboolean
 stream_events(const char *text, gsize length, cJSON **root_out, KinetoFast fast, KinetoEach each,
               gpointer data)
 {
-  Cursor c = {text, text + length};
+  KinetoCursor c = {text, text + length};
   *root_out = NULL;
-  skip_space(&c);
+  kineto_skip_space(&c);
   if (c.p < c.end && *c.p == '[') {
     if (!stream_array(&c, fast, each, data))
       return FALSE;
@@ -140,17 +119,17 @@ stream_events(const char *text, gsize length, cJSON **root_out, KinetoFast fast,
   }
   g_autoptr(cJSON) root = cJSON_CreateObject();
   gboolean seen_events = FALSE;
-  if (!expect(&c, '{'))
+  if (!kineto_expect(&c, '{'))
     return FALSE;
-  skip_space(&c);
+  kineto_skip_space(&c);
   if (c.p < c.end && *c.p == '}')
     return FALSE; /* no "traceEvents": the tree's path says so */
   for (;;) {
-    skip_space(&c);
+    kineto_skip_space(&c);
     g_autoptr(cJSON) key = c.p < c.end && *c.p == '"' ? parse_value(&c) : NULL;
-    if (!cJSON_IsString(key) || !expect(&c, ':'))
+    if (!cJSON_IsString(key) || !kineto_expect(&c, ':'))
       return FALSE;
-    skip_space(&c);
+    kineto_skip_space(&c);
     if (strcmp(key->valuestring, "traceEvents") == 0) {
       if (seen_events || c.p >= c.end || *c.p != '[' || !stream_array(&c, fast, each, data))
         return FALSE;
@@ -161,12 +140,12 @@ stream_events(const char *text, gsize length, cJSON **root_out, KinetoFast fast,
         return FALSE;
       cJSON_AddItemToObject(root, key->valuestring, value);
     }
-    skip_space(&c);
+    kineto_skip_space(&c);
     if (c.p < c.end && *c.p == ',') {
       c.p++;
       continue;
     }
-    if (!expect(&c, '}') || !seen_events)
+    if (!kineto_expect(&c, '}') || !seen_events)
       return FALSE;
     *root_out = g_steal_pointer(&root);
     return TRUE;
@@ -358,237 +337,34 @@ typedef struct {
   Kineto *k;
   GHashTable *threads;
   GString *thread;
-  GString *text[7]; /* scratch: the strings of an event read fast, by member_slot */
+  GString *text[KINETO_FLAT_MEMBERS]; /* scratch for kineto_scan_flat */
 } Stream;
 
-/* ---- the fast scan of an event ------------------------------------------------------ */
-
-/* Most events are flat objects of plain strings and numbers: 4·10^6 of
- * them parsed by cJSON (a node and a key a member, freed again) were most
- * of a Kineto import. The scan below reads such an event itself, to the
- * values cJSON would give: a string without escapes or control bytes is
- * its bytes; a number is the longest run of [0-9+-.eE] (at most 63, as
- * cJSON takes), starting with a digit or '-', all of it read by strtod;
- * white space is every byte up to 32; a repeated key keeps its first
- * value. Anything else (an escape, an array, an object other than a flat
- * "args", a literal it does not know, malformed text) is left to cJSON
- * for that event, so what is read, and what is refused, is what it was. */
-
-/* A string at the cursor: its bytes, [*start, *start + *len); FALSE (the
- * cursor anywhere) when it is not a plain one. */
-static gboolean
-scan_string(Cursor *c, const char **start, gsize *len)
-{
-  if (c->p >= c->end || *c->p != '"')
-    return FALSE;
-  const char *q = ++c->p;
-  while (q < c->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 32)
-    q++;
-  if (q >= c->end || *q != '"')
-    return FALSE;
-  *start = c->p;
-  *len = (gsize)(q - c->p);
-  c->p = q + 1;
-  return TRUE;
-}
-
-/* A scalar value at the cursor into *v (a string's valuestring in `text`,
- * when given; else left unset, as the value is not read). */
-static gboolean
-scan_scalar(Cursor *c, cJSON *v, GString *text)
-{
-  if (c->p >= c->end)
-    return FALSE;
-  char ch = *c->p;
-  if (ch == '"') {
-    const char *start;
-    gsize len;
-    if (!scan_string(c, &start, &len))
-      return FALSE;
-    *v = (cJSON){.type = cJSON_String};
-    if (text != NULL) {
-      g_string_set_size(text, len);
-      memcpy(text->str, start, len);
-      v->valuestring = text->str;
-    }
-    return TRUE;
-  }
-  if (ch == '-' || (ch >= '0' && ch <= '9')) {
-    const char *q = c->p;
-    gboolean integer = TRUE; /* digits after an optional '-' */
-    for (; q < c->end && q - c->p < 64; q++) {
-      char d = *q;
-      if (d >= '0' && d <= '9')
-        continue;
-      if (d == '+' || d == '.' || d == 'e' || d == 'E' || (d == '-' && q > c->p))
-        integer = FALSE;
-      else if (d != '-')
-        break;
-    }
-    gsize len = (gsize)(q - c->p);
-    if (len > 63)
-      return FALSE;
-    gboolean negative = ch == '-';
-    if (integer && len - negative >= 1 && len - negative <= 15) {
-      /* exact in a double, as strtod gives it; "-0" is -0.0 */
-      int64_t u = 0;
-      for (const char *d = c->p + negative; d < q; d++)
-        u = u * 10 + (*d - '0');
-      double value = (double)u;
-      *v = (cJSON){.type = cJSON_Number, .valuedouble = negative ? -value : value};
-      c->p = q;
-      return TRUE;
-    }
-    char number[64];
-    memcpy(number, c->p, len);
-    number[len] = '\0';
-    char *stop = NULL;
-    double d = g_ascii_strtod(number, &stop);
-    if (stop != number + len)
-      return FALSE;
-    *v = (cJSON){.type = cJSON_Number, .valuedouble = d};
-    c->p = q;
-    return TRUE;
-  }
-  static const struct {
-    const char *text;
-    int type;
-  } LITERALS[] = {{"null", cJSON_NULL}, {"false", cJSON_False}, {"true", cJSON_True}};
-  for (gsize i = 0; i < G_N_ELEMENTS(LITERALS); i++) {
-    gsize len = strlen(LITERALS[i].text);
-    if ((gsize)(c->end - c->p) >= len && memcmp(c->p, LITERALS[i].text, len) == 0) {
-      *v = (cJSON){.type = LITERALS[i].type};
-      c->p += len;
-      return TRUE;
-    }
-  }
-  return FALSE;
-}
-
-/* After a member: ',' (TRUE, *more) or '}' (TRUE, !*more). */
-static gboolean
-scan_next(Cursor *c, gboolean *more)
-{
-  skip_space(c);
-  if (c->p >= c->end || (*c->p != ',' && *c->p != '}'))
-    return FALSE;
-  *more = *c->p == ',';
-  c->p++;
-  return TRUE;
-}
-
-/* A flat "args" object: its "Sequence number" and "correlation" into
- * seq and corr (type 0 when absent). */
-static gboolean
-scan_args(Cursor *c, cJSON *seq, cJSON *corr)
-{
-  *seq = *corr = (cJSON){0};
-  c->p++; /* '{' */
-  skip_space(c);
-  if (c->p < c->end && *c->p == '}') {
-    c->p++;
-    return TRUE;
-  }
-  for (gboolean more = TRUE; more;) {
-    const char *key;
-    gsize len;
-    skip_space(c);
-    if (!scan_string(c, &key, &len) || !expect(c, ':'))
-      return FALSE;
-    skip_space(c);
-    cJSON value;
-    if (!scan_scalar(c, &value, NULL))
-      return FALSE;
-    cJSON *slot = len == 15 && memcmp(key, "Sequence number", 15) == 0 ? seq
-                  : len == 11 && memcmp(key, "correlation", 11) == 0   ? corr
-                                                                       : NULL;
-    if (slot != NULL && slot->type == 0)
-      *slot = value;
-    if (!scan_next(c, &more))
-      return FALSE;
-  }
-  return TRUE;
-}
-
-/* Member `key` of an event: which of EvItems it fills (its index among
- * the scalars, or -1 for a key not read). */
+/* KinetoFast: a flat event (profile_kineto_scan.c) read as cJSON would
+ * have read it, else -1. */
 static int
-member_slot(const char *key, gsize len)
-{
-  static const char *const KEYS[] = {"ph", "name", "ts", "dur", "cat", "pid", "tid"};
-  for (int i = 0; i < (int)G_N_ELEMENTS(KEYS); i++)
-    if (strlen(KEYS[i]) == len && memcmp(KEYS[i], key, len) == 0)
-      return i;
-  return -1;
-}
-
-/* KinetoFast: a flat event read by the scan, else -1. */
-static int
-read_fast(Cursor *c, int index, gpointer data)
+read_fast(KinetoCursor *c, int index, gpointer data)
 {
   Stream *s = data;
-  Cursor at = *c;
-  if (at.p >= at.end || *at.p != '{')
+  KinetoCursor at = *c;
+  KinetoFlat f;
+  if (!kineto_scan_flat(&at, s->text, &f))
     return -1;
-  at.p++;
-  cJSON values[7], seq, corr;            /* ph, name, ts, dur, cat, pid, tid */
-  gboolean have[7] = {FALSE}, have_args = FALSE;
-  const char *args_start = NULL, *args_end = NULL;
-  skip_space(&at);
-  if (at.p < at.end && *at.p == '}')
-    return -1; /* {}: not an event; cJSON's path says what it is */
-  for (gboolean more = TRUE; more;) {
-    const char *key;
-    gsize len;
-    skip_space(&at);
-    if (!scan_string(&at, &key, &len) || !expect(&at, ':'))
-      return -1;
-    skip_space(&at);
-    int slot = member_slot(key, len);
-    if (len == 4 && memcmp(key, "args", 4) == 0) {
-      if (at.p >= at.end || *at.p != '{')
-        return -1;
-      const char *start = at.p;
-      cJSON a, b;
-      if (!scan_args(&at, &a, &b))
-        return -1;
-      if (!have_args) {
-        have_args = TRUE;
-        args_start = start;
-        args_end = at.p;
-        seq = a;
-        corr = b;
-      }
-    } else {
-      /* the first value of a member read needs its text; the rest is skipped */
-      GString *text = slot >= 0 && !have[slot] ? s->text[slot] : NULL;
-      cJSON value;
-      if (!scan_scalar(&at, &value, text))
-        return -1;
-      if (slot >= 0 && !have[slot]) {
-        have[slot] = TRUE;
-        values[slot] = value;
-      }
-    }
-    if (!scan_next(&at, &more))
-      return -1;
-  }
   EvItems v = {NULL};
   const cJSON **slots[] = {&v.ph, &v.name, &v.ts, &v.dur, &v.cat, &v.pid, &v.tid};
-  for (int i = 0; i < 7; i++)
-    *slots[i] = have[i] ? &values[i] : NULL;
+  for (int i = 0; i < KINETO_FLAT_MEMBERS; i++)
+    *slots[i] = f.value[i].type != 0 ? &f.value[i] : NULL;
   cJSON args = {.type = cJSON_Object};
-  if (have_args) {
+  if (f.args != NULL) {
     v.args = &args; /* not read but for being there; a CPU operator's is parsed below */
-    v.seq = seq.type != 0 ? &seq : NULL;
-    v.corr = corr.type != 0 ? &corr : NULL;
+    v.seq = f.seq.type != 0 ? &f.seq : NULL;
+    v.corr = f.corr.type != 0 ? &f.corr : NULL;
   }
   int kept;
   if (!read_items(s->k, s->threads, s->thread, &v, index, &kept, NULL))
     return 0;
-  if (kept >= 0 && have_args && ev_at(s->k, kept)->kind == EV_OP) {
-    cJSON *parsed = cJSON_ParseWithLengthOpts(args_start, (size_t)(args_end - args_start), NULL,
-                                              FALSE);
+  if (kept >= 0 && f.args != NULL && ev_at(s->k, kept)->kind == EV_OP) {
+    cJSON *parsed = cJSON_ParseWithLengthOpts(f.args, (size_t)(f.args_end - f.args), NULL, FALSE);
     g_assert(parsed != NULL); /* the scan read it */
     ev_at(s->k, kept)->args = parsed;
     g_ptr_array_add(s->k->args, parsed);
