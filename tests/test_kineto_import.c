@@ -232,6 +232,54 @@ saved_profile(const char *dir, const char *text, const char *sub)
   return saved;
 }
 
+/* `text` with every match of `pattern` replaced (GRegex syntax). */
+static char *
+replaced(const char *text, const char *pattern, const char *replacement)
+{
+  g_autoptr(GRegex) re = g_regex_new(pattern, G_REGEX_MULTILINE, 0, NULL);
+  g_assert_nonnull(re);
+  char *out = g_regex_replace(re, text, -1, 0, replacement, 0, NULL);
+  g_assert_nonnull(out);
+  g_assert_cmpstr(out, !=, text);
+  return out;
+}
+
+/* `text` with every `literal` replaced. Transfer full. */
+static char *
+substituted(const char *text, const char *literal, const char *replacement)
+{
+  g_auto(GStrv) parts = g_strsplit(text, literal, -1);
+  return g_strjoinv(replacement, parts);
+}
+
+/* The profile saved from `text` (as saved_profile), or "error: " and the
+ * message without the file's folder. Transfer full. */
+static char *
+saved_profile_or_error(const char *dir, const char *text, const char *sub)
+{
+  g_autofree char *folder = g_build_filename(dir, sub, NULL);
+  g_assert_cmpint(g_mkdir_with_parents(folder, 0755), ==, 0);
+  g_autofree char *path = g_build_filename(folder, "trace.json", NULL);
+  g_autofree char *out = g_strconcat(path, ".profile.json", NULL);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  g_autoptr(StModel) m = st_test_model_named("mlp");
+  StKinetoOptions o = {.device = "H100-SXM", .link = ST_LINK_INTRA_NODE};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StProfile) p = st_profile_import_kineto(path, m, &o, NULL, &error);
+  if (p == NULL) {
+    g_autofree char *message = substituted(error->message, folder, "DIR");
+    return g_strconcat("error: ", message, NULL);
+  }
+  g_assert_true(st_profile_save(p, out, &error));
+  g_assert_no_error(error);
+  char *saved = NULL;
+  g_assert_true(g_file_get_contents(out, &saved, NULL, NULL));
+  /* the profile names its source */
+  char *without = substituted(saved, sub, "SUB");
+  g_free(saved);
+  return without;
+}
+
 /* The events are read one at a time (profile_kineto_read.c) and, when the
  * text is unusual, from one tree: both give the same profile. A second
  * "traceEvents" (ignored by the tree, which takes the first) and a member
@@ -256,6 +304,46 @@ test_streamed_as_tree(void)
   g_assert_cmpstr(plain, ==, more);
 }
 
+/* Flat events are read by a scan of their own text, the others by cJSON
+ * (profile_kineto_read.c): each variant of the trace below, which the
+ * scan reads, leaves to cJSON, or reads in part, must give the profile the
+ * whole tree gives (a second "traceEvents" sends the reading there). */
+static void
+test_scan_as_tree(void)
+{
+  g_autofree char *path = st_test_src("tests/data/kineto/gpu-shaped.json");
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  static const char *const VARIANTS[][2] = {
+    {"\"dur\": ([0-9]+)", "\"dur\": \\1.0e0"},             /* numbers through strtod */
+    {"\"ts\": ([0-9]+)", "\"ts\": 0\\1"},                  /* leading zeros */
+    {"\"pid\": ([0-9]+)", "\"pid\": \"\\1\""},             /* a pid as a string */
+    {"\"tid\": ([0-9]+)", "\"tid\": -\\1"},                /* negative */
+    {"\"ph\": \"X\",", "\"ph\": \"X\", \"ph\": \"B\", \"dur\": 1,"}, /* the first key wins */
+    {"\"cat\": \"kernel\"", "\"cat\": \"k\\\\u0065rnel\""}, /* an escape: cJSON's */
+    {"\"name\": \"fc1\"", "\"name\": \"fc\\\\u0031\""},
+    {"\"ph\": ", "\"t\": true, \"f\": false, \"n\": null,\t\"ph\": "}, /* literals, tabs */
+    {"\"correlation\": ([0-9]+)", "\"correlation\": \\1, \"correlation\": 99"},
+    {"\"correlation\": ([0-9]+)", "\"correlation\": \\1.5"}, /* not whole: no id */
+    {"\"args\": \\{", "\"args\": {\"list\": [1], "},        /* args not flat: cJSON's */
+    {"\"dur\": ([0-9]+)", "\"dur\": 1e999"},                /* refused, by the tree */
+    {"\"ts\": ([0-9]+)", "\"ts\": -0"},
+  };
+  g_autofree char *dir = st_test_tmpdir();
+  for (gsize i = 0; i < G_N_ELEMENTS(VARIANTS); i++) {
+    g_autofree char *variant = replaced(text, VARIANTS[i][0], VARIANTS[i][1]);
+    char *close = strrchr(variant, '}');
+    g_autofree char *head = g_strndup(variant, (gsize)(close - variant));
+    g_autofree char *twice = g_strconcat(head, ", \"traceEvents\": []}\n", NULL);
+    g_autofree char *scanned_dir = g_strdup_printf("scanned%zu", i);
+    g_autofree char *tree_dir = g_strdup_printf("tree%zu", i);
+    g_autofree char *scanned = saved_profile_or_error(dir, variant, scanned_dir);
+    g_autofree char *tree = saved_profile_or_error(dir, twice, tree_dir);
+    g_test_message("variant %zu: %.80s", i, scanned);
+    g_assert_cmpstr(scanned, ==, tree);
+  }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -264,5 +352,6 @@ main(int argc, char **argv)
   g_test_add_func("/kineto/cpu-trace", test_cpu_trace);
   g_test_add_func("/kineto/bad-traces", test_bad_traces);
   g_test_add_func("/kineto/streamed-as-tree", test_streamed_as_tree);
+  g_test_add_func("/kineto/scan-as-tree", test_scan_as_tree);
   return g_test_run();
 }

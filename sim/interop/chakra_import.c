@@ -543,6 +543,10 @@ import_clear(Import *im)
   g_clear_pointer(&im->pg, g_hash_table_unref);
   g_clear_pointer(&im->layer_of, g_hash_table_unref);
   g_clear_pointer(&im->layer_names, g_hash_table_unref);
+  if (im->layer_text != NULL)
+    g_string_chunk_free(im->layer_text);
+  if (im->scratch != NULL)
+    g_string_free(im->scratch, TRUE);
   g_clear_pointer(&im->skipped, g_hash_table_unref);
   g_clear_pointer(&im->unused, g_hash_table_unref);
 }
@@ -562,8 +566,10 @@ st_chakra_import(const char *prefix, const StChakraImportOptions *options,
   Import im = {.o = options, .prefix = prefix};
   im.comms = cJSON_CreateArray();
   im.pg = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-  im.layer_of = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  im.layer_names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  im.layer_of = g_hash_table_new(g_str_hash, g_str_equal);
+  im.layer_names = g_hash_table_new(g_str_hash, g_str_equal);
+  im.layer_text = g_string_chunk_new(1 << 16);
+  im.scratch = g_string_sized_new(128);
   im.skipped = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   im.unused = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   StSchedule *s = NULL;

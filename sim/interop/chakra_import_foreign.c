@@ -47,7 +47,7 @@ im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tensor_si
                  gboolean cpu)
 {
   const char *base = n->name != NULL && *n->name != '\0' ? n->name : "node";
-  GString *k = g_string_new(base); /* by hand, not printf: one per COMP node */
+  GString *k = g_string_assign(im->scratch, base); /* by hand, not printf: one per COMP node */
   int64_t parts[] = {num_ops, tensor_size, (int64_t)MIN(n->duration_micros, G_MAXINT64), cpu};
   for (guint i = 0; i < G_N_ELEMENTS(parts); i++) {
     g_string_append_c(k, '\x1f');
@@ -55,21 +55,22 @@ im_foreign_layer(Import *im, const EtNode *n, int64_t num_ops, int64_t tensor_si
   }
   if (n->duration_micros > G_MAXINT64) /* not a duration, but keep such nodes apart */
     g_string_append_c(k, '+');
-  g_autofree char *key = g_string_free(k, FALSE);
-  gpointer v = g_hash_table_lookup(im->layer_of, key);
+  gpointer v = g_hash_table_lookup(im->layer_of, k->str);
   if (v != NULL)
     return GPOINTER_TO_INT(v) - 1;
   int index = (int)g_hash_table_size(im->layer_of);
+  char *key = g_string_chunk_insert_len(im->layer_text, k->str, (gssize)k->len);
+  g_hash_table_insert(im->layer_of, key, GINT_TO_POINTER(index + 1));
   /* Names are unique in a model: a repeated name gets the layer's index. */
-  GString *name_text = g_string_new(base);
+  GString *name_text = g_string_assign(im->scratch, base);
   if (g_hash_table_contains(im->layer_names, base)) {
     g_string_append(name_text, " #");
     st_string_append_int(name_text, index);
   }
-  char *name = g_string_free(name_text, FALSE);
-  g_hash_table_add(im->layer_names, name); /* owns it */
+  const char *name = g_string_chunk_insert_len(im->layer_text, name_text->str,
+                                               (gssize)name_text->len);
+  g_hash_table_add(im->layer_names, (gpointer)name);
   add_layer(im, name, num_ops, tensor_size);
-  g_hash_table_insert(im->layer_of, g_steal_pointer(&key), GINT_TO_POINTER(index + 1));
   if (n->duration_micros > 0) {
     const char *device = im->o->cluster->gpu.name;
     st_profile_add_layer(im->o->profile, device, name, NULL, ST_PASS_FWD, 1,

@@ -62,8 +62,10 @@ typedef struct {
    * met; the first layer it refused, reported where the model is read. */
   StModel *model;
   GError *model_error;
-  GHashTable *layer_of;   /* key -> GINT_TO_POINTER(layer + 1) */
-  GHashTable *layer_names; /* the names in `layers` (a set, owned) */
+  GHashTable *layer_of;   /* key -> GINT_TO_POINTER(layer + 1); keys in `layer_text` */
+  GHashTable *layer_names; /* the names in `layers` (a set, in `layer_text`) */
+  GStringChunk *layer_text; /* layer_of's keys and the names (were 2 allocations a layer) */
+  GString *scratch;         /* a layer's key or name being made */
   /* Read and not used: "METADATA_NODE" -> count (not simulated), and
    * "attribute 'rf_id'" -> count (not understood). */
   GHashTable *skipped, *unused;

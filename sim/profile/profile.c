@@ -47,14 +47,17 @@ StProfile *
 st_profile_new(void)
 {
   StProfile *p = g_new0(StProfile, 1);
-  p->layer_entries = keyed_by_string(st_profile_layer_entry_free);
+  p->strings = g_string_chunk_new(1 << 16);
+  p->entry_blocks = g_ptr_array_new_with_free_func(g_free);
+  p->key = g_string_sized_new(128);
+  p->layer_entries = g_hash_table_new(g_str_hash, g_str_equal);
   p->link_entries = keyed_by_string(st_profile_link_entry_free);
   p->copy_entries = keyed_by_string(st_profile_copy_entry_free);
   p->share_entries = keyed_by_string(st_profile_share_entry_free);
-  p->layer_index = keyed_by_string(points_free);
+  p->layer_index = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, points_free);
   p->link_index = keyed_by_string(points_free);
   p->copy_index = keyed_by_string(points_free);
-  p->fill_index = keyed_by_string(points_free);
+  p->fill_index = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, points_free);
   return p;
 }
 
@@ -78,6 +81,9 @@ st_profile_free(StProfile *p)
   g_hash_table_destroy(p->link_index);
   g_hash_table_destroy(p->copy_index);
   g_hash_table_destroy(p->fill_index);
+  g_ptr_array_free(p->entry_blocks, TRUE);
+  g_string_chunk_free(p->strings);
+  g_string_free(p->key, TRUE);
   g_free(p);
 }
 
@@ -100,6 +106,19 @@ st_profile_set_device(StProfile *p, const char *device, const char *driver, cons
 
 /* ---- points: insertion and interpolation ------------------------------- */
 
+/* The points of index[key], made (the key copied into p->strings) when
+ * there are none. */
+static GArray *
+points_of(StProfile *p, GHashTable *index, const char *key)
+{
+  GArray *points = g_hash_table_lookup(index, key);
+  if (points == NULL) {
+    points = g_array_new(FALSE, FALSE, sizeof(StProfilePoint));
+    g_hash_table_insert(index, g_string_chunk_insert(p->strings, key), points);
+  }
+  return points;
+}
+
 /* Index of the first point with x >= `x` (n when none). */
 static guint
 lower_bound(const GArray *points, int64_t x)
@@ -115,6 +134,17 @@ lower_bound(const GArray *points, int64_t x)
   return lo;
 }
 
+static void
+points_add(GArray *points, int64_t x, double value)
+{
+  guint i = lower_bound(points, x);
+  StProfilePoint p = {x, value};
+  if (i < points->len && g_array_index(points, StProfilePoint, i).x == x)
+    g_array_index(points, StProfilePoint, i) = p;
+  else
+    g_array_insert_val(points, i, p);
+}
+
 void
 st_profile_index_add(GHashTable *index, char *key, int64_t x, double value)
 {
@@ -125,12 +155,14 @@ st_profile_index_add(GHashTable *index, char *key, int64_t x, double value)
   } else {
     g_free(key);
   }
-  guint i = lower_bound(points, x);
-  StProfilePoint p = {x, value};
-  if (i < points->len && g_array_index(points, StProfilePoint, i).x == x)
-    g_array_index(points, StProfilePoint, i) = p;
-  else
-    g_array_insert_val(points, i, p);
+  points_add(points, x, value);
+}
+
+void
+st_profile_index_add_borrowed(StProfile *p, GHashTable *index, const char *key, int64_t x,
+                              double value)
+{
+  points_add(points_of(p, index, key), x, value);
 }
 
 /* The time at `x` from sorted points (see profile.h). Between two points:
@@ -188,6 +220,34 @@ st_profile_layer_key(const char *device, char by, const char *key, StPass pass)
   return g_strconcat(device, SEP, b, SEP, key, SEP, st_int_text((int)pass, p), NULL);
 }
 
+/* `parts` joined by ST_PROFILE_SEP into `out`, one copy each. */
+static const char *
+join_into(GString *out, const char *const *parts, int n)
+{
+  gsize len[8], total = 0;
+  g_assert(n <= 8);
+  for (int i = 0; i < n; i++)
+    total += (len[i] = strlen(parts[i])) + (i > 0);
+  g_string_set_size(out, total);
+  char *at = out->str;
+  for (int i = 0; i < n; i++) {
+    if (i > 0)
+      *at++ = SEP[0];
+    memcpy(at, parts[i], len[i]);
+    at += len[i];
+  }
+  return out->str;
+}
+
+const char *
+st_profile_layer_key_into(GString *out, const char *device, char by, const char *key,
+                          StPass pass)
+{
+  char p[ST_INT_TEXT_SIZE], b[2] = {by, '\0'};
+  const char *parts[] = {device, b, key, st_int_text((int)pass, p)};
+  return join_into(out, parts, G_N_ELEMENTS(parts));
+}
+
 char *
 st_profile_link_key(const char *device, StCollKind coll, gboolean p2p, StLinkClass link,
                     int ranks)
@@ -206,30 +266,64 @@ st_profile_layer_entry_key(const char *device, const char *name, const char *sig
                      st_int_text(x, n), NULL);
 }
 
+const char *
+st_profile_layer_entry_key_into(GString *out, const char *device, const char *name,
+                                const char *signature, StPass pass, int64_t x)
+{
+  char p[ST_INT_TEXT_SIZE], n[ST_INT_TEXT_SIZE];
+  const char *parts[] = {device, name != NULL ? name : "", signature != NULL ? signature : "",
+                         st_int_text((int)pass, p), st_int_text(x, n)};
+  return join_into(out, parts, G_N_ELEMENTS(parts));
+}
+
+/* A new entry from the profile's blocks (st_profile_free releases them). */
+static ProfileLayerEntry *
+new_layer_entry(StProfile *p)
+{
+  if (p->entry_blocks->len == 0 || p->block_used == ST_PROFILE_ENTRY_BLOCK) {
+    g_ptr_array_add(p->entry_blocks, g_new(ProfileLayerEntry, ST_PROFILE_ENTRY_BLOCK));
+    p->block_used = 0;
+  }
+  ProfileLayerEntry *block = g_ptr_array_index(p->entry_blocks, p->entry_blocks->len - 1);
+  return &block[p->block_used++];
+}
+
+/* `text` copied into the profile's strings; NULL stays NULL. */
+static char *
+profile_string(StProfile *p, const char *text)
+{
+  return text != NULL ? g_string_chunk_insert(p->strings, text) : NULL;
+}
+
 void
 st_profile_add_layer(StProfile *p, const char *device, const char *name, const char *signature,
                      StPass pass, int64_t x, double time_ns, double spread_ns)
 {
   g_return_if_fail(p != NULL && device != NULL && (name != NULL || signature != NULL));
   g_return_if_fail(pass > ST_PASS_INVALID && pass < ST_PASS_N && x > 0 && time_ns >= 0);
-  ProfileLayerEntry *e = g_new0(ProfileLayerEntry, 1);
-  *e = (ProfileLayerEntry){g_strdup(device), g_strdup(name), g_strdup(signature), pass, x, time_ns,
-                    MAX(spread_ns, 0.0), 0, FALSE};
-  char *key = st_profile_layer_entry_key(device, name, signature, pass, x);
-  /* A new time keeps the fill measured for the entry it replaces: the fill
-   * index still holds it, and save must agree with lookups. */
-  const ProfileLayerEntry *old = g_hash_table_lookup(p->layer_entries, key);
-  if (old != NULL) {
-    e->fill = old->fill;
-    e->fill_bound = old->fill_bound;
+  const char *key = st_profile_layer_entry_key_into(p->key, device, name, signature, pass, x);
+  /* A new time replaces the old entry's in place, keeping the fill
+   * measured for it: the fill index still holds it, and save must agree
+   * with lookups. */
+  ProfileLayerEntry *e = g_hash_table_lookup(p->layer_entries, key);
+  if (e == NULL) {
+    e = new_layer_entry(p);
+    *e = (ProfileLayerEntry){.fill = 0, .fill_bound = FALSE};
+    g_hash_table_insert(p->layer_entries, g_string_chunk_insert(p->strings, key), e);
   }
-  g_hash_table_replace(p->layer_entries, key, e);
+  double fill = e->fill;
+  gboolean fill_bound = e->fill_bound;
+  *e = (ProfileLayerEntry){g_string_chunk_insert_const(p->strings, device), profile_string(p, name),
+                           profile_string(p, signature), pass, x, time_ns, MAX(spread_ns, 0.0),
+                           fill, fill_bound};
   if (name != NULL)
-    st_profile_index_add(p->layer_index, st_profile_layer_key(device, 'n', name, pass), x,
-                         time_ns);
+    st_profile_index_add_borrowed(p, p->layer_index,
+                                  st_profile_layer_key_into(p->key, device, 'n', name, pass), x,
+                                  time_ns);
   if (signature != NULL)
-    st_profile_index_add(p->layer_index, st_profile_layer_key(device, 's', signature, pass), x,
-                         time_ns);
+    st_profile_index_add_borrowed(p, p->layer_index,
+                                  st_profile_layer_key_into(p->key, device, 's', signature, pass),
+                                  x, time_ns);
 }
 
 /* A collective (p2p FALSE) or a point-to-point transfer (coll INVALID). */

@@ -2,7 +2,9 @@
  * files share (profile_import_kineto.h has the contract):
  * profile_import_kineto.c reads the events, nests them, attributes the
  * work and writes the layer entries; profile_import_kineto_links.c turns
- * NCCL kernels into link entries. Private to sim/profile/.
+ * NCCL kernels into link entries; profile_kineto_read.c walks the trace's
+ * text, and profile_kineto_scan.c reads its flat events without cJSON.
+ * Private to sim/profile/.
  */
 #pragma once
 
@@ -86,6 +88,46 @@ arg_int(const cJSON *args, const char *key, int64_t fallback)
 {
   return json_whole(cJSON_GetObjectItemCaseSensitive(args, key), fallback);
 }
+
+/* A position in a trace's text, [p, end). */
+typedef struct {
+  const char *p, *end;
+} KinetoCursor;
+
+/* What cJSON skips as white space: every byte up to 32. */
+static inline void
+kineto_skip_space(KinetoCursor *c)
+{
+  while (c->p < c->end && (unsigned char)*c->p <= 32)
+    c->p++;
+}
+
+/* Past white space and `ch`; FALSE when `ch` is not next. */
+static inline gboolean
+kineto_expect(KinetoCursor *c, char ch)
+{
+  kineto_skip_space(c);
+  if (c->p >= c->end || *c->p != ch)
+    return FALSE;
+  c->p++;
+  return TRUE;
+}
+
+/* An event's members that reading it looks at, as cJSON would have read
+ * them (type 0: absent); their first occurrence, as cJSON's lookups find. */
+#define KINETO_FLAT_MEMBERS 7
+typedef struct {
+  cJSON value[KINETO_FLAT_MEMBERS]; /* ph, name, ts, dur, cat, pid, tid */
+  cJSON seq, corr;                  /* args' "Sequence number" and "correlation" */
+  const char *args, *args_end;      /* the "args" object's text; NULL when none */
+} KinetoFlat;
+
+/* Reads the flat event at the cursor (profile_kineto_scan.c): a string
+ * value's text is kept in text[member]. FALSE (the cursor anywhere, `out`
+ * partly set) when it is not one the scan reads as cJSON would: then cJSON
+ * must read it. O(its bytes). */
+gboolean kineto_scan_flat(KinetoCursor *c, GString *const text[KINETO_FLAT_MEMBERS],
+                          KinetoFlat *out);
 
 /* The trace's complete events into k->ev, and its root (transfer full),
  * NULL with `error` set when it cannot be read or has no complete event

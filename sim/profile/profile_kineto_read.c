@@ -7,9 +7,10 @@
  * "traceEvents" (or of the root array) is parsed by cJSON on its own,
  * read and freed before the next, so the heap holds one event at a time
  * (the names read are copied into a string chunk, the args kept only for
- * the CPU operators, the only events whose args are read later). The
- * other members of the root are parsed whole into a root object without
- * "traceEvents".
+ * the CPU operators, the only events whose args are read later). A flat
+ * event is not even parsed by cJSON: profile_kineto_scan.c reads it from
+ * its text to the same values. The other members of the root are parsed
+ * whole into a root object without "traceEvents".
  *
  * Anything unusual (malformed text, a repeated "traceEvents", a root
  * that is neither an object nor an array, an event that is refused) makes
@@ -29,17 +30,10 @@
  * walk. */
 typedef gboolean (*KinetoEach)(cJSON *item, int index, gpointer data);
 
-typedef struct {
-  const char *p, *end;
-} Cursor;
-
-/* What cJSON skips as white space: every byte up to 32. */
-static void
-skip_space(Cursor *c)
-{
-  while (c->p < c->end && (unsigned char)*c->p <= 32)
-    c->p++;
-}
+/* Reads the element `index` at the cursor without cJSON when it can:
+ * 1 read (the cursor past it), 0 stop the walk, -1 not understood (the
+ * cursor where it was: `each` gets it from cJSON). */
+typedef int (*KinetoFast)(KinetoCursor *c, int index, gpointer data);
 
 /* Containers nested in `v`, itself included, up to `cap`. */
 static int
@@ -59,7 +53,7 @@ depth(const cJSON *v, int cap)
  * containers from the root, of which the trace's object and array are
  * two. */
 static cJSON *
-parse_value(Cursor *c)
+parse_value(KinetoCursor *c)
 {
   if (c->end - c->p >= 3 && memcmp(c->p, "\xEF\xBB\xBF", 3) == 0)
     return NULL;
@@ -72,34 +66,29 @@ parse_value(Cursor *c)
   return v;
 }
 
-static gboolean
-expect(Cursor *c, char ch)
-{
-  skip_space(c);
-  if (c->p >= c->end || *c->p != ch)
-    return FALSE;
-  c->p++;
-  return TRUE;
-}
-
 /* The elements of the array at the cursor, each to `each` (which takes
  * it); FALSE on malformed text or when `each` says stop. */
 static gboolean
-stream_array(Cursor *c, KinetoEach each, gpointer data)
+stream_array(KinetoCursor *c, KinetoFast fast, KinetoEach each, gpointer data)
 {
-  if (!expect(c, '['))
+  if (!kineto_expect(c, '['))
     return FALSE;
-  skip_space(c);
+  kineto_skip_space(c);
   if (c->p < c->end && *c->p == ']') {
     c->p++;
     return TRUE;
   }
   for (int index = 0;; index++) {
-    skip_space(c);
-    cJSON *item = parse_value(c);
-    if (item == NULL || !each(item, index, data))
+    kineto_skip_space(c);
+    int read = fast(c, index, data);
+    if (read == 0)
       return FALSE;
-    skip_space(c);
+    if (read < 0) {
+      cJSON *item = parse_value(c);
+      if (item == NULL || !each(item, index, data))
+        return FALSE;
+    }
+    kineto_skip_space(c);
     if (c->p >= c->end)
       return FALSE;
     if (*c->p == ']') {
@@ -116,32 +105,33 @@ stream_array(Cursor *c, KinetoEach each, gpointer data)
  * parsed, and sets *root_out to the root without "traceEvents" (transfer
  * full). FALSE when the text is malformed or unusual, or `each` stopped. */
 static gboolean
-stream_events(const char *text, gsize length, cJSON **root_out, KinetoEach each, gpointer data)
+stream_events(const char *text, gsize length, cJSON **root_out, KinetoFast fast, KinetoEach each,
+              gpointer data)
 {
-  Cursor c = {text, text + length};
+  KinetoCursor c = {text, text + length};
   *root_out = NULL;
-  skip_space(&c);
+  kineto_skip_space(&c);
   if (c.p < c.end && *c.p == '[') {
-    if (!stream_array(&c, each, data))
+    if (!stream_array(&c, fast, each, data))
       return FALSE;
     *root_out = cJSON_CreateArray();
     return TRUE;
   }
   g_autoptr(cJSON) root = cJSON_CreateObject();
   gboolean seen_events = FALSE;
-  if (!expect(&c, '{'))
+  if (!kineto_expect(&c, '{'))
     return FALSE;
-  skip_space(&c);
+  kineto_skip_space(&c);
   if (c.p < c.end && *c.p == '}')
     return FALSE; /* no "traceEvents": the tree's path says so */
   for (;;) {
-    skip_space(&c);
+    kineto_skip_space(&c);
     g_autoptr(cJSON) key = c.p < c.end && *c.p == '"' ? parse_value(&c) : NULL;
-    if (!cJSON_IsString(key) || !expect(&c, ':'))
+    if (!cJSON_IsString(key) || !kineto_expect(&c, ':'))
       return FALSE;
-    skip_space(&c);
+    kineto_skip_space(&c);
     if (strcmp(key->valuestring, "traceEvents") == 0) {
-      if (seen_events || c.p >= c.end || *c.p != '[' || !stream_array(&c, each, data))
+      if (seen_events || c.p >= c.end || *c.p != '[' || !stream_array(&c, fast, each, data))
         return FALSE;
       seen_events = TRUE;
     } else {
@@ -150,12 +140,12 @@ stream_events(const char *text, gsize length, cJSON **root_out, KinetoEach each,
         return FALSE;
       cJSON_AddItemToObject(root, key->valuestring, value);
     }
-    skip_space(&c);
+    kineto_skip_space(&c);
     if (c.p < c.end && *c.p == ',') {
       c.p++;
       continue;
     }
-    if (!expect(&c, '}') || !seen_events)
+    if (!kineto_expect(&c, '}') || !seen_events)
       return FALSE;
     *root_out = g_steal_pointer(&root);
     return TRUE;
@@ -248,20 +238,40 @@ text_of(const cJSON *v, char *buf, size_t n)
 #define KINETO_MAX_TS_US 4e15
 #define KINETO_MAX_DUR_US 1e15
 
-/* Event `index`, `item`, into k->ev when it is a complete event. Streamed
- * (k->names set), its name is copied and its args taken from `item` when
- * kept; else both are borrowed from the tree. `thread` is scratch. */
-static gboolean
-read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int index,
-           GError **error)
+/* The members of an event that reading it looks at (NULL: absent), from
+ * its cJSON object or from the fast scan below; `seq` and `corr` are its
+ * args' "Sequence number" and "correlation". */
+typedef struct {
+  const cJSON *ph, *name, *ts, *dur, *cat, *pid, *tid, *args, *seq, *corr;
+} EvItems;
+
+static void
+items_of(const cJSON *item, EvItems *v)
 {
-  const cJSON *ph = cJSON_GetObjectItemCaseSensitive(item, "ph");
+  v->ph = cJSON_GetObjectItemCaseSensitive(item, "ph");
+  v->name = cJSON_GetObjectItemCaseSensitive(item, "name");
+  v->ts = cJSON_GetObjectItemCaseSensitive(item, "ts");
+  v->dur = cJSON_GetObjectItemCaseSensitive(item, "dur");
+  v->cat = cJSON_GetObjectItemCaseSensitive(item, "cat");
+  v->pid = cJSON_GetObjectItemCaseSensitive(item, "pid");
+  v->tid = cJSON_GetObjectItemCaseSensitive(item, "tid");
+  v->args = cJSON_GetObjectItemCaseSensitive(item, "args");
+  v->seq = cJSON_GetObjectItemCaseSensitive(v->args, "Sequence number");
+  v->corr = cJSON_GetObjectItemCaseSensitive(v->args, "correlation");
+}
+
+/* Event `index` into k->ev when it is a complete event (*kept set to
+ * its index there, -1 otherwise). Streamed (k->names set), its name is
+ * copied; else borrowed from the tree, and its args with it. `thread` is
+ * scratch. */
+static gboolean
+read_items(Kineto *k, GHashTable *threads, GString *thread, const EvItems *v, int index,
+           int *kept, GError **error)
+{
+  const cJSON *ph = v->ph, *name = v->name, *ts = v->ts, *dur = v->dur, *cat = v->cat;
+  *kept = -1;
   if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X") != 0)
     return TRUE;
-  const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
-  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(item, "ts");
-  const cJSON *dur = cJSON_GetObjectItemCaseSensitive(item, "dur");
-  const cJSON *cat = cJSON_GetObjectItemCaseSensitive(item, "cat");
   if (!cJSON_IsString(name) || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) ||
       dur->valuedouble < 0) {
     g_set_error(error, ST_PROFILE_ERROR, ST_ERROR_PARSE,
@@ -279,11 +289,9 @@ read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int ind
     return FALSE;
   }
   char pid_buf[32], tid_buf[32];
-  g_string_assign(thread, text_of(cJSON_GetObjectItemCaseSensitive(item, "pid"), pid_buf,
-                                  sizeof pid_buf));
+  g_string_assign(thread, text_of(v->pid, pid_buf, sizeof pid_buf));
   g_string_append_c(thread, '/');
-  g_string_append(thread, text_of(cJSON_GetObjectItemCaseSensitive(item, "tid"), tid_buf,
-                                  sizeof tid_buf));
+  g_string_append(thread, text_of(v->tid, tid_buf, sizeof tid_buf));
   gpointer t = g_hash_table_lookup(threads, thread->str);
   if (t == NULL) {
     t = GINT_TO_POINTER(g_hash_table_size(threads) + 1);
@@ -291,21 +299,37 @@ read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int ind
   }
   Ev e = {.name = name->valuestring, .thread = GPOINTER_TO_INT(t) - 1,
           .in_layer = -1, .in_eval = -1, .in_optim = -1, .in_comm = -1, .step = -1};
-  e.args = cJSON_GetObjectItemCaseSensitive(item, "args");
+  e.args = v->args;
   e.ts = llround(ts->valuedouble * 1e3);
   e.end = e.ts + llround(dur->valuedouble * 1e3);
-  e.seq = arg_int(e.args, "Sequence number", -1);
-  e.corr = arg_int(e.args, "correlation", -1);
+  e.seq = json_whole(v->seq, -1);
+  e.corr = json_whole(v->corr, -1);
   e.kind = (uint8_t)classify(k, e.name, cJSON_IsString(cat) ? cat->valuestring : "", &e);
   if (k->names != NULL) {
     e.name = g_string_chunk_insert(k->names, e.name);
-    if (e.kind == EV_OP && e.args != NULL)
-      g_ptr_array_add(k->args, cJSON_DetachItemViaPointer(item, (cJSON *)e.args));
-    else
-      e.args = NULL;
+    e.args = NULL; /* the caller keeps a CPU operator's */
   }
   k->gpu = k->gpu || e.kind == EV_DEVICE || e.kind == EV_NCCL;
+  *kept = (int)k->ev->len;
   g_array_append_val(k->ev, e);
+  return TRUE;
+}
+
+/* Event `index`, `item`, into k->ev when it is a complete event; streamed,
+ * a CPU operator's args are taken from `item`. */
+static gboolean
+read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int index,
+           GError **error)
+{
+  EvItems v;
+  items_of(item, &v);
+  int kept;
+  if (!read_items(k, threads, thread, &v, index, &kept, error))
+    return FALSE;
+  if (kept >= 0 && k->names != NULL && ev_at(k, kept)->kind == EV_OP && v.args != NULL) {
+    ev_at(k, kept)->args = v.args;
+    g_ptr_array_add(k->args, cJSON_DetachItemViaPointer(item, (cJSON *)v.args));
+  }
   return TRUE;
 }
 
@@ -313,7 +337,41 @@ typedef struct {
   Kineto *k;
   GHashTable *threads;
   GString *thread;
+  GString *text[KINETO_FLAT_MEMBERS]; /* scratch for kineto_scan_flat */
 } Stream;
+
+/* KinetoFast: a flat event (profile_kineto_scan.c) read as cJSON would
+ * have read it, else -1. */
+static int
+read_fast(KinetoCursor *c, int index, gpointer data)
+{
+  Stream *s = data;
+  KinetoCursor at = *c;
+  KinetoFlat f;
+  if (!kineto_scan_flat(&at, s->text, &f))
+    return -1;
+  EvItems v = {NULL};
+  const cJSON **slots[] = {&v.ph, &v.name, &v.ts, &v.dur, &v.cat, &v.pid, &v.tid};
+  for (int i = 0; i < KINETO_FLAT_MEMBERS; i++)
+    *slots[i] = f.value[i].type != 0 ? &f.value[i] : NULL;
+  cJSON args = {.type = cJSON_Object};
+  if (f.args != NULL) {
+    v.args = &args; /* not read but for being there; a CPU operator's is parsed below */
+    v.seq = f.seq.type != 0 ? &f.seq : NULL;
+    v.corr = f.corr.type != 0 ? &f.corr : NULL;
+  }
+  int kept;
+  if (!read_items(s->k, s->threads, s->thread, &v, index, &kept, NULL))
+    return 0;
+  if (kept >= 0 && f.args != NULL && ev_at(s->k, kept)->kind == EV_OP) {
+    cJSON *parsed = cJSON_ParseWithLengthOpts(f.args, (size_t)(f.args_end - f.args), NULL, FALSE);
+    g_assert(parsed != NULL); /* the scan read it */
+    ev_at(s->k, kept)->args = parsed;
+    g_ptr_array_add(s->k->args, parsed);
+  }
+  *c = at;
+  return 1;
+}
 
 /* KinetoEach: one streamed event; a faulty one stops the walk, so that
  * the tree's path says what is wrong as it always did. */
@@ -344,21 +402,37 @@ read_events(Kineto *k, cJSON *events, GError **error)
 cJSON *
 kineto_read_trace(Kineto *k, GError **error)
 {
-  g_autofree char *text = NULL;
+  /* Mapped, not read: half a gigabyte read is a copy into as much fresh
+   * memory, each page faulted in. A file that cannot be mapped is read,
+   * which also words the error when it cannot be opened. */
+  g_autoptr(GMappedFile) mapped = g_mapped_file_new(k->path, FALSE, NULL);
+  g_autofree char *read_text = NULL;
+  const char *text = "";
   gsize length = 0;
-  GError *local = NULL;
-  if (!g_file_get_contents(k->path, &text, &length, &local)) {
-    g_set_error(error, ST_BASE_ERROR, ST_ERROR_IO, "%s", local->message);
-    g_error_free(local);
-    return NULL;
+  if (mapped != NULL && g_mapped_file_get_length(mapped) > 0) {
+    text = g_mapped_file_get_contents(mapped);
+    length = g_mapped_file_get_length(mapped);
+  } else if (mapped == NULL) {
+    GError *local = NULL;
+    if (!g_file_get_contents(k->path, &read_text, &length, &local)) {
+      g_set_error(error, ST_BASE_ERROR, ST_ERROR_IO, "%s", local->message);
+      g_error_free(local);
+      return NULL;
+    }
+    text = read_text;
   }
   k->names = g_string_chunk_new(1 << 14);
   k->args = g_ptr_array_new_with_free_func((GDestroyNotify)cJSON_Delete);
   g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr(GString) thread = g_string_new(NULL);
-  Stream s = {k, threads, thread};
+  Stream s = {k, threads, thread, {NULL}};
+  for (gsize i = 0; i < G_N_ELEMENTS(s.text); i++)
+    s.text[i] = g_string_new(NULL);
   cJSON *root = NULL;
-  if (!stream_events(text, length, &root, read_streamed, &s)) {
+  gboolean streamed = stream_events(text, length, &root, read_fast, read_streamed, &s);
+  for (gsize i = 0; i < G_N_ELEMENTS(s.text); i++)
+    g_string_free(s.text[i], TRUE);
+  if (!streamed) {
     const char *path = k->path;
     g_array_set_size(k->ev, 0);
     k->gpu = FALSE;

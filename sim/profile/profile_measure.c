@@ -54,10 +54,13 @@ st_profile_set_layer_fill(StProfile *p, const char *device, const char *name,
   e->fill = fill;
   e->fill_bound = bound;
   if (name != NULL)
-    st_profile_index_add(p->fill_index, st_profile_layer_key(device, 'n', name, pass), x, fill);
+    st_profile_index_add_borrowed(p, p->fill_index,
+                                  st_profile_layer_key_into(p->key, device, 'n', name, pass), x,
+                                  fill);
   if (signature != NULL)
-    st_profile_index_add(p->fill_index, st_profile_layer_key(device, 's', signature, pass), x,
-                         fill);
+    st_profile_index_add_borrowed(p, p->fill_index,
+                                  st_profile_layer_key_into(p->key, device, 's', signature, pass),
+                                  x, fill);
   return TRUE;
 }
 

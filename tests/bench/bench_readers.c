@@ -3,6 +3,8 @@
  *
  *   bench_readers [--sizes 10000,100000,1000000] [--limit SECONDS] [FORMAT...]
  *   bench_readers --write FORMAT N DIR      writes one input and prints its path
+ *   bench_readers --read FORMAT PATH        reads it once (for /usr/bin/time -v: the
+ *                                           read's own peak RSS, without the writing)
  *
  * Each input is written by tests/readers.c into a temporary folder, then
  * read once; the table gives the read's CPU seconds (user + system: the
@@ -63,11 +65,33 @@ write_one(const char *format, const char *count, const char *dir)
   return 0;
 }
 
+static int
+read_one(const char *format, const char *path)
+{
+  const StReaderInput *r = st_reader_input_find(format);
+  if (r == NULL) {
+    fprintf(stderr, "bench_readers: no format '%s'\n", format);
+    return 2;
+  }
+  g_autoptr(GError) error = NULL;
+  double cpu0 = st_reader_cpu_seconds();
+  gboolean ok = r->read(path, &error);
+  double cpu = st_reader_cpu_seconds() - cpu0;
+  if (!ok) {
+    fprintf(stderr, "bench_readers: %s: %.160s\n", r->name, error->message);
+    return 1;
+  }
+  printf("%s %s: %.3f CPU s\n", r->name, path, cpu);
+  return 0;
+}
+
 int
 main(int argc, char **argv)
 {
   if (argc == 5 && strcmp(argv[1], "--write") == 0)
     return write_one(argv[2], argv[3], argv[4]);
+  if (argc == 4 && strcmp(argv[1], "--read") == 0)
+    return read_one(argv[2], argv[3]);
   const char *sizes_text = "10000,100000,1000000";
   double limit = 60;
   GPtrArray *formats = g_ptr_array_new();
@@ -80,7 +104,8 @@ main(int argc, char **argv)
       g_ptr_array_add(formats, (gpointer)st_reader_input_find(argv[i]));
     else {
       fprintf(stderr, "usage: bench_readers [--sizes N,N,...] [--limit SECONDS] [FORMAT...]\n"
-                      "       bench_readers --write FORMAT N DIR\n");
+                      "       bench_readers --write FORMAT N DIR\n"
+                      "       bench_readers --read FORMAT PATH\n");
       return 2;
     }
   }
