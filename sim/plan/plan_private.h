@@ -39,6 +39,14 @@ int st_plan_incumbents_beat(const StPlanIncumbents *inc, int gpus, double bound,
  * all ranks + their dependencies)), at most 256 steps. */
 int64_t st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile,
                                   int64_t *const *dur);
+/* The same following every rank (`every_rank`), not one group of each kind
+ * (tests: both must agree). */
+int64_t st_plan_bound_ranks_cycle_all(const StSchedule *s, const StProfile *profile,
+                                      int64_t *const *dur, gboolean every_rank);
+/* The ranks that bound follows: of the groups of ranks point-to-point
+ * transfers tie together, the first of each kind (plan_bound_replicas.c).
+ * [n_ranks], transfer full. */
+gboolean *st_plan_bound_ranks_followed(const StSchedule *s, const StProfile *profile);
 
 /* ---- before building (plan_before.c, plan_closed.c) ------------------------- */
 
