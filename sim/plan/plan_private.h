@@ -62,6 +62,8 @@ void st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint 
                       const StStrategy *strategy, const StCluster *cluster,
                       const StOptions *raw, const StOptions *resolved, gboolean timed,
                       StPlanClosedCache *cache);
+/* Refuses `pt` as over the memory cap by its estimate's peak (not built). */
+void st_plan_refuse_over_cap(const StPlan *plan, StPlanPoint *pt, const StStrategy *strategy);
 
 /* Prunes `pt`, unbuilt: point `who` reaches `best` where it cannot do
  * better than `bound`. Its reason is not formatted here but when asked

@@ -510,6 +510,7 @@ estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   for (int i = 0; i < m->n_layers; i++)
     params += m->layers[i].params;
   est->peak_bytes = params * (bytes.weight + bytes.grad + bytes.optimizer);
+  est->refuse_in_turn = TRUE; /* in its wave, where building found it over: same waves */
   return TRUE;
 }
 

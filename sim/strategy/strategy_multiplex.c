@@ -398,6 +398,7 @@ estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   if (fg->estimate == NULL || !fg->estimate(in, &alone, NULL))
     return TRUE;
   est->peak_bytes = alone.peak_bytes;
+  est->refuse_in_turn = TRUE; /* in its wave, where building found it over: same waves */
   return TRUE;
 }
 
