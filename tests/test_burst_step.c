@@ -1,6 +1,6 @@
 /* test_burst_step.c: the burst planner's step timeline (burst_step.c) keeps
  * one clock per segment of ranks, cut at every set's first rank and one past
- * its last, instead of one per rank (issue 22: a 70B plan on 1024 GPUs took
+ * its last, instead of one per rank (issue 22: a 70B plan on 128 GPUs took
  * 25 CPU-s to refine, 0.4 s now). The ranks of a segment are in exactly the
  * same sets, so the two must give the same step to the last bit: here the
  * per-rank timeline as it was, on random graphs, widths and first ranks

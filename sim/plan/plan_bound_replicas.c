@@ -14,10 +14,10 @@
  * (plan_bound_ranks.c's time_pairs: tag, stream and bytes are the
  * programs'), have the same graph under that order, hence the same growth
  * at every step: following the first of each kind gives the same bound, to
- * the nanosecond, and the same steps iterated. A 70B pipeline on 128 nodes
- * is 1,024 ranks in 256 replicas of 4 stages: 4 ranks are followed, not
- * 1,024 (issue 22). tests/test_plan.c `/plan/bounds/replicas` holds it to
- * the bound over every rank.
+ * the nanosecond, and the same steps iterated. A pipeline of 4 stages on
+ * 128 nodes is 1,024 ranks in 256 replicas: where they are alike, 4 ranks
+ * are followed, not 1,024 (issue 22). tests/test_plan_replicas.c holds it
+ * to the bound over every rank.
  *
  * Cost: O(transfers over all ranks) for the groups, and one transfer-time
  * plan per distinct (sender's device, receiver's device, bytes).
