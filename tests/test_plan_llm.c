@@ -248,6 +248,75 @@ test_context_parallel(void)
     g_assert_null(setting(p2, (int)i, "context-parallel"));
 }
 
+/* The same Llama four times as wide: its model states (386M parameters, 16
+ * bytes each) fit a 5 GiB cap sharded by ZeRO-3 over 16 GPUs, never on a
+ * burst plan's rank 0, which runs every layer of a chain. */
+static const char *const WIDE_LLAMA =
+  "{\"name\": \"wide-llama\", \"input\": [256], \"dtype\": \"bf16\", \"layers\": ["
+  "{\"name\": \"embed\", \"type\": \"embedding\", \"vocab\": 1000, \"dim\": 2048},"
+  "{\"repeat\": 8, \"layers\": [{\"name\": \"layers.{i}\", \"type\": \"llama_block\", "
+  "\"heads\": 16, \"kv_heads\": 4, \"ffn\": 6144}]},"
+  "{\"name\": \"norm\", \"type\": \"rmsnorm\"},"
+  "{\"name\": \"lm_head\", \"type\": \"lm_head\", \"vocab\": 1000},"
+  "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}";
+
+/* burst's estimate (rank 0's model states, strategy_burst.c) and
+ * multiplex's (its foreground's, burst or dp) bound every simulated peak;
+ * under a cap they refuse every such configuration unbuilt,
+ * and the pruned search keeps the exhaustive one's winner and its best step
+ * on every GPU count (issue 22: the 70B search built them to find out). */
+static void
+test_burst_estimate(void)
+{
+  g_autoptr(StModel) m = st_test_model_parse(WIDE_LLAMA);
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
+  const char *prunes[] = {"off", "front"};
+  StPlan *plans[2];
+  for (int k = 0; k < 2; k++) {
+    g_autoptr(StPlanSpec) spec =
+      st_test_plan_spec("strategy", "burst,zero,dp,multiplex", "nodes", "1,2", "global-batch", "32",
+                        "mem-cap", "5GiB", "prune", prunes[k], "threads", "2", NULL);
+    plans[k] = st_test_plan_run(spec, m, c);
+  }
+  int bounded = 0, refused = 0;
+  for (guint i = 0; i < plans[0]->configs->len; i++) {
+    const StPlanConfig *cf = &g_array_index(plans[0]->configs, StPlanConfig, i);
+    const StPlanPoint *e = &plans[0]->points[i], *p = &plans[1]->points[i];
+    if (strcmp(cf->strategy->name, "burst") != 0 && strcmp(cf->strategy->name, "multiplex") != 0)
+      continue;
+    if (e->simulated && e->estimated) {
+      g_assert_cmpint(e->estimate.peak_bytes, >, 0);
+      g_assert_cmpint(e->estimate.peak_bytes, <=, e->peak_bytes);
+      g_assert_cmpint(e->estimate.peak_bytes, <=, e->bound.peak_bytes);
+      g_assert_cmpint(e->status, ==, ST_PLAN_OOM); /* found by simulating */
+      bounded++;
+    }
+    /* Every burst plan needs more than the cap on rank 0; some multiplex
+     * ones (a dp foreground's bound) are built to find out. */
+    gboolean burst = strcmp(cf->strategy->name, "burst") == 0;
+    gboolean unbuilt = p->status == ST_PLAN_OOM && !p->bounded && !p->simulated;
+    if (burst && e->simulated)
+      g_assert_true(unbuilt);
+    refused += unbuilt;
+  }
+  g_assert_cmpint(bounded, >=, 12);
+  g_assert_cmpint(refused, >=, 12);
+  int we = st_plan_winner(plans[0]), wp = st_plan_winner(plans[1]);
+  g_assert_cmpint(we, >=, 0);
+  g_assert_cmpint(we, ==, wp);
+  g_assert_cmpint(plans[0]->points[we].step_time_ns, ==, plans[1]->points[wp].step_time_ns);
+  for (int gpus = 8; gpus <= 16; gpus += 8) {
+    int64_t best[2] = {G_MAXINT64, G_MAXINT64};
+    for (int k = 0; k < 2; k++)
+      for (guint i = 0; i < plans[k]->configs->len; i++)
+        if (plans[k]->points[i].status == ST_PLAN_OK && plans[k]->points[i].gpus_used == gpus)
+          best[k] = MIN(best[k], plans[k]->points[i].step_time_ns);
+    g_assert_cmpint(best[0], ==, best[1]);
+  }
+  st_plan_free(plans[0]);
+  st_plan_free(plans[1]);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -257,5 +326,6 @@ main(int argc, char **argv)
   g_test_add_func("/plan/llm/expert-parallel", test_expert_parallel);
   g_test_add_func("/plan/llm/dp-zero-estimates", test_dp_zero_estimates);
   g_test_add_func("/plan/llm/context-parallel", test_context_parallel);
+  g_test_add_func("/plan/llm/burst-estimate", test_burst_estimate);
   return g_test_run();
 }

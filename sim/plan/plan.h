@@ -326,6 +326,8 @@ typedef struct {
                               peak, spread over all of them (st_plan_work_bound); 0 unknown */
   int gpus_at_least;       /* before building: the fewest GPUs it may use */
   gboolean estimated;      /* its strategy's estimate (StStrategy.estimate) was made */
+  gboolean over_in_turn;   /* the estimate's peak is over the cap, to be refused in its wave
+                              (StEstimate.refuse_in_turn) */
   StEstimate estimate;     /* lower bounds before building: step (0 unknown), peak memory */
   int64_t closed_ns;       /* before building: its strategy's closed form of the steady step
                               (plan_closed.c, steady rule's tolerance off); 0 none */

@@ -68,13 +68,22 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
     pt->before_ns = MAX(pt->before_ns, st_steady_step_bound(pt->estimate.step_ns));
   pt->before_ns = MAX(pt->before_ns, pt->closed_ns);
   if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->estimate.peak_bytes > plan->mem_cap) {
-    g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes);
-    g_autofree char *cap = st_format_bytes(plan->mem_cap);
-    st_plan_point_refuse(pt, ST_PLAN_OOM,
-               "needs at least %s on one GPU (%s's closed form of its model states and what "
-               "its pipeline surely holds at once), over the cap of %s (not built)",
-               need, strategy->name, cap);
+    if (pt->estimate.refuse_in_turn)
+      pt->over_in_turn = TRUE;
+    else
+      st_plan_refuse_over_cap(plan, pt, strategy);
   }
+}
+
+void
+st_plan_refuse_over_cap(const StPlan *plan, StPlanPoint *pt, const StStrategy *strategy)
+{
+  g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes);
+  g_autofree char *cap = st_format_bytes(plan->mem_cap);
+  st_plan_point_refuse(pt, ST_PLAN_OOM,
+             "needs at least %s on one GPU (%s's closed form of its model states and what "
+             "its pipeline surely holds at once), over the cap of %s (not built)",
+             need, strategy->name, cap);
 }
 
 void

@@ -37,10 +37,14 @@
  * they come) stays alone. A pairing that makes the step's graph cyclic is a
  * deadlock the engine reports: no bound.
  *
- * Cost: O(ops over all ranks) memory, O(steps x (ops + dependencies)) time;
- * nothing when the schedule has no point-to-point transfers (the
- * per-program bound is then the same), or more than MAX_OPS ops over its
- * ranks. */
+ * Only one group of each kind among those transfers tie together is
+ * followed (plan_bound_replicas.c): identical groups grow alike, so the
+ * bound is the same.
+ *
+ * Cost: O(ops over the ranks followed) memory, O(steps x (their ops +
+ * dependencies)) time; nothing when the schedule has no point-to-point
+ * transfers (the per-program bound is then the same), or more than MAX_OPS
+ * ops over all its ranks. */
 #include "plan/plan_private.h"
 
 #include <math.h>
@@ -67,6 +71,8 @@ typedef struct {
   int32_t *rank_of;    /* [n] */
   int32_t *order;      /* [nodes]: the representative ops, in topological order */
   guint n_nodes;
+  const gboolean *in;  /* [n_ranks]: the ranks followed (plan_bound_replicas.c); the
+                          others have no ops here (base[r + 1] == base[r]) */
 } Graph;
 
 typedef struct {
@@ -116,6 +122,8 @@ number_side(Graph *g, gboolean sends, GHashTable *seqs, GHashTable *mixed, int32
   const StSchedule *s = g->s;
   g_autoptr(GHashTable) count = g_hash_table_new_full(pair_hash, pair_equal, g_free, g_free);
   for (int r = 0; r < s->n_ranks; r++) {
+    if (!g->in[r])
+      continue;
     const StProgram *p = program_of(s, r);
     for (guint i = 0; i < p->ops->len; i++) {
       const StOp *op = st_program_op(p, i);
@@ -153,6 +161,8 @@ pair_transfers(Graph *g)
   for (guint i = 0; i < g->n; i++)
     g->partner[i] = -1;
   for (int r = 0; r < s->n_ranks; r++) {
+    if (!g->in[r])
+      continue;
     const StProgram *p = program_of(s, r);
     for (guint i = 0; i < p->ops->len; i++) {
       const StOp *op = st_program_op(p, i);
@@ -183,6 +193,8 @@ list_preds(Graph *g)
   const StSchedule *s = g->s;
   g->pred_first = g_new0(uint32_t, g->n + 1);
   for (int r = 0; r < s->n_ranks; r++) {
+    if (!g->in[r])
+      continue;
     const StProgram *p = program_of(s, r);
     for (guint i = 0; i < p->ops->len; i++)
       g->pred_first[g->base[r] + i + 1] = 1 + st_program_op(p, i)->n_deps;
@@ -191,6 +203,8 @@ list_preds(Graph *g)
     g->pred_first[i + 1] += g->pred_first[i];
   g->pred = g_new(uint32_t, MAX(g->pred_first[g->n], 1));
   for (int r = 0; r < s->n_ranks; r++) {
+    if (!g->in[r])
+      continue;
     const StProgram *p = program_of(s, r);
     g_autofree int32_t *last = g_new(int32_t, MAX(p->streams->len, 1));
     g_autofree int32_t *first = g_new(int32_t, MAX(p->streams->len, 1));
@@ -300,16 +314,19 @@ time_pairs(Graph *g)
 }
 
 static gboolean
-graph_init(Graph *g, const StSchedule *s, const StProfile *profile, int64_t *const *dur)
+graph_init(Graph *g, const StSchedule *s, const StProfile *profile, int64_t *const *dur,
+           const gboolean *in)
 {
-  *g = (Graph){.s = s, .profile = profile, .dur = dur};
+  *g = (Graph){.s = s, .profile = profile, .dur = dur, .in = in};
   g->base = g_new(uint32_t, s->n_ranks + 1);
   g->base[0] = 0;
+  uint64_t all = 0; /* over every rank, followed or not: the same limit either way */
   for (int r = 0; r < s->n_ranks; r++) {
     guint n = program_of(s, r)->ops->len;
-    if (g->base[r] + (uint64_t)n > MAX_OPS)
+    all += n;
+    if (all > MAX_OPS)
       return FALSE;
-    g->base[r + 1] = g->base[r] + n;
+    g->base[r + 1] = g->base[r] + (in[r] ? n : 0);
   }
   g->n = g->base[s->n_ranks];
   g->partner = g_new(int32_t, MAX(g->n, 1));
@@ -384,6 +401,13 @@ step_once(const Graph *g, const int64_t *prev, int64_t *cur)
 int64_t
 st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile, int64_t *const *dur)
 {
+  return st_plan_bound_ranks_cycle_all(s, profile, dur, FALSE);
+}
+
+int64_t
+st_plan_bound_ranks_cycle_all(const StSchedule *s, const StProfile *profile,
+                              int64_t *const *dur, gboolean every_rank)
+{
   gboolean transfers = FALSE;
   for (guint p = 0; p < s->programs->len; p++) {
     const StProgram *prog = g_ptr_array_index(s->programs, p);
@@ -395,8 +419,16 @@ st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile, int64_t
   }
   if (!transfers || s->jobs->len > 0)
     return 0;
+  g_autofree gboolean *in = NULL;
+  if (every_rank) {
+    in = g_new(gboolean, MAX(s->n_ranks, 1));
+    for (int r = 0; r < s->n_ranks; r++)
+      in[r] = TRUE;
+  } else {
+    in = st_plan_bound_ranks_followed(s, profile);
+  }
   Graph g;
-  if (!graph_init(&g, s, profile, dur)) {
+  if (!graph_init(&g, s, profile, dur, in)) {
     graph_clear(&g);
     return 0;
   }

@@ -39,6 +39,14 @@ int st_plan_incumbents_beat(const StPlanIncumbents *inc, int gpus, double bound,
  * all ranks + their dependencies)), at most 256 steps. */
 int64_t st_plan_bound_ranks_cycle(const StSchedule *s, const StProfile *profile,
                                   int64_t *const *dur);
+/* The same following every rank (`every_rank`), not one group of each kind
+ * (tests: both must agree). */
+int64_t st_plan_bound_ranks_cycle_all(const StSchedule *s, const StProfile *profile,
+                                      int64_t *const *dur, gboolean every_rank);
+/* The ranks that bound follows: of the groups of ranks point-to-point
+ * transfers tie together, the first of each kind (plan_bound_replicas.c).
+ * [n_ranks], transfer full. */
+gboolean *st_plan_bound_ranks_followed(const StSchedule *s, const StProfile *profile);
 
 /* ---- before building (plan_before.c, plan_closed.c) ------------------------- */
 
@@ -54,6 +62,8 @@ void st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint 
                       const StStrategy *strategy, const StCluster *cluster,
                       const StOptions *raw, const StOptions *resolved, gboolean timed,
                       StPlanClosedCache *cache);
+/* Refuses `pt` as over the memory cap by its estimate's peak (not built). */
+void st_plan_refuse_over_cap(const StPlan *plan, StPlanPoint *pt, const StStrategy *strategy);
 
 /* Prunes `pt`, unbuilt: point `who` reaches `best` where it cannot do
  * better than `bound`. Its reason is not formatted here but when asked

@@ -222,6 +222,11 @@ evaluate(Run *run, int i)
   StOptions options;
   g_autoptr(GError) error = NULL;
   const StPlanConfig *c = &g_array_index(plan->configs, StPlanConfig, i);
+  if (!run->simulate && pt->over_in_turn) {
+    /* Where building would have found it over the cap, without building. */
+    st_plan_refuse_over_cap(plan, pt, c->strategy);
+    return;
+  }
   g_autoptr(StSchedule) s = g_steal_pointer(&pt->kept);
   if (s != NULL)
     g_atomic_int_add(&run->kept_ops, -schedule_ops(s));

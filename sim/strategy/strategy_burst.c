@@ -490,6 +490,30 @@ static const StStrategyKnob KNOBS[] = {
   {NULL},
 };
 
+/* Before building (StStrategy.estimate): a lower bound of the peak. A model
+ * without branches is a chain, whose sets all start at rank 0 (packing
+ * moves only branches, burst_pack.c), so rank 0 runs every layer and holds
+ * every layer's weights, gradients and optimizer states for the whole run
+ * (model_states above). The planner refuses unbuilt what cannot fit: a
+ * Llama-3 70B burst plan holds 1.1 TB on rank 0, and its planning took
+ * seconds a configuration (issue 22). A model with branches may place
+ * them elsewhere: no bound. */
+static gboolean
+estimate(const StStrategyInput *in, StEstimate *est, GError **error)
+{
+  const StModel *m = in->model;
+  if (st_model_has_branches(m))
+    return TRUE;
+  StStateBytes bytes;
+  st_state_bytes(in->options, &bytes);
+  int64_t params = 0;
+  for (int i = 0; i < m->n_layers; i++)
+    params += m->layers[i].params;
+  est->peak_bytes = params * (bytes.weight + bytes.grad + bytes.optimizer);
+  est->refuse_in_turn = TRUE; /* in its wave, where building found it over: same waves */
+  return TRUE;
+}
+
 /* Every layer's gradient is reduced within the set of GPUs that ran it
  * before the step: the update of synchronous SGD/Adam. */
 static StUpdate
@@ -505,6 +529,7 @@ const StStrategy st_strategy_burst = {
   .citation = "Park et al., Efficient Strong Scaling Through Burst Parallel Training "
               "(DeepPool), MLSys 2022",
   .build = build,
+  .estimate = estimate,
   .knobs = KNOBS,
   .update = update,
 };

@@ -386,6 +386,22 @@ update(const StOptions *o)
   return u;
 }
 
+/* Before building (StStrategy.estimate): the foreground's memory bound.
+ * Its programs run unchanged beside the background's, on the same GPUs, so
+ * whatever it surely holds at once is held there too. No time bound: the
+ * background slows it. */
+static gboolean
+estimate(const StStrategyInput *in, StEstimate *est, GError **error)
+{
+  const StStrategy *fg = st_strategy_find(FOREGROUNDS[CLAMP(in->options->mux_foreground, 0, 2)]);
+  StEstimate alone = *est;
+  if (fg->estimate == NULL || !fg->estimate(in, &alone, NULL))
+    return TRUE;
+  est->peak_bytes = alone.peak_bytes;
+  est->refuse_in_turn = TRUE; /* in its wave, where building found it over: same waves */
+  return TRUE;
+}
+
 const StStrategy st_strategy_multiplex = {
   .name = "multiplex",
   .summary = "DeepPool GPU multiplexing: a foreground job on high-priority streams, background "
@@ -393,6 +409,7 @@ const StStrategy st_strategy_multiplex = {
   .citation = "Park et al., Efficient Strong Scaling Through Burst Parallel Training "
               "(DeepPool), MLSys 2022",
   .build = build,
+  .estimate = estimate,
   .knobs = KNOBS,
   .update = update,
 };
