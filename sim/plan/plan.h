@@ -329,6 +329,9 @@ typedef struct {
   gboolean over_in_turn;   /* the estimate's peak is over the cap, to be refused in its wave
                               (StEstimate.refuse_in_turn) */
   StEstimate estimate;     /* lower bounds before building: step (0 unknown), peak memory */
+  int64_t runtime_bytes;   /* before building: what every GPU holds beside its tensors for
+                              certain under the framework, its CUDA context and cuBLAS
+                              workspace (StFrameworkRuntime); the cap applies to both */
   int64_t closed_ns;       /* before building: its strategy's closed form of the steady step
                               (plan_closed.c, steady rule's tolerance off); 0 none */
   int64_t before_ns;       /* before building: the largest of work_ns, the estimate's step and

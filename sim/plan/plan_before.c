@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/units.h"
+#include "cost/framework.h"
 #include "output/steady.h"
 
 /* The closed form, on the options as st_strategy_build resolves them: the
@@ -56,6 +57,10 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
   StStrategyInput in = {model, cluster, profile, &named};
   pt->estimate = (StEstimate){.groups_across_nodes = plan->spec->tp_across_nodes};
   gboolean ok = strategy->estimate == NULL || strategy->estimate(&in, &pt->estimate, &error);
+  /* The device figure the cap applies to is at least a rank's tensors, its
+   * workspace and its context (output/runtime_memory.c). */
+  const StFramework *fw = st_framework_find(named.framework);
+  pt->runtime_bytes = fw != NULL ? fw->runtime->context_bytes + fw->runtime->workspace_bytes : 0;
   st_options_clear(&named);
   if (ok && timed)
     closed(pt, strategy, model, cluster, profile, raw, cache);
@@ -67,7 +72,8 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
   if (timed && pt->estimate.step_ns > 0)
     pt->before_ns = MAX(pt->before_ns, st_steady_step_bound(pt->estimate.step_ns));
   pt->before_ns = MAX(pt->before_ns, pt->closed_ns);
-  if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->estimate.peak_bytes > plan->mem_cap) {
+  if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->estimate.peak_bytes > 0 &&
+      pt->estimate.peak_bytes + pt->runtime_bytes > plan->mem_cap) {
     if (pt->estimate.refuse_in_turn)
       pt->over_in_turn = TRUE;
     else
@@ -78,11 +84,12 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
 void
 st_plan_refuse_over_cap(const StPlan *plan, StPlanPoint *pt, const StStrategy *strategy)
 {
-  g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes);
+  g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes + pt->runtime_bytes);
   g_autofree char *cap = st_format_bytes(plan->mem_cap);
   st_plan_point_refuse(pt, ST_PLAN_OOM,
              "needs at least %s on one GPU (%s's closed form of its model states and what "
-             "its pipeline surely holds at once), over the cap of %s (not built)",
+             "its pipeline surely holds at once, with the framework's CUDA context and "
+             "workspace), over the cap of %s (not built)",
              need, strategy->name, cap);
 }
 
