@@ -90,17 +90,7 @@ st_plan_bound_ranks_followed(const StSchedule *s, const StProfile *profile)
 {
   int R = s->n_ranks;
   /* The transfers of each program, in op order. */
-  g_autoptr(GPtrArray) p2p = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
-  for (guint k = 0; k < s->programs->len; k++) {
-    const StProgram *p = g_ptr_array_index(s->programs, k);
-    GArray *ops = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-    for (guint i = 0; i < p->ops->len; i++) {
-      uint8_t kind = st_program_op(p, i)->kind;
-      if (kind == ST_OP_COMM_SEND || kind == ST_OP_COMM_RECV)
-        g_array_append_val(ops, i);
-    }
-    g_ptr_array_add(p2p, ops);
-  }
+  g_autoptr(GPtrArray) p2p = st_schedule_p2p_ops(s);
   g_autofree int32_t *parent = g_new(int32_t, MAX(R, 1));
   for (int r = 0; r < R; r++)
     parent[r] = r;

@@ -191,26 +191,6 @@ group_shapes(const StSchedule *s, int32_t **first_out)
   return ids;
 }
 
-/* The point-to-point ops of each program, in op order: a rank's peers are
- * looked up without walking every op of its program. [n_programs] of
- * GArray of uint32, transfer full. */
-static GPtrArray *
-p2p_ops(const StSchedule *s)
-{
-  GPtrArray *all = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
-  for (guint k = 0; k < s->programs->len; k++) {
-    const StProgram *p = g_ptr_array_index(s->programs, k);
-    GArray *ops = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-    for (guint i = 0; i < p->ops->len; i++) {
-      uint8_t kind = st_program_op(p, i)->kind;
-      if (kind == ST_OP_COMM_SEND || kind == ST_OP_COMM_RECV)
-        g_array_append_val(ops, i);
-    }
-    g_ptr_array_add(all, ops);
-  }
-  return all;
-}
-
 /* One refinement round: new classes into `next`; returns their count. A
  * rank's signature: its class, its device's mix, its group's shape in every
  * communicator (its id, -1 when not a member), its point-to-point peers'
@@ -347,7 +327,7 @@ st_fold_new(const StSchedule *s, gboolean enable)
   device_ranks_init(&dr, s);
   g_autofree int32_t *shape_first = NULL;
   g_autofree int32_t *shapes = group_shapes(s, &shape_first);
-  g_autoptr(GPtrArray) p2p = p2p_ops(s);
+  g_autoptr(GPtrArray) p2p = st_schedule_p2p_ops(s);
   g_autofree int32_t *klass = g_new(int32_t, s->n_ranks);
   g_autofree int32_t *next = g_new(int32_t, s->n_ranks);
   /* Round 0: ranks with the same program and start offset. */

@@ -424,6 +424,10 @@ st_program_model(const StSchedule *s, const StProgram *p)
 
 /* The rank `rank` reaches through communicator `comm` at group index `peer`. */
 int st_schedule_peer_rank(const StSchedule *s, int rank, int comm, int peer);
+/* The point-to-point ops (sends and receives) of each program, in op order:
+ * a rank's peers found without walking every op of its program.
+ * [n_programs] of GArray of uint32, transfer full. */
+GPtrArray *st_schedule_p2p_ops(const StSchedule *s);
 
 /* Where the group of `rank` in `comm` sits (ranks, devices, nodes). */
 void st_schedule_group_shape(const StSchedule *s, int comm, int group, StGroupShape *shape);

@@ -204,3 +204,20 @@ st_schedule_group_shape(const StSchedule *s, int comm, int group, StGroupShape *
     gpus[i] = s->ranks[c->members[c->offsets[group] + i]].device;
   st_cluster_group_shape(s->cluster, gpus, n, shape);
 }
+
+GPtrArray *
+st_schedule_p2p_ops(const StSchedule *s)
+{
+  GPtrArray *all = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  for (guint k = 0; k < s->programs->len; k++) {
+    const StProgram *p = g_ptr_array_index(s->programs, k);
+    GArray *ops = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    for (guint i = 0; i < p->ops->len; i++) {
+      uint8_t kind = st_program_op(p, i)->kind;
+      if (kind == ST_OP_COMM_SEND || kind == ST_OP_COMM_RECV)
+        g_array_append_val(ops, i);
+    }
+    g_ptr_array_add(all, ops);
+  }
+  return all;
+}
