@@ -47,6 +47,12 @@ st_predictor_new(const StRuns *runs, int threads, GError **error)
   return g_steal_pointer(&p);
 }
 
+const StCluster *
+st_predictor_cluster(const StPredictor *p, int run)
+{
+  return p->clusters[run];
+}
+
 void
 st_predictor_free(StPredictor *p)
 {
@@ -184,23 +190,30 @@ with_x(const Fit *f, const StCalibration *base, const double *x, StCalibration *
 }
 
 /* ln predicted step of every fitted run at each of `k` points x[k]: out[k][r].
- * FALSE when a run fails at any point. */
+ * A run whose skip[k m + r] is set is not simulated: its ln step is same[r]
+ * (skip NULL: every run simulated). FALSE when a run fails at any point. */
 static gboolean
 predict_points(Fit *f, const StCalibration *base, double x[][ST_CALIB_MAX_PARAMS], int k,
-               double **out, GError **error)
+               const gboolean *skip, const double *same, double **out, GError **error)
 {
   g_autofree StCalibration *calibs = g_new(StCalibration, k);
   g_autofree StRunPrediction *pred = g_new0(StRunPrediction, (gsize)k * f->m);
   g_autofree Task *tasks = g_new(Task, (gsize)k * f->m);
+  int n = 0;
   for (int a = 0; a < k; a++) {
     with_x(f, base, x[a], &calibs[a]);
     for (int r = 0; r < f->m; r++)
-      tasks[a * f->m + r] = (Task){f->p, f->rows[r], &calibs[a], &pred[a * f->m + r]};
+      if (skip == NULL || !skip[a * f->m + r])
+        tasks[n++] = (Task){f->p, f->rows[r], &calibs[a], &pred[a * f->m + r]};
   }
-  run_tasks(f->p, tasks, k * f->m);
-  f->done += k * f->m;
+  run_tasks(f->p, tasks, n);
+  f->done += n;
   gboolean ok = TRUE;
   for (int i = 0; i < k * f->m; i++) {
+    if (skip != NULL && skip[i]) {
+      out[i / f->m][i % f->m] = same[i % f->m];
+      continue;
+    }
     if (ok && !pred[i].ok) {
       const StRun *run = g_ptr_array_index(f->p->runs->runs, f->rows[i % f->m]);
       g_set_error(error, ST_RUNS_ERROR, ST_ERROR_FAILED, "run '%s': %s", run->id,
@@ -301,8 +314,16 @@ jacobian(Fit *f, const StCalibration *base, const double *x, const double *logp,
     pts[j][j] = x[j] + STEP_H <= f->hi[j] ? x[j] + STEP_H : x[j] - STEP_H;
     rows[j] = buf + (gsize)j * f->m;
   }
+  /* A parameter that cannot touch a run (another framework's, another
+   * GPU's) leaves its prediction as it is: not simulated. */
+  g_autofree gboolean *skip = g_new(gboolean, (gsize)P * f->m);
+  for (int j = 0; j < P; j++)
+    for (int i = 0; i < f->m; i++)
+      skip[j * f->m + i] = !st_calibration_slot_touches(
+        base, f->o->params[j], st_predictor_cluster(f->p, f->rows[i]),
+        st_run_framework(g_ptr_array_index(f->p->runs->runs, f->rows[i])));
   progress(f, "elasticities");
-  if (!predict_points(f, base, pts, P, rows, error))
+  if (!predict_points(f, base, pts, P, skip, logp, rows, error))
     return FALSE;
   for (int j = 0; j < P; j++)
     for (int i = 0; i < f->m; i++)
@@ -352,7 +373,7 @@ minimise(Fit *f, const StCalibration *base, double *x, double *logp, double **J,
       if (largest < 1e-4)
         break;
       progress(f, "trying a step");
-      if (!predict_points(f, base, xt, 1, &trial, error))
+      if (!predict_points(f, base, xt, 1, NULL, NULL, &trial, error))
         return FALSE;
       double c = cost_of(f, trial);
       if (c < cost) {
@@ -388,7 +409,7 @@ st_calibration_fit(StPredictor *p, const StCalibration *start, const StFitOption
   g_autofree int *rows = f.rows;
   g_autofree double *log_meas = f.log_meas;
   for (int j = 0; j < P; j++) {
-    const StCalibParam *param = &st_calib_params()[o->params[j]];
+    const StCalibParam *param = st_calibration_slot_param(start, o->params[j]);
     f.lo[j] = log(MAX(param->min, 1e-3));
     f.hi[j] = log(param->max);
   }
@@ -427,8 +448,8 @@ st_calibration_fit(StPredictor *p, const StCalibration *start, const StFitOption
   gboolean clamped = FALSE;
   for (int j = 0; j < P; j++)
     clamped = clamped || fabs(x[j] - log(start->factor[o->params[j]])) > 1e-12;
-  if (clamped && !predict_points(&f, &res->calib, (double(*)[ST_CALIB_MAX_PARAMS])x, 1, &logp,
-                                 error))
+  if (clamped && !predict_points(&f, &res->calib, (double(*)[ST_CALIB_MAX_PARAMS])x, 1, NULL,
+                                 NULL, &logp, error))
     return FALSE;
   if (P > 0 && !minimise(&f, &res->calib, x, logp, J, &res->iterations, error))
     return FALSE;

@@ -47,6 +47,8 @@ typedef struct StPredictor StPredictor;
 /* Loads every run's model and cluster once. `threads` >= 1. Transfer full. */
 StPredictor *st_predictor_new(const StRuns *runs, int threads, GError **error);
 void st_predictor_free(StPredictor *predictor);
+/* Run `run`'s cluster as its file gives it (before options and calibration). */
+const StCluster *st_predictor_cluster(const StPredictor *predictor, int run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StPredictor, st_predictor_free)
 
 /* Predicts the runs whose `which[i]` is TRUE (NULL: all) under `calib` into
@@ -62,7 +64,7 @@ typedef void (*StFitProgress)(const char *phase, int done, int total, gpointer d
 
 typedef struct {
   int n_params;
-  int params[ST_CALIB_MAX_PARAMS]; /* registry indices of the factors to fit */
+  int params[ST_CALIB_MAX_PARAMS]; /* the start calibration's slots to fit */
   int max_iterations;              /* 0: 8 */
   StFitProgress progress;          /* may be NULL */
   gpointer progress_data;

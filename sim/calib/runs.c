@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/json.h"
+#include "cost/framework.h"
 #include "strategy/options.h"
 #include "strategy/strategy.h"
 
@@ -278,4 +279,19 @@ st_runs_load(const char *path, GError **error)
     return NULL;
   }
   return g_steal_pointer(&runs);
+}
+
+const char *
+st_run_framework(const StRun *r)
+{
+  gboolean sparse = FALSE;
+  for (guint k = 0; k + 1 < r->options->len; k += 2) {
+    const char *name = g_ptr_array_index(r->options, k);
+    const char *value = g_ptr_array_index(r->options, k + 1);
+    if (strcmp(name, "framework") == 0)
+      return value;
+    if (strcmp(name, "sparsity") == 0)
+      sparse = g_ascii_strtod(value, NULL) > 0;
+  }
+  return st_framework_default(r->strategy, sparse)->name;
 }

@@ -74,3 +74,6 @@ void st_runs_free(StRuns *runs);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(StRuns, st_runs_free)
 
 const char *st_run_set_name(StRunSet set);
+/* The framework preset the run runs under: its "framework" option, else
+ * its strategy's default (cost/framework.h). */
+const char *st_run_framework(const StRun *run);

@@ -158,21 +158,6 @@ print_summary(const StFitResult *res, const Tally *t, int n_params, FILE *out)
 /* The same as markdown, for docs/VALIDATION.md. */
 /* The framework preset a run runs under: its --framework, else its
  * strategy's. */
-static const char *
-run_framework(const StRun *r)
-{
-  gboolean sparse = FALSE;
-  for (guint k = 0; k + 1 < r->options->len; k += 2) {
-    const char *name = g_ptr_array_index(r->options, k);
-    const char *value = g_ptr_array_index(r->options, k + 1);
-    if (strcmp(name, "framework") == 0)
-      return value;
-    if (strcmp(name, "sparsity") == 0)
-      sparse = g_ascii_strtod(value, NULL) > 0;
-  }
-  return st_framework_default(r->strategy, sparse)->name;
-}
-
 /* "strategy: name value, ..." without the framework (its own column). */
 static char *
 run_layout(const StRun *r)
@@ -219,7 +204,7 @@ write_markdown(const char *path, const StRuns *runs, const StFitResult *res, con
         continue;
       g_autofree char *layout = run_layout(r);
       g_string_append_printf(md, "| %s | %s | %s | %s | ", r->id, r->source ? r->source : "",
-                             layout, run_framework(r));
+                             layout, st_run_framework(r));
       if (!p->ok) {
         g_string_append_printf(md, "failed: %s | | | |\n", p->error ? p->error : "?");
         continue;
@@ -278,7 +263,7 @@ add_framework_params(const StRuns *runs, StFitOptions *o)
     int i = st_calib_param_index((*f)->name), n = 0;
     for (guint k = 0; i >= 0 && k < runs->runs->len; k++) {
       const StRun *r = g_ptr_array_index(runs->runs, k);
-      n += r->set == ST_RUN_CALIBRATION && strcmp(run_framework(r), (*f)->name) == 0;
+      n += r->set == ST_RUN_CALIBRATION && strcmp(st_run_framework(r), (*f)->name) == 0;
     }
     if (n >= MIN_FRAMEWORK_RUNS)
       add_param(o, i);
@@ -289,7 +274,8 @@ add_framework_params(const StRuns *runs, StFitOptions *o)
 }
 
 static gboolean
-parse_fit(const char *list, const StRuns *runs, StFitOptions *o, GError **error)
+parse_fit(const char *list, const StRuns *runs, StCalibration *start, StFitOptions *o,
+          GError **error)
 {
   o->n_params = 0;
   if (strcmp(list, "none") == 0)
@@ -300,18 +286,15 @@ parse_fit(const char *list, const StRuns *runs, StFitOptions *o, GError **error)
       add_framework_params(runs, o);
       continue;
     }
-    int i = st_calib_param_index(*n);
-    if (i < 0) {
-      g_autoptr(GString) known = g_string_new(NULL);
-      for (const StCalibParam *p = st_calib_params(); p->name != NULL; p++)
-        g_string_append_printf(known, "%s%s", known->len ? ", " : "", p->name);
-      return st_cli_usage_error(error,
-                                "--fit: unknown parameter '%s' (known: %s, frameworks, or none)",
-                                *n, known->str);
-    }
+    g_autoptr(GError) local = NULL;
+    int i = st_calibration_slot(start, *n, &local);
+    if (i < 0)
+      return st_cli_usage_error(error, "--fit: %s, frameworks, or none", local->message);
     for (int j = 0; j < o->n_params; j++)
       if (o->params[j] == i)
         return st_cli_usage_error(error, "--fit: '%s' is listed twice", *n);
+    if (o->n_params >= ST_CALIB_MAX_PARAMS)
+      return st_cli_usage_error(error, "--fit: more than %d parameters", ST_CALIB_MAX_PARAMS);
     o->params[o->n_params++] = i;
   }
   return TRUE;
@@ -359,8 +342,10 @@ run(int argc, char **argv, GError **error)
      "traces/reference/published-runs/runs.json)",
      "FILE"},
     {"fit", 0, 0, G_OPTION_ARG_STRING, &fit,
-     "Parameters to fit, comma-separated; frameworks = the factor of every framework preset "
-     "at least 3 calibration runs run under; none = only predict (default: " DEFAULT_FIT ")",
+     "Parameters to fit, comma-separated, each NAME or NAME@GPU (only on that GPU, the GPU "
+     "performance file's gpu: megatron@H100-SXM); frameworks = the factor of every framework "
+     "preset at least 3 calibration runs run under; none = only predict (default: " DEFAULT_FIT
+     ")",
      "LIST"},
     {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calib_path,
      "Start from this calibration (with --fit none: the one evaluated); none = the published "
@@ -434,7 +419,7 @@ run(int argc, char **argv, GError **error)
   else if (calib_path == NULL && predict_only)
     ok = st_calibration_load_default(&start, error) || error == NULL || *error == NULL;
   g_autoptr(StRuns) runs = ok ? st_runs_load(runs_path, error) : NULL;
-  if (runs != NULL && !parse_fit(fit_list, runs, &fo, error))
+  if (runs != NULL && !parse_fit(fit_list, runs, &start, &fo, error))
     g_clear_pointer(&runs, st_runs_free);
   g_autoptr(StPredictor) predictor =
     runs != NULL ? st_predictor_new(runs, threads > 0 ? threads : (int)g_get_num_processors(),

@@ -158,11 +158,14 @@ st_calibration_init(StCalibration *c)
   memset(c, 0, sizeof *c);
   for (int i = 0; i < ST_CALIB_MAX_PARAMS; i++)
     c->factor[i] = 1.0;
+  c->n_slots = st_calib_param_count();
 }
 
 void
 st_calibration_clear(StCalibration *c)
 {
+  for (int i = 0; i < ST_CALIB_MAX_PARAMS; i++)
+    g_free(c->scope_gpu[i]);
   g_free(c->path);
   g_free(c->note);
   g_free(c->runs);
@@ -176,6 +179,8 @@ void
 st_calibration_copy(StCalibration *dst, const StCalibration *src)
 {
   *dst = *src;
+  for (int i = 0; i < ST_CALIB_MAX_PARAMS; i++)
+    dst->scope_gpu[i] = g_strdup(src->scope_gpu[i]);
   dst->path = g_strdup(src->path);
   dst->note = g_strdup(src->note);
   dst->runs = g_strdup(src->runs);
@@ -191,7 +196,7 @@ st_calibration_copy(StCalibration *dst, const StCalibration *src)
 gboolean
 st_calibration_active(const StCalibration *c)
 {
-  for (int i = 0; i < st_calib_param_count(); i++)
+  for (int i = 0; i < c->n_slots; i++)
     if (c->factor[i] != 1.0)
       return TRUE;
   return FALSE;
@@ -201,11 +206,89 @@ char *
 st_calibration_describe(const StCalibration *c)
 {
   g_autoptr(GString) s = g_string_new(NULL);
-  for (int i = 0; i < st_calib_param_count(); i++)
-    if (c->factor[i] != 1.0)
-      g_string_append_printf(s, "%s%s x%.3f", s->len ? ", " : "", PARAMS[i].name,
-                             c->factor[i]);
+  for (int i = 0; i < c->n_slots; i++)
+    if (c->factor[i] != 1.0) {
+      g_autofree char *name = st_calibration_slot_name(c, i);
+      g_string_append_printf(s, "%s%s x%.3f", s->len ? ", " : "", name, c->factor[i]);
+    }
   return s->len ? g_string_free(g_steal_pointer(&s), FALSE) : g_strdup("none");
+}
+
+/* ---- slots ---------------------------------------------------------------- */
+
+static gboolean
+unknown_param(GError **error, const char *name)
+{
+  g_autoptr(GString) known = g_string_new(NULL);
+  for (const StCalibParam *p = PARAMS; p->name != NULL; p++)
+    g_string_append_printf(known, "%s%s", known->len ? ", " : "", p->name);
+  g_set_error(error, ST_CALIBRATION_ERROR, ST_ERROR_INVALID,
+              "unknown parameter '%s' (known: %s, each also as NAME@GPU, the GPU "
+              "performance file's gpu)",
+              name, known->str);
+  return FALSE;
+}
+
+int
+st_calibration_slot(StCalibration *c, const char *name, GError **error)
+{
+  const char *at = strchr(name, '@');
+  g_autofree char *base = at != NULL ? g_strndup(name, (gsize)(at - name)) : g_strdup(name);
+  int param = st_calib_param_index(base);
+  if (param < 0 || (at != NULL && at[1] == '\0')) {
+    unknown_param(error, name);
+    return -1;
+  }
+  if (at == NULL)
+    return param;
+  for (int i = st_calib_param_count(); i < c->n_slots; i++)
+    if (c->scope_param[i] == param && strcmp(c->scope_gpu[i], at + 1) == 0)
+      return i;
+  if (c->n_slots >= ST_CALIB_MAX_PARAMS) {
+    g_set_error(error, ST_CALIBRATION_ERROR, ST_ERROR_INVALID,
+                "'%s': more than %d parameters", name, ST_CALIB_MAX_PARAMS);
+    return -1;
+  }
+  int i = c->n_slots++;
+  c->scope_param[i] = param;
+  c->scope_gpu[i] = g_strdup(at + 1);
+  c->factor[i] = 1.0;
+  c->set[i] = FALSE;
+  return i;
+}
+
+const StCalibParam *
+st_calibration_slot_param(const StCalibration *c, int slot)
+{
+  return &PARAMS[slot < st_calib_param_count() ? slot : c->scope_param[slot]];
+}
+
+char *
+st_calibration_slot_name(const StCalibration *c, int slot)
+{
+  const StCalibParam *p = st_calibration_slot_param(c, slot);
+  return slot < st_calib_param_count() ? g_strdup(p->name)
+                                       : g_strdup_printf("%s@%s", p->name, c->scope_gpu[slot]);
+}
+
+/* Whether the slot's scope (none, or a GPU) holds for `cluster`. */
+static gboolean
+in_scope(const StCalibration *c, int slot, const StCluster *cluster)
+{
+  if (slot < st_calib_param_count())
+    return TRUE;
+  return cluster->gpu.perf != NULL && cluster->gpu.perf->gpu != NULL &&
+         strcmp(cluster->gpu.perf->gpu, c->scope_gpu[slot]) == 0;
+}
+
+gboolean
+st_calibration_slot_touches(const StCalibration *c, int slot, const StCluster *cluster,
+                            const char *framework)
+{
+  const StCalibParam *p = st_calibration_slot_param(c, slot);
+  if (p->apply == apply_framework && (framework == NULL || strcmp(p->arg, framework) != 0))
+    return FALSE;
+  return in_scope(c, slot, cluster);
 }
 
 void
@@ -223,9 +306,11 @@ st_calibration_apply(const StCalibration *c, StCluster *cluster)
     st_gpu_perf_unref(cluster->gpu.perf);
     cluster->gpu.perf = own;
   }
-  for (int i = 0; i < st_calib_param_count(); i++)
-    if (c->factor[i] != 1.0)
-      PARAMS[i].apply(cluster, c->factor[i], PARAMS[i].arg);
+  for (int i = 0; i < c->n_slots; i++)
+    if (c->factor[i] != 1.0 && in_scope(c, i, cluster)) {
+      const StCalibParam *p = st_calibration_slot_param(c, i);
+      p->apply(cluster, c->factor[i], p->arg);
+    }
 }
 
 /* ---- residuals ------------------------------------------------------------ */
@@ -313,18 +398,12 @@ read_parameters(const cJSON *root, StCalibration *c, const char *origin, GError 
     return fail(error, local, origin, NULL);
   cJSON_ArrayForEach(item, obj)
   {
-    int i = st_calib_param_index(item->string);
-    if (i < 0) {
-      g_autoptr(GString) known = g_string_new(NULL);
-      for (const StCalibParam *p = PARAMS; p->name != NULL; p++)
-        g_string_append_printf(known, "%s%s", known->len ? ", " : "", p->name);
-      g_set_error(error, ST_CALIBRATION_ERROR, ST_ERROR_INVALID,
-                  "%s: parameters: unknown parameter '%s' (known: %s)", origin, item->string,
-                  known->str);
-      return FALSE;
-    }
-    if (!st_json_get_double_range(obj, item->string, TRUE, PARAMS[i].min, PARAMS[i].max,
-                                  &c->factor[i], &local))
+    int i = st_calibration_slot(c, item->string, &local);
+    if (i < 0)
+      return fail(error, local, origin, "parameters");
+    const StCalibParam *p = st_calibration_slot_param(c, i);
+    if (!st_json_get_double_range(obj, item->string, TRUE, p->min, p->max, &c->factor[i],
+                                  &local))
       return fail(error, local, origin, "parameters");
     c->set[i] = TRUE;
   }
@@ -437,9 +516,11 @@ st_calibration_save(const StCalibration *c, const char *path, GError **error)
     }
   }
   cJSON *params = cJSON_AddObjectToObject(root, "parameters");
-  for (int i = 0; i < st_calib_param_count(); i++)
-    if (c->set[i])
-      cJSON_AddNumberToObject(params, PARAMS[i].name, round(c->factor[i] * 1e6) / 1e6);
+  for (int i = 0; i < c->n_slots; i++)
+    if (c->set[i]) {
+      g_autofree char *name = st_calibration_slot_name(c, i);
+      cJSON_AddNumberToObject(params, name, round(c->factor[i] * 1e6) / 1e6);
+    }
   add_residuals(root, "step_time", &c->step);
   add_residuals(root, "memory", &c->memory);
   return st_json_write_file(path, root, error);

@@ -9,7 +9,11 @@
  * GEMM efficiencies, the links between nodes, ...), 1 meaning "as published".
  * One parameter per framework preset (named as the preset) is the share of
  * the published kernel efficiencies that framework's software reaches: what
- * its runs lose beyond the mechanisms modelled.
+ * its runs lose beyond the mechanisms modelled. A parameter may be scoped to
+ * one GPU, "NAME@GPU" (the GPU performance file's `gpu`, "megatron@H100-SXM"):
+ * it then applies only to clusters of that GPU, on top of NAME's own factor
+ * (what a framework reaches of the published efficiencies differs from one
+ * GPU generation to the next).
  * st_calibration_apply() gives a cluster the calibrated numbers, so every
  * consumer downstream (strategies' estimates, the engine, the planner, a
  * schedule written to JSON) sees the same figures without knowing about
@@ -19,7 +23,7 @@
  *    "note": "...",
  *    "fitted_on": {"runs": "traces/reference/published-runs/runs.json",
  *                  "set": "calibration", "ids": ["..."]},
- *    "parameters": {"gemm": 0.95, "network": 0.9, "megatron": 0.97},
+ *    "parameters": {"gemm": 0.95, "network": 0.9, "megatron@A100-SXM4": 0.97},
  *    "step_time": {"n": 20, "mean": 0.01, "sd": 0.06},
  *    "memory": {"n": 6, "mean": 0.0, "sd": 0.04}}
  *
@@ -31,6 +35,9 @@
  * n < 3: no interval.
  *
  * Invariants: every parameter in its registry range; unknown names refused.
+ * Factors live in slots: slot i < st_calib_param_count() is registry
+ * parameter i on every GPU; later slots are scoped ones (scope_param,
+ * scope_gpu), added by st_calibration_slot.
  * Ownership: StCalibration is a plain value owned by its holder.
  */
 #pragma once
@@ -59,7 +66,7 @@ int st_calib_param_count(void);
 /* Index in the registry, or -1. */
 int st_calib_param_index(const char *name);
 
-#define ST_CALIB_MAX_PARAMS 16
+#define ST_CALIB_MAX_PARAMS 32 /* slots: the registry's and the scoped ones */
 #define ST_CALIB_Z90 1.6448536269514722 /* the normal's 95th percentile: a 90 % interval */
 
 /* The spread of ln(measured / predicted) over n runs. */
@@ -69,8 +76,11 @@ typedef struct {
 } StResiduals;
 
 typedef struct {
-  double factor[ST_CALIB_MAX_PARAMS]; /* by registry index; 1 = as published */
+  double factor[ST_CALIB_MAX_PARAMS]; /* by slot; 1 = as published */
   gboolean set[ST_CALIB_MAX_PARAMS];  /* given in the file (or fitted) */
+  int scope_param[ST_CALIB_MAX_PARAMS]; /* scoped slots: the registry parameter */
+  char *scope_gpu[ST_CALIB_MAX_PARAMS]; /* scoped slots: the GPU, owned; NULL below */
+  int n_slots;                          /* registry count + scoped slots in use */
   StResiduals step, memory;
   char *path;        /* the file it came from, or NULL */
   char *note;        /* free text, may be NULL */
@@ -92,6 +102,20 @@ gboolean st_calibration_save(const StCalibration *calib, const char *path, GErro
  * absent, so a build without data predicts from the published numbers
  * alone. */
 gboolean st_calibration_load_default(StCalibration *calib, GError **error);
+
+/* The slot of `name` ("gemm", "pytorch@A100-SXM4"), added (at factor 1,
+ * not set) when a scoped one is new; -1 with an error naming the known
+ * parameters when the parameter is unknown or no slot is left. */
+int st_calibration_slot(StCalibration *calib, const char *name, GError **error);
+/* The slot's registry parameter. */
+const StCalibParam *st_calibration_slot_param(const StCalibration *calib, int slot);
+/* "pytorch" or "pytorch@A100-SXM4". Transfer full. */
+char *st_calibration_slot_name(const StCalibration *calib, int slot);
+/* Whether the slot's factor can change a prediction for `cluster` under the
+ * framework preset named `framework`: a framework's parameter only its
+ * runs, a scoped one only its GPU's. */
+gboolean st_calibration_slot_touches(const StCalibration *calib, int slot,
+                                     const StCluster *cluster, const char *framework);
 
 /* Applies every factor that differs from 1 to `cluster` (its GPU
  * performance file becomes a private copy with the calibrated numbers). */

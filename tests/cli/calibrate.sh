@@ -106,9 +106,43 @@ expect 1 "held-out runs: step MAPE" $STAGGER calibrate --runs "$tmp/runs.json" -
 $STAGGER calibrate --runs "$tmp/runs.json" --fit none --calibration "$tmp/fit.json" \
   --check 1,1 >/dev/null 2>&1 || fail "--check fails on the fitted calibration"
 
-# 6. Bad input.
+# 6. A factor scoped to one GPU (NAME@GPU): GEMMs at 0.8 on the H100s only.
+#    Calibrated back, the H100's factor is the truth and the A100's stays 1.
+cat >"$tmp/truth2.json" <<'EOF'
+{"format": "stagger-calibration", "version": 1, "parameters": {"gemm@H100-SXM": 0.8}}
+EOF
+steps='{}'
+for c in "${cases[@]}"; do
+  IFS='|' read -r id model cluster strategy opts <<<"$c"
+  # shellcheck disable=SC2086
+  $STAGGER sim --model "$model" --cluster "$cluster" --strategy "$strategy" $opts \
+    --calibration "$tmp/truth2.json" --out "$tmp/sim2-$id" >/dev/null 2>&1
+  steps=$(jq --arg id "$id" --argjson t "$(jq .step_time_s "$tmp/sim2-$id/report.json")" \
+    '. + {($id): $t}' <<<"$steps")
+done
+jq --argjson s "$steps" '.runs |= map(.measured.step_time_s = $s[.id])' "$tmp/runs.json" \
+  >"$tmp/runs2.json"
+# An A100 run (c) is simulated under the truth as under the published numbers.
+IFS='|' read -r id model cluster strategy opts <<<"${cases[2]}"
+# shellcheck disable=SC2086
+$STAGGER sim --model "$model" --cluster "$cluster" --strategy "$strategy" $opts \
+  --calibration none --out "$tmp/sim0-c" >/dev/null 2>&1
+awk -v a="$(jq .step_time_s "$tmp/sim2-c/report.json")" -v b="$(jq .step_time_s "$tmp/sim0-c/report.json")" \
+  'BEGIN { exit !(a == b) }' || fail "gemm@H100-SXM moved an A100 run"
+$STAGGER calibrate --runs "$tmp/runs2.json" --fit gemm@H100-SXM,gemm@A100-SXM4 \
+  --out "$tmp/fit2.json" >"$tmp/table2" 2>"$tmp/err" || { cat "$tmp/err"; fail "scoped fit failed"; }
+for p in gemm@H100-SXM:0.8 gemm@A100-SXM4:1; do
+  got=$(jq --arg k "${p%%:*}" '.parameters[$k]' "$tmp/fit2.json")
+  awk -v g="$got" -v w="${p#*:}" 'BEGIN { exit !(g / w - 1 < 0.01 && w / g - 1 < 0.01) }' \
+    || fail "${p%%:*}: fitted $got, the truth is ${p#*:}"
+done
+grep -q "gemm@H100-SXM x0.8" "$tmp/table2" || { cat "$tmp/table2"; fail "the table does not name the scoped factor"; }
+
+# 7. Bad input.
 expect 2 "unknown parameter 'gemmm'" $STAGGER calibrate --runs "$tmp/runs.json" --fit gemmm
 expect 2 "'gemm' is listed twice" $STAGGER calibrate --runs "$tmp/runs.json" --fit gemm,gemm
+expect 2 "unknown parameter 'gemm@'" $STAGGER calibrate --runs "$tmp/runs.json" --fit gemm@
+expect 2 "unknown parameter 'gemmm@H100-SXM'" $STAGGER calibrate --runs "$tmp/runs.json" --fit gemmm@H100-SXM
 expect 2 "--runs FILE is required" $STAGGER calibrate
 # Where it will write is checked before the fit, not after it.
 expect 2 "--markdown $tmp/nope/x.md: there is no folder" \
