@@ -10,10 +10,12 @@
  * minimise sum over the fitted runs of (ln measured - ln predicted(theta))^2,
  * with x = ln theta. The Jacobian is the predictions' elasticities,
  * d ln predicted / d x_j, by forward differences of h = 0.05 (one
- * simulation per run and parameter); a step solves
+ * simulation per run and parameter the run can feel: a framework's factor
+ * moves only its runs, a factor scoped to a GPU only that GPU's, and the
+ * others' elasticities are 0 without simulating); a step solves
  * (J'J + lambda diag(J'J)) dx = J'r and is kept only if it lowers the sum.
- * Factors stay in their registry ranges. A fit costs (P + 2) simulations per
- * run and iteration, P the parameters fitted.
+ * Factors stay in their registry ranges. A fit costs at most (P + 2)
+ * simulations per run and iteration, P the parameters fitted.
  *
  * Leave-one-out: for each fitted run k, the factors a fit without k would
  * reach, one Gauss-Newton step from the full fit on the other runs'

@@ -5,10 +5,9 @@
 # within the limits below; sim reads it by default and gives every step and
 # memory peak its interval, and --calibration none takes it away.
 #
-# Limits: the targets are a held-out step MAPE of 10 % and no run off
-# by more than 25 %; the shipped fit reaches 9.8 % and 26.8 % (ResNet-50 on
-# 8 A100, whose input pipeline stagger does not model), so this checks 10 %
-# and 30 %: a regression fails, the gap stays said in docs/VALIDATION.md.
+# Limits: the targets, a held-out step MAPE of at most 10 % and no run
+# off by more than 25 % (the shipped fit: 9.5 % and -23.2 %, ResNet-50 on 8
+# A100s, whose input pipeline stagger does not model).
 set -euo pipefail
 : "${STAGGER:?path to the stagger binary}" "${SRC:?source tree}"
 tmp=$(mktemp -d)
@@ -41,7 +40,7 @@ jq -e '[.runs[] | select(.model | test("resne"))] | length >= 4' "$RUNS" >/dev/n
   fail "no CNN runs"
 
 # 2. The held-out runs with the shipped calibration.
-"$STAGGER" calibrate --runs "$RUNS" --fit none --threads 2 --check 10,30 \
+"$STAGGER" calibrate --runs "$RUNS" --fit none --threads 2 --check 10,25 \
   >"$tmp/table" 2>"$tmp/err" || { tail -5 "$tmp/table"; cat "$tmp/err"; fail "held-out limits"; }
 grep -q "calibration: .*megatron x" "$tmp/table" || fail "the shipped calibration was not read"
 grep -q "held out (never fitted)" "$tmp/table" || fail "no held-out summary"
