@@ -26,10 +26,12 @@
  *                   bytes = batch * bwd_io_bytes (at the compute dtype)
  *                           + 2 * params * dtype bytes (weights read, weight
  *                             gradients written);
- *   bwd_input, bwd_weight (a split backward's B and W): the backward's FLOPs
- *                   and bytes times 1 - w and w, w the weights' share of the
- *                   estimate's kernels (st_estimate_weight_share), so that
- *                   B + W is the backward.
+ *   bwd_input, bwd_weight (a split backward's B and W): W the FLOPs of the
+ *                   estimate's weight-gradient kernels
+ *                   (st_estimate_weight_flops), B the rest of the
+ *                   backward's; the bytes split by W's share of the
+ *                   kernels' bytes (st_estimate_weight_byte_share): B + W
+ *                   is the backward, and W counts only its own work.
  * Elementwise passes (optim, compress, expand) move work->bytes and are
  * bandwidth bound: t = bytes / memory_bandwidth.
  */
@@ -63,13 +65,15 @@ layer_traffic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_
     *flops = (double)batch * again_flops;
     *bytes = 2.0 * io_bytes(ctx, (double)again, batch);
   } else if (st_pass_is_backward(pass)) {
-    double part = 1.0;
+    double all = (double)batch * layer->bwd_flops, byte_part = 1.0;
+    *flops = all;
     if (pass != ST_PASS_BWD) {
-      double w = st_estimate_weight_share(ctx, layer);
-      part = pass == ST_PASS_BWD_WEIGHT ? w : 1.0 - w;
+      double w = MIN(all, (double)batch * st_estimate_weight_flops(ctx, layer));
+      double wb = st_estimate_weight_byte_share(ctx, layer);
+      *flops = pass == ST_PASS_BWD_WEIGHT ? w : all - w;
+      byte_part = pass == ST_PASS_BWD_WEIGHT ? wb : 1.0 - wb;
     }
-    *flops = part * (double)batch * layer->bwd_flops;
-    *bytes = part * (io_bytes(ctx, layer->bwd_io_bytes, batch) + 2 * weight_bytes);
+    *bytes = byte_part * (io_bytes(ctx, layer->bwd_io_bytes, batch) + 2 * weight_bytes);
   } else {
     *flops = (double)batch * layer->fwd_flops;
     *bytes = io_bytes(ctx, layer->fwd_io_bytes, batch) + weight_bytes;

@@ -65,3 +65,11 @@ double st_estimate_kernel_s(const StComputeCtx *ctx, const StKernel *kernel);
  * forward). The
  * roofline and a profile that measured only whole backwards split by it. */
 double st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer);
+/* The same share of the backward's bytes (its FLOP share for a type without
+ * a list): the roofline moves W's own traffic, not a FLOP share of all of
+ * it (an unfused attention's backward is mostly its scores' gradient, which
+ * W never reads). */
+double st_estimate_weight_byte_share(const StComputeCtx *ctx, const StLayer *layer);
+/* FLOPs per sample of W's kernels (a type without a list: its share of the
+ * layer's backward FLOPs). */
+double st_estimate_weight_flops(const StComputeCtx *ctx, const StLayer *layer);

@@ -673,15 +673,20 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
   }
 }
 
-double
-st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer)
+/* W's share of the backward's FLOPs and of its bytes, and its FLOPs per
+ * sample. */
+static void
+weight_shares(const StComputeCtx *ctx, const StLayer *layer, double *flop_share,
+              double *byte_share, double *w_flops)
 {
-  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
   const Entry *e = entry_of(layer);
-  if (e == NULL || (e->plain == NULL && e->with_ctx == NULL))
-    return layer->params > 0 && layer->bwd_flops > 0
-             ? MIN(layer->fwd_flops / layer->bwd_flops, 0.5)
-             : 0;
+  if (e == NULL || (e->plain == NULL && e->with_ctx == NULL)) {
+    *flop_share = *byte_share = layer->params > 0 && layer->bwd_flops > 0
+                                  ? MIN(layer->fwd_flops / layer->bwd_flops, 0.5)
+                                  : 0;
+    *w_flops = *flop_share * layer->bwd_flops;
+    return;
+  }
   StKernels all = {0}, weights = {0};
   one_pass(ctx, layer, ST_PASS_BWD, 1, &all);
   one_pass(ctx, layer, ST_PASS_BWD_WEIGHT, 1, &weights);
@@ -694,7 +699,36 @@ st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer)
     f_w += weights.k[i].flops;
     b_w += weights.k[i].bytes;
   }
-  return f_all > 0 ? f_w / f_all : b_all > 0 ? b_w / b_all : 0;
+  *byte_share = b_all > 0 ? b_w / b_all : 0;
+  *flop_share = f_all > 0 ? f_w / f_all : *byte_share;
+  *w_flops = f_w;
+}
+
+double
+st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer)
+{
+  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
+  double f, b, w;
+  weight_shares(ctx, layer, &f, &b, &w);
+  return f;
+}
+
+double
+st_estimate_weight_byte_share(const StComputeCtx *ctx, const StLayer *layer)
+{
+  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
+  double f, b, w;
+  weight_shares(ctx, layer, &f, &b, &w);
+  return b;
+}
+
+double
+st_estimate_weight_flops(const StComputeCtx *ctx, const StLayer *layer)
+{
+  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
+  double f, b, w;
+  weight_shares(ctx, layer, &f, &b, &w);
+  return w;
 }
 
 int64_t
