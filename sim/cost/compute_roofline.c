@@ -28,10 +28,10 @@
  *                             gradients written);
  *   bwd_input, bwd_weight (a split backward's B and W): W the FLOPs of the
  *                   estimate's weight-gradient kernels
- *                   (st_estimate_weight_flops), B the rest of the
+ *                   (st_estimate_weight_split), B the rest of the
  *                   backward's; the bytes split by W's share of the
- *                   kernels' bytes (st_estimate_weight_byte_share): B + W
- *                   is the backward, and W counts only its own work.
+ *                   kernels' bytes: B + W is the backward, and W counts
+ *                   only its own work.
  * Elementwise passes (optim, compress, expand) move work->bytes and are
  * bandwidth bound: t = bytes / memory_bandwidth.
  */
@@ -68,8 +68,9 @@ layer_traffic(const StComputeCtx *ctx, const StLayer *layer, StPass pass, int64_
     double all = (double)batch * layer->bwd_flops, byte_part = 1.0;
     *flops = all;
     if (pass != ST_PASS_BWD) {
-      double w = MIN(all, (double)batch * st_estimate_weight_flops(ctx, layer));
-      double wb = st_estimate_weight_byte_share(ctx, layer);
+      double wf, wb, w;
+      st_estimate_weight_split(ctx, layer, &wf, &wb, &w);
+      w = MIN(all, (double)batch * w);
       *flops = pass == ST_PASS_BWD_WEIGHT ? w : all - w;
       byte_part = pass == ST_PASS_BWD_WEIGHT ? wb : 1.0 - wb;
     }

@@ -62,14 +62,13 @@ double st_estimate_kernel_s(const StComputeCtx *ctx, const StKernel *kernel);
  * none), W's over the whole backward's (a tied head's wgrad included). A
  * type without a list of its own: 0 without parameters, else its forward's
  * FLOPs over its backward's, at most a half (a linear's wgrad costs its
- * forward). The
- * roofline and a profile that measured only whole backwards split by it. */
+ * forward). A profile that measured only whole backwards splits by it. */
 double st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer);
-/* The same share of the backward's bytes (its FLOP share for a type without
- * a list): the roofline moves W's own traffic, not a FLOP share of all of
- * it (an unfused attention's backward is mostly its scores' gradient, which
- * W never reads). */
-double st_estimate_weight_byte_share(const StComputeCtx *ctx, const StLayer *layer);
-/* FLOPs per sample of W's kernels (a type without a list: its share of the
- * layer's backward FLOPs). */
-double st_estimate_weight_flops(const StComputeCtx *ctx, const StLayer *layer);
+/* The same split in full: W's share of the backward's FLOPs (as above) and
+ * of its bytes, and W's FLOPs per sample (a type without a list: its share
+ * of the layer's backward FLOPs, the same share of bytes). The roofline
+ * moves W's own traffic and FLOPs, not a FLOP share of all of them (an
+ * unfused attention's backward is mostly its scores' gradient, which W
+ * never reads). */
+void st_estimate_weight_split(const StComputeCtx *ctx, const StLayer *layer, double *flop_share,
+                              double *byte_share, double *flops);

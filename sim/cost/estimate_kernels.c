@@ -673,12 +673,11 @@ st_estimate_kernels(const StComputeCtx *ctx, const StWork *work, StKernels *out)
   }
 }
 
-/* W's share of the backward's FLOPs and of its bytes, and its FLOPs per
- * sample. */
-static void
-weight_shares(const StComputeCtx *ctx, const StLayer *layer, double *flop_share,
-              double *byte_share, double *w_flops)
+void
+st_estimate_weight_split(const StComputeCtx *ctx, const StLayer *layer, double *flop_share,
+                         double *byte_share, double *w_flops)
 {
+  g_return_if_fail(ctx != NULL && layer != NULL);
   const Entry *e = entry_of(layer);
   if (e == NULL || (e->plain == NULL && e->with_ctx == NULL)) {
     *flop_share = *byte_share = layer->params > 0 && layer->bwd_flops > 0
@@ -707,28 +706,9 @@ weight_shares(const StComputeCtx *ctx, const StLayer *layer, double *flop_share,
 double
 st_estimate_weight_share(const StComputeCtx *ctx, const StLayer *layer)
 {
-  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
-  double f, b, w;
-  weight_shares(ctx, layer, &f, &b, &w);
+  double f = 0, b, w;
+  st_estimate_weight_split(ctx, layer, &f, &b, &w);
   return f;
-}
-
-double
-st_estimate_weight_byte_share(const StComputeCtx *ctx, const StLayer *layer)
-{
-  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
-  double f, b, w;
-  weight_shares(ctx, layer, &f, &b, &w);
-  return b;
-}
-
-double
-st_estimate_weight_flops(const StComputeCtx *ctx, const StLayer *layer)
-{
-  g_return_val_if_fail(ctx != NULL && layer != NULL, 0);
-  double f, b, w;
-  weight_shares(ctx, layer, &f, &b, &w);
-  return w;
 }
 
 int64_t
