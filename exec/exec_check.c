@@ -29,6 +29,7 @@ comm_supported(const StOp *op)
            (op->sub == ST_COLL_ALL_REDUCE && d == ST_DATA_TP_GRADS) ||
            (op->sub == ST_COLL_ALL_TO_ALL && d >= ST_DATA_EP_DISPATCH &&
             d <= ST_DATA_EP_DISPATCH_GRAD) ||
+           (op->sub == ST_COLL_RING_SHIFT && d == ST_DATA_CP) ||
            (op->sub == ST_COLL_ALL_REDUCE && grads) ||
            (op->sub == ST_COLL_REDUCE_SCATTER && grads) ||
            (op->sub == ST_COLL_ALL_GATHER && params) ||
@@ -123,6 +124,42 @@ check_split(const StSchedule *s, int job, const StLayer *l, const StLayerImpl *i
     problem(problems, seen, "sparsity with tensor parallelism");
 }
 
+/* Context parallelism (op_cp.c): the ring, on layers with steps. */
+static void
+check_cp(const StSchedule *s, int job, GPtrArray *problems, GHashTable *seen)
+{
+  const StModel *m = st_schedule_job_model(s, job);
+  const StSettings *set = st_schedule_job_settings(s, job);
+  for (guint pi = 0; pi < s->programs->len; pi++) {
+    const StProgram *p = g_ptr_array_index(s->programs, pi);
+    for (guint o = 0; o < p->ops->len; o++) {
+      const StOp *op = st_program_op(p, o);
+      if (op->kind == ST_OP_COMM_COLL && op->data == ST_DATA_CP && op->sub != ST_COLL_RING_SHIFT)
+        problem(problems, seen, "context parallelism over all-to-alls (--cp-comm all-to-all, "
+                "DeepSpeed Ulysses: simulated only; the executor runs the ring, --cp-comm "
+                "ring)");
+    }
+  }
+  if (set->recompute != ST_RECOMPUTE_NONE)
+    problem(problems, seen, "recomputation with context parallelism (the executor's ring "
+            "attention keeps its pass's tensors; --recompute none)");
+  for (int i = 0; i < m->n_layers; i++) {
+    const StLayer *l = &m->layers[i];
+    if (st_layer_cp_part(l) < 0)
+      continue;
+    const StLayerImpl *impl = st_layer_impl_find(l->type->name);
+    if (impl == NULL || impl->cp_state_bytes == NULL)
+      problem(problems, seen, "layer type '%s' under context parallelism (the executor's "
+              "ring attention is llama_block's)", l->type->name);
+    else if (l->tp > 1)
+      problem(problems, seen, "context parallelism with tensor parallelism (the executor's "
+              "ring attention runs on whole blocks: --tensor-parallel 1)");
+    else if (st_layer_attr(l, "window", 0) > 0 || st_layer_attr(l, "flash", 1) == 0)
+      problem(problems, seen, "context parallelism with a sliding window or dense attention "
+              "(layer '%s': the executor's ring attention is causal flash)", l->name);
+  }
+}
+
 gboolean
 st_exec_check(const StSchedule *s, GError **error)
 {
@@ -156,9 +193,7 @@ st_exec_check(const StSchedule *s, GError **error)
   }
   for (int j = 0; j < st_schedule_n_jobs(s); j++)
     if (st_model_context_parallel(st_schedule_job_model(s, j)) > 1)
-      problem(problems, seen, "context parallelism (--context-parallel: ring attention and "
-                              "all-to-all attention are simulated only; the executor's "
-                              "attention runs whole sequences)");
+      check_cp(s, j, problems, seen);
   for (int j = 0; j < st_schedule_n_jobs(s); j++) {
     const StSettings *set = st_schedule_job_settings(s, j);
     if (set->recompute == ST_RECOMPUTE_SELECTIVE && set->recompute_ops != 0 &&

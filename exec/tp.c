@@ -165,9 +165,27 @@ parts_of(const Rank *r, const StOp *op)
   return st_layer_tp_parts(&r->model->layers[op->layer], (StPass)op->sub, share);
 }
 
+/* A pass cut in steps around context parallelism's exchanges: is `op` its
+ * first step (forward: pre; backward: post), or its last? */
+static gboolean
+cp_first_step(const StOp *op)
+{
+  int steps = st_op_cp_steps(op);
+  return steps == 0 || st_op_cp_step(op) == (st_pass_is_backward(op->sub) ? steps - 1 : 0);
+}
+
+static gboolean
+cp_last_step(const StOp *op)
+{
+  int steps = st_op_cp_steps(op);
+  return steps == 0 || st_op_cp_step(op) == (st_pass_is_backward(op->sub) ? 0 : steps - 1);
+}
+
 gboolean
 tp_first_part(const Rank *r, const StOp *op)
 {
+  if (!cp_first_step(op))
+    return FALSE;
   if (op->part == 0)
     return TRUE;
   return op->sub == ST_PASS_BWD ? op->part == parts_of(r, op) : op->part == 1;
@@ -176,6 +194,8 @@ tp_first_part(const Rank *r, const StOp *op)
 gboolean
 tp_last_part(const Rank *r, const StOp *op)
 {
+  if (!cp_last_step(op))
+    return FALSE;
   if (op->part == 0)
     return TRUE;
   return op->sub == ST_PASS_BWD ? op->part == 1 : op->part == parts_of(r, op);

@@ -78,23 +78,43 @@ st_cp_emit_core(StProgram *p, const StCpSpec *cp, const StModel *m, int stream, 
                     buf);
   }
   /* The ring: c core steps, the chunk of each next one exchanged beside it. */
-  int64_t chunk = (bwd ? 2 : 1) * kv * batch;
-  uint32_t ring = buffer(p, m, bwd ? "ring kv dkv" : "ring kv", layer, micro, 2 * chunk);
-  uint32_t prev_core = first, prev_x = NONE;
   int n = steps - 2;
-  for (int k = 1; k <= n; k++) {
-    uint32_t x = NONE;
-    if (k < n)
-      x = exchange(p, cp, cp_stream, ST_COLL_RING_SHIFT, chunk, layer, part, micro, prev_core,
-                   prev_x, k == 1 ? ring : NONE, NONE);
-    /* forward runs the core steps 1 .. n, backward n .. 1 (the roles are
-     * alike: each 1 / n of the core) */
-    int step = bwd ? n + 1 - k : k;
-    prev_core = core_step(p, stream, pass, layer, part, micro, batch, step, steps, prev_core,
-                          prev_x, k == n ? ring : NONE);
-    prev_x = x;
+  int64_t chunk = kv * batch;
+  if (!bwd) {
+    uint32_t ring = buffer(p, m, "ring kv", layer, micro, 2 * chunk);
+    uint32_t prev_core = first, prev_x = NONE;
+    for (int k = 1; k <= n; k++) {
+      uint32_t x = NONE;
+      if (k < n)
+        x = exchange(p, cp, cp_stream, ST_COLL_RING_SHIFT, chunk, layer, part, micro, prev_core,
+                     prev_x, k == 1 ? ring : NONE, NONE);
+      prev_core = core_step(p, stream, pass, layer, part, micro, batch, k, steps, prev_core,
+                            prev_x, k == n ? ring : NONE);
+      prev_x = x;
+    }
+    return prev_core;
   }
-  return prev_core;
+  /* Backward (TE's p2p backward): core k (run in order k = 1 .. c, the
+   * steps c .. 1) computes the local queries against the chunk of the rank
+   * k - 1 before, and the gradient of that chunk's keys and values, which
+   * travels with the chunk: X 1 passes the rank's own chunk on (its
+   * gradient stays home), X k (1 < k < c) the chunk with the gradient
+   * summed so far, after core k adds to it, and X c the gradient alone,
+   * home to its owner after the last core step. Bytes: K + 2 K (c - 2) +
+   * K = 2 (c - 1) K, in c exchanges. */
+  uint32_t ring = buffer(p, m, "ring kv dkv", layer, micro, 4 * chunk);
+  uint32_t prev_core = first, prev_x = NONE;
+  for (int k = 1; k <= n; k++) {
+    uint32_t core = core_step(p, stream, pass, layer, part, micro, batch, n + 1 - k, steps,
+                              prev_core, prev_x, NONE);
+    /* X 1 runs beside core 1 (it sends what the pass began with) */
+    uint32_t after = k == 1 ? first : core;
+    int64_t bytes = k == 1 || k == n ? chunk : 2 * chunk;
+    prev_x = exchange(p, cp, cp_stream, ST_COLL_RING_SHIFT, bytes, layer, part, micro, after,
+                      prev_x, k == 1 ? ring : NONE, k == n ? ring : NONE);
+    prev_core = core;
+  }
+  return prev_x;
 }
 
 int64_t

@@ -11,9 +11,12 @@
  *   X k (a ring_shift over "cp") brings the key/value chunk core k + 1
  *   reads while core k computes; it waits for X k - 1 (the chunk it passes
  *   on) and for core k - 1 (whose buffer it fills: two buffers, as TE
- *   double-buffers). Backward: the same in reverse order (post first, pre
- *   last), each X moving the key/value chunk and the gradient of the keys
- *   and values computed so far (2 chunks).
+ *   double-buffers). Backward (post first, pre last): core k, then X k,
+ *   which passes on the chunk core k read with the gradient of its keys
+ *   and values summed so far (2 chunks); X 1 runs beside core 1 and moves
+ *   the rank's own chunk alone (its gradient stays home), and X c, after
+ *   the last core step, the gradient alone, home to the chunk's owner
+ *   before pre reads it: c exchanges, K + 2 (c - 2) K + K bytes.
  *
  *   all-to-all (DeepSpeed Ulysses, Jacobs et al. 2023), on the pass's
  *   stream: pre | a2a Q K V | core | a2a out | post; the core on heads / c

@@ -1,0 +1,295 @@
+/* layer_decoder_cp.c: llama_block on one rank of a context-parallel group
+ * (l->cp = c > 1; exec/layer_impl.h StLayerCp), as Megatron-LM runs it with
+ * Transformer Engine's p2p ring (Liu et al. 2023). The rank holds T = s / c
+ * tokens of each sequence (chunks rank and 2c - 1 - rank of 2c); the norms,
+ * the projections and the MLP run on them as they are, the attention's
+ * queries attend the keys of the whole sequence, causal on the global
+ * positions (kernels.h st_k_cp_position), RoPE turning each token by its
+ * global position. The pass runs in the schedule's steps
+ * (sim/strategy/context_parallel.h):
+ *
+ *   forward:  pre      norm1, qkv, RoPE; the rank's keys and values into
+ *                      ring slot 0; o, m, l = 0
+ *             core k   the queries against slot (k - 1) mod 2, which holds
+ *                      the chunk of rank (rank - k + 1) mod c (exchange k
+ *                      - 1 brought it), merged by the online softmax
+ *             post     y = o / l and lse (saved, as flash's), the output
+ *                      projection, the residual, the MLP half
+ *   backward: post     the MLP half, the output projection's backward into
+ *                      dy; the rank's keys and values into slot 0
+ *             core k   (k = 1 .. c, the steps c .. 1) the queries' gradient
+ *                      into dqkv; the chunk's keys' and values' into dqkv
+ *                      (k = 1, the rank's own) or into the slot's second
+ *                      half, which travels with the chunk
+ *             pre      the gradient that came home (exchange c) added,
+ *                      RoPE's inverse, the qkv projection's and norm1's
+ *                      backward, the residuals.
+ *
+ * Exchanges (cp_exchange), E = B T 2 G k elements (the rank's K and V):
+ *   forward k < c:  slot (k - 1) % 2 -> slot k % 2, E
+ *   backward 1:     slot 0's chunk -> slot 1's chunk, E
+ *   backward k < c: slot (k - 1) % 2 -> slot k % 2, chunk and gradient, 2E
+ *   backward c:     slot (c - 1) % 2's gradient -> home, E
+ * Slots hold [K V | their gradient] (the forward uses the first half).
+ * Tensor parallelism inside is not supported yet (exec_check.c refuses it).
+ */
+#include <math.h>
+
+#include "exec/layers/decoder_private.h"
+
+/* The pass's state (device memory). */
+typedef struct {
+  float *o, *m, *l;   /* forward: fp32 [B T H k], [B H T], [B H T] */
+  void *dy, *dqkv;    /* backward: [B T H k], [B T n] */
+  void *dx1;          /* backward with an MLP: x1's gradient (parallel: norm2's input's) */
+  void *home, *tmp;   /* backward: [B T 2 G k] the gradient back home, its sum */
+  void *slot[2];      /* [B T 2 G k] keys and values (backward: then their gradient) */
+} CpState;
+
+static size_t
+kv_elems(const Block *b)
+{
+  return (size_t)b->attn.B * b->attn.T * 2 * b->attn.G * b->attn.k;
+}
+
+static size_t
+n_of(const Block *b)
+{
+  return (size_t)(b->attn.H + 2 * b->attn.G) * b->attn.k;
+}
+
+static size_t
+cp_layout(const Block *b, StKDtype dt, int backward, char *base, CpState *st)
+{
+  StCarve cv = {base, 0};
+  size_t es = st_kdt_size(dt), bt = (size_t)b->attn.B * b->attn.T, E = kv_elems(b);
+  size_t heads = (size_t)b->attn.B * b->attn.H * b->attn.T;
+  *st = (CpState){0};
+  if (!backward) {
+    st->o = st_carve(&cv, bt * b->attn.H * b->attn.k * sizeof(float));
+    st->m = st_carve(&cv, heads * sizeof(float));
+    st->l = st_carve(&cv, heads * sizeof(float));
+    for (int i = 0; i < 2; i++)
+      st->slot[i] = st_carve(&cv, E * es);
+    return cv.offset;
+  }
+  st->dy = st_carve(&cv, bt * b->attn.H * b->attn.k * es);
+  st->dqkv = st_carve(&cv, bt * n_of(b) * es);
+  st->dx1 = b->has_mlp ? st_carve(&cv, (size_t)b->rows * b->d * es) : NULL;
+  st->home = st_carve(&cv, E * es);
+  st->tmp = st_carve(&cv, E * es);
+  for (int i = 0; i < 2; i++)
+    st->slot[i] = st_carve(&cv, 2 * E * es);
+  return cv.offset;
+}
+
+size_t
+st_decoder_cp_state_bytes(const StLayer *l, int batch, StKDtype dt, int backward)
+{
+  Block b = st_decoder_block(l, batch);
+  CpState st;
+  return cp_layout(&b, dt, backward, NULL, &st);
+}
+
+int
+st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, int k, int c,
+                       void *state, const void **send, void **recv, size_t *elems)
+{
+  Block b = st_decoder_block(l, batch);
+  CpState st;
+  cp_layout(&b, dt, backward, state, &st);
+  size_t E = kv_elems(&b);
+  if (k < 1 || k > (backward ? c : c - 1))
+    return ST_K_EINVAL;
+  void *from = st.slot[(k - 1) % 2], *to = st.slot[k % 2];
+  *send = from;
+  *recv = to;
+  *elems = E;
+  if (backward && k > 1 && k < c)
+    *elems = 2 * E;
+  if (backward && k == c) { /* the gradient alone, home */
+    *send = st_at(from, dt, E);
+    *recv = st.home;
+  }
+  return 0;
+}
+
+/* RoPE on the rank's qkv rows by their global positions: the rows placed
+ * at their positions in a [B, c T, n] scratch, turned there, put back. */
+static int
+rope_global(const StLayerCtx *c, const Block *b, void *qkv, int inverse)
+{
+  const StAttnGeom *a = &b->attn;
+  if (a->theta <= 0)
+    return 0;
+  size_t n = n_of(b), es = st_kdt_size(c->dt), h = (size_t)a->T / 2;
+  int S = a->T * c->cp->size;
+  size_t bytes = (size_t)a->B * S * n * es;
+  void *big;
+  ST_SCRATCH(big, c, bytes);
+  ST_TRY(c->k->memset0(c->stream, big, bytes));
+  for (int pass = 0; pass < 2; pass++)
+    for (int s = 0; s < a->B; s++)
+      for (int half = 0; half < 2; half++) {
+        size_t local = ((size_t)s * a->T + half * h) * n;
+        size_t global = ((size_t)s * S +
+                         st_k_cp_position((int)(half * h), a->T, c->cp->size, c->cp->rank)) *
+                        n;
+        void *dst = pass == 0 ? st_at(big, c->dt, global) : st_at(qkv, c->dt, local);
+        const void *src = pass == 0 ? st_at(qkv, c->dt, local) : st_at(big, c->dt, global);
+        ST_TRY(c->k->copy(c->stream, dst, src, h * n * es, 0));
+        if (pass == 0 && half == 1 && s == a->B - 1)
+          ST_TRY(c->k->rope(c->stream, big, a->B, S, a->H + a->G, (int)n, a->k, a->rot, a->theta,
+                            inverse, c->dt));
+      }
+  return 0;
+}
+
+/* The rank whose chunk core step k (1 .. c, in the order run) reads. */
+static int
+chunk_rank(const StLayerCp *cp, int k)
+{
+  return ((cp->rank - (k - 1)) % cp->size + cp->size) % cp->size;
+}
+
+#define PAR(off) st_at(params, c->dt, o.off)
+#define DPAR(off) st_at(dparams, c->dt, o.off)
+
+int
+st_decoder_cp_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+                      const void *in, void *out, void *saved)
+{
+  const StKernels *k = c->k;
+  const StLayerCp *cp = c->cp;
+  Block b = st_decoder_block(l, batch);
+  Offsets o = st_decoder_offsets(&b);
+  const StAttnGeom *a = &b.attn;
+  Saved s;
+  st_decoder_layout(&b, c->dt, saved, c->again, &s);
+  CpState st;
+  size_t state_bytes = cp_layout(&b, c->dt, 0, cp->state, &st);
+  size_t n = n_of(&b), bt = (size_t)a->B * a->T;
+  float scale = 1.0f / sqrtf((float)a->k);
+  if (cp->step == 0) {
+    ST_TRY(st_norm_forward(c, &s.n1, PAR(norm1), in, s.h1));
+    ST_TRY(st_attn_qkv_fwd(c, a, PAR(attn), s.h1, s.attn.qkv));
+    ST_TRY(rope_global(c, &b, s.attn.qkv, 0));
+    ST_TRY(k->memset0(c->stream, cp->state, state_bytes));
+    return k->copy2d(c->stream, st.slot[0], 2 * a->G * a->k,
+                     st_at(s.attn.qkv, c->dt, (size_t)a->H * a->k), (int)n, (int)bt,
+                     2 * a->G * a->k, c->dt);
+  }
+  if (cp->step <= cp->size)
+    return k->ring_attn_fwd(c->stream, st.o, st.m, st.l, s.attn.qkv, (int)n,
+                            st.slot[(cp->step - 1) % 2], a->B, a->T, a->H, a->G, a->k, scale,
+                            a->causal, cp->size, cp->rank, chunk_rank(cp, cp->step), c->dt);
+  ST_TRY(k->ring_attn_finish(c->stream, s.attn.y, s.attn.lse, st.o, st.m, st.l, a->B, a->T, a->H,
+                             a->k, c->dt));
+  size_t map = (size_t)b.rows * b.d;
+  void *a_out = b.has_mlp && !b.parallel ? s.x1 : out;
+  ST_TRY(st_attn_out_fwd(c, a, PAR(attn), s.attn.y, a_out));
+  ST_TRY(k->add(c->stream, a_out, a_out, in, c->dt, map));
+  if (!b.has_mlp)
+    return 0;
+  const void *mlp_in = b.parallel ? in : s.x1;
+  ST_TRY(st_norm_forward(c, &s.n2, PAR(norm2), mlp_in, s.h2));
+  if (b.parallel) {
+    void *t;
+    ST_SCRATCH(t, c, map * st_kdt_size(c->dt));
+    ST_TRY(st_mlp_forward(c, &b.mlp, PAR(mlp), s.h2, t, &s.mlp));
+    return k->add(c->stream, out, out, t, c->dt, map);
+  }
+  ST_TRY(st_mlp_forward(c, &b.mlp, PAR(mlp), s.h2, out, &s.mlp));
+  return k->add(c->stream, out, out, s.x1, c->dt, map);
+}
+
+/* Backward post: the MLP half (as block_backward), then the output
+ * projection's backward into dy; the rank's keys and values into slot 0. */
+static int
+cp_backward_post(const StLayerCtx *c, const Block *b, const Offsets *op, const void *params,
+                 const void *in, const Saved *s, CpState *st, size_t state_bytes,
+                 const void *dout, void *din, void *dparams)
+{
+  const StKernels *k = c->k;
+  Offsets o = *op;
+  const StAttnGeom *a = &b->attn;
+  size_t map = (size_t)b->rows * b->d;
+  ST_TRY(k->memset0(c->stream, c->cp->state, state_bytes));
+  const void *d_attn = dout;
+  if (b->has_mlp) {
+    void *g, *work;
+    ST_SCRATCH(g, c, map * st_kdt_size(c->dt));
+    ST_SCRATCH(work, c, st_mlp_bwd_work(&b->mlp, c->dt));
+    const void *mlp_in = b->parallel ? in : s->x1;
+    ST_TRY(st_mlp_backward(c, &b->mlp, PAR(mlp), s->h2, &s->mlp, dout, g, DPAR(mlp), work));
+    gboolean need_dx1 = !b->parallel || din != NULL;
+    ST_TRY(st_norm_backward(c, &s->n2, PAR(norm2), mlp_in, g, need_dx1 ? st->dx1 : NULL,
+                            DPAR(norm2)));
+    if (!b->parallel) {
+      ST_TRY(k->add(c->stream, st->dx1, st->dx1, dout, c->dt, map));
+      d_attn = st->dx1;
+    }
+  }
+  ST_TRY(st_attn_out_bwd(c, a, PAR(attn), s->attn.y, d_attn, st->dy, DPAR(attn)));
+  size_t n = n_of(b);
+  return k->copy2d(c->stream, st->slot[0], 2 * a->G * a->k,
+                   st_at(s->attn.qkv, c->dt, (size_t)a->H * a->k), (int)n,
+                   a->B * a->T, 2 * a->G * a->k, c->dt);
+}
+
+/* Backward pre: the gradient home added to the rank's own, RoPE's
+ * inverse, the qkv projection's and norm1's backward, the residuals. */
+static int
+cp_backward_pre(const StLayerCtx *c, const Block *b, const Offsets *op, const void *params,
+                const void *in, const Saved *s, CpState *st, const void *dout, void *din,
+                void *dparams)
+{
+  const StKernels *k = c->k;
+  Offsets o = *op;
+  const StAttnGeom *a = &b->attn;
+  int n = (int)n_of(b), w = 2 * a->G * a->k, bt = a->B * a->T;
+  void *kv_cols = st_at(st->dqkv, c->dt, (size_t)a->H * a->k);
+  ST_TRY(k->copy2d(c->stream, st->tmp, w, kv_cols, n, bt, w, c->dt));
+  ST_TRY(k->add(c->stream, st->tmp, st->tmp, st->home, c->dt, kv_elems(b)));
+  ST_TRY(k->copy2d(c->stream, kv_cols, n, st->tmp, w, bt, w, c->dt));
+  ST_TRY(rope_global(c, b, st->dqkv, 1));
+  size_t map = (size_t)b->rows * b->d;
+  void *g;
+  ST_SCRATCH(g, c, map * st_kdt_size(c->dt));
+  ST_TRY(st_attn_qkv_bwd(c, a, PAR(attn), s->h1, st->dqkv, g, DPAR(attn)));
+  ST_TRY(st_norm_backward(c, &s->n1, PAR(norm1), in, g, din, DPAR(norm1)));
+  if (din == NULL)
+    return 0;
+  if (!b->has_mlp)
+    return k->add(c->stream, din, din, dout, c->dt, map);
+  ST_TRY(k->add(c->stream, din, din, st->dx1, c->dt, map));
+  return b->parallel ? k->add(c->stream, din, din, dout, c->dt, map) : 0;
+}
+
+int
+st_decoder_cp_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+                       const void *in, const void *saved, const void *dout, void *din,
+                       void *dparams)
+{
+  const StLayerCp *cp = c->cp;
+  Block b = st_decoder_block(l, batch);
+  Offsets o = st_decoder_offsets(&b);
+  const StAttnGeom *a = &b.attn;
+  Saved s;
+  st_decoder_layout(&b, c->dt, (char *)saved, c->again, &s);
+  CpState st;
+  size_t state_bytes = cp_layout(&b, c->dt, 1, cp->state, &st);
+  if (cp->step == cp->steps - 1)
+    return cp_backward_post(c, &b, &o, params, in, &s, &st, state_bytes, dout, din, dparams);
+  if (cp->step == 0)
+    return cp_backward_pre(c, &b, &o, params, in, &s, &st, dout, din, dparams);
+  int k = cp->size + 1 - cp->step; /* the order run: k = 1 reads the rank's own chunk */
+  int n = (int)n_of(&b);
+  float scale = 1.0f / sqrtf((float)a->k);
+  void *slot = st.slot[(k - 1) % 2];
+  void *dkv = k == 1 ? st_at(st.dqkv, c->dt, (size_t)a->H * a->k) : st_at(slot, c->dt, kv_elems(&b));
+  int ld_dkv = k == 1 ? n : 2 * a->G * a->k;
+  return c->k->ring_attn_bwd(c->stream, st.dqkv, n, dkv, ld_dkv, st.dy, s.attn.y, s.attn.lse,
+                             s.attn.qkv, n, slot, a->B, a->T, a->H, a->G, a->k, scale, a->causal,
+                             cp->size, cp->rank, chunk_rank(cp, k), c->dt);
+}
