@@ -29,7 +29,9 @@ comm_supported(const StOp *op)
            (op->sub == ST_COLL_ALL_REDUCE && d == ST_DATA_TP_GRADS) ||
            (op->sub == ST_COLL_ALL_TO_ALL && d >= ST_DATA_EP_DISPATCH &&
             d <= ST_DATA_EP_DISPATCH_GRAD) ||
-           (op->sub == ST_COLL_RING_SHIFT && d == ST_DATA_CP) ||
+           /* the ring's exchanges; the all-to-alls are check_cp's to refuse */
+           ((op->sub == ST_COLL_RING_SHIFT || op->sub == ST_COLL_ALL_TO_ALL) &&
+            d == ST_DATA_CP) ||
            (op->sub == ST_COLL_ALL_REDUCE && grads) ||
            (op->sub == ST_COLL_REDUCE_SCATTER && grads) ||
            (op->sub == ST_COLL_ALL_GATHER && params) ||
