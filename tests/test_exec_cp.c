@@ -8,7 +8,7 @@
  *
  * /exec/cp/kernels: the ring's steps against flash attention on the whole
  * sequence, in the kernels alone (c = 2, 4): the outputs, log-sum-exps and
- * gradients agree within 2e-6 (measured: 4.8e-7; fp32, only the order of
+ * gradients agree within 2e-6 (measured: 2.4e-7; fp32, only the order of
  * the sums differs: chunk by chunk with the online softmax's rescaling
  * against one pass).
  *
@@ -19,10 +19,11 @@
  * other executor agreement tests (test_exec_tp.c), as only the order of
  * fp32 sums differs (the attention's, and the gradients' sum over c x d
  * ranks rather than d). Measured after 3 steps of momentum SGD at lr 0.1:
- * losses within 4.8e-7, weights within 3.4e-6 relative. Leaving out the
- * gradient that comes home at the last exchange moves the losses by 1.5e-3
- * and the weights by 0.31; RoPE on the local positions instead of the
- * global ones moves the losses by 1.0e-2.
+ * losses within 6.6e-7, weights within 2.4e-5 relative (an absolute
+ * difference near zero on a weight near zero, as in test_exec_tp.c).
+ * Leaving out the gradient that comes home at the last exchange moves the
+ * losses by 4.2e-2 (c = 2) and the weights by 33 relative; RoPE turning
+ * the local positions instead of the global ones, by 1.6e-2 and 15.
  *
  * /exec/cp/ring-bytes: what the ring moved, per rank, layer and
  * micro-batch of b sequences, K = 2 kv_heads head_dim (s / c) e the rank's
