@@ -227,10 +227,18 @@ tp_view(Rank *r, uint32_t o, int32_t step, TpView *v, GError **error)
   if (l->tp <= 1 || ep_expert(r, op)) /* (an owned expert's buffers: op_ep.c) */
     return TRUE;
   gboolean bwd = op->sub == ST_PASS_BWD, two = parts_of(r, op) > 1;
-  /* gathered by this part's all-gathers (sequence parallelism) */
-  v->in = tp_take(r, step, op, ST_DATA_TP_INPUT);
+  /* gathered by this part's all-gathers (sequence parallelism); a part cut
+   * in context-parallel steps (op_cp.c) reads them in several: a forward's
+   * in its first step only (the schedule frees them after it), a
+   * backward's in every step, the last one taking them */
+  int cp_steps = st_op_cp_steps(op), cp_step = st_op_cp_step(op);
+  gboolean gone = cp_steps > 0 && !bwd && cp_step != 0;
+  gboolean peek = cp_steps > 0 && bwd && cp_step != 0;
+  v->in = gone ? NULL
+               : peek ? tp_peek(r, step, op, ST_DATA_TP_INPUT) : tp_take(r, step, op, ST_DATA_TP_INPUT);
   if (bwd)
-    v->dout = tp_take(r, step, op, ST_DATA_TP_OUTPUT_GRAD);
+    v->dout = peek ? tp_peek(r, step, op, ST_DATA_TP_OUTPUT_GRAD)
+                   : tp_take(r, step, op, ST_DATA_TP_OUTPUT_GRAD);
   /* the MLP half reads x1, kept in the saved block */
   if (v->in == NULL && op->part == 2 && two)
     v->in = tp_part_output(r, &(StOp){.layer = op->layer, .micro = op->micro, .part = 1},

@@ -12,14 +12,14 @@
  * the sums differs: chunk by chunk with the online softmax's rescaling
  * against one pass).
  *
- * /exec/cp/agreement: t = 1 x c x d ranks against DP on d ranks, M
+ * /exec/cp/agreement: t x c x p x d ranks against DP on d ranks, M
  * micro-batches of b: replica k of both trains on the same samples, from
  * the same weights; the losses agree within 1e-5 and the weights within
  * 1e-4 by st_test_weights_differ's relative measure, the tolerances of the
  * other executor agreement tests (test_exec_tp.c), as only the order of
  * fp32 sums differs (the attention's, and the gradients' sum over c x d
  * ranks rather than d). Measured after 3 steps of momentum SGD at lr 0.1:
- * losses within 6.6e-7, weights within 2.4e-5 relative (an absolute
+ * losses within 7.2e-7, weights within 2.9e-5 relative (an absolute
  * difference near zero on a weight near zero, as in test_exec_tp.c).
  * Leaving out the gradient that comes home at the last exchange moves the
  * losses by 4.2e-2 (c = 2) and the weights by 33 relative; RoPE turning
@@ -244,6 +244,13 @@ test_agreement(void)
   against_dp(llama, 2, 4, 2, zero);     /* the optimizer sharded over dp x cp */
   const char *pp[] = {"pipeline-stages", "2", NULL};
   against_dp(llama, 2, 4, 1, pp);       /* CP 2 x PP 2 (1F1B) */
+  /* TP 2 x CP 2: the attention half of each block split over the tensor
+   * group in steps, with and without sequence parallelism */
+  const char *tp[] = {"tensor-parallel", "2", NULL};
+  const char *sp[] = {"tensor-parallel", "2", "sequence-parallel", "true", NULL};
+  against_dp(llama, 2, 4, 1, tp);
+  against_dp(llama, 2, 4, 1, sp);
+  against_dp(llama, 2, 8, 2, sp);       /* TP 2 x CP 2 x DP 2 */
 }
 
 /* ---- the bytes the ring moved ----------------------------------------------- */
@@ -298,18 +305,21 @@ static void
 test_refused(void)
 {
   g_autoptr(StModel) llama = st_test_model("tests/data/exec/tiny-llama.json");
+  g_autoptr(StModel) parallel = st_test_model_parse(PARALLEL);
   struct {
+    const StModel *m;
     const char *settings[8];
     int ranks;
     const char *says;
   } cases[] = {
-    {{"context-parallel", "2", "cp-comm", "all-to-all", NULL}, 2, "--cp-comm all-to-all"},
-    {{"context-parallel", "2", "tensor-parallel", "2", NULL}, 4, "with tensor parallelism"},
-    {{"context-parallel", "2", "recompute", "full", NULL}, 2, "recomputation with context"},
+    {llama, {"context-parallel", "2", "cp-comm", "all-to-all", NULL}, 2, "--cp-comm all-to-all"},
+    {parallel, {"context-parallel", "2", "tensor-parallel", "2", NULL}, 4,
+     "with tensor parallelism on blocks in one part"},
+    {llama, {"context-parallel", "2", "recompute", "full", NULL}, 2, "recomputation with context"},
   };
   for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(GError) error = NULL;
-    g_autoptr(StSchedule) s = build(llama, "megatron", cases[i].ranks, 1, cases[i].settings,
+    g_autoptr(StSchedule) s = build(cases[i].m, "megatron", cases[i].ranks, 1, cases[i].settings,
                                     &error);
     g_assert_no_error(error);
     g_assert_false(st_exec_check(s, &error));

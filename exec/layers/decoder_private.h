@@ -29,6 +29,13 @@ Offsets st_decoder_offsets(const Block *b);
  * `again` when given); its main part's bytes. */
 size_t st_decoder_layout(const Block *b, StKDtype dt, char *base, void *again, Saved *s);
 
+/* Split over a tensor-parallel group: the rank's geometry (biases on its
+ * own rows) and its saved layout (x1 on its rows, the attention's, the
+ * MLP's). */
+Block st_decoder_split_block(const StLayer *l, int batch, int rank);
+size_t st_decoder_split_layout(const StLayer *l, const Block *b, int batch, StKDtype dt,
+                               char *base, void *again, Saved *s);
+
 /* Context parallelism (layer_decoder_cp.c, exec/layer_impl.h StLayerCp). */
 size_t st_decoder_cp_state_bytes(const StLayer *l, int batch, StKDtype dt, int backward);
 int st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, int k, int c,

@@ -211,9 +211,9 @@ block_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
 
 /* The split block's saved layout (the probabilities from `again` when
  * given): x1 on the rank's rows, the attention's, the MLP's. */
-static size_t
-split_layout(const StLayer *l, const Block *b, int batch, StKDtype dt, char *base, void *again,
-             Saved *s)
+size_t
+st_decoder_split_layout(const StLayer *l, const Block *b, int batch, StKDtype dt, char *base,
+                        void *again, Saved *s)
 {
   StCarve cv = {base, 0}, other = {again, 0};
   size_t x1 = (size_t)st_layer_rows(&l->in_shape, batch) * b->d * st_kdt_size(dt);
@@ -257,8 +257,8 @@ work_layout(const Block *b, gboolean sp, gboolean backward, StKDtype dt, char *b
 }
 
 /* The split block's geometry on rank `rank`: biases on its own rows. */
-static Block
-split_block(const StLayer *l, int batch, int rank)
+Block
+st_decoder_split_block(const StLayer *l, int batch, int rank)
 {
   Block b = st_decoder_block(l, batch);
   st_tp_own_rows(l, batch, rank, &b.attn.bias_first, &b.attn.bias_rows);
@@ -284,10 +284,10 @@ static int
 split_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
               const void *in, void *out, void *saved)
 {
-  Block b = split_block(l, batch, c->tp_rank);
+  Block b = st_decoder_split_block(l, batch, c->tp_rank);
   Offsets o = st_decoder_offsets(&b);
   Saved s;
-  split_layout(l, &b, batch, c->dt, saved, c->again, &s);
+  st_decoder_split_layout(l, &b, batch, c->dt, saved, c->again, &s);
   char *base;
   ST_SCRATCH(base, c, work_layout(&b, l->sp, FALSE, c->dt, NULL, &(Work){0}));
   Work w;
@@ -328,10 +328,10 @@ static int
 split_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                const void *in, const void *dout, void *din, void *dparams, const void *saved)
 {
-  Block b = split_block(l, batch, c->tp_rank);
+  Block b = st_decoder_split_block(l, batch, c->tp_rank);
   Offsets o = st_decoder_offsets(&b);
   Saved s;
-  split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
+  st_decoder_split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
   char *base;
   ST_SCRATCH(base, c, work_layout(&b, l->sp, TRUE, c->dt, NULL, &(Work){0}));
   Work w;
@@ -363,7 +363,7 @@ split_saved(const StLayer *l, int batch, StKDtype dt)
 {
   Block b = st_decoder_block(l, batch);
   Saved s;
-  return split_layout(l, &b, batch, dt, NULL, NULL, &s);
+  return st_decoder_split_layout(l, &b, batch, dt, NULL, NULL, &s);
 }
 
 /* Parameters: norm1 PARTIAL, the attention's spans, norm2 PARTIAL, the MLP's. */
@@ -399,7 +399,7 @@ block_tp_tensor(const StLayer *l, int batch, StKDtype dt, int part, void *saved)
 {
   Block b = st_decoder_block(l, batch);
   Saved s;
-  split_layout(l, &b, batch, dt, saved, NULL, &s);
+  st_decoder_split_layout(l, &b, batch, dt, saved, NULL, &s);
   return part == 1 ? s.x1 : NULL;
 }
 
@@ -440,7 +440,7 @@ block_recompute_any(const StLayerCtx *c, const StLayer *l, int batch, const void
     return block_recompute(c, l, batch, params, in, saved);
   Block b = st_decoder_block(l, batch);
   Saved s;
-  split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
+  st_decoder_split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
   void *work;
   ST_SCRATCH(work, c, st_attn_again_work(&b.attn, c->dt));
   return st_attn_recompute(c, &b.attn, &s.attn, work);

@@ -31,7 +31,15 @@
  *   backward k < c: slot (k - 1) % 2 -> slot k % 2, chunk and gradient, 2E
  *   backward c:     slot (c - 1) % 2's gradient -> home, E
  * Slots hold [K V | their gradient] (the forward uses the first half).
- * Tensor parallelism inside is not supported yet (exec_check.c refuses it).
+ * Split over a tensor-parallel group (l->tp > 1: the block in two parts,
+ * this pass part 1, the attention half, between the group's collectives),
+ * the same steps on the rank's heads: pre the norm (again from the input
+ * on all N rows, which the executor gathers under sequence parallelism)
+ * and qkv; post the output projection's partial sum and the residual on
+ * the rank's own rows; backward post keeps the output gradient (without
+ * sequence parallelism it arrives in the input gradient pre writes), pre
+ * runs the norm again before its backward. Blocks in one part (a parallel
+ * residual, no MLP) are refused with tensor parallelism (exec_check.c).
  */
 #include <math.h>
 
@@ -41,7 +49,8 @@
 typedef struct {
   float *o, *m, *l;   /* forward: fp32 [B T H k], [B H T], [B H T] */
   void *dy, *dqkv;    /* backward: [B T H k], [B T n] */
-  void *dx1;          /* backward with an MLP: x1's gradient (parallel: norm2's input's) */
+  void *dx1;          /* backward with an MLP: x1's gradient (parallel: norm2's input's);
+                         split over a tensor group: the output gradient, kept to the end */
   void *home, *tmp;   /* backward: [B T 2 G k] the gradient back home, its sum */
   void *slot[2];      /* [B T 2 G k] keys and values (backward: then their gradient) */
 } CpState;
@@ -155,9 +164,81 @@ chunk_rank(const StLayerCp *cp, int k)
 #define PAR(off) st_at(params, c->dt, o.off)
 #define DPAR(off) st_at(dparams, c->dt, o.off)
 
-int
-st_decoder_cp_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
-                      const void *in, void *out, void *saved)
+/* Forward pre after the norm: qkv from h, RoPE, the state zeroed, the
+ * rank's keys and values into slot 0. */
+static int
+fwd_open(const StLayerCtx *c, const Block *b, const void *attn_params, const void *h,
+         const Saved *s, const CpState *st, size_t state_bytes)
+{
+  const StAttnGeom *a = &b->attn;
+  int n = (int)n_of(b), w = 2 * a->G * a->k;
+  ST_TRY(st_attn_qkv_fwd(c, a, attn_params, h, s->attn.qkv));
+  ST_TRY(rope_global(c, b, s->attn.qkv, 0));
+  ST_TRY(c->k->memset0(c->stream, c->cp->state, state_bytes));
+  return c->k->copy2d(c->stream, st->slot[0], w, st_at(s->attn.qkv, c->dt, (size_t)a->H * a->k),
+                      n, a->B * a->T, w, c->dt);
+}
+
+/* Forward core step k: the queries against slot (k - 1) % 2. */
+static int
+fwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
+{
+  const StAttnGeom *a = &b->attn;
+  const StLayerCp *cp = c->cp;
+  return c->k->ring_attn_fwd(c->stream, st->o, st->m, st->l, s->attn.qkv, (int)n_of(b),
+                             st->slot[(cp->step - 1) % 2], a->B, a->T, a->H, a->G, a->k,
+                             1.0f / sqrtf((float)a->k), a->causal, cp->size, cp->rank,
+                             chunk_rank(cp, cp->step), c->dt);
+}
+
+/* Backward core step (k = c + 1 - step in the order run): the queries'
+ * gradient into dqkv, the chunk's keys' and values' into dqkv (k = 1, the
+ * rank's own) or the slot's second half, which travels with it. */
+static int
+bwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
+{
+  const StAttnGeom *a = &b->attn;
+  const StLayerCp *cp = c->cp;
+  int k = cp->size + 1 - cp->step, n = (int)n_of(b);
+  void *slot = st->slot[(k - 1) % 2];
+  void *dkv = k == 1 ? st_at(st->dqkv, c->dt, (size_t)a->H * a->k)
+                     : st_at(slot, c->dt, kv_elems(b));
+  int ld_dkv = k == 1 ? n : 2 * a->G * a->k;
+  return c->k->ring_attn_bwd(c->stream, st->dqkv, n, dkv, ld_dkv, st->dy, s->attn.y, s->attn.lse,
+                             s->attn.qkv, n, slot, a->B, a->T, a->H, a->G, a->k,
+                             1.0f / sqrtf((float)a->k), a->causal, cp->size, cp->rank,
+                             chunk_rank(cp, k), c->dt);
+}
+
+/* Backward post's end: the rank's keys and values into slot 0 (the state
+ * was zeroed first). */
+static int
+bwd_open(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
+{
+  const StAttnGeom *a = &b->attn;
+  int n = (int)n_of(b), w = 2 * a->G * a->k;
+  return c->k->copy2d(c->stream, st->slot[0], w, st_at(s->attn.qkv, c->dt, (size_t)a->H * a->k),
+                      n, a->B * a->T, w, c->dt);
+}
+
+/* Backward pre's start: the gradient come home added to the rank's own
+ * (dqkv's key and value columns), then RoPE's inverse on dqkv. */
+static int
+bwd_home(const StLayerCtx *c, const Block *b, const CpState *st)
+{
+  const StKernels *k = c->k;
+  const StAttnGeom *a = &b->attn;
+  int n = (int)n_of(b), w = 2 * a->G * a->k, bt = a->B * a->T;
+  void *kv_cols = st_at(st->dqkv, c->dt, (size_t)a->H * a->k);
+  ST_TRY(k->copy2d(c->stream, st->tmp, w, kv_cols, n, bt, w, c->dt));
+  ST_TRY(k->add(c->stream, st->tmp, st->tmp, st->home, c->dt, kv_elems(b)));
+  ST_TRY(k->copy2d(c->stream, kv_cols, n, st->tmp, w, bt, w, c->dt));
+  return rope_global(c, b, st->dqkv, 1);
+}
+
+static int
+whole_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+              const void *in, void *out, void *saved)
 {
   const StKernels *k = c->k;
   const StLayerCp *cp = c->cp;
@@ -168,21 +249,12 @@ st_decoder_cp_forward(const StLayerCtx *c, const StLayer *l, int batch, const vo
   st_decoder_layout(&b, c->dt, saved, c->again, &s);
   CpState st;
   size_t state_bytes = cp_layout(&b, c->dt, 0, cp->state, &st);
-  size_t n = n_of(&b), bt = (size_t)a->B * a->T;
-  float scale = 1.0f / sqrtf((float)a->k);
   if (cp->step == 0) {
     ST_TRY(st_norm_forward(c, &s.n1, PAR(norm1), in, s.h1));
-    ST_TRY(st_attn_qkv_fwd(c, a, PAR(attn), s.h1, s.attn.qkv));
-    ST_TRY(rope_global(c, &b, s.attn.qkv, 0));
-    ST_TRY(k->memset0(c->stream, cp->state, state_bytes));
-    return k->copy2d(c->stream, st.slot[0], 2 * a->G * a->k,
-                     st_at(s.attn.qkv, c->dt, (size_t)a->H * a->k), (int)n, (int)bt,
-                     2 * a->G * a->k, c->dt);
+    return fwd_open(c, &b, PAR(attn), s.h1, &s, &st, state_bytes);
   }
   if (cp->step <= cp->size)
-    return k->ring_attn_fwd(c->stream, st.o, st.m, st.l, s.attn.qkv, (int)n,
-                            st.slot[(cp->step - 1) % 2], a->B, a->T, a->H, a->G, a->k, scale,
-                            a->causal, cp->size, cp->rank, chunk_rank(cp, cp->step), c->dt);
+    return fwd_core(c, &b, &s, &st);
   ST_TRY(k->ring_attn_finish(c->stream, s.attn.y, s.attn.lse, st.o, st.m, st.l, a->B, a->T, a->H,
                              a->k, c->dt));
   size_t map = (size_t)b.rows * b.d;
@@ -231,10 +303,7 @@ cp_backward_post(const StLayerCtx *c, const Block *b, const Offsets *op, const v
     }
   }
   ST_TRY(st_attn_out_bwd(c, a, PAR(attn), s->attn.y, d_attn, st->dy, DPAR(attn)));
-  size_t n = n_of(b);
-  return k->copy2d(c->stream, st->slot[0], 2 * a->G * a->k,
-                   st_at(s->attn.qkv, c->dt, (size_t)a->H * a->k), (int)n,
-                   a->B * a->T, 2 * a->G * a->k, c->dt);
+  return bwd_open(c, b, s, st);
 }
 
 /* Backward pre: the gradient home added to the rank's own, RoPE's
@@ -247,12 +316,7 @@ cp_backward_pre(const StLayerCtx *c, const Block *b, const Offsets *op, const vo
   const StKernels *k = c->k;
   Offsets o = *op;
   const StAttnGeom *a = &b->attn;
-  int n = (int)n_of(b), w = 2 * a->G * a->k, bt = a->B * a->T;
-  void *kv_cols = st_at(st->dqkv, c->dt, (size_t)a->H * a->k);
-  ST_TRY(k->copy2d(c->stream, st->tmp, w, kv_cols, n, bt, w, c->dt));
-  ST_TRY(k->add(c->stream, st->tmp, st->tmp, st->home, c->dt, kv_elems(b)));
-  ST_TRY(k->copy2d(c->stream, kv_cols, n, st->tmp, w, bt, w, c->dt));
-  ST_TRY(rope_global(c, b, st->dqkv, 1));
+  ST_TRY(bwd_home(c, b, st));
   size_t map = (size_t)b->rows * b->d;
   void *g;
   ST_SCRATCH(g, c, map * st_kdt_size(c->dt));
@@ -266,15 +330,13 @@ cp_backward_pre(const StLayerCtx *c, const Block *b, const Offsets *op, const vo
   return b->parallel ? k->add(c->stream, din, din, dout, c->dt, map) : 0;
 }
 
-int
-st_decoder_cp_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
-                       const void *in, const void *saved, const void *dout, void *din,
-                       void *dparams)
+static int
+whole_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+               const void *in, const void *saved, const void *dout, void *din, void *dparams)
 {
   const StLayerCp *cp = c->cp;
   Block b = st_decoder_block(l, batch);
   Offsets o = st_decoder_offsets(&b);
-  const StAttnGeom *a = &b.attn;
   Saved s;
   st_decoder_layout(&b, c->dt, (char *)saved, c->again, &s);
   CpState st;
@@ -283,13 +345,120 @@ st_decoder_cp_backward(const StLayerCtx *c, const StLayer *l, int batch, const v
     return cp_backward_post(c, &b, &o, params, in, &s, &st, state_bytes, dout, din, dparams);
   if (cp->step == 0)
     return cp_backward_pre(c, &b, &o, params, in, &s, &st, dout, din, dparams);
-  int k = cp->size + 1 - cp->step; /* the order run: k = 1 reads the rank's own chunk */
-  int n = (int)n_of(&b);
-  float scale = 1.0f / sqrtf((float)a->k);
-  void *slot = st.slot[(k - 1) % 2];
-  void *dkv = k == 1 ? st_at(st.dqkv, c->dt, (size_t)a->H * a->k) : st_at(slot, c->dt, kv_elems(&b));
-  int ld_dkv = k == 1 ? n : 2 * a->G * a->k;
-  return c->k->ring_attn_bwd(c->stream, st.dqkv, n, dkv, ld_dkv, st.dy, s.attn.y, s.attn.lse,
-                             s.attn.qkv, n, slot, a->B, a->T, a->H, a->G, a->k, scale, a->causal,
-                             cp->size, cp->rank, chunk_rank(cp, k), c->dt);
+  return bwd_core(c, &b, &s, &st);
+}
+
+/* ---- split over a tensor-parallel group: part 1, the attention half ------------------ */
+
+/* out[own rows] += in's (the residual, once per row over the group): `in`
+ * on all N rows, or `local`, the rank's own rows alone (sequence
+ * parallelism's forward post, whose gathered input is gone). */
+static int
+own_rows_add(const StLayerCtx *c, const StLayer *l, int batch, int d, void *out, const void *in,
+             gboolean local)
+{
+  int first, count;
+  st_tp_own_rows(l, batch, c->tp_rank, &first, &count);
+  size_t off = (size_t)first * d;
+  return count > 0 ? c->k->add(c->stream, st_at(out, c->dt, off), st_at(out, c->dt, off),
+                               st_at(in, c->dt, local ? 0 : off), c->dt, (size_t)count * d)
+                   : 0;
+}
+
+/* norm(in) on the N rows again, into scratch (the split block saves none
+ * of its norms): its statistics in *n, its output in *h. */
+static int
+norm_again(const StLayerCtx *c, const Block *b, const void *np, const void *in, StNormPart *n,
+           void **h)
+{
+  size_t map = (size_t)b->rows * b->d * st_kdt_size(c->dt);
+  StCarve cv = {NULL, 0};
+  *n = (StNormPart){b->norm, b->rows, b->d, NULL, NULL};
+  st_norm_layout(n, &cv);
+  st_carve(&cv, map);
+  char *base;
+  ST_SCRATCH(base, c, cv.offset);
+  cv = (StCarve){base, 0};
+  *n = (StNormPart){b->norm, b->rows, b->d, NULL, NULL};
+  st_norm_layout(n, &cv);
+  *h = st_carve(&cv, map);
+  return st_norm_forward(c, n, np, in, *h);
+}
+
+static int
+split_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+              const void *in, void *out, void *saved)
+{
+  const StLayerCp *cp = c->cp;
+  Block b = st_decoder_split_block(l, batch, c->tp_rank);
+  Offsets o = st_decoder_offsets(&b);
+  const StAttnGeom *a = &b.attn;
+  Saved s;
+  st_decoder_split_layout(l, &b, batch, c->dt, saved, c->again, &s);
+  CpState st;
+  size_t state_bytes = cp_layout(&b, c->dt, 0, cp->state, &st);
+  if (cp->step == 0) {
+    StNormPart n;
+    void *h;
+    ST_TRY(norm_again(c, &b, PAR(norm1), in, &n, &h));
+    return fwd_open(c, &b, PAR(attn), h, &s, &st, state_bytes);
+  }
+  if (cp->step <= cp->size)
+    return fwd_core(c, &b, &s, &st);
+  ST_TRY(c->k->ring_attn_finish(c->stream, s.attn.y, s.attn.lse, st.o, st.m, st.l, a->B, a->T,
+                                a->H, a->k, c->dt));
+  ST_TRY(st_attn_out_fwd(c, a, PAR(attn), s.attn.y, out)); /* a partial sum */
+  return own_rows_add(c, l, batch, b.d, out, in, l->sp);
+}
+
+static int
+split_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+               const void *in, const void *saved, const void *dout, void *din, void *dparams)
+{
+  const StLayerCp *cp = c->cp;
+  Block b = st_decoder_split_block(l, batch, c->tp_rank);
+  Offsets o = st_decoder_offsets(&b);
+  const StAttnGeom *a = &b.attn;
+  Saved s;
+  st_decoder_split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
+  CpState st;
+  size_t state_bytes = cp_layout(&b, c->dt, 1, cp->state, &st);
+  size_t map = (size_t)b.rows * b.d;
+  if (cp->step == cp->steps - 1) {
+    /* the output gradient kept: without sequence parallelism it came in
+     * the input gradient, which pre writes */
+    ST_TRY(c->k->memset0(c->stream, cp->state, state_bytes));
+    ST_TRY(c->k->copy(c->stream, st.dx1, dout, map * st_kdt_size(c->dt), 0));
+    ST_TRY(st_attn_out_bwd(c, a, PAR(attn), s.attn.y, st.dx1, st.dy, DPAR(attn)));
+    return bwd_open(c, &b, &s, &st);
+  }
+  if (cp->step > 0)
+    return bwd_core(c, &b, &s, &st);
+  ST_TRY(bwd_home(c, &b, &st));
+  StNormPart n;
+  void *h, *g;
+  ST_TRY(norm_again(c, &b, PAR(norm1), in, &n, &h));
+  ST_SCRATCH(g, c, map * st_kdt_size(c->dt));
+  ST_TRY(st_attn_qkv_bwd(c, a, PAR(attn), h, st.dqkv, g, DPAR(attn)));
+  ST_TRY(st_norm_backward(c, &n, PAR(norm1), in, g, din, DPAR(norm1)));
+  return din != NULL ? own_rows_add(c, l, batch, b.d, din, st.dx1, FALSE) : 0;
+}
+
+/* ---- the entry points ------------------------------------------------------------------ */
+
+int
+st_decoder_cp_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+                      const void *in, void *out, void *saved)
+{
+  return l->tp > 1 ? split_forward(c, l, batch, params, in, out, saved)
+                   : whole_forward(c, l, batch, params, in, out, saved);
+}
+
+int
+st_decoder_cp_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
+                       const void *in, const void *saved, const void *dout, void *din,
+                       void *dparams)
+{
+  return l->tp > 1 ? split_backward(c, l, batch, params, in, saved, dout, din, dparams)
+                   : whole_backward(c, l, batch, params, in, saved, dout, din, dparams);
 }

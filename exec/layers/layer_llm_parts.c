@@ -310,8 +310,11 @@ st_attn_out_fwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, co
                 void *out)
 {
   AttnParams p = attn_params(a);
-  return st_dense_fwd(c, y, a->B * a->T, (int)p.q, a->d, AP(w_o), a->out_bias ? AP(b_o) : NULL,
-                      out);
+  int rows = a->B * a->T;
+  if (a->bias_rows == rows)
+    return st_dense_fwd(c, y, rows, (int)p.q, a->d, AP(w_o), a->out_bias ? AP(b_o) : NULL, out);
+  ST_TRY(st_dense_fwd(c, y, rows, (int)p.q, a->d, AP(w_o), NULL, out));
+  return a->out_bias ? st_bias_rows(c, out, AP(b_o), a->bias_first, a->bias_rows, a->d) : 0;
 }
 
 int
