@@ -131,7 +131,6 @@ static void
 check_cp(const StSchedule *s, int job, GPtrArray *problems, GHashTable *seen)
 {
   const StModel *m = st_schedule_job_model(s, job);
-  const StSettings *set = st_schedule_job_settings(s, job);
   for (guint pi = 0; pi < s->programs->len; pi++) {
     const StProgram *p = g_ptr_array_index(s->programs, pi);
     for (guint o = 0; o < p->ops->len; o++) {
@@ -142,9 +141,6 @@ check_cp(const StSchedule *s, int job, GPtrArray *problems, GHashTable *seen)
                 "ring)");
     }
   }
-  if (set->recompute != ST_RECOMPUTE_NONE)
-    problem(problems, seen, "recomputation with context parallelism (the executor's ring "
-            "attention keeps its pass's tensors; --recompute none)");
   for (int i = 0; i < m->n_layers; i++) {
     const StLayer *l = &m->layers[i];
     if (st_layer_cp_part(l) < 0)

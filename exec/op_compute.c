@@ -364,8 +364,8 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   void *out_ptr;
   if (ev.on) {
     out_ptr = ev.out;
-  } else if (!first) {
-    out_ptr = out->ptr;
+  } else if (!first) { /* a later part or step: where the first one wrote */
+    out_ptr = again ? *cell(r, r->recomputed_out, mb, i) : out->ptr;
   } else if (!again) {
     if (!acts_make(r, out, out_bytes, ST_MEM_ACTIVATIONS, step, o, stream, error))
       return FALSE;

@@ -244,6 +244,8 @@ test_agreement(void)
   against_dp(llama, 2, 4, 2, zero);     /* the optimizer sharded over dp x cp */
   const char *pp[] = {"pipeline-stages", "2", NULL};
   against_dp(llama, 2, 4, 1, pp);       /* CP 2 x PP 2 (1F1B) */
+  const char *again[] = {"recompute", "full", NULL};
+  against_dp(llama, 2, 2, 1, again);    /* the ring again in each recompute */
   /* TP 2 x CP 2: the attention half of each block split over the tensor
    * group in steps, with and without sequence parallelism */
   const char *tp[] = {"tensor-parallel", "2", NULL};
@@ -306,6 +308,13 @@ test_refused(void)
 {
   g_autoptr(StModel) llama = st_test_model("tests/data/exec/tiny-llama.json");
   g_autoptr(StModel) parallel = st_test_model_parse(PARALLEL);
+  g_autoptr(StModel) window = st_test_model_parse(
+    "{\"name\": \"tiny-window\", \"input\": [16], \"layers\": ["
+    " {\"name\": \"embed\", \"type\": \"embedding\", \"vocab\": 32, \"dim\": 16},"
+    " {\"name\": \"block\", \"type\": \"llama_block\", \"heads\": 4, \"kv_heads\": 2,"
+    "  \"ffn\": 32, \"window\": 4},"
+    " {\"name\": \"lm_head\", \"type\": \"lm_head\", \"vocab\": 32},"
+    " {\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}");
   struct {
     const StModel *m;
     const char *settings[8];
@@ -315,7 +324,7 @@ test_refused(void)
     {llama, {"context-parallel", "2", "cp-comm", "all-to-all", NULL}, 2, "--cp-comm all-to-all"},
     {parallel, {"context-parallel", "2", "tensor-parallel", "2", NULL}, 4,
      "with tensor parallelism on blocks in one part"},
-    {llama, {"context-parallel", "2", "recompute", "full", NULL}, 2, "recomputation with context"},
+    {window, {"context-parallel", "2", NULL}, 2, "with a sliding window"},
   };
   for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autoptr(GError) error = NULL;
