@@ -29,7 +29,7 @@ comm_supported(const StOp *op)
            (op->sub == ST_COLL_ALL_REDUCE && d == ST_DATA_TP_GRADS) ||
            (op->sub == ST_COLL_ALL_TO_ALL && d >= ST_DATA_EP_DISPATCH &&
             d <= ST_DATA_EP_DISPATCH_GRAD) ||
-           /* the ring's exchanges; the all-to-alls are check_cp's to refuse */
+           /* context parallelism's ring or all-to-alls */
            ((op->sub == ST_COLL_RING_SHIFT || op->sub == ST_COLL_ALL_TO_ALL) &&
             d == ST_DATA_CP) ||
            (op->sub == ST_COLL_ALL_REDUCE && grads) ||
@@ -126,21 +126,11 @@ check_split(const StSchedule *s, int job, const StLayer *l, const StLayerImpl *i
     problem(problems, seen, "sparsity with tensor parallelism");
 }
 
-/* Context parallelism (op_cp.c): the ring, on layers with steps. */
+/* Context parallelism (op_cp.c): layers with steps. */
 static void
 check_cp(const StSchedule *s, int job, GPtrArray *problems, GHashTable *seen)
 {
   const StModel *m = st_schedule_job_model(s, job);
-  for (guint pi = 0; pi < s->programs->len; pi++) {
-    const StProgram *p = g_ptr_array_index(s->programs, pi);
-    for (guint o = 0; o < p->ops->len; o++) {
-      const StOp *op = st_program_op(p, o);
-      if (op->kind == ST_OP_COMM_COLL && op->data == ST_DATA_CP && op->sub != ST_COLL_RING_SHIFT)
-        problem(problems, seen, "context parallelism over all-to-alls (--cp-comm all-to-all, "
-                "DeepSpeed Ulysses: simulated only; the executor runs the ring, --cp-comm "
-                "ring)");
-    }
-  }
   for (int i = 0; i < m->n_layers; i++) {
     const StLayer *l = &m->layers[i];
     if (st_layer_cp_part(l) < 0)

@@ -62,13 +62,18 @@
  * (up to the keys and values), steps 1 .. c "core" (one chunk of keys and
  * values each), step c + 1 "post" (the rest); a backward calls them from
  * post down to pre. `state` (cp_state_bytes() of the pass) lives from the
- * pass's first call to its last; the ring's exchanges between the core
- * steps move what cp_exchange() says in it. */
+ * pass's first call to its last; the exchanges between the steps (the
+ * ring's, or Ulysses' all-to-alls) move what cp_exchange() says in it. */
 typedef struct {
-  int step, steps;  /* this call's step, of c + 2 */
+  int step, steps;  /* this call's step, of c + 2 (all-to-all: of 3) */
   int rank, size;   /* the rank's index in its context-parallel group, c */
+  int kind;         /* ST_LAYER_CP_RING, or ST_LAYER_CP_A2A: pre | core | post around
+                       the all-to-alls of DeepSpeed Ulysses (the core on heads / c of
+                       the whole sequence) */
   void *state;      /* the pass's state (device memory) */
 } StLayerCp;
+
+enum { ST_LAYER_CP_RING = 0, ST_LAYER_CP_A2A = 1 }; /* StLayerCp.kind */
 
 typedef struct {
   const StKernels *k;
@@ -169,9 +174,9 @@ typedef struct {
    * the schedule's order) of a group of c sends from the state and
    * receives into it, `elems` elements of dt each way (0 or an error
    * code). forward() and backward() run the steps when ctx->cp is set. */
-  size_t (*cp_state_bytes)(const StLayer *l, int batch, StKDtype dt, int backward);
-  int (*cp_exchange)(const StLayer *l, int batch, StKDtype dt, int backward, int k, int c,
-                     void *state, const void **send, void **recv, size_t *elems);
+  size_t (*cp_state_bytes)(const StLayer *l, int batch, StKDtype dt, int backward, int kind);
+  int (*cp_exchange)(const StLayer *l, int batch, StKDtype dt, int backward, int kind, int k,
+                     int c, void *state, const void **send, void **recv, size_t *elems);
 } StLayerImpl;
 
 /* NULL when the type has no real implementation (custom layers). */

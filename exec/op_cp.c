@@ -35,6 +35,7 @@ cp_setup(Rank *r, GError **error)
   r->cp_comm = -1;
   r->cp_size = 1;
   r->cp_rank = 0;
+  r->cp_kind = ST_LAYER_CP_RING;
   guint n = r->p->ops->len;
   r->cp_exchange = g_new0(int16_t, MAX(n, 1u));
   r->cp_backward = g_new0(gboolean, MAX(n, 1u));
@@ -60,13 +61,19 @@ cp_setup(Rank *r, GError **error)
     }
     if (op->kind != ST_OP_COMM_COLL || op->data != ST_DATA_CP)
       continue;
-    if (op->sub != ST_COLL_RING_SHIFT) {
+    int kind = op->sub == ST_COLL_ALL_TO_ALL ? ST_LAYER_CP_A2A : ST_LAYER_CP_RING;
+    if (op->sub != ST_COLL_RING_SHIFT && op->sub != ST_COLL_ALL_TO_ALL) {
       g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                  "rank %d: context parallelism's %s exchanges (--cp-comm all-to-all) are "
-                  "simulated only: the executor runs the ring (--cp-comm ring)",
-                  r->rank, st_coll_name(op->sub));
+                  "rank %d: context parallelism over %s exchanges", r->rank,
+                  st_coll_name(op->sub));
       return FALSE;
     }
+    if (r->cp_comm >= 0 && kind != r->cp_kind) {
+      g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
+                  "rank %d: context parallelism both over a ring and all-to-alls", r->rank);
+      return FALSE;
+    }
+    r->cp_kind = kind;
     if (r->cp_comm >= 0 && op->comm != r->cp_comm) {
       g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
                   "rank %d: context-parallel exchanges on two communicators (%d and %d)",
@@ -79,11 +86,13 @@ cp_setup(Rank *r, GError **error)
   }
   if (r->cp_comm < 0)
     return TRUE;
-  if (r->k->ring_attn_fwd == NULL || r->k->ring_attn_bwd == NULL ||
-      r->k->ring_attn_finish == NULL) {
+  if (r->cp_kind == ST_LAYER_CP_RING &&
+      (r->k->ring_attn_fwd == NULL || r->k->ring_attn_bwd == NULL ||
+       r->k->ring_attn_finish == NULL)) {
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                "rank %d: context parallelism needs ring attention's kernels, which the %s "
-                "kernels lack (the host backend has them: --backend host)",
+                "rank %d: context parallelism's ring needs ring attention's kernels, which the "
+                "%s kernels lack (the host backend has them: --backend host; or --cp-comm "
+                "all-to-all)",
                 r->rank, r->k->name);
     return FALSE;
   }
@@ -122,7 +131,8 @@ cp_view(Rank *r, uint32_t o, int32_t step, void *stream, StLayerCp *v, GError **
     return TRUE;
   const StLayer *l = &r->model->layers[op->layer];
   const StLayerImpl *impl = st_layer_impl_find(l->type->name);
-  if (impl == NULL || impl->cp_state_bytes == NULL || r->cp_size != steps - 2) {
+  int want = r->cp_kind == ST_LAYER_CP_A2A ? 3 : r->cp_size + 2;
+  if (impl == NULL || impl->cp_state_bytes == NULL || steps != want) {
     g_autofree char *name = st_op_describe(r->x->s, r->p, o);
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
                 "rank %d, op %u '%s': a pass in %d context-parallel steps, but %s", r->rank, o,
@@ -133,14 +143,14 @@ cp_view(Rank *r, uint32_t o, int32_t step, void *stream, StLayerCp *v, GError **
     return FALSE;
   }
   gboolean back = st_pass_is_backward(op->sub);
-  *v = (StLayerCp){st_op_cp_step(op), steps, r->cp_rank, r->cp_size, NULL};
+  *v = (StLayerCp){st_op_cp_step(op), steps, r->cp_rank, r->cp_size, r->cp_kind, NULL};
   if (v->step != (back ? steps - 1 : 0)) {
     if ((v->state = state_of(r, step, op, back)) == NULL)
       return op_missing(error, r, o, "its pass's context-parallel state");
     return TRUE;
   }
-  size_t bytes = impl->cp_state_bytes(l, op->batch, r->x->dt, back);
-  g_autofree char *what = g_strdup_printf("layer '%s''s ring attention", l->name);
+  size_t bytes = impl->cp_state_bytes(l, op->batch, r->x->dt, back, r->cp_kind);
+  g_autofree char *what = g_strdup_printf("layer '%s''s context-parallel attention", l->name);
   if ((v->state = op_scratch(r, bytes, ST_MEM_COMM, what, step, o, stream, error)) == NULL)
     return FALSE;
   gint64 *key = g_new(gint64, 1);
@@ -182,8 +192,8 @@ op_cp(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const void *send = NULL;
   void *recv = NULL;
   size_t elems = 0;
-  int status = impl->cp_exchange(l, tp_batch(r, op), r->x->dt, back, k, r->cp_size, state, &send,
-                                 &recv, &elems);
+  int status = impl->cp_exchange(l, tp_batch(r, op), r->x->dt, back, r->cp_kind, k, r->cp_size,
+                                 state, &send, &recv, &elems);
   if (status != 0)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
   if (elems * st_kdt_size(r->x->dt) != (size_t)op->bytes) {
@@ -197,7 +207,7 @@ op_cp(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     .rank = r->rank,
     .comm = op->comm,
     .tag = op->tag,
-    .kind = ST_COLL_RING_SHIFT,
+    .kind = op->sub,
     .send = send,
     .recv = recv,
     .total = elems,
@@ -205,5 +215,7 @@ op_cp(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     .stream = stream,
     .what = name,
   };
+  if (op->sub == ST_COLL_ALL_TO_ALL && !st_comm_all_to_all_ok(&call, r->cp_size, error))
+    return FALSE;
   return r->x->comm_backend->collective(r->x->comm, &call, error);
 }

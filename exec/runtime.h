@@ -150,6 +150,7 @@ typedef struct {
    * exchange of its pass an exchange is (0: none) and whether the pass is a
    * backward; the passes' states alive. */
   int cp_comm, cp_size, cp_rank;
+  int cp_kind;             /* ST_LAYER_CP_RING or ST_LAYER_CP_A2A (exec/layer_impl.h) */
   int16_t *cp_exchange;    /* [n_ops] */
   gboolean *cp_backward;   /* [n_ops] */
   GHashTable *cp_states;   /* (step, micro, layer, backward) -> device memory */
@@ -400,7 +401,7 @@ gboolean ep_view(Rank *r, uint32_t o, int32_t step, EpView *v, GError **error);
 gboolean op_ep(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
 
 /* op_cp.c: context parallelism. A pass in steps (StOp's cp step) around
- * the ring's exchanges (ST_DATA_CP ring shifts on 'cp'): its state, made
+ * the exchanges (ST_DATA_CP ring shifts or all-to-alls on 'cp'): its state, made
  * by its first step and released by its last, and the exchanges. */
 gboolean cp_setup(Rank *r, GError **error);
 void cp_clear(Rank *r);

@@ -25,6 +25,10 @@
  * losses by 4.2e-2 (c = 2) and the weights by 33 relative; RoPE turning
  * the local positions instead of the global ones, by 1.6e-2 and 15.
  *
+ * --cp-comm all-to-all (DeepSpeed Ulysses, layer_decoder_ulysses.c): the
+ * rank's Q, K, V of head group j sent to rank j, the whole sequence's
+ * attention on a group, the output sent back: the same agreement.
+ *
  * /exec/cp/ring-bytes: what the ring moved, per rank, layer and
  * micro-batch of b sequences, K = 2 kv_heads head_dim (s / c) e the rank's
  * keys and values of a sequence (docs/LLM.md, "Context parallelism"):
@@ -246,6 +250,12 @@ test_agreement(void)
   against_dp(llama, 2, 4, 1, pp);       /* CP 2 x PP 2 (1F1B) */
   const char *again[] = {"recompute", "full", NULL};
   against_dp(llama, 2, 2, 1, again);    /* the ring again in each recompute */
+  /* DeepSpeed Ulysses: the whole sequence of a head group per rank */
+  const char *a2a[] = {"cp-comm", "all-to-all", NULL};
+  const char *a2a_zero[] = {"cp-comm", "all-to-all", "zero-stage", "1", NULL};
+  against_dp(llama, 2, 2, 1, a2a);
+  against_dp(llama, 2, 4, 2, a2a_zero);
+  against_dp(parallel, 2, 2, 1, a2a);
   /* TP 2 x CP 2: the attention half of each block split over the tensor
    * group in steps, with and without sequence parallelism */
   const char *tp[] = {"tensor-parallel", "2", NULL};
@@ -302,6 +312,42 @@ test_ring_bytes(void)
   ring_bytes_for(4);
 }
 
+/* Ulysses (c = 2): per layer and micro-batch, forward an all-to-all of the
+ * rank's Q, K, V, b Q = b (4 + 2 x 2) 8 x 8 tokens x 4 bytes = 4 KiB, and
+ * of its output, b O = b 4 x 8 x 8 x 4 = 2 KiB; backward the same two (the
+ * output's gradient in, Q, K, V's back); a rank sends (c - 1) / c of each
+ * buffer. */
+static void
+test_a2a_bytes(void)
+{
+  g_autoptr(StModel) llama = st_test_model("tests/data/exec/tiny-llama.json");
+  const char *settings[] = {"context-parallel", "2", "cp-comm", "all-to-all", NULL};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(StSchedule) s = build(llama, "megatron", 2, 1, settings, &error);
+  g_assert_no_error(error);
+  StExecResult res;
+  g_autoptr(StTimeline) tl = st_test_execute(s, 0.1, 0, &res);
+  st_exec_result_clear(&res);
+  const int64_t L = 2, b = MB, Q = (4 + 2 * 2) * 8 * 8 * 4, O = 4 * 8 * 8 * 4;
+  int cp = st_schedule_find_comm(s, "cp");
+  for (int rank = 0; rank < 2; rank++) {
+    int64_t q = 0, out = 0;
+    for (guint i = 0; i < tl->ops->len; i++) {
+      const StOpRecord *rec = &g_array_index(tl->ops, StOpRecord, i);
+      if (rec->rank != rank || rec->step != 0)
+        continue;
+      const StOp *op = st_program_op(st_schedule_program_of(s, rank), rec->op);
+      if (op->kind != ST_OP_COMM_COLL || op->comm != cp)
+        continue;
+      g_assert_cmpint(op->sub, ==, ST_COLL_ALL_TO_ALL);
+      q += op->bytes == b * Q;
+      out += op->bytes == b * O;
+    }
+    g_assert_cmpint(q, ==, 2 * L * M);
+    g_assert_cmpint(out, ==, 2 * L * M);
+  }
+}
+
 /* What the executor's context parallelism does not run is said up front. */
 static void
 test_refused(void)
@@ -321,7 +367,6 @@ test_refused(void)
     int ranks;
     const char *says;
   } cases[] = {
-    {llama, {"context-parallel", "2", "cp-comm", "all-to-all", NULL}, 2, "--cp-comm all-to-all"},
     {parallel, {"context-parallel", "2", "tensor-parallel", "2", NULL}, 4,
      "with tensor parallelism on blocks in one part"},
     {window, {"context-parallel", "2", NULL}, 2, "with a sliding window"},
@@ -345,6 +390,7 @@ main(int argc, char **argv)
   g_test_add_func("/exec/cp/kernels", test_kernels);
   g_test_add_func("/exec/cp/agreement", test_agreement);
   g_test_add_func("/exec/cp/ring-bytes", test_ring_bytes);
+  g_test_add_func("/exec/cp/all-to-all-bytes", test_a2a_bytes);
   g_test_add_func("/exec/cp/refused", test_refused);
   return g_test_run();
 }

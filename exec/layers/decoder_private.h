@@ -37,9 +37,54 @@ size_t st_decoder_split_layout(const StLayer *l, const Block *b, int batch, StKD
                                char *base, void *again, Saved *s);
 
 /* Context parallelism (layer_decoder_cp.c, exec/layer_impl.h StLayerCp). */
-size_t st_decoder_cp_state_bytes(const StLayer *l, int batch, StKDtype dt, int backward);
-int st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, int k, int c,
-                           void *state, const void **send, void **recv, size_t *elems);
+
+/* A pass's state (device memory), by kind (StLayerCp.kind). */
+typedef struct {
+  float *o, *m, *l;   /* ring forward: fp32 [B T H k], [B H T], [B H T] */
+  void *dy, *dqkv;    /* backward: [B T H k], [B T n] */
+  void *dx1;          /* backward with an MLP: x1's gradient (parallel: norm2's input's);
+                         split over a tensor group: the output gradient, kept to the end */
+  void *home, *tmp;   /* ring backward: [B T 2 G k] the gradient back home, its sum */
+  void *slot[2];      /* ring: [B T 2 G k] keys and values (backward: then their gradient) */
+  void *qkv;          /* all-to-all forward: the rank's qkv [B T n] (the saved block
+                         holds the whole sequence's of its heads) */
+  void *send, *recv;  /* all-to-all: the buffers, c slices of B T n / c (or H k / c) */
+} CpState;
+
+/* Elements of the rank's keys and values, B T 2 G k; of a qkv row, n. */
+static inline size_t
+st_cp_kv_elems(const Block *b)
+{
+  return (size_t)b->attn.B * b->attn.T * 2 * b->attn.G * b->attn.k;
+}
+
+static inline size_t
+st_cp_n(const Block *b)
+{
+  return (size_t)(b->attn.H + 2 * b->attn.G) * b->attn.k;
+}
+
+size_t st_decoder_cp_layout(const Block *b, StKDtype dt, int backward, int kind, char *base,
+                            CpState *st);
+/* RoPE on the rank's qkv rows [B T n] by their global positions. */
+int st_decoder_rope_global(const StLayerCtx *c, const Block *b, void *qkv, int inverse);
+size_t st_decoder_cp_state_bytes(const StLayer *l, int batch, StKDtype dt, int backward,
+                                 int kind);
+int st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, int kind,
+                           int k, int c, void *state, const void **send, void **recv,
+                           size_t *elems);
+/* DeepSpeed Ulysses' steps (layer_decoder_ulysses.c): forward open (after
+ * the qkv projection into st->qkv: RoPE, Q K V packed by head group),
+ * core (the whole sequence's attention on the rank's heads, the output
+ * packed by rank), close (the output unpacked into s->attn.y); backward
+ * open (st->dy packed by head group), core, close (dqkv unpacked into
+ * st->dqkv, RoPE's inverse). */
+int st_ulysses_fwd_open(const StLayerCtx *c, const Block *b, const CpState *st);
+int st_ulysses_fwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st);
+int st_ulysses_fwd_close(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st);
+int st_ulysses_bwd_open(const StLayerCtx *c, const Block *b, const CpState *st);
+int st_ulysses_bwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st);
+int st_ulysses_bwd_close(const StLayerCtx *c, const Block *b, const CpState *st);
 int st_decoder_cp_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                           const void *in, void *out, void *saved);
 int st_decoder_cp_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,

@@ -45,45 +45,37 @@
 
 #include "exec/layers/decoder_private.h"
 
-/* The pass's state (device memory). */
-typedef struct {
-  float *o, *m, *l;   /* forward: fp32 [B T H k], [B H T], [B H T] */
-  void *dy, *dqkv;    /* backward: [B T H k], [B T n] */
-  void *dx1;          /* backward with an MLP: x1's gradient (parallel: norm2's input's);
-                         split over a tensor group: the output gradient, kept to the end */
-  void *home, *tmp;   /* backward: [B T 2 G k] the gradient back home, its sum */
-  void *slot[2];      /* [B T 2 G k] keys and values (backward: then their gradient) */
-} CpState;
-
-static size_t
-kv_elems(const Block *b)
-{
-  return (size_t)b->attn.B * b->attn.T * 2 * b->attn.G * b->attn.k;
-}
-
-static size_t
-n_of(const Block *b)
-{
-  return (size_t)(b->attn.H + 2 * b->attn.G) * b->attn.k;
-}
-
-static size_t
-cp_layout(const Block *b, StKDtype dt, int backward, char *base, CpState *st)
+size_t
+st_decoder_cp_layout(const Block *b, StKDtype dt, int backward, int kind, char *base,
+                     CpState *st)
 {
   StCarve cv = {base, 0};
-  size_t es = st_kdt_size(dt), bt = (size_t)b->attn.B * b->attn.T, E = kv_elems(b);
-  size_t heads = (size_t)b->attn.B * b->attn.H * b->attn.T;
+  size_t es = st_kdt_size(dt), bt = (size_t)b->attn.B * b->attn.T, E = st_cp_kv_elems(b);
+  size_t heads = (size_t)b->attn.B * b->attn.H * b->attn.T, n = st_cp_n(b);
+  size_t out = bt * b->attn.H * b->attn.k;
   *st = (CpState){0};
+  if (kind == ST_LAYER_CP_A2A) { /* the rank's qkv; the all-to-alls' buffers */
+    if (backward) {
+      st->dy = st_carve(&cv, out * es);
+      st->dqkv = st_carve(&cv, bt * n * es);
+      st->dx1 = b->has_mlp ? st_carve(&cv, (size_t)b->rows * b->d * es) : NULL;
+    } else {
+      st->qkv = st_carve(&cv, bt * n * es);
+    }
+    st->send = st_carve(&cv, MAX(out, bt * n) * es);
+    st->recv = st_carve(&cv, MAX(out, bt * n) * es);
+    return cv.offset;
+  }
   if (!backward) {
-    st->o = st_carve(&cv, bt * b->attn.H * b->attn.k * sizeof(float));
+    st->o = st_carve(&cv, out * sizeof(float));
     st->m = st_carve(&cv, heads * sizeof(float));
     st->l = st_carve(&cv, heads * sizeof(float));
     for (int i = 0; i < 2; i++)
       st->slot[i] = st_carve(&cv, E * es);
     return cv.offset;
   }
-  st->dy = st_carve(&cv, bt * b->attn.H * b->attn.k * es);
-  st->dqkv = st_carve(&cv, bt * n_of(b) * es);
+  st->dy = st_carve(&cv, out * es);
+  st->dqkv = st_carve(&cv, bt * n * es);
   st->dx1 = b->has_mlp ? st_carve(&cv, (size_t)b->rows * b->d * es) : NULL;
   st->home = st_carve(&cv, E * es);
   st->tmp = st_carve(&cv, E * es);
@@ -93,21 +85,32 @@ cp_layout(const Block *b, StKDtype dt, int backward, char *base, CpState *st)
 }
 
 size_t
-st_decoder_cp_state_bytes(const StLayer *l, int batch, StKDtype dt, int backward)
+st_decoder_cp_state_bytes(const StLayer *l, int batch, StKDtype dt, int backward, int kind)
 {
   Block b = st_decoder_block(l, batch);
   CpState st;
-  return cp_layout(&b, dt, backward, NULL, &st);
+  return st_decoder_cp_layout(&b, dt, backward, kind, NULL, &st);
 }
 
 int
-st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, int k, int c,
-                       void *state, const void **send, void **recv, size_t *elems)
+st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, int kind, int k,
+                       int c, void *state, const void **send, void **recv, size_t *elems)
 {
   Block b = st_decoder_block(l, batch);
   CpState st;
-  cp_layout(&b, dt, backward, state, &st);
-  size_t E = kv_elems(&b);
+  st_decoder_cp_layout(&b, dt, backward, kind, state, &st);
+  size_t E = st_cp_kv_elems(&b);
+  if (kind == ST_LAYER_CP_A2A) {
+    /* forward Q K V in, the output back; backward the output's gradient
+     * in, Q K V's back */
+    size_t bt = (size_t)b.attn.B * b.attn.T, out = bt * b.attn.H * b.attn.k;
+    if (k < 1 || k > 2)
+      return ST_K_EINVAL;
+    *send = st.send;
+    *recv = st.recv;
+    *elems = (k == 1) == !backward ? bt * st_cp_n(&b) : out;
+    return 0;
+  }
   if (k < 1 || k > (backward ? c : c - 1))
     return ST_K_EINVAL;
   void *from = st.slot[(k - 1) % 2], *to = st.slot[k % 2];
@@ -125,13 +128,13 @@ st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, i
 
 /* RoPE on the rank's qkv rows by their global positions: the rows placed
  * at their positions in a [B, c T, n] scratch, turned there, put back. */
-static int
-rope_global(const StLayerCtx *c, const Block *b, void *qkv, int inverse)
+int
+st_decoder_rope_global(const StLayerCtx *c, const Block *b, void *qkv, int inverse)
 {
   const StAttnGeom *a = &b->attn;
   if (a->theta <= 0)
     return 0;
-  size_t n = n_of(b), es = st_kdt_size(c->dt), h = (size_t)a->T / 2;
+  size_t n = st_cp_n(b), es = st_kdt_size(c->dt), h = (size_t)a->T / 2;
   int S = a->T * c->cp->size;
   size_t bytes = (size_t)a->B * S * n * es;
   void *big;
@@ -171,9 +174,13 @@ fwd_open(const StLayerCtx *c, const Block *b, const void *attn_params, const voi
          const Saved *s, const CpState *st, size_t state_bytes)
 {
   const StAttnGeom *a = &b->attn;
-  int n = (int)n_of(b), w = 2 * a->G * a->k;
+  int n = (int)st_cp_n(b), w = 2 * a->G * a->k;
+  if (c->cp->kind == ST_LAYER_CP_A2A) {
+    ST_TRY(st_attn_qkv_fwd(c, a, attn_params, h, st->qkv));
+    return st_ulysses_fwd_open(c, b, st);
+  }
   ST_TRY(st_attn_qkv_fwd(c, a, attn_params, h, s->attn.qkv));
-  ST_TRY(rope_global(c, b, s->attn.qkv, 0));
+  ST_TRY(st_decoder_rope_global(c, b, s->attn.qkv, 0));
   ST_TRY(c->k->memset0(c->stream, c->cp->state, state_bytes));
   return c->k->copy2d(c->stream, st->slot[0], w, st_at(s->attn.qkv, c->dt, (size_t)a->H * a->k),
                       n, a->B * a->T, w, c->dt);
@@ -185,7 +192,9 @@ fwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
 {
   const StAttnGeom *a = &b->attn;
   const StLayerCp *cp = c->cp;
-  return c->k->ring_attn_fwd(c->stream, st->o, st->m, st->l, s->attn.qkv, (int)n_of(b),
+  if (cp->kind == ST_LAYER_CP_A2A)
+    return st_ulysses_fwd_core(c, b, s, st);
+  return c->k->ring_attn_fwd(c->stream, st->o, st->m, st->l, s->attn.qkv, (int)st_cp_n(b),
                              st->slot[(cp->step - 1) % 2], a->B, a->T, a->H, a->G, a->k,
                              1.0f / sqrtf((float)a->k), a->causal, cp->size, cp->rank,
                              chunk_rank(cp, cp->step), c->dt);
@@ -199,10 +208,12 @@ bwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
 {
   const StAttnGeom *a = &b->attn;
   const StLayerCp *cp = c->cp;
-  int k = cp->size + 1 - cp->step, n = (int)n_of(b);
+  if (cp->kind == ST_LAYER_CP_A2A)
+    return st_ulysses_bwd_core(c, b, s, st);
+  int k = cp->size + 1 - cp->step, n = (int)st_cp_n(b);
   void *slot = st->slot[(k - 1) % 2];
   void *dkv = k == 1 ? st_at(st->dqkv, c->dt, (size_t)a->H * a->k)
-                     : st_at(slot, c->dt, kv_elems(b));
+                     : st_at(slot, c->dt, st_cp_kv_elems(b));
   int ld_dkv = k == 1 ? n : 2 * a->G * a->k;
   return c->k->ring_attn_bwd(c->stream, st->dqkv, n, dkv, ld_dkv, st->dy, s->attn.y, s->attn.lse,
                              s->attn.qkv, n, slot, a->B, a->T, a->H, a->G, a->k,
@@ -216,9 +227,23 @@ static int
 bwd_open(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
 {
   const StAttnGeom *a = &b->attn;
-  int n = (int)n_of(b), w = 2 * a->G * a->k;
+  int n = (int)st_cp_n(b), w = 2 * a->G * a->k;
+  if (c->cp->kind == ST_LAYER_CP_A2A)
+    return st_ulysses_bwd_open(c, b, st);
   return c->k->copy2d(c->stream, st->slot[0], w, st_at(s->attn.qkv, c->dt, (size_t)a->H * a->k),
                       n, a->B * a->T, w, c->dt);
+}
+
+/* Forward post's start: the attention's output y (and lse) in the saved
+ * block. */
+static int
+fwd_close(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
+{
+  const StAttnGeom *a = &b->attn;
+  if (c->cp->kind == ST_LAYER_CP_A2A)
+    return st_ulysses_fwd_close(c, b, s, st);
+  return c->k->ring_attn_finish(c->stream, s->attn.y, s->attn.lse, st->o, st->m, st->l, a->B,
+                                a->T, a->H, a->k, c->dt);
 }
 
 /* Backward pre's start: the gradient come home added to the rank's own
@@ -228,12 +253,14 @@ bwd_home(const StLayerCtx *c, const Block *b, const CpState *st)
 {
   const StKernels *k = c->k;
   const StAttnGeom *a = &b->attn;
-  int n = (int)n_of(b), w = 2 * a->G * a->k, bt = a->B * a->T;
+  if (c->cp->kind == ST_LAYER_CP_A2A)
+    return st_ulysses_bwd_close(c, b, st);
+  int n = (int)st_cp_n(b), w = 2 * a->G * a->k, bt = a->B * a->T;
   void *kv_cols = st_at(st->dqkv, c->dt, (size_t)a->H * a->k);
   ST_TRY(k->copy2d(c->stream, st->tmp, w, kv_cols, n, bt, w, c->dt));
-  ST_TRY(k->add(c->stream, st->tmp, st->tmp, st->home, c->dt, kv_elems(b)));
+  ST_TRY(k->add(c->stream, st->tmp, st->tmp, st->home, c->dt, st_cp_kv_elems(b)));
   ST_TRY(k->copy2d(c->stream, kv_cols, n, st->tmp, w, bt, w, c->dt));
-  return rope_global(c, b, st->dqkv, 1);
+  return st_decoder_rope_global(c, b, st->dqkv, 1);
 }
 
 static int
@@ -248,15 +275,14 @@ whole_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *para
   Saved s;
   st_decoder_layout(&b, c->dt, saved, c->again, &s);
   CpState st;
-  size_t state_bytes = cp_layout(&b, c->dt, 0, cp->state, &st);
+  size_t state_bytes = st_decoder_cp_layout(&b, c->dt, 0, cp->kind, cp->state, &st);
   if (cp->step == 0) {
     ST_TRY(st_norm_forward(c, &s.n1, PAR(norm1), in, s.h1));
     return fwd_open(c, &b, PAR(attn), s.h1, &s, &st, state_bytes);
   }
-  if (cp->step <= cp->size)
+  if (cp->step < cp->steps - 1)
     return fwd_core(c, &b, &s, &st);
-  ST_TRY(k->ring_attn_finish(c->stream, s.attn.y, s.attn.lse, st.o, st.m, st.l, a->B, a->T, a->H,
-                             a->k, c->dt));
+  ST_TRY(fwd_close(c, &b, &s, &st));
   size_t map = (size_t)b.rows * b.d;
   void *a_out = b.has_mlp && !b.parallel ? s.x1 : out;
   ST_TRY(st_attn_out_fwd(c, a, PAR(attn), s.attn.y, a_out));
@@ -340,7 +366,7 @@ whole_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
   Saved s;
   st_decoder_layout(&b, c->dt, (char *)saved, c->again, &s);
   CpState st;
-  size_t state_bytes = cp_layout(&b, c->dt, 1, cp->state, &st);
+  size_t state_bytes = st_decoder_cp_layout(&b, c->dt, 1, cp->kind, cp->state, &st);
   if (cp->step == cp->steps - 1)
     return cp_backward_post(c, &b, &o, params, in, &s, &st, state_bytes, dout, din, dparams);
   if (cp->step == 0)
@@ -396,17 +422,16 @@ split_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *para
   Saved s;
   st_decoder_split_layout(l, &b, batch, c->dt, saved, c->again, &s);
   CpState st;
-  size_t state_bytes = cp_layout(&b, c->dt, 0, cp->state, &st);
+  size_t state_bytes = st_decoder_cp_layout(&b, c->dt, 0, cp->kind, cp->state, &st);
   if (cp->step == 0) {
     StNormPart n;
     void *h;
     ST_TRY(norm_again(c, &b, PAR(norm1), in, &n, &h));
     return fwd_open(c, &b, PAR(attn), h, &s, &st, state_bytes);
   }
-  if (cp->step <= cp->size)
+  if (cp->step < cp->steps - 1)
     return fwd_core(c, &b, &s, &st);
-  ST_TRY(c->k->ring_attn_finish(c->stream, s.attn.y, s.attn.lse, st.o, st.m, st.l, a->B, a->T,
-                                a->H, a->k, c->dt));
+  ST_TRY(fwd_close(c, &b, &s, &st));
   ST_TRY(st_attn_out_fwd(c, a, PAR(attn), s.attn.y, out)); /* a partial sum */
   return own_rows_add(c, l, batch, b.d, out, in, l->sp);
 }
@@ -422,7 +447,7 @@ split_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
   Saved s;
   st_decoder_split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
   CpState st;
-  size_t state_bytes = cp_layout(&b, c->dt, 1, cp->state, &st);
+  size_t state_bytes = st_decoder_cp_layout(&b, c->dt, 1, cp->kind, cp->state, &st);
   size_t map = (size_t)b.rows * b.d;
   if (cp->step == cp->steps - 1) {
     /* the output gradient kept: without sequence parallelism it came in

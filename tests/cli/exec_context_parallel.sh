@@ -2,7 +2,8 @@
 # exec_context_parallel.sh: `stagger run --context-parallel` on the host
 # backend end to end (exec/op_cp.c, docs/LLM.md "Context parallelism"):
 # tiny-llama (sequences of 16) trained 3 steps with megatron's ring CP 2,
-# CP 4, CP 2 x DP 2 and TP 2 + SP x CP 2 gives DP's losses on the same global batch within
+# CP 4, CP 2 x DP 2, TP 2 + SP x CP 2 and Ulysses' all-to-all CP 2 gives
+# DP's losses on the same global batch within
 # 1e-5 (fp32; only the order of sums differs: tests/test_exec_cp.c), and
 # the ring shifts it ran (ops.csv) carried the ring's bytes in closed form: per rank, layer and micro-batch of b sequences 3 (c - 1) b K,
 # K = 2 kv heads x 8 x 16 / c tokens x 4 bytes.
@@ -35,6 +36,7 @@ run dp2 2 8 --strategy dp
 run cp2 2 4 --strategy megatron --context-parallel 2
 run cp4 4 4 --strategy megatron --context-parallel 4
 run cp2dp2 4 8 --strategy megatron --context-parallel 2
+run a2a 2 4 --strategy megatron --context-parallel 2 --cp-comm all-to-all
 run tpcp 4 4 --strategy megatron --tensor-parallel 2 --sequence-parallel --vocab-multiple 1 \
   --context-parallel 2
 grep -q "CP 2 (ring)" "$tmp/cp2.log" || fail "no CP in the table"
@@ -42,6 +44,8 @@ same_losses cp2 dp1
 same_losses cp4 dp1
 same_losses cp2dp2 dp2
 same_losses tpcp dp1
+same_losses a2a dp1
+grep -q "CP 2 (all-to-all)" "$tmp/a2a.log" || fail "no all-to-all CP in the table"
 
 # The ring's bytes a rank sent per step, from the run's record of the ops
 # it ran (ops.csv: the ring shifts on the 'cp' stream): 2 layers x 2
