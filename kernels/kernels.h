@@ -263,7 +263,8 @@ typedef struct StKernels {
    * [batch, tokens, heads head_dim] (unnormalised), m and l [batch, heads,
    * tokens] (the running max and sum of exp; all zero to start: a row with
    * l = 0 has seen nothing).
-   * NULL in a table that has none (the cuda table: exec refuses CP there). */
+   * NULL in a table that has none (the cuda table: exec refuses the ring
+   * there; Ulysses runs on flash_attn_*). */
   int (*ring_attn_fwd)(void *stream, float *o, float *m, float *l, const void *q, int ld_q,
                        const void *kv, int batch, int tokens, int heads, int kv_heads,
                        int head_dim, float scale, int causal, int c, int rank, int kv_rank,
