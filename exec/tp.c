@@ -234,8 +234,8 @@ tp_view(Rank *r, uint32_t o, int32_t step, TpView *v, GError **error)
   int cp_steps = st_op_cp_steps(op), cp_step = st_op_cp_step(op);
   gboolean gone = cp_steps > 0 && !bwd && cp_step != 0;
   gboolean peek = cp_steps > 0 && bwd && cp_step != 0;
-  v->in = gone ? NULL
-               : peek ? tp_peek(r, step, op, ST_DATA_TP_INPUT) : tp_take(r, step, op, ST_DATA_TP_INPUT);
+  if (!gone)
+    v->in = peek ? tp_peek(r, step, op, ST_DATA_TP_INPUT) : tp_take(r, step, op, ST_DATA_TP_INPUT);
   if (bwd)
     v->dout = peek ? tp_peek(r, step, op, ST_DATA_TP_OUTPUT_GRAD)
                    : tp_take(r, step, op, ST_DATA_TP_OUTPUT_GRAD);

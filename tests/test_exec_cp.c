@@ -284,21 +284,31 @@ ring_bytes_for(int c)
   int cp = st_schedule_find_comm(s, "cp");
   g_assert_cmpint(cp, >=, 0);
   for (int rank = 0; rank < c; rank++) {
-    int64_t bytes = 0, one = 0, two = 0;
+    int64_t fwd = 0, bwd = 0, one = 0, two = 0;
+    const StProgram *p = st_schedule_program_of(s, rank);
     for (guint i = 0; i < tl->ops->len; i++) {
       const StOpRecord *rec = &g_array_index(tl->ops, StOpRecord, i);
       if (rec->rank != rank || rec->step != 0)
         continue;
-      const StProgram *p = st_schedule_program_of(s, rank);
       const StOp *op = st_program_op(p, rec->op);
       if (op->kind != ST_OP_COMM_COLL || op->comm != cp)
         continue;
       g_assert_cmpint(op->sub, ==, ST_COLL_RING_SHIFT);
-      bytes += op->bytes;
+      /* its pass: that of the next step of its layer and micro-batch
+       * (forward: the core step it feeds; backward: the one after it) */
+      const StOp *next = NULL;
+      for (guint o = rec->op + 1; o < p->ops->len && next == NULL; o++) {
+        const StOp *x = st_program_op(p, o);
+        if (x->kind == ST_OP_COMP && x->layer == op->layer && x->micro == op->micro)
+          next = x;
+      }
+      g_assert_nonnull(next);
+      *(st_pass_is_backward(next->sub) ? &bwd : &fwd) += op->bytes;
       one += op->bytes == b * K;
       two += op->bytes == 2 * b * K;
     }
-    g_assert_cmpint(bytes, ==, 3 * (c - 1) * b * K * L * M);
+    g_assert_cmpint(fwd, ==, (c - 1) * b * K * L * M);
+    g_assert_cmpint(bwd, ==, 2 * (c - 1) * b * K * L * M);
     /* forward c - 1 of b K; backward 2 of b K and c - 2 of 2 b K */
     g_assert_cmpint(one, ==, (c - 1 + 2) * L * M);
     g_assert_cmpint(two, ==, (c - 2) * L * M);
