@@ -138,14 +138,14 @@ check_cp(const StSchedule *s, int job, GPtrArray *problems, GHashTable *seen)
     const StLayerImpl *impl = st_layer_impl_find(l->type->name);
     if (impl == NULL || impl->cp_state_bytes == NULL)
       problem(problems, seen, "layer type '%s' under context parallelism (the executor's "
-              "ring attention is llama_block's)", l->type->name);
+              "context-parallel attention is llama_block's)", l->type->name);
     else if (l->tp > 1 && st_layer_cp_part(l) != 1)
       problem(problems, seen, "context parallelism with tensor parallelism on blocks in one "
               "part (a parallel residual or no MLP: the executor's split ring attention is "
               "the attention half of a block in two)");
-    else if (st_layer_attr(l, "window", 0) > 0 || st_layer_attr(l, "flash", 1) == 0)
-      problem(problems, seen, "context parallelism with a sliding window or dense attention "
-              "(the executor's ring attention is flash, without a window)");
+    else if (st_layer_attr(l, "flash", 1) == 0)
+      problem(problems, seen, "context parallelism with dense attention (flash false: the "
+              "executor's context-parallel attention is flash's, which keeps no scores)");
   }
 }
 

@@ -258,8 +258,8 @@ typedef struct StKernels {
    * step attends the rank's queries (rows of ld_q elements whose first
    * heads x head_dim are the query heads: qkv rows) to the keys and values
    * of rank kv_rank, kv [batch, tokens, 2 kv_heads head_dim] (the key heads,
-   * then the value heads), masked by the global positions (causal: key
-   * position <= query position), and merges them into the running fp32 o
+   * then the value heads), masked by the global positions as flash_attn_fwd
+   * masks indices (causal, window), and merges them into the running fp32 o
    * [batch, tokens, heads head_dim] (unnormalised), m and l [batch, heads,
    * tokens] (the running max and sum of exp; all zero to start: a row with
    * l = 0 has seen nothing).
@@ -267,8 +267,8 @@ typedef struct StKernels {
    * there; Ulysses runs on flash_attn_*). */
   int (*ring_attn_fwd)(void *stream, float *o, float *m, float *l, const void *q, int ld_q,
                        const void *kv, int batch, int tokens, int heads, int kv_heads,
-                       int head_dim, float scale, int causal, int c, int rank, int kv_rank,
-                       StKDtype dt);
+                       int head_dim, float scale, int causal, int window, int c, int rank,
+                       int kv_rank, StKDtype dt);
   /* The ring's end: y [batch, tokens, heads head_dim] = o / l, lse = m + log l. */
   int (*ring_attn_finish)(void *stream, void *y, float *lse, const float *o, const float *m,
                           const float *l, int batch, int tokens, int heads, int head_dim,
@@ -281,7 +281,8 @@ typedef struct StKernels {
   int (*ring_attn_bwd)(void *stream, void *dq, int ld_dq, void *dkv, int ld_dkv, const void *dy,
                        const void *y, const float *lse, const void *q, int ld_q, const void *kv,
                        int batch, int tokens, int heads, int kv_heads, int head_dim,
-                       float scale, int causal, int c, int rank, int kv_rank, StKDtype dt);
+                       float scale, int causal, int window, int c, int rank, int kv_rank,
+                       StKDtype dt);
   /* qkv (flash_attn_fwd's layout) by head: qh, kh, vh [heads, batch, tokens,
    * head_dim], K and V repeated over their group; NULL skips one. The
    * backward writes dqkv, summing each kv head over its group. */

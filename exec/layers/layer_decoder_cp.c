@@ -196,8 +196,8 @@ fwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
     return st_ulysses_fwd_core(c, b, s, st);
   return c->k->ring_attn_fwd(c->stream, st->o, st->m, st->l, s->attn.qkv, (int)st_cp_n(b),
                              st->slot[(cp->step - 1) % 2], a->B, a->T, a->H, a->G, a->k,
-                             1.0f / sqrtf((float)a->k), a->causal, cp->size, cp->rank,
-                             chunk_rank(cp, cp->step), c->dt);
+                             1.0f / sqrtf((float)a->k), a->causal, a->window, cp->size,
+                             cp->rank, chunk_rank(cp, cp->step), c->dt);
 }
 
 /* Backward core step (k = c + 1 - step in the order run): the queries'
@@ -217,8 +217,8 @@ bwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
   int ld_dkv = k == 1 ? n : 2 * a->G * a->k;
   return c->k->ring_attn_bwd(c->stream, st->dqkv, n, dkv, ld_dkv, st->dy, s->attn.y, s->attn.lse,
                              s->attn.qkv, n, slot, a->B, a->T, a->H, a->G, a->k,
-                             1.0f / sqrtf((float)a->k), a->causal, cp->size, cp->rank,
-                             chunk_rank(cp, k), c->dt);
+                             1.0f / sqrtf((float)a->k), a->causal, a->window, cp->size,
+                             cp->rank, chunk_rank(cp, k), c->dt);
 }
 
 /* Backward post's end: the rank's keys and values into slot 0 (the state

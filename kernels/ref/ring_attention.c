@@ -3,8 +3,9 @@
  * Engine's p2p context parallelism), kernels.h ring_attn_*.
  *
  * Forward, per query row i of head h (kv head g = h / (H / G)) against one
- * chunk of keys: the scores s_j = scale q_i . k_j over the keys whose global
- * position is not after i's (causal), m' = max(m, max s_j), then the online
+ * chunk of keys: the scores s_j = scale q_i . k_j over the keys i sees by
+ * their global positions (kmath.h: causal, window), m' = max(m, max s_j),
+ * then the online
  * softmax's merge (flash attention's): o = o exp(m - m') + sum exp(s_j - m')
  * v_j, l = l exp(m - m') + sum exp(s_j - m'). After every chunk, y = o / l
  * and lse = m + log l are what flash_attn_fwd gives on the whole sequence.
@@ -18,10 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/ref/kmath.h"
 #include "kernels/ref/ref.h"
 
 typedef struct {
-  int B, T, H, G, k, c, rank, kv_rank, causal;
+  int B, T, H, G, k, c, rank, kv_rank, causal, window;
   size_t ld_q, ld_kv;
 } Ring;
 
@@ -36,9 +38,8 @@ ring_ok(const Ring *g, StKDtype dt)
 static int
 sees(const Ring *g, int i, int j)
 {
-  if (!g->causal)
-    return 1;
-  return st_k_cp_position(j, g->T, g->c, g->kv_rank) <= st_k_cp_position(i, g->T, g->c, g->rank);
+  return st_k_attn_sees(st_k_cp_position(i, g->T, g->c, g->rank),
+                        st_k_cp_position(j, g->T, g->c, g->kv_rank), g->causal, g->window);
 }
 
 /* Element offsets: query head h of row (b, t) in q, key / value head of h's
@@ -85,11 +86,11 @@ dot(const void *x, size_t xo, const void *y, size_t yo, int k, StKDtype dt)
 int
 st_ref_ring_attn_fwd(void *stream, float *o, float *m, float *l, const void *q, int ld_q,
                      const void *kv, int batch, int tokens, int heads, int kv_heads,
-                     int head_dim, float scale, int causal, int c, int rank, int kv_rank,
-                     StKDtype dt)
+                     int head_dim, float scale, int causal, int window, int c, int rank,
+                     int kv_rank, StKDtype dt)
 {
   (void)stream;
-  Ring g = {batch, tokens, heads, kv_heads, head_dim, c, rank, kv_rank, causal,
+  Ring g = {batch, tokens, heads, kv_heads, head_dim, c, rank, kv_rank, causal, window,
             (size_t)ld_q, 2 * (size_t)kv_heads * head_dim};
   if (!ring_ok(&g, dt) || ld_q < heads * head_dim)
     return ST_K_EINVAL;
@@ -141,7 +142,7 @@ st_ref_ring_attn_finish(void *stream, void *y, float *lse, const float *o, const
   (void)stream;
   if (!st_ref_dt_ok(dt) || batch < 0 || tokens < 0 || heads < 0 || head_dim < 0)
     return ST_K_EINVAL;
-  Ring g = {batch, tokens, heads, 1, head_dim, 1, 0, 0, 0, 0, 0};
+  Ring g = {batch, tokens, heads, 1, head_dim, 1, 0, 0, 0, 0, 0, 0};
   for (int b = 0; b < batch; b++)
     for (int h = 0; h < heads; h++)
       for (int i = 0; i < tokens; i++) {
@@ -163,10 +164,10 @@ int
 st_ref_ring_attn_bwd(void *stream, void *dq, int ld_dq, void *dkv, int ld_dkv, const void *dy,
                      const void *y, const float *lse, const void *q, int ld_q, const void *kv,
                      int batch, int tokens, int heads, int kv_heads, int head_dim, float scale,
-                     int causal, int c, int rank, int kv_rank, StKDtype dt)
+                     int causal, int window, int c, int rank, int kv_rank, StKDtype dt)
 {
   (void)stream;
-  Ring g = {batch, tokens, heads, kv_heads, head_dim, c, rank, kv_rank, causal,
+  Ring g = {batch, tokens, heads, kv_heads, head_dim, c, rank, kv_rank, causal, window,
             (size_t)ld_q, 2 * (size_t)kv_heads * head_dim};
   if (!ring_ok(&g, dt) || ld_q < heads * head_dim || ld_dq < heads * head_dim ||
       (size_t)ld_dkv < g.ld_kv)
