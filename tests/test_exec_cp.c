@@ -213,11 +213,12 @@ build(const StModel *m, const char *strategy, int ranks, int d, const char *cons
 }
 
 /* megatron with context parallelism c (and `settings`) on `ranks` ranks
- * against dp on d: the losses within 1e-5, the weights within 1e-4. */
+ * against dp on d (with `ref_settings`): the losses within `losses`, the
+ * weights within `weights` (st_test_weights_differ). */
 static void
-against_dp(const StModel *m, int c, int ranks, int d, const char *const *more)
+against_dp_within(const StModel *m, int c, int ranks, int d, const char *const *more,
+                  const char *const *ref_settings, double losses, double weights)
 {
-  const char *none[] = {NULL};
   g_autofree char *cs = g_strdup_printf("%d", c);
   const char *settings[16] = {"context-parallel", cs, "vocab-multiple", "1"};
   int n = 4;
@@ -225,7 +226,7 @@ against_dp(const StModel *m, int c, int ranks, int d, const char *const *more)
     settings[n++] = more[i];
   settings[n] = NULL;
   g_autoptr(GError) error = NULL;
-  g_autoptr(StSchedule) ref = build(m, "dp", d, d, none, &error);
+  g_autoptr(StSchedule) ref = build(m, "dp", d, d, ref_settings, &error);
   g_assert_no_error(error);
   StExecResult rr;
   g_autoptr(StTimeline) rt = st_test_execute(ref, 0.1, 0, &rr);
@@ -243,10 +244,17 @@ against_dp(const StModel *m, int c, int ranks, int d, const char *const *more)
   g_test_message("%s: %d ranks (%s): losses differ from dp on %d by %.3g, weights by %.3g "
                  "relative",
                  m->name, ranks, how, d, loss, w);
-  g_assert_cmpfloat(loss, <=, 1e-5);
-  g_assert_cmpfloat(w, <=, 1e-4);
+  g_assert_cmpfloat(loss, <=, losses);
+  g_assert_cmpfloat(w, <=, weights);
   st_exec_result_clear(&r);
   st_exec_result_clear(&rr);
+}
+
+static void
+against_dp(const StModel *m, int c, int ranks, int d, const char *const *more)
+{
+  const char *none[] = {NULL};
+  against_dp_within(m, c, ranks, d, more, none, 1e-5, 1e-4);
 }
 
 static void
@@ -275,6 +283,16 @@ test_agreement(void)
   g_autoptr(StModel) window = st_test_model_parse(WINDOW);
   against_dp(window, 4, 4, 1, none);
   against_dp(window, 2, 2, 1, a2a);
+  /* mixed precision: activations, and the ring's chunks and gradients on
+   * their way, in bf16 (8 bits of mantissa): the losses within 2e-3
+   * (measured 5.5e-4 over the ring, 3.6e-4 over Ulysses; TP 2 differs from
+   * DP by 2.9e-4 in bf16 too; the faults above move fp32's by 1.6e-2 and
+   * more); the weights not compared, bf16's rounding near zero making the
+   * relative measure meaningless (0.5) */
+  const char *mixed[] = {"precision", "mixed", NULL};
+  const char *mixed_a2a[] = {"precision", "mixed", "cp-comm", "all-to-all", NULL};
+  against_dp_within(llama, 2, 2, 1, mixed, mixed, 2e-3, G_MAXDOUBLE);
+  against_dp_within(llama, 2, 2, 1, mixed_a2a, mixed, 2e-3, G_MAXDOUBLE);
   /* TP 2 x CP 2: the attention half of each block split over the tensor
    * group in steps, with and without sequence parallelism */
   const char *tp[] = {"tensor-parallel", "2", NULL};
