@@ -3,10 +3,12 @@
  * StLayerCp, exec/layers/layer_decoder_cp.c).
  *
  * A pass of the part holding a layer's attention runs in steps, one COMP op
- * each (StOp's cp step), with the ring's exchanges between them: ring
- * shifts on the 'cp' communicator (ST_DATA_CP), every member sending to
- * the next and receiving from the one before. The pass's state (the ring's
- * slots, the running softmax, the gradients on their way) is device memory
+ * each (StOp's cp step), with the exchanges between them on the 'cp'
+ * communicator (ST_DATA_CP): the ring's shifts, every member sending to
+ * the next and receiving from the one before, or Ulysses' two all-to-alls
+ * (--cp-comm all-to-all; one kind per run). The pass's state (the ring's
+ * slots, the running softmax, the gradients on their way, the all-to-alls'
+ * buffers) is device memory
  * made by its first step (forward: pre; backward: post) and released by its
  * last, kept here per (step, micro-batch, layer, direction). An exchange is
  * the k-th of its pass in the program's order (the schedule emits them so);

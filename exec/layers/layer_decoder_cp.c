@@ -3,9 +3,9 @@
  * Transformer Engine's p2p ring (Liu et al. 2023). The rank holds T = s / c
  * tokens of each sequence (chunks rank and 2c - 1 - rank of 2c); the norms,
  * the projections and the MLP run on them as they are, the attention's
- * queries attend the keys of the whole sequence, causal on the global
- * positions (kernels.h st_k_cp_position), RoPE turning each token by its
- * global position. The pass runs in the schedule's steps
+ * queries attend the keys of the whole sequence, masked (causal, a sliding
+ * window) by the global positions (kernels.h st_k_cp_position), RoPE
+ * turning each token by its global position. The pass runs in the schedule's steps
  * (sim/strategy/context_parallel.h):
  *
  *   forward:  pre      norm1, qkv, RoPE; the rank's keys and values into
@@ -31,6 +31,10 @@
  *   backward k < c: slot (k - 1) % 2 -> slot k % 2, chunk and gradient, 2E
  *   backward c:     slot (c - 1) % 2's gradient -> home, E
  * Slots hold [K V | their gradient] (the forward uses the first half).
+ * With Ulysses' all-to-alls (StLayerCp.kind ST_LAYER_CP_A2A, steps pre |
+ * core | post) the attention between the projections is
+ * layer_decoder_ulysses.c's; the rest is the same.
+ *
  * Split over a tensor-parallel group (l->tp > 1: the block in two parts,
  * this pass part 1, the attention half, between the group's collectives),
  * the same steps on the rank's heads: pre the norm (again from the input
