@@ -172,11 +172,13 @@ typedef struct {
   /* Context parallelism (see StLayerCp), NULL for a type that has none:
    * the bytes of a pass's state, and what exchange k (1 .. of the pass, in
    * the schedule's order) of a group of c sends from the state and
-   * receives into it, `elems` elements of dt each way (0 or an error
+   * receives into it, `elems` elements of dt each way, after adding
+   * add_elems of add_from into add_to (0: nothing to add) (0 or an error
    * code). forward() and backward() run the steps when ctx->cp is set. */
   size_t (*cp_state_bytes)(const StLayer *l, int batch, StKDtype dt, int backward, int kind);
   int (*cp_exchange)(const StLayer *l, int batch, StKDtype dt, int backward, int kind, int k,
-                     int c, void *state, const void **send, void **recv, size_t *elems);
+                     int c, void *state, const void **send, void **recv, size_t *elems,
+                     void **add_to, const void **add_from, size_t *add_elems);
 } StLayerImpl;
 
 /* NULL when the type has no real implementation (custom layers). */

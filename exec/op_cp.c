@@ -191,11 +191,13 @@ op_cp(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   void *state = state_of(r, step, op, back);
   if (k == 0 || impl == NULL || impl->cp_exchange == NULL || state == NULL)
     return op_missing(error, r, o, "the state of the pass it exchanges for");
-  const void *send = NULL;
-  void *recv = NULL;
-  size_t elems = 0;
+  const void *send = NULL, *add_from = NULL;
+  void *recv = NULL, *add_to = NULL;
+  size_t elems = 0, add_elems = 0;
   int status = impl->cp_exchange(l, tp_batch(r, op), r->x->dt, back, r->cp_kind, k, r->cp_size,
-                                 state, &send, &recv, &elems);
+                                 state, &send, &recv, &elems, &add_to, &add_from, &add_elems);
+  if (status == 0 && add_elems > 0) /* the ring's gradient: this rank's share joins it */
+    status = r->k->add(stream, add_to, add_to, add_from, r->x->dt, add_elems);
   if (status != 0)
     return st_exec_fail_status(error, __FILE__, __LINE__, l->name, status, r->k->name);
   if (elems * st_kdt_size(r->x->dt) != (size_t)op->bytes) {

@@ -32,8 +32,8 @@
  * /exec/cp/ring-bytes: what the ring moved, per rank, layer and
  * micro-batch of b sequences, K = 2 kv_heads head_dim (s / c) e the rank's
  * keys and values of a sequence (docs/LLM.md, "Context parallelism"):
- * forward c - 1 exchanges of b K, backward c exchanges, K + 2 (c - 2) K + K
- * = 2 (c - 1) b K: 3 (c - 1) b K in all. The executor checks each
+ * forward c - 1 exchanges of b K, backward (c - 1) b K of chunks and as
+ * much of their gradient: 3 (c - 1) b K in all. The executor checks each
  * exchange's bytes against the schedule's op (op_cp.c); here the ops it
  * ran are counted against the closed form.
  */
@@ -346,9 +346,11 @@ ring_bytes_for(int c)
     }
     g_assert_cmpint(fwd, ==, (c - 1) * b * K * L * M);
     g_assert_cmpint(bwd, ==, 2 * (c - 1) * b * K * L * M);
-    /* forward c - 1 of b K; backward 2 of b K and c - 2 of 2 b K */
-    g_assert_cmpint(one, ==, (c - 1 + 2) * L * M);
-    g_assert_cmpint(two, ==, (c - 2) * L * M);
+    /* forward c - 1 of b K; backward (the gradient one exchange behind
+     * the chunk): c = 2, the chunk then the gradient home, 2 of b K; c >=
+     * 3, 2 of the chunk alone, c - 3 of both, 2 of the gradient alone */
+    g_assert_cmpint(one, ==, (c - 1 + (c == 2 ? 2 : 4)) * L * M);
+    g_assert_cmpint(two, ==, (c == 2 ? 0 : c - 3) * L * M);
   }
 }
 

@@ -45,7 +45,9 @@ typedef struct {
   void *dx1;          /* backward with an MLP: x1's gradient (parallel: norm2's input's);
                          split over a tensor group: the output gradient, kept to the end */
   void *home, *tmp;   /* ring backward: [B T 2 G k] the gradient back home, its sum */
-  void *slot[2];      /* ring: [B T 2 G k] keys and values (backward: then their gradient) */
+  void *slot[2];      /* ring: [B T 2 G k] keys and values (backward: then their gradient
+                         summed so far, which travels one exchange behind them) */
+  void *d[2];         /* ring backward: [B T 2 G k] a core step's share of that gradient */
   void *qkv;          /* all-to-all forward: the rank's qkv [B T n] (the saved block
                          holds the whole sequence's of its heads) */
   void *send, *recv;  /* all-to-all: the buffers, c slices of B T n / c (or H k / c) */
@@ -72,7 +74,8 @@ size_t st_decoder_cp_state_bytes(const StLayer *l, int batch, StKDtype dt, int b
                                  int kind);
 int st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, int kind,
                            int k, int c, void *state, const void **send, void **recv,
-                           size_t *elems);
+                           size_t *elems, void **add_to, const void **add_from,
+                           size_t *add_elems);
 /* DeepSpeed Ulysses' steps (layer_decoder_ulysses.c): forward open (after
  * the qkv projection into st->qkv: RoPE, Q K V packed by head group),
  * core (the whole sequence's attention on the rank's heads, the output

@@ -19,17 +19,18 @@
  *                      dy; the rank's keys and values into slot 0
  *             core k   (k = 1 .. c, the steps c .. 1) the queries' gradient
  *                      into dqkv; the chunk's keys' and values' into dqkv
- *                      (k = 1, the rank's own) or into the slot's second
- *                      half, which travels with the chunk
- *             pre      the gradient that came home (exchange c) added,
+ *                      (k = 1, the rank's own) or into d[k % 2], which
+ *                      exchange k + 1 adds to the gradient it passes on
+ *             pre      the gradient that came home (the last exchange) added,
  *                      RoPE's inverse, the qkv projection's and norm1's
  *                      backward, the residuals.
  *
  * Exchanges (cp_exchange), E = B T 2 G k elements (the rank's K and V):
- *   forward k < c:  slot (k - 1) % 2 -> slot k % 2, E
- *   backward 1:     slot 0's chunk -> slot 1's chunk, E
- *   backward k < c: slot (k - 1) % 2 -> slot k % 2, chunk and gradient, 2E
- *   backward c:     slot (c - 1) % 2's gradient -> home, E
+ *   forward k < c:       slot (k - 1) % 2 -> slot k % 2, E
+ *   backward m = 1 .. c + 1 (st_cp_ring_bwd_carries): slot (m - 1) % 2 ->
+ *     slot m % 2: its chunk (m < c, E), and its gradient (m >= 3, E) after
+ *     adding core m - 1's share (d[(m - 1) % 2]) to what came with it; the
+ *     last (m = c + 1) into home
  * Slots hold [K V | their gradient] (the forward uses the first half).
  * With Ulysses' all-to-alls (StLayerCp.kind ST_LAYER_CP_A2A, steps pre |
  * core | post) the attention between the projections is
@@ -48,6 +49,7 @@
 #include <math.h>
 
 #include "exec/layers/decoder_private.h"
+#include "strategy/context_parallel.h"
 
 size_t
 st_decoder_cp_layout(const Block *b, StKDtype dt, int backward, int kind, char *base,
@@ -83,8 +85,10 @@ st_decoder_cp_layout(const Block *b, StKDtype dt, int backward, int kind, char *
   st->dx1 = b->has_mlp ? st_carve(&cv, (size_t)b->rows * b->d * es) : NULL;
   st->home = st_carve(&cv, E * es);
   st->tmp = st_carve(&cv, E * es);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 2; i++) {
     st->slot[i] = st_carve(&cv, 2 * E * es);
+    st->d[i] = st_carve(&cv, E * es);
+  }
   return cv.offset;
 }
 
@@ -96,14 +100,31 @@ st_decoder_cp_state_bytes(const StLayer *l, int batch, StKDtype dt, int backward
   return st_decoder_cp_layout(&b, dt, backward, kind, NULL, &st);
 }
 
+/* The ring backward's exchange m (1 .. c + 1) that is the k-th emitted
+ * (sim/strategy/context_parallel.h st_cp_ring_bwd_carries), or 0. */
+static int
+ring_bwd_m(int k, int c, gboolean *kv, gboolean *grad)
+{
+  for (int m = 1, n = 0; m <= c + 1; m++) {
+    st_cp_ring_bwd_carries(c, m, kv, grad);
+    if ((*kv || *grad) && ++n == k)
+      return m;
+  }
+  return 0;
+}
+
 int
 st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, int kind, int k,
-                       int c, void *state, const void **send, void **recv, size_t *elems)
+                       int c, void *state, const void **send, void **recv, size_t *elems,
+                       void **add_to, const void **add_from, size_t *add_elems)
 {
   Block b = st_decoder_block(l, batch);
   CpState st;
   st_decoder_cp_layout(&b, dt, backward, kind, state, &st);
   size_t E = st_cp_kv_elems(&b);
+  *add_to = NULL;
+  *add_from = NULL;
+  *add_elems = 0;
   if (kind == ST_LAYER_CP_A2A) {
     /* forward Q K V in, the output back; backward the output's gradient
      * in, Q K V's back */
@@ -115,17 +136,28 @@ st_decoder_cp_exchange(const StLayer *l, int batch, StKDtype dt, int backward, i
     *elems = (k == 1) == !backward ? bt * st_cp_n(&b) : out;
     return 0;
   }
-  if (k < 1 || k > (backward ? c : c - 1))
+  if (!backward) {
+    if (k < 1 || k > c - 1)
+      return ST_K_EINVAL;
+    *send = st.slot[(k - 1) % 2];
+    *recv = st.slot[k % 2];
+    *elems = E;
+    return 0;
+  }
+  /* exchange m sends slot (m - 1) % 2: the chunk core m read, passed on,
+   * and the gradient core m - 1 computed added to what came with it */
+  gboolean kv, grad;
+  int m = ring_bwd_m(k, c, &kv, &grad);
+  if (m == 0)
     return ST_K_EINVAL;
-  void *from = st.slot[(k - 1) % 2], *to = st.slot[k % 2];
-  *send = from;
-  *recv = to;
-  *elems = E;
-  if (backward && k > 1 && k < c)
-    *elems = 2 * E;
-  if (backward && k == c) { /* the gradient alone, home */
-    *send = st_at(from, dt, E);
-    *recv = st.home;
+  void *from = st.slot[(m - 1) % 2], *to = st.slot[m % 2];
+  *send = kv ? from : st_at(from, dt, E);
+  *recv = m == c + 1 ? st.home : kv ? to : st_at(to, dt, E);
+  *elems = (kv ? E : 0) + (grad ? E : 0);
+  if (grad) {
+    *add_to = st_at(from, dt, E);
+    *add_from = st.d[(m - 1) % 2];
+    *add_elems = E;
   }
   return 0;
 }
@@ -216,9 +248,10 @@ bwd_core(const StLayerCtx *c, const Block *b, const Saved *s, const CpState *st)
     return st_ulysses_bwd_core(c, b, s, st);
   int k = cp->size + 1 - cp->step, n = (int)st_cp_n(b);
   void *slot = st->slot[(k - 1) % 2];
-  void *dkv = k == 1 ? st_at(st->dqkv, c->dt, (size_t)a->H * a->k)
-                     : st_at(slot, c->dt, st_cp_kv_elems(b));
+  void *dkv = k == 1 ? st_at(st->dqkv, c->dt, (size_t)a->H * a->k) : st->d[k % 2];
   int ld_dkv = k == 1 ? n : 2 * a->G * a->k;
+  if (k > 1) /* exchange k - 1, which read it last, is done */
+    ST_TRY(c->k->memset0(c->stream, dkv, st_cp_kv_elems(b) * st_kdt_size(c->dt)));
   return c->k->ring_attn_bwd(c->stream, st->dqkv, n, dkv, ld_dkv, st->dy, s->attn.y, s->attn.lse,
                              s->attn.qkv, n, slot, a->B, a->T, a->H, a->G, a->k,
                              1.0f / sqrtf((float)a->k), a->causal, a->window, cp->size,
