@@ -11,6 +11,8 @@
  * elements (the last one shorter): member i owns slice i. An all-to-all
  * cuts both buffers into n equal slices (n must divide `total`; never in
  * place): member i's send slice j lands in member j's recv slice i.
+ * A ring shift (context parallelism's ring) sends member i's buffer to
+ * member i + 1 mod n's recv, `total` elements each (never in place).
  * Reductions are sums (or maxima: StCommCall.op) in member order, so results
  * are deterministic. Broadcast and reduce are rooted at the group's first
  * member.

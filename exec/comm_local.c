@@ -224,6 +224,12 @@ do_collective(Meeting *m, const StKernels *k, void *stream, GError **error)
           return FALSE;
     return TRUE;
   }
+  case ST_COLL_RING_SHIFT: /* member i's buffer to member i + 1 (context parallelism) */
+    for (int i = 0; i < n; i++)
+      if (!copy(k, stream, m->members[(i + 1) % n].call.recv, m->members[i].call.send, total,
+                dt, error))
+        return FALSE;
+    return TRUE;
   default:
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED, "collective %d unknown",
                 c0->kind);

@@ -65,6 +65,15 @@ takes_ids(const Rank *r)
   return st_layer_takes_ids(&r->model->layers[0]);
 }
 
+/* The position in its sequence of a rank's token k of `per`: its own
+ * under context parallelism (the rank's two chunks: kernels.h
+ * st_k_cp_position), else k. */
+static int
+position(const Rank *r, int k, int per)
+{
+  return r != NULL && r->cp_size > 1 ? st_k_cp_position(k, per, r->cp_size, r->cp_rank) : k;
+}
+
 /* Token k of sample g's sequence over a vocabulary of v. */
 static int32_t
 token(uint64_t seed, uint64_t g, int k, int64_t v)
@@ -91,7 +100,8 @@ data_make_input(Rank *r, int micro, int32_t step, uint32_t op, void *stream, GEr
     int32_t *ids = g_new(int32_t, (size_t)b * per);
     for (int j = 0; j < b; j++)
       for (size_t k = 0; k < per; k++)
-        ids[(size_t)j * per + k] = token(seed, g0 + (uint64_t)j * stride, (int)k, vocab);
+        ids[(size_t)j * per + k] =
+          token(seed, g0 + (uint64_t)j * stride, position(r, (int)k, (int)per), vocab);
     host = ids;
     bytes = (size_t)b * per * sizeof(int32_t);
   } else {
@@ -157,16 +167,16 @@ positions(const StModel *m, int64_t vocab, int64_t *classes)
   return loss->in_shape.n_dims >= 2 ? (int)loss->in_shape.dims[0] : 1;
 }
 
-/* Sample g's targets: [positions]. */
+/* Sample g's targets: [positions] (of rank r's tokens; NULL: all). */
 static void
-targets_of(const StModel *m, int64_t vocab, uint64_t seed, uint64_t g, int32_t *t)
+targets_of(const Rank *r, const StModel *m, int64_t vocab, uint64_t seed, uint64_t g, int32_t *t)
 {
   int64_t classes;
   int per = positions(m, vocab, &classes);
   size_t in_per = (size_t)st_shape_elems(&m->input);
   gboolean ids = st_layer_takes_ids(&m->layers[0]);
   for (int k = 0; k < per; k++)
-    t[k] = ids ? token(seed, g, k + 1, classes)
+    t[k] = ids ? token(seed, g, position(r, k, per) + 1, classes)
                : teacher(seed, g, classes, MIN(in_per, TEACHER_INPUTS));
 }
 
@@ -183,7 +193,7 @@ st_exec_sample(const StModel *m, uint64_t seed, uint64_t g, float *x, int32_t *i
       x[k] = uniform(seed, g, k);
   }
   if (targets != NULL)
-    targets_of(m, 0, seed, g, targets);
+    targets_of(NULL, m, 0, seed, g, targets);
 }
 
 gboolean
@@ -201,7 +211,7 @@ data_make_targets(Rank *r, int micro, int32_t step, uint32_t op, void *stream, G
     if (ds != NULL) /* one position (st_dataset_fits) */
       t[j] = ds->y[st_dataset_train_row(ds, seed, g)];
     else
-      targets_of(r->model, r->vocab, seed, g, t + (size_t)j * per);
+      targets_of(r, r->model, r->vocab, seed, g, t + (size_t)j * per);
   }
   size_t bytes = (size_t)b * per * sizeof(int32_t);
   void *ptr = NULL;

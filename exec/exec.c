@@ -210,7 +210,7 @@ rank_setup(Exec *x, int rank, GError **error)
         op->micro >= 0)
       r->recomputed[(size_t)op->micro * L + op->layer] = TRUE;
   }
-  if (!tp_setup(r, error) || !ep_setup(r, error))
+  if (!tp_setup(r, error) || !ep_setup(r, error) || !cp_setup(r, error))
     return FALSE;
   state_index_buffers(r);
   acts_count_users(r);
@@ -249,6 +249,7 @@ rank_clear(Rank *r)
   g_free(r->remade);
   state_index_clear(r);
   tp_clear(r);
+  cp_clear(r);
   g_free(r->hazard_first);
   g_free(r->hazards);
   if (r->share_event != NULL)

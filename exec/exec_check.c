@@ -29,6 +29,9 @@ comm_supported(const StOp *op)
            (op->sub == ST_COLL_ALL_REDUCE && d == ST_DATA_TP_GRADS) ||
            (op->sub == ST_COLL_ALL_TO_ALL && d >= ST_DATA_EP_DISPATCH &&
             d <= ST_DATA_EP_DISPATCH_GRAD) ||
+           /* context parallelism's ring or all-to-alls */
+           ((op->sub == ST_COLL_RING_SHIFT || op->sub == ST_COLL_ALL_TO_ALL) &&
+            d == ST_DATA_CP) ||
            (op->sub == ST_COLL_ALL_REDUCE && grads) ||
            (op->sub == ST_COLL_REDUCE_SCATTER && grads) ||
            (op->sub == ST_COLL_ALL_GATHER && params) ||
@@ -123,6 +126,29 @@ check_split(const StSchedule *s, int job, const StLayer *l, const StLayerImpl *i
     problem(problems, seen, "sparsity with tensor parallelism");
 }
 
+/* Context parallelism (op_cp.c): layers with steps. */
+static void
+check_cp(const StSchedule *s, int job, GPtrArray *problems, GHashTable *seen)
+{
+  const StModel *m = st_schedule_job_model(s, job);
+  for (int i = 0; i < m->n_layers; i++) {
+    const StLayer *l = &m->layers[i];
+    if (st_layer_cp_part(l) < 0)
+      continue;
+    const StLayerImpl *impl = st_layer_impl_find(l->type->name);
+    if (impl == NULL || impl->cp_state_bytes == NULL)
+      problem(problems, seen, "layer type '%s' under context parallelism (the executor's "
+              "context-parallel attention is llama_block's)", l->type->name);
+    else if (l->tp > 1 && st_layer_cp_part(l) != 1)
+      problem(problems, seen, "context parallelism with tensor parallelism on blocks in one "
+              "part (a parallel residual or no MLP: the executor's split ring attention is "
+              "the attention half of a block in two)");
+    else if (st_layer_attr(l, "flash", 1) == 0)
+      problem(problems, seen, "context parallelism with dense attention (flash false: the "
+              "executor's context-parallel attention is flash's, which keeps no scores)");
+  }
+}
+
 gboolean
 st_exec_check(const StSchedule *s, GError **error)
 {
@@ -156,9 +182,7 @@ st_exec_check(const StSchedule *s, GError **error)
   }
   for (int j = 0; j < st_schedule_n_jobs(s); j++)
     if (st_model_context_parallel(st_schedule_job_model(s, j)) > 1)
-      problem(problems, seen, "context parallelism (--context-parallel: ring attention and "
-                              "all-to-all attention are simulated only; the executor's "
-                              "attention runs whole sequences)");
+      check_cp(s, j, problems, seen);
   for (int j = 0; j < st_schedule_n_jobs(s); j++) {
     const StSettings *set = st_schedule_job_settings(s, j);
     if (set->recompute == ST_RECOMPUTE_SELECTIVE && set->recompute_ops != 0 &&

@@ -209,7 +209,9 @@ exec_losses(Exec *x, int32_t steps, GArray *out, GError **error)
       sum[k] += host[k];
     any = TRUE;
   }
-  double samples = (double)x->s->settings.global_batch * positions(x->s->model);
+  /* a context-parallel rank's loss sums its 1 / c of each sequence's tokens */
+  double samples = (double)x->s->settings.global_batch * positions(x->s->model) *
+                   st_model_context_parallel(x->s->model);
   for (int32_t k = 0; any && k < steps; k++) {
     double mean = sum[k] / samples;
     g_array_append_val(out, mean);

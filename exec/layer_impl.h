@@ -55,6 +55,26 @@
 #include "model/layer_type.h"
 #include "model/model.h"
 
+/* Context parallelism (exec/op_cp.c; sim/strategy/context_parallel.h): a
+ * layer with l->cp = c > 1 holds `tokens` / c of each sequence (chunks rank
+ * and 2c - 1 - rank of 2c: kernels.h st_k_cp_position), and the pass of the
+ * part holding its attention runs in `steps` = c + 2 calls: step 0 "pre"
+ * (up to the keys and values), steps 1 .. c "core" (one chunk of keys and
+ * values each), step c + 1 "post" (the rest); a backward calls them from
+ * post down to pre. `state` (cp_state_bytes() of the pass) lives from the
+ * pass's first call to its last; the exchanges between the steps (the
+ * ring's, or Ulysses' all-to-alls) move what cp_exchange() says in it. */
+typedef struct {
+  int step, steps;  /* this call's step, of c + 2 (all-to-all: of 3) */
+  int rank, size;   /* the rank's index in its context-parallel group, c */
+  int kind;         /* ST_LAYER_CP_RING, or ST_LAYER_CP_A2A: pre | core | post around
+                       the all-to-alls of DeepSpeed Ulysses (the core on heads / c of
+                       the whole sequence) */
+  void *state;      /* the pass's state (device memory) */
+} StLayerCp;
+
+enum { ST_LAYER_CP_RING = 0, ST_LAYER_CP_A2A = 1 }; /* StLayerCp.kind */
+
 typedef struct {
   const StKernels *k;
   void *stream;
@@ -83,6 +103,9 @@ typedef struct {
    * all-to-alls' buffers, the group's size (0: not such a pass) and the
    * rank's index in it (layer_moe.c's rows mode). */
   int ep, ep_index;
+  /* Context parallelism: the step of a pass in steps (see above), NULL
+   * when the pass runs whole. */
+  const StLayerCp *cp;
 } StLayerCtx;
 
 /* How a rank's parameters sit in the whole layer's vector (tp_spans): `rows`
@@ -146,6 +169,16 @@ typedef struct {
                    size_t *elems);
   int (*tp_tail)(const StLayerCtx *c, const StLayer *l, int batch, StPass pass, void *saved,
                  void *target);
+  /* Context parallelism (see StLayerCp), NULL for a type that has none:
+   * the bytes of a pass's state, and what exchange k (1 .. of the pass, in
+   * the schedule's order) of a group of c sends from the state and
+   * receives into it, `elems` elements of dt each way, after adding
+   * add_elems of add_from into add_to (0: nothing to add) (0 or an error
+   * code). forward() and backward() run the steps when ctx->cp is set. */
+  size_t (*cp_state_bytes)(const StLayer *l, int batch, StKDtype dt, int backward, int kind);
+  int (*cp_exchange)(const StLayer *l, int batch, StKDtype dt, int backward, int kind, int k,
+                     int c, void *state, const void **send, void **recv, size_t *elems,
+                     void **add_to, const void **add_from, size_t *add_elems);
 } StLayerImpl;
 
 /* NULL when the type has no real implementation (custom layers). */

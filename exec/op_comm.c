@@ -403,6 +403,8 @@ op_comm(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   if (op->kind == ST_OP_COMM_COLL && op->data >= ST_DATA_TP_INPUT &&
       op->data <= ST_DATA_TP_GRADS)
     return op_tp(r, o, step, stream, error);
+  if (op->kind == ST_OP_COMM_COLL && op->data == ST_DATA_CP)
+    return op_cp(r, o, step, stream, error);
   if (op->kind == ST_OP_COMM_COLL && op->data >= ST_DATA_EP_DISPATCH &&
       op->data <= ST_DATA_EP_DISPATCH_GRAD)
     return op_ep(r, o, step, stream, error);

@@ -97,6 +97,13 @@ scratch_init(Scratch *sc, Rank *r, uint32_t o, int32_t step, void *stream)
    * first part allocated (every part takes all of it). */
   if (sc->own == NULL && st_program_op(r->p, o)->part > 0)
     sc->own = state_freed_scratch(r, o, step, ST_MEM_WORKSPACE, &sc->room);
+  /* A step of a pass cut around context parallelism's exchanges takes
+   * blocks of the pool: the schedule sizes the workspace for the whole
+   * pass, not per step (op_cp.c). */
+  if (st_op_cp_steps(st_program_op(r->p, o)) > 0) {
+    sc->own = NULL;
+    sc->room = 0;
+  }
 }
 
 static void *
@@ -265,8 +272,10 @@ ctx_init(StLayerCtx *c, Rank *r, uint32_t o, int32_t step, Scratch *sc)
   if (is_loss(l)) {
     c->targets = r->targets[op->micro];
     c->loss_sum = steps_loss(r, step);
+    /* under context parallelism the rank's tokens are 1 / c of each
+     * sequence's: the mean is over the whole sequence's (op_cp.c) */
     c->loss_scale =
-      1.0f / (float)((double)r->settings->global_batch * loss_positions(l));
+      1.0f / (float)((double)r->settings->global_batch * loss_positions(l) * r->cp_size);
   }
 }
 
@@ -355,8 +364,8 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   void *out_ptr;
   if (ev.on) {
     out_ptr = ev.out;
-  } else if (!first) {
-    out_ptr = out->ptr;
+  } else if (!first) { /* a later part or step: where the first one wrote */
+    out_ptr = again ? *cell(r, r->recomputed_out, mb, i) : out->ptr;
   } else if (!again) {
     if (!acts_make(r, out, out_bytes, ST_MEM_ACTIVATIONS, step, o, stream, error))
       return FALSE;
@@ -384,6 +393,9 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   const void *in_ptr = ev.on ? ev.in : tv.in != NULL ? tv.in : in->ptr;
   if (tv.out != NULL)
     out_ptr = tv.out;
+  StLayerCp cpv;
+  if (!cp_view(r, o, step, stream, &cpv, error))
+    return FALSE;
   Scratch sc;
   scratch_init(&sc, r, o, step, stream);
   /* A recomputed loss adds to a sum nobody reads: a float of the pass's
@@ -413,8 +425,11 @@ forward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
     return op_missing(error, r, o, "the weights it is tied to");
   if (ev.on && l->tp > 1) /* the reduction after it places the rows (op_tp.c) */
     tp_put(r, step, op, ST_DATA_TP_OUTPUT, ev.out);
+  if (cpv.steps > 0)
+    c.cp = &cpv;
   int status = impl->forward(&c, l, op->batch, params, in_ptr, out_ptr, *saved);
   scratch_release(&sc);
+  cp_done(r, o, step, stream);
   if (!own_sink)
     op_scratch_release(r, loss_sink, step, o, stream);
   if (sc.failed)
@@ -540,10 +555,15 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
   } else if (tied >= 0 && !park_tied_grads(r, o, mb, tied, step, stream, error)) {
     return FALSE;
   }
+  StLayerCp cpv;
+  if (!cp_view(r, o, step, stream, &cpv, error))
+    return FALSE;
   Scratch sc;
   scratch_init(&sc, r, o, step, stream);
   StLayerCtx c;
   ctx_init(&c, r, o, step, &sc);
+  if (cpv.steps > 0)
+    c.cp = &cpv;
   if (direct != NULL)
     c.tied_grads = direct;
   if (sel)
@@ -578,6 +598,7 @@ backward(Rank *r, uint32_t o, int32_t step, void *stream, GError **error)
                            state_weights_layer(m, i), step, stream, &local);
   }
   scratch_release(&sc);
+  cp_done(r, o, step, stream);
   if (local != NULL) {
     g_propagate_error(error, local);
     return FALSE;

@@ -145,6 +145,15 @@ typedef struct {
   int ep_comm, ep_size, ep_index;
   GArray *tp_tensors;
   int32_t *tp_batch;       /* [n_micro * n_layers]: the batch of each layer's passes */
+  /* Context parallelism (op_cp.c): the 'cp' communicator (-1 without), the
+   * group's size (1 without) and the rank's index in it; per op, which
+   * exchange of its pass an exchange is (0: none) and whether the pass is a
+   * backward; the passes' states alive. */
+  int cp_comm, cp_size, cp_rank;
+  int cp_kind;             /* ST_LAYER_CP_RING or ST_LAYER_CP_A2A (exec/layer_impl.h) */
+  int16_t *cp_exchange;    /* [n_ops] */
+  gboolean *cp_backward;   /* [n_ops] */
+  GHashTable *cp_states;   /* (step, micro, layer, backward) -> device memory */
 } Rank;
 
 /* An implicit dependency: op `op` of rank `rank` (this one, or a guest's
@@ -390,6 +399,18 @@ gboolean ep_expert(const Rank *r, const StOp *op);
 gboolean ep_holds(const Rank *r, int layer);
 gboolean ep_view(Rank *r, uint32_t o, int32_t step, EpView *v, GError **error);
 gboolean op_ep(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
+
+/* op_cp.c: context parallelism. A pass in steps (StOp's cp step) around
+ * the exchanges (ST_DATA_CP ring shifts or all-to-alls on 'cp'): its state, made
+ * by its first step and released by its last, and the exchanges. */
+gboolean cp_setup(Rank *r, GError **error);
+void cp_clear(Rank *r);
+/* The step of op `o` (a COMP op) for its layer call; v->steps is 0 when
+ * the op is a whole pass. The first step allocates the pass's state. */
+gboolean cp_view(Rank *r, uint32_t o, int32_t step, void *stream, StLayerCp *v, GError **error);
+/* After the op's call: its last step releases the pass's state. */
+void cp_done(Rank *r, uint32_t o, int32_t step, void *stream);
+gboolean op_cp(Rank *r, uint32_t op, int32_t step, void *stream, GError **error);
 
 /* walker.c */
 /* Runs every stream of every rank here to the end; FALSE when the run

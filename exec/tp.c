@@ -165,9 +165,27 @@ parts_of(const Rank *r, const StOp *op)
   return st_layer_tp_parts(&r->model->layers[op->layer], (StPass)op->sub, share);
 }
 
+/* A pass cut in steps around context parallelism's exchanges: is `op` its
+ * first step (forward: pre; backward: post), or its last? */
+static gboolean
+cp_first_step(const StOp *op)
+{
+  int steps = st_op_cp_steps(op);
+  return steps == 0 || st_op_cp_step(op) == (st_pass_is_backward(op->sub) ? steps - 1 : 0);
+}
+
+static gboolean
+cp_last_step(const StOp *op)
+{
+  int steps = st_op_cp_steps(op);
+  return steps == 0 || st_op_cp_step(op) == (st_pass_is_backward(op->sub) ? 0 : steps - 1);
+}
+
 gboolean
 tp_first_part(const Rank *r, const StOp *op)
 {
+  if (!cp_first_step(op))
+    return FALSE;
   if (op->part == 0)
     return TRUE;
   return op->sub == ST_PASS_BWD ? op->part == parts_of(r, op) : op->part == 1;
@@ -176,6 +194,8 @@ tp_first_part(const Rank *r, const StOp *op)
 gboolean
 tp_last_part(const Rank *r, const StOp *op)
 {
+  if (!cp_last_step(op))
+    return FALSE;
   if (op->part == 0)
     return TRUE;
   return op->sub == ST_PASS_BWD ? op->part == 1 : op->part == parts_of(r, op);
@@ -207,10 +227,18 @@ tp_view(Rank *r, uint32_t o, int32_t step, TpView *v, GError **error)
   if (l->tp <= 1 || ep_expert(r, op)) /* (an owned expert's buffers: op_ep.c) */
     return TRUE;
   gboolean bwd = op->sub == ST_PASS_BWD, two = parts_of(r, op) > 1;
-  /* gathered by this part's all-gathers (sequence parallelism) */
-  v->in = tp_take(r, step, op, ST_DATA_TP_INPUT);
+  /* gathered by this part's all-gathers (sequence parallelism); a part cut
+   * in context-parallel steps (op_cp.c) reads them in several: a forward's
+   * in its first step only (the schedule frees them after it), a
+   * backward's in every step, the last one taking them */
+  int cp_steps = st_op_cp_steps(op), cp_step = st_op_cp_step(op);
+  gboolean gone = cp_steps > 0 && !bwd && cp_step != 0;
+  gboolean peek = cp_steps > 0 && bwd && cp_step != 0;
+  if (!gone)
+    v->in = peek ? tp_peek(r, step, op, ST_DATA_TP_INPUT) : tp_take(r, step, op, ST_DATA_TP_INPUT);
   if (bwd)
-    v->dout = tp_take(r, step, op, ST_DATA_TP_OUTPUT_GRAD);
+    v->dout = peek ? tp_peek(r, step, op, ST_DATA_TP_OUTPUT_GRAD)
+                   : tp_take(r, step, op, ST_DATA_TP_OUTPUT_GRAD);
   /* the MLP half reads x1, kept in the saved block */
   if (v->in == NULL && op->part == 2 && two)
     v->in = tp_part_output(r, &(StOp){.layer = op->layer, .micro = op->micro, .part = 1},

@@ -252,6 +252,37 @@ typedef struct StKernels {
                         const void *o, const float *lse, float *rowdot, int batch, int tokens,
                         int heads, int kv_heads, int head_dim, float scale, int causal,
                         int window, StKDtype dt);
+  /* Context parallelism's ring attention (Liu et al. 2023; exec/op_cp.c).
+   * A rank of a group of c holds `tokens` of each sequence: chunks `rank`
+   * and 2c - 1 - rank of the sequence cut in 2c (st_k_cp_position). One
+   * step attends the rank's queries (rows of ld_q elements whose first
+   * heads x head_dim are the query heads: qkv rows) to the keys and values
+   * of rank kv_rank, kv [batch, tokens, 2 kv_heads head_dim] (the key heads,
+   * then the value heads), masked by the global positions as flash_attn_fwd
+   * masks indices (causal, window), and merges them into the running fp32 o
+   * [batch, tokens, heads head_dim] (unnormalised), m and l [batch, heads,
+   * tokens] (the running max and sum of exp; all zero to start: a row with
+   * l = 0 has seen nothing).
+   * NULL in a table that has none (the cuda table: exec refuses the ring
+   * there; Ulysses runs on flash_attn_*). */
+  int (*ring_attn_fwd)(void *stream, float *o, float *m, float *l, const void *q, int ld_q,
+                       const void *kv, int batch, int tokens, int heads, int kv_heads,
+                       int head_dim, float scale, int causal, int window, int c, int rank,
+                       int kv_rank, StKDtype dt);
+  /* The ring's end: y [batch, tokens, heads head_dim] = o / l, lse = m + log l. */
+  int (*ring_attn_finish)(void *stream, void *y, float *lse, const float *o, const float *m,
+                          const float *l, int batch, int tokens, int heads, int head_dim,
+                          StKDtype dt);
+  /* One step's backward (flash_attn_bwd's on one chunk, from lse and y):
+   * ACCUMULATES the queries' gradient into dq (rows of ld_dq, the query
+   * heads first) and the chunk's keys' and values' into dkv (rows of
+   * ld_dkv, key heads then value heads), from dy [batch, tokens, heads
+   * head_dim]. */
+  int (*ring_attn_bwd)(void *stream, void *dq, int ld_dq, void *dkv, int ld_dkv, const void *dy,
+                       const void *y, const float *lse, const void *q, int ld_q, const void *kv,
+                       int batch, int tokens, int heads, int kv_heads, int head_dim,
+                       float scale, int causal, int window, int c, int rank, int kv_rank,
+                       StKDtype dt);
   /* qkv (flash_attn_fwd's layout) by head: qh, kh, vh [heads, batch, tokens,
    * head_dim], K and V repeated over their group; NULL skips one. The
    * backward writes dqkv, summing each kv head over its group. */
@@ -362,6 +393,17 @@ st_bf16_to_f32(uint16_t h)
     float f;
   } x = {(uint32_t)h << 16};
   return x.f;
+}
+
+/* The global position of token t of the `tokens` a rank of a
+ * context-parallel group of c holds (Megatron-LM's get_batch_on_this_cp_rank:
+ * the sequence in 2c chunks of tokens / 2, rank r holding chunks r and
+ * 2c - 1 - r, so that each rank has the same share of the causal pairs). */
+static inline int
+st_k_cp_position(int t, int tokens, int c, int rank)
+{
+  int h = tokens / 2;
+  return t < h ? rank * h + t : (2 * c - 1 - rank) * h + (t - h);
 }
 
 #ifdef __cplusplus

@@ -36,19 +36,12 @@
  * gradient, which arrives in the tensor it writes), and the larger half's
  * work.
  */
-#include "exec/layers/layers_private.h"
-
-typedef struct {
-  StAttnGeom attn;
-  StMlpGeom mlp;
-  int norm, has_mlp, parallel, rows, d;
-  size_t norm_params, attn_params;
-} Block;
+#include "exec/layers/decoder_private.h"
 
 enum { MLP_NONE = 3 }; /* sim/model's StMlpKind */
 
-static Block
-block_of(const StLayer *l, int batch)
+Block
+st_decoder_block(const StLayer *l, int batch)
 {
   Block b;
   b.rows = st_tp_rows(l, batch);
@@ -64,12 +57,8 @@ block_of(const StLayer *l, int batch)
 }
 
 /* Parameter offsets: norm1, attention, norm2, MLP. */
-typedef struct {
-  size_t norm1, attn, norm2, mlp;
-} Offsets;
-
-static Offsets
-offsets_of(const Block *b)
+Offsets
+st_decoder_offsets(const Block *b)
 {
   Offsets o = {0, b->norm_params, 0, 0};
   o.norm2 = o.attn + b->attn_params;
@@ -77,17 +66,10 @@ offsets_of(const Block *b)
   return o;
 }
 
-typedef struct {
-  StNormPart n1, n2;
-  void *h1, *x1, *h2;
-  StAttnSaved attn;
-  StMlpSaved mlp;
-} Saved;
-
 /* The saved block's layout (the attention's probabilities from `again`
  * when given); its main part's bytes. */
-static size_t
-layout(const Block *b, StKDtype dt, char *base, void *again, Saved *s)
+size_t
+st_decoder_layout(const Block *b, StKDtype dt, char *base, void *again, Saved *s)
 {
   StCarve cv = {base, 0}, other = {again, 0};
   size_t map = (size_t)b->rows * b->d * st_kdt_size(dt);
@@ -109,8 +91,8 @@ layout(const Block *b, StKDtype dt, char *base, void *again, Saved *s)
 static void
 block_init(const StLayer *l, float *params, uint64_t seed)
 {
-  Block b = block_of(l, 1);
-  Offsets o = offsets_of(&b);
+  Block b = st_decoder_block(l, 1);
+  Offsets o = st_decoder_offsets(&b);
   st_norm_init(b.norm, b.d, params + o.norm1);
   st_attn_init(&b.attn, params + o.attn, seed, l, 0);
   if (b.has_mlp) {
@@ -122,15 +104,15 @@ block_init(const StLayer *l, float *params, uint64_t seed)
 static size_t
 block_saved(const StLayer *l, int batch, StKDtype dt)
 {
-  Block b = block_of(l, batch);
+  Block b = st_decoder_block(l, batch);
   Saved s;
-  return layout(&b, dt, NULL, NULL, &s);
+  return st_decoder_layout(&b, dt, NULL, NULL, &s);
 }
 
 static size_t
 block_again(const StLayer *l, int batch, StKDtype dt)
 {
-  Block b = block_of(l, batch);
+  Block b = st_decoder_block(l, batch);
   StAttnSaved s;
   StCarve main = {NULL, 0}, again = {NULL, 0};
   st_attn_layout(&b.attn, dt, &main, &again, &s);
@@ -145,10 +127,10 @@ block_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *para
               const void *in, void *out, void *saved)
 {
   const StKernels *k = c->k;
-  Block b = block_of(l, batch);
-  Offsets o = offsets_of(&b);
+  Block b = st_decoder_block(l, batch);
+  Offsets o = st_decoder_offsets(&b);
   Saved s;
-  layout(&b, c->dt, saved, c->again, &s);
+  st_decoder_layout(&b, c->dt, saved, c->again, &s);
   size_t n = (size_t)b.rows * b.d;
   void *work, *t = NULL;
   ST_SCRATCH(work, c, st_attn_fwd_work(&b.attn, c->dt));
@@ -175,9 +157,9 @@ static int
 block_recompute(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                 const void *in, const void *saved)
 {
-  Block b = block_of(l, batch);
+  Block b = st_decoder_block(l, batch);
   Saved s;
-  layout(&b, c->dt, (char *)saved, c->again, &s);
+  st_decoder_layout(&b, c->dt, (char *)saved, c->again, &s);
   void *work;
   ST_SCRATCH(work, c, st_attn_again_work(&b.attn, c->dt));
   return st_attn_recompute(c, &b.attn, &s.attn, work);
@@ -189,10 +171,10 @@ block_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
                void *dparams)
 {
   const StKernels *k = c->k;
-  Block b = block_of(l, batch);
-  Offsets o = offsets_of(&b);
+  Block b = st_decoder_block(l, batch);
+  Offsets o = st_decoder_offsets(&b);
   Saved s;
-  layout(&b, c->dt, (char *)saved, c->again, &s);
+  st_decoder_layout(&b, c->dt, (char *)saved, c->again, &s);
   size_t n = (size_t)b.rows * b.d, map = n * st_kdt_size(c->dt);
   size_t attn_work = st_attn_bwd_work(&b.attn, c->dt);
   void *g, *dx1 = NULL, *branch;
@@ -229,9 +211,9 @@ block_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
 
 /* The split block's saved layout (the probabilities from `again` when
  * given): x1 on the rank's rows, the attention's, the MLP's. */
-static size_t
-split_layout(const StLayer *l, const Block *b, int batch, StKDtype dt, char *base, void *again,
-             Saved *s)
+size_t
+st_decoder_split_layout(const StLayer *l, const Block *b, int batch, StKDtype dt, char *base,
+                        void *again, Saved *s)
 {
   StCarve cv = {base, 0}, other = {again, 0};
   size_t x1 = (size_t)st_layer_rows(&l->in_shape, batch) * b->d * st_kdt_size(dt);
@@ -275,10 +257,10 @@ work_layout(const Block *b, gboolean sp, gboolean backward, StKDtype dt, char *b
 }
 
 /* The split block's geometry on rank `rank`: biases on its own rows. */
-static Block
-split_block(const StLayer *l, int batch, int rank)
+Block
+st_decoder_split_block(const StLayer *l, int batch, int rank)
 {
-  Block b = block_of(l, batch);
+  Block b = st_decoder_block(l, batch);
   st_tp_own_rows(l, batch, rank, &b.attn.bias_first, &b.attn.bias_rows);
   b.mlp.bias_first = b.attn.bias_first;
   b.mlp.bias_rows = b.attn.bias_rows;
@@ -302,10 +284,10 @@ static int
 split_forward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
               const void *in, void *out, void *saved)
 {
-  Block b = split_block(l, batch, c->tp_rank);
-  Offsets o = offsets_of(&b);
+  Block b = st_decoder_split_block(l, batch, c->tp_rank);
+  Offsets o = st_decoder_offsets(&b);
   Saved s;
-  split_layout(l, &b, batch, c->dt, saved, c->again, &s);
+  st_decoder_split_layout(l, &b, batch, c->dt, saved, c->again, &s);
   char *base;
   ST_SCRATCH(base, c, work_layout(&b, l->sp, FALSE, c->dt, NULL, &(Work){0}));
   Work w;
@@ -346,10 +328,10 @@ static int
 split_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                const void *in, const void *dout, void *din, void *dparams, const void *saved)
 {
-  Block b = split_block(l, batch, c->tp_rank);
-  Offsets o = offsets_of(&b);
+  Block b = st_decoder_split_block(l, batch, c->tp_rank);
+  Offsets o = st_decoder_offsets(&b);
   Saved s;
-  split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
+  st_decoder_split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
   char *base;
   ST_SCRATCH(base, c, work_layout(&b, l->sp, TRUE, c->dt, NULL, &(Work){0}));
   Work w;
@@ -379,17 +361,17 @@ split_backward(const StLayerCtx *c, const StLayer *l, int batch, const void *par
 static size_t
 split_saved(const StLayer *l, int batch, StKDtype dt)
 {
-  Block b = block_of(l, batch);
+  Block b = st_decoder_block(l, batch);
   Saved s;
-  return split_layout(l, &b, batch, dt, NULL, NULL, &s);
+  return st_decoder_split_layout(l, &b, batch, dt, NULL, NULL, &s);
 }
 
 /* Parameters: norm1 PARTIAL, the attention's spans, norm2 PARTIAL, the MLP's. */
 static int
 block_spans(const StLayer *l, int rank, StTpSpan *out)
 {
-  Block b = block_of(l, 1);
-  Offsets o = offsets_of(&b);
+  Block b = st_decoder_block(l, 1);
+  Offsets o = st_decoder_offsets(&b);
   size_t t = (size_t)MAX(l->tp, 1);
   size_t whole_attn = st_attn_param_count(&b.attn) + 0, np = b.norm_params;
   /* the whole layer's attention: its parameters scale with the heads */
@@ -415,9 +397,9 @@ block_spans(const StLayer *l, int rank, StTpSpan *out)
 static void *
 block_tp_tensor(const StLayer *l, int batch, StKDtype dt, int part, void *saved)
 {
-  Block b = block_of(l, batch);
+  Block b = st_decoder_block(l, batch);
   Saved s;
-  split_layout(l, &b, batch, dt, saved, NULL, &s);
+  st_decoder_split_layout(l, &b, batch, dt, saved, NULL, &s);
   return part == 1 ? s.x1 : NULL;
 }
 
@@ -433,6 +415,8 @@ static int
 block_forward_any(const StLayerCtx *c, const StLayer *l, int batch, const void *params,
                   const void *in, void *out, void *saved)
 {
+  if (c->cp != NULL)
+    return st_decoder_cp_forward(c, l, batch, params, in, out, saved);
   return l->tp > 1 ? split_forward(c, l, batch, params, in, out, saved)
                    : block_forward(c, l, batch, params, in, out, saved);
 }
@@ -442,6 +426,8 @@ block_backward_any(const StLayerCtx *c, const StLayer *l, int batch, const void 
                    const void *in, const void *out, const void *saved, const void *dout,
                    void *din, void *dparams)
 {
+  if (c->cp != NULL)
+    return st_decoder_cp_backward(c, l, batch, params, in, saved, dout, din, dparams);
   return l->tp > 1 ? split_backward(c, l, batch, params, in, dout, din, dparams, saved)
                    : block_backward(c, l, batch, params, in, out, saved, dout, din, dparams);
 }
@@ -452,9 +438,9 @@ block_recompute_any(const StLayerCtx *c, const StLayer *l, int batch, const void
 {
   if (l->tp <= 1)
     return block_recompute(c, l, batch, params, in, saved);
-  Block b = block_of(l, batch);
+  Block b = st_decoder_block(l, batch);
   Saved s;
-  split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
+  st_decoder_split_layout(l, &b, batch, c->dt, (char *)saved, c->again, &s);
   void *work;
   ST_SCRATCH(work, c, st_attn_again_work(&b.attn, c->dt));
   return st_attn_recompute(c, &b.attn, &s.attn, work);
@@ -470,4 +456,6 @@ const StLayerImpl st_impl_llama_block = {
   .recompute = block_recompute_any,
   .tp_spans = block_spans,
   .tp_tensor = block_tp_tensor,
+  .cp_state_bytes = st_decoder_cp_state_bytes,
+  .cp_exchange = st_decoder_cp_exchange,
 };

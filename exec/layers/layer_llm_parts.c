@@ -296,6 +296,45 @@ st_attn_backward(const StLayerCtx *c, const StAttnGeom *a, const void *params, c
                       a->qkv_bias ? ADP(b_qkv) : NULL);
 }
 
+int
+st_attn_qkv_fwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *x,
+                void *qkv)
+{
+  AttnParams p = attn_params(a);
+  return st_dense_fwd(c, x, a->B * a->T, a->d, (int)p.n, AP(w_qkv),
+                      a->qkv_bias ? AP(b_qkv) : NULL, qkv);
+}
+
+int
+st_attn_out_fwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *y,
+                void *out)
+{
+  AttnParams p = attn_params(a);
+  int rows = a->B * a->T;
+  if (a->bias_rows == rows)
+    return st_dense_fwd(c, y, rows, (int)p.q, a->d, AP(w_o), a->out_bias ? AP(b_o) : NULL, out);
+  ST_TRY(st_dense_fwd(c, y, rows, (int)p.q, a->d, AP(w_o), NULL, out));
+  return a->out_bias ? st_bias_rows(c, out, AP(b_o), a->bias_first, a->bias_rows, a->d) : 0;
+}
+
+int
+st_attn_out_bwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *y,
+                const void *dout, void *dy, void *dparams)
+{
+  AttnParams p = attn_params(a);
+  return st_dense_bwd(c, y, dout, a->B * a->T, (int)p.q, a->d, AP(w_o), dy, ADP(w_o),
+                      a->out_bias ? ADP(b_o) : NULL);
+}
+
+int
+st_attn_qkv_bwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *x,
+                const void *dqkv, void *dx, void *dparams)
+{
+  AttnParams p = attn_params(a);
+  return st_dense_bwd(c, x, dqkv, a->B * a->T, a->d, (int)p.n, AP(w_qkv), dx, ADP(w_qkv),
+                      a->qkv_bias ? ADP(b_qkv) : NULL);
+}
+
 #undef AP
 #undef ADP
 

@@ -189,6 +189,19 @@ int st_attn_forward(const StLayerCtx *c, const StAttnGeom *a, const void *params
 int st_attn_backward(const StLayerCtx *c, const StAttnGeom *a, const void *params,
                      const void *x, const StAttnSaved *s, const void *dout, void *dx,
                      void *dparams, void *work);
+/* The attention's two projections alone, for a pass in steps (context
+ * parallelism: the core between them runs chunk by chunk): qkv [B T n] =
+ * x W_qkv^T (+ b) without RoPE; out [B T d] = y W_o^T (+ b); their
+ * backwards (dqkv after RoPE's inverse; dx written, NULL skips; the
+ * weights' gradients accumulated). */
+int st_attn_qkv_fwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *x,
+                    void *qkv);
+int st_attn_out_fwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *y,
+                    void *out);
+int st_attn_out_bwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *y,
+                    const void *dout, void *dy, void *dparams);
+int st_attn_qkv_bwd(const StLayerCtx *c, const StAttnGeom *a, const void *params, const void *x,
+                    const void *dqkv, void *dx, void *dparams);
 /* The dense probabilities again, from the saved qkv. */
 int st_attn_recompute(const StLayerCtx *c, const StAttnGeom *a, const StAttnSaved *s, void *work);
 

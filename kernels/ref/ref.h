@@ -160,6 +160,18 @@ int st_ref_copy2d(void *stream, void *dst, int ld_dst, const void *src, int ld_s
                   int cols, StKDtype dt);
 
 /* attention.c: flash-style attention, heads split for the dense path */
+int st_ref_ring_attn_fwd(void *stream, float *o, float *m, float *l, const void *q, int ld_q,
+                        const void *kv, int batch, int tokens, int heads, int kv_heads,
+                        int head_dim, float scale, int causal, int window, int c, int rank,
+                        int kv_rank, StKDtype dt);
+int st_ref_ring_attn_finish(void *stream, void *y, float *lse, const float *o, const float *m,
+                           const float *l, int batch, int tokens, int heads, int head_dim,
+                           StKDtype dt);
+int st_ref_ring_attn_bwd(void *stream, void *dq, int ld_dq, void *dkv, int ld_dkv,
+                        const void *dy, const void *y, const float *lse, const void *q, int ld_q,
+                        const void *kv, int batch, int tokens, int heads, int kv_heads,
+                        int head_dim, float scale, int causal, int window, int c, int rank,
+                        int kv_rank, StKDtype dt);
 int st_ref_flash_attn_fwd(void *stream, void *o, float *lse, const void *qkv, int batch,
                           int tokens, int heads, int kv_heads, int head_dim, float scale,
                           int causal, int window, StKDtype dt);

@@ -78,23 +78,70 @@ st_cp_emit_core(StProgram *p, const StCpSpec *cp, const StModel *m, int stream, 
                     buf);
   }
   /* The ring: c core steps, the chunk of each next one exchanged beside it. */
-  int64_t chunk = (bwd ? 2 : 1) * kv * batch;
-  uint32_t ring = buffer(p, m, bwd ? "ring kv dkv" : "ring kv", layer, micro, 2 * chunk);
-  uint32_t prev_core = first, prev_x = NONE;
   int n = steps - 2;
-  for (int k = 1; k <= n; k++) {
+  int64_t chunk = kv * batch;
+  if (!bwd) {
+    uint32_t ring = buffer(p, m, "ring kv", layer, micro, 2 * chunk);
+    uint32_t prev_core = first, prev_x = NONE;
+    for (int k = 1; k <= n; k++) {
+      uint32_t x = NONE;
+      if (k < n)
+        x = exchange(p, cp, cp_stream, ST_COLL_RING_SHIFT, chunk, layer, part, micro, prev_core,
+                     prev_x, k == 1 ? ring : NONE, NONE);
+      prev_core = core_step(p, stream, pass, layer, part, micro, batch, k, steps, prev_core,
+                            prev_x, k == n ? ring : NONE);
+      prev_x = x;
+    }
+    return prev_core;
+  }
+  /* Backward (TE's p2p backward): core k (run in order k = 1 .. c, the
+   * steps c .. 1) computes the local queries against the chunk of the rank
+   * k - 1 before, and that chunk's keys' and values' gradient, which
+   * follows the chunk one exchange behind: X m runs beside core m (after
+   * core m - 1) and moves the chunk core m + 1 reads (m < c) and the
+   * gradient summed through core m - 1 (m >= 3: core 1's, the rank's own
+   * chunk's, stays home); X c + 1, after the last core step, brings the
+   * last gradient home. st_cp_ring_bwd_carries says what each carries. */
+  uint32_t ring = buffer(p, m, "ring kv dkv", layer, micro, 4 * chunk);
+  uint32_t prev_core = first, prev_x = NONE, last_x = NONE;
+  int emitted = 0, total = st_cp_ring_bwd_exchanges(n);
+  for (int k = 1; k <= n + 1; k++) {
+    gboolean kv_part, grad_part;
+    st_cp_ring_bwd_carries(n, k, &kv_part, &grad_part);
     uint32_t x = NONE;
-    if (k < n)
-      x = exchange(p, cp, cp_stream, ST_COLL_RING_SHIFT, chunk, layer, part, micro, prev_core,
-                   prev_x, k == 1 ? ring : NONE, NONE);
-    /* forward runs the core steps 1 .. n, backward n .. 1 (the roles are
-     * alike: each 1 / n of the core) */
-    int step = bwd ? n + 1 - k : k;
-    prev_core = core_step(p, stream, pass, layer, part, micro, batch, step, steps, prev_core,
-                          prev_x, k == n ? ring : NONE);
+    if (kv_part || grad_part) {
+      emitted++;
+      x = exchange(p, cp, cp_stream, ST_COLL_RING_SHIFT,
+                   (kv_part ? chunk : 0) + (grad_part ? chunk : 0), layer, part, micro,
+                   prev_core, last_x, emitted == 1 ? ring : NONE,
+                   emitted == total ? ring : NONE);
+      last_x = x;
+    }
+    if (k <= n) /* core k reads the chunk X k - 1 brought */
+      prev_core = core_step(p, stream, pass, layer, part, micro, batch, n + 1 - k, steps,
+                            prev_core, prev_x, NONE);
     prev_x = x;
   }
-  return prev_core;
+  return last_x;
+}
+
+void
+st_cp_ring_bwd_carries(int c, int m, gboolean *kv, gboolean *grad)
+{
+  *kv = m >= 1 && m <= c - 1;
+  *grad = m >= 3 && m <= c + 1;
+}
+
+int
+st_cp_ring_bwd_exchanges(int c)
+{
+  int n = 0;
+  for (int m = 1; m <= c + 1; m++) {
+    gboolean kv, grad;
+    st_cp_ring_bwd_carries(c, m, &kv, &grad);
+    n += kv || grad;
+  }
+  return n;
 }
 
 int64_t

@@ -11,9 +11,15 @@
  *   X k (a ring_shift over "cp") brings the key/value chunk core k + 1
  *   reads while core k computes; it waits for X k - 1 (the chunk it passes
  *   on) and for core k - 1 (whose buffer it fills: two buffers, as TE
- *   double-buffers). Backward: the same in reverse order (post first, pre
- *   last), each X moving the key/value chunk and the gradient of the keys
- *   and values computed so far (2 chunks).
+ *   double-buffers). Backward (post first, pre last): the same ring,
+ *   core k computing the gradient of the keys and values of the chunk it
+ *   reads, which follows the chunk one exchange behind: X m runs beside
+ *   core m (after core m - 1, as the forward's) and moves the chunk core
+ *   m + 1 reads (m < c) and the gradient summed through core m - 1 (m >=
+ *   3; core 1 reads the rank's own chunk, whose gradient stays home); X c
+ *   + 1, after the last core step, brings the last gradient home before
+ *   pre reads it (st_cp_ring_bwd_carries): c + 1 exchanges (2 at c = 2),
+ *   (c - 1) K of chunks and (c - 1) K of gradients.
  *
  *   all-to-all (DeepSpeed Ulysses, Jacobs et al. 2023), on the pass's
  *   stream: pre | a2a Q K V | core | a2a out | post; the core on heads / c
@@ -59,6 +65,12 @@ int st_cp_steps(const StCpSpec *cp, const StModel *model, int layer, int part);
 uint32_t st_cp_emit_core(StProgram *program, const StCpSpec *cp, const StModel *model,
                          int stream, int cp_stream, StPass pass, int layer, int part,
                          int micro, int batch, uint32_t first);
+
+/* What the ring's backward exchange m (1 .. c + 1) carries: the key/value
+ * chunk the next core step reads, the gradient summed so far; exchanges
+ * carrying neither are not emitted (m = 2 at c = 2). The count emitted. */
+void st_cp_ring_bwd_carries(int c, int m, gboolean *kv, gboolean *grad);
+int st_cp_ring_bwd_exchanges(int c);
 
 /* Bytes one rank's exchanges send per pass of `layer` over `batch`
  * sequences: the ring's chunks, or the all-to-alls' (c - 1) / c of their
