@@ -6,8 +6,9 @@
  * segments and each described by stagger layers (onnx_segment.c and the
  * rules of onnx_map_*.c, tried in the order below, blocks before their
  * parts), a proposal taken only when the model loader derives from it the
- * segment's own output shape and parameters. A softmax cross-entropy loss
- * is appended (the exported graph ends at its logits) unless --no-loss.
+ * segment's own output shape and parameters (onnx_check.c). A softmax
+ * cross-entropy loss is appended (the exported graph ends at its logits)
+ * unless --no-loss.
  *
  * The result also carries the graph's own totals, counted on its nodes as
  * exported (result->graph_params, graph_dense_flops), so that a test can
@@ -37,56 +38,6 @@ sample_shape(const OnnxValue *v)
   for (int k = 1; k < v->rank; k++)
     cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->dims[k]));
   return shape;
-}
-
-/* Does the proposal describe segments [seg, seg + n)? Loads it from the
- * first segment's input shape and compares its output shape, parameters
- * and (dense_only) FLOPs with the graph's. */
-static gboolean
-check(OnnxMap *m, int seg, int n, const cJSON *layers, gboolean dense_only, GString *why)
-{
-  const OnnxValue *in = onnx_value(m->g, m->segs[seg].in);
-  const OnnxValue *out = onnx_value(m->g, m->segs[seg + n - 1].out);
-  int64_t params = onnx_segments_params(m, seg, n);
-  if (cJSON_GetArraySize(layers) == 0) {
-    gboolean same = in->rank == out->rank &&
-                    memcmp(in->dims, out->dims, sizeof(int64_t) * (size_t)in->rank) == 0;
-    if (!same || params != 0)
-      g_string_append(why, "it changes the shape or holds parameters");
-    return same && params == 0;
-  }
-  g_autoptr(cJSON) root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "name", "check");
-  cJSON_AddStringToObject(root, "dtype", m->dtype);
-  cJSON_AddItemToObject(root, "input", sample_shape(in));
-  /* The proposal by reference, not copied: freeing `root` leaves it whole. */
-  cJSON_AddItemReferenceToObject(root, "layers", (cJSON *)layers);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(StModel) model = st_model_from_json(root, "proposal", &error);
-  if (model == NULL) {
-    g_string_append(why, error->message);
-    return FALSE;
-  }
-  const StShape *got = &model->layers[model->n_layers - 1].out_shape;
-  gboolean shape_ok = got->n_dims == out->rank - 1 &&
-                      memcmp(got->dims, out->dims + 1, sizeof(int64_t) * (size_t)got->n_dims) == 0;
-  double dense, flops = onnx_segments_flops(m, seg, n, &dense);
-  (void)flops;
-  if (!shape_ok) {
-    g_autofree char *shape = st_shape_format(got);
-    g_autofree char *want = onnx_shape_text(out);
-    g_string_append_printf(why, "it makes %s per sample where the graph makes %s", shape, want);
-  } else if (model->params != params) {
-    g_string_append_printf(why, "it has %" G_GINT64_FORMAT " parameters where the graph has %"
-                           G_GINT64_FORMAT, model->params, params);
-  } else if (dense_only && (model->fwd_flops > dense * (1 + 1e-9) ||
-                            model->fwd_flops < dense * (1 - 1e-9))) {
-    g_string_append_printf(why, "it computes %.6g FLOPs where the graph's products compute "
-                           "%.6g", model->fwd_flops, dense);
-  } else {
-    return TRUE;
-  }
-  return FALSE;
 }
 
 /* Frees the names a rejected proposal took. */
@@ -168,7 +119,7 @@ map_one(OnnxMap *m, int seg, cJSON *layers)
       g_autoptr(cJSON) proposal = cJSON_CreateArray();
       GString *reason = g_string_new(NULL);
       int n = rule->match(m, seg, proposal, reason);
-      if (n > 0 && check(m, seg, n, proposal, rule->dense_only, reason)) {
+      if (n > 0 && onnx_check_proposal(m, seg, n, proposal, rule->dense_only, reason)) {
         g_string_free(reason, TRUE);
         onnx_segments_count(m, seg, n);
         while (cJSON_GetArraySize(proposal) > 0)
@@ -261,6 +212,7 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
     .customs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
                                      (GDestroyNotify)g_ptr_array_unref),
     .custom_order = g_ptr_array_new_with_free_func(g_free),
+    .checked = onnx_checked_new(),
   };
   m.dtype = model_dtype(g, &m.dtype_bytes);
   g_autoptr(cJSON) layers = cJSON_CreateArray();
@@ -279,6 +231,7 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
   g_hash_table_unref(m.counted);
   g_hash_table_unref(m.names);
   g_hash_table_unref(m.suffix_next);
+  g_hash_table_unref(m.checked);
   if (!ok)
     return FALSE;
 
