@@ -66,10 +66,16 @@ st_import(const StImporter *importer, const char *path, const StImportOptions *o
   if (!importer->run(path, options != NULL ? options : &none, result, error))
     return NULL;
   g_assert(result->model != NULL);
-  /* The loader names `path`: a layer the importer got wrong is reported
-   * against the file it came from. */
+  /* Built directly from the tree when it is plain (import_build.c: the
+   * model the loader would make, without reading the tree again); else,
+   * and for the message when it would not load, by the loader, which
+   * names `path`: a layer the importer got wrong is reported against the
+   * file it came from. */
+  StModel *model = st_import_build_model(result->model);
+  if (model != NULL)
+    return model;
   g_autoptr(GError) local = NULL;
-  StModel *model = st_model_from_json(result->model, path, &local);
+  model = st_model_from_json(result->model, path, &local);
   if (model == NULL)
     g_set_error(error, ST_IMPORT_ERROR, ST_ERROR_FAILED,
                 "the imported model does not load (an importer bug): %s", local->message);

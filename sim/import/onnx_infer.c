@@ -204,6 +204,15 @@ infer_node(OnnxGraph *g, OnnxNode *node, GError **error)
 void
 onnx_weight_initializers(const OnnxGraph *g, int index, GHashTable *out)
 {
+  /* Most values asked about are activations or initializers themselves
+   * (every input of every node of a graph is): no walk. */
+  const OnnxValue *first = onnx_value(g, index);
+  if (first == NULL || first->kind != ONNX_WEIGHT)
+    return;
+  if (first->initializer) {
+    g_hash_table_add(out, GINT_TO_POINTER(index + 1));
+    return;
+  }
   g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
   g_autoptr(GArray) stack = g_array_new(FALSE, FALSE, sizeof(int));
   g_array_append_val(stack, index);

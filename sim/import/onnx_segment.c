@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "base/util.h"
 #include "import/onnx_map.h"
 #include "import/onnx_ops.h"
 
@@ -273,10 +274,11 @@ onnx_layer_name(OnnxMap *m, int first, int n, const char *fallback)
   }
   /* The least i >= 1 with "base_i" free; those below the hint are taken. */
   int i = MAX(1, GPOINTER_TO_INT(g_hash_table_lookup(m->suffix_next, base)));
-  char *unique = g_strdup_printf("%s_%d", base, i);
+  char digits[ST_INT_TEXT_SIZE];
+  char *unique = g_strconcat(base, "_", st_int_text(i, digits), NULL);
   while (g_hash_table_contains(m->names, unique)) {
     g_free(unique);
-    unique = g_strdup_printf("%s_%d", base, ++i);
+    unique = g_strconcat(base, "_", st_int_text(++i, digits), NULL);
   }
   g_hash_table_insert(m->suffix_next, g_steal_pointer(&base), GINT_TO_POINTER(i + 1));
   g_hash_table_add(m->names, g_strdup(unique));
