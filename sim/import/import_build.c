@@ -180,7 +180,7 @@ st_import_build_model(const cJSON *root)
   if (!cJSON_IsString(name) || (note != NULL && !cJSON_IsString(note)) ||
       (dtype != NULL && (!cJSON_IsString(dtype) ||
                          !st_dtype_parse(dtype->valuestring, &type, NULL))) ||
-      !read_input(input, &shape) || !cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0)
+      !read_input(input, &shape) || !cJSON_IsArray(layers) || layers->child == NULL)
     return NULL;
   g_autoptr(StModel) model = st_model_new(name->valuestring, &shape, type);
   const StLayerType *recent[RECENT] = {NULL};

@@ -73,38 +73,58 @@ operators(const OnnxMap *m, int seg)
 }
 
 /* Custom layers are reported once per kind (the same operators, the same
- * reason), naming the layers. */
+ * reason), naming the first few layers and counting the others. */
+#define NAMED 4
+
+typedef struct {
+  char *ops, *why;
+  char *names[NAMED]; /* the first layers of the kind */
+  guint n;            /* layers of the kind */
+} CustomKind;
+
+static void
+custom_kind_free(gpointer data)
+{
+  CustomKind *kind = data;
+  g_free(kind->ops);
+  g_free(kind->why);
+  for (guint k = 0; k < MIN(kind->n, NAMED); k++)
+    g_free(kind->names[k]);
+  g_free(kind);
+}
+
 static void
 note_custom(OnnxMap *m, const char *name, const char *ops, const char *why)
 {
-  g_autofree char *key = g_strdup_printf("%s%s", ops, why);
-  GPtrArray *names = g_hash_table_lookup(m->customs, key);
-  if (names == NULL) {
-    names = g_ptr_array_new_with_free_func(g_free);
-    g_ptr_array_add(names, g_strdup(ops));
-    g_ptr_array_add(names, g_strdup(why));
-    g_hash_table_insert(m->customs, g_strdup(key), names);
+  g_autofree char *key = g_strconcat(ops, why, NULL);
+  CustomKind *kind = g_hash_table_lookup(m->customs, key);
+  if (kind == NULL) {
+    kind = g_new0(CustomKind, 1);
+    kind->ops = g_strdup(ops);
+    kind->why = g_strdup(why);
+    g_hash_table_insert(m->customs, g_strdup(key), kind);
     g_ptr_array_add(m->custom_order, g_steal_pointer(&key));
   }
-  g_ptr_array_add(names, g_strdup(name));
+  if (kind->n < NAMED)
+    kind->names[kind->n] = g_strdup(name);
+  kind->n++;
 }
 
 static void
 warn_customs(OnnxMap *m)
 {
   for (guint i = 0; i < m->custom_order->len; i++) {
-    GPtrArray *names = g_hash_table_lookup(m->customs, m->custom_order->pdata[i]);
-    guint n = names->len - 2;
+    const CustomKind *kind = g_hash_table_lookup(m->customs, m->custom_order->pdata[i]);
+    guint n = kind->n;
     g_autoptr(GString) list = g_string_new(NULL);
-    for (guint k = 0; k < n && k < 4; k++)
-      g_string_append_printf(list, "%s'%s'", k > 0 ? ", " : "", (char *)names->pdata[k + 2]);
-    if (n > 4)
-      g_string_append_printf(list, " and %u more", n - 4);
+    for (guint k = 0; k < n && k < NAMED; k++)
+      g_string_append_printf(list, "%s'%s'", k > 0 ? ", " : "", kind->names[k]);
+    if (n > NAMED)
+      g_string_append_printf(list, " and %u more", n - NAMED);
     st_import_warn(m->result,
                    "%u custom layer%s (numbers computed from the graph) where no stagger layer "
                    "type describes the nodes (%s): %s%s",
-                   n, n > 1 ? "s" : "", (char *)names->pdata[0], list->str,
-                   (char *)names->pdata[1]);
+                   n, n > 1 ? "s" : "", kind->ops, list->str, kind->why);
   }
 }
 
@@ -114,23 +134,26 @@ static int
 map_one(OnnxMap *m, int seg, cJSON *layers)
 {
   g_autoptr(GString) why = g_string_new(NULL);
+  /* One proposal array and one reason, emptied between rules (some 20
+   * rules are tried on each segment). */
+  g_autoptr(cJSON) proposal = cJSON_CreateArray();
+  g_autoptr(GString) reason = g_string_new(NULL);
   for (guint t = 0; t < G_N_ELEMENTS(RULES); t++) {
     for (const OnnxRule *rule = RULES[t]; rule->name != NULL; rule++) {
-      g_autoptr(cJSON) proposal = cJSON_CreateArray();
-      GString *reason = g_string_new(NULL);
+      g_string_truncate(reason, 0);
       int n = rule->match(m, seg, proposal, reason);
       if (n > 0 && onnx_check_proposal(m, seg, n, proposal, rule->dense_only, reason)) {
-        g_string_free(reason, TRUE);
         onnx_segments_count(m, seg, n);
-        while (cJSON_GetArraySize(proposal) > 0)
-          cJSON_AddItemToArray(layers, cJSON_DetachItemFromArray(proposal, 0));
+        while (proposal->child != NULL)
+          cJSON_AddItemToArray(layers, cJSON_DetachItemViaPointer(proposal, proposal->child));
         return n;
       }
       if (n > 0)
         release_names(m, proposal);
+      while (proposal->child != NULL)
+        cJSON_DeleteItemFromArray(proposal, 0);
       if (reason->len > 0 && why->len == 0)
         g_string_printf(why, "; as a %s, %s", rule->name, reason->str);
-      g_string_free(reason, TRUE);
     }
   }
   g_autofree char *ops = operators(m, seg);
@@ -209,8 +232,7 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
     .embedding_table = -1,
     .loss = !options->no_loss,
     .result = result,
-    .customs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                     (GDestroyNotify)g_ptr_array_unref),
+    .customs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, custom_kind_free),
     .custom_order = g_ptr_array_new_with_free_func(g_free),
     .checked = onnx_checked_new(),
   };

@@ -45,8 +45,8 @@ typedef struct {
   GHashTable *suffix_next;
   int embedding_table;    /* the first embedding's table (a value), or -1 */
   gboolean loss;          /* a loss follows the network (its softmax is the loss's) */
-  GHashTable *customs;    /* custom layers by kind (operators + reason) -> GPtrArray:
-                             operators, reason, then the layers' names */
+  GHashTable *customs;    /* custom layers by kind (operators + reason) -> what the
+                             warning says of them (import_onnx.c) */
   GPtrArray *custom_order; /* the kinds in order of first appearance */
   GHashTable *checked;    /* proposals that loaded, by what the loader reads but names
                              (onnx_check.c) -> what it derived; onnx_checked_new() */

@@ -212,11 +212,10 @@ onnx_custom_layer(OnnxMap *m, int first, int n, cJSON *out)
   cJSON_AddNumberToObject(layer, "activation_bytes", (double)kept_bytes(m, first, n));
   int64_t elems = onnx_elems(v) / m->g->batch;
   cJSON_AddNumberToObject(layer, "output_bytes", (double)(elems * m->dtype_bytes));
-  for (int k = 1; k < v->rank; k++) {
-    char key[8];
-    g_snprintf(key, sizeof(key), "dim%d", k - 1);
-    cJSON_AddNumberToObject(layer, key, (double)v->dims[k]);
-  }
+  static const char *const DIMS[] = {"dim0", "dim1", "dim2", "dim3"};
+  g_assert(v->rank - 1 <= (int)G_N_ELEMENTS(DIMS)); /* a cut (cuttable) */
+  for (int k = 1; k < v->rank; k++)
+    cJSON_AddNumberToObject(layer, DIMS[k - 1], (double)v->dims[k]);
   cJSON_AddItemToArray(out, layer);
 }
 
