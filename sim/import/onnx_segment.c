@@ -103,6 +103,16 @@ onnx_segments_clear(OnnxMap *m)
 static void
 collect_params(const OnnxGraph *g, int index, GHashTable *set)
 {
+  /* An activation is made of none; an initializer of itself (most inputs
+   * are one or the other: no table of sources for them). */
+  const OnnxValue *v = onnx_value(g, index);
+  if (v == NULL || v->kind != ONNX_WEIGHT)
+    return;
+  if (v->initializer) {
+    if (v->param)
+      g_hash_table_add(set, GINT_TO_POINTER(index + 1));
+    return;
+  }
   g_autoptr(GHashTable) sources = g_hash_table_new(NULL, NULL);
   onnx_weight_initializers(g, index, sources);
   GHashTableIter iter;
