@@ -8,7 +8,14 @@
  * taken off), must be built and equal the loaded one field for field: every
  * layer type the models use, flags and choices among them. Then a small
  * tree changed in each way the loader refuses or reads differently.
+ *
+ * Also st_import_format, which writes strings and whole numbers itself:
+ * the same text as when every value was printed by cJSON_PrintUnformatted
+ * (the reference below, the function as it was), on trees with escapes,
+ * UTF-8, numbers past int's range, fractions, -0 and literals, and on the
+ * models of every ONNX fixture.
  */
+#include <math.h>
 #include <string.h>
 
 #include "base/json.h"
@@ -159,11 +166,153 @@ test_variants(void)
   assert_builds_as_loaded(named, FALSE);
 }
 
+/* ---- st_import_format against cJSON's printing ---------------------------------- */
+
+static void
+ref_key(GString *out, const char *key)
+{
+  cJSON string = {.type = cJSON_String, .valuestring = (char *)key};
+  g_autofree char *text = cJSON_PrintUnformatted(&string);
+  g_string_append_printf(out, "%s: ", text);
+}
+
+static void
+ref_inline(GString *out, const cJSON *item)
+{
+  if (cJSON_IsObject(item) || cJSON_IsArray(item)) {
+    gboolean object = cJSON_IsObject(item);
+    g_string_append_c(out, object ? '{' : '[');
+    const cJSON *child;
+    gboolean first = TRUE;
+    cJSON_ArrayForEach(child, item)
+    {
+      if (!first)
+        g_string_append(out, ", ");
+      first = FALSE;
+      if (object)
+        ref_key(out, child->string);
+      ref_inline(out, child);
+    }
+    g_string_append_c(out, object ? '}' : ']');
+    return;
+  }
+  g_autofree char *text = cJSON_PrintUnformatted(item);
+  g_string_append(out, text);
+}
+
+static void
+ref_layers(GString *out, const cJSON *layers, const char *indent)
+{
+  const cJSON *layer;
+  cJSON_ArrayForEach(layer, layers)
+  {
+    const cJSON *body = cJSON_GetObjectItemCaseSensitive(layer, "layers");
+    g_string_append(out, indent);
+    if (cJSON_IsArray(body)) {
+      g_string_append_c(out, '{');
+      const cJSON *key;
+      cJSON_ArrayForEach(key, layer)
+      {
+        if (key == body)
+          continue;
+        ref_key(out, key->string);
+        ref_inline(out, key);
+        g_string_append(out, ", ");
+      }
+      g_string_append(out, "\"layers\": [\n");
+      g_autofree char *deeper = g_strconcat(indent, "  ", NULL);
+      ref_layers(out, body, deeper);
+      g_string_append(out, "]}");
+    } else {
+      ref_inline(out, layer);
+    }
+    g_string_append(out, layer->next != NULL ? ",\n" : "\n");
+  }
+  if (out->len >= 2 && out->str[out->len - 1] == '\n')
+    g_string_truncate(out, out->len - 1);
+}
+
+static char *
+ref_format(const cJSON *model)
+{
+  GString *out = g_string_new("{\n");
+  const cJSON *item;
+  cJSON_ArrayForEach(item, model)
+  {
+    g_string_append(out, "  ");
+    ref_key(out, item->string);
+    if (strcmp(item->string, "layers") == 0 && cJSON_IsArray(item)) {
+      g_string_append(out, "[\n");
+      ref_layers(out, item, "    ");
+      g_string_append(out, "\n  ]");
+    } else {
+      ref_inline(out, item);
+    }
+    g_string_append(out, item->next != NULL ? ",\n" : "\n");
+  }
+  g_string_append(out, "}\n");
+  return g_string_free(out, FALSE);
+}
+
+static void
+assert_formats_as_cjson(cJSON *tree)
+{
+  StImportResult result;
+  st_import_result_init(&result);
+  result.model = tree;
+  g_autofree char *text = st_import_format(&result);
+  g_autofree char *want = ref_format(tree);
+  g_assert_cmpstr(text, ==, want);
+  st_import_result_clear(&result);
+}
+
+static void
+test_format(void)
+{
+  cJSON *tree = cJSON_Parse(
+    "{\"name\": \"a\\\"b\\\\c\\n\\t\\u0001d\", \"note\": \"caf\u00e9 \u2014 /x/\", "
+    "\"input\": [3, 224, 224], \"layers\": ["
+    "{\"name\": \"k\\\"ey\", \"type\": \"x\", \"a\": 2147483647, \"b\": 2147483648, "
+    "\"c\": -2147483648, \"d\": -2147483649, \"e\": 1e10, \"f\": 0.5, \"g\": -0.0, "
+    "\"h\": 1e300, \"i\": 3.14159265358979, \"j\": 0.1, \"k\": true, \"l\": false, "
+    "\"m\": null, \"n\": [1, \"two\", {\"t\\\\\": 3}], \"o\": 9007199254740993, "
+    "\"p\": \"\", \"q\": 123456789012345678},"
+    "{\"repeat\": 2, \"layers\": [{\"name\": \"r{i}\", \"type\": \"relu\"}]}]}");
+  g_assert_nonnull(tree);
+  assert_formats_as_cjson(tree);
+  /* Numbers cJSON_Parse cannot make: NaN, infinities, a huge int part. */
+  cJSON *odd = cJSON_CreateObject();
+  cJSON_AddNumberToObject(odd, "nan", NAN);
+  cJSON_AddNumberToObject(odd, "inf", INFINITY);
+  cJSON_AddNumberToObject(odd, "minf", -INFINITY);
+  cJSON_AddNumberToObject(odd, "big", 1e19);
+  cJSON_AddNumberToObject(odd, "small", 1e-300);
+  cJSON_AddNumberToObject(odd, "negative", -12345);
+  assert_formats_as_cjson(odd);
+
+  static const char *const NAMES[] = {"resnet50", "vit_b_16", "tiny_gpt", "tiny_gpt_folded",
+                                      "tiny_llama", "mobilenet_v2", NULL};
+  for (const char *const *n = NAMES; *n != NULL; n++) {
+    g_autofree char *file = g_strdup_printf("tests/data/onnx/%s.onnx", *n);
+    g_autofree char *path = st_test_src(file);
+    StImportResult result;
+    st_import_result_init(&result);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(StModel) model = st_import(st_importer_find("onnx"), path, NULL, &result, &error);
+    g_assert_no_error(error);
+    g_autofree char *text = st_import_format(&result);
+    g_autofree char *want = ref_format(result.model);
+    g_assert_cmpstr(text, ==, want);
+    st_import_result_clear(&result);
+  }
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/import/build/shipped-models", test_shipped_models);
   g_test_add_func("/import/build/variants", test_variants);
+  g_test_add_func("/import/format/as-cjson", test_format);
   return g_test_run();
 }
