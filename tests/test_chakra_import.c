@@ -398,6 +398,32 @@ test_malformed(void)
   trace_node(w, 2, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(1), NULL);
   st_test_et_close(w);
   expect_error(p, "*bad.0.et: node #* is in a dependency cycle*");
+  /* Ids that do not count up by one find their nodes through a table
+   * (counting ones by subtraction): a repeated id, a dangling dependency,
+   * then a file that imports. */
+  w = st_test_et_open(p, 0);
+  trace_node(w, 5, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  trace_node(w, 5, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  st_test_et_close(w);
+  expect_error(p, "*bad.0.et: node #1 (id 5 'b', byte *): repeats the id of node #0*");
+  w = st_test_et_open(p, 0);
+  trace_node(w, 10, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  trace_node(w, 3, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(10, 11), NULL);
+  st_test_et_close(w);
+  expect_error(p, "*bad.0.et: node #1 (id 3 'b', byte *): depends on node 11, which this file "
+                  "does not have (a dangling dependency)*");
+  w = st_test_et_open(p, 0);
+  trace_node(w, 10, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  trace_node(w, 3, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(10), NULL);
+  st_test_et_close(w);
+  {
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
+    g_autoptr(StProfile) profile = st_profile_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(StSchedule) s = import(p, c, profile, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(s);
+  }
 
   /* A collective without its size; a send whose comm_src is another rank. */
   w = st_test_et_open(p, 0);
