@@ -59,7 +59,8 @@ typedef struct {
 EtFile *et_file_read(const char *path, GError **error);
 /* Maps a file and decodes its metadata only. Transfer full. */
 EtFile *et_file_open(const char *path, GError **error);
-/* Decodes the nodes of a file et_file_open opened (once; TRUE again after). */
+/* Decodes the nodes of a file et_file_open opened (once; TRUE again after;
+ * not after et_file_release_nodes). */
 gboolean et_file_read_nodes(EtFile *file, GError **error);
 /* The bytes of the node messages (their framing included), borrowed. */
 const uint8_t *et_file_node_bytes(const EtFile *file, size_t *len);

@@ -249,6 +249,8 @@ et_file_open(const char *path, GError **error)
 gboolean
 et_file_read_nodes(EtFile *file, GError **error)
 {
+  /* Released nodes are not read again (nodes would stay empty). */
+  g_return_val_if_fail(!file->nodes_released, FALSE);
   if (file->nodes_read)
     return TRUE;
   gsize len = 0;
