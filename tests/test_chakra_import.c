@@ -18,8 +18,10 @@
 #include "cost/cost.h"
 #include "engine/engine.h"
 #include "interop/chakra.h"
+#include "interop/chakra_import_private.h"
 #include "interop/chakra_private.h"
 #include "chakra_trace.h"
+#include "readers.h"
 #include "testutil.h"
 
 /* ---- round trip ----------------------------------------------------------------- */
@@ -396,6 +398,32 @@ test_malformed(void)
   trace_node(w, 2, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(1), NULL);
   st_test_et_close(w);
   expect_error(p, "*bad.0.et: node #* is in a dependency cycle*");
+  /* Ids that do not count up by one find their nodes through a table
+   * (counting ones by subtraction): a repeated id, a dangling dependency,
+   * then a file that imports. */
+  w = st_test_et_open(p, 0);
+  trace_node(w, 5, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  trace_node(w, 5, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  st_test_et_close(w);
+  expect_error(p, "*bad.0.et: node #1 (id 5 'b', byte *): repeats the id of node #0*");
+  w = st_test_et_open(p, 0);
+  trace_node(w, 10, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  trace_node(w, 3, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(10, 11), NULL);
+  st_test_et_close(w);
+  expect_error(p, "*bad.0.et: node #1 (id 3 'b', byte *): depends on node 11, which this file "
+                  "does not have (a dangling dependency)*");
+  w = st_test_et_open(p, 0);
+  trace_node(w, 10, "a", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, NULL, NULL);
+  trace_node(w, 3, "b", CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE, 1, DEPS(10), NULL);
+  st_test_et_close(w);
+  {
+    g_autoptr(StCluster) c = st_test_cluster_named("dgx-h100", 1, 4);
+    g_autoptr(StProfile) profile = st_profile_new();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(StSchedule) s = import(p, c, profile, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(s);
+  }
 
   /* A collective without its size; a send whose comm_src is another rank. */
   w = st_test_et_open(p, 0);
@@ -526,6 +554,44 @@ test_mutations(void)
   g_assert_cmpint(refused, >, 500);
 }
 
+/* The importer releases a file's decoded nodes once its program is
+ * converted (et_file_release_nodes); a message about one of its nodes
+ * after that (im_program_build's checks) decodes the node again and names
+ * it as before: the benchmark's foreign trace of 64 nodes. */
+static void
+test_node_message_after_release(void)
+{
+  g_autofree char *dir = st_test_tmpdir();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *prefix = st_reader_input_find("chakra")->write(dir, 64, &error);
+  g_assert_no_error(error);
+  g_autofree char *path = g_strdup_printf("%s.0.et", prefix);
+  g_autoptr(EtFile) f = et_file_read(path, &error);
+  g_assert_no_error(error);
+  guint n = f->nodes->len;
+  g_assert_cmpuint(n, ==, 64);
+  static const guint NODES[] = {0, 17, 63};
+  char *before[G_N_ELEMENTS(NODES)];
+  for (guint i = 0; i < G_N_ELEMENTS(NODES); i++) {
+    GError *e = NULL;
+    g_assert_false(im_node_fail(&e, f, NODES[i], "why %u", NODES[i]));
+    before[i] = g_strdup(e->message);
+    g_test_message("%s", e->message);
+    g_error_free(e);
+  }
+  et_file_release_nodes(f);
+  g_assert_cmpuint(f->nodes->len, ==, 0);
+  g_assert_cmpuint(f->offsets->len, ==, n);
+  for (guint i = 0; i < G_N_ELEMENTS(NODES); i++) {
+    GError *e = NULL;
+    g_assert_false(im_node_fail(&e, f, NODES[i], "why %u", NODES[i]));
+    g_assert_cmpstr(e->message, ==, before[i]);
+    g_assert_nonnull(strstr(e->message, "id "));
+    g_error_free(e);
+    g_free(before[i]);
+  }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -536,5 +602,6 @@ main(int argc, char **argv)
   g_test_add_func("/chakra/import/malformed", test_malformed);
   g_test_add_func("/chakra/import/missing-rank", test_missing_rank);
   g_test_add_func("/chakra/import/mutations", test_mutations);
+  g_test_add_func("/chakra/import/node-message-after-release", test_node_message_after_release);
   return g_test_run();
 }

@@ -92,6 +92,64 @@ st_test_model_parse(const char *json)
   return m;
 }
 
+static void
+assert_same_shape(const StShape *a, const StShape *b)
+{
+  g_assert_cmpint(a->n_dims, ==, b->n_dims);
+  for (int d = 0; d < a->n_dims; d++)
+    g_assert_cmpint(a->dims[d], ==, b->dims[d]);
+}
+
+void
+st_test_assert_same_model(const StModel *a, const StModel *b)
+{
+  g_assert_cmpstr(a->name, ==, b->name);
+  g_assert_cmpstr(a->path, ==, b->path);
+  g_assert_cmpint(a->dtype, ==, b->dtype);
+  assert_same_shape(&a->input, &b->input);
+  g_assert_cmpint(a->n_layers, ==, b->n_layers);
+  g_assert_cmpint(a->params, ==, b->params);
+  g_assert_cmpint(a->active_params, ==, b->active_params);
+  g_assert_cmpint(a->param_tensors, ==, b->param_tensors);
+  g_assert_cmpfloat(a->fwd_flops, ==, b->fwd_flops);
+  g_assert_cmpfloat(a->bwd_flops, ==, b->bwd_flops);
+  g_assert_cmpint(a->act_bytes, ==, b->act_bytes);
+  for (int i = 0; i < a->n_layers; i++) {
+    const StLayer *x = &a->layers[i], *y = &b->layers[i];
+    g_assert_cmpstr(x->name, ==, y->name);
+    g_assert_true(x->type == y->type);
+    g_assert_cmpint(x->n_attrs, ==, y->n_attrs);
+    for (int k = 0; k < x->n_attrs; k++) {
+      g_assert_cmpstr(x->attrs[k].key, ==, y->attrs[k].key);
+      g_assert_cmpint(x->attrs[k].value, ==, y->attrs[k].value);
+    }
+    assert_same_shape(&x->in_shape, &y->in_shape);
+    assert_same_shape(&x->out_shape, &y->out_shape);
+    g_assert_cmpstr(x->signature, ==, y->signature);
+    g_assert_cmpint(x->params, ==, y->params);
+    g_assert_cmpint(x->param_tensors, ==, y->param_tensors);
+    g_assert_cmpint(x->active_params, ==, y->active_params);
+    g_assert_cmpfloat(x->fwd_flops, ==, y->fwd_flops);
+    g_assert_cmpfloat(x->bwd_flops, ==, y->bwd_flops);
+    g_assert_cmpint(x->act_bytes, ==, y->act_bytes);
+    g_assert_cmpint(x->out_bytes, ==, y->out_bytes);
+    g_assert_cmpint(x->in_bytes, ==, y->in_bytes);
+    g_assert_cmpfloat(x->fwd_io_bytes, ==, y->fwd_io_bytes);
+    g_assert_cmpfloat(x->bwd_io_bytes, ==, y->bwd_io_bytes);
+    for (int r = 0; r < ST_RC_N; r++) {
+      g_assert_cmpint(x->act_again[r], ==, y->act_again[r]);
+      g_assert_cmpfloat(x->again_flops[r], ==, y->again_flops[r]);
+    }
+    g_assert_cmpint(x->tp, ==, y->tp);
+    g_assert_cmpint(x->sp, ==, y->sp);
+    g_assert_cmpint(x->cp, ==, y->cp);
+    g_assert_cmpint(x->chain_open, ==, y->chain_open);
+    g_assert_cmpint(x->n_inputs, ==, y->n_inputs);
+    for (int k = 0; k < x->n_inputs; k++)
+      g_assert_cmpint(x->inputs[k], ==, y->inputs[k]);
+  }
+}
+
 StModel *
 st_test_model_named(const char *name)
 {

@@ -30,6 +30,10 @@ StModel *st_test_model(const char *relative);
 StModel *st_test_model_parse(const char *json);
 /* A shipped model by name: models/NAME.json. Transfer full. */
 StModel *st_test_model_named(const char *name);
+/* Every field of two models equal: names, dtype, input, totals, and each
+ * layer's name, type, attrs, shapes, signature, counts, split and inputs
+ * (g_assert naming the layer and field otherwise). */
+void st_test_assert_same_model(const StModel *a, const StModel *b);
 /* A cluster file of the source tree resized to `nodes` and `gpus` (0 keeps
  * the file's). Transfer full. */
 StCluster *st_test_cluster(const char *relative, int nodes, int gpus);

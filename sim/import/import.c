@@ -2,9 +2,11 @@
  * through the model loader, and writing the result as a model file. */
 #include "import/import.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "import/import_private.h"
 
 G_DEFINE_QUARK(st-import-error-quark, st_import_error)
@@ -66,10 +68,16 @@ st_import(const StImporter *importer, const char *path, const StImportOptions *o
   if (!importer->run(path, options != NULL ? options : &none, result, error))
     return NULL;
   g_assert(result->model != NULL);
-  /* The loader names `path`: a layer the importer got wrong is reported
-   * against the file it came from. */
+  /* Built directly from the tree when it is plain (import_build.c: the
+   * model the loader would make, without reading the tree again); else,
+   * and for the message when it would not load, by the loader, which
+   * names `path`: a layer the importer got wrong is reported against the
+   * file it came from. */
+  StModel *model = st_import_build_model(result->model);
+  if (model != NULL)
+    return model;
   g_autoptr(GError) local = NULL;
-  StModel *model = st_model_from_json(result->model, path, &local);
+  model = st_model_from_json(result->model, path, &local);
   if (model == NULL)
     g_set_error(error, ST_IMPORT_ERROR, ST_ERROR_FAILED,
                 "the imported model does not load (an importer bug): %s", local->message);
@@ -78,13 +86,63 @@ st_import(const StImporter *importer, const char *path, const StImportOptions *o
 
 /* ---- writing ------------------------------------------------------------ */
 
+/* A string as cJSON prints it: quoted, with '"', '\\' and bytes below 32
+ * escaped. Written directly when there are none to escape (a printed
+ * item was two allocations and a copy, for each of 10^7 values in an
+ * ONNX graph of 10^6 nodes). */
+static void
+append_string(GString *out, const char *text)
+{
+  const unsigned char *c = (const unsigned char *)text;
+  while (*c >= 32 && *c != '"' && *c != '\\')
+    c++;
+  if (*c != '\0') {
+    cJSON string = {.type = cJSON_String, .valuestring = (char *)text};
+    g_autofree char *printed = cJSON_PrintUnformatted(&string);
+    g_string_append(out, printed);
+    return;
+  }
+  g_string_append_c(out, '"');
+  g_string_append_len(out, text, (gssize)((const char *)c - text));
+  g_string_append_c(out, '"');
+}
+
 /* "key": with JSON escapes. */
 static void
 append_key(GString *out, const char *key)
 {
-  cJSON string = {.type = cJSON_String, .valuestring = (char *)key};
-  g_autofree char *text = cJSON_PrintUnformatted(&string);
-  g_string_append_printf(out, "%s: ", text);
+  append_string(out, key);
+  g_string_append(out, ": ");
+}
+
+/* A value that is not an object or array, as cJSON_PrintUnformatted
+ * prints it: a whole number within int's range as its digits (what
+ * "%1.15g" writes of it), strings and literals directly; any other number
+ * (-0, which prints "-0", among them) through cJSON ("%1.15g" or "%1.17g",
+ * whichever reads back). */
+static void
+append_scalar(GString *out, const cJSON *item)
+{
+  if (cJSON_IsString(item) && item->valuestring != NULL) {
+    append_string(out, item->valuestring);
+    return;
+  }
+  if (cJSON_IsNumber(item) && item->valuedouble >= (double)G_MININT &&
+      item->valuedouble <= (double)G_MAXINT && item->valuedouble == (double)item->valueint &&
+      !signbit(item->valuedouble)) {
+    st_string_append_int(out, item->valueint);
+    return;
+  }
+  if (cJSON_IsBool(item)) {
+    g_string_append(out, cJSON_IsTrue(item) ? "true" : "false");
+    return;
+  }
+  if (cJSON_IsNull(item)) {
+    g_string_append(out, "null");
+    return;
+  }
+  g_autofree char *text = cJSON_PrintUnformatted(item);
+  g_string_append(out, text);
 }
 
 /* `item` on one line, with a space after each colon and comma. */
@@ -108,8 +166,7 @@ append_inline(GString *out, const cJSON *item)
     g_string_append_c(out, object ? '}' : ']');
     return;
   }
-  g_autofree char *text = cJSON_PrintUnformatted(item);
-  g_string_append(out, text);
+  append_scalar(out, item);
 }
 
 /* The layers, one per line; a repeat entry's body indented under it. */

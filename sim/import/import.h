@@ -9,9 +9,10 @@
  * import --FORMAT FILE` picks one by its name.
  *
  * st_import() runs an importer and loads what it built through the model
- * loader, so an import either yields a model that stagger derives and
- * checks like any other, or fails with a message naming the file and the
- * key, node or layer at fault.
+ * loader (or, for a plain tree, the model builder, whose checks and
+ * derivation are the loader's), so an import either yields a model that
+ * stagger derives and checks like any other, or fails with a message
+ * naming the file and the key, node or layer at fault.
  *
  * Ownership: StImportResult owns its tree and its warnings.
  */

@@ -6,8 +6,9 @@
  * segments and each described by stagger layers (onnx_segment.c and the
  * rules of onnx_map_*.c, tried in the order below, blocks before their
  * parts), a proposal taken only when the model loader derives from it the
- * segment's own output shape and parameters. A softmax cross-entropy loss
- * is appended (the exported graph ends at its logits) unless --no-loss.
+ * segment's own output shape and parameters (onnx_check.c). A softmax
+ * cross-entropy loss is appended (the exported graph ends at its logits)
+ * unless --no-loss.
  *
  * The result also carries the graph's own totals, counted on its nodes as
  * exported (result->graph_params, graph_dense_flops), so that a test can
@@ -37,56 +38,6 @@ sample_shape(const OnnxValue *v)
   for (int k = 1; k < v->rank; k++)
     cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)v->dims[k]));
   return shape;
-}
-
-/* Does the proposal describe segments [seg, seg + n)? Loads it from the
- * first segment's input shape and compares its output shape, parameters
- * and (dense_only) FLOPs with the graph's. */
-static gboolean
-check(OnnxMap *m, int seg, int n, const cJSON *layers, gboolean dense_only, GString *why)
-{
-  const OnnxValue *in = onnx_value(m->g, m->segs[seg].in);
-  const OnnxValue *out = onnx_value(m->g, m->segs[seg + n - 1].out);
-  int64_t params = onnx_segments_params(m, seg, n);
-  if (cJSON_GetArraySize(layers) == 0) {
-    gboolean same = in->rank == out->rank &&
-                    memcmp(in->dims, out->dims, sizeof(int64_t) * (size_t)in->rank) == 0;
-    if (!same || params != 0)
-      g_string_append(why, "it changes the shape or holds parameters");
-    return same && params == 0;
-  }
-  g_autoptr(cJSON) root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "name", "check");
-  cJSON_AddStringToObject(root, "dtype", m->dtype);
-  cJSON_AddItemToObject(root, "input", sample_shape(in));
-  /* The proposal by reference, not copied: freeing `root` leaves it whole. */
-  cJSON_AddItemReferenceToObject(root, "layers", (cJSON *)layers);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(StModel) model = st_model_from_json(root, "proposal", &error);
-  if (model == NULL) {
-    g_string_append(why, error->message);
-    return FALSE;
-  }
-  const StShape *got = &model->layers[model->n_layers - 1].out_shape;
-  gboolean shape_ok = got->n_dims == out->rank - 1 &&
-                      memcmp(got->dims, out->dims + 1, sizeof(int64_t) * (size_t)got->n_dims) == 0;
-  double dense, flops = onnx_segments_flops(m, seg, n, &dense);
-  (void)flops;
-  if (!shape_ok) {
-    g_autofree char *shape = st_shape_format(got);
-    g_autofree char *want = onnx_shape_text(out);
-    g_string_append_printf(why, "it makes %s per sample where the graph makes %s", shape, want);
-  } else if (model->params != params) {
-    g_string_append_printf(why, "it has %" G_GINT64_FORMAT " parameters where the graph has %"
-                           G_GINT64_FORMAT, model->params, params);
-  } else if (dense_only && (model->fwd_flops > dense * (1 + 1e-9) ||
-                            model->fwd_flops < dense * (1 - 1e-9))) {
-    g_string_append_printf(why, "it computes %.6g FLOPs where the graph's products compute "
-                           "%.6g", model->fwd_flops, dense);
-  } else {
-    return TRUE;
-  }
-  return FALSE;
 }
 
 /* Frees the names a rejected proposal took. */
@@ -122,38 +73,58 @@ operators(const OnnxMap *m, int seg)
 }
 
 /* Custom layers are reported once per kind (the same operators, the same
- * reason), naming the layers. */
+ * reason), naming the first few layers and counting the others. */
+#define NAMED 4
+
+typedef struct {
+  char *ops, *why;
+  char *names[NAMED]; /* the first layers of the kind */
+  guint n;            /* layers of the kind */
+} CustomKind;
+
+static void
+custom_kind_free(gpointer data)
+{
+  CustomKind *kind = data;
+  g_free(kind->ops);
+  g_free(kind->why);
+  for (guint k = 0; k < MIN(kind->n, NAMED); k++)
+    g_free(kind->names[k]);
+  g_free(kind);
+}
+
 static void
 note_custom(OnnxMap *m, const char *name, const char *ops, const char *why)
 {
-  g_autofree char *key = g_strdup_printf("%s%s", ops, why);
-  GPtrArray *names = g_hash_table_lookup(m->customs, key);
-  if (names == NULL) {
-    names = g_ptr_array_new_with_free_func(g_free);
-    g_ptr_array_add(names, g_strdup(ops));
-    g_ptr_array_add(names, g_strdup(why));
-    g_hash_table_insert(m->customs, g_strdup(key), names);
+  g_autofree char *key = g_strconcat(ops, why, NULL);
+  CustomKind *kind = g_hash_table_lookup(m->customs, key);
+  if (kind == NULL) {
+    kind = g_new0(CustomKind, 1);
+    kind->ops = g_strdup(ops);
+    kind->why = g_strdup(why);
+    g_hash_table_insert(m->customs, g_strdup(key), kind);
     g_ptr_array_add(m->custom_order, g_steal_pointer(&key));
   }
-  g_ptr_array_add(names, g_strdup(name));
+  if (kind->n < NAMED)
+    kind->names[kind->n] = g_strdup(name);
+  kind->n++;
 }
 
 static void
 warn_customs(OnnxMap *m)
 {
   for (guint i = 0; i < m->custom_order->len; i++) {
-    GPtrArray *names = g_hash_table_lookup(m->customs, m->custom_order->pdata[i]);
-    guint n = names->len - 2;
+    const CustomKind *kind = g_hash_table_lookup(m->customs, m->custom_order->pdata[i]);
+    guint n = kind->n;
     g_autoptr(GString) list = g_string_new(NULL);
-    for (guint k = 0; k < n && k < 4; k++)
-      g_string_append_printf(list, "%s'%s'", k > 0 ? ", " : "", (char *)names->pdata[k + 2]);
-    if (n > 4)
-      g_string_append_printf(list, " and %u more", n - 4);
+    for (guint k = 0; k < n && k < NAMED; k++)
+      g_string_append_printf(list, "%s'%s'", k > 0 ? ", " : "", kind->names[k]);
+    if (n > NAMED)
+      g_string_append_printf(list, " and %u more", n - NAMED);
     st_import_warn(m->result,
                    "%u custom layer%s (numbers computed from the graph) where no stagger layer "
                    "type describes the nodes (%s): %s%s",
-                   n, n > 1 ? "s" : "", (char *)names->pdata[0], list->str,
-                   (char *)names->pdata[1]);
+                   n, n > 1 ? "s" : "", kind->ops, list->str, kind->why);
   }
 }
 
@@ -163,23 +134,26 @@ static int
 map_one(OnnxMap *m, int seg, cJSON *layers)
 {
   g_autoptr(GString) why = g_string_new(NULL);
+  /* One proposal array and one reason, emptied between rules (some 20
+   * rules are tried on each segment). */
+  g_autoptr(cJSON) proposal = cJSON_CreateArray();
+  g_autoptr(GString) reason = g_string_new(NULL);
   for (guint t = 0; t < G_N_ELEMENTS(RULES); t++) {
     for (const OnnxRule *rule = RULES[t]; rule->name != NULL; rule++) {
-      g_autoptr(cJSON) proposal = cJSON_CreateArray();
-      GString *reason = g_string_new(NULL);
+      g_string_truncate(reason, 0);
       int n = rule->match(m, seg, proposal, reason);
-      if (n > 0 && check(m, seg, n, proposal, rule->dense_only, reason)) {
-        g_string_free(reason, TRUE);
+      if (n > 0 && onnx_check_proposal(m, seg, n, proposal, rule->dense_only, reason)) {
         onnx_segments_count(m, seg, n);
-        while (cJSON_GetArraySize(proposal) > 0)
-          cJSON_AddItemToArray(layers, cJSON_DetachItemFromArray(proposal, 0));
+        while (proposal->child != NULL)
+          cJSON_AddItemToArray(layers, cJSON_DetachItemViaPointer(proposal, proposal->child));
         return n;
       }
       if (n > 0)
         release_names(m, proposal);
+      while (proposal->child != NULL)
+        cJSON_DeleteItemFromArray(proposal, 0);
       if (reason->len > 0 && why->len == 0)
         g_string_printf(why, "; as a %s, %s", rule->name, reason->str);
-      g_string_free(reason, TRUE);
     }
   }
   g_autofree char *ops = operators(m, seg);
@@ -258,9 +232,9 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
     .embedding_table = -1,
     .loss = !options->no_loss,
     .result = result,
-    .customs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                     (GDestroyNotify)g_ptr_array_unref),
+    .customs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, custom_kind_free),
     .custom_order = g_ptr_array_new_with_free_func(g_free),
+    .checked = onnx_checked_new(),
   };
   m.dtype = model_dtype(g, &m.dtype_bytes);
   g_autoptr(cJSON) layers = cJSON_CreateArray();
@@ -279,6 +253,7 @@ import_onnx(const char *path, const StImportOptions *options, StImportResult *re
   g_hash_table_unref(m.counted);
   g_hash_table_unref(m.names);
   g_hash_table_unref(m.suffix_next);
+  g_hash_table_unref(m.checked);
   if (!ok)
     return FALSE;
 

@@ -15,6 +15,14 @@
 extern const StImporter st_importer_hf;
 extern const StImporter st_importer_onnx;
 
+/* ---- the model of a model file's tree (import_build.c) ------------------ */
+
+/* The model st_model_from_json makes of `root`, built directly when the
+ * tree has the plain shape importers write; NULL when it has not, or when
+ * it would not load: the caller then loads it (for the loader's message).
+ * Transfer full. */
+StModel *st_import_build_model(const cJSON *root);
+
 /* ---- building a model file ---------------------------------------------- */
 
 /* Appends {"name": NAME, "type": TYPE} to the array `layers` and returns it

@@ -93,6 +93,7 @@ typedef struct {
   char *name;                   /* as in the file, or "OP#N" when it had none */
   char *op;
   char *domain;                 /* "" for the default (ai.onnx) */
+                                /* (the three in the graph's `text`) */
   int *in;                      /* [n_in] value indices, -1 for an omitted optional input */
   int n_in;
   int *out;                     /* [n_out] */
@@ -115,6 +116,8 @@ typedef struct {
   int output;                   /* the graph's output */
   int64_t batch;                /* dims[0] of the input as exported (symbolic: 1) */
   GHashTable *by_name;          /* value name -> index + 1 */
+  GStringChunk *text;           /* the nodes' names, and their operators and domains once
+                                   each (three allocations a node before) */
 } OnnxGraph;
 
 /* Reads `path`. Symbolic dims of the input other than the batch take their

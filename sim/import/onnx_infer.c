@@ -165,13 +165,28 @@ node_kind(const OnnxGraph *g, const OnnxNode *node)
   return kind;
 }
 
-static gboolean
-infer_node(OnnxGraph *g, OnnxNode *node, GError **error)
+/* Node n's operator: that of one of the few nodes before it when it has
+ * the same (a graph repeats a few operators: no walk of the tables). */
+static const OnnxOp *
+node_op(const OnnxGraph *g, int n)
 {
+  const OnnxNode *node = &g->nodes[n];
+  for (int back = 1; back <= 4 && back <= n; back++) {
+    const OnnxNode *before = &g->nodes[n - back];
+    if (before->def != NULL && strcmp(before->op, node->op) == 0)
+      return before->def;
+  }
+  return onnx_op_find(node->op);
+}
+
+static gboolean
+infer_node(OnnxGraph *g, int n, GError **error)
+{
+  OnnxNode *node = &g->nodes[n];
   if (node->domain[0] != '\0' && strcmp(node->domain, "ai.onnx") != 0)
     return onnx_node_error(g, node, error, "operator of domain '%s' is not supported",
                            node->domain);
-  const OnnxOp *op = onnx_op_find(node->op);
+  const OnnxOp *op = node_op(g, n);
   if (op == NULL)
     return onnx_node_error(g, node, error,
                            "unsupported operator '%s' (docs/MODELS.md lists those stagger "
@@ -204,6 +219,15 @@ infer_node(OnnxGraph *g, OnnxNode *node, GError **error)
 void
 onnx_weight_initializers(const OnnxGraph *g, int index, GHashTable *out)
 {
+  /* Most values asked about are activations or initializers themselves
+   * (every input of every node of a graph is): no walk. */
+  const OnnxValue *first = onnx_value(g, index);
+  if (first == NULL || first->kind != ONNX_WEIGHT)
+    return;
+  if (first->initializer) {
+    g_hash_table_add(out, GINT_TO_POINTER(index + 1));
+    return;
+  }
   g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL);
   g_autoptr(GArray) stack = g_array_new(FALSE, FALSE, sizeof(int));
   g_array_append_val(stack, index);
@@ -328,7 +352,7 @@ onnx_graph_infer(OnnxGraph *g, StImportResult *result, GError **error)
   }
   onnx_value(g, g->input)->kind = ONNX_ACT;
   for (int n = 0; n < g->n_nodes; n++)
-    if (!infer_node(g, &g->nodes[n], error))
+    if (!infer_node(g, n, error))
       return FALSE;
   const OnnxValue *out = onnx_value(g, g->output);
   if (out->kind != ONNX_ACT)

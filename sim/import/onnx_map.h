@@ -45,9 +45,11 @@ typedef struct {
   GHashTable *suffix_next;
   int embedding_table;    /* the first embedding's table (a value), or -1 */
   gboolean loss;          /* a loss follows the network (its softmax is the loss's) */
-  GHashTable *customs;    /* custom layers by kind (operators + reason) -> GPtrArray:
-                             operators, reason, then the layers' names */
+  GHashTable *customs;    /* custom layers by kind (operators + reason) -> what the
+                             warning says of them (import_onnx.c) */
   GPtrArray *custom_order; /* the kinds in order of first appearance */
+  GHashTable *checked;    /* proposals that loaded, by what the loader reads but names
+                             (onnx_check.c) -> what it derived; onnx_checked_new() */
   StImportResult *result;
 } OnnxMap;
 
@@ -67,6 +69,20 @@ extern const OnnxRule st_onnx_rules_basic[];
 extern const OnnxRule st_onnx_rules_residual[];
 extern const OnnxRule st_onnx_rules_transformer[];
 extern const OnnxRule st_onnx_rules_llama[];
+
+/* ---- checking a proposal (onnx_check.c) ------------------------------------- */
+
+/* Does the proposal `layers` describe segments [seg, seg + n)? Loaded
+ * through the model loader from the first segment's input shape, it must
+ * make the last one's output shape and hold exactly their parameters not
+ * yet counted (and, `dense_only`, compute their dense FLOPs). FALSE with
+ * the reason appended to `why`. A proposal equal to one that loaded before
+ * but for its layers' names is not loaded again: what the loader derived
+ * is kept in m->checked. */
+gboolean onnx_check_proposal(OnnxMap *m, int seg, int n, const cJSON *layers,
+                             gboolean dense_only, GString *why);
+/* An empty m->checked. Transfer full. */
+GHashTable *onnx_checked_new(void);
 
 /* ---- segments (onnx_segment.c) --------------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/util.h"
 #include "import/onnx_graph.h"
 #include "onnx.pb-c.h"
 
@@ -294,10 +295,15 @@ read_node(OnnxGraph *g, int index, const Onnx__NodeProto *p, GError **error)
 {
   OnnxNode *node = &g->nodes[index];
   const char *op = p->op_type != NULL ? p->op_type : "";
-  node->op = g_strdup(op);
-  node->domain = g_strdup(p->domain != NULL ? p->domain : "");
-  node->name = p->name != NULL && p->name[0] != '\0' ? g_strdup(p->name)
-                                                     : g_strdup_printf("%s#%d", op, index);
+  node->op = g_string_chunk_insert_const(g->text, op);
+  node->domain = g_string_chunk_insert_const(g->text, p->domain != NULL ? p->domain : "");
+  if (p->name != NULL && p->name[0] != '\0') {
+    node->name = g_string_chunk_insert(g->text, p->name);
+  } else {
+    char digits[ST_INT_TEXT_SIZE];
+    g_autofree char *name = g_strconcat(op, "#", st_int_text(index, digits), NULL);
+    node->name = g_string_chunk_insert(g->text, name);
+  }
   if (op[0] == '\0')
     return onnx_node_error(g, node, error, "no op_type");
   node->n_in = (int)MIN(p->n_input, (size_t)G_MAXINT / 2);
@@ -421,6 +427,7 @@ onnx_graph_read(const char *path, GHashTable *dims, GError **error)
   g->path = g_strdup(path);
   g->values = g_ptr_array_new_with_free_func(value_free);
   g->by_name = g_hash_table_new(g_str_hash, g_str_equal);
+  g->text = g_string_chunk_new(64 * 1024);
   g->input = g->output = -1;
   if (length > MAX_FILE_BYTES) {
     read_error(path, error, "%zu bytes, more than protobuf's 2 GiB (keep large weights in "
@@ -456,10 +463,9 @@ onnx_graph_free(OnnxGraph *g)
     g_free(node->attrs);
     g_free(node->in);
     g_free(node->out);
-    g_free(node->name);
-    g_free(node->op);
-    g_free(node->domain);
   }
+  if (g->text != NULL)
+    g_string_chunk_free(g->text);
   g_free(g->nodes);
   if (g->by_name != NULL)
     g_hash_table_unref(g->by_name);

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "base/util.h"
 #include "import/onnx_map.h"
 #include "import/onnx_ops.h"
 
@@ -102,6 +103,16 @@ onnx_segments_clear(OnnxMap *m)
 static void
 collect_params(const OnnxGraph *g, int index, GHashTable *set)
 {
+  /* An activation is made of none; an initializer of itself (most inputs
+   * are one or the other: no table of sources for them). */
+  const OnnxValue *v = onnx_value(g, index);
+  if (v == NULL || v->kind != ONNX_WEIGHT)
+    return;
+  if (v->initializer) {
+    if (v->param)
+      g_hash_table_add(set, GINT_TO_POINTER(index + 1));
+    return;
+  }
   g_autoptr(GHashTable) sources = g_hash_table_new(NULL, NULL);
   onnx_weight_initializers(g, index, sources);
   GHashTableIter iter;
@@ -211,11 +222,10 @@ onnx_custom_layer(OnnxMap *m, int first, int n, cJSON *out)
   cJSON_AddNumberToObject(layer, "activation_bytes", (double)kept_bytes(m, first, n));
   int64_t elems = onnx_elems(v) / m->g->batch;
   cJSON_AddNumberToObject(layer, "output_bytes", (double)(elems * m->dtype_bytes));
-  for (int k = 1; k < v->rank; k++) {
-    char key[8];
-    g_snprintf(key, sizeof(key), "dim%d", k - 1);
-    cJSON_AddNumberToObject(layer, key, (double)v->dims[k]);
-  }
+  static const char *const DIMS[] = {"dim0", "dim1", "dim2", "dim3"};
+  g_assert(v->rank - 1 <= (int)G_N_ELEMENTS(DIMS)); /* a cut (cuttable) */
+  for (int k = 1; k < v->rank; k++)
+    cJSON_AddNumberToObject(layer, DIMS[k - 1], (double)v->dims[k]);
   cJSON_AddItemToArray(out, layer);
 }
 
@@ -273,10 +283,11 @@ onnx_layer_name(OnnxMap *m, int first, int n, const char *fallback)
   }
   /* The least i >= 1 with "base_i" free; those below the hint are taken. */
   int i = MAX(1, GPOINTER_TO_INT(g_hash_table_lookup(m->suffix_next, base)));
-  char *unique = g_strdup_printf("%s_%d", base, i);
+  char digits[ST_INT_TEXT_SIZE];
+  char *unique = g_strconcat(base, "_", st_int_text(i, digits), NULL);
   while (g_hash_table_contains(m->names, unique)) {
     g_free(unique);
-    unique = g_strdup_printf("%s_%d", base, ++i);
+    unique = g_strconcat(base, "_", st_int_text(++i, digits), NULL);
   }
   g_hash_table_insert(m->suffix_next, g_steal_pointer(&base), GINT_TO_POINTER(i + 1));
   g_hash_table_add(m->names, g_strdup(unique));

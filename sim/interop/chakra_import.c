@@ -20,10 +20,15 @@ im_node_fail(GError **error, const EtFile *f, guint k, const char *format, ...)
   va_start(args, format);
   g_autofree char *why = g_strdup_vprintf(format, args);
   va_end(args);
-  const EtNode *n = g_ptr_array_index(f->nodes, k);
+  /* The file's nodes may be released (converted) by now: decoded again. */
+  EtNode *again = NULL;
+  const EtNode *n = et_file_node(f, k, &again); /* NULL only if never decoded */
   g_set_error(error, ST_CHAKRA_ERROR, ST_ERROR_INVALID,
-              "%s: node #%u (id %" PRIu64 " '%s', byte %" PRIu64 "): %s", f->path, k, n->id,
-              n->name != NULL ? n->name : "", g_array_index(f->offsets, uint64_t, k), why);
+              "%s: node #%u (id %" PRIu64 " '%s', byte %" PRIu64 "): %s", f->path, k,
+              n != NULL ? n->id : 0, n != NULL && n->name != NULL ? n->name : "",
+              g_array_index(f->offsets, uint64_t, k), why);
+  if (again != NULL)
+    protobuf_c_message_free_unpacked(&again->base, NULL);
   return FALSE;
 }
 
@@ -331,6 +336,9 @@ convert_rank(Import *im, int rank, GError **error)
   im->skipped = t->skipped = count_table();
   im->unused = t->unused = count_table();
   ImProgram *p = im_rank_program(im, rank, error);
+  /* The program owns what it took from the nodes (names are copied):
+   * their memory goes now, not with the file at the end of the import. */
+  et_file_release_nodes(im->files[rank]);
   im->skipped = skipped;
   im->unused = unused;
   t->nodes = im->n_nodes - nodes;

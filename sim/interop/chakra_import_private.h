@@ -150,7 +150,8 @@ typedef struct {
   guint n;
   ImProgram *p;          /* what the nodes become */
   int n_streams;         /* a stagger program's (its 'stagger_program' says them) */
-  GHashTable *pos_of;    /* &node->id -> position + 1 */
+  GHashTable *pos_of;    /* &node->id -> position + 1; NULL when the ids are dense */
+  uint64_t first_id;     /* dense ids: node k's id is first_id + k (no table needed) */
   GArray *order;         /* guint positions, dependencies first */
   int32_t *op_of;        /* [n]: op index, or -1 when contracted */
   GArray **through;      /* [n]: a contracted node's dependencies, as ops */

@@ -39,7 +39,7 @@ typedef struct {
   char *path;
   EtMeta *meta;           /* owned (protobuf-c) */
   GPtrArray *nodes;       /* EtNode *, in `arena`, in file order; empty until
-                             et_file_read_nodes */
+                             et_file_read_nodes and after et_file_release_nodes */
   EtArena *arena;         /* owned: where the nodes are decoded */
   GArray *offsets;        /* uint64_t: byte offset of each node's length prefix */
   /* Fields the schema does not know, by where they were met ("Node field
@@ -50,6 +50,7 @@ typedef struct {
   GBytes *bytes;          /* the file's bytes, owned */
   size_t nodes_at;        /* byte offset of the first node's length prefix */
   gboolean nodes_read;
+  gboolean nodes_released; /* et_file_release_nodes: `offsets` stay */
 } EtFile;
 
 /* Reads and decodes a whole file. Errors name the file, the message (the
@@ -58,10 +59,19 @@ typedef struct {
 EtFile *et_file_read(const char *path, GError **error);
 /* Maps a file and decodes its metadata only. Transfer full. */
 EtFile *et_file_open(const char *path, GError **error);
-/* Decodes the nodes of a file et_file_open opened (once; TRUE again after). */
+/* Decodes the nodes of a file et_file_open opened (once; TRUE again after;
+ * not after et_file_release_nodes). */
 gboolean et_file_read_nodes(EtFile *file, GError **error);
 /* The bytes of the node messages (their framing included), borrowed. */
 const uint8_t *et_file_node_bytes(const EtFile *file, size_t *len);
+/* Frees the decoded nodes (their arena) once converted, keeping their
+ * offsets: a file of 10^6 nodes held them until the end of the import. */
+void et_file_release_nodes(EtFile *file);
+/* Node k (< offsets->len) of a file whose nodes were read: the decoded one,
+ * borrowed, or after et_file_release_nodes decoded again into *again
+ * (transfer full, for protobuf_c_message_free_unpacked), for a message;
+ * NULL when it cannot be. */
+const EtNode *et_file_node(const EtFile *file, guint k, EtNode **again);
 void et_file_free(EtFile *file);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(EtFile, et_file_free)
 

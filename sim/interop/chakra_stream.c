@@ -249,6 +249,8 @@ et_file_open(const char *path, GError **error)
 gboolean
 et_file_read_nodes(EtFile *file, GError **error)
 {
+  /* Released nodes are not read again (nodes would stay empty). */
+  g_return_val_if_fail(!file->nodes_released, FALSE);
   if (file->nodes_read)
     return TRUE;
   gsize len = 0;
@@ -279,6 +281,36 @@ et_file_node_bytes(const EtFile *file, size_t *len)
   const uint8_t *data = g_bytes_get_data(file->bytes, &size);
   *len = size - file->nodes_at;
   return data + file->nodes_at;
+}
+
+void
+et_file_release_nodes(EtFile *file)
+{
+  g_return_if_fail(file != NULL && file->nodes_read);
+  g_ptr_array_set_size(file->nodes, 0);
+  et_arena_free(file->arena);
+  file->arena = et_arena_new();
+  file->nodes_released = TRUE;
+}
+
+const EtNode *
+et_file_node(const EtFile *file, guint k, EtNode **again)
+{
+  *again = NULL;
+  if (k < file->nodes->len)
+    return g_ptr_array_index(file->nodes, k);
+  if (k >= file->offsets->len)
+    return NULL;
+  gsize len = 0;
+  const uint8_t *data = g_bytes_get_data(file->bytes, &len);
+  Walk w = {data, len, NULL, "node", file->path};
+  size_t at = (size_t)g_array_index(file->offsets, uint64_t, k);
+  uint64_t size;
+  if (!read_varint(&w, &at, len, "length prefix", &size, NULL) || size > len - at)
+    return NULL;
+  *again = (EtNode *)protobuf_c_message_unpack(&chakra_proto_msg__node__descriptor, NULL,
+                                               (size_t)size, data + at);
+  return *again;
 }
 
 EtFile *

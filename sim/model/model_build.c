@@ -63,12 +63,15 @@ st_model_add_layer(StModel *model, const char *name, const char *type_name,
 {
   g_return_val_if_fail(model != NULL && name != NULL && type_name != NULL, FALSE);
   int index = model->n_layers;
-  /* A layer of the type of the one before (an importer's model of 10^6
-   * custom layers) takes its type and its attrs' interned, sorted keys
-   * from there: no registry walk, no interning. */
-  const StLayer *last = index > 0 ? &model->layers[index - 1] : NULL;
-  const StLayerType *type = last != NULL && strcmp(last->type->name, type_name) == 0
-                              ? last->type : st_layer_type_find(type_name);
+  /* A layer of the type of one of the few before (an importer's model of
+   * 10^6 custom layers, or of custom layers and ReLUs in turn) takes its
+   * type and its attrs' interned, sorted keys from there: no registry
+   * walk, no interning. */
+  const StLayer *last = NULL;
+  for (int back = 1; back <= 4 && back <= index && last == NULL; back++)
+    if (strcmp(model->layers[index - back].type->name, type_name) == 0)
+      last = &model->layers[index - back];
+  const StLayerType *type = last != NULL ? last->type : st_layer_type_find(type_name);
   if (index >= ST_MODEL_MAX_LAYERS)
     return st_model_fail(error, "more than %d layers", ST_MODEL_MAX_LAYERS);
   if (type == NULL)
