@@ -330,8 +330,13 @@ typedef struct {
                               (StEstimate.refuse_in_turn) */
   StEstimate estimate;     /* lower bounds before building: step (0 unknown), peak memory */
   int64_t runtime_bytes;   /* before building: what every GPU holds beside its tensors for
-                              certain under the framework, its CUDA context and cuBLAS
-                              workspace (StFrameworkRuntime); the cap applies to both */
+                              certain under the framework, its CUDA context, cuBLAS
+                              workspace and NCCL's buffers for each communicator the
+                              estimate counts (StFrameworkRuntime, StEstimate.comms) */
+  int64_t device_floor;    /* before building: the device figure of the estimate's tensors
+                              with runtime_bytes and the allocator's reserve
+                              (st_runtime_memory_figures), at most the simulated one's:
+                              what the cap is held against */
   int64_t closed_ns;       /* before building: its strategy's closed form of the steady step
                               (plan_closed.c, steady rule's tolerance off); 0 none */
   int64_t before_ns;       /* before building: the largest of work_ns, the estimate's step and

@@ -195,6 +195,7 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNumberToObject(est, "bubble_s", (double)pt->estimate.bubble_ns * 1e-9);
     st_json_add_int(est, "peak_bytes", pt->estimate.peak_bytes);
     st_json_add_int(est, "runtime_bytes", pt->runtime_bytes);
+    st_json_add_int(est, "device_bytes", pt->device_floor);
     /* The planner's closed form of its steady step (plan_closed.c). */
     cJSON_AddNumberToObject(est, "closed_form_step_s", (double)pt->closed_ns * 1e-9);
   } else {
