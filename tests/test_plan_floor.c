@@ -3,7 +3,8 @@
  * micro-batch's footprint beside those 1F1B surely holds at once) and the
  * device figure the planner holds against the cap (plan_before.c: CUDA
  * context, cuBLAS workspace, NCCL's buffers per communicator, allocator's
- * reserve), is a bound on every simulated point, over TP, PP, interleaving,
+ * reserve), and once built its bound's device figure (plan_floor.c), are
+ * bounds on every simulated point, over TP, PP, interleaving,
  * micro-batch, recomputation, ZeRO and precision on Llama- and GPT-style
  * models: the planner must never refuse unbuilt a configuration that fits.
  * And it does refuse unbuilt what it puts over the cap. */
@@ -39,6 +40,14 @@ check_bounds(const StPlan *plan)
               pt->description, pt->estimate.peak_bytes, pt->peak_bytes, pt->device_floor,
               pt->device_bytes);
     g_assert_cmpint(pt->device_floor, >=, pt->estimate.peak_bytes + pt->runtime_bytes);
+    /* Once built: its bound's device figure (plan_floor.c). */
+    g_assert_true(pt->bounded);
+    if (pt->bound.peak_bytes > pt->peak_bytes || pt->bound.device_bytes > pt->device_bytes)
+      g_error("%s: bound %" G_GINT64_FORMAT " > tensors %" G_GINT64_FORMAT
+              " or its device figure %" G_GINT64_FORMAT " > device %" G_GINT64_FORMAT,
+              pt->description, pt->bound.peak_bytes, pt->peak_bytes, pt->bound.device_bytes,
+              pt->device_bytes);
+    g_assert_cmpint(pt->bound.device_bytes, >, pt->bound.peak_bytes);
   }
   return checked;
 }

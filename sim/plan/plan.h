@@ -240,6 +240,9 @@ char *st_plan_config_label(const StPlanConfig *config);
 typedef struct {
   int64_t step_time_ns;  /* the summary's step time cannot be lower */
   int64_t peak_bytes;    /* the highest device peak cannot be lower */
+  int64_t device_bytes;  /* nor the highest device figure (nvidia-smi's): peak_bytes with the
+                            least runtime memory of a device (plan_floor.c); set by the
+                            planner, not st_plan_bound */
 } StPlanBound;
 
 /* Bounds of `schedule` as st_simulate with these engine settings would run

@@ -179,6 +179,7 @@ point_json(const StPlan *plan, int i)
     cJSON *bound = cJSON_AddObjectToObject(obj, "bound");
     cJSON_AddNumberToObject(bound, "step_time_s", (double)pt->bound.step_time_ns * 1e-9);
     st_json_add_int(bound, "peak_bytes", pt->bound.peak_bytes);
+    st_json_add_int(bound, "device_bytes", pt->bound.device_bytes);
   } else {
     cJSON_AddNullToObject(obj, "bound");
   }
