@@ -57,6 +57,16 @@ device_floor(StPlanPoint *pt, const StFramework *fw, const StCluster *cluster)
   pt->device_floor = figure[ST_MEMKIND_DEVICE];
 }
 
+/* What refuses a configuration before the search (StEstimate.early_bytes):
+ * that part of its tensors with the CUDA context and workspace. */
+static int64_t
+early_bytes(const StPlanPoint *pt, const StFramework *fw)
+{
+  int64_t early = pt->estimate.early_bytes > 0 ? pt->estimate.early_bytes
+                                               : pt->estimate.peak_bytes;
+  return early + (fw != NULL ? fw->runtime->context_bytes + fw->runtime->workspace_bytes : 0);
+}
+
 void
 st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
                  const StStrategy *strategy, const StCluster *cluster, const StOptions *raw,
@@ -83,7 +93,8 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
   StStrategyInput in = {model, cluster, profile, &named};
   pt->estimate = (StEstimate){.groups_across_nodes = plan->spec->tp_across_nodes};
   gboolean ok = strategy->estimate == NULL || strategy->estimate(&in, &pt->estimate, &error);
-  device_floor(pt, st_framework_find(named.framework), cluster);
+  const StFramework *fw = st_framework_find(named.framework);
+  device_floor(pt, fw, cluster);
   st_options_clear(&named);
   if (ok && timed)
     closed(pt, strategy, model, cluster, profile, raw, cache);
@@ -97,7 +108,7 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
   pt->before_ns = MAX(pt->before_ns, pt->closed_ns);
   if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->estimate.peak_bytes > 0 &&
       pt->device_floor > plan->mem_cap) {
-    if (pt->estimate.refuse_in_turn)
+    if (pt->estimate.refuse_in_turn || early_bytes(pt, fw) <= plan->mem_cap)
       pt->over_in_turn = TRUE;
     else
       st_plan_refuse_over_cap(plan, pt, strategy);

@@ -221,12 +221,11 @@ footprint(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b, 
  * micro-batches are held beside one at its own worst moment. The
  * interleaved order is walked, each chunk's micro-batch holding its tensors
  * from its forward to its backward. Neither is ever below the saved blocks
- * alone (held()), which stands where the footprint is unknown. */
+ * alone (`saved`, held()), which stands where the footprint is unknown. */
 static int64_t
 in_flight(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
-          const Chunk *chunk, int s, int M)
+          const Chunk *chunk, int s, int M, int64_t saved)
 {
-  int64_t saved = held(sh, chunk, s, M);
   int K = sh->p * sh->v;
   g_autofree int64_t *hold = g_new(int64_t, K);
   int64_t peak = 0;
@@ -306,7 +305,7 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
     chunk_of(&sh, o, &b, &ctx, mode, k, &chunk[k]);
 
   /* Memory: the stage whose states and in-flight activations weigh most. */
-  int64_t peak = 0;
+  int64_t peak = 0, early = 0;
   for (int s = 0; s < sh.p; s++) {
     int64_t dense = 0, experts = 0;
     for (int k = s; k < K; k += sh.p) {
@@ -316,10 +315,12 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
     gboolean offload = o->offload == ST_OFFLOAD_OPTIMIZER;
     int64_t bytes = states(dense, o->zero_stage, sh.d, offload, &b) +
                     states(experts, o->zero_stage, sh.d / sh.e, offload, &b);
-    bytes += in_flight(&sh, o, &b, chunk, s, M);
-    peak = MAX(peak, bytes);
+    int64_t saved = held(&sh, chunk, s, M);
+    early = MAX(early, bytes + saved);
+    peak = MAX(peak, bytes + in_flight(&sh, o, &b, chunk, s, M, saved));
   }
   est->peak_bytes = peak;
+  est->early_bytes = early;
   est->comms = comms_of(&sh, o, cl);
 
   /* Time: the longest chain through one step (see the top). Measured
