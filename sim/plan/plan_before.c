@@ -123,7 +123,8 @@ st_plan_refuse_over_cap(const StPlan *plan, StPlanPoint *pt, const StStrategy *s
   st_plan_point_refuse(pt, ST_PLAN_OOM,
              "needs at least %s on one GPU (%s's closed form of its model states and what "
              "its pipeline surely holds at once, with the framework's CUDA context, "
-             "workspace, NCCL buffers and allocator's reserve), over the cap of %s (not built)",
+             "workspace, NCCL buffers of the communicators it surely joins and allocator's "
+             "reserve), over the cap of %s (not built)",
              need, strategy->name, cap);
 }
 
