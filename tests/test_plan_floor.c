@@ -89,7 +89,7 @@ test_llama3_bound(void)
 {
   g_autoptr(StModel) m = st_test_model("models/llama-3-8b.json");
   g_autoptr(StPlan) none = run(m, "1", NULL, NULL, "mixed,fp32", "256");
-  g_autoptr(StPlan) zero = run(m, "1", "zero-stage", "1,3", "mixed", "256");
+  g_autoptr(StPlan) zero = run(m, "1", "zero-stage", "1,2,3", "mixed", "256");
   g_assert_cmpint(check_bounds(none) + check_bounds(zero), >, 300);
 }
 
@@ -98,7 +98,7 @@ static void
 test_gpt_bound(void)
 {
   g_autoptr(StModel) m = st_test_model("models/gpt2-124m.json");
-  g_autoptr(StPlan) plan = run(m, "1", "zero-stage", "1", "mixed,fp32", "256");
+  g_autoptr(StPlan) plan = run(m, "1", "zero-stage", "1,2,3", "mixed,fp32", "256");
   g_assert_cmpint(check_bounds(plan), >, 30);
 }
 

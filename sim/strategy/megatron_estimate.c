@@ -221,10 +221,14 @@ footprint(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b, 
  * micro-batches are held beside one at its own worst moment. The
  * interleaved order is walked, each chunk's micro-batch holding its tensors
  * from its forward to its backward. Neither is ever below the saved blocks
- * alone (`saved`, held()), which stands where the footprint is unknown. */
+ * alone (`saved`, held()), which stands where the footprint is unknown.
+ * Under ZeRO 2-3 each micro-batch's backward of a chunk allocates its
+ * gradient bucket (`bucket`, its bytes; zero_shard.c) while the others in
+ * flight hold theirs: 1F1B's first backward beside the n - 1 after it, an
+ * interleaved backward beside what the walk has live. */
 static int64_t
 in_flight(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
-          const Chunk *chunk, int s, int M, int64_t saved)
+          const Chunk *chunk, int s, int M, int64_t saved, const int64_t *bucket)
 {
   int K = sh->p * sh->v;
   g_autofree int64_t *hold = g_new(int64_t, K);
@@ -234,7 +238,7 @@ in_flight(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
       return saved;
   if (sh->v == 1) {
     int n = MIN(sh->p - s, M);
-    return MAX(saved, (int64_t)(n - 1) * hold[s] + peak);
+    return MAX(saved, (int64_t)(n - 1) * hold[s] + MAX(peak, bucket[s]));
   }
   g_autoptr(GArray) order = st_pipe_order_interleaved(s, sh->p, M, sh->v);
   int64_t live = 0, most = 0;
@@ -242,7 +246,7 @@ in_flight(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
     const StPipeSlot *slot = &g_array_index(order, StPipeSlot, k);
     int64_t bytes = hold[slot->chunk * sh->p + s];
     live += slot->fwd ? bytes : 0;
-    most = MAX(most, live);
+    most = MAX(most, slot->fwd ? live : live - bytes + bucket[slot->chunk * sh->p + s]);
     live -= slot->fwd ? 0 : bytes;
   }
   return MAX(saved, most);
@@ -304,6 +308,16 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   for (int k = 0; k < K; k++)
     chunk_of(&sh, o, &b, &ctx, mode, k, &chunk[k]);
 
+  /* ZeRO's gradient buckets: without --overlap-grad-reduce one per chunk,
+   * all its layers' gradients (at least their own parameters': a tied
+   * copy adds to them), found by the build only for dense models. */
+  gboolean one_bucket = !st_options_overlap(o);
+  for (int i = 0; i < sh.model->n_layers; i++)
+    one_bucket = one_bucket && !sh.model->layers[i].chain_open;
+  g_autofree int64_t *bucket = g_new0(int64_t, K);
+  for (int k = 0; k < K && one_bucket && o->zero_stage >= 2; k++)
+    bucket[k] = chunk[k].dense * b.grad;
+
   /* Memory: the stage whose states and in-flight activations weigh most. */
   int64_t peak = 0, early = 0;
   for (int s = 0; s < sh.p; s++) {
@@ -317,7 +331,11 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
                     states(experts, o->zero_stage, sh.d / sh.e, offload, &b);
     int64_t saved = held(&sh, chunk, s, M);
     early = MAX(early, bytes + saved);
-    peak = MAX(peak, bytes + in_flight(&sh, o, &b, chunk, s, M, saved));
+    peak = MAX(peak, bytes + in_flight(&sh, o, &b, chunk, s, M, saved, bucket));
+    /* ZeRO's reduce-scatter of a bucket, after its last backward, lands
+     * its shard in a buffer of its own beside the states (zero_shard.c). */
+    for (int k = s; k < K && one_bucket && o->zero_stage >= 1; k += sh.p)
+      peak = MAX(peak, bytes + st_shard(chunk[k].dense, sh.d) * b.grad);
   }
   est->peak_bytes = peak;
   est->early_bytes = early;
