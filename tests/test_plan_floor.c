@@ -102,6 +102,49 @@ test_gpt_bound(void)
   g_assert_cmpint(check_bounds(plan), >, 30);
 }
 
+/* pipeline's estimate, its GPUs' share of the model states
+ * (pipeline_estimate.c), over its orders, balances and recomputation, and
+ * a cap under it refuses every point unbuilt. */
+static void
+test_pipeline_bound(void)
+{
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
+  const char *models[] = {NULL, "models/gpt2-124m.json"};
+  int64_t most = 0;
+  for (guint k = 0; k < G_N_ELEMENTS(models); k++) {
+    g_autoptr(StModel) m = models[k] != NULL ? st_test_model(models[k])
+                                             : st_test_model_parse(SMALL_LLAMA);
+    g_autoptr(StPlanSpec) spec = st_test_plan_spec(
+      "strategy", "pipeline", "nodes", "1,2", "global-batch", "32", "micro-batch", "1,2",
+      "precision", "mixed,fp32", "pipeline-schedule", "1f1b,gpipe,zb-h1,dualpipev",
+      "recompute", "none,full", "balance", "time,memory", "prune", "off", "threads", "1",
+      "seq-len", "256", NULL);
+    g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
+    g_assert_cmpint(check_bounds(plan), >, 30);
+    for (guint i = 0; k == 0 && i < plan->configs->len; i++)
+      if (plan->points[i].estimated)
+        most = MAX(most, plan->points[i].device_floor);
+  }
+  g_autoptr(StModel) m = st_test_model_parse(SMALL_LLAMA);
+  g_autofree char *cap = g_strdup_printf("%" G_GINT64_FORMAT "B", most - 1);
+  g_autoptr(StPlanSpec) capped = st_test_plan_spec(
+    "strategy", "pipeline", "nodes", "1,2", "global-batch", "32", "micro-batch", "1,2",
+    "precision", "mixed,fp32", "pipeline-schedule", "1f1b,gpipe,zb-h1,dualpipev",
+    "recompute", "none,full", "balance", "time,memory", "mem-cap", cap, "threads", "1",
+    "seq-len", "256", NULL);
+  g_autoptr(StPlan) plan = st_test_plan_run(capped, m, c);
+  int refused = 0;
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanPoint *pt = &plan->points[i];
+    if (!pt->estimated || pt->device_floor <= plan->mem_cap || pt->status == ST_PLAN_PRUNED)
+      continue;
+    g_assert_false(pt->bounded || pt->simulated);
+    g_assert_cmpint(pt->status, ==, ST_PLAN_OOM);
+    refused++;
+  }
+  g_assert_cmpint(refused, >, 0);
+}
+
 /* The runtime counts NCCL's buffers for each group of more than one rank:
  * TP 2 x PP 2 x DP 2 joins three communicators, ZeRO-3 a fourth (its
  * gather's); TP 2 x DP 4 two, DP 8 one. A cap under a
@@ -167,6 +210,7 @@ main(int argc, char **argv)
   g_test_add_func("/plan/floor/llama", test_llama_bound);
   g_test_add_func("/plan/floor/llama-3-8b", test_llama3_bound);
   g_test_add_func("/plan/floor/gpt", test_gpt_bound);
+  g_test_add_func("/plan/floor/pipeline", test_pipeline_bound);
   g_test_add_func("/plan/floor/comms-and-refusal", test_comms_and_refusal);
   return g_test_run();
 }
