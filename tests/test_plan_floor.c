@@ -49,6 +49,7 @@ check_bounds(const StPlan *plan)
               pt->device_bytes);
     g_assert_cmpint(pt->bound.device_bytes, >, pt->bound.peak_bytes);
   }
+  g_test_message("%d simulated points checked", checked);
   return checked;
 }
 

@@ -18,7 +18,8 @@ RUN=(--model "$SRC/models/gpt2-124m.json" --cluster "$SRC/models/clusters/dgx-h1
 $STAGGER plan "${RUN[@]}" --out "$tmp/wide" >/dev/null 2>&1
 # 1. A bound: device figure >= estimate + runtime on every simulated point.
 jq -e '[.points[] | select(.simulated and .estimate != null and .estimate.peak_bytes > 0)] |
-       length > 0 and all(.device_bytes >= .estimate.peak_bytes + .estimate.runtime_bytes)' \
+       length > 0 and all(.device_bytes >= .estimate.peak_bytes + .estimate.runtime_bytes and
+                          .device_bytes >= .estimate.device_bytes)' \
   "$tmp/wide/plan.json" >/dev/null || fail "a simulated point's device figure under its estimate + runtime"
 # ... and so is, once built, the device figure of the schedule's bound (plan_floor.c).
 jq -e '[.points[] | select(.simulated)] | length > 0 and
