@@ -240,6 +240,9 @@ char *st_plan_config_label(const StPlanConfig *config);
 typedef struct {
   int64_t step_time_ns;  /* the summary's step time cannot be lower */
   int64_t peak_bytes;    /* the highest device peak cannot be lower */
+  int64_t device_bytes;  /* nor the highest device figure (nvidia-smi's): peak_bytes with the
+                            least runtime memory of a device (plan_floor.c); set by the
+                            planner, not st_plan_bound */
 } StPlanBound;
 
 /* Bounds of `schedule` as st_simulate with these engine settings would run
@@ -330,8 +333,13 @@ typedef struct {
                               (StEstimate.refuse_in_turn) */
   StEstimate estimate;     /* lower bounds before building: step (0 unknown), peak memory */
   int64_t runtime_bytes;   /* before building: what every GPU holds beside its tensors for
-                              certain under the framework, its CUDA context and cuBLAS
-                              workspace (StFrameworkRuntime); the cap applies to both */
+                              certain under the framework, its CUDA context, cuBLAS
+                              workspace and NCCL's buffers for each communicator the
+                              estimate counts (StFrameworkRuntime, StEstimate.comms) */
+  int64_t device_floor;    /* before building: the device figure of the estimate's tensors
+                              with runtime_bytes and the allocator's reserve
+                              (st_runtime_memory_figures), at most the simulated one's:
+                              what the cap is held against */
   int64_t closed_ns;       /* before building: its strategy's closed form of the steady step
                               (plan_closed.c, steady rule's tolerance off); 0 none */
   int64_t before_ns;       /* before building: the largest of work_ns, the estimate's step and

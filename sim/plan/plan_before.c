@@ -8,6 +8,7 @@
 
 #include "base/units.h"
 #include "cost/framework.h"
+#include "output/runtime_memory.h"
 #include "output/steady.h"
 
 /* The closed form, on the options as st_strategy_build resolves them: the
@@ -29,6 +30,41 @@ closed(StPlanPoint *pt, const StStrategy *strategy, const StModel *model,
     pt->closed_ns = cycle > 0 ? st_steady_step_bound(cycle) : 0;
   }
   st_options_clear(&o);
+}
+
+/* The device figure the cap applies to is at least a rank's tensors, its
+ * workspace, its context and NCCL's buffers for each communicator it
+ * surely joins across GPUs (StEstimate.comms), with the allocator's reserve
+ * on top as far as the GPU has room for it (output/runtime_memory.c): the
+ * figure of the estimate's tensors, which grows with each of them. */
+static void
+device_floor(StPlanPoint *pt, const StFramework *fw, const StCluster *cluster)
+{
+  pt->runtime_bytes = 0;
+  pt->device_floor = pt->estimate.peak_bytes;
+  if (fw == NULL)
+    return;
+  const StFrameworkRuntime *f = fw->runtime;
+  StRuntimeMemory rt = {
+    .workspace = f->workspace_bytes,
+    .reserve = f->allocator_reserve,
+    .fixed = f->context_bytes + f->nccl_bytes_per_comm * pt->estimate.comms,
+    .capacity = cluster->gpu.memory_bytes,
+  };
+  pt->runtime_bytes = rt.workspace + rt.fixed;
+  int64_t figure[ST_MEMKIND_N];
+  st_runtime_memory_figures(&rt, pt->estimate.peak_bytes, figure);
+  pt->device_floor = figure[ST_MEMKIND_DEVICE];
+}
+
+/* What refuses a configuration before the search (StEstimate.early_bytes):
+ * that part of its tensors with the CUDA context and workspace. */
+static int64_t
+early_bytes(const StPlanPoint *pt, const StFramework *fw)
+{
+  int64_t early = pt->estimate.early_bytes > 0 ? pt->estimate.early_bytes
+                                               : pt->estimate.peak_bytes;
+  return early + (fw != NULL ? fw->runtime->context_bytes + fw->runtime->workspace_bytes : 0);
 }
 
 void
@@ -57,10 +93,8 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
   StStrategyInput in = {model, cluster, profile, &named};
   pt->estimate = (StEstimate){.groups_across_nodes = plan->spec->tp_across_nodes};
   gboolean ok = strategy->estimate == NULL || strategy->estimate(&in, &pt->estimate, &error);
-  /* The device figure the cap applies to is at least a rank's tensors, its
-   * workspace and its context (output/runtime_memory.c). */
   const StFramework *fw = st_framework_find(named.framework);
-  pt->runtime_bytes = fw != NULL ? fw->runtime->context_bytes + fw->runtime->workspace_bytes : 0;
+  device_floor(pt, fw, cluster);
   st_options_clear(&named);
   if (ok && timed)
     closed(pt, strategy, model, cluster, profile, raw, cache);
@@ -73,8 +107,8 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
     pt->before_ns = MAX(pt->before_ns, st_steady_step_bound(pt->estimate.step_ns));
   pt->before_ns = MAX(pt->before_ns, pt->closed_ns);
   if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->estimate.peak_bytes > 0 &&
-      pt->estimate.peak_bytes + pt->runtime_bytes > plan->mem_cap) {
-    if (pt->estimate.refuse_in_turn)
+      pt->device_floor > plan->mem_cap) {
+    if (pt->estimate.refuse_in_turn || early_bytes(pt, fw) <= plan->mem_cap)
       pt->over_in_turn = TRUE;
     else
       st_plan_refuse_over_cap(plan, pt, strategy);
@@ -84,12 +118,13 @@ st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint *pt,
 void
 st_plan_refuse_over_cap(const StPlan *plan, StPlanPoint *pt, const StStrategy *strategy)
 {
-  g_autofree char *need = st_format_bytes(pt->estimate.peak_bytes + pt->runtime_bytes);
+  g_autofree char *need = st_format_bytes(pt->device_floor);
   g_autofree char *cap = st_format_bytes(plan->mem_cap);
   st_plan_point_refuse(pt, ST_PLAN_OOM,
              "needs at least %s on one GPU (%s's closed form of its model states and what "
-             "its pipeline surely holds at once, with the framework's CUDA context and "
-             "workspace), over the cap of %s (not built)",
+             "its pipeline surely holds at once, with the framework's CUDA context, "
+             "workspace, NCCL buffers of the communicators it surely joins and allocator's "
+             "reserve), over the cap of %s (not built)",
              need, strategy->name, cap);
 }
 

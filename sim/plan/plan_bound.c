@@ -387,7 +387,7 @@ void
 st_plan_bound(const StSchedule *s, const StProfile *profile, const char *comm_algo,
               StPlanBound *out)
 {
-  *out = (StPlanBound){0, 0};
+  *out = (StPlanBound){0, 0, 0};
   guint n_programs = s->programs->len;
   g_autofree gboolean *used = g_new0(gboolean, n_programs);
   for (int r = 0; r < s->n_ranks; r++)

@@ -179,6 +179,7 @@ point_json(const StPlan *plan, int i)
     cJSON *bound = cJSON_AddObjectToObject(obj, "bound");
     cJSON_AddNumberToObject(bound, "step_time_s", (double)pt->bound.step_time_ns * 1e-9);
     st_json_add_int(bound, "peak_bytes", pt->bound.peak_bytes);
+    st_json_add_int(bound, "device_bytes", pt->bound.device_bytes);
   } else {
     cJSON_AddNullToObject(obj, "bound");
   }
@@ -195,6 +196,7 @@ point_json(const StPlan *plan, int i)
     cJSON_AddNumberToObject(est, "bubble_s", (double)pt->estimate.bubble_ns * 1e-9);
     st_json_add_int(est, "peak_bytes", pt->estimate.peak_bytes);
     st_json_add_int(est, "runtime_bytes", pt->runtime_bytes);
+    st_json_add_int(est, "device_bytes", pt->device_floor);
     /* The planner's closed form of its steady step (plan_closed.c). */
     cJSON_AddNumberToObject(est, "closed_form_step_s", (double)pt->closed_ns * 1e-9);
   } else {

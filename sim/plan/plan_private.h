@@ -65,6 +65,12 @@ void st_plan_estimate(const StPlan *plan, const StProfile *profile, StPlanPoint 
 /* Refuses `pt` as over the memory cap by its estimate's peak (not built). */
 void st_plan_refuse_over_cap(const StPlan *plan, StPlanPoint *pt, const StStrategy *strategy);
 
+/* Once `s`, the schedule of `pt`, is bound (st_plan_bound): the device
+ * figure of that bound with the least runtime memory of a device running a
+ * rank (plan_floor.c), in pt->bound.device_bytes; TRUE when it refuses `pt`
+ * as over the cap by it (not simulated; never with pruning off). */
+gboolean st_plan_bound_device(const StPlan *plan, StPlanPoint *pt, const StSchedule *s);
+
 /* Prunes `pt`, unbuilt: point `who` reaches `best` where it cannot do
  * better than `bound`. Its reason is not formatted here but when asked
  * (st_plan_point_reason): 700,000 of them were 150 MB of strings. O(1). */

@@ -198,15 +198,8 @@ bound_point(Run *run, StPlanPoint *pt, StSchedule *schedule, const StOptions *op
   st_plan_bound(s, run->profile, options->comm_algo, &pt->bound);
   pt->bounded = TRUE;
   st_plan_fingerprint(s, options->comm_algo, pt->fingerprint);
-  if (plan->spec->prune != ST_PLAN_PRUNE_OFF && pt->bound.peak_bytes > plan->mem_cap) {
-    g_autofree char *need = st_format_bytes(pt->bound.peak_bytes);
-    g_autofree char *cap = st_format_bytes(plan->mem_cap);
-    st_plan_point_refuse(pt, ST_PLAN_OOM,
-               "needs at least %s on one GPU (its model states and the buffers it surely "
-               "holds at once), over the cap of %s (not simulated)",
-               need, cap);
+  if (st_plan_bound_device(plan, pt, s))
     return;
-  }
   int ops = schedule_ops(s);
   if (g_atomic_int_add(&run->kept_ops, ops) + ops <= KEEP_OPS)
     pt->kept = g_steal_pointer(&s);

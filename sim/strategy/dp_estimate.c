@@ -37,6 +37,15 @@ saved(const StModel *m, const StOptions *o, StDtype dtype)
   return total;
 }
 
+/* Communicators every rank joins with a peer on another GPU: the world
+ * st_dp_frame_init adds, once there are two ranks, each on its own GPU
+ * (round-robin, no more ranks than GPUs). Zero's others left out. */
+static int
+world_comms(const StStrategyInput *in)
+{
+  return in->options->ranks > 1 && in->options->ranks <= in->cluster->gpus;
+}
+
 gboolean
 st_dp_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
 {
@@ -47,6 +56,7 @@ st_dp_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   st_state_bytes(o, &b);
   est->peak_bytes =
     in->model->params * (b.weight + b.optimizer) + saved(in->model, o, b.activation);
+  est->comms = world_comms(in);
   return TRUE;
 }
 
@@ -67,5 +77,6 @@ st_zero_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
                                                    : b.optimizer;
   int64_t weights = stage >= 3 ? shard * b.shard_weight : all * b.weight;
   est->peak_bytes = weights + shard * optimizer + saved(in->model, o, b.activation);
+  est->comms = world_comms(in);
   return TRUE;
 }

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "cost/cost.h"
+#include "cost/framework.h"
 
 #include "model/layer_type.h"
 #include "strategy/strategy_common.h"
@@ -170,6 +171,101 @@ held(const StMegatronShape *sh, const Chunk *chunk, int s, int M)
   return most;
 }
 
+/* One micro-batch's tensors on the stage of model chunk k as its program
+ * allocates them (tensors.h, the spec strategy_pipeline_stage.c gives):
+ * *held, what stays from its last forward to its first backward (saved
+ * blocks, kept inputs and outputs, the boundary received), and *peak, the
+ * most at once, which adds what lives only inside the passes: outputs
+ * before the next layer frees them, the input gradients going back, pass
+ * scratch, the loss's targets, fp32 logits and autograd buffers on the last
+ * stage. FALSE where the build runs some layers outside tensors.h (MoE
+ * segments). */
+static gboolean
+footprint(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b, int k,
+          int64_t *held, int64_t *peak)
+{
+  const StModel *m = sh->model;
+  int lo = sh->first[k], hi = sh->first[k + 1], K = sh->p * sh->v;
+  for (int i = 0; i < m->n_layers; i++)
+    if (m->layers[i].chain_open)
+      return FALSE;
+  g_autofree int *batch = g_new0(int, m->n_layers);
+  g_autofree gboolean *moved = g_new0(gboolean, m->n_layers + 1);
+  for (int i = lo; i < hi; i++)
+    batch[i] = o->micro_batch;
+  /* Chunks k - 1 and k + 1 run on the stages before and after (p > 1
+   * wherever there are several). */
+  moved[lo] = k > 0;
+  moved[hi] = k < K - 1;
+  const StFramework *fw = st_options_framework(o);
+  StTensorsSpec spec = {
+    .model = m,
+    .dtype = b->activation,
+    .grad_bytes = b->grad,
+    .batch = batch,
+    .moved = moved,
+    .recompute = st_recompute_plan(o),
+    .loss_in_place = fw->loss_in_place,
+    .loss_16bit = fw->loss_16bit,
+    .loss_autograd = fw->loss_autograd,
+    .offload = o->offload_activations,
+  };
+  st_tensors_footprint(&spec, held, peak);
+  return TRUE;
+}
+
+/* The most tensors of micro-batches in flight stage s surely holds at once.
+ * 1F1B (v = 1) runs n = min(p - s, M) forwards before its first backward:
+ * the last of them runs while the n - 1 before hold their tensors, and the
+ * first backward while the n - 1 after do, so at some point n - 1
+ * micro-batches are held beside one at its own worst moment. The
+ * interleaved order is walked, each chunk's micro-batch holding its tensors
+ * from its forward to its backward. Neither is ever below the saved blocks
+ * alone (`saved`, held()), which stands where the footprint is unknown.
+ * Under ZeRO 2-3 each micro-batch's backward of a chunk allocates its
+ * gradient bucket (`bucket`, its bytes; zero_shard.c) while the others in
+ * flight hold theirs: 1F1B's first backward beside the n - 1 after it, an
+ * interleaved backward beside what the walk has live. */
+static int64_t
+in_flight(const StMegatronShape *sh, const StOptions *o, const StStateBytes *b,
+          const Chunk *chunk, int s, int M, int64_t saved, const int64_t *bucket)
+{
+  int K = sh->p * sh->v;
+  g_autofree int64_t *hold = g_new(int64_t, K);
+  int64_t peak = 0;
+  for (int k = s; k < K; k += sh->p)
+    if (!footprint(sh, o, b, k, &hold[k], &peak))
+      return saved;
+  if (sh->v == 1) {
+    int n = MIN(sh->p - s, M);
+    return MAX(saved, (int64_t)(n - 1) * hold[s] + MAX(peak, bucket[s]));
+  }
+  g_autoptr(GArray) order = st_pipe_order_interleaved(s, sh->p, M, sh->v);
+  int64_t live = 0, most = 0;
+  for (guint k = 0; k < order->len; k++) {
+    const StPipeSlot *slot = &g_array_index(order, StPipeSlot, k);
+    int64_t bytes = hold[slot->chunk * sh->p + s];
+    live += slot->fwd ? bytes : 0;
+    most = MAX(most, slot->fwd ? live : live - bytes + bucket[slot->chunk * sh->p + s]);
+    live -= slot->fwd ? 0 : bytes;
+  }
+  return MAX(saved, most);
+}
+
+/* Communicators each rank joins with peers on other GPUs, as build() adds
+ * them (strategy_megatron.c, add_comms), counted where a rank's group has
+ * more than one member, each on its own GPU (no more ranks than GPUs, rank
+ * r on GPU r): its tensor group (t), context group (c), pipeline (p), its
+ * data group (d, the dp-cp group) and under ZeRO-3 the data gather beside
+ * it. The experts' and the tied embedding's groups are left out. */
+static int
+comms_of(const StMegatronShape *sh, const StOptions *o, const StCluster *cl)
+{
+  if (o->ranks > cl->gpus)
+    return 0;
+  return (sh->t > 1) + (sh->c > 1) + (sh->p > 1) + (sh->d > 1) * (o->zero_stage == 3 ? 2 : 1);
+}
+
 /* Model-state bytes of `params` on one GPU, ZeRO stage z sharding over n;
  * none of the optimizer's under --offload optimizer. */
 static int64_t
@@ -212,8 +308,18 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   for (int k = 0; k < K; k++)
     chunk_of(&sh, o, &b, &ctx, mode, k, &chunk[k]);
 
+  /* ZeRO's gradient buckets: without --overlap-grad-reduce one per chunk,
+   * all its layers' gradients (at least their own parameters': a tied
+   * copy adds to them), found by the build only for dense models. */
+  gboolean one_bucket = !st_options_overlap(o);
+  for (int i = 0; i < sh.model->n_layers; i++)
+    one_bucket = one_bucket && !sh.model->layers[i].chain_open;
+  g_autofree int64_t *bucket = g_new0(int64_t, K);
+  for (int k = 0; k < K && one_bucket && o->zero_stage >= 2; k++)
+    bucket[k] = chunk[k].dense * b.grad;
+
   /* Memory: the stage whose states and in-flight activations weigh most. */
-  int64_t peak = 0;
+  int64_t peak = 0, early = 0;
   for (int s = 0; s < sh.p; s++) {
     int64_t dense = 0, experts = 0;
     for (int k = s; k < K; k += sh.p) {
@@ -223,10 +329,17 @@ st_megatron_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
     gboolean offload = o->offload == ST_OFFLOAD_OPTIMIZER;
     int64_t bytes = states(dense, o->zero_stage, sh.d, offload, &b) +
                     states(experts, o->zero_stage, sh.d / sh.e, offload, &b);
-    bytes += held(&sh, chunk, s, M);
-    peak = MAX(peak, bytes);
+    int64_t saved = held(&sh, chunk, s, M);
+    early = MAX(early, bytes + saved);
+    peak = MAX(peak, bytes + in_flight(&sh, o, &b, chunk, s, M, saved, bucket));
+    /* ZeRO's reduce-scatter of a bucket, after its last backward, lands
+     * its shard in a buffer of its own beside the states (zero_shard.c). */
+    for (int k = s; k < K && one_bucket && o->zero_stage >= 1; k += sh.p)
+      peak = MAX(peak, bytes + st_shard(chunk[k].dense, sh.d) * b.grad);
   }
   est->peak_bytes = peak;
+  est->early_bytes = early;
+  est->comms = comms_of(&sh, o, cl);
 
   /* Time: the longest chain through one step (see the top). Measured
    * collectives may beat the links' model: none counted then. */

@@ -71,6 +71,13 @@ typedef struct {
   int64_t compute_ns; /* out: of step_ns, the busiest stage's compute at peak */
   int64_t tp_comm_ns; /* out: of step_ns, its tensor-parallel collectives at link speed */
   int64_t bubble_ns;  /* out: of step_ns, the pipeline's fill and drain */
+  int64_t early_bytes; /* out: a part of peak_bytes that refuses a configuration over the cap
+                          before the search (what it held before issue 22's runtime and
+                          footprint were counted); over the cap by the rest only, it is
+                          refused in its wave, so that the waves, hence what is pruned and
+                          simulated, stay as they were; 0: all of peak_bytes */
+  int comms;          /* out: communicators every rank surely joins with a peer on another
+                         GPU, each holding NCCL's buffers (output/runtime_memory.c); 0 unknown */
   gboolean refuse_in_turn; /* out: a peak_bytes over the memory cap refuses the configuration
                               when the search reaches it (in its wave, where building it
                               would have), not before the search: the waves, hence what is

@@ -42,6 +42,10 @@ void st_state_bytes(const StOptions *options, StStateBytes *out);
  * lower bound of peak memory. */
 gboolean st_dp_estimate(const StStrategyInput *input, StEstimate *estimate, GError **error);
 gboolean st_zero_estimate(const StStrategyInput *input, StEstimate *estimate, GError **error);
+/* StStrategy.estimate of pipeline (pipeline_estimate.c): its GPUs' share of
+ * the model states. */
+gboolean st_pipeline_estimate(const StStrategyInput *input, StEstimate *estimate,
+                              GError **error);
 
 /* The FLOP/s no compute op of a GPU of `cluster` exceeds under `options`'
  * precision (bf16, else fp16, under mixed precision; fp32 otherwise; the FP8

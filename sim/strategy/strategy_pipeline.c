@@ -346,6 +346,7 @@ const StStrategy st_strategy_pipeline = {
               "Qi, Wan, Huang and Lin, Zero Bubble Pipeline Parallelism, ICLR 2024; "
               "DeepSeek-AI, DeepSeek-V3 Technical Report (DualPipe), arXiv 2412.19437",
   .build = build,
+  .estimate = st_pipeline_estimate,
   .update = st_sparse_update,
   .knobs = KNOBS,
 };

@@ -14,12 +14,17 @@ source "$SRC/tests/cli/lib/common.sh"
 command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
 
 RUN=(--model "$SRC/models/gpt2-124m.json" --cluster "$SRC/models/clusters/dgx-h100.json"
-     --nodes 1 --strategy dp,zero --global-batch 64 --precision mixed --threads 1 -q)
+     --nodes 1 --strategy dp,zero,pipeline --global-batch 64 --precision mixed --threads 1 -q)
 $STAGGER plan "${RUN[@]}" --out "$tmp/wide" >/dev/null 2>&1
 # 1. A bound: device figure >= estimate + runtime on every simulated point.
 jq -e '[.points[] | select(.simulated and .estimate != null and .estimate.peak_bytes > 0)] |
-       length > 0 and all(.device_bytes >= .estimate.peak_bytes + .estimate.runtime_bytes)' \
+       length > 0 and all(.device_bytes >= .estimate.peak_bytes + .estimate.runtime_bytes and
+                          .device_bytes >= .estimate.device_bytes)' \
   "$tmp/wide/plan.json" >/dev/null || fail "a simulated point's device figure under its estimate + runtime"
+# ... and so is, once built, the device figure of the schedule's bound (plan_floor.c).
+jq -e '[.points[] | select(.simulated)] | length > 0 and
+       all(.bound.device_bytes > .bound.peak_bytes and .device_bytes >= .bound.device_bytes)' \
+  "$tmp/wide/plan.json" >/dev/null || fail "a simulated point's device figure under its bound's"
 jq -e '[.points[] | select(.estimate != null) | .estimate.runtime_bytes] | min > 0' \
   "$tmp/wide/plan.json" >/dev/null || fail "no runtime bytes under pytorch or deepspeed"
 # 2. The dp point of the fewest micro-batches: a cap halfway through its runtime bytes.
