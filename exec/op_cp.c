@@ -92,9 +92,9 @@ cp_setup(Rank *r, GError **error)
       (r->k->ring_attn_fwd == NULL || r->k->ring_attn_bwd == NULL ||
        r->k->ring_attn_finish == NULL)) {
     g_set_error(error, ST_EXEC_ERROR, ST_EXEC_ERROR_UNSUPPORTED,
-                "rank %d: context parallelism's ring needs ring attention's kernels, which the "
-                "%s kernels lack (the host backend has them: --backend host; or --cp-comm "
-                "all-to-all)",
+                "rank %d: context parallelism's ring needs ring attention's kernels "
+                "(kernels.h ring_attn_*), which the %s kernel table lacks (--cp-comm "
+                "all-to-all runs on flash attention's)",
                 r->rank, r->k->name);
     return FALSE;
   }

@@ -263,8 +263,9 @@ typedef struct StKernels {
    * [batch, tokens, heads head_dim] (unnormalised), m and l [batch, heads,
    * tokens] (the running max and sum of exp; all zero to start: a row with
    * l = 0 has seen nothing).
-   * NULL in a table that has none (the cuda table: exec refuses the ring
-   * there; Ulysses runs on flash_attn_*). */
+   * Both tables have them (kernels/ref/ring_attention.c,
+   * kernels/cuda/ring_attention.cu); exec refuses the ring on a table
+   * that lacks one (op_cp.c). */
   int (*ring_attn_fwd)(void *stream, float *o, float *m, float *l, const void *q, int ld_q,
                        const void *kv, int batch, int tokens, int heads, int kv_heads,
                        int head_dim, float scale, int causal, int window, int c, int rank,
@@ -395,11 +396,19 @@ st_bf16_to_f32(uint16_t h)
   return x.f;
 }
 
+/* Under nvcc, what follows is also a device function (the CUDA ring
+ * kernels mask by it: one formula on both sides); plain C elsewhere. */
+#ifdef __CUDACC__
+#define ST_K_HOSTDEV __host__ __device__
+#else
+#define ST_K_HOSTDEV
+#endif
+
 /* The global position of token t of the `tokens` a rank of a
  * context-parallel group of c holds (Megatron-LM's get_batch_on_this_cp_rank:
  * the sequence in 2c chunks of tokens / 2, rank r holding chunks r and
  * 2c - 1 - r, so that each rank has the same share of the causal pairs). */
-static inline int
+static inline ST_K_HOSTDEV int
 st_k_cp_position(int t, int tokens, int c, int rank)
 {
   int h = tokens / 2;

@@ -148,6 +148,38 @@ test_moe_etp(void)
                settings);
 }
 
+/* Context parallelism on the GPU (issue 20): CP 2 over the two ranks of
+ * the one GPU, the ring (kernels/cuda/ring_attention.cu) and Ulysses'
+ * all-to-alls (flash attention on the whole sequence of a head group),
+ * against the same schedule on the host, which test_exec_cp.c holds to
+ * DP's losses and weights. fp32: the device sums in other orders only. */
+static void
+test_llama_cp_ring(void)
+{
+  const char *settings[] = {"context-parallel", "2", NULL};
+  compare_with("tests/data/exec/tiny-llama.json", "megatron", 0, ST_PRECISION_FP32, 1e-3,
+               settings);
+}
+
+/* The ring under mixed precision: bf16 storage of the queries, chunks and
+ * gradients (the host adds a step's gradient pair by pair in bf16, the
+ * device once: the bf16 tolerance of test_llama_bf16). */
+static void
+test_llama_cp_bf16(void)
+{
+  const char *settings[] = {"context-parallel", "2", NULL};
+  compare_with("tests/data/exec/tiny-llama.json", "megatron", 0, ST_PRECISION_MIXED, 5e-2,
+               settings);
+}
+
+static void
+test_llama_cp_a2a(void)
+{
+  const char *settings[] = {"context-parallel", "2", "cp-comm", "all-to-all", NULL};
+  compare_with("tests/data/exec/tiny-llama.json", "megatron", 0, ST_PRECISION_FP32, 1e-3,
+               settings);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -165,5 +197,8 @@ main(int argc, char **argv)
   g_test_add_func("/gpu/exec/llama-tp", test_llama_tp);
   g_test_add_func("/gpu/exec/moe-ep", test_moe_ep);
   g_test_add_func("/gpu/exec/moe-etp", test_moe_etp);
+  g_test_add_func("/gpu/exec/llama-cp-ring", test_llama_cp_ring);
+  g_test_add_func("/gpu/exec/llama-cp-bf16", test_llama_cp_bf16);
+  g_test_add_func("/gpu/exec/llama-cp-a2a", test_llama_cp_a2a);
   return g_test_run();
 }

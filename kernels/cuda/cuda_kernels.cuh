@@ -150,6 +150,20 @@ int st_cu_attn_heads_bwd(void *stream, void *dqkv, const void *dqh, const void *
                          const void *dvh, int batch, int tokens, int heads, int kv_heads,
                          int head_dim, StKDtype dt);
 
+/* ring_attention.cu */
+int st_cu_ring_attn_fwd(void *stream, float *o, float *m, float *l, const void *q, int ld_q,
+                        const void *kv, int batch, int tokens, int heads, int kv_heads,
+                        int head_dim, float scale, int causal, int window, int c, int rank,
+                        int kv_rank, StKDtype dt);
+int st_cu_ring_attn_finish(void *stream, void *y, float *lse, const float *o, const float *m,
+                           const float *l, int batch, int tokens, int heads, int head_dim,
+                           StKDtype dt);
+int st_cu_ring_attn_bwd(void *stream, void *dq, int ld_dq, void *dkv, int ld_dkv,
+                        const void *dy, const void *y, const float *lse, const void *q, int ld_q,
+                        const void *kv, int batch, int tokens, int heads, int kv_heads,
+                        int head_dim, float scale, int causal, int window, int c, int rank,
+                        int kv_rank, StKDtype dt);
+
 /* moe.cu */
 int st_cu_moe_route_fwd(void *stream, void *gates, int ld, float *probs, int32_t *sel,
                         const void *logits, int batch, int tokens, int experts, int top_k,

@@ -60,6 +60,9 @@ make_table(void)
   k.rope = st_cu_rope;
   k.flash_attn_fwd = st_cu_flash_attn_fwd;
   k.flash_attn_bwd = st_cu_flash_attn_bwd;
+  k.ring_attn_fwd = st_cu_ring_attn_fwd;
+  k.ring_attn_finish = st_cu_ring_attn_finish;
+  k.ring_attn_bwd = st_cu_ring_attn_bwd;
   k.attn_heads = st_cu_attn_heads;
   k.attn_heads_bwd = st_cu_attn_heads_bwd;
   k.copy2d = st_cu_copy2d;
