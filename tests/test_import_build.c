@@ -55,7 +55,7 @@ test_shipped_models(void)
       continue;
     g_autofree char *relative = g_build_filename("models", file, NULL);
     g_autoptr(StModel) model = st_test_model(relative);
-    model->path = NULL; /* st_model_from_json leaves it unset */
+    g_clear_pointer(&model->path, g_free); /* st_model_from_json leaves it unset */
     g_autoptr(cJSON) root = st_model_to_json(model);
     cJSON_DeleteItemFromObjectCaseSensitive(root, "totals");
     gboolean inputs = FALSE;
