@@ -313,7 +313,11 @@ st_profile_add_layer(StProfile *p, const char *device, const char *name, const c
   }
   double fill = e->fill;
   gboolean fill_bound = e->fill_bound;
-  *e = (ProfileLayerEntry){g_string_chunk_insert_const(p->strings, device), profile_string(p, name),
+  /* One device for every entry, as a rule: the last one's copy is kept
+   * rather than found again in the chunk's table (a hash a call). */
+  if (p->device_interned == NULL || strcmp(p->device_interned, device) != 0)
+    p->device_interned = g_string_chunk_insert_const(p->strings, device);
+  *e = (ProfileLayerEntry){p->device_interned, profile_string(p, name),
                            profile_string(p, signature), pass, x, time_ns, MAX(spread_ns, 0.0),
                            fill, fill_bound};
   if (name != NULL)
