@@ -67,6 +67,10 @@ typedef struct {
   /* When the events were streamed (profile_kineto_read.c) rather than
    * read from one tree: their names and the args kept, owned here. */
   GStringChunk *names;
+  /* Names lately copied into `names`, by the same hash as not_layer: an
+   * operator's, a launch's or a kernel's name recurs in every layer and is
+   * copied once, not 10^6 times. Cleared with `names`. */
+  const char *name_copied[16];
   GPtrArray *args;     /* cJSON *, owned */
 } Kineto;
 

@@ -154,14 +154,21 @@ stream_events(const char *text, gsize length, cJSON **root_out, KinetoFast fast,
 
 /* ---- the events ------------------------------------------------------------------- */
 
+/* A slot of Kineto.not_layer or name_copied for `name` (n bytes). */
+G_STATIC_ASSERT(G_N_ELEMENTS(((Kineto *)NULL)->not_layer) == 16);
+G_STATIC_ASSERT(G_N_ELEMENTS(((Kineto *)NULL)->name_copied) == 16);
+static gsize
+name_slot(const char *name, size_t n)
+{
+  return (n * 31 + (unsigned char)name[0] * 7 + (n > 0 ? (unsigned char)name[n - 1] : 0)) % 16;
+}
+
 static int
 layer_index(Kineto *k, const char *name, StPass *pass)
 {
   size_t n = strlen(name);
   *pass = ST_PASS_FWD;
-  char **miss = &k->not_layer[(n * 31 + (unsigned char)name[0] * 7 +
-                               (n > 0 ? (unsigned char)name[n - 1] : 0)) %
-                              G_N_ELEMENTS(k->not_layer)];
+  char **miss = &k->not_layer[name_slot(name, n)];
   if (*miss != NULL && strcmp(*miss, name) == 0)
     return -1;
   for (int pass_i = 0; pass_i < 3; pass_i++) {
@@ -265,6 +272,17 @@ items_of(const cJSON *item, EvItems *v)
   v->args = cJSON_GetObjectItemCaseSensitive(item, "args");
   v->seq = cJSON_GetObjectItemCaseSensitive(v->args, "Sequence number");
   v->corr = cJSON_GetObjectItemCaseSensitive(v->args, "correlation");
+}
+
+/* `name` copied into k->names, or its copy made before when it is the
+ * one its slot remembers. */
+static const char *
+name_copy(Kineto *k, const char *name)
+{
+  const char **seen = &k->name_copied[name_slot(name, strlen(name))];
+  if (*seen == NULL || strcmp(*seen, name) != 0)
+    *seen = g_string_chunk_insert(k->names, name);
+  return *seen;
 }
 
 /* The threads met, "pid/tid" -> index + 1. Events come in runs of one
@@ -382,7 +400,7 @@ read_items(Kineto *k, Threads *threads, const EvItems *v, int index, int *kept, 
   e.corr = json_whole(v->corr, -1);
   e.kind = (uint8_t)classify(k, e.name, cJSON_IsString(cat) ? cat->valuestring : "", &e);
   if (k->names != NULL) {
-    e.name = g_string_chunk_insert(k->names, e.name);
+    e.name = name_copy(k, e.name);
     e.args = NULL; /* the caller keeps a CPU operator's */
   }
   k->gpu = k->gpu || e.kind == EV_DEVICE || e.kind == EV_NCCL;
@@ -517,6 +535,7 @@ kineto_read_trace(Kineto *k, GError **error)
     g_clear_pointer(&k->args, g_ptr_array_unref);
     g_string_chunk_free(k->names);
     k->names = NULL;
+    memset(k->name_copied, 0, sizeof k->name_copied);
     root = st_json_parse(text, length, path, error);
     if (root == NULL)
       return NULL;
