@@ -278,7 +278,7 @@ attribute(Kineto *k, GHashTable *seq_layer, GHashTable *launch)
 static gboolean
 time_of(const Kineto *k, int key, double *median, double *spread)
 {
-  g_autofree double *v = g_new(double, k->n_steps);
+  double *v = k->step_times; /* n_steps; a fresh array per key was 2 per layer */
   int n = 0;
   gboolean bwd = key < k->n_keys - 1 && key % 2 == 1;
   for (int s = 0; s < k->n_steps; s++) {
@@ -392,6 +392,7 @@ kineto_clear(Kineto *k)
   g_clear_pointer(&k->steps, g_array_unref);
   g_clear_pointer(&k->sum, g_free);
   g_clear_pointer(&k->occ, g_free);
+  g_clear_pointer(&k->step_times, g_free);
   g_clear_pointer(&k->unattributed_by_name, g_hash_table_unref);
   g_clear_pointer(&k->layer_of, g_hash_table_unref);
   for (gsize i = 0; i < G_N_ELEMENTS(k->not_layer); i++)
@@ -421,6 +422,7 @@ build(Kineto *k, const cJSON *root, const StKinetoOptions *options, StKinetoImpo
       g_hash_table_insert(launch, &e->corr, GINT_TO_POINTER((int)i + 1));
   }
   k->sum = g_new0(double, (gsize)k->n_keys * k->n_steps);
+  k->step_times = g_new(double, k->n_steps);
   k->occ = g_new0(int, (gsize)k->n_keys * k->n_steps);
   attribute(k, seq_layer, launch);
 

@@ -60,6 +60,7 @@ typedef struct {
   int n_keys;          /* 2 per layer (fwd, bwd) + the optimizer */
   double *sum;         /* [n_keys][n_steps] */
   int *occ;            /* [n_keys][n_steps]: ranges of that pass */
+  double *step_times;  /* [n_steps]: time_of's scratch */
   double unattributed; /* ns over all steps */
   int kernels;         /* GPU kernels read */
   int orphans;         /* of them, whose correlation id matches no launch */
