@@ -328,6 +328,15 @@ test_scan_as_tree(void)
     {"\"args\": \\{", "\"args\": {\"list\": [1], "},        /* args not flat: cJSON's */
     {"\"dur\": ([0-9]+)", "\"dur\": 1e999"},                /* refused, by the tree */
     {"\"ts\": ([0-9]+)", "\"ts\": -0"},
+    /* flat args that are read later (the NCCL op's sizes, a scalar "Input
+     * Dims"): kept by the scan as the tree keeps them; flat args without
+     * such a key (the launches') are not kept */
+    {"\"Input Dims\": \\[\\s*\\[\\s*1048576\\s*\\]\\s*\\],\\s*\"Input type\": \\[\\s*\"float\"\\s*\\]",
+     "\"In msg nelems\": 1048576, \"dtype\": \"Float\", \"Group size\": 4"},
+    {"\"Input Dims\": \\[\\s*\\[\\s*1048576\\s*\\]\\s*\\],\\s*\"Input type\": \\[\\s*\"float\"\\s*\\]",
+     "\"stream\": 7, \"Out msg nelems\": 524288, \"In msg nelems\": 524288, \"dtype\": \"c10::Half\""},
+    {"\"Input Dims\": \\[\\s*\\[\\s*16,\\s*784\\s*\\],[^\"]*\"Input type\": \\[[^\\]]*\\]",
+     "\"Input Dims\": 16, \"Input type\": \"float\""},
   };
   g_autofree char *dir = st_test_tmpdir();
   for (gsize i = 0; i < G_N_ELEMENTS(VARIANTS); i++) {

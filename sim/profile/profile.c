@@ -288,11 +288,17 @@ new_layer_entry(StProfile *p)
   return &block[p->block_used++];
 }
 
-/* `text` copied into the profile's strings; NULL stays NULL. */
+/* `text` copied into the profile's strings, or *last when that is the
+ * same text (then kept there); NULL stays NULL. The strings are never
+ * changed or freed apart, so entries may share one. */
 static char *
-profile_string(StProfile *p, const char *text)
+profile_string(StProfile *p, char **last, const char *text)
 {
-  return text != NULL ? g_string_chunk_insert(p->strings, text) : NULL;
+  if (text == NULL)
+    return NULL;
+  if (*last == NULL || strcmp(*last, text) != 0)
+    *last = g_string_chunk_insert(p->strings, text);
+  return *last;
 }
 
 void
@@ -313,9 +319,19 @@ st_profile_add_layer(StProfile *p, const char *device, const char *name, const c
   }
   double fill = e->fill;
   gboolean fill_bound = e->fill_bound;
-  *e = (ProfileLayerEntry){g_string_chunk_insert_const(p->strings, device), profile_string(p, name),
-                           profile_string(p, signature), pass, x, time_ns, MAX(spread_ns, 0.0),
-                           fill, fill_bound};
+  /* One device for every entry, as a rule: the last one's copy is kept
+   * rather than found again in the chunk's table (a hash a call). */
+  if (p->device_interned == NULL || strcmp(p->device_interned, device) != 0)
+    p->device_interned = g_string_chunk_insert_const(p->strings, device);
+  *e = (ProfileLayerEntry){p->device_interned,
+                           profile_string(p, &p->last_name, name),
+                           profile_string(p, &p->last_signature, signature),
+                           pass,
+                           x,
+                           time_ns,
+                           MAX(spread_ns, 0.0),
+                           fill,
+                           fill_bound};
   if (name != NULL)
     st_profile_index_add_borrowed(p, p->layer_index,
                                   st_profile_layer_key_into(p->key, device, 'n', name, pass), x,

@@ -30,23 +30,29 @@ typedef struct {
   const cJSON *args;   /* read trace by trace: CPU operators' only (EV_OP), the only
                         * events whose args are read after reading; NULL when none */
   int64_t ts, end; /* ns */
-  int thread;      /* index of its (pid, tid) */
-  uint8_t kind;
-  uint8_t pass;    /* EV_LAYER */
-  gboolean eval, comm, outer;
-  int layer;       /* EV_LAYER */
   int64_t seq, corr;
+  int thread;      /* index of its (pid, tid) */
+  int layer;       /* EV_LAYER */
   /* CPU events: the innermost layer range, evaluate_function, optimizer
    * step and communication operator holding it (itself for the last
    * three), -1 when none; the step its start falls in. */
   int in_layer, in_eval, in_optim, in_comm;
   int step;
+  uint8_t kind;
+  uint8_t pass;    /* EV_LAYER */
+  /* bytes, not gboolean: a trace of 10^6 kernels holds 4·10^6 of these */
+  uint8_t eval, comm, outer;
 } Ev;
 
 typedef struct {
   const char *path;
   const StModel *model;
   GHashTable *layer_of; /* layer name (borrowed) -> GINT_TO_POINTER(first index + 1) */
+  /* Names lately found to name no layer (owned; NULL when none), by a hash
+   * of their length and ends: the same few operators, launches and kernels
+   * recur in every step and layer, and each lookup of them in layer_of
+   * (10^6 names) was a cache miss. */
+  char *not_layer[16];
   GArray *ev;          /* Ev */
   GArray *steps;       /* int: EV_STEP events by start */
   int n_steps;
@@ -54,6 +60,7 @@ typedef struct {
   int n_keys;          /* 2 per layer (fwd, bwd) + the optimizer */
   double *sum;         /* [n_keys][n_steps] */
   int *occ;            /* [n_keys][n_steps]: ranges of that pass */
+  double *step_times;  /* [n_steps]: time_of's scratch */
   double unattributed; /* ns over all steps */
   int kernels;         /* GPU kernels read */
   int orphans;         /* of them, whose correlation id matches no launch */
@@ -61,6 +68,10 @@ typedef struct {
   /* When the events were streamed (profile_kineto_read.c) rather than
    * read from one tree: their names and the args kept, owned here. */
   GStringChunk *names;
+  /* Names lately copied into `names`, by the same hash as not_layer: an
+   * operator's, a launch's or a kernel's name recurs in every layer and is
+   * copied once, not 10^6 times. Cleared with `names`. */
+  const char *name_copied[16];
   GPtrArray *args;     /* cJSON *, owned */
 } Kineto;
 
@@ -120,7 +131,16 @@ typedef struct {
   cJSON value[KINETO_FLAT_MEMBERS]; /* ph, name, ts, dur, cat, pid, tid */
   cJSON seq, corr;                  /* args' "Sequence number" and "correlation" */
   const char *args, *args_end;      /* the "args" object's text; NULL when none */
+  gboolean args_read;               /* it has a key of KINETO_ARGS_READ */
 } KinetoFlat;
+
+/* The keys of a CPU operator's args that are read after reading
+ * (batch_from_shapes, profile_import_kineto_links.c), each as "\0"-ended
+ * text. A flat args without any of them reads as no args at all: it is
+ * not kept (a launch's {"correlation": N}, 10^6 of them). Keep this in
+ * step with those readers. */
+#define KINETO_ARGS_READ \
+  {"Input Dims", "Input type", "dtype", "In msg nelems", "Out msg nelems", "Group size"}
 
 /* Reads the flat event at the cursor (profile_kineto_scan.c): a string
  * value's text is kept in text[member]. FALSE (the cursor anywhere, `out`

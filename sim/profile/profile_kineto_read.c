@@ -154,11 +154,23 @@ stream_events(const char *text, gsize length, cJSON **root_out, KinetoFast fast,
 
 /* ---- the events ------------------------------------------------------------------- */
 
+/* A slot of Kineto.not_layer or name_copied for `name` (n bytes). */
+G_STATIC_ASSERT(G_N_ELEMENTS(((Kineto *)NULL)->not_layer) == 16);
+G_STATIC_ASSERT(G_N_ELEMENTS(((Kineto *)NULL)->name_copied) == 16);
+static gsize
+name_slot(const char *name, size_t n)
+{
+  return (n * 31 + (unsigned char)name[0] * 7 + (n > 0 ? (unsigned char)name[n - 1] : 0)) % 16;
+}
+
 static int
-layer_index(const Kineto *k, const char *name, StPass *pass)
+layer_index(Kineto *k, const char *name, StPass *pass)
 {
   size_t n = strlen(name);
   *pass = ST_PASS_FWD;
+  char **miss = &k->not_layer[name_slot(name, n)];
+  if (*miss != NULL && strcmp(*miss, name) == 0)
+    return -1;
   for (int pass_i = 0; pass_i < 3; pass_i++) {
     static const char *const suffix[] = {"", ".forward", ".backward"};
     size_t s = strlen(suffix[pass_i]);
@@ -171,6 +183,8 @@ layer_index(const Kineto *k, const char *name, StPass *pass)
       return i;
     }
   }
+  g_free(*miss);
+  *miss = g_strdup(name);
   return -1;
 }
 
@@ -182,7 +196,7 @@ is_device_cat(const char *cat)
 }
 
 static Kind
-classify(const Kineto *k, const char *name, const char *cat, Ev *e)
+classify(Kineto *k, const char *name, const char *cat, Ev *e)
 {
   if (is_device_cat(cat))
     return g_str_has_prefix(name, "nccl") ? EV_NCCL : EV_DEVICE;
@@ -198,8 +212,8 @@ classify(const Kineto *k, const char *name, const char *cat, Ev *e)
   if (g_str_has_prefix(name, "Optimizer.") || strcmp(cat, "user_annotation") == 0 ||
       strcmp(cat, "gpu_user_annotation") == 0 || strcmp(cat, "python_function") == 0)
     return EV_MARK;
-  e->eval = g_str_has_prefix(name, EVAL_PREFIX);
-  e->comm = g_str_has_prefix(name, "nccl:") || strcmp(name, "record_param_comms") == 0;
+  e->eval = (uint8_t)g_str_has_prefix(name, EVAL_PREFIX);
+  e->comm = (uint8_t)(g_str_has_prefix(name, "nccl:") || strcmp(name, "record_param_comms") == 0);
   return EV_OP;
 }
 
@@ -260,13 +274,102 @@ items_of(const cJSON *item, EvItems *v)
   v->corr = cJSON_GetObjectItemCaseSensitive(v->args, "correlation");
 }
 
+/* `name` copied into k->names, or its copy made before when it is the
+ * one its slot remembers. */
+static const char *
+name_copy(Kineto *k, const char *name)
+{
+  const char **seen = &k->name_copied[name_slot(name, strlen(name))];
+  if (*seen == NULL || strcmp(*seen, name) != 0)
+    *seen = g_string_chunk_insert(k->names, name);
+  return *seen;
+}
+
+/* The threads met, "pid/tid" -> index + 1. Events come in runs of one
+ * thread, so the last one's pid and tid and its index are kept: the same
+ * values again (a number of the same bits, a string of the same text, so
+ * the same key text) need no key and no hash lookup. */
+typedef struct {
+  int type;          /* cJSON_Number, cJSON_String, or 0: any other (the key's text "") */
+  double number;
+  GString *text;
+} ThreadPart;
+
+typedef struct {
+  GHashTable *table; /* owns its keys */
+  GString *key;      /* scratch */
+  ThreadPart last[2]; /* the last pid and tid looked up */
+  int last_index;    /* its index, -1 before the first */
+} Threads;
+
+/* Whether `v` is what `part` holds. */
+static gboolean
+part_is(const ThreadPart *part, const cJSON *v)
+{
+  if (cJSON_IsNumber(v))
+    return part->type == cJSON_Number && memcmp(&part->number, &v->valuedouble,
+                                                sizeof(double)) == 0;
+  if (cJSON_IsString(v))
+    return part->type == cJSON_String && strcmp(part->text->str, v->valuestring) == 0;
+  return part->type == 0;
+}
+
+static void
+part_set(ThreadPart *part, const cJSON *v)
+{
+  part->type = cJSON_IsNumber(v) ? cJSON_Number : cJSON_IsString(v) ? cJSON_String : 0;
+  part->number = part->type == cJSON_Number ? v->valuedouble : 0;
+  g_string_assign(part->text, part->type == cJSON_String ? v->valuestring : "");
+}
+
+static void
+threads_init(Threads *th)
+{
+  th->table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  th->key = g_string_new(NULL);
+  for (int i = 0; i < 2; i++)
+    th->last[i] = (ThreadPart){0, 0, g_string_new(NULL)};
+  th->last_index = -1;
+}
+
+static void
+threads_clear(Threads *th)
+{
+  g_hash_table_unref(th->table);
+  g_string_free(th->key, TRUE);
+  for (int i = 0; i < 2; i++)
+    g_string_free(th->last[i].text, TRUE);
+}
+
+/* The index of the thread of `pid` and `tid` (text_of's text joined by
+ * '/'), numbered in the order first met. */
+static int
+thread_of(Threads *th, const cJSON *pid, const cJSON *tid)
+{
+  if (th->last_index >= 0 && part_is(&th->last[0], pid) && part_is(&th->last[1], tid))
+    return th->last_index;
+  char pid_buf[32], tid_buf[32];
+  GString *key = th->key;
+  g_string_assign(key, text_of(pid, pid_buf, sizeof pid_buf));
+  g_string_append_c(key, '/');
+  g_string_append(key, text_of(tid, tid_buf, sizeof tid_buf));
+  gpointer t = g_hash_table_lookup(th->table, key->str);
+  if (t == NULL) {
+    t = GINT_TO_POINTER(g_hash_table_size(th->table) + 1);
+    g_hash_table_insert(th->table, g_strdup(key->str), t);
+  }
+  part_set(&th->last[0], pid);
+  part_set(&th->last[1], tid);
+  th->last_index = GPOINTER_TO_INT(t) - 1;
+  return th->last_index;
+}
+
 /* Event `index` into k->ev when it is a complete event (*kept set to
  * its index there, -1 otherwise). Streamed (k->names set), its name is
  * copied; else borrowed from the tree, and its args with it. `thread` is
  * scratch. */
 static gboolean
-read_items(Kineto *k, GHashTable *threads, GString *thread, const EvItems *v, int index,
-           int *kept, GError **error)
+read_items(Kineto *k, Threads *threads, const EvItems *v, int index, int *kept, GError **error)
 {
   const cJSON *ph = v->ph, *name = v->name, *ts = v->ts, *dur = v->dur, *cat = v->cat;
   *kept = -1;
@@ -288,16 +391,7 @@ read_items(Kineto *k, GHashTable *threads, GString *thread, const EvItems *v, in
                 KINETO_MAX_DUR_US);
     return FALSE;
   }
-  char pid_buf[32], tid_buf[32];
-  g_string_assign(thread, text_of(v->pid, pid_buf, sizeof pid_buf));
-  g_string_append_c(thread, '/');
-  g_string_append(thread, text_of(v->tid, tid_buf, sizeof tid_buf));
-  gpointer t = g_hash_table_lookup(threads, thread->str);
-  if (t == NULL) {
-    t = GINT_TO_POINTER(g_hash_table_size(threads) + 1);
-    g_hash_table_insert(threads, g_strdup(thread->str), t);
-  }
-  Ev e = {.name = name->valuestring, .thread = GPOINTER_TO_INT(t) - 1,
+  Ev e = {.name = name->valuestring, .thread = thread_of(threads, v->pid, v->tid),
           .in_layer = -1, .in_eval = -1, .in_optim = -1, .in_comm = -1, .step = -1};
   e.args = v->args;
   e.ts = llround(ts->valuedouble * 1e3);
@@ -306,7 +400,7 @@ read_items(Kineto *k, GHashTable *threads, GString *thread, const EvItems *v, in
   e.corr = json_whole(v->corr, -1);
   e.kind = (uint8_t)classify(k, e.name, cJSON_IsString(cat) ? cat->valuestring : "", &e);
   if (k->names != NULL) {
-    e.name = g_string_chunk_insert(k->names, e.name);
+    e.name = name_copy(k, e.name);
     e.args = NULL; /* the caller keeps a CPU operator's */
   }
   k->gpu = k->gpu || e.kind == EV_DEVICE || e.kind == EV_NCCL;
@@ -318,13 +412,12 @@ read_items(Kineto *k, GHashTable *threads, GString *thread, const EvItems *v, in
 /* Event `index`, `item`, into k->ev when it is a complete event; streamed,
  * a CPU operator's args are taken from `item`. */
 static gboolean
-read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int index,
-           GError **error)
+read_event(Kineto *k, Threads *threads, cJSON *item, int index, GError **error)
 {
   EvItems v;
   items_of(item, &v);
   int kept;
-  if (!read_items(k, threads, thread, &v, index, &kept, error))
+  if (!read_items(k, threads, &v, index, &kept, error))
     return FALSE;
   if (kept >= 0 && k->names != NULL && ev_at(k, kept)->kind == EV_OP && v.args != NULL) {
     ev_at(k, kept)->args = v.args;
@@ -335,8 +428,7 @@ read_event(Kineto *k, GHashTable *threads, GString *thread, cJSON *item, int ind
 
 typedef struct {
   Kineto *k;
-  GHashTable *threads;
-  GString *thread;
+  Threads *threads;
   GString *text[KINETO_FLAT_MEMBERS]; /* scratch for kineto_scan_flat */
 } Stream;
 
@@ -361,9 +453,10 @@ read_fast(KinetoCursor *c, int index, gpointer data)
     v.corr = f.corr.type != 0 ? &f.corr : NULL;
   }
   int kept;
-  if (!read_items(s->k, s->threads, s->thread, &v, index, &kept, NULL))
+  if (!read_items(s->k, s->threads, &v, index, &kept, NULL))
     return 0;
-  if (kept >= 0 && f.args != NULL && ev_at(s->k, kept)->kind == EV_OP) {
+  /* Args with no key read later read as none: not parsed, not kept. */
+  if (kept >= 0 && f.args != NULL && f.args_read && ev_at(s->k, kept)->kind == EV_OP) {
     cJSON *parsed = cJSON_ParseWithLengthOpts(f.args, (size_t)(f.args_end - f.args), NULL, FALSE);
     g_assert(parsed != NULL); /* the scan read it */
     ev_at(s->k, kept)->args = parsed;
@@ -379,7 +472,7 @@ static gboolean
 read_streamed(cJSON *item, int index, gpointer data)
 {
   Stream *s = data;
-  gboolean ok = read_event(s->k, s->threads, s->thread, item, index, NULL);
+  gboolean ok = read_event(s->k, s->threads, item, index, NULL);
   cJSON_Delete(item);
   return ok;
 }
@@ -387,16 +480,18 @@ read_streamed(cJSON *item, int index, gpointer data)
 static gboolean
 read_events(Kineto *k, cJSON *events, GError **error)
 {
-  g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GString) thread = g_string_new(NULL);
+  Threads threads;
+  threads_init(&threads);
   cJSON *item;
   int index = -1;
+  gboolean ok = TRUE;
   cJSON_ArrayForEach(item, events)
   {
-    if (!read_event(k, threads, thread, item, ++index, error))
-      return FALSE;
+    if (!(ok = read_event(k, &threads, item, ++index, error)))
+      break;
   }
-  return TRUE;
+  threads_clear(&threads);
+  return ok;
 }
 
 cJSON *
@@ -423,15 +518,16 @@ kineto_read_trace(Kineto *k, GError **error)
   }
   k->names = g_string_chunk_new(1 << 14);
   k->args = g_ptr_array_new_with_free_func((GDestroyNotify)cJSON_Delete);
-  g_autoptr(GHashTable) threads = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GString) thread = g_string_new(NULL);
-  Stream s = {k, threads, thread, {NULL}};
+  Threads threads;
+  threads_init(&threads);
+  Stream s = {k, &threads, {NULL}};
   for (gsize i = 0; i < G_N_ELEMENTS(s.text); i++)
     s.text[i] = g_string_new(NULL);
   cJSON *root = NULL;
   gboolean streamed = stream_events(text, length, &root, read_fast, read_streamed, &s);
   for (gsize i = 0; i < G_N_ELEMENTS(s.text); i++)
     g_string_free(s.text[i], TRUE);
+  threads_clear(&threads);
   if (!streamed) {
     const char *path = k->path;
     g_array_set_size(k->ev, 0);
@@ -439,6 +535,7 @@ kineto_read_trace(Kineto *k, GError **error)
     g_clear_pointer(&k->args, g_ptr_array_unref);
     g_string_chunk_free(k->names);
     k->names = NULL;
+    memset(k->name_copied, 0, sizeof k->name_copied);
     root = st_json_parse(text, length, path, error);
     if (root == NULL)
       return NULL;

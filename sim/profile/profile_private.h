@@ -72,6 +72,9 @@ struct StProfile {
   GPtrArray *entry_blocks;   /* blocks of ST_PROFILE_ENTRY_BLOCK ProfileLayerEntry, owned */
   guint block_used;          /* entries taken from the last block */
   GString *key;              /* scratch for the keys of adds */
+  char *device_interned;     /* the last device added, in `strings`; NULL before the first */
+  char *last_name;           /* the last entry's name and signature, in `strings` (NULL: */
+  char *last_signature;      /* none yet): the next entry's when equal, as a layer's fwd and bwd */
   GHashTable *layer_entries; /* unique key -> ProfileLayerEntry, both in the above */
   GHashTable *link_entries;  /* unique key -> ProfileLinkEntry, owned */
   GHashTable *copy_entries;  /* unique key -> ProfileCopyEntry, owned */
