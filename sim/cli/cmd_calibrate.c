@@ -156,8 +156,6 @@ print_summary(const StFitResult *res, const Tally *t, int n_params, FILE *out)
 }
 
 /* The same as markdown, for docs/VALIDATION.md. */
-/* The framework preset a run runs under: its --framework, else its
- * strategy's. */
 /* "strategy: name value, ..." without the framework (its own column). */
 static char *
 run_layout(const StRun *r)

@@ -216,7 +216,7 @@ st_calibration_describe(const StCalibration *c)
 
 /* ---- slots ---------------------------------------------------------------- */
 
-static gboolean
+static void
 unknown_param(GError **error, const char *name)
 {
   g_autoptr(GString) known = g_string_new(NULL);
@@ -226,7 +226,6 @@ unknown_param(GError **error, const char *name)
               "unknown parameter '%s' (known: %s, each also as NAME@GPU, the GPU "
               "performance file's gpu)",
               name, known->str);
-  return FALSE;
 }
 
 int
