@@ -6,6 +6,7 @@
 
 #include "base/json.h"
 #include "cluster/cluster.h"
+#include "cost/calibration.h"
 #include "import/import.h"
 #include "interop/chakra.h"
 #include "model/model.h"
@@ -174,6 +175,21 @@ chakra(const char *path)
   return s != NULL;
 }
 
+/* A calibration file (its parameters, scoped ones too), applied to a node
+ * and described as sim prints it. */
+static gboolean
+calibration(const char *path)
+{
+  StCalibration c;
+  if (!st_calibration_load(path, &c, NULL))
+    return FALSE;
+  g_autoptr(StCluster) node = node_of_8();
+  st_calibration_apply(&c, node);
+  g_free(st_calibration_describe(&c));
+  st_calibration_clear(&c);
+  return TRUE;
+}
+
 #define SEEDS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* One row per target; each row opens a line with {"NAME", (CMake reads them). */
@@ -192,6 +208,7 @@ static const StFuzzTarget TARGETS[] = {
   {"import_onnx", import_onnx, SEEDS("tests/data/onnx/*.onnx", "tests/data/onnx/cases/*.onnx")},
   {"kineto", kineto, SEEDS("tests/data/kineto/*.json")},
   {"chakra", chakra, SEEDS("tests/fuzz/chakra/*.et")},
+  {"calibration", calibration, SEEDS("models/calibration/*.json", "tests/fuzz/calibration/*.json")},
   {NULL},
 };
 
