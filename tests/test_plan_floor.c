@@ -7,7 +7,9 @@
  * bounds on every simulated point, over TP, PP, interleaving,
  * micro-batch, recomputation, ZeRO and precision on Llama- and GPT-style
  * models: the planner must never refuse unbuilt a configuration that fits.
- * And it does refuse unbuilt what it puts over the cap. */
+ * And it does refuse unbuilt what it puts over the cap. So do pipeline's
+ * estimate (the busiest stage's states and micro-batches in flight) and
+ * cdp's (the states every rank holds, one micro-batch's saved blocks). */
 #include <string.h>
 
 #include "cost/framework.h"
