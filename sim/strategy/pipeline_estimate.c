@@ -15,9 +15,11 @@
  * layer's saved block less what selective recomputation drops, a
  * checkpointed layer's input instead, none of a layer whose activations
  * are offloaded (st_estimate_saved_layers, as tensors.h keeps them). The
- * busiest stage's sum is the bound. Not under DualPipeV (two chunks per
- * stage in a V) nor with MoE layers (their experts run outside
- * tensors.h: strategy_pipeline_moe.c).
+ * busiest stage's sum is the bound. DualPipeV's stage s holds two chunks
+ * (the s-th and the (2S - 1 - s)-th of the V) and runs 2S - s - 1
+ * forwards of the first and s + 1 of the second before its first
+ * backward (st_pipe_order_dualpipev, phases 1 and 2). Not with MoE layers
+ * (their experts run outside tensors.h: strategy_pipeline_moe.c).
  *
  * Without ZeRO, --sparsity (SAMO's compressed states) and --offload only.
  * Refused in its wave (refuse_in_turn), so that the waves stay as they
@@ -32,10 +34,12 @@
 #include "model/layer_type.h"
 #include "strategy/strategy_pipeline.h"
 
-/* Forwards stage s runs before its first backward under `order`
- * (st_pipe_order): their micro-batches' saved blocks are all live then. */
+/* Forwards of its chunk `local` (0, or 1 of DualPipeV's V) stage s runs
+ * before its first backward under `order` (st_pipe_order,
+ * st_pipe_order_dualpipev): their micro-batches' saved blocks of the
+ * chunk are all live then. */
 static int
-in_flight(StPipeOrder order, int s, int n_stages, int n_micro)
+in_flight(StPipeOrder order, int s, int local, int n_stages, int n_micro)
 {
   switch (order) {
   case ST_PIPE_GPIPE:
@@ -45,6 +49,8 @@ in_flight(StPipeOrder order, int s, int n_stages, int n_micro)
     return MIN(n_stages - s, n_micro);
   case ST_PIPE_ZB_H2:
     return MIN(2 * (n_stages - s) - 1, n_micro);
+  case ST_PIPE_DUALPIPE_V: /* its phases 1 and 2 */
+    return MIN(local == 0 ? 2 * n_stages - s - 1 : s + 1, n_micro);
   default:
     return 0;
   }
@@ -69,17 +75,22 @@ stages_held(const StStrategyInput *in, const StStateBytes *b)
   int64_t most = 0;
   const char *how = NULL;
   if (st_pipe_init(&pp, m, in->cluster, in->profile, in->options, NULL) &&
-      st_pipe_choose_stages(&pp, &how, NULL) && pp.n_chunks == 1) {
+      st_pipe_choose_stages(&pp, &how, NULL)) {
+    int S = pp.n_stages, K = S * MAX(pp.n_chunks, 1);
     g_autofree int64_t *saved = g_new(int64_t, MAX(m->n_layers, 1));
+    g_autofree int64_t *held = g_new0(int64_t, S);
     st_estimate_saved_layers(m, in->options, b->activation, saved);
-    for (int s = 0; s < pp.n_stages; s++) {
+    for (int k = 0; k < K; k++) {
+      int s = st_pipe_chunk_stage(&pp, k);
       int64_t states = 0, act = 0;
-      for (int i = pp.first[s]; i < pp.first[s + 1]; i++) {
+      for (int i = pp.first[k]; i < pp.first[k + 1]; i++) {
         states += pp.owned[i] * (b->weight + b->grad + b->optimizer);
         act += saved[i];
       }
-      most = MAX(most, states + in_flight(pp.order, s, pp.n_stages, pp.n_micro) * act);
+      held[s] += states + in_flight(pp.order, s, st_pipe_chunk_local(&pp, k), S, pp.n_micro) * act;
     }
+    for (int s = 0; s < S; s++)
+      most = MAX(most, held[s]);
   }
   st_pipe_clear(&pp);
   return most;
@@ -97,7 +108,7 @@ st_pipeline_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   StStateBytes b;
   st_state_bytes(o, &b);
   est->peak_bytes = m->params * (b.weight + b.grad + b.optimizer) / in->cluster->gpus;
-  if (o->pipeline_schedule != ST_PIPE_DUALPIPE_V && m->n_layers > 0 && !has_moe(m))
+  if (m->n_layers > 0 && !has_moe(m))
     est->peak_bytes = MAX(est->peak_bytes, stages_held(in, &b));
   est->refuse_in_turn = TRUE;
   return TRUE;
