@@ -7,7 +7,9 @@
  * bounds on every simulated point, over TP, PP, interleaving,
  * micro-batch, recomputation, ZeRO and precision on Llama- and GPT-style
  * models: the planner must never refuse unbuilt a configuration that fits.
- * And it does refuse unbuilt what it puts over the cap. */
+ * And it does refuse unbuilt what it puts over the cap. So do pipeline's
+ * estimate (the busiest stage's states and micro-batches in flight) and
+ * cdp's (the states every rank holds, one micro-batch's saved blocks). */
 #include <string.h>
 
 #include "cost/framework.h"
@@ -103,37 +105,120 @@ test_gpt_bound(void)
   g_assert_cmpint(check_bounds(plan), >, 30);
 }
 
-/* pipeline's estimate, its GPUs' share of the model states
- * (pipeline_estimate.c), over its orders, balances and recomputation, and
- * a cap under it refuses every point unbuilt. */
+/* pipeline's estimate (pipeline_estimate.c): its GPUs' share of the model
+ * states, and the busiest stage's states with the saved blocks of the
+ * micro-batches its order runs forward before its first backward (GPipe
+ * M, 1F1B and ZB-H1 min(S - s, M), ZB-H2 min(2(S - s) - 1, M)), over its
+ * orders, stage counts (given and fitted), balances, micro-batches,
+ * recomputation and offloaded activations; and a cap under it refuses
+ * every point unbuilt. */
 static void
 test_pipeline_bound(void)
 {
   g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
   const char *models[] = {NULL, "models/gpt2-124m.json"};
+  const char *stages[] = {NULL, "1,2,4,8"};
   int64_t most = 0;
-  for (guint k = 0; k < G_N_ELEMENTS(models); k++) {
-    g_autoptr(StModel) m = models[k] != NULL ? st_test_model(models[k])
-                                             : st_test_model_parse(SMALL_LLAMA);
-    g_autoptr(StPlanSpec) spec = st_test_plan_spec(
-      "strategy", "pipeline", "nodes", "1,2", "global-batch", "32", "micro-batch", "1,2",
-      "precision", "mixed,fp32", "pipeline-schedule", "1f1b,gpipe,zb-h1,dualpipev",
-      "recompute", "none,full", "balance", "time,memory", "prune", "off", "threads", "1",
-      "seq-len", "256", NULL);
-    g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
-    g_assert_cmpint(check_bounds(plan), >, 30);
-    for (guint i = 0; k == 0 && i < plan->configs->len; i++)
-      if (plan->points[i].estimated)
-        most = MAX(most, plan->points[i].device_floor);
-  }
+  int tight = 0;
+  for (guint k = 0; k < G_N_ELEMENTS(models); k++)
+    for (guint j = 0; j < G_N_ELEMENTS(stages); j++) {
+      g_autoptr(StModel) m = models[k] != NULL ? st_test_model(models[k])
+                                               : st_test_model_parse(SMALL_LLAMA);
+      g_autoptr(StPlanSpec) spec = st_test_plan_spec(
+        "strategy", "pipeline", "nodes", "1,2", "global-batch", "32", "micro-batch", "1,2,4",
+        "precision", "mixed,fp32", "pipeline-schedule", "1f1b,gpipe,zb-h1,zb-h2,dualpipev",
+        "recompute", "none,full", "balance", "time,memory", "prune", "off", "threads", "1",
+        "seq-len", "256", NULL);
+      g_autoptr(GError) error = NULL;
+      if (stages[j] != NULL)
+        g_assert_true(st_plan_spec_set(spec, "pipeline-stages", stages[j], &error));
+      if (k == 1 && j == 0)
+        g_assert_true(st_plan_spec_set(spec, "offload-activations", "0,4", &error));
+      g_assert_no_error(error);
+      g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
+      g_assert_cmpint(check_bounds(plan), >, 30);
+      for (guint i = 0; i < plan->configs->len; i++) {
+        const StPlanPoint *pt = &plan->points[i];
+        if (!pt->estimated)
+          continue;
+        if (k == 0 && j == 0)
+          most = MAX(most, pt->device_floor);
+        /* The saved blocks count: within 10 % of the simulated tensors. */
+        tight += pt->simulated && pt->estimate.peak_bytes > pt->peak_bytes * 0.9;
+      }
+    }
+  g_assert_cmpint(tight, >, 30);
   g_autoptr(StModel) m = st_test_model_parse(SMALL_LLAMA);
   g_autofree char *cap = g_strdup_printf("%" G_GINT64_FORMAT "B", most - 1);
   g_autoptr(StPlanSpec) capped = st_test_plan_spec(
-    "strategy", "pipeline", "nodes", "1,2", "global-batch", "32", "micro-batch", "1,2",
-    "precision", "mixed,fp32", "pipeline-schedule", "1f1b,gpipe,zb-h1,dualpipev",
+    "strategy", "pipeline", "nodes", "1,2", "global-batch", "32", "micro-batch", "1,2,4",
+    "precision", "mixed,fp32", "pipeline-schedule", "1f1b,gpipe,zb-h1,zb-h2,dualpipev",
     "recompute", "none,full", "balance", "time,memory", "mem-cap", cap, "threads", "1",
     "seq-len", "256", NULL);
   g_autoptr(StPlan) plan = st_test_plan_run(capped, m, c);
+  int refused = 0;
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanPoint *pt = &plan->points[i];
+    if (!pt->estimated || pt->device_floor <= plan->mem_cap || pt->status == ST_PLAN_PRUNED)
+      continue;
+    g_assert_false(pt->bounded || pt->simulated);
+    g_assert_cmpint(pt->status, ==, ST_PLAN_OOM);
+    refused++;
+  }
+  g_assert_cmpint(refused, >, 0);
+}
+
+/* cdp's estimate (strategy_cdp_estimate.c): the states every rank holds,
+ * plain, under the ZeRO relay (each stage's owner) and with model
+ * parallelism (the GPUs' share), and one micro-batch's saved blocks, over
+ * update rules, stages, reductions, micro-batches (and so accumulation),
+ * recomputation and precision; a cap under it refuses unbuilt. Returns
+ * the largest estimate's device floor of the runs on `m`. */
+static int64_t
+cdp_bound(const StModel *m, const char *zero, const char *mp, const char *reduce)
+{
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
+  g_autoptr(StPlanSpec) spec = st_test_plan_spec(
+    "strategy", "cdp", "nodes", strcmp(mp, "true") == 0 ? "2" : "1", "allow-stale", "true",
+    "global-batch", "32", "micro-batch", "1,2,4",
+    "precision", "mixed,fp32", "update-rule", "v1,v2,dp", "stages", "2,4,8", "cdp-reduce",
+    reduce, "model-parallel", mp, "recompute", "none,full", "prune", "off", "threads", "1",
+    "seq-len", "256", NULL);
+  g_autoptr(GError) error = NULL;
+  if (zero != NULL)
+    g_assert_true(st_plan_spec_set(spec, "zero-stage", zero, &error));
+  /* Model parallelism: 4 workers, whose stages share the 16 GPUs. */
+  if (strcmp(mp, "true") == 0)
+    g_assert_true(st_plan_spec_set(spec, "ranks", "4", &error));
+  g_assert_no_error(error);
+  g_autoptr(StPlan) plan = st_test_plan_run(spec, m, c);
+  g_assert_cmpint(check_bounds(plan), >, 30);
+  int64_t most = 0;
+  for (guint i = 0; i < plan->configs->len; i++)
+    if (plan->points[i].estimated)
+      most = MAX(most, plan->points[i].device_floor);
+  return most;
+}
+
+static void
+test_cdp_bound(void)
+{
+  g_autoptr(StModel) llama = st_test_model_parse(SMALL_LLAMA);
+  g_autoptr(StModel) gpt = st_test_model("models/gpt2-124m.json");
+  int64_t most = cdp_bound(llama, NULL, "false", "chain,collective");
+  cdp_bound(llama, "1,2,3", "false", "chain");
+  cdp_bound(llama, NULL, "true", "chain");
+  cdp_bound(gpt, NULL, "false", "chain");
+  cdp_bound(gpt, "1,3", "false", "chain");
+  g_assert_cmpint(most, >, 0);
+  g_autoptr(StCluster) c = st_test_cluster("models/clusters/dgx-h100.json", 0, 0);
+  g_autofree char *cap = g_strdup_printf("%" G_GINT64_FORMAT "B", most - 1);
+  g_autoptr(StPlanSpec) capped = st_test_plan_spec(
+    "strategy", "cdp", "nodes", "1", "allow-stale", "true", "global-batch", "32", "micro-batch",
+    "1,2,4", "precision", "mixed,fp32", "update-rule", "v1,v2,dp", "stages", "2,4,8",
+    "cdp-reduce", "chain,collective", "model-parallel", "false", "recompute", "none,full",
+    "mem-cap", cap, "threads", "1", "seq-len", "256", NULL);
+  g_autoptr(StPlan) plan = st_test_plan_run(capped, llama, c);
   int refused = 0;
   for (guint i = 0; i < plan->configs->len; i++) {
     const StPlanPoint *pt = &plan->points[i];
@@ -212,6 +297,7 @@ main(int argc, char **argv)
   g_test_add_func("/plan/floor/llama-3-8b", test_llama3_bound);
   g_test_add_func("/plan/floor/gpt", test_gpt_bound);
   g_test_add_func("/plan/floor/pipeline", test_pipeline_bound);
+  g_test_add_func("/plan/floor/cdp", test_cdp_bound);
   g_test_add_func("/plan/floor/comms-and-refusal", test_comms_and_refusal);
   return g_test_run();
 }

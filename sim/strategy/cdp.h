@@ -349,3 +349,8 @@ typedef struct {
 CdpTurn *cdp_mp_turns(const CdpPlan *c);
 gboolean cdp_mp_check(const CdpPlan *c, int used, GError **error);
 gboolean cdp_build_mp(CdpPlan *c, GError **error);
+
+/* StStrategy.estimate (strategy_cdp_estimate.c): the model states every
+ * rank surely holds, and without model parallelism one micro-batch's saved
+ * blocks, as a lower bound of the peak. */
+gboolean cdp_estimate(const StStrategyInput *in, StEstimate *est, GError **error);

@@ -16,24 +16,34 @@
 #include "model/layer_type.h"
 #include "strategy/offload.h"
 
-/* The saved blocks of one micro-batch's forward. */
-static int64_t
-saved(const StModel *m, const StOptions *o, StDtype dtype)
+/* Each layer's saved block of one micro-batch's forward (strategy_common.h). */
+void
+st_estimate_saved_layers(const StModel *m, const StOptions *o, StDtype dtype, int64_t *saved)
 {
-  int64_t total = 0;
   StRecomputePlan plan = st_recompute_plan(o);
   g_autofree StRecompute *mode = st_recompute_layers(m, &plan);
   g_autofree gboolean *offloaded = st_offload_layers(m, o->offload_activations);
   for (int i = 0; i < m->n_layers; i++) {
+    saved[i] = 0;
     if (offloaded[i] && mode[i] != ST_RECOMPUTE_FULL)
       continue;
     StLayerMemory mem;
     st_layer_memory(m, i, o->micro_batch, dtype, &mem);
     /* A checkpointed layer keeps its input for its recompute (recompute.h). */
-    total += mode[i] == ST_RECOMPUTE_FULL        ? mem.input
-             : mode[i] == ST_RECOMPUTE_SELECTIVE ? mem.saved - st_layer_memory_again(&mem, plan.ops, NULL)
-                                                 : mem.saved;
+    int64_t again = mode[i] == ST_RECOMPUTE_SELECTIVE
+                      ? st_layer_memory_again(&mem, plan.ops, NULL) : 0;
+    saved[i] = mode[i] == ST_RECOMPUTE_FULL ? mem.input : mem.saved - again;
   }
+}
+
+int64_t
+st_estimate_saved(const StModel *m, const StOptions *o, StDtype dtype)
+{
+  g_autofree int64_t *saved = g_new(int64_t, MAX(m->n_layers, 1));
+  st_estimate_saved_layers(m, o, dtype, saved);
+  int64_t total = 0;
+  for (int i = 0; i < m->n_layers; i++)
+    total += saved[i];
   return total;
 }
 
@@ -55,7 +65,7 @@ st_dp_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
   StStateBytes b;
   st_state_bytes(o, &b);
   est->peak_bytes =
-    in->model->params * (b.weight + b.optimizer) + saved(in->model, o, b.activation);
+    in->model->params * (b.weight + b.optimizer) + st_estimate_saved(in->model, o, b.activation);
   est->comms = world_comms(in);
   return TRUE;
 }
@@ -76,7 +86,7 @@ st_zero_estimate(const StStrategyInput *in, StEstimate *est, GError **error)
                   : stage >= 3                     ? b.shard_optimizer
                                                    : b.optimizer;
   int64_t weights = stage >= 3 ? shard * b.shard_weight : all * b.weight;
-  est->peak_bytes = weights + shard * optimizer + saved(in->model, o, b.activation);
+  est->peak_bytes = weights + shard * optimizer + st_estimate_saved(in->model, o, b.activation);
   est->comms = world_comms(in);
   return TRUE;
 }

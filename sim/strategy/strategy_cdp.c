@@ -485,4 +485,5 @@ const StStrategy st_strategy_cdp = {
   .knobs = KNOBS,
   .update = update,
   .shares_devices = shares_devices,
+  .estimate = cdp_estimate,
 };

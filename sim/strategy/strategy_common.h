@@ -42,8 +42,19 @@ void st_state_bytes(const StOptions *options, StStateBytes *out);
  * lower bound of peak memory. */
 gboolean st_dp_estimate(const StStrategyInput *input, StEstimate *estimate, GError **error);
 gboolean st_zero_estimate(const StStrategyInput *input, StEstimate *estimate, GError **error);
+/* The saved blocks of one micro-batch's forward over every layer of `m`
+ * (dp_estimate.c): each layer's saved block, less what selective
+ * recomputation drops, a checkpointed layer's input instead (recompute.h,
+ * the modes st_recompute_layers gives the whole model), none of a layer
+ * --offload-activations copies to the host; what tensors.h keeps of them
+ * at once at the end of a forward over them all, at `dtype`. */
+int64_t st_estimate_saved(const StModel *m, const StOptions *options, StDtype dtype);
+/* The same, layer by layer, into `saved` [m->n_layers]. */
+void st_estimate_saved_layers(const StModel *m, const StOptions *options, StDtype dtype,
+                              int64_t *saved);
 /* StStrategy.estimate of pipeline (pipeline_estimate.c): its GPUs' share of
- * the model states. */
+ * the model states, and the busiest stage's states with the saved blocks
+ * of the micro-batches its order surely holds at once. */
 gboolean st_pipeline_estimate(const StStrategyInput *input, StEstimate *estimate,
                               GError **error);
 

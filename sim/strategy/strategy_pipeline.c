@@ -37,9 +37,9 @@ memory_per_gpu(const StPipe *pp)
   return worst * per_device;
 }
 
-/* Sets pp->n_stages and splits. `how` says how the count was chosen. */
-static gboolean
-choose_stages(StPipe *pp, const char **how, GError **error)
+/* Sets pp->n_stages and splits (strategy_pipeline.h). */
+gboolean
+st_pipe_choose_stages(StPipe *pp, const char **how, GError **error)
 {
   const StOptions *o = pp->options;
   int R = o->ranks, V = MAX(pp->n_chunks, 1), L = pp->model->n_layers / V;
@@ -244,7 +244,7 @@ build(const StStrategyInput *in, GError **error)
     return NULL;
   }
   const char *how = NULL;
-  if (!choose_stages(&pp, &how, error)) {
+  if (!st_pipe_choose_stages(&pp, &how, error)) {
     st_pipe_clear(&pp);
     return NULL;
   }

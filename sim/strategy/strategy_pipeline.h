@@ -239,6 +239,11 @@ int64_t st_pipe_input_bytes(const StPipe *pipe, int layer);
  * alone on its GPU (ns), from the cost models. */
 double st_pipe_layer_time_ns(const StPipe *pipe, int layer, StPass pass);
 
+/* Sets pp->n_stages (--pipeline-stages, or the fewest whose
+ * st_pipe_stage_memory fits the GPU) and splits (strategy_pipeline.c);
+ * `how` says how the count was chosen. What build() does, so that the
+ * estimate (pipeline_estimate.c) sees the same stages. */
+gboolean st_pipe_choose_stages(StPipe *pp, const char **how, GError **error);
 /* An estimate (upper bound) of stage s's peak memory per rank, in bytes:
  * persistent states, the activations of the micro-batches in flight, and
  * the transient buffers of one backward or of the optimizer step. */

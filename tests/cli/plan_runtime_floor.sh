@@ -14,7 +14,7 @@ source "$SRC/tests/cli/lib/common.sh"
 command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
 
 RUN=(--model "$SRC/models/gpt2-124m.json" --cluster "$SRC/models/clusters/dgx-h100.json"
-     --nodes 1 --strategy dp,zero,pipeline --global-batch 64 --precision mixed --threads 1 -q)
+     --nodes 1 --strategy dp,zero,pipeline,cdp --global-batch 64 --precision mixed --threads 1 -q)
 $STAGGER plan "${RUN[@]}" --out "$tmp/wide" >/dev/null 2>&1
 # 1. A bound: device figure >= estimate + runtime on every simulated point.
 jq -e '[.points[] | select(.simulated and .estimate != null and .estimate.peak_bytes > 0)] |
