@@ -105,6 +105,24 @@ test_gpt_bound(void)
   g_assert_cmpint(check_bounds(plan), >, 30);
 }
 
+/* Every point whose estimated device floor is over the plan's cap was
+ * refused unbuilt (neither bounded after building nor simulated), and at
+ * least one was. */
+static void
+assert_refused_unbuilt(const StPlan *plan)
+{
+  int refused = 0;
+  for (guint i = 0; i < plan->configs->len; i++) {
+    const StPlanPoint *pt = &plan->points[i];
+    if (!pt->estimated || pt->device_floor <= plan->mem_cap || pt->status == ST_PLAN_PRUNED)
+      continue;
+    g_assert_false(pt->bounded || pt->simulated);
+    g_assert_cmpint(pt->status, ==, ST_PLAN_OOM);
+    refused++;
+  }
+  g_assert_cmpint(refused, >, 0);
+}
+
 /* pipeline's estimate (pipeline_estimate.c): its GPUs' share of the model
  * states, and the busiest stage's states with the saved blocks of the
  * micro-batches its order runs forward before its first backward (GPipe
@@ -156,16 +174,7 @@ test_pipeline_bound(void)
     "recompute", "none,full", "balance", "time,memory", "mem-cap", cap, "threads", "1",
     "seq-len", "256", NULL);
   g_autoptr(StPlan) plan = st_test_plan_run(capped, m, c);
-  int refused = 0;
-  for (guint i = 0; i < plan->configs->len; i++) {
-    const StPlanPoint *pt = &plan->points[i];
-    if (!pt->estimated || pt->device_floor <= plan->mem_cap || pt->status == ST_PLAN_PRUNED)
-      continue;
-    g_assert_false(pt->bounded || pt->simulated);
-    g_assert_cmpint(pt->status, ==, ST_PLAN_OOM);
-    refused++;
-  }
-  g_assert_cmpint(refused, >, 0);
+  assert_refused_unbuilt(plan);
 }
 
 /* cdp's estimate (strategy_cdp_estimate.c): the states every rank holds,
@@ -219,16 +228,7 @@ test_cdp_bound(void)
     "cdp-reduce", "chain,collective", "model-parallel", "false", "recompute", "none,full",
     "mem-cap", cap, "threads", "1", "seq-len", "256", NULL);
   g_autoptr(StPlan) plan = st_test_plan_run(capped, llama, c);
-  int refused = 0;
-  for (guint i = 0; i < plan->configs->len; i++) {
-    const StPlanPoint *pt = &plan->points[i];
-    if (!pt->estimated || pt->device_floor <= plan->mem_cap || pt->status == ST_PLAN_PRUNED)
-      continue;
-    g_assert_false(pt->bounded || pt->simulated);
-    g_assert_cmpint(pt->status, ==, ST_PLAN_OOM);
-    refused++;
-  }
-  g_assert_cmpint(refused, >, 0);
+  assert_refused_unbuilt(plan);
 }
 
 /* The runtime counts NCCL's buffers for each group of more than one rank:

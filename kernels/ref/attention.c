@@ -72,15 +72,6 @@ row_at(const Geom *g, int b, int h, int t)
   return ((size_t)b * g->H + h) * g->T + t;
 }
 
-static float
-dot(const void *x, size_t xo, const void *y, size_t yo, int k, StKDtype dt)
-{
-  float s = 0.0f;
-  for (int c = 0; c < k; c++)
-    s += st_ref_ld(x, dt, xo + c) * st_ref_ld(y, dt, yo + c);
-  return s;
-}
-
 int
 st_ref_flash_attn_fwd(void *stream, void *o, float *lse, const void *qkv, int batch,
                       int tokens, int heads, int kv_heads, int head_dim, float scale,
@@ -102,13 +93,13 @@ st_ref_flash_attn_fwd(void *stream, void *o, float *lse, const void *qkv, int ba
         float m = -INFINITY;
         for (int j = 0; j < tokens; j++)
           if (st_k_attn_sees(i, j, causal, window))
-            m = fmaxf(m, scale * dot(qkv, q, qkv, k_at(&g, b, j, h), head_dim, dt));
+            m = fmaxf(m, scale * st_ref_dot(qkv, q, qkv, k_at(&g, b, j, h), head_dim, dt));
         float l = 0.0f;
         memset(acc, 0, sizeof(float) * (size_t)head_dim);
         for (int j = 0; j < tokens; j++) {
           if (!st_k_attn_sees(i, j, causal, window))
             continue;
-          float p = expf(scale * dot(qkv, q, qkv, k_at(&g, b, j, h), head_dim, dt) - m);
+          float p = expf(scale * st_ref_dot(qkv, q, qkv, k_at(&g, b, j, h), head_dim, dt) - m);
           l += p;
           size_t v = v_at(&g, b, j, h);
           for (int c = 0; c < head_dim; c++)
@@ -148,7 +139,7 @@ st_ref_flash_attn_bwd(void *stream, void *dqkv, const void *dout, const void *qk
     for (int h = 0; h < heads; h++)
       for (int i = 0; i < tokens; i++)
         rowdot[row_at(&g, b, h, i)] =
-          dot(dout, o_at(&g, b, i, h), o, o_at(&g, b, i, h), head_dim, dt);
+          st_ref_dot(dout, o_at(&g, b, i, h), o, o_at(&g, b, i, h), head_dim, dt);
   int group = heads / kv_heads;
   for (int b = 0; b < batch; b++)
     for (int kvh = 0; kvh < kv_heads; kvh++) {
@@ -162,8 +153,8 @@ st_ref_flash_attn_bwd(void *stream, void *dqkv, const void *dout, const void *qk
             if (!st_k_attn_sees(i, j, causal, window))
               continue;
             size_t kj = k_at(&g, b, j, h), vj = v_at(&g, b, j, h);
-            float p = expf(scale * dot(qkv, q, qkv, kj, head_dim, dt) - l);
-            float ds = p * (dot(dout, od, qkv, vj, head_dim, dt) - d);
+            float p = expf(scale * st_ref_dot(qkv, q, qkv, kj, head_dim, dt) - l);
+            float ds = p * (st_ref_dot(dout, od, qkv, vj, head_dim, dt) - d);
             for (int c = 0; c < head_dim; c++) {
               dq[c] += scale * ds * st_ref_ld(qkv, dt, kj + c);
               dk[(size_t)j * head_dim + c] += scale * ds * st_ref_ld(qkv, dt, q + c);

@@ -31,6 +31,16 @@ st_ref_st(void *p, StKDtype dt, size_t i, float v)
     ((float *)p)[i] = v;
 }
 
+/* The dot product of k elements of x from xo and of y from yo, in fp32. */
+static inline float
+st_ref_dot(const void *x, size_t xo, const void *y, size_t yo, int k, StKDtype dt)
+{
+  float s = 0.0f;
+  for (int c = 0; c < k; c++)
+    s += st_ref_ld(x, dt, xo + c) * st_ref_ld(y, dt, yo + c);
+  return s;
+}
+
 static inline int
 st_ref_dt_ok(StKDtype dt)
 {

@@ -74,15 +74,6 @@ row_at(const Ring *g, int b, int h, int t)
   return ((size_t)b * g->H + h) * g->T + t;
 }
 
-static float
-dot(const void *x, size_t xo, const void *y, size_t yo, int k, StKDtype dt)
-{
-  float s = 0.0f;
-  for (int c = 0; c < k; c++)
-    s += st_ref_ld(x, dt, xo + c) * st_ref_ld(y, dt, yo + c);
-  return s;
-}
-
 int
 st_ref_ring_attn_fwd(void *stream, float *o, float *m, float *l, const void *q, int ld_q,
                      const void *kv, int batch, int tokens, int heads, int kv_heads,
@@ -107,7 +98,7 @@ st_ref_ring_attn_fwd(void *stream, float *o, float *m, float *l, const void *q, 
         size_t qi = q_at(&g, g.ld_q, b, i, h), r = row_at(&g, b, h, i);
         float mx = l[r] > 0.0f ? m[r] : -INFINITY;
         for (int j = 0; j < tokens; j++) {
-          s[j] = sees(&g, i, j) ? scale * dot(q, qi, kv, k_at(&g, g.ld_kv, b, j, h), head_dim, dt)
+          s[j] = sees(&g, i, j) ? scale * st_ref_dot(q, qi, kv, k_at(&g, g.ld_kv, b, j, h), head_dim, dt)
                                 : -INFINITY;
           mx = fmaxf(mx, s[j]);
         }
@@ -185,14 +176,14 @@ st_ref_ring_attn_bwd(void *stream, void *dq, int ld_dq, void *dkv, int ld_dkv, c
         float lse_i = lse[row_at(&g, b, h, i)];
         if (lse_i == -INFINITY)
           continue;
-        float D = dot(dy, oi, y, oi, head_dim, dt);
+        float D = st_ref_dot(dy, oi, y, oi, head_dim, dt);
         for (int j = 0; j < tokens; j++) {
           if (!sees(&g, i, j))
             continue;
           size_t kj = k_at(&g, g.ld_kv, b, j, h), vj = v_at(&g, g.ld_kv, b, j, h);
           size_t dkj = k_at(&g, (size_t)ld_dkv, b, j, h), dvj = v_at(&g, (size_t)ld_dkv, b, j, h);
-          float p = expf(scale * dot(q, qi, kv, kj, head_dim, dt) - lse_i);
-          float ds = p * (dot(dy, oi, kv, vj, head_dim, dt) - D);
+          float p = expf(scale * st_ref_dot(q, qi, kv, kj, head_dim, dt) - lse_i);
+          float ds = p * (st_ref_dot(dy, oi, kv, vj, head_dim, dt) - D);
           for (int d = 0; d < head_dim; d++) {
             acc(dq, dt, dqi + d, scale * ds * st_ref_ld(kv, dt, kj + d));
             acc(dkv, dt, dkj + d, scale * ds * st_ref_ld(q, dt, qi + d));
